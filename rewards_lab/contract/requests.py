@@ -1,0 +1,207 @@
+"""Request bodies of the seed's operations. Unknown fields are refused (`field_unknown`), never ignored."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+)
+
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.validation import custom_error
+from rewards_lab.domain.money import MAX_DECIMALS, parse_rate, parse_threshold
+
+_EMAIL_RE = re.compile(r"^[^@\s]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9-]{1,63})+$")
+_DECIMAL_STRING_RE = re.compile(r"^-?\d+(\.\d+)?$")
+MAX_EVENT_DATA_BYTES = 16_384
+MAX_RULES_CONDITIONS = 20
+MAX_RULE_ACTIONS = 10
+
+
+class RequestModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+def _number_field(parse: Any) -> Any:
+    def check(value: object) -> Decimal:
+        try:
+            number: Decimal = parse(value)
+        except ServiceError as error:
+            raise custom_error(error) from None
+        return number
+
+    return check
+
+
+def _json_number(value: Decimal) -> int | float:
+    # Exact: validated numbers have at most 15 significant digits, which a double reproduces as written.
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+Rate = Annotated[
+    Decimal,
+    BeforeValidator(_number_field(lambda v: parse_rate(v, "rate"))),
+    PlainSerializer(_json_number),
+    WithJsonSchema({"type": "number"}),
+]
+Threshold = Annotated[
+    Decimal,
+    BeforeValidator(_number_field(lambda v: parse_threshold(v, "value"))),
+    PlainSerializer(_json_number),
+    WithJsonSchema({"type": "number"}),
+]
+
+
+def _decimal_string(value: object) -> str:
+    if not isinstance(value, str) or not _DECIMAL_STRING_RE.match(value):
+        raise custom_error(ServiceError("amount_invalid", 'must be a decimal string such as "12.50"'))
+    return value
+
+
+DecimalString = Annotated[str, BeforeValidator(_decimal_string)]
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+Identifier = Annotated[str, Field(min_length=1, max_length=255)]
+FieldName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
+EventType = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")]
+
+
+def _email(value: str | None) -> str | None:
+    if value is not None and not _EMAIL_RE.match(value):
+        raise custom_error(ServiceError("customer_email_invalid"))
+    return value
+
+
+class Environment(StrEnum):
+    SANDBOX = "sandbox"
+    PRODUCTION = "production"
+
+
+class CustomerCreate(RequestModel):
+    external_id: Identifier
+    email: Annotated[str | None, AfterValidator(_email)] = None
+    country: Annotated[str | None, Field(pattern=r"^[A-Z]{2}$", description="ISO 3166-1 alpha-2")] = None
+
+
+class WalletType(StrEnum):
+    CUSTOMER = "customer"
+
+
+class TransferPolicy(StrEnum):
+    OPEN = "open"  # sends and receives transfers
+    RECEIVE_ONLY = "receive_only"  # receives, never sends
+    CLOSED = "closed"  # takes part in no transfer; issue and redeem only
+
+
+class WalletCreate(RequestModel):
+    customer_id: Identifier
+    type: WalletType = WalletType.CUSTOMER
+    transfer_policy: TransferPolicy = TransferPolicy.OPEN
+
+
+class AssetType(StrEnum):
+    POINTS = "points"
+    CREDITS = "credits"
+    STAMPS = "stamps"
+
+
+class AssetCreate(RequestModel):
+    name: Name
+    symbol: Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9]{0,11}$")]
+    type: AssetType
+    decimals: Annotated[int, Field(ge=0, le=MAX_DECIMALS, strict=True)]
+    supply_ceiling: DecimalString | None = None
+
+
+class ProgrammeCreate(RequestModel):
+    name: Name
+    asset_id: Identifier
+    description: Annotated[str, Field(max_length=2000)] | None = None
+
+
+class Operator(StrEnum):
+    GTE = "gte"
+    GT = "gt"
+    LTE = "lte"
+    LT = "lt"
+    EQ = "eq"
+    NEQ = "neq"
+
+
+class Condition(RequestModel):
+    field: FieldName
+    operator: Operator
+    value: Threshold
+
+
+class FixedAmount(RequestModel):
+    fixed: DecimalString
+
+
+class PerRateAmount(RequestModel):
+    per: FieldName
+    rate: Rate
+
+
+class Action(RequestModel):
+    type: Literal["issue"]
+    asset_id: Identifier | None = None  # the programme's asset when absent
+    amount: FixedAmount | PerRateAmount
+
+
+class RuleCreate(RequestModel):
+    program_id: Identifier
+    event_type: EventType
+    conditions: Annotated[list[Condition], Field(max_length=MAX_RULES_CONDITIONS)] = []
+    actions: Annotated[list[Action], Field(min_length=1, max_length=MAX_RULE_ACTIONS)]
+
+
+class RuleUpdate(RequestModel):
+    """Edits a rule of the draft version; absent fields stay as they are."""
+
+    event_type: EventType | None = None
+    conditions: Annotated[list[Condition], Field(max_length=MAX_RULES_CONDITIONS)] | None = None
+    actions: Annotated[list[Action], Field(min_length=1, max_length=MAX_RULE_ACTIONS)] | None = None
+
+
+class SimulationRequest(RequestModel):
+    """The seed's shape: `event` holds `type` and the event's data fields as one flat object."""
+
+    event: dict[str, Any]
+
+
+class EventCreate(RequestModel):
+    type: EventType
+    external_event_id: Identifier
+    customer_id: Identifier
+    occurred_at: datetime | None = None
+    data: dict[str, Any] = {}
+
+
+class IssueRequest(RequestModel):
+    wallet_id: Identifier
+    amount: DecimalString
+    reason: Annotated[str, Field(min_length=1, max_length=500)]
+
+
+class RedemptionRequest(RequestModel):
+    wallet_id: Identifier
+    amount: DecimalString
+    reference: Annotated[str, Field(min_length=1, max_length=500)]
+
+
+class TransferRequest(RequestModel):
+    from_wallet_id: Identifier
+    to_wallet_id: Identifier
+    amount: DecimalString
+    reference: Annotated[str, Field(max_length=500)] | None = None

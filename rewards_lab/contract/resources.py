@@ -1,0 +1,215 @@
+"""Resources the service returns inside the envelope's `data`. Amounts are decimal strings."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from rewards_lab.contract.requests import Action, AssetType, Condition, TransferPolicy, WalletType
+
+T = TypeVar("T")
+
+
+class Resource(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Customer(Resource):
+    id: str
+    external_id: str
+    email: str | None
+    country: str | None
+    created_at: datetime
+
+
+class Wallet(Resource):
+    id: str
+    customer_id: str
+    type: WalletType
+    status: Literal["active", "frozen"]
+    transfer_policy: TransferPolicy
+    created_at: datetime
+
+
+class Asset(Resource):
+    id: str
+    name: str
+    symbol: str
+    type: AssetType
+    decimals: int
+    supply_ceiling: str | None
+    status: Literal["configured", "active", "paused"]
+    issued: str
+    redeemed: str
+    outstanding_supply: str
+    created_at: datetime
+    activated_at: datetime | None
+
+
+class Rule(Resource):
+    id: str
+    program_id: str
+    version: int | None  # None while the rule belongs to the draft
+    event_type: str
+    conditions: list[Condition]
+    actions: list[Action]
+    created_at: datetime
+
+
+class ProgrammeVersion(Resource):
+    id: str
+    program_id: str
+    number: int | None  # None for the draft; published versions count from 1
+    status: Literal["draft", "published"]
+    based_on: int | None
+    published_at: datetime | None
+    rules: list[Rule]
+
+
+class Programme(Resource):
+    id: str
+    name: str
+    asset_id: str
+    description: str | None
+    current_version: int | None  # the number of the live (latest published) version
+    draft_version_id: str
+    created_at: datetime
+
+
+class PublishResult(Resource):
+    program_id: str
+    version: ProgrammeVersion
+    draft_version_id: str
+
+
+class Balance(Resource):
+    asset_id: str
+    symbol: str
+    decimals: int
+    balance: str
+    updated_at: datetime | None
+
+
+class WalletBalances(Resource):
+    wallet_id: str
+    customer_id: str
+    status: Literal["active", "frozen"]
+    balances: list[Balance]
+
+
+class Entry(Resource):
+    account_id: str
+    amount: str  # signed: negative leaves the account, positive enters it
+
+
+class LedgerTransaction(Resource):
+    id: str
+    kind: Literal["issue", "redemption", "transfer", "reward"]
+    asset_id: str
+    amount: str
+    wallet_id: str | None
+    from_wallet_id: str | None
+    to_wallet_id: str | None
+    memo: str | None  # the reason of an issue, the reference of a redemption or transfer
+    entries: list[Entry]
+    created_at: datetime
+
+
+class EventError(Resource):
+    code: str
+    message: str
+
+
+class Event(Resource):
+    id: str
+    external_event_id: str
+    type: str
+    customer_id: str
+    occurred_at: datetime | None
+    data: dict[str, Any]
+    status: Literal["received", "processed", "failed"]
+    error: EventError | None
+    attempts: int
+    received_at: datetime
+    processed_at: datetime | None
+
+
+class RewardExecution(Resource):
+    id: str
+    event_id: str
+    external_event_id: str
+    customer_id: str
+    program_id: str
+    program_version: int
+    rule_id: str
+    action_index: int
+    asset_id: str
+    wallet_id: str | None
+    amount: str
+    status: Literal["issued", "failed"]
+    error_code: str | None
+    transaction_id: str | None
+    inputs: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+class Segment(Resource):
+    code: str
+    name: str
+    reason: str
+
+
+class CustomerSegments(Resource):
+    customer_id: str
+    segments: list[Segment]
+    as_of: datetime
+
+
+class ConditionOutcome(Resource):
+    field: str
+    operator: str
+    threshold: str
+    value_read: Any
+    verdict: bool
+    reason: str
+
+
+class ActionOutcome(Resource):
+    action_index: int
+    asset_id: str
+    amount: str  # what the action would issue (0 when nothing)
+    issues: bool
+    reason: str
+    inputs: dict[str, Any]
+
+
+class RuleOutcome(Resource):
+    rule_id: str
+    event_type: str
+    matched: bool
+    reason: str
+    conditions: list[ConditionOutcome]
+    actions: list[ActionOutcome]
+
+
+class AssetTotal(Resource):
+    asset_id: str
+    amount: str
+
+
+class Simulation(Resource):
+    event_type: str
+    program_id: str | None
+    program_version: int | None
+    matched: bool
+    rules: list[RuleOutcome]
+    totals: list[AssetTotal]
+
+
+class Page(BaseModel, Generic[T]):
+    data: list[T]
+    next_cursor: str | None
+    has_more: bool

@@ -1,0 +1,59 @@
+"""Turning pydantic validation failures into registered errors that name the offending field."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticCustomError
+
+from rewards_lab.contract.errors import REGISTRY, ServiceError
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+_PYDANTIC_TO_CODE = {
+    "missing": "field_required",
+    "extra_forbidden": "field_unknown",
+}
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """('rules', 0, 'actions', 1, 'amount') -> 'rules[0].actions[1].amount'."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part.startswith("function-") or part in {"FixedAmount", "PerRateAmount"}:
+            continue  # union branch labels pydantic inserts; the client never wrote them
+        else:
+            path += f".{part}" if path else part
+    return path
+
+
+def to_service_error(error: ValidationError, prefix: str = "") -> ServiceError:
+    """The first validation failure as a ServiceError; all of them are listed in `details.errors`."""
+    problems: list[dict[str, Any]] = []
+    for item in error.errors(include_url=False, include_input=False):
+        code = item["type"] if item["type"] in REGISTRY else _PYDANTIC_TO_CODE.get(item["type"], "field_invalid")
+        field = field_path(tuple(item["loc"]))
+        if prefix:
+            field = f"{prefix}.{field}" if field else prefix
+        message = str(item["msg"]).removeprefix("Value error, ")
+        problems.append({"code": code, "field": field, "message": message})
+    first = problems[0]
+    return ServiceError(first["code"], f"{first['field']}: {first['message']}", field=first["field"], errors=problems)
+
+
+def validate(model: type[ModelT], data: Any, prefix: str = "") -> ModelT:
+    """Validate python data (e.g. JSON parsed with parse_float=Decimal) into a request model."""
+    if not isinstance(data, dict):
+        raise ServiceError("field_invalid", "the body must be a JSON object", field=prefix or "body")
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        raise to_service_error(error, prefix) from None
+
+
+def custom_error(error: ServiceError) -> PydanticCustomError:
+    """Re-raise a domain ServiceError inside a pydantic validator, keeping its registered code."""
+    return PydanticCustomError(error.code, error.message.replace("{", "(").replace("}", ")"))

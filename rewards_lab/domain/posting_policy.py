@@ -1,0 +1,144 @@
+"""Which postings the ledger accepts, decided in order against a running view of the ledger (no I/O).
+
+The batch path loads the state of every wallet and asset a batch touches once, then decides each posting in
+turn here, applying accepted ones to the running state, so that a batch of a thousand postings needs no SQL per
+posting and a later posting sees the effect of the earlier ones (balances, supply).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.domain.ledger import Posting, check_posting
+
+Kind = Literal["issue", "reward", "redemption", "transfer"]
+
+
+@dataclass(frozen=True, slots=True)
+class PostingRequest:
+    """A request to move value. For issue/reward `wallet_id` receives; for redemption it gives."""
+
+    transaction_id: str
+    kind: Kind
+    asset_id: str
+    amount_minor: int
+    wallet_id: str
+    to_wallet_id: str | None = None  # transfers only
+    memo: str | None = None
+    execution_id: str | None = None
+
+
+@dataclass(slots=True)
+class LedgerState:
+    """A running view of the assets, wallets and balances a batch touches."""
+
+    assets: dict[str, dict[str, Any]]
+    wallets: dict[str, dict[str, Any]]
+    balances: dict[tuple[str, str], int]
+    outstanding: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for asset_id, asset in self.assets.items():
+            self.outstanding.setdefault(asset_id, int(asset["issued_minor"]) - int(asset["redeemed_minor"]))
+
+    def decide(self, request: PostingRequest) -> Posting:
+        """The posting for `request`, applied to the running state; or raise the ServiceError refusing it."""
+        asset = self._active_asset(request.asset_id)
+        if request.kind in ("issue", "reward"):
+            self._usable_wallet(request.wallet_id)
+            ceiling = asset["supply_ceiling_minor"]
+            outstanding = self.outstanding[request.asset_id]
+            if ceiling is not None and outstanding + request.amount_minor > int(ceiling):
+                raise ServiceError(
+                    "asset_supply_exhausted",
+                    "issuing this amount would exceed the asset's supply ceiling",
+                    asset_id=request.asset_id,
+                    available_minor=str(int(ceiling) - outstanding),
+                )
+            posting = self._posting(request, asset["issuance_account_id"], request.wallet_id)
+        elif request.kind == "redemption":
+            self._usable_wallet(request.wallet_id)
+            self._require_balance(request.wallet_id, request.asset_id, request.amount_minor)
+            posting = self._posting(request, request.wallet_id, asset["redemption_account_id"])
+        else:
+            posting = self._transfer(request)
+        check_posting(posting)
+        self._apply(posting, request.kind)
+        return posting
+
+    def _transfer(self, request: PostingRequest) -> Posting:
+        assert request.to_wallet_id is not None
+        if request.wallet_id == request.to_wallet_id:
+            raise ServiceError("transfer_same_wallet", field="to_wallet_id")
+        sender = self._usable_wallet(request.wallet_id, field_name="from_wallet_id")
+        receiver = self._usable_wallet(request.to_wallet_id, field_name="to_wallet_id")
+        if sender["transfer_policy"] != "open":
+            raise ServiceError(
+                "wallet_policy_violation",
+                f"wallet {request.wallet_id} has transfer policy '{sender['transfer_policy']}' and cannot send",
+                wallet_id=request.wallet_id,
+                policy=sender["transfer_policy"],
+            )
+        if receiver["transfer_policy"] == "closed":
+            raise ServiceError(
+                "wallet_policy_violation",
+                f"wallet {request.to_wallet_id} has transfer policy 'closed' and cannot receive transfers",
+                wallet_id=request.to_wallet_id,
+                policy="closed",
+            )
+        self._require_balance(request.wallet_id, request.asset_id, request.amount_minor)
+        return self._posting(request, request.wallet_id, request.to_wallet_id)
+
+    def _active_asset(self, asset_id: str) -> dict[str, Any]:
+        asset = self.assets.get(asset_id)
+        if asset is None:
+            raise ServiceError("asset_not_found", asset_id=asset_id)
+        if asset["status"] == "paused":
+            raise ServiceError("asset_paused", asset_id=asset_id)
+        if asset["status"] != "active":
+            raise ServiceError("asset_not_active", asset_id=asset_id, status=asset["status"])
+        return asset
+
+    def _usable_wallet(self, wallet_id: str, field_name: str = "wallet_id") -> dict[str, Any]:
+        wallet = self.wallets.get(wallet_id)
+        if wallet is None:
+            raise ServiceError("wallet_not_found", field=field_name, wallet_id=wallet_id)
+        if wallet["status"] == "frozen":
+            raise ServiceError("wallet_frozen", wallet_id=wallet_id)
+        return wallet
+
+    def _require_balance(self, wallet_id: str, asset_id: str, amount_minor: int) -> None:
+        held = self.balances.get((wallet_id, asset_id), 0)
+        if held < amount_minor:
+            raise ServiceError(
+                "insufficient_balance",
+                "the wallet holds too little of the asset",
+                wallet_id=wallet_id,
+                asset_id=asset_id,
+                balance_minor=str(held),
+            )
+
+    @staticmethod
+    def _posting(request: PostingRequest, source: str, destination: str) -> Posting:
+        kind = "reward" if request.kind == "reward" else request.kind
+        return Posting(
+            transaction_id=request.transaction_id,
+            kind=kind,
+            asset_id=request.asset_id,
+            amount_minor=request.amount_minor,
+            source_account_id=source,
+            destination_account_id=destination,
+            memo=request.memo,
+            execution_id=request.execution_id,
+        )
+
+    def _apply(self, posting: Posting, kind: Kind) -> None:
+        for entry in posting.entries():
+            key = (entry.account_id, entry.asset_id)
+            self.balances[key] = self.balances.get(key, 0) + entry.amount_minor
+        if kind in ("issue", "reward"):
+            self.outstanding[posting.asset_id] += posting.amount_minor
+        elif kind == "redemption":
+            self.outstanding[posting.asset_id] -= posting.amount_minor

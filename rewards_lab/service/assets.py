@@ -1,0 +1,95 @@
+"""Assets: create (configured), activate, pause and resume.
+
+Activation preconditions (the seed leaves them to us): the asset is `configured`, and no other active or paused
+asset of the same organization and environment uses its symbol (`asset_symbol_taken`), so that a symbol names
+one live asset. Issuing is possible only while the asset is active.
+"""
+
+from __future__ import annotations
+
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.ids import new_id
+from rewards_lab.contract.pagination import PageRequest, check_page_request
+from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.money import parse_ceiling
+from rewards_lab.domain.states import asset_transition
+from rewards_lab.service import presenters
+from rewards_lab.service.notifications import emit
+from rewards_lab.service.writes import run_write
+from rewards_lab.store.database import Database
+from rewards_lab.store.queries import Row
+from rewards_lab.store.uow import Repositories, reader
+
+ASSET_SORTS = ("created_at", "symbol", "name")
+
+
+def create_asset(
+    database: Database, scope: Scope, body: rq.AssetCreate, *, idempotency_key: str | None = None
+) -> r.Asset:
+    def write(uow: Repositories) -> r.Asset:
+        ceiling = parse_ceiling(body.supply_ceiling, body.decimals)
+        fields = {**body.model_dump(mode="json"), "supply_ceiling_minor": ceiling}
+        accounts = (new_id("account"), new_id("account"))
+        return presenters.asset(uow.assets.add(scope, new_id("asset"), fields, accounts))
+
+    return run_write(
+        database,
+        scope,
+        "assets.create",
+        body,
+        write,
+        r.Asset,
+        idempotency_key=idempotency_key,
+        status_code=201,
+    )
+
+
+def asset_row(uow: Repositories, scope: Scope, asset_id: str) -> Row:
+    row = uow.assets.get(scope, asset_id)
+    if row is None:
+        raise ServiceError("asset_not_found", asset_id=asset_id)
+    return row
+
+
+def get_asset(database: Database, scope: Scope, asset_id: str) -> r.Asset:
+    return presenters.asset(asset_row(reader(database), scope, asset_id))
+
+
+def list_assets(database: Database, scope: Scope, page: PageRequest, *, status: str | None = None) -> r.Page[r.Asset]:
+    sort = check_page_request(page, ASSET_SORTS)
+    rows = reader(database).assets.page(scope, page, sort, {"status": status})
+    return r.Page[r.Asset](
+        data=[presenters.asset(x) for x in rows.rows], next_cursor=rows.next_cursor, has_more=rows.has_more
+    )
+
+
+def _transition(database: Database, scope: Scope, asset_id: str, action: str, idempotency_key: str | None) -> r.Asset:
+    def write(uow: Repositories) -> r.Asset:
+        row = asset_row(uow, scope, asset_id)
+        target = asset_transition(action, row["status"])
+        if action == "activate" and uow.assets.symbol_in_use(scope, row["symbol"], asset_id):
+            raise ServiceError("asset_symbol_taken", field="symbol", symbol=row["symbol"])
+        uow.assets.set_status(scope, asset_id, target, activated=action == "activate")
+        asset = presenters.asset(asset_row(uow, scope, asset_id))
+        if action == "pause":
+            emit(uow, scope, "asset.paused", asset_id, asset)
+        return asset
+
+    return run_write(
+        database, scope, f"assets.{action}:{asset_id}", {}, write, r.Asset, idempotency_key=idempotency_key
+    )
+
+
+def activate_asset(database: Database, scope: Scope, asset_id: str, *, idempotency_key: str | None = None) -> r.Asset:
+    return _transition(database, scope, asset_id, "activate", idempotency_key)
+
+
+def pause_asset(database: Database, scope: Scope, asset_id: str, *, idempotency_key: str | None = None) -> r.Asset:
+    """A paused asset refuses issue, redemption and transfer (`asset_paused`); emits `asset.paused`."""
+    return _transition(database, scope, asset_id, "pause", idempotency_key)
+
+
+def resume_asset(database: Database, scope: Scope, asset_id: str, *, idempotency_key: str | None = None) -> r.Asset:
+    return _transition(database, scope, asset_id, "resume", idempotency_key)

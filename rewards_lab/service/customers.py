@@ -1,0 +1,136 @@
+"""Customers, keyed by the client's external id, and their wallets."""
+
+from __future__ import annotations
+
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.ids import new_id
+from rewards_lab.contract.pagination import PageRequest, check_page_request
+from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.states import wallet_transition
+from rewards_lab.service import presenters
+from rewards_lab.service.notifications import emit
+from rewards_lab.service.writes import run_write
+from rewards_lab.store.database import Database
+from rewards_lab.store.uow import Repositories, reader
+
+CUSTOMER_SORTS = ("created_at", "external_id")
+WALLET_SORTS = ("created_at",)
+
+
+def create_customer(
+    database: Database, scope: Scope, body: rq.CustomerCreate, *, idempotency_key: str | None = None
+) -> r.Customer:
+    def write(uow: Repositories) -> r.Customer:
+        existing = uow.customers.get_by_external_id(scope, body.external_id)
+        if existing is not None:
+            raise ServiceError("customer_already_exists", field="external_id", customer_id=existing["id"])
+        row = uow.customers.add(scope, new_id("customer"), body.external_id, body.email, body.country)
+        return presenters.customer(row)
+
+    return run_write(
+        database,
+        scope,
+        "customers.create",
+        body,
+        write,
+        r.Customer,
+        idempotency_key=idempotency_key,
+        status_code=201,
+    )
+
+
+def _customer_row(uow: Repositories, scope: Scope, reference: str) -> dict[str, object]:
+    """A customer by id, else by external id: the two ways clients name one."""
+    row = uow.customers.get(scope, reference) or uow.customers.get_by_external_id(scope, reference)
+    if row is None:
+        raise ServiceError("customer_not_found", customer_id=reference)
+    return row
+
+
+def get_customer(database: Database, scope: Scope, reference: str) -> r.Customer:
+    return presenters.customer(_customer_row(reader(database), scope, reference))
+
+
+def list_customers(
+    database: Database, scope: Scope, page: PageRequest, *, external_id: str | None = None
+) -> r.Page[r.Customer]:
+    sort = check_page_request(page, CUSTOMER_SORTS)
+    rows = reader(database).customers.page(scope, page, sort, {"external_id": external_id})
+    return r.Page[r.Customer](
+        data=[presenters.customer(x) for x in rows.rows], next_cursor=rows.next_cursor, has_more=rows.has_more
+    )
+
+
+def create_wallet(
+    database: Database, scope: Scope, body: rq.WalletCreate, *, idempotency_key: str | None = None
+) -> r.Wallet:
+    def write(uow: Repositories) -> r.Wallet:
+        customer = _customer_row(uow, scope, body.customer_id)
+        row = uow.wallets.add(scope, new_id("wallet"), str(customer["id"]), body.type.value, body.transfer_policy.value)
+        return presenters.wallet(row)
+
+    return run_write(
+        database,
+        scope,
+        "wallets.create",
+        body,
+        write,
+        r.Wallet,
+        idempotency_key=idempotency_key,
+        status_code=201,
+    )
+
+
+def get_wallet(database: Database, scope: Scope, wallet_id: str) -> r.Wallet:
+    row = reader(database).wallets.get(scope, wallet_id)
+    if row is None:
+        raise ServiceError("wallet_not_found", wallet_id=wallet_id)
+    return presenters.wallet(row)
+
+
+def list_wallets(
+    database: Database,
+    scope: Scope,
+    page: PageRequest,
+    *,
+    customer_id: str | None = None,
+    status: str | None = None,
+) -> r.Page[r.Wallet]:
+    sort = check_page_request(page, WALLET_SORTS)
+    rows = reader(database).wallets.page(scope, page, sort, {"customer_id": customer_id, "status": status})
+    return r.Page[r.Wallet](
+        data=[presenters.wallet(x) for x in rows.rows], next_cursor=rows.next_cursor, has_more=rows.has_more
+    )
+
+
+def _wallet_transition(
+    database: Database, scope: Scope, wallet_id: str, action: str, idempotency_key: str | None
+) -> r.Wallet:
+    def write(uow: Repositories) -> r.Wallet:
+        row = uow.wallets.get(scope, wallet_id)
+        if row is None:
+            raise ServiceError("wallet_not_found", wallet_id=wallet_id)
+        uow.wallets.set_status(scope, wallet_id, wallet_transition(action, row["status"]))
+        updated = uow.wallets.get(scope, wallet_id)
+        assert updated is not None
+        wallet = presenters.wallet(updated)
+        if action == "freeze":
+            emit(uow, scope, "wallet.frozen", wallet_id, wallet)
+        return wallet
+
+    return run_write(
+        database, scope, f"wallets.{action}:{wallet_id}", {}, write, r.Wallet, idempotency_key=idempotency_key
+    )
+
+
+def freeze_wallet(database: Database, scope: Scope, wallet_id: str, *, idempotency_key: str | None = None) -> r.Wallet:
+    """A frozen wallet cannot transact at all (`wallet_frozen`); emits `wallet.frozen`."""
+    return _wallet_transition(database, scope, wallet_id, "freeze", idempotency_key)
+
+
+def unfreeze_wallet(
+    database: Database, scope: Scope, wallet_id: str, *, idempotency_key: str | None = None
+) -> r.Wallet:
+    return _wallet_transition(database, scope, wallet_id, "unfreeze", idempotency_key)

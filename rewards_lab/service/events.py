@@ -1,0 +1,469 @@
+"""Business events: durable acceptance, deduplication, and processing by the reward engine in batches.
+
+`submit_events` stores events as `received` (one statement for many, so an HTTP front end can group-commit).
+`process_pending` takes the oldest received events, evaluates the published rules of every programme whose
+rules name the event's type, and issues through the batch posting path, all in one database transaction per
+batch. Each issuance is keyed by (event, programme version, rule, action); an event remembers which versions it
+was evaluated against, so a replay re-evaluates the same versions and issues only the keys not yet issued.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.ids import new_id, new_ids
+from rewards_lab.contract.pagination import PageRequest, check_page_request
+from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.money import format_amount
+from rewards_lab.domain.posting_policy import PostingRequest
+from rewards_lab.domain.rules import RuleSpec, evaluate_rules
+from rewards_lab.service import presenters
+from rewards_lab.service.ledger import load_state
+from rewards_lab.service.notifications import outbox_message
+from rewards_lab.service.programmes import compile_rows
+from rewards_lab.store.database import Database
+from rewards_lab.store.queries import Row
+from rewards_lab.store.uow import Repositories, reader, unit_of_work
+
+log = logging.getLogger(__name__)
+EVENT_SORTS = ("received_at", "occurred_at")
+EXECUTION_SORTS = ("created_at",)
+DEFAULT_BATCH_SIZE = 1000
+MAX_BATCH_SIZE = 10_000
+
+
+# acceptance -----------------------------------------------------------------------------------------------
+def _naive_utc(moment: datetime | None) -> datetime | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.replace(tzinfo=None)
+
+
+def _payload(body: rq.EventCreate) -> dict[str, Any]:
+    occurred = _naive_utc(body.occurred_at)
+    return {
+        "type": body.type,
+        "customer_id": body.customer_id,
+        "occurred_at": occurred.isoformat() if occurred else None,
+        "data": body.data,
+    }
+
+
+def submit_events(database: Database, scope: Scope, bodies: list[rq.EventCreate]) -> list[r.Event | ServiceError]:
+    """Store many events durably in one transaction; per event, its result or the error refusing it.
+
+    A repeated `external_event_id` with the same payload returns the original event (nothing is stored or
+    issued twice); with a different payload it is `event_duplicate_mismatch`.
+    """
+    results: list[r.Event | ServiceError | None] = [None] * len(bodies)
+    fresh: dict[str, tuple[int, dict[str, Any]]] = {}
+    with unit_of_work(database) as uow:
+        existing = uow.events.get_by_external_ids(scope, sorted({b.external_event_id for b in bodies}))
+        for index, body in enumerate(bodies):
+            payload = _payload(body)
+            digest = jsonutil.canonical_hash(payload)
+            data_text = jsonutil.dumps(body.data)
+            if len(data_text) > rq.MAX_EVENT_DATA_BYTES:
+                results[index] = ServiceError(
+                    "event_payload_too_large", field="data", limit_bytes=rq.MAX_EVENT_DATA_BYTES
+                )
+                continue
+            original = existing.get(body.external_event_id)
+            pending = fresh.get(body.external_event_id)
+            original_hash = original["payload_hash"] if original else pending[1]["payload_hash"] if pending else None
+            if original_hash is not None and original_hash != digest:
+                results[index] = ServiceError(
+                    "event_duplicate_mismatch",
+                    field="external_event_id",
+                    external_event_id=body.external_event_id,
+                )
+            elif original is not None:
+                results[index] = presenters.event(original)
+            elif pending is None:
+                fresh[body.external_event_id] = (
+                    index,
+                    {
+                        "id": new_id("event"),
+                        "external_event_id": body.external_event_id,
+                        "type": body.type,
+                        "customer_id": body.customer_id,
+                        "occurred_at": _naive_utc(body.occurred_at),
+                        "data": data_text,
+                        "payload_hash": digest,
+                    },
+                )
+        uow.events.add_many(scope, [row for _, row in fresh.values()])
+        stored = uow.events.get_by_external_ids(scope, sorted(fresh))
+    for index, body in enumerate(bodies):
+        if results[index] is None:
+            results[index] = presenters.event(stored[body.external_event_id])
+    return [result for result in results if result is not None]
+
+
+def submit_event(database: Database, scope: Scope, body: rq.EventCreate) -> r.Event:
+    (result,) = submit_events(database, scope, [body])
+    if isinstance(result, ServiceError):
+        raise result
+    return result
+
+
+# processing -----------------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class ProcessReport:
+    processed: int = 0
+    failed: int = 0
+    issued: int = 0
+    refused: int = 0
+
+    def add(self, other: ProcessReport) -> None:
+        self.processed += other.processed
+        self.failed += other.failed
+        self.issued += other.issued
+        self.refused += other.refused
+
+
+@dataclass(slots=True)
+class _Planned:
+    """One issuance an event's rules call for: its execution record and its posting request."""
+
+    record: dict[str, Any]
+    request: PostingRequest | None
+
+
+@dataclass(slots=True)
+class _EventPlan:
+    row: Row
+    versions: list[str]
+    planned: list[_Planned] = field(default_factory=list)
+    error: ServiceError | None = None
+
+
+class _RuleBook:
+    """Compiled rules per version, loaded once per batch and scope."""
+
+    def __init__(self, uow: Repositories, scope: Scope) -> None:
+        self.uow, self.scope = uow, scope
+        self.rules: dict[str, list[RuleSpec]] = {}
+        self.meta: dict[str, Row] = {}
+
+    def live_versions(self, event_types: list[str]) -> dict[str, list[str]]:
+        """event type -> ids of the live versions that have a rule for it."""
+        rows = self.uow.programmes.live_versions(self.scope, event_types)
+        self.load([row["id"] for row in rows])
+        by_type: dict[str, list[str]] = defaultdict(list)
+        for row in rows:
+            for spec in self.rules[row["id"]]:
+                if row["id"] not in by_type[spec.event_type]:
+                    by_type[spec.event_type].append(row["id"])
+        return by_type
+
+    def load(self, version_ids: list[str]) -> None:
+        missing = [v for v in version_ids if v not in self.rules]
+        if not missing:
+            return
+        rows = self.uow.programmes.rules_of(self.scope, missing)
+        for version_id in missing:
+            meta = self.uow.programmes.get_version(self.scope, version_id)
+            assert meta is not None
+            programme = self.uow.programmes.get(self.scope, meta["program_id"])
+            assert programme is not None
+            self.meta[version_id] = {**meta, "asset_id": programme["asset_id"]}
+            own = [row for row in rows if row["version_id"] == version_id]
+            self.rules[version_id] = compile_rows(self.uow, self.scope, own, programme["asset_id"])
+
+
+def _plan_event(
+    plan: _EventPlan,
+    book: _RuleBook,
+    customer: Row | None,
+    wallet: Row | None,
+    issued_keys: set[tuple[str, str, str, int]],
+    existing_ids: dict[tuple[str, str, str, int], str],
+) -> None:
+    row = plan.row
+    data = jsonutil.loads(row["data"])
+    for version_id in plan.versions:
+        meta = book.meta[version_id]
+        for verdict in evaluate_rules(book.rules[version_id], row["type"], data):
+            if not verdict.matched:
+                continue
+            inputs = {k: presenters.json_value(v) for k, v in verdict.inputs().items()}
+            for action in verdict.actions:
+                key = (row["id"], version_id, verdict.rule_id, action.action_index)
+                if not action.issues or key in issued_keys:
+                    continue
+                execution_id = existing_ids.get(key) or new_id("execution")
+                record = {
+                    "id": execution_id,
+                    "event_id": row["id"],
+                    "external_event_id": row["external_event_id"],
+                    "customer_id": customer["id"] if customer else row["customer_id"],
+                    "program_id": meta["program_id"],
+                    "version_id": version_id,
+                    "version_number": meta["number"],
+                    "rule_id": verdict.rule_id,
+                    "action_index": action.action_index,
+                    "asset_id": action.asset_id,
+                    "wallet_id": wallet["id"] if wallet else None,
+                    "amount_minor": action.amount_minor,
+                    "status": "failed",
+                    "error_code": None,
+                    "transaction_id": None,
+                    "inputs": jsonutil.dumps(inputs),
+                    "decimals": action.decimals,
+                }
+                request = None
+                if wallet is not None:
+                    request = PostingRequest(
+                        transaction_id="",
+                        kind="reward",
+                        asset_id=action.asset_id,
+                        amount_minor=action.amount_minor,
+                        wallet_id=wallet["id"],
+                        memo=f"{row['type']} {row['external_event_id']}",
+                        execution_id=execution_id,
+                    )
+                plan.planned.append(_Planned(record, request))
+    if plan.planned and plan.error is None:
+        if customer is None:
+            plan.error = ServiceError("customer_not_found", customer_id=row["customer_id"])
+        elif wallet is None:
+            plan.error = ServiceError(
+                "wallet_not_found",
+                "the customer has no wallet to receive the reward",
+                customer_id=customer["id"],
+            )
+
+
+def _process_scope(uow: Repositories, scope: Scope, rows: list[Row]) -> ProcessReport:
+    """Evaluate and issue for one tenant's events, in order, through one batch posting."""
+    book = _RuleBook(uow, scope)
+    live = book.live_versions(sorted({row["type"] for row in rows if row["evaluated_versions"] is None}))
+    plans = []
+    for row in rows:
+        if row["evaluated_versions"] is not None:
+            versions = list(jsonutil.loads(row["evaluated_versions"]))
+            book.load(versions)
+        else:
+            versions = list(live.get(row["type"], []))
+        plans.append(_EventPlan(row, versions))
+
+    customers = uow.customers.resolve_many(scope, sorted({row["customer_id"] for row in rows}))
+    wallets = uow.wallets.reward_wallets(scope, sorted({c["id"] for c in customers.values()}))
+    previous = uow.executions.for_events(scope, [row["id"] for row in rows if row["attempts"] > 0])
+    issued_keys = {
+        (e["event_id"], e["version_id"], e["rule_id"], e["action_index"]) for e in previous if e["status"] == "issued"
+    }
+    existing_ids = {(e["event_id"], e["version_id"], e["rule_id"], e["action_index"]): e["id"] for e in previous}
+    for plan in plans:
+        customer = customers.get(plan.row["customer_id"])
+        wallet = wallets.get(customer["id"]) if customer else None
+        _plan_event(plan, book, customer, wallet, issued_keys, existing_ids)
+
+    requests = [p.request for plan in plans if plan.error is None for p in plan.planned if p.request]
+    transaction_ids = iter(new_ids("transaction", len(requests)))
+    for plan in plans:
+        for planned in plan.planned:
+            if plan.error is None and planned.request is not None:
+                planned.request = _with_id(planned.request, next(transaction_ids))
+    return _issue(uow, scope, plans)
+
+
+def _with_id(request: PostingRequest, transaction_id: str) -> PostingRequest:
+    return PostingRequest(
+        transaction_id,
+        request.kind,
+        request.asset_id,
+        request.amount_minor,
+        request.wallet_id,
+        request.to_wallet_id,
+        request.memo,
+        request.execution_id,
+    )
+
+
+def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessReport:
+    requests = [p.request for plan in plans if plan.error is None for p in plan.planned if p.request]
+    state = load_state(uow, scope, requests)
+    report = ProcessReport()
+    records: list[dict[str, Any]] = []
+    messages: list[tuple[str, str, str, str]] = []
+    outcomes: list[tuple[str, str, str | None, str | None, str]] = []
+    accepted = []
+    for plan in plans:
+        for planned in plan.planned:
+            record = planned.record
+            if plan.error is not None or planned.request is None:
+                record["error_code"] = plan.error.code if plan.error else "wallet_not_found"
+            else:
+                try:
+                    accepted.append(state.decide(planned.request))
+                    record.update(status="issued", transaction_id=planned.request.transaction_id)
+                    messages.append(outbox_message("reward.issued", record["id"], _issued_payload(record)))
+                    report.issued += 1
+                except ServiceError as error:
+                    record["error_code"] = error.code
+                    plan.error = plan.error or error
+                    report.refused += 1
+            records.append(record)
+        status = "failed" if plan.error else "processed"
+        outcomes.append(
+            (
+                plan.row["id"],
+                status,
+                plan.error.code if plan.error else None,
+                plan.error.message if plan.error else None,
+                jsonutil.dumps(plan.versions),
+            )
+        )
+        report.failed += status == "failed"
+        report.processed += status == "processed"
+    uow.ledger.write_postings(scope, accepted)
+    uow.executions.upsert_many(scope, records)
+    uow.outbox.add_many(scope, messages)
+    uow.events.mark_many(scope, outcomes)
+    return report
+
+
+def _issued_payload(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "execution_id": record["id"],
+        "event_id": record["event_id"],
+        "external_event_id": record["external_event_id"],
+        "customer_id": record["customer_id"],
+        "wallet_id": record["wallet_id"],
+        "program_id": record["program_id"],
+        "program_version": record["version_number"],
+        "rule_id": record["rule_id"],
+        "action_index": record["action_index"],
+        "asset_id": record["asset_id"],
+        "amount": format_amount(record["amount_minor"], record["decimals"]),
+        "transaction_id": record["transaction_id"],
+    }
+
+
+def _by_scope(rows: list[Row]) -> dict[Scope, list[Row]]:
+    groups: dict[Scope, list[Row]] = defaultdict(list)
+    for row in rows:
+        groups[Scope(row["organization_id"], row["environment"])].append(row)
+    return groups
+
+
+def process_pending(database: Database, limit: int = DEFAULT_BATCH_SIZE) -> ProcessReport:
+    """Process up to `limit` received events (every tenant) in one database transaction.
+
+    Should one batch hit an unexpected error, its events are retried one per transaction, and an event that
+    still fails is marked `failed` with `internal_error` rather than blocking the queue.
+    """
+    limit = max(1, min(limit, MAX_BATCH_SIZE))
+    try:
+        with unit_of_work(database) as uow:
+            report = ProcessReport()
+            for scope, rows in _by_scope(uow.events.pending(limit)).items():
+                report.add(_process_scope(uow, scope, rows))
+            return report
+    except Exception:
+        log.exception("event batch failed; processing its events one at a time")
+    return _process_one_by_one(database, limit)
+
+
+def _process_one_by_one(database: Database, limit: int) -> ProcessReport:
+    report = ProcessReport()
+    for row in reader(database).events.pending(limit):
+        scope = Scope(row["organization_id"], row["environment"])
+        try:
+            with unit_of_work(database) as uow:
+                report.add(_process_scope(uow, scope, [row]))
+        except Exception as error:  # noqa: BLE001 - one poisoned event must not block the rest
+            log.exception("event %s failed to process", row["id"])
+            with unit_of_work(database) as uow:
+                uow.events.mark_many(scope, [(row["id"], "failed", "internal_error", str(error)[:500], "[]")])
+            report.failed += 1
+    return report
+
+
+def process_all(database: Database, batch_size: int = DEFAULT_BATCH_SIZE) -> ProcessReport:
+    """Process until no received event is left (used by tests, demos and backfills)."""
+    total = ProcessReport()
+    while True:
+        report = process_pending(database, batch_size)
+        total.add(report)
+        if report.processed + report.failed == 0:
+            return total
+
+
+def replay_event(database: Database, scope: Scope, event_id: str) -> r.Event:
+    """Reprocess a failed event against the versions it was first evaluated with; issues only what is missing."""
+    with unit_of_work(database) as uow:
+        row = uow.events.get(scope, event_id)
+        if row is None:
+            raise ServiceError("event_not_found", event_id=event_id)
+        if row["status"] != "failed":
+            raise ServiceError("event_not_replayable", event_id=event_id, status=row["status"])
+        _process_scope(uow, scope, [row])
+        updated = uow.events.get(scope, event_id)
+    assert updated is not None
+    return presenters.event(updated)
+
+
+# reads ----------------------------------------------------------------------------------------------------
+def get_event(database: Database, scope: Scope, event_id: str) -> r.Event:
+    row = reader(database).events.get(scope, event_id)
+    if row is None:
+        raise ServiceError("event_not_found", event_id=event_id)
+    return presenters.event(row)
+
+
+def list_events(
+    database: Database,
+    scope: Scope,
+    page: PageRequest,
+    *,
+    status: str | None = None,
+    type: str | None = None,
+    customer_id: str | None = None,
+) -> r.Page[r.Event]:
+    sort = check_page_request(page, EVENT_SORTS)
+    rows = reader(database).events.page(scope, page, sort, {"status": status, "type": type, "customer_id": customer_id})
+    return r.Page[r.Event](
+        data=[presenters.event(x) for x in rows.rows], next_cursor=rows.next_cursor, has_more=rows.has_more
+    )
+
+
+def list_executions(
+    database: Database,
+    scope: Scope,
+    page: PageRequest,
+    *,
+    customer_id: str | None = None,
+    event_id: str | None = None,
+    program_id: str | None = None,
+    status: str | None = None,
+) -> r.Page[r.RewardExecution]:
+    uow = reader(database)
+    sort = check_page_request(page, EXECUTION_SORTS)
+    if customer_id:
+        customer = uow.customers.resolve_many(scope, [customer_id]).get(customer_id)
+        customer_id = customer["id"] if customer else customer_id
+    rows = uow.executions.page(
+        scope,
+        page,
+        sort,
+        {"customer_id": customer_id, "event_id": event_id, "program_id": program_id, "status": status},
+    )
+    decimals = {
+        a: int(row["decimals"])
+        for a, row in uow.assets.get_many(scope, sorted({x["asset_id"] for x in rows.rows})).items()
+    }
+    data = [presenters.execution(x, decimals[x["asset_id"]]) for x in rows.rows]
+    return r.Page[r.RewardExecution](data=data, next_cursor=rows.next_cursor, has_more=rows.has_more)

@@ -1,0 +1,219 @@
+"""Ledger use cases: direct issue, redemption, transfer, balances, and the batch posting path under them all."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.ids import new_id
+from rewards_lab.contract.pagination import PageRequest, check_page_request
+from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.ledger import Posting
+from rewards_lab.domain.money import format_amount, parse_amount
+from rewards_lab.domain.posting_policy import LedgerState, PostingRequest
+from rewards_lab.service import presenters
+from rewards_lab.service.writes import run_write
+from rewards_lab.store.database import Database
+from rewards_lab.store.uow import Repositories, reader
+
+TRANSACTION_SORTS = ("created_at", "amount_minor")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchOutcome:
+    accepted: list[Posting]
+    rejected: list[tuple[PostingRequest, ServiceError]]
+
+
+def load_state(uow: Repositories, scope: Scope, requests: Sequence[PostingRequest]) -> LedgerState:
+    """Everything the policy needs about the wallets and assets these requests touch, in three queries."""
+    wallet_ids = sorted({w for q in requests for w in (q.wallet_id, q.to_wallet_id) if w is not None})
+    asset_ids = sorted({q.asset_id for q in requests})
+    wallets = uow.wallets.get_many(scope, wallet_ids)
+    assets = uow.assets.get_many(scope, asset_ids)
+    balances = uow.ledger.balances_of(scope, wallet_ids, asset_ids)
+    return LedgerState(assets=assets, wallets=wallets, balances=balances)
+
+
+def apply_postings(
+    uow: Repositories, scope: Scope, requests: Sequence[PostingRequest], state: LedgerState | None = None
+) -> BatchOutcome:
+    """The batch posting path: decide every request in order, then write the accepted ones set-based.
+
+    Runs inside the caller's unit of work; the store asserts the invariants again after writing.
+    """
+    state = state or load_state(uow, scope, requests)
+    accepted: list[Posting] = []
+    rejected: list[tuple[PostingRequest, ServiceError]] = []
+    for request in requests:
+        try:
+            accepted.append(state.decide(request))
+        except ServiceError as error:
+            rejected.append((request, error))
+    uow.ledger.write_postings(scope, accepted)
+    return BatchOutcome(accepted, rejected)
+
+
+def _post_one(uow: Repositories, scope: Scope, request: PostingRequest) -> r.LedgerTransaction:
+    outcome = apply_postings(uow, scope, [request])
+    if outcome.rejected:
+        raise outcome.rejected[0][1]
+    return _transaction(uow, scope, request.transaction_id)
+
+
+def _decimals(uow: Repositories, scope: Scope, asset_id: str) -> int:
+    asset = uow.assets.get(scope, asset_id)
+    if asset is None:
+        raise ServiceError("asset_not_found", asset_id=asset_id)
+    return int(asset["decimals"])
+
+
+def _transaction(uow: Repositories, scope: Scope, transaction_id: str) -> r.LedgerTransaction:
+    row = uow.ledger.get_transaction(scope, transaction_id)
+    if row is None:
+        raise ServiceError("transaction_not_found", transaction_id=transaction_id)
+    entries = uow.ledger.entries_of(scope, [transaction_id])
+    return presenters.transaction(row, entries, _decimals(uow, scope, row["asset_id"]))
+
+
+def issue(
+    database: Database,
+    scope: Scope,
+    asset_id: str,
+    body: rq.IssueRequest,
+    *,
+    idempotency_key: str | None = None,
+) -> r.LedgerTransaction:
+    """Direct issuance for one-off grants no rule covers: issuance account -> wallet."""
+
+    def write(uow: Repositories) -> r.LedgerTransaction:
+        amount = parse_amount(body.amount, _decimals(uow, scope, asset_id))
+        request = PostingRequest(new_id("transaction"), "issue", asset_id, amount, body.wallet_id, memo=body.reason)
+        return _post_one(uow, scope, request)
+
+    return run_write(
+        database,
+        scope,
+        f"assets.issue:{asset_id}",
+        body,
+        write,
+        r.LedgerTransaction,
+        idempotency_key=idempotency_key,
+        status_code=201,
+    )
+
+
+def redeem(
+    database: Database,
+    scope: Scope,
+    asset_id: str,
+    body: rq.RedemptionRequest,
+    *,
+    idempotency_key: str | None = None,
+) -> r.LedgerTransaction:
+    """Wallet -> redemption account; `insufficient_balance`, `asset_paused`, `wallet_frozen` refuse it."""
+
+    def write(uow: Repositories) -> r.LedgerTransaction:
+        amount = parse_amount(body.amount, _decimals(uow, scope, asset_id))
+        request = PostingRequest(
+            new_id("transaction"), "redemption", asset_id, amount, body.wallet_id, memo=body.reference
+        )
+        return _post_one(uow, scope, request)
+
+    return run_write(
+        database,
+        scope,
+        f"assets.redeem:{asset_id}",
+        body,
+        write,
+        r.LedgerTransaction,
+        idempotency_key=idempotency_key,
+        status_code=201,
+    )
+
+
+def transfer(
+    database: Database,
+    scope: Scope,
+    asset_id: str,
+    body: rq.TransferRequest,
+    *,
+    idempotency_key: str | None = None,
+) -> r.LedgerTransaction:
+    """Wallet -> wallet, subject to both wallets' transfer policies."""
+
+    def write(uow: Repositories) -> r.LedgerTransaction:
+        amount = parse_amount(body.amount, _decimals(uow, scope, asset_id))
+        request = PostingRequest(
+            new_id("transaction"),
+            "transfer",
+            asset_id,
+            amount,
+            body.from_wallet_id,
+            to_wallet_id=body.to_wallet_id,
+            memo=body.reference,
+        )
+        return _post_one(uow, scope, request)
+
+    return run_write(
+        database,
+        scope,
+        f"assets.transfer:{asset_id}",
+        body,
+        write,
+        r.LedgerTransaction,
+        idempotency_key=idempotency_key,
+        status_code=201,
+    )
+
+
+def get_transaction(database: Database, scope: Scope, transaction_id: str) -> r.LedgerTransaction:
+    return _transaction(reader(database), scope, transaction_id)
+
+
+def list_transactions(
+    database: Database,
+    scope: Scope,
+    page: PageRequest,
+    *,
+    wallet_id: str | None = None,
+    asset_id: str | None = None,
+    kind: str | None = None,
+) -> r.Page[r.LedgerTransaction]:
+    uow = reader(database)
+    sort = check_page_request(page, TRANSACTION_SORTS)
+    rows = uow.ledger.list_transactions(scope, page, sort, {"wallet_id": wallet_id, "asset_id": asset_id, "kind": kind})
+    entries = uow.ledger.entries_of(scope, [row["id"] for row in rows.rows])
+    by_txn: dict[str, list[dict[str, object]]] = {}
+    for entry in entries:
+        by_txn.setdefault(str(entry["transaction_id"]), []).append(entry)
+    assets = uow.assets.get_many(scope, sorted({row["asset_id"] for row in rows.rows}))
+    data = [
+        presenters.transaction(row, by_txn.get(row["id"], []), int(assets[row["asset_id"]]["decimals"]))
+        for row in rows.rows
+    ]
+    return r.Page[r.LedgerTransaction](data=data, next_cursor=rows.next_cursor, has_more=rows.has_more)
+
+
+def wallet_balances(database: Database, scope: Scope, wallet_id: str) -> r.WalletBalances:
+    """The wallet's balances per asset, read from the snapshot (every asset it ever held, zero included)."""
+    uow = reader(database)
+    wallet = uow.wallets.get(scope, wallet_id)
+    if wallet is None:
+        raise ServiceError("wallet_not_found", wallet_id=wallet_id)
+    balances = [
+        r.Balance(
+            asset_id=row["asset_id"],
+            symbol=row["symbol"],
+            decimals=int(row["decimals"]),
+            balance=format_amount(int(row["balance_minor"]), int(row["decimals"])),
+            updated_at=presenters.utc(row["updated_at"]),
+        )
+        for row in uow.ledger.wallet_balances(scope, wallet_id)
+    ]
+    return r.WalletBalances(
+        wallet_id=wallet_id, customer_id=wallet["customer_id"], status=wallet["status"], balances=balances
+    )

@@ -1,0 +1,24 @@
+"""Webhook kinds written to the outbox inside the transaction of the change that causes them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract.ids import new_id
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.uow import Repositories
+
+WEBHOOK_KINDS = ("reward.issued", "asset.paused", "wallet.frozen")
+
+
+def outbox_message(kind: str, resource_id: str, resource: BaseModel | dict[str, Any]) -> tuple[str, str, str, str]:
+    body = resource.model_dump(mode="json") if isinstance(resource, BaseModel) else resource
+    return (new_id("outbox"), kind, resource_id, jsonutil.dumps(body))
+
+
+def emit(uow: Repositories, scope: Scope, kind: str, resource_id: str, resource: BaseModel | dict[str, Any]) -> None:
+    assert kind in WEBHOOK_KINDS, kind
+    uow.outbox.add_many(scope, [outbox_message(kind, resource_id, resource)])

@@ -1,0 +1,166 @@
+"""Rows of the store as the contract's resources (the only place that shapes a response)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, overload
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract import resources as r
+from rewards_lab.domain.money import format_amount
+from rewards_lab.store.queries import Row
+
+
+@overload
+def utc(value: datetime) -> datetime: ...
+@overload
+def utc(value: None) -> None: ...
+def utc(value: datetime | None) -> datetime | None:
+    return None if value is None else value.replace(tzinfo=UTC)
+
+
+def _utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC)
+
+
+def customer(row: Row) -> r.Customer:
+    return r.Customer(
+        id=row["id"],
+        external_id=row["external_id"],
+        email=row["email"],
+        country=row["country"],
+        created_at=_utc(row["created_at"]),
+    )
+
+
+def wallet(row: Row) -> r.Wallet:
+    return r.Wallet(
+        id=row["id"],
+        customer_id=row["customer_id"],
+        type=row["type"],
+        status=row["status"],
+        transfer_policy=row["transfer_policy"],
+        created_at=_utc(row["created_at"]),
+    )
+
+
+def asset(row: Row) -> r.Asset:
+    decimals = int(row["decimals"])
+    ceiling = row["supply_ceiling_minor"]
+    issued, redeemed = int(row["issued_minor"]), int(row["redeemed_minor"])
+    return r.Asset(
+        id=row["id"],
+        name=row["name"],
+        symbol=row["symbol"],
+        type=row["type"],
+        decimals=decimals,
+        supply_ceiling=None if ceiling is None else format_amount(int(ceiling), decimals),
+        status=row["status"],
+        issued=format_amount(issued, decimals),
+        redeemed=format_amount(redeemed, decimals),
+        outstanding_supply=format_amount(issued - redeemed, decimals),
+        created_at=_utc(row["created_at"]),
+        activated_at=utc(row["activated_at"]),
+    )
+
+
+def rule(row: Row) -> r.Rule:
+    return r.Rule(
+        id=row["id"],
+        program_id=row["program_id"],
+        version=row.get("version_number"),
+        event_type=row["event_type"],
+        conditions=jsonutil.loads(row["conditions"]),
+        actions=jsonutil.loads(row["actions"]),
+        created_at=_utc(row["created_at"]),
+    )
+
+
+def version(row: Row, rules: list[Row]) -> r.ProgrammeVersion:
+    return r.ProgrammeVersion(
+        id=row["id"],
+        program_id=row["program_id"],
+        number=row["number"],
+        status=row["status"],
+        based_on=row["based_on"],
+        published_at=utc(row["published_at"]),
+        rules=[rule(x) for x in rules],
+    )
+
+
+def programme(row: Row) -> r.Programme:
+    return r.Programme(
+        id=row["id"],
+        name=row["name"],
+        asset_id=row["asset_id"],
+        description=row["description"],
+        current_version=row["current_version"],
+        draft_version_id=row["draft_version_id"],
+        created_at=_utc(row["created_at"]),
+    )
+
+
+def event(row: Row) -> r.Event:
+    error = None
+    if row["error_code"]:
+        error = r.EventError(code=row["error_code"], message=row["error_message"] or "")
+    return r.Event(
+        id=row["id"],
+        external_event_id=row["external_event_id"],
+        type=row["type"],
+        customer_id=row["customer_id"],
+        occurred_at=utc(row["occurred_at"]),
+        data=jsonutil.loads(row["data"]),
+        status=row["status"],
+        error=error,
+        attempts=int(row["attempts"]),
+        received_at=_utc(row["received_at"]),
+        processed_at=utc(row["processed_at"]),
+    )
+
+
+def execution(row: Row, decimals: int) -> r.RewardExecution:
+    return r.RewardExecution(
+        id=row["id"],
+        event_id=row["event_id"],
+        external_event_id=row["external_event_id"],
+        customer_id=row["customer_id"],
+        program_id=row["program_id"],
+        program_version=row["version_number"],
+        rule_id=row["rule_id"],
+        action_index=row["action_index"],
+        asset_id=row["asset_id"],
+        wallet_id=row["wallet_id"],
+        amount=format_amount(int(row["amount_minor"]), decimals),
+        status=row["status"],
+        error_code=row["error_code"],
+        transaction_id=row["transaction_id"],
+        inputs=jsonutil.loads(row["inputs"]),
+        created_at=_utc(row["created_at"]),
+        updated_at=_utc(row["updated_at"]),
+    )
+
+
+def transaction(row: Row, entries: list[Row], decimals: int) -> r.LedgerTransaction:
+    kind = row["kind"]
+    source, destination = row["source_account_id"], row["destination_account_id"]
+    return r.LedgerTransaction(
+        id=row["id"],
+        kind=kind,
+        asset_id=row["asset_id"],
+        amount=format_amount(int(row["amount_minor"]), decimals),
+        wallet_id=destination if kind in ("issue", "reward") else source if kind == "redemption" else None,
+        from_wallet_id=source if kind == "transfer" else None,
+        to_wallet_id=destination if kind == "transfer" else None,
+        memo=row["memo"],
+        entries=[
+            r.Entry(account_id=e["account_id"], amount=format_amount(int(e["amount_minor"]), decimals)) for e in entries
+        ],
+        created_at=_utc(row["created_at"]),
+    )
+
+
+def json_value(value: Any) -> Any:
+    """Decimals as exact strings, for provenance records."""
+    return str(value) if isinstance(value, Decimal) else value

@@ -1,0 +1,275 @@
+"""Programmes, their versions and rules: rules attach to the draft; publish freezes it as a numbered version.
+
+After publishing, a new draft starts as a copy of the published version (same rule ids), so a designer edits
+the next version while the published one keeps applying exactly as published.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.ids import new_id
+from rewards_lab.contract.pagination import PageRequest, check_page_request
+from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.money import parse_amount
+from rewards_lab.domain.rules import RuleSpec, compile_rule
+from rewards_lab.service import presenters
+from rewards_lab.service.assets import asset_row
+from rewards_lab.service.writes import run_write
+from rewards_lab.store.database import Database
+from rewards_lab.store.queries import Row
+from rewards_lab.store.uow import Repositories, reader
+
+PROGRAMME_SORTS = ("created_at", "name")
+
+
+def create_programme(
+    database: Database, scope: Scope, body: rq.ProgrammeCreate, *, idempotency_key: str | None = None
+) -> r.Programme:
+    def write(uow: Repositories) -> r.Programme:
+        if uow.assets.get(scope, body.asset_id) is None:
+            raise ServiceError("asset_not_found", field="asset_id", asset_id=body.asset_id)
+        fields = body.model_dump(mode="json")
+        row = uow.programmes.add(scope, new_id("programme"), new_id("programme_version"), fields)
+        return presenters.programme(row)
+
+    return run_write(
+        database,
+        scope,
+        "programmes.create",
+        body,
+        write,
+        r.Programme,
+        idempotency_key=idempotency_key,
+        status_code=201,
+    )
+
+
+def programme_row(uow: Repositories, scope: Scope, program_id: str, field: str | None = None) -> Row:
+    row = uow.programmes.get(scope, program_id)
+    if row is None:
+        details: dict[str, Any] = {"program_id": program_id}
+        if field:
+            details["field"] = field
+        raise ServiceError("programme_not_found", **details)
+    return row
+
+
+def get_programme(database: Database, scope: Scope, program_id: str) -> r.Programme:
+    return presenters.programme(programme_row(reader(database), scope, program_id))
+
+
+def list_programmes(
+    database: Database, scope: Scope, page: PageRequest, *, asset_id: str | None = None
+) -> r.Page[r.Programme]:
+    sort = check_page_request(page, PROGRAMME_SORTS)
+    rows = reader(database).programmes.page(scope, page, sort, {"asset_id": asset_id})
+    return r.Page[r.Programme](
+        data=[presenters.programme(x) for x in rows.rows],
+        next_cursor=rows.next_cursor,
+        has_more=rows.has_more,
+    )
+
+
+def _rule_body(
+    uow: Repositories,
+    scope: Scope,
+    programme: Row,
+    event_type: str,
+    conditions: list[rq.Condition],
+    actions: list[rq.Action],
+) -> dict[str, Any]:
+    """The stored form of a rule: actions carry their asset, fixed amounts fit the asset's decimals."""
+    stored_actions = []
+    for index, action in enumerate(actions):
+        asset_id = action.asset_id or programme["asset_id"]
+        if asset_id != programme["asset_id"]:
+            raise ServiceError(
+                "rule_asset_mismatch",
+                field=f"actions[{index}].asset_id",
+                programme_asset_id=programme["asset_id"],
+            )
+        decimals = int(asset_row(uow, scope, asset_id)["decimals"])
+        if isinstance(action.amount, rq.FixedAmount):
+            parse_amount(action.amount.fixed, decimals, f"actions[{index}].amount.fixed")
+        stored_actions.append({**action.model_dump(mode="json"), "asset_id": asset_id})
+    return {
+        "event_type": event_type,
+        "conditions": [c.model_dump(mode="json") for c in conditions],
+        "actions": stored_actions,
+    }
+
+
+def _draft_rule(uow: Repositories, scope: Scope, rule_id: str) -> tuple[Row, Row]:
+    """(rule row in the draft, programme row); published-only rules are immutable."""
+    revisions = uow.programmes.rule_revisions(scope, rule_id)
+    if not revisions:
+        raise ServiceError("rule_not_found", rule_id=rule_id)
+    programme = programme_row(uow, scope, revisions[0]["program_id"])
+    for revision in revisions:
+        if revision["version_id"] == programme["draft_version_id"]:
+            return revision, programme
+    raise ServiceError("programme_version_immutable", "the rule exists only in published versions", rule_id=rule_id)
+
+
+def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempotency_key: str | None = None) -> r.Rule:
+    def write(uow: Repositories) -> r.Rule:
+        programme = programme_row(uow, scope, body.program_id, field="program_id")
+        stored = _rule_body(uow, scope, programme, body.event_type, body.conditions, body.actions)
+        draft_id = programme["draft_version_id"]
+        rule_id = new_id("rule")
+        uow.programmes.add_rule(
+            scope, rule_id, draft_id, programme["id"], stored, uow.programmes.next_position(scope, draft_id)
+        )
+        return _rule_resource(uow, scope, rule_id)
+
+    return run_write(
+        database, scope, "rules.create", body, write, r.Rule, idempotency_key=idempotency_key, status_code=201
+    )
+
+
+def update_rule(
+    database: Database, scope: Scope, rule_id: str, body: rq.RuleUpdate, *, idempotency_key: str | None = None
+) -> r.Rule:
+    """Edit a rule of the draft version; its published copies stay as published."""
+
+    def write(uow: Repositories) -> r.Rule:
+        current, programme = _draft_rule(uow, scope, rule_id)
+        old = presenters.rule(current)
+        stored = _rule_body(
+            uow,
+            scope,
+            programme,
+            body.event_type or old.event_type,
+            body.conditions if body.conditions is not None else old.conditions,
+            body.actions if body.actions is not None else old.actions,
+        )
+        uow.programmes.update_rule(scope, rule_id, current["version_id"], stored)
+        return _rule_resource(uow, scope, rule_id)
+
+    return run_write(database, scope, f"rules.update:{rule_id}", body, write, r.Rule, idempotency_key=idempotency_key)
+
+
+def delete_rule(database: Database, scope: Scope, rule_id: str, *, idempotency_key: str | None = None) -> r.Rule:
+    """Remove a rule from the draft version (published versions keep it); returns the removed rule."""
+
+    def write(uow: Repositories) -> r.Rule:
+        current, _ = _draft_rule(uow, scope, rule_id)
+        removed = presenters.rule(current)
+        uow.programmes.delete_rule(scope, rule_id, current["version_id"])
+        return removed
+
+    return run_write(database, scope, f"rules.delete:{rule_id}", {}, write, r.Rule, idempotency_key=idempotency_key)
+
+
+def _rule_resource(uow: Repositories, scope: Scope, rule_id: str) -> r.Rule:
+    revisions = uow.programmes.rule_revisions(scope, rule_id)
+    if not revisions:
+        raise ServiceError("rule_not_found", rule_id=rule_id)
+    return presenters.rule(revisions[0])
+
+
+def get_rule(database: Database, scope: Scope, rule_id: str) -> r.Rule:
+    """The rule as it stands in the draft if the draft has it, else as last published."""
+    return _rule_resource(reader(database), scope, rule_id)
+
+
+def publish(
+    database: Database, scope: Scope, program_id: str, *, idempotency_key: str | None = None
+) -> r.PublishResult:
+    """Freeze the draft as version N+1 (immutable from now on) and start a new draft from it."""
+
+    def write(uow: Repositories) -> r.PublishResult:
+        programme = programme_row(uow, scope, program_id)
+        draft_id = programme["draft_version_id"]
+        if uow.programmes.rule_count(scope, draft_id) == 0:
+            raise ServiceError("programme_draft_empty", program_id=program_id)
+        number = int(programme["current_version"] or 0) + 1
+        uow.programmes.publish_version(scope, draft_id, number)
+        new_draft = new_id("programme_version")
+        uow.programmes.add_version(scope, new_draft, program_id, based_on=number)
+        uow.programmes.copy_rules(scope, draft_id, new_draft)
+        uow.programmes.set_current(scope, program_id, number, new_draft)
+        return r.PublishResult(
+            program_id=program_id, version=_version(uow, scope, draft_id), draft_version_id=new_draft
+        )
+
+    return run_write(
+        database,
+        scope,
+        f"programmes.publish:{program_id}",
+        {},
+        write,
+        r.PublishResult,
+        idempotency_key=idempotency_key,
+        status_code=201,
+    )
+
+
+def _version(uow: Repositories, scope: Scope, version_id: str) -> r.ProgrammeVersion:
+    row = uow.programmes.get_version(scope, version_id)
+    if row is None:
+        raise ServiceError("programme_version_not_found", version_id=version_id)
+    return presenters.version(row, uow.programmes.rules_of(scope, [version_id]))
+
+
+def version_id_of(uow: Repositories, scope: Scope, program_id: str, version: int | str | None) -> str:
+    """Resolve `version` (a number, "draft", "live" or None for the draft) to a version id."""
+    programme = programme_row(uow, scope, program_id)
+    if version is None or version == "draft":
+        return str(programme["draft_version_id"])
+    if version == "live":
+        if programme["current_version"] is None:
+            raise ServiceError(
+                "programme_version_not_found", "the programme has no published version", program_id=program_id
+            )
+        version = int(programme["current_version"])
+    row = uow.programmes.get_version_by_number(scope, program_id, int(version))
+    if row is None:
+        raise ServiceError("programme_version_not_found", program_id=program_id, version=version)
+    return str(row["id"])
+
+
+def get_version(
+    database: Database, scope: Scope, program_id: str, version: int | str | None = None
+) -> r.ProgrammeVersion:
+    uow = reader(database)
+    return _version(uow, scope, version_id_of(uow, scope, program_id, version))
+
+
+def list_versions(database: Database, scope: Scope, program_id: str) -> list[r.ProgrammeVersion]:
+    """The version history, oldest first; the draft comes last."""
+    uow = reader(database)
+    programme_row(uow, scope, program_id)
+    rows = uow.programmes.versions(scope, program_id)
+    rules = uow.programmes.rules_of(scope, [row["id"] for row in rows])
+    by_version: dict[str, list[Row]] = {}
+    for rule in rules:
+        by_version.setdefault(rule["version_id"], []).append(rule)
+    return [presenters.version(row, by_version.get(row["id"], [])) for row in rows]
+
+
+def compile_rows(uow: Repositories, scope: Scope, rule_rows: list[Row], default_asset_id: str) -> list[RuleSpec]:
+    """Stored rules as RuleSpecs ready for the engine (decimals looked up once per asset)."""
+    decimals: dict[str, int] = {}
+
+    def decimals_of(asset_id: str) -> int:
+        if asset_id not in decimals:
+            decimals[asset_id] = int(asset_row(uow, scope, asset_id)["decimals"])
+        return decimals[asset_id]
+
+    return [
+        compile_rule(
+            row["id"],
+            row["event_type"],
+            jsonutil.loads(row["conditions"]),
+            jsonutil.loads(row["actions"]),
+            default_asset_id,
+            decimals_of,
+        )
+        for row in rule_rows
+    ]

@@ -1,0 +1,61 @@
+"""Running a write: one unit of work, optionally bound to an Idempotency-Key.
+
+The key, the hash of the request and the result are stored in the same database transaction as the write, so
+a crash can never leave a write without its key or a key without its write. The same key and request return
+the stored result (the write is not run again); the same key with another request is `idempotency_key_reused`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.database import Database
+from rewards_lab.store.uow import Repositories, unit_of_work
+
+ResultT = TypeVar("ResultT", bound=BaseModel)
+MAX_IDEMPOTENCY_KEY_LENGTH = 255
+
+
+def request_hash(operation: str, request: Any) -> str:
+    if isinstance(request, BaseModel):
+        request = request.model_dump(mode="json")
+    return jsonutil.canonical_hash({"operation": operation, "request": request})
+
+
+def run_write(
+    database: Database,
+    scope: Scope,
+    operation: str,
+    request: Any,
+    write: Callable[[Repositories], ResultT],
+    result_type: type[ResultT],
+    *,
+    idempotency_key: str | None = None,
+    status_code: int = 200,
+) -> ResultT:
+    """Run `write` in one unit of work; with a key, at most once per (scope, key)."""
+    if idempotency_key is not None and not 0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY_LENGTH:
+        raise ServiceError("idempotency_key_invalid", field="Idempotency-Key")
+    with unit_of_work(database) as uow:
+        if idempotency_key is None:
+            return write(uow)
+        fingerprint = request_hash(operation, request)
+        stored = uow.idempotency.get(scope, idempotency_key)
+        if stored is not None:
+            if stored["request_hash"] != fingerprint or stored["operation"] != operation:
+                raise ServiceError(
+                    "idempotency_key_reused",
+                    "this Idempotency-Key was used with a different request",
+                    field="Idempotency-Key",
+                    original_operation=stored["operation"],
+                )
+            return result_type.model_validate(jsonutil.loads(stored["response"]))
+        result = write(uow)
+        uow.idempotency.add(scope, idempotency_key, operation, fingerprint, result.model_dump_json(), status_code)
+        return result

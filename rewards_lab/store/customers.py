@@ -1,0 +1,65 @@
+"""Customers, keyed by the client's `external_id` within one organization and environment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.database import utcnow
+from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
+
+TENANT = "organization_id = ? AND environment = ?"
+
+
+class CustomerRepository:
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def add(self, scope: Scope, customer_id: str, external_id: str, email: str | None, country: str | None) -> Row:
+        self.con.execute(
+            "INSERT INTO customers VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [customer_id, *scope.params, external_id, email, country, utcnow()],
+        )
+        row = self.get(scope, customer_id)
+        assert row is not None
+        return row
+
+    def get(self, scope: Scope, customer_id: str) -> Row | None:
+        return fetch_one(self.con, f"SELECT * FROM customers WHERE {TENANT} AND id = ?", [*scope.params, customer_id])
+
+    def get_by_external_id(self, scope: Scope, external_id: str) -> Row | None:
+        return fetch_one(
+            self.con,
+            f"SELECT * FROM customers WHERE {TENANT} AND external_id = ?",
+            [*scope.params, external_id],
+        )
+
+    def resolve_many(self, scope: Scope, references: list[str]) -> dict[str, Row]:
+        """Map each reference (a customer id, else an external_id) to its customer row."""
+        if not references:
+            return {}
+        rows = fetch_all(
+            self.con,
+            f"SELECT * FROM customers WHERE {TENANT} AND (id IN (SELECT unnest(?)) "
+            "OR external_id IN (SELECT unnest(?)))",
+            [*scope.params, references, references],
+        )
+        by_id = {row["id"]: row for row in rows}
+        by_external = {row["external_id"]: row for row in rows}
+        resolved: dict[str, Row] = {}
+        for reference in references:
+            row = by_id.get(reference) or by_external.get(reference)
+            if row is not None:
+                resolved[reference] = row
+        return resolved
+
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
+        sql = f"SELECT * FROM customers WHERE {TENANT}"
+        params: list[Any] = list(scope.params)
+        if filters.get("external_id"):
+            sql += " AND external_id = ?"
+            params.append(filters["external_id"])
+        return paginate(self.con, list_name="customers", select_sql=sql, params=params, page=page, sort=sort)

@@ -1,0 +1,94 @@
+"""The DuckDB file, its single writer and the unit of work.
+
+DuckDB lets one process open a file. Inside it, one writer at a time runs a unit of work (a lock serialises
+them); a unit of work is one database transaction that commits as a whole or not at all. Reads that need no
+transaction use a per-thread cursor and never wait for the writer (DuckDB's MVCC gives them a snapshot).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from rewards_lab.store.schema import MIGRATIONS
+
+
+def utcnow() -> datetime:
+    """Now as naive UTC, the form every TIMESTAMP column holds."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class Database:
+    """One DuckDB database (a file, or `:memory:`) owned by this process."""
+
+    def __init__(self, path: str | Path = ":memory:", *, threads: int | None = None) -> None:
+        self.path = str(path)
+        config: dict[str, Any] = {}
+        if threads is not None:
+            config["threads"] = threads
+        self._connection = duckdb.connect(self.path, config=config)
+        self._write_lock = threading.RLock()
+        self._local = threading.local()
+        # Fault injection for crash tests: called by the ledger writer between its statements.
+        self.fault_hook: Callable[[str], None] | None = None
+        self.migrate()
+
+    def migrate(self) -> None:
+        con = self._connection
+        con.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+            "description VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
+        )
+        applied = {row[0] for row in con.execute("SELECT version FROM schema_migrations").fetchall()}
+        for version, description, statements in MIGRATIONS:
+            if version in applied:
+                continue
+            with self.transaction() as tx:
+                for statement in statements:
+                    tx.execute(statement)
+                tx.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, utcnow()])
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """One database transaction on the writer connection: commit on success, roll back on any error."""
+        with self._write_lock:
+            con = self._connection
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+
+    def reader(self) -> duckdb.DuckDBPyConnection:
+        """A cursor for this thread's reads: a snapshot of committed data, outside any write transaction."""
+        cursor: duckdb.DuckDBPyConnection | None = getattr(self._local, "cursor", None)
+        if cursor is None:
+            cursor = self._connection.cursor()
+            self._local.cursor = cursor
+        return cursor
+
+    def fault(self, point: str) -> None:
+        if self.fault_hook is not None:
+            self.fault_hook(point)
+
+    def checkpoint(self) -> None:
+        with self._write_lock:
+            self._connection.execute("CHECKPOINT")
+
+    def close(self) -> None:
+        with self._write_lock:
+            self._connection.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,117 @@
+"""Inbound business events: stored durably as `received`, then marked `processed` or `failed`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.database import utcnow
+from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
+
+TENANT = "organization_id = ? AND environment = ?"
+EVENT_COLUMNS = (
+    "id",
+    "external_event_id",
+    "type",
+    "customer_id",
+    "occurred_at",
+    "data",
+    "payload_hash",
+)
+
+
+class EventRepository:
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def add_many(self, scope: Scope, events: list[dict[str, Any]]) -> None:
+        """Insert new events as `received` in one statement (the group-commit path of POST /events)."""
+        if not events:
+            return
+        batch = pa.table({name: [event[name] for event in events] for name in EVENT_COLUMNS})
+        self.con.register("event_batch", batch)
+        try:
+            self.con.execute(
+                "INSERT INTO events SELECT id, ?, ?, external_event_id, type, customer_id, occurred_at, data, "
+                "payload_hash, 'received', NULL, NULL, 0, NULL, ?, NULL FROM event_batch",
+                [*scope.params, utcnow()],
+            )
+        finally:
+            self.con.unregister("event_batch")
+
+    def get(self, scope: Scope, event_id: str) -> Row | None:
+        return fetch_one(self.con, f"SELECT * FROM events WHERE {TENANT} AND id = ?", [*scope.params, event_id])
+
+    def get_by_external_ids(self, scope: Scope, external_ids: list[str]) -> dict[str, Row]:
+        rows = fetch_all(
+            self.con,
+            f"SELECT * FROM events WHERE {TENANT} AND external_event_id IN (SELECT unnest(?))",
+            [*scope.params, external_ids],
+        )
+        return {row["external_event_id"]: row for row in rows}
+
+    def pending(self, limit: int) -> list[Row]:
+        """The oldest `received` events of every tenant, in arrival order."""
+        return fetch_all(self.con, "SELECT * FROM events WHERE status = 'received' ORDER BY id LIMIT ?", [limit])
+
+    def count_by_status(self) -> dict[str, int]:
+        rows = self.con.execute("SELECT status, count(*) FROM events GROUP BY status").fetchall()
+        return {status: int(count) for status, count in rows}
+
+    def mark_many(self, scope: Scope, outcomes: list[tuple[str, str, str | None, str | None, str]]) -> None:
+        """Set (event id, status, error code, error message, evaluated versions JSON) for many events at once."""
+        if not outcomes:
+            return
+        ids, statuses, codes, messages, versions = (list(column) for column in zip(*outcomes, strict=True))
+        batch = pa.table(
+            {
+                "id": ids,
+                "status": statuses,
+                "error_code": codes,
+                "error_message": messages,
+                "versions": versions,
+            },
+            schema=pa.schema(
+                [
+                    ("id", pa.string()),
+                    ("status", pa.string()),
+                    ("error_code", pa.string()),
+                    ("error_message", pa.string()),
+                    ("versions", pa.string()),
+                ]
+            ),
+        )
+        self.con.register("event_outcomes", batch)
+        try:
+            self.con.execute(
+                "UPDATE events SET status = o.status, error_code = o.error_code, error_message = o.error_message, "
+                "evaluated_versions = coalesce(events.evaluated_versions, o.versions), attempts = attempts + 1, "
+                "processed_at = ? FROM event_outcomes o "
+                "WHERE events.id = o.id AND events.organization_id = ? AND events.environment = ?",
+                [utcnow(), *scope.params],
+            )
+        finally:
+            self.con.unregister("event_outcomes")
+
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
+        sql = f"SELECT * FROM events WHERE {TENANT}"
+        params: list[Any] = list(scope.params)
+        for name in ("status", "type", "customer_id"):
+            if filters.get(name):
+                sql += f" AND {name} = ?"
+                params.append(filters[name])
+        return paginate(self.con, list_name="events", select_sql=sql, params=params, page=page, sort=sort)
+
+    def activity(self, scope: Scope, customer_refs: list[str], since: datetime) -> list[Row]:
+        return fetch_all(
+            self.con,
+            f"SELECT customer_id, count(*) AS events, max(coalesce(occurred_at, received_at)) AS last_at "
+            f"FROM events WHERE {TENANT} AND customer_id IN (SELECT unnest(?)) "
+            "AND coalesce(occurred_at, received_at) >= ? GROUP BY customer_id",
+            [*scope.params, customer_refs, since],
+        )

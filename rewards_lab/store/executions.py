@@ -1,0 +1,85 @@
+"""Reward execution records: one per (event, programme version, rule, action), with its provenance."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.database import utcnow
+from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
+
+TENANT = "organization_id = ? AND environment = ?"
+_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("event_id", pa.string()),
+        ("external_event_id", pa.string()),
+        ("customer_id", pa.string()),
+        ("program_id", pa.string()),
+        ("version_id", pa.string()),
+        ("version_number", pa.int32()),
+        ("rule_id", pa.string()),
+        ("action_index", pa.int32()),
+        ("asset_id", pa.string()),
+        ("wallet_id", pa.string()),
+        ("amount_minor", pa.int64()),
+        ("status", pa.string()),
+        ("error_code", pa.string()),
+        ("transaction_id", pa.string()),
+        ("inputs", pa.string()),
+    ]
+)
+COLUMNS = tuple(_SCHEMA.names)
+
+
+class ExecutionRepository:
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def upsert_many(self, scope: Scope, records: list[dict[str, Any]]) -> None:
+        """Insert new records; a record whose key exists (a replay) takes the new status and transaction."""
+        if not records:
+            return
+        batch = pa.table({name: [r[name] for r in records] for name in COLUMNS}, schema=_SCHEMA)
+        now = utcnow()
+        self.con.register("execution_batch", batch)
+        try:
+            self.con.execute(
+                "INSERT INTO reward_executions SELECT id, ?, ?, event_id, external_event_id, customer_id, program_id, "
+                "version_id, version_number, rule_id, action_index, asset_id, wallet_id, amount_minor, status, "
+                "error_code, transaction_id, inputs, ?, ? FROM execution_batch "
+                "ON CONFLICT (event_id, version_id, rule_id, action_index) DO UPDATE SET "
+                "status = excluded.status, error_code = excluded.error_code, wallet_id = excluded.wallet_id, "
+                "transaction_id = excluded.transaction_id, amount_minor = excluded.amount_minor, "
+                "inputs = excluded.inputs, updated_at = excluded.updated_at",
+                [*scope.params, now, now],
+            )
+        finally:
+            self.con.unregister("execution_batch")
+
+    def for_events(self, scope: Scope, event_ids: list[str]) -> list[Row]:
+        return fetch_all(
+            self.con,
+            f"SELECT * FROM reward_executions WHERE {TENANT} AND event_id IN (SELECT unnest(?)) ORDER BY id",
+            [*scope.params, event_ids],
+        )
+
+    def get(self, scope: Scope, execution_id: str) -> Row | None:
+        return fetch_one(
+            self.con,
+            f"SELECT * FROM reward_executions WHERE {TENANT} AND id = ?",
+            [*scope.params, execution_id],
+        )
+
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
+        sql = f"SELECT * FROM reward_executions WHERE {TENANT}"
+        params: list[Any] = list(scope.params)
+        for name in ("customer_id", "event_id", "program_id", "rule_id", "status"):
+            if filters.get(name):
+                sql += f" AND {name} = ?"
+                params.append(filters[name])
+        return paginate(self.con, list_name="executions", select_sql=sql, params=params, page=page, sort=sort)

@@ -1,0 +1,204 @@
+"""Programmes, their versions (one draft, numbered published ones) and the rules each version holds.
+
+A rule keeps its id across versions: the row key is (rule id, version id), so a published version's rules are
+never touched again and provenance (event, version, rule) names exactly the rule that was applied.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import duckdb
+
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.database import utcnow
+from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate, scalar
+
+TENANT = "organization_id = ? AND environment = ?"
+
+
+class ProgrammeRepository:
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    # programmes -----------------------------------------------------------------------------------------
+    def add(self, scope: Scope, program_id: str, draft_version_id: str, fields: dict[str, Any]) -> Row:
+        now = utcnow()
+        self.con.execute(
+            "INSERT INTO programmes VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+            [
+                program_id,
+                *scope.params,
+                fields["name"],
+                fields["asset_id"],
+                fields.get("description"),
+                draft_version_id,
+                now,
+            ],
+        )
+        self.add_version(scope, draft_version_id, program_id, based_on=None)
+        row = self.get(scope, program_id)
+        assert row is not None
+        return row
+
+    def get(self, scope: Scope, program_id: str) -> Row | None:
+        return fetch_one(self.con, f"SELECT * FROM programmes WHERE {TENANT} AND id = ?", [*scope.params, program_id])
+
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
+        sql = f"SELECT * FROM programmes WHERE {TENANT}"
+        params: list[Any] = list(scope.params)
+        if filters.get("asset_id"):
+            sql += " AND asset_id = ?"
+            params.append(filters["asset_id"])
+        return paginate(self.con, list_name="programmes", select_sql=sql, params=params, page=page, sort=sort)
+
+    def set_current(self, scope: Scope, program_id: str, number: int, draft_version_id: str) -> None:
+        self.con.execute(
+            f"UPDATE programmes SET current_version = ?, draft_version_id = ? WHERE {TENANT} AND id = ?",
+            [number, draft_version_id, *scope.params, program_id],
+        )
+
+    # versions -------------------------------------------------------------------------------------------
+    def add_version(self, scope: Scope, version_id: str, program_id: str, based_on: int | None) -> None:
+        self.con.execute(
+            "INSERT INTO programme_versions VALUES (?, ?, ?, ?, NULL, 'draft', ?, NULL, ?)",
+            [version_id, *scope.params, program_id, based_on, utcnow()],
+        )
+
+    def get_version(self, scope: Scope, version_id: str) -> Row | None:
+        return fetch_one(
+            self.con,
+            f"SELECT * FROM programme_versions WHERE {TENANT} AND id = ?",
+            [*scope.params, version_id],
+        )
+
+    def get_version_by_number(self, scope: Scope, program_id: str, number: int) -> Row | None:
+        return fetch_one(
+            self.con,
+            f"SELECT * FROM programme_versions WHERE {TENANT} AND program_id = ? AND number = ?",
+            [*scope.params, program_id, number],
+        )
+
+    def versions(self, scope: Scope, program_id: str) -> list[Row]:
+        return fetch_all(
+            self.con,
+            f"SELECT * FROM programme_versions WHERE {TENANT} AND program_id = ? ORDER BY id",
+            [*scope.params, program_id],
+        )
+
+    def publish_version(self, scope: Scope, version_id: str, number: int) -> None:
+        self.con.execute(
+            f"UPDATE programme_versions SET status = 'published', number = ?, published_at = ? "
+            f"WHERE {TENANT} AND id = ? AND status = 'draft'",
+            [number, utcnow(), *scope.params, version_id],
+        )
+
+    def live_versions(self, scope: Scope, event_types: list[str] | None = None) -> list[Row]:
+        """The latest published version of every programme (optionally only those with a rule for a type)."""
+        sql = (
+            "SELECT v.*, p.asset_id FROM programmes p JOIN programme_versions v "
+            "ON v.program_id = p.id AND v.number = p.current_version "
+            "WHERE p.organization_id = ? AND p.environment = ? "
+        )
+        params: list[Any] = list(scope.params)
+        if event_types is not None:
+            sql += "AND EXISTS (SELECT 1 FROM rules r WHERE r.version_id = v.id AND r.event_type IN (SELECT unnest(?)))"
+            params.append(event_types)
+        return fetch_all(self.con, sql + " ORDER BY p.id", params)
+
+    # rules ----------------------------------------------------------------------------------------------
+    def add_rule(
+        self,
+        scope: Scope,
+        rule_id: str,
+        version_id: str,
+        program_id: str,
+        body: dict[str, Any],
+        position: int,
+    ) -> None:
+        self.con.execute(
+            "INSERT INTO rules VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                rule_id,
+                version_id,
+                *scope.params,
+                program_id,
+                body["event_type"],
+                json.dumps(body["conditions"]),
+                json.dumps(body["actions"]),
+                position,
+                utcnow(),
+            ],
+        )
+
+    def copy_rules(self, scope: Scope, from_version_id: str, to_version_id: str) -> None:
+        self.con.execute(
+            "INSERT INTO rules SELECT id, ?, organization_id, environment, program_id, event_type, conditions, "
+            f"actions, position, created_at FROM rules WHERE {TENANT} AND version_id = ?",
+            [to_version_id, *scope.params, from_version_id],
+        )
+
+    def update_rule(self, scope: Scope, rule_id: str, version_id: str, body: dict[str, Any]) -> None:
+        self.con.execute(
+            f"UPDATE rules SET event_type = ?, conditions = ?, actions = ? "
+            f"WHERE {TENANT} AND id = ? AND version_id = ?",
+            [
+                body["event_type"],
+                json.dumps(body["conditions"]),
+                json.dumps(body["actions"]),
+                *scope.params,
+                rule_id,
+                version_id,
+            ],
+        )
+
+    def delete_rule(self, scope: Scope, rule_id: str, version_id: str) -> None:
+        self.con.execute(
+            f"DELETE FROM rules WHERE {TENANT} AND id = ? AND version_id = ?",
+            [*scope.params, rule_id, version_id],
+        )
+
+    def rules_of(self, scope: Scope, version_ids: list[str]) -> list[Row]:
+        return fetch_all(
+            self.con,
+            "SELECT r.*, v.number AS version_number FROM rules r JOIN programme_versions v ON v.id = r.version_id "
+            "WHERE r.organization_id = ? AND r.environment = ? AND r.version_id IN (SELECT unnest(?)) "
+            "ORDER BY r.version_id, r.position, r.id",
+            [*scope.params, version_ids],
+        )
+
+    def rule_revisions(self, scope: Scope, rule_id: str) -> list[Row]:
+        """Every version's copy of one rule, newest version first (the draft, if it has it, comes first)."""
+        return fetch_all(
+            self.con,
+            "SELECT r.*, v.number AS version_number, v.status AS version_status FROM rules r "
+            "JOIN programme_versions v ON v.id = r.version_id "
+            "WHERE r.organization_id = ? AND r.environment = ? AND r.id = ? ORDER BY v.id DESC",
+            [*scope.params, rule_id],
+        )
+
+    def next_position(self, scope: Scope, version_id: str) -> int:
+        value = scalar(
+            self.con,
+            f"SELECT coalesce(max(position), -1) + 1 FROM rules WHERE {TENANT} AND version_id = ?",
+            [*scope.params, version_id],
+        )
+        return int(value)
+
+    def rule_count(self, scope: Scope, version_id: str) -> int:
+        return int(
+            scalar(
+                self.con,
+                f"SELECT count(*) FROM rules WHERE {TENANT} AND version_id = ?",
+                [*scope.params, version_id],
+            )
+        )
+
+    def rules_digest(self, scope: Scope, version_id: str) -> list[tuple[str, str, str, str]]:
+        rows = self.con.execute(
+            f"SELECT id, event_type, conditions, actions FROM rules WHERE {TENANT} AND version_id = ? ORDER BY id",
+            [*scope.params, version_id],
+        ).fetchall()
+        return [tuple(row) for row in rows]

@@ -1,0 +1,89 @@
+"""The DuckDB schema, as numbered migrations applied in order and recorded in `schema_migrations`.
+
+Every tenant-owned row carries `organization_id` and `environment`. Timestamps are naive UTC (`TIMESTAMP`).
+Amounts are integer minor units: BIGINT for one amount, HUGEINT for balances, which are sums.
+Entries have no index on purpose: they are the hot append-only table, read by scans.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[tuple[int, str, list[str]]] = [
+    (
+        1,
+        "engine: tenants, customers, wallets, assets, programmes, rules, events, ledger",
+        [
+            """CREATE TABLE organizations (
+                id VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, plan VARCHAR NOT NULL,
+                rate_limit_per_minute INTEGER, created_at TIMESTAMP NOT NULL)""",
+            """CREATE TABLE customers (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                external_id VARCHAR NOT NULL, email VARCHAR, country VARCHAR, created_at TIMESTAMP NOT NULL,
+                UNIQUE (organization_id, environment, external_id))""",
+            """CREATE TABLE wallets (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                customer_id VARCHAR NOT NULL, type VARCHAR NOT NULL, status VARCHAR NOT NULL,
+                transfer_policy VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL)""",
+            """CREATE TABLE assets (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                name VARCHAR NOT NULL, symbol VARCHAR NOT NULL, type VARCHAR NOT NULL, decimals INTEGER NOT NULL,
+                supply_ceiling_minor BIGINT, status VARCHAR NOT NULL,
+                issuance_account_id VARCHAR NOT NULL, redemption_account_id VARCHAR NOT NULL,
+                created_at TIMESTAMP NOT NULL, activated_at TIMESTAMP)""",
+            """CREATE TABLE programmes (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                name VARCHAR NOT NULL, asset_id VARCHAR NOT NULL, description VARCHAR,
+                current_version INTEGER, draft_version_id VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL)""",
+            """CREATE TABLE programme_versions (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                program_id VARCHAR NOT NULL, number INTEGER, status VARCHAR NOT NULL, based_on INTEGER,
+                published_at TIMESTAMP, created_at TIMESTAMP NOT NULL)""",
+            """CREATE TABLE rules (
+                id VARCHAR NOT NULL, version_id VARCHAR NOT NULL, organization_id VARCHAR NOT NULL,
+                environment VARCHAR NOT NULL, program_id VARCHAR NOT NULL, event_type VARCHAR NOT NULL,
+                conditions VARCHAR NOT NULL, actions VARCHAR NOT NULL, position INTEGER NOT NULL,
+                created_at TIMESTAMP NOT NULL, PRIMARY KEY (id, version_id))""",
+            """CREATE TABLE events (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                external_event_id VARCHAR NOT NULL, type VARCHAR NOT NULL, customer_id VARCHAR NOT NULL,
+                occurred_at TIMESTAMP, data VARCHAR NOT NULL, payload_hash VARCHAR NOT NULL,
+                status VARCHAR NOT NULL, error_code VARCHAR, error_message VARCHAR, attempts INTEGER NOT NULL,
+                evaluated_versions VARCHAR, received_at TIMESTAMP NOT NULL, processed_at TIMESTAMP,
+                UNIQUE (organization_id, environment, external_event_id))""",
+            """CREATE TABLE system_accounts (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                asset_id VARCHAR NOT NULL, kind VARCHAR NOT NULL)""",
+            """CREATE TABLE transactions (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                kind VARCHAR NOT NULL, asset_id VARCHAR NOT NULL, amount_minor BIGINT NOT NULL,
+                source_account_id VARCHAR NOT NULL, destination_account_id VARCHAR NOT NULL,
+                memo VARCHAR, execution_id VARCHAR, created_at TIMESTAMP NOT NULL)""",
+            """CREATE TABLE entries (
+                transaction_id VARCHAR NOT NULL, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                account_id VARCHAR NOT NULL, asset_id VARCHAR NOT NULL, amount_minor BIGINT NOT NULL,
+                created_at TIMESTAMP NOT NULL)""",
+            """CREATE TABLE balances (
+                organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL, account_id VARCHAR NOT NULL,
+                asset_id VARCHAR NOT NULL, balance_minor HUGEINT NOT NULL, updated_at TIMESTAMP NOT NULL,
+                PRIMARY KEY (account_id, asset_id))""",
+            """CREATE TABLE reward_executions (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                event_id VARCHAR NOT NULL, external_event_id VARCHAR NOT NULL, customer_id VARCHAR NOT NULL,
+                program_id VARCHAR NOT NULL, version_id VARCHAR NOT NULL, version_number INTEGER NOT NULL,
+                rule_id VARCHAR NOT NULL, action_index INTEGER NOT NULL, asset_id VARCHAR NOT NULL,
+                wallet_id VARCHAR, amount_minor BIGINT NOT NULL, status VARCHAR NOT NULL, error_code VARCHAR,
+                transaction_id VARCHAR, inputs VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL,
+                updated_at TIMESTAMP NOT NULL, UNIQUE (event_id, version_id, rule_id, action_index))""",
+            """CREATE TABLE idempotency_keys (
+                organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL, key VARCHAR NOT NULL,
+                operation VARCHAR NOT NULL, request_hash VARCHAR NOT NULL, response VARCHAR NOT NULL,
+                status_code INTEGER NOT NULL, created_at TIMESTAMP NOT NULL,
+                PRIMARY KEY (organization_id, environment, key))""",
+            """CREATE TABLE outbox (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                kind VARCHAR NOT NULL, resource_id VARCHAR NOT NULL, payload VARCHAR NOT NULL,
+                created_at TIMESTAMP NOT NULL, dispatched_at TIMESTAMP)""",
+        ],
+    ),
+]
+
+LATEST_VERSION = MIGRATIONS[-1][0]

@@ -1,0 +1,47 @@
+"""The unit of work: every repository over one connection, inside one database transaction when writing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import duckdb
+
+from rewards_lab.store.assets import AssetRepository
+from rewards_lab.store.customers import CustomerRepository
+from rewards_lab.store.database import Database
+from rewards_lab.store.events import EventRepository
+from rewards_lab.store.executions import ExecutionRepository
+from rewards_lab.store.idempotency import IdempotencyRepository
+from rewards_lab.store.ledger import LedgerRepository
+from rewards_lab.store.organizations import OrganizationRepository
+from rewards_lab.store.outbox import OutboxRepository
+from rewards_lab.store.programmes import ProgrammeRepository
+from rewards_lab.store.wallets import WalletRepository
+
+
+class Repositories:
+    def __init__(self, con: duckdb.DuckDBPyConnection, database: Database | None = None) -> None:
+        self.con = con
+        self.organizations = OrganizationRepository(con)
+        self.customers = CustomerRepository(con)
+        self.wallets = WalletRepository(con)
+        self.assets = AssetRepository(con)
+        self.programmes = ProgrammeRepository(con)
+        self.events = EventRepository(con)
+        self.ledger = LedgerRepository(con, database)
+        self.executions = ExecutionRepository(con)
+        self.idempotency = IdempotencyRepository(con)
+        self.outbox = OutboxRepository(con)
+
+
+@contextmanager
+def unit_of_work(database: Database) -> Iterator[Repositories]:
+    """One atomic database transaction: all of it commits, or (on any exception) none of it does."""
+    with database.transaction() as con:
+        yield Repositories(con, database)
+
+
+def reader(database: Database) -> Repositories:
+    """Repositories over this thread's read cursor: committed data only, no transaction held."""
+    return Repositories(database.reader(), database)

@@ -1,0 +1,61 @@
+"""Wallets: the accounts customers hold assets in. A wallet's id is its ledger account id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.database import utcnow
+from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
+
+TENANT = "organization_id = ? AND environment = ?"
+
+
+class WalletRepository:
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def add(self, scope: Scope, wallet_id: str, customer_id: str, wallet_type: str, transfer_policy: str) -> Row:
+        self.con.execute(
+            "INSERT INTO wallets VALUES (?, ?, ?, ?, ?, 'active', ?, ?)",
+            [wallet_id, *scope.params, customer_id, wallet_type, transfer_policy, utcnow()],
+        )
+        row = self.get(scope, wallet_id)
+        assert row is not None
+        return row
+
+    def get(self, scope: Scope, wallet_id: str) -> Row | None:
+        return fetch_one(self.con, f"SELECT * FROM wallets WHERE {TENANT} AND id = ?", [*scope.params, wallet_id])
+
+    def get_many(self, scope: Scope, wallet_ids: list[str]) -> dict[str, Row]:
+        rows = fetch_all(
+            self.con,
+            f"SELECT * FROM wallets WHERE {TENANT} AND id IN (SELECT unnest(?))",
+            [*scope.params, wallet_ids],
+        )
+        return {row["id"]: row for row in rows}
+
+    def set_status(self, scope: Scope, wallet_id: str, status: str) -> None:
+        self.con.execute(f"UPDATE wallets SET status = ? WHERE {TENANT} AND id = ?", [status, *scope.params, wallet_id])
+
+    def reward_wallets(self, scope: Scope, customer_ids: list[str]) -> dict[str, Row]:
+        """The wallet each customer's rewards go to: its first-created `customer` wallet (frozen or not)."""
+        rows = fetch_all(
+            self.con,
+            f"SELECT * FROM wallets WHERE {TENANT} AND type = 'customer' AND customer_id IN (SELECT unnest(?)) "
+            "QUALIFY row_number() OVER (PARTITION BY customer_id ORDER BY id) = 1",
+            [*scope.params, customer_ids],
+        )
+        return {row["customer_id"]: row for row in rows}
+
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
+        sql = f"SELECT * FROM wallets WHERE {TENANT}"
+        params: list[Any] = list(scope.params)
+        for name in ("customer_id", "status"):
+            if filters.get(name):
+                sql += f" AND {name} = ?"
+                params.append(filters[name])
+        return paginate(self.con, list_name="wallets", select_sql=sql, params=params, page=page, sort=sort)

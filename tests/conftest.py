@@ -1,0 +1,91 @@
+"""Shared fixtures: a real DuckDB file per test, tenants, and a small builder for the standard loop."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.scope import Scope
+from rewards_lab.contract.validation import validate
+from rewards_lab.service import assets, customers, organizations, programmes
+from rewards_lab.store.database import Database
+from rewards_lab.store.verification import verify_ledger
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    database = Database(tmp_path / "rewards.duckdb")
+    yield database
+    report = verify_ledger(database.reader())
+    database.close()
+    assert report.ok, report.problems
+
+
+@pytest.fixture
+def scope(db: Database) -> Scope:
+    org = organizations.create_organization(db, "Test organization")
+    return Scope(org["id"], "sandbox")
+
+
+class World:
+    """Builds resources through the service layer, the way a client would."""
+
+    def __init__(self, db: Database, scope: Scope) -> None:
+        self.db, self.scope = db, scope
+        self._customers = 0
+
+    def customer(self, external_id: str | None = None, **fields: Any) -> r.Customer:
+        self._customers += 1
+        body = {"external_id": external_id or f"customer-{self._customers}", **fields}
+        return customers.create_customer(self.db, self.scope, validate(rq.CustomerCreate, body))
+
+    def wallet(self, customer: r.Customer | None = None, **fields: Any) -> r.Wallet:
+        owner = customer or self.customer()
+        body = {"customer_id": owner.id, "type": "customer", **fields}
+        return customers.create_wallet(self.db, self.scope, validate(rq.WalletCreate, body))
+
+    def asset(self, *, activate: bool = True, **fields: Any) -> r.Asset:
+        body = {"name": "Stars", "symbol": "STAR", "type": "points", "decimals": 2, **fields}
+        created = assets.create_asset(self.db, self.scope, validate(rq.AssetCreate, body))
+        return assets.activate_asset(self.db, self.scope, created.id) if activate else created
+
+    def programme(self, asset: r.Asset, name: str = "Spring launch") -> r.Programme:
+        body = {"name": name, "asset_id": asset.id}
+        return programmes.create_programme(self.db, self.scope, validate(rq.ProgrammeCreate, body))
+
+    def rule(
+        self,
+        programme: r.Programme,
+        event_type: str = "order.completed",
+        *,
+        conditions: list[dict[str, Any]] | None = None,
+        amount: dict[str, Any] | None = None,
+    ) -> r.Rule:
+        body = {
+            "program_id": programme.id,
+            "event_type": event_type,
+            "conditions": conditions if conditions is not None else [],
+            "actions": [{"type": "issue", "amount": amount or {"fixed": "10.00"}}],
+        }
+        return programmes.create_rule(self.db, self.scope, validate(rq.RuleCreate, body))
+
+    def per_rate_programme(self, asset: r.Asset, rate: str = "0.05", threshold: int = 20) -> r.Programme:
+        programme = self.programme(asset)
+        self.rule(
+            programme,
+            conditions=[{"field": "amount", "operator": "gte", "value": threshold}],
+            amount={"per": "amount", "rate": Decimal(rate)},
+        )
+        programmes.publish(self.db, self.scope, programme.id)
+        return programme
+
+
+@pytest.fixture
+def world(db: Database, scope: Scope) -> World:
+    return World(db, scope)
