@@ -1,4 +1,4 @@
-"""Ids prefixed by kind and sortable by creation time (a ULID body: 48-bit milliseconds, 80 random bits).
+"""Ids prefixed by kind and sortable by creation time: 48-bit milliseconds then 80 bits, as 32 hex digits.
 
 Ids made within one process are strictly increasing even inside one millisecond, so sorting by id is sorting by
 creation; that is what cursor pagination relies on.
@@ -33,7 +33,6 @@ PREFIXES: dict[str, str] = {
     "message": "msg",
 }
 
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _RANDOM_BITS = 80
 
 
@@ -43,47 +42,43 @@ class _MonotonicUlid:
         self._last_ms = 0
         self._last_random = 0
 
-    def next_value(self) -> int:
+    def next_values(self, count: int) -> range:
+        """`count` consecutive 128-bit values, all greater than any value returned before."""
         with self._lock:
             now_ms = time.time_ns() // 1_000_000
-            if now_ms <= self._last_ms:
-                now_ms = self._last_ms
-                self._last_random += 1
-                if self._last_random >= 1 << _RANDOM_BITS:  # pragma: no cover - 2**80 ids in one ms
-                    now_ms += 1
-                    self._last_random = int.from_bytes(os.urandom(9), "big") >> 8
-            else:
-                # Leave headroom so that increments inside one millisecond never overflow.
-                self._last_random = int.from_bytes(os.urandom(10), "big") >> 1
-            self._last_ms = now_ms
-            return (now_ms << _RANDOM_BITS) | self._last_random
+            if now_ms > self._last_ms:
+                # A fresh random start with headroom, so that increments inside one millisecond never overflow.
+                self._last_ms = now_ms
+                self._last_random = int.from_bytes(os.urandom(10), "big") >> 2
+            elif self._last_random + count >= 1 << _RANDOM_BITS:  # pragma: no cover - 2**78 ids in one ms
+                self._last_ms += 1
+                self._last_random = 0
+            first = (self._last_ms << _RANDOM_BITS) | (self._last_random + 1)
+            self._last_random += count
+            return range(first, first + count)
 
 
 _GENERATOR = _MonotonicUlid()
 
 
 def _encode(value: int) -> str:
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    return value.to_bytes(16, "big").hex()
 
 
 def new_id(kind: str) -> str:
-    """A fresh id such as `cus_01JD...` for the resource kind (a key of PREFIXES)."""
-    return f"{PREFIXES[kind]}_{_encode(_GENERATOR.next_value())}"
+    """A fresh id such as `cus_0192f0c5e3a8...` for the resource kind (a key of PREFIXES)."""
+    return f"{PREFIXES[kind]}_{_encode(_GENERATOR.next_values(1)[0])}"
 
 
 def new_ids(kind: str, count: int) -> list[str]:
     """`count` fresh ids in increasing order (the batch path's form of `new_id`)."""
     prefix = PREFIXES[kind]
-    return [f"{prefix}_{_encode(_GENERATOR.next_value())}" for _ in range(count)]
+    return [f"{prefix}_{_encode(value)}" for value in _GENERATOR.next_values(count)]
 
 
 def kind_of(resource_id: str) -> str | None:
     prefix, _, body = resource_id.partition("_")
-    if len(body) != 26:
+    if len(body) != 32:
         return None
     for kind, known in PREFIXES.items():
         if known == prefix:

@@ -13,8 +13,10 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     PlainSerializer,
+    Tag,
     WithJsonSchema,
 )
 
@@ -153,10 +155,25 @@ class PerRateAmount(RequestModel):
     rate: Rate
 
 
+def _amount_shape(value: Any) -> str:
+    """Which of the two shapes an amount is, so that errors speak of that shape only."""
+    if isinstance(value, FixedAmount | PerRateAmount):
+        return "fixed_amount" if isinstance(value, FixedAmount) else "per_rate_amount"
+    if isinstance(value, dict) and ("per" in value or "rate" in value) and "fixed" not in value:
+        return "per_rate_amount"
+    return "fixed_amount"
+
+
+Amount = Annotated[
+    Annotated[FixedAmount, Tag("fixed_amount")] | Annotated[PerRateAmount, Tag("per_rate_amount")],
+    Discriminator(_amount_shape),
+]
+
+
 class Action(RequestModel):
     type: Literal["issue"]
     asset_id: Identifier | None = None  # the programme's asset when absent
-    amount: FixedAmount | PerRateAmount
+    amount: Amount
 
 
 class RuleCreate(RequestModel):

@@ -17,13 +17,16 @@ _PYDANTIC_TO_CODE = {
 }
 
 
+_BRANCH_LABELS = {"FixedAmount", "PerRateAmount", "fixed_amount", "per_rate_amount"}
+
+
 def field_path(loc: tuple[int | str, ...]) -> str:
     """('rules', 0, 'actions', 1, 'amount') -> 'rules[0].actions[1].amount'."""
     path = ""
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
-        elif part.startswith("function-") or part in {"FixedAmount", "PerRateAmount"}:
+        elif part.startswith("function-") or part in _BRANCH_LABELS:
             continue  # union branch labels pydantic inserts; the client never wrote them
         else:
             path += f".{part}" if path else part

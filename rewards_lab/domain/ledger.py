@@ -63,8 +63,9 @@ def check_balanced(transaction_id: str, entries: tuple[Entry, ...] | list[Entry]
 
 
 def check_posting(posting: Posting) -> None:
+    """A posting's two legs (-amount, +amount) net to zero by construction; what remains to check is that the
+    amount is positive and the two accounts differ (the store's CHECK constraints hold the same)."""
     if posting.amount_minor <= 0:
         raise ServiceError("amount_not_positive", field="amount")
     if posting.source_account_id == posting.destination_account_id:
         raise ServiceError("transfer_same_wallet", field="to_wallet_id")
-    check_balanced(posting.transaction_id, posting.entries())

@@ -8,7 +8,7 @@ posting and a later posting sees the effect of the earlier ones (balances, suppl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.ledger import Posting, check_posting
@@ -30,38 +30,63 @@ class PostingRequest:
     execution_id: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class AssetState:
+    status: str
+    decimals: int
+    supply_ceiling_minor: int | None
+    issuance_account_id: str
+    redemption_account_id: str
+    outstanding_minor: int
+
+
+@dataclass(frozen=True, slots=True)
+class WalletState:
+    status: str
+    transfer_policy: str
+
+
+ORDINARY_WALLET = WalletState("active", "open")
+
+
 @dataclass(slots=True)
 class LedgerState:
-    """A running view of the assets, wallets and balances a batch touches."""
+    """A running view of the assets, wallets and balances a batch touches.
 
-    assets: dict[str, dict[str, Any]]
-    wallets: dict[str, dict[str, Any]]
+    `wallets` holds only the wallets that are not ordinary (frozen, or with a transfer policy other than open);
+    every other id in `known_wallets` is an active, open wallet. `balances` needs only the accounts that give
+    value (redemption and transfer sources): a balance only ever has to be read before it goes down.
+    """
+
+    assets: dict[str, AssetState]
+    known_wallets: set[str]
+    wallets: dict[str, WalletState]
     balances: dict[tuple[str, str], int]
     outstanding: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for asset_id, asset in self.assets.items():
-            self.outstanding.setdefault(asset_id, int(asset["issued_minor"]) - int(asset["redeemed_minor"]))
+            self.outstanding.setdefault(asset_id, asset.outstanding_minor)
 
     def decide(self, request: PostingRequest) -> Posting:
         """The posting for `request`, applied to the running state; or raise the ServiceError refusing it."""
         asset = self._active_asset(request.asset_id)
         if request.kind in ("issue", "reward"):
             self._usable_wallet(request.wallet_id)
-            ceiling = asset["supply_ceiling_minor"]
+            ceiling = asset.supply_ceiling_minor
             outstanding = self.outstanding[request.asset_id]
-            if ceiling is not None and outstanding + request.amount_minor > int(ceiling):
+            if ceiling is not None and outstanding + request.amount_minor > ceiling:
                 raise ServiceError(
                     "asset_supply_exhausted",
                     "issuing this amount would exceed the asset's supply ceiling",
                     asset_id=request.asset_id,
-                    available_minor=str(int(ceiling) - outstanding),
+                    available_minor=str(ceiling - outstanding),
                 )
-            posting = self._posting(request, asset["issuance_account_id"], request.wallet_id)
+            posting = self._posting(request, asset.issuance_account_id, request.wallet_id)
         elif request.kind == "redemption":
             self._usable_wallet(request.wallet_id)
             self._require_balance(request.wallet_id, request.asset_id, request.amount_minor)
-            posting = self._posting(request, request.wallet_id, asset["redemption_account_id"])
+            posting = self._posting(request, request.wallet_id, asset.redemption_account_id)
         else:
             posting = self._transfer(request)
         check_posting(posting)
@@ -74,14 +99,14 @@ class LedgerState:
             raise ServiceError("transfer_same_wallet", field="to_wallet_id")
         sender = self._usable_wallet(request.wallet_id, field_name="from_wallet_id")
         receiver = self._usable_wallet(request.to_wallet_id, field_name="to_wallet_id")
-        if sender["transfer_policy"] != "open":
+        if sender.transfer_policy != "open":
             raise ServiceError(
                 "wallet_policy_violation",
-                f"wallet {request.wallet_id} has transfer policy '{sender['transfer_policy']}' and cannot send",
+                f"wallet {request.wallet_id} has transfer policy '{sender.transfer_policy}' and cannot send",
                 wallet_id=request.wallet_id,
-                policy=sender["transfer_policy"],
+                policy=sender.transfer_policy,
             )
-        if receiver["transfer_policy"] == "closed":
+        if receiver.transfer_policy == "closed":
             raise ServiceError(
                 "wallet_policy_violation",
                 f"wallet {request.to_wallet_id} has transfer policy 'closed' and cannot receive transfers",
@@ -91,21 +116,21 @@ class LedgerState:
         self._require_balance(request.wallet_id, request.asset_id, request.amount_minor)
         return self._posting(request, request.wallet_id, request.to_wallet_id)
 
-    def _active_asset(self, asset_id: str) -> dict[str, Any]:
+    def _active_asset(self, asset_id: str) -> AssetState:
         asset = self.assets.get(asset_id)
         if asset is None:
             raise ServiceError("asset_not_found", asset_id=asset_id)
-        if asset["status"] == "paused":
-            raise ServiceError("asset_paused", asset_id=asset_id)
-        if asset["status"] != "active":
-            raise ServiceError("asset_not_active", asset_id=asset_id, status=asset["status"])
+        if asset.status != "active":
+            if asset.status == "paused":
+                raise ServiceError("asset_paused", asset_id=asset_id)
+            raise ServiceError("asset_not_active", asset_id=asset_id, status=asset.status)
         return asset
 
-    def _usable_wallet(self, wallet_id: str, field_name: str = "wallet_id") -> dict[str, Any]:
-        wallet = self.wallets.get(wallet_id)
-        if wallet is None:
+    def _usable_wallet(self, wallet_id: str, field_name: str = "wallet_id") -> WalletState:
+        if wallet_id not in self.known_wallets:
             raise ServiceError("wallet_not_found", field=field_name, wallet_id=wallet_id)
-        if wallet["status"] == "frozen":
+        wallet = self.wallets.get(wallet_id, ORDINARY_WALLET)
+        if wallet.status == "frozen":
             raise ServiceError("wallet_frozen", wallet_id=wallet_id)
         return wallet
 
@@ -135,9 +160,11 @@ class LedgerState:
         )
 
     def _apply(self, posting: Posting, kind: Kind) -> None:
-        for entry in posting.entries():
-            key = (entry.account_id, entry.asset_id)
-            self.balances[key] = self.balances.get(key, 0) + entry.amount_minor
+        balances, amount = self.balances, posting.amount_minor
+        source = (posting.source_account_id, posting.asset_id)
+        destination = (posting.destination_account_id, posting.asset_id)
+        balances[source] = balances.get(source, 0) - amount
+        balances[destination] = balances.get(destination, 0) + amount
         if kind in ("issue", "reward"):
             self.outstanding[posting.asset_id] += posting.amount_minor
         elif kind == "redemption":

@@ -43,7 +43,8 @@ def outcome(verdicts: list[RuleVerdict], event_type: str, program_id: str | None
         ]
         actions = []
         for a in verdict.actions:
-            totals[(a.asset_id, a.decimals)] += a.amount_minor
+            if a.issues:
+                totals[(a.asset_id, a.decimals)] += a.amount_minor
             actions.append(
                 r.ActionOutcome(
                     action_index=a.action_index,

@@ -61,8 +61,8 @@ def paginate(
     args = list(params)
     if page.cursor is not None:
         position = decode_cursor(page.cursor, list_name, sort, page.direction)
-        sql += f" WHERE ({column}, id) {comparison} (?, ?)"
-        args += [position.sort_value, position.last_id]
+        sql += f" WHERE ({column} {comparison} ? OR ({column} = ? AND id {comparison} ?))"
+        args += [position.sort_value, position.sort_value, position.last_id]
     sql += f" ORDER BY {column} {order}, id {order} LIMIT ?"
     args.append(page.limit + 1)
     rows = fetch_all(con, sql, args)

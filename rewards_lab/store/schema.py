@@ -2,7 +2,6 @@
 
 Every tenant-owned row carries `organization_id` and `environment`. Timestamps are naive UTC (`TIMESTAMP`).
 Amounts are integer minor units: BIGINT for one amount, HUGEINT for balances, which are sums.
-Entries have no index on purpose: they are the hot append-only table, read by scans.
 """
 
 from __future__ import annotations
@@ -52,15 +51,22 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             """CREATE TABLE system_accounts (
                 id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
                 asset_id VARCHAR NOT NULL, kind VARCHAR NOT NULL)""",
+            # A ledger transaction is one two-legged posting (as a TigerBeetle transfer): `amount_minor` leaves the
+            # source account and enters the destination account. Both legs live in one row, so a transaction is
+            # never half-written and nets to zero by construction; the CHECKs hold the rest at the storage level.
             """CREATE TABLE transactions (
                 id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
                 kind VARCHAR NOT NULL, asset_id VARCHAR NOT NULL, amount_minor BIGINT NOT NULL,
                 source_account_id VARCHAR NOT NULL, destination_account_id VARCHAR NOT NULL,
-                memo VARCHAR, execution_id VARCHAR, created_at TIMESTAMP NOT NULL)""",
-            """CREATE TABLE entries (
-                transaction_id VARCHAR NOT NULL, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
-                account_id VARCHAR NOT NULL, asset_id VARCHAR NOT NULL, amount_minor BIGINT NOT NULL,
-                created_at TIMESTAMP NOT NULL)""",
+                memo VARCHAR, execution_id VARCHAR, created_at TIMESTAMP NOT NULL,
+                CHECK (amount_minor > 0), CHECK (source_account_id <> destination_account_id))""",
+            # The entries: each transaction's two legs, one row per account, signed.
+            """CREATE VIEW entries AS
+                SELECT id AS transaction_id, organization_id, environment, source_account_id AS account_id,
+                       asset_id, -amount_minor AS amount_minor, created_at FROM transactions
+                UNION ALL
+                SELECT id, organization_id, environment, destination_account_id, asset_id, amount_minor, created_at
+                FROM transactions""",
             """CREATE TABLE balances (
                 organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL, account_id VARCHAR NOT NULL,
                 asset_id VARCHAR NOT NULL, balance_minor HUGEINT NOT NULL, updated_at TIMESTAMP NOT NULL,

@@ -1,0 +1,379 @@
+"""The error registry in both directions, and every code the engine can return reached by a real scenario."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract.errors import HTTP_STATUS_BY_TYPE, REGISTRY, ErrorType, ServiceError
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.validation import validate
+from rewards_lab.domain.ledger import Entry, Posting, check_balanced
+from rewards_lab.service import assets, customers, events, ledger, programmes, simulation
+from rewards_lab.store.uow import unit_of_work
+from tests.conftest import World
+
+PACKAGE = Path(__file__).resolve().parents[1] / "rewards_lab"
+SEED_CODES = {
+    "customer_email_invalid",
+    "organization_mismatch",
+    "environment_mismatch",
+    "asset_paused",
+    "wallet_frozen",
+    "insufficient_balance",
+    "asset_supply_exhausted",
+    "idempotency_key_reused",
+    "rate_limit_exceeded",
+}
+# Codes that only the HTTP layer can produce (authentication, headers, routing, webhooks, keys, rate limits).
+HTTP_ONLY = {
+    "request_malformed",
+    "request_too_large",
+    "idempotency_key_required",
+    "webhook_url_invalid",
+    "webhook_event_kind_invalid",
+    "period_invalid",
+    "permission_unknown",
+    "authentication_required",
+    "credentials_invalid",
+    "api_key_revoked",
+    "session_expired",
+    "second_factor_required",
+    "second_factor_invalid",
+    "permission_denied",
+    "organization_mismatch",
+    "environment_mismatch",
+    "permission_escalation",
+    "route_not_found",
+    "organization_not_found",
+    "execution_not_found",
+    "webhook_not_found",
+    "webhook_delivery_not_found",
+    "api_key_not_found",
+    "conversation_not_found",
+    "webhook_delivery_not_replayable",
+    "api_key_already_revoked",
+    "idempotency_request_in_progress",
+    "rate_limit_exceeded",
+    "service_unavailable",
+}
+
+
+def _raises(code: str, action: Callable[[], object]) -> ServiceError:
+    with pytest.raises(ServiceError) as caught:
+        action()
+    assert caught.value.code == code, caught.value.to_dict()
+    return caught.value
+
+
+def _funded(world: World, amount: str = "10.00", **asset_fields: object) -> tuple[str, str]:
+    asset = world.asset(**asset_fields)
+    wallet = world.wallet()
+    ledger.issue(world.db, world.scope, asset.id, rq.IssueRequest(wallet_id=wallet.id, amount=amount, reason="grant"))
+    return asset.id, wallet.id
+
+
+def _event(external_id: str, amount: object, customer: str = "customer-1") -> rq.EventCreate:
+    return validate(
+        rq.EventCreate,
+        {
+            "type": "order.completed",
+            "external_event_id": external_id,
+            "customer_id": customer,
+            "data": {"amount": amount},
+        },
+    )
+
+
+# Each scenario drives the engine, through its public functions, into exactly one code.
+def s_field_required(w: World) -> ServiceError:
+    return _raises("field_required", lambda: validate(rq.CustomerCreate, {}))
+
+
+def s_field_unknown(w: World) -> ServiceError:
+    error = _raises("field_unknown", lambda: validate(rq.CustomerCreate, {"external_id": "x", "nickname": "y"}))
+    assert error.details["field"] == "nickname"
+    return error
+
+
+def s_field_invalid(w: World) -> ServiceError:
+    body = {"name": "S", "symbol": "S", "type": "points", "decimals": 9}
+    error = _raises("field_invalid", lambda: validate(rq.AssetCreate, body))
+    assert error.details["field"] == "decimals"
+    return error
+
+
+def s_customer_email_invalid(w: World) -> ServiceError:
+    error = _raises("customer_email_invalid", lambda: w.customer(email="not-an-address"))
+    assert error.details["field"] == "email"
+    return error
+
+
+def s_amount_invalid(w: World) -> ServiceError:
+    return _raises(
+        "amount_invalid", lambda: validate(rq.IssueRequest, {"wallet_id": "w", "amount": "1e3", "reason": "r"})
+    )
+
+
+def s_amount_not_positive(w: World) -> ServiceError:
+    asset, wallet = w.asset(), w.wallet()
+    body = rq.IssueRequest(wallet_id=wallet.id, amount="0.00", reason="r")
+    return _raises("amount_not_positive", lambda: ledger.issue(w.db, w.scope, asset.id, body))
+
+
+def s_amount_too_many_decimals(w: World) -> ServiceError:
+    asset, wallet = w.asset(), w.wallet()
+    body = rq.IssueRequest(wallet_id=wallet.id, amount="1.001", reason="r")
+    error = _raises("amount_too_many_decimals", lambda: ledger.issue(w.db, w.scope, asset.id, body))
+    assert error.details == {"field": "amount", "decimals": 2}
+    return error
+
+
+def s_amount_too_large(w: World) -> ServiceError:
+    asset, wallet = w.asset(), w.wallet()
+    body = rq.IssueRequest(wallet_id=wallet.id, amount="100000000000000000000", reason="r")
+    return _raises("amount_too_large", lambda: ledger.issue(w.db, w.scope, asset.id, body))
+
+
+def s_ledger_unbalanced(w: World) -> ServiceError:
+    entries = [Entry("a", "ast", -5), Entry("b", "ast", 4)]
+    return _raises("ledger_unbalanced", lambda: check_balanced("txn_x", entries))
+
+
+def s_transfer_same_wallet(w: World) -> ServiceError:
+    asset_id, wallet_id = _funded(w)
+    body = rq.TransferRequest(from_wallet_id=wallet_id, to_wallet_id=wallet_id, amount="1.00")
+    return _raises("transfer_same_wallet", lambda: ledger.transfer(w.db, w.scope, asset_id, body))
+
+
+def s_rule_asset_mismatch(w: World) -> ServiceError:
+    programme = w.programme(w.asset())
+    other = w.asset(symbol="GEM")
+    body = {
+        "program_id": programme.id,
+        "event_type": "order.completed",
+        "actions": [{"type": "issue", "asset_id": other.id, "amount": {"fixed": "1"}}],
+    }
+    return _raises("rule_asset_mismatch", lambda: programmes.create_rule(w.db, w.scope, validate(rq.RuleCreate, body)))
+
+
+def s_programme_draft_empty(w: World) -> ServiceError:
+    programme = w.programme(w.asset())
+    return _raises("programme_draft_empty", lambda: programmes.publish(w.db, w.scope, programme.id))
+
+
+def s_idempotency_key_invalid(w: World) -> ServiceError:
+    body = rq.CustomerCreate(external_id="x")
+    return _raises(
+        "idempotency_key_invalid", lambda: customers.create_customer(w.db, w.scope, body, idempotency_key="k" * 300)
+    )
+
+
+def s_cursor_invalid(w: World) -> ServiceError:
+    return _raises("cursor_invalid", lambda: customers.list_customers(w.db, w.scope, PageRequest(cursor="bogus!")))
+
+
+def s_sort_field_invalid(w: World) -> ServiceError:
+    return _raises("sort_field_invalid", lambda: customers.list_customers(w.db, w.scope, PageRequest(sort="email")))
+
+
+def s_event_payload_too_large(w: World) -> ServiceError:
+    return _raises("event_payload_too_large", lambda: events.submit_event(w.db, w.scope, _event("big", "x" * 20_000)))
+
+
+def s_wallet_policy_violation(w: World) -> ServiceError:
+    asset_id, giver = _funded(w)
+    closed = w.wallet(transfer_policy="closed")
+    body = rq.TransferRequest(from_wallet_id=giver, to_wallet_id=closed.id, amount="1.00")
+    return _raises("wallet_policy_violation", lambda: ledger.transfer(w.db, w.scope, asset_id, body))
+
+
+def s_customer_not_found(w: World) -> ServiceError:
+    return _raises("customer_not_found", lambda: customers.get_customer(w.db, w.scope, "cus_missing"))
+
+
+def s_wallet_not_found(w: World) -> ServiceError:
+    return _raises("wallet_not_found", lambda: ledger.wallet_balances(w.db, w.scope, "wal_missing"))
+
+
+def s_asset_not_found(w: World) -> ServiceError:
+    return _raises("asset_not_found", lambda: assets.activate_asset(w.db, w.scope, "ast_missing"))
+
+
+def s_programme_not_found(w: World) -> ServiceError:
+    return _raises("programme_not_found", lambda: programmes.publish(w.db, w.scope, "prg_missing"))
+
+
+def s_programme_version_not_found(w: World) -> ServiceError:
+    programme = w.programme(w.asset())
+    return _raises("programme_version_not_found", lambda: programmes.get_version(w.db, w.scope, programme.id, 7))
+
+
+def s_rule_not_found(w: World) -> ServiceError:
+    body = rq.SimulationRequest(event={"type": "x"})
+    return _raises("rule_not_found", lambda: simulation.simulate_rule(w.db, w.scope, "rul_missing", body))
+
+
+def s_event_not_found(w: World) -> ServiceError:
+    return _raises("event_not_found", lambda: events.replay_event(w.db, w.scope, "evt_missing"))
+
+
+def s_transaction_not_found(w: World) -> ServiceError:
+    return _raises("transaction_not_found", lambda: ledger.get_transaction(w.db, w.scope, "txn_missing"))
+
+
+def s_asset_paused(w: World) -> ServiceError:
+    asset_id, wallet_id = _funded(w)
+    assets.pause_asset(w.db, w.scope, asset_id)
+    body = rq.RedemptionRequest(wallet_id=wallet_id, amount="1.00", reference="order-9")
+    return _raises("asset_paused", lambda: ledger.redeem(w.db, w.scope, asset_id, body))
+
+
+def s_asset_not_active(w: World) -> ServiceError:
+    asset, wallet = w.asset(activate=False), w.wallet()
+    body = rq.IssueRequest(wallet_id=wallet.id, amount="1.00", reason="r")
+    return _raises("asset_not_active", lambda: ledger.issue(w.db, w.scope, asset.id, body))
+
+
+def s_asset_symbol_taken(w: World) -> ServiceError:
+    w.asset(symbol="STAR")
+    twin = w.asset(symbol="STAR", activate=False)
+    return _raises("asset_symbol_taken", lambda: assets.activate_asset(w.db, w.scope, twin.id))
+
+
+def s_asset_supply_exhausted(w: World) -> ServiceError:
+    asset_id, wallet_id = _funded(w, "9.00", supply_ceiling="10.00")
+    body = rq.IssueRequest(wallet_id=wallet_id, amount="1.01", reason="r")
+    return _raises("asset_supply_exhausted", lambda: ledger.issue(w.db, w.scope, asset_id, body))
+
+
+def s_wallet_frozen(w: World) -> ServiceError:
+    asset_id, wallet_id = _funded(w)
+    customers.freeze_wallet(w.db, w.scope, wallet_id)
+    body = rq.RedemptionRequest(wallet_id=wallet_id, amount="1.00", reference="r")
+    return _raises("wallet_frozen", lambda: ledger.redeem(w.db, w.scope, asset_id, body))
+
+
+def s_insufficient_balance(w: World) -> ServiceError:
+    asset_id, wallet_id = _funded(w, "5.00")
+    body = rq.RedemptionRequest(wallet_id=wallet_id, amount="5.01", reference="r")
+    return _raises("insufficient_balance", lambda: ledger.redeem(w.db, w.scope, asset_id, body))
+
+
+def s_invalid_state_transition(w: World) -> ServiceError:
+    asset = w.asset()
+    error = _raises("invalid_state_transition", lambda: assets.activate_asset(w.db, w.scope, asset.id))
+    assert error.details["state"] == "active"
+    return error
+
+
+def s_customer_already_exists(w: World) -> ServiceError:
+    w.customer("dup")
+    return _raises("customer_already_exists", lambda: w.customer("dup"))
+
+
+def s_event_duplicate_mismatch(w: World) -> ServiceError:
+    events.submit_event(w.db, w.scope, _event("e-1", Decimal("10")))
+    return _raises("event_duplicate_mismatch", lambda: events.submit_event(w.db, w.scope, _event("e-1", Decimal("11"))))
+
+
+def s_event_not_replayable(w: World) -> ServiceError:
+    event = events.submit_event(w.db, w.scope, _event("e-2", Decimal("10")))
+    return _raises("event_not_replayable", lambda: events.replay_event(w.db, w.scope, event.id))
+
+
+def s_programme_version_immutable(w: World) -> ServiceError:
+    programme = w.programme(w.asset())
+    rule = w.rule(programme)
+    programmes.publish(w.db, w.scope, programme.id)
+    programmes.delete_rule(w.db, w.scope, rule.id)  # gone from the draft, still in version 1
+    body = rq.RuleUpdate(event_type="match.completed")
+    return _raises("programme_version_immutable", lambda: programmes.update_rule(w.db, w.scope, rule.id, body))
+
+
+def s_idempotency_key_reused(w: World) -> ServiceError:
+    customers.create_customer(w.db, w.scope, rq.CustomerCreate(external_id="a"), idempotency_key="k-1")
+    other = rq.CustomerCreate(external_id="b")
+    return _raises(
+        "idempotency_key_reused", lambda: customers.create_customer(w.db, w.scope, other, idempotency_key="k-1")
+    )
+
+
+def s_internal_error(w: World) -> ServiceError:
+    """A posting that skips the policy and overdraws a wallet is refused by the store's own check."""
+    asset_id, wallet_id = _funded(w, "1.00")
+    asset_row = assets.get_asset(w.db, w.scope, asset_id)
+    assert asset_row.outstanding_supply == "1.00"
+
+    def overdraw() -> None:
+        with unit_of_work(w.db) as uow:
+            account = uow.assets.get(w.scope, asset_id)
+            assert account is not None
+            posting = Posting("txn_overdraw", "redemption", asset_id, 500, wallet_id, account["redemption_account_id"])
+            uow.ledger.write_postings(w.scope, [posting])
+
+    error = _raises("internal_error", overdraw)
+    assert error.details["invariant"] == "negative_balance"
+    assert ledger.wallet_balances(w.db, w.scope, wallet_id).balances[0].balance == "1.00"  # rolled back
+    return error
+
+
+SCENARIOS: dict[str, Callable[[World], ServiceError]] = {
+    name.removeprefix("s_"): function for name, function in globals().items() if name.startswith("s_")
+}
+
+
+@pytest.mark.parametrize("code", sorted(SCENARIOS))
+def test_engine_reaches_code(code: str, world: World) -> None:
+    error = SCENARIOS[code](world)
+    assert error.code == code
+    assert error.type == REGISTRY[code].type
+    body = error.to_dict()
+    assert set(body) == {"type", "code", "message", "details"} and body["message"]
+
+
+def test_every_registered_code_is_reached_by_the_engine_or_reserved_for_http() -> None:
+    assert set(SCENARIOS) | HTTP_ONLY == set(REGISTRY), {
+        "unreached": sorted(set(REGISTRY) - set(SCENARIOS) - HTTP_ONLY),
+        "unknown": sorted((set(SCENARIOS) | HTTP_ONLY) - set(REGISTRY)),
+    }
+    assert set(SCENARIOS).isdisjoint(HTTP_ONLY - {"rate_limit_exceeded"})
+
+
+def test_seed_codes_are_registered_with_the_seed_types() -> None:
+    assert SEED_CODES <= set(REGISTRY)
+    assert REGISTRY["customer_email_invalid"].type is ErrorType.VALIDATION
+    assert REGISTRY["organization_mismatch"].type is ErrorType.AUTHORIZATION
+    assert REGISTRY["asset_paused"].type is ErrorType.CONFLICT
+    assert REGISTRY["wallet_frozen"].type is ErrorType.CONFLICT
+    assert REGISTRY["insufficient_balance"].type is ErrorType.CONFLICT
+    assert REGISTRY["idempotency_key_reused"].type is ErrorType.IDEMPOTENCY
+    assert REGISTRY["rate_limit_exceeded"].type is ErrorType.RATE_LIMIT
+    assert {t: HTTP_STATUS_BY_TYPE[t] for t in ErrorType} == {
+        ErrorType.VALIDATION: 422,
+        ErrorType.AUTHENTICATION: 401,
+        ErrorType.AUTHORIZATION: 403,
+        ErrorType.NOT_FOUND: 404,
+        ErrorType.CONFLICT: 409,
+        ErrorType.IDEMPOTENCY: 409,
+        ErrorType.RATE_LIMIT: 429,
+        ErrorType.SERVICE: 500,
+    }
+
+
+def test_the_package_raises_only_registered_codes() -> None:
+    raised: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        raised |= set(re.findall(r'ServiceError\(\s*"([a-z_]+)"', path.read_text()))
+    assert raised, "the scan found no ServiceError at all"
+    assert raised <= set(REGISTRY), sorted(raised - set(REGISTRY))
+
+
+def test_unregistered_codes_cannot_be_raised() -> None:
+    with pytest.raises(LookupError):
+        ServiceError("made_up_code")
