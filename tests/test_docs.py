@@ -1,0 +1,35 @@
+"""What the README shows works as shown, and the documents it names exist."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_readme_python_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    assert blocks, "the README has no Python example"
+    monkeypatch.chdir(tmp_path)
+    exec(compile(blocks[0], "README.md", "exec"), {})  # noqa: S102 - the documented example, run as written
+    assert "balance='2.12'" in capsys.readouterr().out
+    assert (tmp_path / "rewards.duckdb").exists()
+
+
+def test_readme_gives_the_two_commands_and_ci_runs_the_test_one() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "make lab" in readme and "make test" in readme
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+    assert os.access(ROOT / ".ci" / "run", os.X_OK)
+
+
+@pytest.mark.parametrize("path", ["docs/architecture.md", "docs/decisions.md", "reports/benchmarks.md"])
+def test_documents_exist(path: str) -> None:
+    assert (ROOT / path).read_text().strip()
