@@ -222,3 +222,13 @@ class TransferRequest(RequestModel):
     to_wallet_id: Identifier
     amount: DecimalString
     reference: Annotated[str, Field(max_length=500)] | None = None
+
+
+WEBHOOK_EVENT_KINDS = ("reward.issued", "asset.paused", "wallet.frozen")
+
+
+class WebhookCreate(RequestModel):
+    """The seed's shape: `url` and the event kinds to deliver. The signing secret is returned once."""
+
+    url: Annotated[str, Field(min_length=8, max_length=2000)]
+    events: Annotated[list[str], Field(min_length=1, max_length=len(WEBHOOK_EVENT_KINDS))]

@@ -213,3 +213,18 @@ class Page(BaseModel, Generic[T]):
     data: list[T]
     next_cursor: str | None
     has_more: bool
+
+
+class WebhookEndpoint(Resource):
+    id: str
+    url: str
+    events: list[str]
+    status: Literal["enabled", "disabled"]
+    secret_prefix: str  # the first characters of the signing secret, to tell secrets apart
+    created_at: datetime
+
+
+class WebhookEndpointCreated(WebhookEndpoint):
+    """Returned once, at creation: the only time the signing secret is ever shown."""
+
+    signing_secret: str
