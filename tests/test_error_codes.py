@@ -318,7 +318,7 @@ def s_internal_error(w: World) -> ServiceError:
             uow.ledger.write_postings(w.scope, [posting])
 
     error = _raises("internal_error", overdraw)
-    assert error.details["invariant"] == "negative_balance"
+    assert error.details["invariant"] == "balance_below_floor"
     assert ledger.wallet_balances(w.db, w.scope, wallet_id).balances[0].balance == "1.00"  # rolled back
     return error
 

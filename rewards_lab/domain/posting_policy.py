@@ -68,6 +68,9 @@ class LedgerState:
         for asset_id, asset in self.assets.items():
             self.outstanding.setdefault(asset_id, asset.outstanding_minor)
 
+    def issuance_accounts(self) -> dict[str, str]:
+        return {asset_id: asset.issuance_account_id for asset_id, asset in self.assets.items()}
+
     def decide(self, request: PostingRequest) -> Posting:
         """The posting for `request`, applied to the running state; or raise the ServiceError refusing it."""
         asset = self._active_asset(request.asset_id)

@@ -26,7 +26,7 @@ from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.posting_policy import PostingRequest
 from rewards_lab.domain.rules import RuleSpec, evaluate_rules
 from rewards_lab.service import presenters
-from rewards_lab.service.ledger import load_state
+from rewards_lab.service.ledger import load_state, write_accepted
 from rewards_lab.service.notifications import outbox_message
 from rewards_lab.service.programmes import compile_rows
 from rewards_lab.store.database import Database
@@ -328,7 +328,7 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
         )
         report.failed += status == "failed"
         report.processed += status == "processed"
-    uow.ledger.write_postings(scope, accepted)
+    write_accepted(uow, scope, state, accepted)
     uow.executions.upsert_many(scope, records)
     uow.outbox.add_many(scope, messages)
     uow.events.mark_many(scope, outcomes)

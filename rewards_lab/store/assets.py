@@ -8,7 +8,7 @@ import duckdb
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.database import utcnow
+from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate, scalar
 
 TENANT = "a.organization_id = ? AND a.environment = ?"
@@ -24,8 +24,14 @@ ASSET_SELECT = """
 
 
 class AssetRepository:
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, database: Database | None = None) -> None:
         self.con = con
+        self.database = database
+
+    def _forget(self, resource_id: str) -> None:
+        """A status change: the writer's ledger cache must read this resource again."""
+        if self.database is not None:
+            self.database.ledger_cache.forget(resource_id)
 
     def add(self, scope: Scope, asset_id: str, fields: dict[str, Any], accounts: tuple[str, str]) -> Row:
         issuance_id, redemption_id = accounts
@@ -51,6 +57,14 @@ class AssetRepository:
                 [redemption_id, *scope.params, asset_id, "redemption"],
             ],
         )
+        ceiling = fields["supply_ceiling_minor"]
+        self.con.executemany(  # the system accounts' snapshot rows, with the ceiling as the issuance floor
+            "INSERT INTO balances VALUES (?, ?, ?, ?, 0, ?, ?)",
+            [
+                [*scope.params, issuance_id, asset_id, None if ceiling is None else -ceiling, utcnow()],
+                [*scope.params, redemption_id, asset_id, None, utcnow()],
+            ],
+        )
         row = self.get(scope, asset_id)
         assert row is not None
         return row
@@ -67,6 +81,7 @@ class AssetRepository:
         return {row["id"]: row for row in rows}
 
     def set_status(self, scope: Scope, asset_id: str, status: str, *, activated: bool = False) -> None:
+        self._forget(asset_id)
         extra = ", activated_at = coalesce(activated_at, ?)" if activated else ""
         params: list[Any] = [status] + ([utcnow()] if activated else [])
         self.con.execute(

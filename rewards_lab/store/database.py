@@ -16,6 +16,7 @@ from typing import Any
 
 import duckdb
 
+from rewards_lab.store.ledger_cache import LedgerCache
 from rewards_lab.store.schema import MIGRATIONS
 
 
@@ -27,13 +28,16 @@ def utcnow() -> datetime:
 class Database:
     """One DuckDB database (a file, or `:memory:`) owned by this process."""
 
-    def __init__(self, path: str | Path = ":memory:", *, threads: int | None = None) -> None:
+    def __init__(self, path: str | Path = ":memory:", *, threads: int | None = 1) -> None:
+        """`threads=1` suits the service's many small statements (a second thread only adds hand-off cost);
+        analytical users (replay) pass None for DuckDB's default of one thread per core."""
         self.path = str(path)
         config: dict[str, Any] = {}
         if threads is not None:
             config["threads"] = threads
         self._connection = duckdb.connect(self.path, config=config)
         self._write_lock = threading.RLock()
+        self.ledger_cache = LedgerCache()
         self._local = threading.local()
         # Fault injection for crash tests: called by the ledger writer between its statements.
         self.fault_hook: Callable[[str], None] | None = None
@@ -60,12 +64,19 @@ class Database:
         with self._write_lock:
             con = self._connection
             con.execute("BEGIN TRANSACTION")
+            self.ledger_cache.begin()
             try:
                 yield con
             except BaseException:
+                self.ledger_cache.rollback()
                 con.execute("ROLLBACK")
                 raise
-            con.execute("COMMIT")
+            try:
+                con.execute("COMMIT")
+            except BaseException:
+                self.ledger_cache.rollback()
+                raise
+            self.ledger_cache.commit()
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A cursor for this thread's reads: a snapshot of committed data, outside any write transaction."""

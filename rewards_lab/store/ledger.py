@@ -1,17 +1,21 @@
 """The ledger's storage: transactions (two-legged postings) and the balance snapshot, written in batches.
 
-`write_postings` is the one way postings reach the database. A whole batch takes three statements inside the
-caller's database transaction: one INSERT of the transactions (from Arrow), one set-based UPDATE of the balance
-snapshot by per-account deltas, and one query that asserts the invariants again on what was written (no
-wallet balance negative, no asset's outstanding supply above its ceiling). The table's CHECK constraints hold
-amount > 0 and source != destination. A failed assertion raises and the caller's transaction rolls back, so
-nothing partial is ever committed.
+`write_postings` is the one way postings reach the database. A whole batch takes two statements inside the
+caller's database transaction: one INSERT of the transactions and one set-based UPDATE of the balance snapshot
+by per-account deltas (plus, the first time an account holds an asset, one INSERT of its snapshot row). Both read
+Arrow tables that DuckDB finds by name in the calling frame, so no SQL runs per posting.
+
+The invariants are asserted here a second time, by the storage engine itself: CHECK constraints refuse a
+non-positive amount, a posting from an account to itself, and any balance below its floor (0 for a wallet; for an
+asset's issuance account -(ceiling + redeemed), which is "outstanding supply <= ceiling"). A violation raises and
+the caller's transaction rolls back, so nothing partial is ever committed.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import duckdb
@@ -21,7 +25,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.ledger import Posting
-from rewards_lab.domain.posting_policy import AssetState, WalletState
+from rewards_lab.domain.posting_policy import ORDINARY_WALLET, AssetState, LedgerState, WalletState
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
 
@@ -40,21 +44,24 @@ _TXN_SCHEMA = pa.schema(
         ("execution_id", pa.string()),
     ]
 )
-_DELTA_SCHEMA = pa.schema([("account_id", pa.string()), ("asset_id", pa.string()), ("delta", pa.int64())])
-
-# The invariants over the accounts and assets the batch touched (the second place they are asserted).
-_CHECK_SQL = """
-SELECT 'negative_balance' AS problem, b.account_id AS subject
-FROM balances b JOIN balance_deltas d ON b.account_id = d.account_id AND b.asset_id = d.asset_id
-WHERE b.balance_minor < 0 AND starts_with(b.account_id, 'wal_')
-UNION ALL
-SELECT 'ceiling_exceeded', a.id FROM assets a
-JOIN balances bi ON bi.account_id = a.issuance_account_id AND bi.asset_id = a.id
-LEFT JOIN balances br ON br.account_id = a.redemption_account_id AND br.asset_id = a.id
-WHERE a.id IN (SELECT DISTINCT asset_id FROM balance_deltas) AND a.supply_ceiling_minor IS NOT NULL
-  AND -bi.balance_minor - coalesce(br.balance_minor, 0) > a.supply_ceiling_minor
-LIMIT 1
-"""
+_DELTA_SCHEMA = pa.schema(
+    [("account_id", pa.string()), ("asset_id", pa.string()), ("delta", pa.int64()), ("floor_delta", pa.int64())]
+)
+_INSERT_TRANSACTIONS = (
+    "INSERT INTO transactions SELECT id, ?, ?, kind, asset_id, amount_minor, source_account_id, "
+    "destination_account_id, memo, execution_id, ? FROM txn_batch"
+)
+_UPDATE_BALANCES = (
+    "UPDATE balances SET balance_minor = balance_minor + d.delta, floor_minor = floor_minor + d.floor_delta, "
+    "updated_at = ? FROM balance_deltas d "
+    "WHERE balances.account_id = d.account_id AND balances.asset_id = d.asset_id"
+)
+# The first movement of an (account, asset): its snapshot row starts here; a wallet's floor is zero.
+_INSERT_BALANCES = (
+    "INSERT INTO balances SELECT ?, ?, d.account_id, d.asset_id, d.delta, "
+    "CASE WHEN starts_with(d.account_id, 'wal_') THEN 0 END, ? FROM balance_deltas d "
+    "ANTI JOIN balances b ON b.account_id = d.account_id AND b.asset_id = d.asset_id"
+)
 
 
 def _postings_table(postings: Sequence[Posting]) -> pa.Table:
@@ -73,15 +80,23 @@ def _postings_table(postings: Sequence[Posting]) -> pa.Table:
     )
 
 
-def _deltas_table(postings: Sequence[Posting]) -> pa.Table:
-    """The net change of every (account, asset) the batch touches: what the balance UPDATE applies."""
+def _deltas_table(postings: Sequence[Posting], issuance_accounts: Mapping[str, str]) -> pa.Table:
+    """The net change of every (account, asset) the batch touches, and of the issuance accounts' floors.
+
+    A redemption lowers the issuance account's floor by its amount: redeemed value makes room under the ceiling.
+    """
     deltas: dict[tuple[str, str], int] = defaultdict(int)
+    floors: dict[tuple[str, str], int] = defaultdict(int)
     for p in postings:
         deltas[(p.source_account_id, p.asset_id)] -= p.amount_minor
         deltas[(p.destination_account_id, p.asset_id)] += p.amount_minor
+        if p.kind == "redemption":
+            key = (issuance_accounts[p.asset_id], p.asset_id)
+            floors[key] -= p.amount_minor
+            deltas[key] += 0
     keys = list(deltas)
     return pa.table(
-        [[k[0] for k in keys], [k[1] for k in keys], [deltas[k] for k in keys]],
+        [[k[0] for k in keys], [k[1] for k in keys], [deltas[k] for k in keys], [floors.get(k, 0) for k in keys]],
         schema=_DELTA_SCHEMA,
     )
 
@@ -95,58 +110,94 @@ class LedgerRepository:
         if self.database is not None:
             self.database.fault(point)
 
-    def write_postings(self, scope: Scope, postings: Sequence[Posting]) -> None:
-        """Write a batch of postings set-based; raise (and so roll back) if any invariant fails afterwards."""
+    def issuance_accounts(self, scope: Scope, asset_ids: list[str]) -> dict[str, str]:
+        rows = self.con.execute(
+            f"SELECT asset_id, id FROM system_accounts WHERE {TENANT} AND kind = 'issuance' "
+            "AND asset_id IN (SELECT unnest(?))",
+            [*scope.params, asset_ids],
+        ).fetchall()
+        return dict(rows)
+
+    def write_postings(
+        self, scope: Scope, postings: Sequence[Posting], issuance_accounts: Mapping[str, str] | None = None
+    ) -> None:
+        """Write a batch of postings set-based; the storage engine's constraints refuse any broken invariant.
+
+        `issuance_accounts` (asset id -> its issuance account) is needed for redemptions; it is looked up when
+        the caller does not pass it.
+        """
         if not postings:
             return
+        if issuance_accounts is None:
+            redeemed = sorted({p.asset_id for p in postings if p.kind == "redemption"})
+            issuance_accounts = self.issuance_accounts(scope, redeemed) if redeemed else {}
         con = self.con
         now = utcnow()
-        deltas = _deltas_table(postings)
-        con.register("txn_batch", _postings_table(postings))
-        con.register("balance_deltas", deltas)
+        # DuckDB reads these two Arrow tables by their names in this frame (a replacement scan).
+        txn_batch = _postings_table(postings)  # noqa: F841
+        balance_deltas = _deltas_table(postings, issuance_accounts)
         try:
-            con.execute(
-                "INSERT INTO transactions SELECT id, ?, ?, kind, asset_id, amount_minor, source_account_id, "
-                "destination_account_id, memo, execution_id, ? FROM txn_batch",
-                [*scope.params, now],
-            )
+            con.execute(_INSERT_TRANSACTIONS, [*scope.params, now])
             self._fault("after_entries")
-            updated = con.execute(
-                "UPDATE balances SET balance_minor = balance_minor + d.delta, updated_at = ? FROM balance_deltas d "
-                "WHERE balances.account_id = d.account_id AND balances.asset_id = d.asset_id",
-                [now],
-            ).fetchone()
-            if updated is None or int(updated[0]) < deltas.num_rows:
-                con.execute(  # first movement of an (account, asset): its snapshot row starts here
-                    "INSERT INTO balances SELECT ?, ?, d.account_id, d.asset_id, d.delta, ? FROM balance_deltas d "
-                    "ANTI JOIN balances b ON b.account_id = d.account_id AND b.asset_id = d.asset_id",
-                    [*scope.params, now],
-                )
+            updated = con.execute(_UPDATE_BALANCES, [now]).fetchone()
+            if updated is None or int(updated[0]) < balance_deltas.num_rows:
+                con.execute(_INSERT_BALANCES, [*scope.params, now])
             self._fault("after_balances")
-            problems = con.execute(_CHECK_SQL).fetchall()
-        finally:
-            con.unregister("txn_batch")
-            con.unregister("balance_deltas")
-        if problems:
-            problem, subject = problems[0]
+        except duckdb.ConstraintException as error:
             raise ServiceError(
-                "internal_error", f"ledger invariant failed: {problem} ({subject})", invariant=problem, subject=subject
-            )
+                "internal_error", "ledger invariant refused by the store", invariant=_invariant(str(error))
+            ) from error
 
     # the state the posting policy decides against ---------------------------------------------------------
-    def wallet_states(self, scope: Scope, wallet_ids: list[str]) -> tuple[set[str], dict[str, WalletState]]:
-        """(ids that exist, states of the ones that are not ordinary): a batch of ordinary wallets returns no row."""
-        rows = self.con.execute(
-            "SELECT r.id, w.status, w.transfer_policy FROM (SELECT unnest(?) AS id) r "
-            "LEFT JOIN wallets w ON w.id = r.id AND w.organization_id = ? AND w.environment = ? "
-            "WHERE w.id IS NULL OR w.status <> 'active' OR w.transfer_policy <> 'open'",
-            [wallet_ids, *scope.params],
-        ).fetchall()
-        missing = {wallet_id for wallet_id, status, _ in rows if status is None}
-        unusual = {wallet_id: WalletState(status, policy) for wallet_id, status, policy in rows if status is not None}
-        return set(wallet_ids) - missing, unusual
+    def ledger_state(
+        self, scope: Scope, wallet_ids: list[str], asset_ids: list[str], balance_keys: set[tuple[str, str]]
+    ) -> LedgerState:
+        """The policy's view of these wallets, assets and balances: from the writer's cache where it has them,
+        from the database (in at most three queries) where it does not."""
+        cache = self.database.ledger_cache if self.database is not None else None
+        if cache is not None:
+            states, to_read = cache.wallets(scope, wallet_ids)
+        else:
+            states, to_read = {}, list(wallet_ids)
+        if to_read:
+            states.update(self._read_wallets(scope, to_read))
+        unusual = {wallet_id: state for wallet_id, state in states.items() if state != ORDINARY_WALLET}
+        assets: dict[str, AssetState] = {}
+        for asset_id in asset_ids:
+            cached = cache.asset(scope, asset_id) if cache else None
+            if cached is not None:
+                assets[asset_id] = cached
+        missing_assets = [a for a in asset_ids if a not in assets]
+        if missing_assets:
+            assets.update(self._read_assets(scope, missing_assets))
+        keys = set(balance_keys)
+        for asset_id, asset in assets.items():
+            keys.add((asset.issuance_account_id, asset_id))
+            keys.add((asset.redemption_account_id, asset_id))
+        if cache is not None:
+            balances, unread = cache.balances(scope, keys)
+        else:
+            balances, unread = {}, list(keys)
+        if unread:
+            balances.update(self._read_balances(scope, unread))
+        return LedgerState(assets, set(states), unusual, balances)
 
-    def asset_states(self, scope: Scope, asset_ids: list[str]) -> dict[str, AssetState]:
+    def remember(self, scope: Scope, state: LedgerState) -> None:
+        """After a successful write: the state's final view is what the database now holds (once committed)."""
+        if self.database is None:
+            return
+        wallets = {w: state.wallets.get(w, ORDINARY_WALLET) for w in state.known_wallets}
+        assets = {a: replace(s, outstanding_minor=state.outstanding[a]) for a, s in state.assets.items()}
+        self.database.ledger_cache.remember(scope, wallets, assets, dict(state.balances))
+
+    def _read_wallets(self, scope: Scope, wallet_ids: list[str]) -> dict[str, WalletState]:
+        rows = self.con.execute(
+            f"SELECT id, status, transfer_policy FROM wallets WHERE {TENANT} AND id IN (SELECT unnest(?))",
+            [*scope.params, wallet_ids],
+        ).fetchall()
+        return {wallet_id: WalletState(status, policy) for wallet_id, status, policy in rows}
+
+    def _read_assets(self, scope: Scope, asset_ids: list[str]) -> dict[str, AssetState]:
         rows = self.con.execute(
             "SELECT a.id, a.status, a.decimals, a.supply_ceiling_minor, a.issuance_account_id, "
             "a.redemption_account_id, "
@@ -161,6 +212,13 @@ class LedgerRepository:
             )
             for row in rows
         }
+
+    def _read_balances(self, scope: Scope, keys: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """Balances of these (account, asset) pairs; a pair without a snapshot row holds 0."""
+        accounts = sorted({account for account, _ in keys})
+        asset_ids = sorted({asset for _, asset in keys})
+        found = self.balances_of(scope, accounts, asset_ids)
+        return {key: found.get(key, 0) for key in keys}
 
     # reads ----------------------------------------------------------------------------------------------
     def balances_of(
@@ -218,3 +276,13 @@ class LedgerRepository:
             "AND destination_account_id IN (SELECT unnest(?)) AND created_at >= ? GROUP BY ALL",
             [*scope.params, wallet_ids, since],
         )
+
+
+def _invariant(message: str) -> str:
+    if "floor_minor" in message:
+        return "balance_below_floor"  # a wallet below zero, or an asset above its supply ceiling
+    if "amount_minor" in message:
+        return "amount_not_positive"
+    if "source_account_id" in message:
+        return "same_account"
+    return "constraint"

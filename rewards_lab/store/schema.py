@@ -67,10 +67,14 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 UNION ALL
                 SELECT id, organization_id, environment, destination_account_id, asset_id, amount_minor, created_at
                 FROM transactions""",
+            # The balance snapshot. `floor_minor` is the lowest balance the account may hold, enforced by the
+            # storage engine itself: 0 for a wallet; for an asset's issuance account -(ceiling + redeemed), which
+            # says "outstanding supply <= ceiling" (NULL: no ceiling); NULL for the redemption account.
             """CREATE TABLE balances (
                 organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL, account_id VARCHAR NOT NULL,
-                asset_id VARCHAR NOT NULL, balance_minor HUGEINT NOT NULL, updated_at TIMESTAMP NOT NULL,
-                PRIMARY KEY (account_id, asset_id))""",
+                asset_id VARCHAR NOT NULL, balance_minor HUGEINT NOT NULL, floor_minor HUGEINT,
+                updated_at TIMESTAMP NOT NULL, PRIMARY KEY (account_id, asset_id),
+                CHECK (balance_minor >= floor_minor))""",
             """CREATE TABLE reward_executions (
                 id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
                 event_id VARCHAR NOT NULL, external_event_id VARCHAR NOT NULL, customer_id VARCHAR NOT NULL,

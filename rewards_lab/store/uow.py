@@ -25,8 +25,8 @@ class Repositories:
         self.con = con
         self.organizations = OrganizationRepository(con)
         self.customers = CustomerRepository(con)
-        self.wallets = WalletRepository(con)
-        self.assets = AssetRepository(con)
+        self.wallets = WalletRepository(con, database)
+        self.assets = AssetRepository(con, database)
         self.programmes = ProgrammeRepository(con)
         self.events = EventRepository(con)
         self.ledger = LedgerRepository(con, database)

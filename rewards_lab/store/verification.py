@@ -38,6 +38,15 @@ _CHECKS: dict[str, str] = {
         LEFT JOIN (SELECT asset_id, sum(balance_minor) AS held FROM balances
                    WHERE starts_with(account_id, 'wal_') GROUP BY asset_id) w ON w.asset_id = a.id
         WHERE -coalesce(bi.balance_minor, 0) - coalesce(br.balance_minor, 0) <> coalesce(w.held, 0)""",
+    "wrong_floor": """
+        SELECT b.account_id FROM balances b
+        LEFT JOIN assets a ON a.issuance_account_id = b.account_id AND a.id = b.asset_id
+        LEFT JOIN balances br ON br.account_id = a.redemption_account_id AND br.asset_id = a.id
+        WHERE CASE
+            WHEN starts_with(b.account_id, 'wal_') THEN b.floor_minor IS DISTINCT FROM 0
+            WHEN a.id IS NOT NULL THEN b.floor_minor IS DISTINCT FROM
+                -(a.supply_ceiling_minor + coalesce(br.balance_minor, 0))
+            ELSE b.floor_minor IS NOT NULL END""",
 }
 _SAMPLE = 5
 

@@ -8,15 +8,21 @@ import duckdb
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.database import utcnow
+from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
 
 
 class WalletRepository:
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, database: Database | None = None) -> None:
         self.con = con
+        self.database = database
+
+    def _forget(self, resource_id: str) -> None:
+        """A status change: the writer's ledger cache must read this resource again."""
+        if self.database is not None:
+            self.database.ledger_cache.forget(resource_id)
 
     def add(self, scope: Scope, wallet_id: str, customer_id: str, wallet_type: str, transfer_policy: str) -> Row:
         self.con.execute(
@@ -39,6 +45,7 @@ class WalletRepository:
         return {row["id"]: row for row in rows}
 
     def set_status(self, scope: Scope, wallet_id: str, status: str) -> None:
+        self._forget(wallet_id)
         self.con.execute(f"UPDATE wallets SET status = ? WHERE {TENANT} AND id = ?", [status, *scope.params, wallet_id])
 
     def reward_wallets(self, scope: Scope, customer_ids: list[str]) -> dict[str, Row]:
