@@ -10,7 +10,6 @@ loop of small committed issues and checks that every reported call, and at most 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import random
@@ -363,7 +362,7 @@ def test_a_kill_mid_posting_leaves_no_partial_transaction(tmp_path: Path, operat
     requests: list[PostingRequest] = []
     if operation == "batch":
         requests = _batch_requests(prepared)
-        spec["requests"] = [dataclasses.asdict(request) for request in requests]
+        spec["requests"] = [request._asdict() for request in requests]
     elif operation == "issue":
         spec["issue"] = _issue_body(prepared, ISSUE_AMOUNT)
         spec["idempotency_key"] = "crash-issue"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from rewards_lab.contract.errors import ServiceError
 
@@ -21,12 +21,13 @@ class Entry:
     amount_minor: int  # signed: negative leaves the account, positive enters it
 
 
-@dataclass(frozen=True, slots=True)
-class Posting:
+class Posting(NamedTuple):
     """One ledger transaction: the move of `amount_minor` of one asset from `source` to `destination`.
 
     Issues go from the asset's issuance account to a wallet, redemptions from a wallet to the redemption account,
     transfers from wallet to wallet. `wallet_id`, `from_wallet_id` and `to_wallet_id` describe it for readers.
+
+    A NamedTuple: immutable, and cheap to make a thousand of per batch.
     """
 
     transaction_id: str

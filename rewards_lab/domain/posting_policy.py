@@ -8,7 +8,7 @@ posting and a later posting sees the effect of the earlier ones (balances, suppl
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.ledger import Posting, check_posting
@@ -16,8 +16,7 @@ from rewards_lab.domain.ledger import Posting, check_posting
 Kind = Literal["issue", "reward", "redemption", "transfer"]
 
 
-@dataclass(frozen=True, slots=True)
-class PostingRequest:
+class PostingRequest(NamedTuple):
     """A request to move value. For issue/reward `wallet_id` receives; for redemption it gives."""
 
     transaction_id: str
@@ -150,16 +149,15 @@ class LedgerState:
 
     @staticmethod
     def _posting(request: PostingRequest, source: str, destination: str) -> Posting:
-        kind = "reward" if request.kind == "reward" else request.kind
         return Posting(
-            transaction_id=request.transaction_id,
-            kind=kind,
-            asset_id=request.asset_id,
-            amount_minor=request.amount_minor,
-            source_account_id=source,
-            destination_account_id=destination,
-            memo=request.memo,
-            execution_id=request.execution_id,
+            request.transaction_id,
+            request.kind,
+            request.asset_id,
+            request.amount_minor,
+            source,
+            destination,
+            request.memo,
+            request.execution_id,
         )
 
     def _apply(self, posting: Posting, kind: Kind) -> None:

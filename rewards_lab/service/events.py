@@ -275,21 +275,8 @@ def _process_scope(uow: Repositories, scope: Scope, rows: list[Row]) -> ProcessR
     for plan in plans:
         for planned in plan.planned:
             if plan.error is None and planned.request is not None:
-                planned.request = _with_id(planned.request, next(transaction_ids))
+                planned.request = planned.request._replace(transaction_id=next(transaction_ids))
     return _issue(uow, scope, plans)
-
-
-def _with_id(request: PostingRequest, transaction_id: str) -> PostingRequest:
-    return PostingRequest(
-        transaction_id,
-        request.kind,
-        request.asset_id,
-        request.amount_minor,
-        request.wallet_id,
-        request.to_wallet_id,
-        request.memo,
-        request.execution_id,
-    )
 
 
 def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessReport:
