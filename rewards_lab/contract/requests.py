@@ -25,7 +25,7 @@ from rewards_lab.contract.validation import custom_error
 from rewards_lab.domain.money import MAX_DECIMALS, parse_rate, parse_threshold
 
 _EMAIL_RE = re.compile(r"^[^@\s]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9-]{1,63})+$")
-_DECIMAL_STRING_RE = re.compile(r"^-?\d+(\.\d+)?$")
+_DECIMAL_STRING_RE = re.compile(r"-?[0-9]+(\.[0-9]+)?")  # used with fullmatch: ASCII digits, nothing after
 MAX_EVENT_DATA_BYTES = 16_384
 MAX_RULES_CONDITIONS = 20
 MAX_RULE_ACTIONS = 10
@@ -66,7 +66,7 @@ Threshold = Annotated[
 
 
 def _decimal_string(value: object) -> str:
-    if not isinstance(value, str) or not _DECIMAL_STRING_RE.match(value):
+    if not isinstance(value, str) or not _DECIMAL_STRING_RE.fullmatch(value):
         raise custom_error(ServiceError("amount_invalid", 'must be a decimal string such as "12.50"'))
     return value
 
@@ -79,7 +79,7 @@ EventType = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[a-z0-
 
 
 def _email(value: str | None) -> str | None:
-    if value is not None and not _EMAIL_RE.match(value):
+    if value is not None and not _EMAIL_RE.fullmatch(value):
         raise custom_error(ServiceError("customer_email_invalid"))
     return value
 

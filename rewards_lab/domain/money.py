@@ -21,9 +21,10 @@ MAX_RATE = Decimal(10**8)
 # decimal text exactly (DBL_DIG), so a client that parses them as floats still reads the exact value back.
 MAX_SIGNIFICANT_DIGITS = 15
 
-_AMOUNT_RE = re.compile(r"^(?P<sign>-?)(?P<int>\d+)(?:\.(?P<frac>\d+))?$")
-# Enough digits that no multiplication of values we accept is ever rounded by the context.
-_EXACT = Context(prec=80)
+# ASCII digits only, and the whole string (fullmatch): no trailing newline, no Arabic-Indic or full-width digits.
+_AMOUNT_RE = re.compile(r"(?P<sign>-?)(?P<int>[0-9]+)(?:\.(?P<frac>[0-9]+))?")
+# A product whose magnitude reaches this many digits is far beyond any amount; it is not computed in full.
+_MAX_PRODUCT_DIGITS = 40
 
 
 def parse_amount(text: object, decimals: int, field: str = "amount") -> int:
@@ -35,7 +36,7 @@ def parse_amount(text: object, decimals: int, field: str = "amount") -> int:
     """
     if not isinstance(text, str):
         raise ServiceError("amount_invalid", f'{field} must be a decimal string such as "12.50"', field=field)
-    match = _AMOUNT_RE.match(text)
+    match = _AMOUNT_RE.fullmatch(text)
     if match is None:
         raise ServiceError("amount_invalid", f'{field} must be a decimal string such as "12.50"', field=field)
     frac = match.group("frac") or ""
@@ -77,9 +78,16 @@ def to_decimal(minor: int, decimals: int) -> Decimal:
 def reward_minor(value: Decimal, rate: Decimal, decimals: int) -> int:
     """Minor units issued by `{per, rate}` for a data value: value * rate rounded toward zero to `decimals`.
 
-    A negative product gives a negative number; callers treat anything below one minor unit as "nothing issued".
+    Exact for any finite inputs: the product is computed with as many digits as it has. A negative product gives
+    a negative number (callers treat anything below one minor unit as "nothing issued"). A product too large
+    for any amount is returned as MAX_AMOUNT_MINOR + 1 (with its sign) rather than computed in full, so that a
+    number such as 1E+999999999 in event data cannot exhaust memory; callers refuse it as `amount_too_large`.
     """
-    with localcontext(_EXACT):
+    if not value or not rate:
+        return 0
+    if value.adjusted() + rate.adjusted() + decimals >= _MAX_PRODUCT_DIGITS:
+        return (MAX_AMOUNT_MINOR + 1) * (-1 if (value < 0) != (rate < 0) else 1)
+    with localcontext(Context(prec=len(value.as_tuple().digits) + len(rate.as_tuple().digits) + 2)):
         scaled = (value * rate).scaleb(decimals)
         return int(scaled.to_integral_value(rounding=ROUND_DOWN))
 
@@ -125,7 +133,7 @@ def _parse_number(value: object, field: str) -> Decimal:
     number = as_number(value)
     if number is None and isinstance(value, str):
         try:
-            number = Decimal(value) if _AMOUNT_RE.match(value) else None
+            number = Decimal(value) if _AMOUNT_RE.fullmatch(value) else None
         except InvalidOperation:  # pragma: no cover - the regex admits only valid decimals
             number = None
     if number is None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from rewards_lab.domain.money import as_number, format_amount, parse_amount, reward_minor
+from rewards_lab.domain.money import MAX_AMOUNT_MINOR, as_number, format_amount, parse_amount, reward_minor
 
 COMPARATORS: dict[str, Callable[[Decimal, Decimal], bool]] = {
     "gte": op.ge,
@@ -71,6 +71,7 @@ class ActionVerdict:
     amount_minor: int  # 0 when the action issues nothing
     reason: str
     inputs: dict[str, Any]
+    error_code: str | None = None  # set when the action calls for an amount the ledger must refuse
 
     @property
     def issues(self) -> bool:
@@ -127,6 +128,9 @@ def evaluate_action(index: int, action: ActionSpec, data: Mapping[str, Any]) -> 
         return ActionVerdict(index, action.asset_id, action.decimals, 0, f"issues nothing: {why_not}", inputs)
     minor = reward_minor(number, action.rate, action.decimals)
     product = f"{action.per} = {number} x rate {action.rate}"
+    if minor > MAX_AMOUNT_MINOR:
+        reason = f"refused: {product} is more than the ledger can hold in one amount"
+        return ActionVerdict(index, action.asset_id, action.decimals, 0, reason, inputs, "amount_too_large")
     if minor <= 0:
         reason = f"issues nothing: {product} rounds down to less than one minor unit"
         return ActionVerdict(index, action.asset_id, action.decimals, 0, reason, inputs)

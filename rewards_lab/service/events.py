@@ -145,7 +145,8 @@ class _EventPlan:
     row: Row
     versions: list[str]
     planned: list[_Planned] = field(default_factory=list)
-    error: ServiceError | None = None
+    blocker: ServiceError | None = None  # nothing can be issued: no such customer, or no wallet
+    error: ServiceError | None = None  # the first issuance refused; the others were still attempted
 
 
 class _RuleBook:
@@ -200,7 +201,7 @@ def _plan_event(
             inputs = {k: presenters.json_value(v) for k, v in verdict.inputs().items()}
             for action in verdict.actions:
                 key = (row["id"], version_id, verdict.rule_id, action.action_index)
-                if not action.issues or key in issued_keys:
+                if (not action.issues and action.error_code is None) or key in issued_keys:
                     continue
                 execution_id = existing_ids.get(key) or new_id("execution")
                 record = {
@@ -223,7 +224,10 @@ def _plan_event(
                     "decimals": action.decimals,
                 }
                 request = None
-                if wallet is not None:
+                if action.error_code is not None:  # refused before reaching the ledger (amount_too_large)
+                    record["error_code"] = action.error_code
+                    plan.error = plan.error or ServiceError(action.error_code, action.reason)
+                elif wallet is not None:
                     request = PostingRequest(
                         transaction_id="",
                         kind="reward",
@@ -234,11 +238,11 @@ def _plan_event(
                         execution_id=execution_id,
                     )
                 plan.planned.append(_Planned(record, request))
-    if plan.planned and plan.error is None:
+    if plan.planned:
         if customer is None:
-            plan.error = ServiceError("customer_not_found", customer_id=row["customer_id"])
+            plan.blocker = ServiceError("customer_not_found", customer_id=row["customer_id"])
         elif wallet is None:
-            plan.error = ServiceError(
+            plan.blocker = ServiceError(
                 "wallet_not_found",
                 "the customer has no wallet to receive the reward",
                 customer_id=customer["id"],
@@ -270,17 +274,17 @@ def _process_scope(uow: Repositories, scope: Scope, rows: list[Row]) -> ProcessR
         wallet = wallets.get(customer["id"]) if customer else None
         _plan_event(plan, book, customer, wallet, issued_keys, existing_ids)
 
-    requests = [p.request for plan in plans if plan.error is None for p in plan.planned if p.request]
+    requests = [p.request for plan in plans if plan.blocker is None for p in plan.planned if p.request]
     transaction_ids = iter(new_ids("transaction", len(requests)))
     for plan in plans:
         for planned in plan.planned:
-            if plan.error is None and planned.request is not None:
+            if plan.blocker is None and planned.request is not None:
                 planned.request = planned.request._replace(transaction_id=next(transaction_ids))
     return _issue(uow, scope, plans)
 
 
 def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessReport:
-    requests = [p.request for plan in plans if plan.error is None for p in plan.planned if p.request]
+    requests = [p.request for plan in plans if plan.blocker is None for p in plan.planned if p.request]
     state = load_state(uow, scope, requests)
     report = ProcessReport()
     records: list[dict[str, Any]] = []
@@ -290,8 +294,10 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
     for plan in plans:
         for planned in plan.planned:
             record = planned.record
-            if plan.error is not None or planned.request is None:
-                record["error_code"] = plan.error.code if plan.error else "wallet_not_found"
+            if record["error_code"] is not None:  # refused when planned (amount_too_large)
+                report.refused += 1
+            elif plan.blocker is not None or planned.request is None:
+                record["error_code"] = plan.blocker.code if plan.blocker else "wallet_not_found"
             else:
                 try:
                     accepted.append(state.decide(planned.request))
@@ -303,13 +309,14 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
                     plan.error = plan.error or error
                     report.refused += 1
             records.append(record)
-        status = "failed" if plan.error else "processed"
+        failure = plan.blocker or plan.error
+        status = "failed" if failure else "processed"
         outcomes.append(
             (
                 plan.row["id"],
                 status,
-                plan.error.code if plan.error else None,
-                plan.error.message if plan.error else None,
+                failure.code if failure else None,
+                failure.message if failure else None,
                 jsonutil.dumps(plan.versions),
             )
         )

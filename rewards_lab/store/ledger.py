@@ -64,7 +64,7 @@ _INSERT_BALANCES = (
 )
 
 
-def _postings_table(postings: Sequence[Posting]) -> pa.Table:
+def postings_table(postings: Sequence[Posting]) -> pa.Table:
     return pa.table(
         [
             [p.transaction_id for p in postings],
@@ -80,7 +80,7 @@ def _postings_table(postings: Sequence[Posting]) -> pa.Table:
     )
 
 
-def _deltas_table(postings: Sequence[Posting], issuance_accounts: Mapping[str, str]) -> pa.Table:
+def deltas_table(postings: Sequence[Posting], issuance_accounts: Mapping[str, str]) -> pa.Table:
     """The net change of every (account, asset) the batch touches, and of the issuance accounts' floors.
 
     A redemption lowers the issuance account's floor by its amount: redeemed value makes room under the ceiling.
@@ -131,11 +131,13 @@ class LedgerRepository:
         if issuance_accounts is None:
             redeemed = sorted({p.asset_id for p in postings if p.kind == "redemption"})
             issuance_accounts = self.issuance_accounts(scope, redeemed) if redeemed else {}
+        self.write_tables(scope, postings_table(postings), deltas_table(postings, issuance_accounts))
+
+    def write_tables(self, scope: Scope, txn_batch: pa.Table, balance_deltas: pa.Table) -> None:
+        """The database half of `write_postings`, for callers that build the Arrow tables elsewhere."""
         con = self.con
         now = utcnow()
-        # DuckDB reads these two Arrow tables by their names in this frame (a replacement scan).
-        txn_batch = _postings_table(postings)  # noqa: F841
-        balance_deltas = _deltas_table(postings, issuance_accounts)
+        # DuckDB reads `txn_batch` and `balance_deltas` by their names in this frame (a replacement scan).
         try:
             con.execute(_INSERT_TRANSACTIONS, [*scope.params, now])
             self._fault("after_entries")
