@@ -62,7 +62,6 @@ class LedgerState:
     wallets: dict[str, WalletState]
     balances: dict[tuple[str, str], int]
     outstanding: dict[str, int] = field(default_factory=dict)
-    seen_wallets: set[str] = field(default_factory=set)  # ids looked up, found or not (for carried states)
 
     def __post_init__(self) -> None:
         for asset_id, asset in self.assets.items():

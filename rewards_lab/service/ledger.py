@@ -66,26 +66,27 @@ def apply_postings(
     return BatchOutcome(accepted, rejected)
 
 
-def _post_one(uow: Repositories, scope: Scope, request: PostingRequest) -> r.LedgerTransaction:
+def _post_one(uow: Repositories, scope: Scope, request: PostingRequest, decimals: int) -> r.LedgerTransaction:
     outcome = apply_postings(uow, scope, [request])
     if outcome.rejected:
         raise outcome.rejected[0][1]
-    return _transaction(uow, scope, request.transaction_id)
+    row = uow.ledger.get_transaction(scope, request.transaction_id)
+    assert row is not None
+    return presenters.transaction(row, decimals)
 
 
 def _decimals(uow: Repositories, scope: Scope, asset_id: str) -> int:
-    asset = uow.assets.get(scope, asset_id)
-    if asset is None:
+    decimals = uow.assets.decimals(scope, asset_id)
+    if decimals is None:
         raise ServiceError("asset_not_found", asset_id=asset_id)
-    return int(asset["decimals"])
+    return decimals
 
 
 def _transaction(uow: Repositories, scope: Scope, transaction_id: str) -> r.LedgerTransaction:
     row = uow.ledger.get_transaction(scope, transaction_id)
     if row is None:
         raise ServiceError("transaction_not_found", transaction_id=transaction_id)
-    entries = uow.ledger.entries_of(scope, [transaction_id])
-    return presenters.transaction(row, entries, _decimals(uow, scope, row["asset_id"]))
+    return presenters.transaction(row, _decimals(uow, scope, row["asset_id"]))
 
 
 def issue(
@@ -99,9 +100,10 @@ def issue(
     """Direct issuance for one-off grants no rule covers: issuance account -> wallet."""
 
     def write(uow: Repositories) -> r.LedgerTransaction:
-        amount = parse_amount(body.amount, _decimals(uow, scope, asset_id))
+        decimals = _decimals(uow, scope, asset_id)
+        amount = parse_amount(body.amount, decimals)
         request = PostingRequest(new_id("transaction"), "issue", asset_id, amount, body.wallet_id, memo=body.reason)
-        return _post_one(uow, scope, request)
+        return _post_one(uow, scope, request, decimals)
 
     return run_write(
         database,
@@ -126,11 +128,12 @@ def redeem(
     """Wallet -> redemption account; `insufficient_balance`, `asset_paused`, `wallet_frozen` refuse it."""
 
     def write(uow: Repositories) -> r.LedgerTransaction:
-        amount = parse_amount(body.amount, _decimals(uow, scope, asset_id))
+        decimals = _decimals(uow, scope, asset_id)
+        amount = parse_amount(body.amount, decimals)
         request = PostingRequest(
             new_id("transaction"), "redemption", asset_id, amount, body.wallet_id, memo=body.reference
         )
-        return _post_one(uow, scope, request)
+        return _post_one(uow, scope, request, decimals)
 
     return run_write(
         database,
@@ -155,7 +158,8 @@ def transfer(
     """Wallet -> wallet, subject to both wallets' transfer policies."""
 
     def write(uow: Repositories) -> r.LedgerTransaction:
-        amount = parse_amount(body.amount, _decimals(uow, scope, asset_id))
+        decimals = _decimals(uow, scope, asset_id)
+        amount = parse_amount(body.amount, decimals)
         request = PostingRequest(
             new_id("transaction"),
             "transfer",
@@ -165,7 +169,7 @@ def transfer(
             to_wallet_id=body.to_wallet_id,
             memo=body.reference,
         )
-        return _post_one(uow, scope, request)
+        return _post_one(uow, scope, request, decimals)
 
     return run_write(
         database,
@@ -195,15 +199,8 @@ def list_transactions(
     uow = reader(database)
     sort = check_page_request(page, TRANSACTION_SORTS)
     rows = uow.ledger.list_transactions(scope, page, sort, {"wallet_id": wallet_id, "asset_id": asset_id, "kind": kind})
-    entries = uow.ledger.entries_of(scope, [row["id"] for row in rows.rows])
-    by_txn: dict[str, list[dict[str, object]]] = {}
-    for entry in entries:
-        by_txn.setdefault(str(entry["transaction_id"]), []).append(entry)
     assets = uow.assets.get_many(scope, sorted({row["asset_id"] for row in rows.rows}))
-    data = [
-        presenters.transaction(row, by_txn.get(row["id"], []), int(assets[row["asset_id"]]["decimals"]))
-        for row in rows.rows
-    ]
+    data = [presenters.transaction(row, int(assets[row["asset_id"]]["decimals"])) for row in rows.rows]
     return r.Page[r.LedgerTransaction](data=data, next_cursor=rows.next_cursor, has_more=rows.has_more)
 
 

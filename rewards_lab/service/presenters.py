@@ -142,20 +142,23 @@ def execution(row: Row, decimals: int) -> r.RewardExecution:
     )
 
 
-def transaction(row: Row, entries: list[Row], decimals: int) -> r.LedgerTransaction:
+def transaction(row: Row, decimals: int) -> r.LedgerTransaction:
+    """A transaction with its two entries (legs): the source gives the amount, the destination receives it."""
     kind = row["kind"]
     source, destination = row["source_account_id"], row["destination_account_id"]
+    amount = int(row["amount_minor"])
     return r.LedgerTransaction(
         id=row["id"],
         kind=kind,
         asset_id=row["asset_id"],
-        amount=format_amount(int(row["amount_minor"]), decimals),
+        amount=format_amount(amount, decimals),
         wallet_id=destination if kind in ("issue", "reward") else source if kind == "redemption" else None,
         from_wallet_id=source if kind == "transfer" else None,
         to_wallet_id=destination if kind == "transfer" else None,
         memo=row["memo"],
         entries=[
-            r.Entry(account_id=e["account_id"], amount=format_amount(int(e["amount_minor"]), decimals)) for e in entries
+            r.Entry(account_id=source, amount=format_amount(-amount, decimals)),
+            r.Entry(account_id=destination, amount=format_amount(amount, decimals)),
         ],
         created_at=_utc(row["created_at"]),
     )

@@ -72,6 +72,14 @@ class AssetRepository:
     def get(self, scope: Scope, asset_id: str) -> Row | None:
         return fetch_one(self.con, f"{ASSET_SELECT} WHERE {TENANT} AND a.id = ?", [*scope.params, asset_id])
 
+    def decimals(self, scope: Scope, asset_id: str) -> int | None:
+        """The asset's decimals (a primary-key lookup, for the hot path of single ledger calls)."""
+        row = self.con.execute(
+            "SELECT decimals FROM assets WHERE id = ? AND organization_id = ? AND environment = ?",
+            [asset_id, *scope.params],
+        ).fetchone()
+        return None if row is None else int(row[0])
+
     def get_many(self, scope: Scope, asset_ids: list[str]) -> dict[str, Row]:
         rows = fetch_all(
             self.con,

@@ -250,14 +250,6 @@ class LedgerRepository:
             self.con, f"SELECT * FROM transactions WHERE {TENANT} AND id = ?", [*scope.params, transaction_id]
         )
 
-    def entries_of(self, scope: Scope, transaction_ids: list[str]) -> list[Row]:
-        return fetch_all(
-            self.con,
-            f"SELECT transaction_id, account_id, asset_id, amount_minor FROM entries WHERE {TENANT} "
-            "AND transaction_id IN (SELECT unnest(?)) ORDER BY transaction_id, amount_minor",
-            [*scope.params, transaction_ids],
-        )
-
     def list_transactions(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
         sql = f"SELECT * FROM transactions WHERE {TENANT}"
         params: list[Any] = list(scope.params)
