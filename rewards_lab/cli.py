@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
@@ -36,6 +37,38 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from rewards_lab.api.app import create_app
+
+    Path(args.db).parent.mkdir(parents=True, exist_ok=True)
+    with Database(args.db) as database:
+        # uvicorn handles SIGINT and SIGTERM: it stops accepting, finishes in-flight requests, then the app's
+        # lifespan stops the event worker after its current batch.
+        uvicorn.run(create_app(database), host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def _bootstrap(args: argparse.Namespace) -> int:
+    from rewards_lab.contract.permissions import ALL_PERMISSIONS
+    from rewards_lab.contract.scope import ENVIRONMENTS, Scope
+    from rewards_lab.service.access import create_api_key
+    from rewards_lab.service.organizations import create_organization
+
+    Path(args.db).parent.mkdir(parents=True, exist_ok=True)
+    with Database(args.db) as database:
+        org = create_organization(database, args.org, args.plan, args.rate_limit)
+        keys = {
+            environment: create_api_key(
+                database, Scope(org["id"], environment), "bootstrap", sorted(ALL_PERMISSIONS)
+            ).secret
+            for environment in ENVIRONMENTS
+        }
+    print(json.dumps({"organization_id": org["id"], "api_keys": keys, "totp_secret": None}))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rewards-lab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -45,6 +78,18 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="recompute every balance from the ledger entries and check it")
     verify.add_argument("--db", required=True)
     verify.set_defaults(run=_verify)
+    serve = commands.add_parser("serve", help="run the /v1 service (and its event worker) in the foreground")
+    serve.add_argument("--db", required=True, help="DuckDB file (created if absent)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--log-level", default="warning")
+    serve.set_defaults(run=_serve)
+    bootstrap = commands.add_parser("bootstrap", help="create an organization and one API key per environment")
+    bootstrap.add_argument("--db", required=True)
+    bootstrap.add_argument("--org", required=True, help="organization name")
+    bootstrap.add_argument("--plan", choices=["public", "business", "enterprise"], default="business")
+    bootstrap.add_argument("--rate-limit", type=int, default=None, help="requests per minute (enterprise)")
+    bootstrap.set_defaults(run=_bootstrap)
     return parser
 
 

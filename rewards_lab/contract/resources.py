@@ -228,3 +228,19 @@ class WebhookEndpointCreated(WebhookEndpoint):
     """Returned once, at creation: the only time the signing secret is ever shown."""
 
     signing_secret: str
+
+
+class ApiKey(Resource):
+    id: str
+    name: str
+    prefix: str  # the visible start of the secret; the secret itself is never shown again
+    environment: Literal["sandbox", "production"]
+    permissions: list[str]
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class ApiKeyCreated(ApiKey):
+    """Returned once, at creation: the only time the secret is ever shown."""
+
+    secret: str

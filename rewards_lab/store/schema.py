@@ -96,4 +96,18 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
     ),
 ]
 
+MIGRATIONS.append(
+    (
+        2,
+        "access: API keys (stored as hashes)",
+        [
+            """CREATE TABLE api_keys (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                name VARCHAR NOT NULL, prefix VARCHAR NOT NULL, secret_hash VARCHAR NOT NULL UNIQUE,
+                permissions VARCHAR NOT NULL, created_by VARCHAR, created_at TIMESTAMP NOT NULL,
+                revoked_at TIMESTAMP)""",
+        ],
+    )
+)
+
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 import duckdb
 
+from rewards_lab.store.api_keys import ApiKeyRepository
 from rewards_lab.store.assets import AssetRepository
 from rewards_lab.store.customers import CustomerRepository
 from rewards_lab.store.database import Database
@@ -33,6 +34,7 @@ class Repositories:
         self.executions = ExecutionRepository(con)
         self.idempotency = IdempotencyRepository(con)
         self.outbox = OutboxRepository(con)
+        self.api_keys = ApiKeyRepository(con)
 
 
 @contextmanager

@@ -1,0 +1,1 @@
+"""The /v1 HTTP service: thin FastAPI routes over the service layer."""

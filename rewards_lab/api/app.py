@@ -1,0 +1,79 @@
+"""The FastAPI application: one exception handler renders every error in the seed's envelope."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from rewards_lab.api.context import request_id_of
+from rewards_lab.api.envelope import API_VERSION, failure
+from rewards_lab.api.routes import router
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.store.database import Database
+from rewards_lab.worker.events import EventWorker
+
+log = logging.getLogger(__name__)
+
+
+def create_app(database: Database, *, run_worker: bool = True) -> FastAPI:
+    worker = EventWorker(database) if run_worker else None
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if worker is not None:
+            worker.start()
+        try:
+            yield
+        finally:
+            if worker is not None:
+                worker.stop()  # the batch in progress finishes (or is rolled back whole)
+            database.checkpoint()  # fold the write-ahead log into the file before the process ends
+
+    app = FastAPI(
+        lifespan=lifespan,
+        title="Rewards and Ledger Service API",
+        version=API_VERSION,
+        openapi_url=f"/{API_VERSION}/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.database = database
+    app.state.worker = worker
+    app.include_router(router, prefix=f"/{API_VERSION}")
+
+    @app.middleware("http")
+    async def echo_request_id(request: Request, call_next):  # type: ignore[no-untyped-def]
+        request_id = request_id_of(request)
+        response: Response = await call_next(request)
+        response.headers["X-Request-ID"] = request_id
+        return response
+
+    @app.exception_handler(ServiceError)
+    async def service_error(request: Request, error: ServiceError) -> Response:
+        return failure(error, request_id_of(request))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, error: RequestValidationError) -> Response:
+        first = error.errors()[0] if error.errors() else {"loc": ("request",), "msg": "invalid request"}
+        field = ".".join(str(part) for part in first["loc"][1:]) or str(first["loc"][0])
+        return failure(ServiceError("field_invalid", f"{field}: {first['msg']}", field=field), request_id_of(request))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> Response:
+        if error.status_code in (404, 405):
+            detail = f"no operation {request.method} {request.url.path}"
+            return failure(ServiceError("route_not_found", detail), request_id_of(request))
+        return failure(ServiceError("internal_error"), request_id_of(request))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, error: Exception) -> Response:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return failure(ServiceError("internal_error"), request_id_of(request))
+
+    return app

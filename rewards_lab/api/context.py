@@ -1,0 +1,72 @@
+"""Per-request context: the request id, the authenticated principal, and the parsed JSON body."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any, TypeVar
+
+from fastapi import Request
+from pydantic import BaseModel
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.validation import validate
+from rewards_lab.service.access import Principal, authenticate
+from rewards_lab.store.database import Database
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+MAX_BODY_BYTES = 1_048_576
+_REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+
+
+def request_id_of(request: Request) -> str:
+    """The client's X-Request-ID when it is a sane token, else one we make (`req_<uuid4 hex>`)."""
+    existing: str | None = getattr(request.state, "request_id", None)
+    if existing:
+        return existing
+    supplied = request.headers.get("x-request-id", "")
+    request.state.request_id = supplied if _REQUEST_ID_RE.fullmatch(supplied) else f"req_{uuid.uuid4().hex}"
+    return str(request.state.request_id)
+
+
+def database_of(request: Request) -> Database:
+    database: Database = request.app.state.database
+    return database
+
+
+def principal_of(request: Request) -> Principal:
+    """Authenticate the bearer key and check X-Organization-ID and X-Environment against it (never trusted)."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ServiceError("authentication_required", "send Authorization: Bearer <api key>", field="Authorization")
+    principal = authenticate(database_of(request), token.strip())
+    organization = request.headers.get("x-organization-id")
+    if not organization:
+        raise ServiceError("field_required", "X-Organization-ID is required", field="X-Organization-ID")
+    if organization != principal.scope.organization_id:
+        raise ServiceError("organization_mismatch", field="X-Organization-ID")
+    environment = request.headers.get("x-environment")
+    if environment not in ("sandbox", "production"):
+        raise ServiceError("field_invalid", "X-Environment must be sandbox or production", field="X-Environment")
+    if environment != principal.scope.environment:
+        raise ServiceError(
+            "environment_mismatch",
+            f"this key acts in {principal.scope.environment}, not {environment}",
+            field="X-Environment",
+            key_environment=principal.scope.environment,
+        )
+    return principal
+
+
+async def json_body(request: Request, model: type[ModelT]) -> ModelT:
+    """The body parsed exactly (numbers as Decimal) and validated; errors name the field."""
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise ServiceError("request_too_large", limit_bytes=MAX_BODY_BYTES)
+    try:
+        data: Any = jsonutil.loads(raw) if raw else {}
+    except ValueError:
+        raise ServiceError("request_malformed") from None
+    return validate(model, data)

@@ -1,0 +1,36 @@
+"""The seed's response envelope, on every response: `data` or `error`, and `meta.request_id`, `meta.version`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.responses import Response
+from pydantic import BaseModel
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract.errors import ServiceError
+
+API_VERSION = "v1"
+
+
+def _meta(request_id: str) -> dict[str, str]:
+    return {"request_id": request_id, "version": API_VERSION}
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [_dump(item) for item in value]
+    return value
+
+
+def success(data: Any, request_id: str, status_code: int = 200, **extra: Any) -> Response:
+    """`extra` carries the list fields (`next_cursor`, `has_more`) beside `data`."""
+    body = {"data": _dump(data), **extra, "meta": _meta(request_id)}
+    return Response(jsonutil.dumps(body), status_code=status_code, media_type="application/json")
+
+
+def failure(error: ServiceError, request_id: str) -> Response:
+    body = {"error": error.to_dict(), "meta": _meta(request_id)}
+    return Response(jsonutil.dumps(body), status_code=error.http_status, media_type="application/json")

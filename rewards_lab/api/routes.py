@@ -1,0 +1,264 @@
+"""Route handlers: parse, authorise, call one service function, wrap the envelope. Nothing else.
+
+Each operation declares its permission, whether it takes an Idempotency-Key, and the error codes it may return;
+they travel in the OpenAPI document as `x-permission`, `x-idempotent` and `x-error-codes`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from rewards_lab.api.context import database_of, json_body, principal_of, request_id_of
+from rewards_lab.api.envelope import success
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract.errors import REGISTRY, ServiceError
+from rewards_lab.contract.permissions import Permission
+from rewards_lab.service import assets, customers, events, ledger, programmes, simulation
+from rewards_lab.service.access import Principal
+
+router = APIRouter()
+
+AUTH_CODES = [
+    "authentication_required",
+    "credentials_invalid",
+    "api_key_revoked",
+    "organization_mismatch",
+    "environment_mismatch",
+    "permission_denied",
+    "field_required",
+    "field_invalid",
+]
+BODY_CODES = ["request_malformed", "request_too_large", "field_unknown"]
+
+
+def operation(permission: Permission, *, idempotent: str = "none", errors: tuple[str, ...] = ()) -> dict[str, Any]:
+    """OpenAPI extensions of an operation. `idempotent` is "required", "optional" or "none"."""
+    codes = sorted(set(AUTH_CODES) | set(errors) | ({"idempotency_key_reused"} if idempotent != "none" else set()))
+    if idempotent == "required":
+        codes = sorted(set(codes) | {"idempotency_key_required"})
+    assert set(codes) <= set(REGISTRY), set(codes) - set(REGISTRY)
+    return {"x-permission": permission.value, "x-idempotent": idempotent, "x-error-codes": codes}
+
+
+def _authorised(request: Request, permission: Permission) -> Principal:
+    principal = principal_of(request)
+    principal.require(permission.value)
+    return principal
+
+
+def _idempotency_key(request: Request, *, required: bool) -> str | None:
+    key = request.headers.get("idempotency-key")
+    if key is None and required:
+        raise ServiceError("idempotency_key_required", field="Idempotency-Key")
+    return key
+
+
+@router.post(
+    "/customers",
+    openapi_extra=operation(
+        Permission.CUSTOMERS_CREATE,
+        idempotent="optional",
+        errors=(*BODY_CODES, "customer_email_invalid", "customer_already_exists"),
+    ),
+)
+async def create_customer(request: Request) -> Response:
+    principal = _authorised(request, Permission.CUSTOMERS_CREATE)
+    body = await json_body(request, rq.CustomerCreate)
+    key = _idempotency_key(request, required=False)
+    result = await run_in_threadpool(
+        customers.create_customer, database_of(request), principal.scope, body, idempotency_key=key
+    )
+    return success(result, request_id_of(request), 201)
+
+
+@router.get(
+    "/customers/{customer_id}", openapi_extra=operation(Permission.CUSTOMERS_VIEW, errors=("customer_not_found",))
+)
+async def get_customer(request: Request, customer_id: str) -> Response:
+    principal = _authorised(request, Permission.CUSTOMERS_VIEW)
+    result = await run_in_threadpool(customers.get_customer, database_of(request), principal.scope, customer_id)
+    return success(result, request_id_of(request))
+
+
+@router.post(
+    "/wallets",
+    openapi_extra=operation(
+        Permission.CUSTOMERS_CREATE, idempotent="optional", errors=(*BODY_CODES, "customer_not_found")
+    ),
+)
+async def create_wallet(request: Request) -> Response:
+    principal = _authorised(request, Permission.CUSTOMERS_CREATE)
+    body = await json_body(request, rq.WalletCreate)
+    key = _idempotency_key(request, required=False)
+    result = await run_in_threadpool(
+        customers.create_wallet, database_of(request), principal.scope, body, idempotency_key=key
+    )
+    return success(result, request_id_of(request), 201)
+
+
+@router.get(
+    "/wallets/{wallet_id}/balances", openapi_extra=operation(Permission.WALLETS_VIEW, errors=("wallet_not_found",))
+)
+async def wallet_balances(request: Request, wallet_id: str) -> Response:
+    principal = _authorised(request, Permission.WALLETS_VIEW)
+    result = await run_in_threadpool(ledger.wallet_balances, database_of(request), principal.scope, wallet_id)
+    return success(result, request_id_of(request))
+
+
+@router.post(
+    "/assets",
+    openapi_extra=operation(
+        Permission.ASSETS_EDIT,
+        idempotent="optional",
+        errors=(*BODY_CODES, "amount_invalid", "amount_not_positive", "amount_too_many_decimals", "amount_too_large"),
+    ),
+)
+async def create_asset(request: Request) -> Response:
+    principal = _authorised(request, Permission.ASSETS_EDIT)
+    body = await json_body(request, rq.AssetCreate)
+    key = _idempotency_key(request, required=False)
+    result = await run_in_threadpool(
+        assets.create_asset, database_of(request), principal.scope, body, idempotency_key=key
+    )
+    return success(result, request_id_of(request), 201)
+
+
+@router.post(
+    "/assets/{asset_id}/activate",
+    openapi_extra=operation(
+        Permission.ASSETS_EDIT,
+        idempotent="optional",
+        errors=("asset_not_found", "invalid_state_transition", "asset_symbol_taken"),
+    ),
+)
+async def activate_asset(request: Request, asset_id: str) -> Response:
+    principal = _authorised(request, Permission.ASSETS_EDIT)
+    key = _idempotency_key(request, required=False)
+    result = await run_in_threadpool(
+        assets.activate_asset, database_of(request), principal.scope, asset_id, idempotency_key=key
+    )
+    return success(result, request_id_of(request))
+
+
+@router.post(
+    "/assets/{asset_id}/issue",
+    openapi_extra=operation(
+        Permission.LEDGER_ISSUE,
+        idempotent="required",
+        errors=(
+            *BODY_CODES,
+            "asset_not_found",
+            "wallet_not_found",
+            "asset_paused",
+            "asset_not_active",
+            "wallet_frozen",
+            "asset_supply_exhausted",
+            "amount_invalid",
+            "amount_not_positive",
+            "amount_too_many_decimals",
+            "amount_too_large",
+        ),
+    ),
+)
+async def issue(request: Request, asset_id: str) -> Response:
+    principal = _authorised(request, Permission.LEDGER_ISSUE)
+    body = await json_body(request, rq.IssueRequest)
+    key = _idempotency_key(request, required=True)
+    result = await run_in_threadpool(
+        ledger.issue, database_of(request), principal.scope, asset_id, body, idempotency_key=key
+    )
+    return success(result, request_id_of(request), 201)
+
+
+@router.post(
+    "/events",
+    openapi_extra=operation(
+        Permission.EVENTS_WRITE, errors=(*BODY_CODES, "event_duplicate_mismatch", "event_payload_too_large")
+    ),
+)
+async def submit_event(request: Request) -> Response:
+    principal = _authorised(request, Permission.EVENTS_WRITE)
+    body = await json_body(request, rq.EventCreate)
+    result = await run_in_threadpool(events.submit_event, database_of(request), principal.scope, body)
+    worker = request.app.state.worker
+    if worker is not None:
+        worker.notify()
+    return success(result, request_id_of(request), 202)
+
+
+@router.get("/events/{event_id}", openapi_extra=operation(Permission.EVENTS_VIEW, errors=("event_not_found",)))
+async def get_event(request: Request, event_id: str) -> Response:
+    principal = _authorised(request, Permission.EVENTS_VIEW)
+    result = await run_in_threadpool(events.get_event, database_of(request), principal.scope, event_id)
+    return success(result, request_id_of(request))
+
+
+@router.post(
+    "/reward-programs",
+    openapi_extra=operation(Permission.REWARDS_EDIT, idempotent="optional", errors=(*BODY_CODES, "asset_not_found")),
+)
+async def create_programme(request: Request) -> Response:
+    principal = _authorised(request, Permission.REWARDS_EDIT)
+    body = await json_body(request, rq.ProgrammeCreate)
+    key = _idempotency_key(request, required=False)
+    result = await run_in_threadpool(
+        programmes.create_programme, database_of(request), principal.scope, body, idempotency_key=key
+    )
+    return success(result, request_id_of(request), 201)
+
+
+@router.post(
+    "/reward-rules",
+    openapi_extra=operation(
+        Permission.REWARDS_EDIT,
+        idempotent="optional",
+        errors=(
+            *BODY_CODES,
+            "programme_not_found",
+            "asset_not_found",
+            "rule_asset_mismatch",
+            "amount_invalid",
+            "amount_not_positive",
+            "amount_too_many_decimals",
+            "amount_too_large",
+        ),
+    ),
+)
+async def create_rule(request: Request) -> Response:
+    principal = _authorised(request, Permission.REWARDS_EDIT)
+    body = await json_body(request, rq.RuleCreate)
+    key = _idempotency_key(request, required=False)
+    result = await run_in_threadpool(
+        programmes.create_rule, database_of(request), principal.scope, body, idempotency_key=key
+    )
+    return success(result, request_id_of(request), 201)
+
+
+@router.post(
+    "/reward-rules/{rule_id}/simulate",
+    openapi_extra=operation(Permission.REWARDS_VIEW, errors=(*BODY_CODES, "rule_not_found")),
+)
+async def simulate_rule(request: Request, rule_id: str) -> Response:
+    principal = _authorised(request, Permission.REWARDS_VIEW)
+    body = await json_body(request, rq.SimulationRequest)
+    result = await run_in_threadpool(simulation.simulate_rule, database_of(request), principal.scope, rule_id, body)
+    return success(result, request_id_of(request))
+
+
+@router.post(
+    "/reward-programs/{program_id}/publish",
+    openapi_extra=operation(
+        Permission.REWARDS_ACTIVATE, idempotent="optional", errors=("programme_not_found", "programme_draft_empty")
+    ),
+)
+async def publish(request: Request, program_id: str) -> Response:
+    principal = _authorised(request, Permission.REWARDS_ACTIVATE)
+    key = _idempotency_key(request, required=False)
+    result = await run_in_threadpool(
+        programmes.publish, database_of(request), principal.scope, program_id, idempotency_key=key
+    )
+    return success(result, request_id_of(request), 201)

@@ -1,0 +1,105 @@
+"""API keys and the principal behind a request.
+
+A key's secret is shown once; only its SHA-256 hash and a visible prefix are stored. Secrets are 256 bits of
+randomness, so a fast hash is the right one (as for GitHub and Stripe tokens): there is nothing to brute-force.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+from dataclasses import dataclass
+
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.ids import new_id
+from rewards_lab.contract.permissions import ALL_PERMISSIONS
+from rewards_lab.contract.scope import Scope
+from rewards_lab.service.presenters import utc
+from rewards_lab.store.database import Database
+from rewards_lab.store.queries import Row
+from rewards_lab.store.uow import reader, unit_of_work
+
+SECRET_PREFIX = "rlk"
+VISIBLE_PREFIX_LENGTH = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a request acts as: one key, one organization, one environment, a set of permissions."""
+
+    key_id: str
+    scope: Scope
+    permissions: frozenset[str]
+
+    def require(self, permission: str) -> None:
+        if permission not in self.permissions:
+            raise ServiceError("permission_denied", f"this operation requires '{permission}'", permission=permission)
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _resource(row: Row) -> r.ApiKey:
+    return r.ApiKey(
+        id=row["id"],
+        name=row["name"],
+        prefix=row["prefix"],
+        environment=row["environment"],
+        permissions=json.loads(row["permissions"]),
+        created_at=utc(row["created_at"]),
+        revoked_at=utc(row["revoked_at"]) if row["revoked_at"] else None,
+    )
+
+
+def create_api_key(
+    database: Database, scope: Scope, name: str, permissions: list[str], *, creator: Principal | None = None
+) -> r.ApiKeyCreated:
+    """A new key scoped to one organization and environment. A key never holds more than its creator."""
+    unknown = sorted(set(permissions) - ALL_PERMISSIONS)
+    if unknown:
+        raise ServiceError("permission_unknown", field="permissions", unknown=unknown)
+    if creator is not None:
+        beyond = sorted(set(permissions) - creator.permissions)
+        if beyond:
+            raise ServiceError("permission_escalation", field="permissions", beyond=beyond)
+    secret = f"{SECRET_PREFIX}_{scope.environment[:4]}_{secrets.token_urlsafe(32)}"
+    with unit_of_work(database) as uow:
+        row = uow.api_keys.add(
+            scope,
+            new_id("api_key"),
+            name,
+            secret[:VISIBLE_PREFIX_LENGTH],
+            hash_secret(secret),
+            permissions,
+            creator.key_id if creator else None,
+        )
+    return r.ApiKeyCreated(**_resource(row).model_dump(), secret=secret)
+
+
+def authenticate(database: Database, secret: str) -> Principal:
+    """The principal a bearer secret stands for; `credentials_invalid` or `api_key_revoked` otherwise."""
+    digest = hash_secret(secret)
+    row = reader(database).api_keys.by_hash(digest)
+    if row is None or not hmac.compare_digest(row["secret_hash"], digest):
+        raise ServiceError("credentials_invalid")
+    if row["revoked_at"] is not None:
+        raise ServiceError("api_key_revoked", key_id=row["id"])
+    scope = Scope(row["organization_id"], row["environment"])
+    return Principal(row["id"], scope, frozenset(json.loads(row["permissions"])))
+
+
+def revoke_api_key(database: Database, scope: Scope, key_id: str) -> r.ApiKey:
+    with unit_of_work(database) as uow:
+        row = uow.api_keys.get(scope, key_id)
+        if row is None:
+            raise ServiceError("api_key_not_found", key_id=key_id)
+        if row["revoked_at"] is not None:
+            raise ServiceError("api_key_already_revoked", key_id=key_id)
+        uow.api_keys.revoke(scope, key_id)
+        updated = uow.api_keys.get(scope, key_id)
+    assert updated is not None
+    return _resource(updated)

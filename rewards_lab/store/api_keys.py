@@ -1,0 +1,51 @@
+"""API keys: only a SHA-256 hash of the secret and a visible prefix are stored."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.database import utcnow
+from rewards_lab.store.queries import Row, fetch_one
+
+
+class ApiKeyRepository:
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def add(
+        self,
+        scope: Scope,
+        key_id: str,
+        name: str,
+        prefix: str,
+        secret_hash: str,
+        permissions: list[str],
+        created_by: str | None,
+    ) -> Row:
+        self.con.execute(
+            "INSERT INTO api_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+            [key_id, *scope.params, name, prefix, secret_hash, json.dumps(sorted(permissions)), created_by, utcnow()],
+        )
+        row = self.get(scope, key_id)
+        assert row is not None
+        return row
+
+    def get(self, scope: Scope, key_id: str) -> Row | None:
+        return fetch_one(
+            self.con,
+            "SELECT * FROM api_keys WHERE organization_id = ? AND environment = ? AND id = ?",
+            [*scope.params, key_id],
+        )
+
+    def by_hash(self, secret_hash: str) -> Row | None:
+        """The key whose secret hashes to this (any tenant: the key itself names its tenant)."""
+        return fetch_one(self.con, "SELECT * FROM api_keys WHERE secret_hash = ?", [secret_hash])
+
+    def revoke(self, scope: Scope, key_id: str) -> None:
+        self.con.execute(
+            "UPDATE api_keys SET revoked_at = ? WHERE organization_id = ? AND environment = ? AND id = ?",
+            [utcnow(), *scope.params, key_id],
+        )

@@ -1,0 +1,48 @@
+"""The event worker: processes received events in batches until told to stop.
+
+It sleeps while the queue is empty and is woken early by `notify()` (POST /events calls it after commit).
+Stopping lets the batch in progress finish: a batch is one database transaction, so it either commits whole or,
+if the process dies first, leaves every event `received` for the next start.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from rewards_lab.service.events import DEFAULT_BATCH_SIZE, process_pending
+from rewards_lab.store.database import Database
+
+log = logging.getLogger(__name__)
+IDLE_WAIT_S = 0.05
+
+
+class EventWorker:
+    def __init__(self, database: Database, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+        self.database = database
+        self.batch_size = batch_size
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="event-worker", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def notify(self) -> None:
+        self._wake.set()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                report = process_pending(self.database, self.batch_size)
+            except Exception:  # noqa: BLE001 - the worker must outlive any one failure
+                log.exception("event worker batch failed")
+                report = None
+            if report is None or report.processed + report.failed == 0:
+                self._wake.wait(IDLE_WAIT_S)
+                self._wake.clear()

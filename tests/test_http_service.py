@@ -1,0 +1,234 @@
+"""The /v1 service as a real process on 127.0.0.1: the standard loop over HTTP, the envelope, auth headers,
+Idempotency-Key, and a clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+
+@dataclass
+class Server:
+    base_url: str
+    organization_id: str
+    keys: dict[str, str]
+    process: subprocess.Popen[bytes]
+
+    def headers(self, environment: str = "sandbox", **extra: str) -> dict[str, str]:
+        return {
+            "Authorization": f"Bearer {self.keys[environment]}",
+            "X-Organization-ID": self.organization_id,
+            "X-Environment": environment,
+            **extra,
+        }
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "rewards_lab.cli", *args]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    db = tmp_path_factory.mktemp("server") / "service.duckdb"
+    boot = json.loads(
+        subprocess.run(
+            _cli("bootstrap", "--db", str(db), "--org", "Acme"), check=True, capture_output=True, text=True
+        ).stdout
+    )
+    port = _free_port()
+    log = (db.parent / "server.log").open("wb")
+    process = subprocess.Popen(_cli("serve", "--db", str(db), "--port", str(port)), stdout=log, stderr=log)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{base_url}/openapi.json", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        assert process.poll() is None, (db.parent / "server.log").read_text()
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.1)
+    yield Server(base_url, boot["organization_id"], boot["api_keys"], process)
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=30)
+    log.close()
+
+
+def _ok(response: httpx.Response, status: int) -> dict[str, Any]:
+    body = response.json()
+    assert response.status_code == status, body
+    assert body["meta"]["version"] == "v1" and body["meta"]["request_id"]
+    assert response.headers["x-request-id"] == body["meta"]["request_id"]
+    data: dict[str, Any] = body["data"]
+    return data
+
+
+def _error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    body = response.json()
+    assert response.status_code == status, body
+    assert set(body) == {"error", "meta"} and set(body["error"]) == {"type", "code", "message", "details"}
+    assert body["error"]["code"] == code, body
+    assert response.headers["x-request-id"] == body["meta"]["request_id"]
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+def test_standard_loop_over_http(server: Server) -> None:
+    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as http:
+        customer = _ok(
+            http.post("/customers", json={"external_id": "user-42", "email": "ada@example.com", "country": "GB"}), 201
+        )
+        wallet = _ok(http.post("/wallets", json={"customer_id": customer["id"], "type": "customer"}), 201)
+        asset = _ok(
+            http.post("/assets", json={"name": "Stars", "symbol": "STAR", "type": "points", "decimals": 2}), 201
+        )
+        assert _ok(http.post(f"/assets/{asset['id']}/activate"), 200)["status"] == "active"
+        programme = _ok(http.post("/reward-programs", json={"name": "Spring", "asset_id": asset["id"]}), 201)
+        rule_body = {
+            "program_id": programme["id"],
+            "event_type": "order.completed",
+            "conditions": [{"field": "amount", "operator": "gte", "value": 20}],
+            "actions": [{"type": "issue", "amount": {"per": "amount", "rate": 0.05}}],
+        }
+        rule = _ok(http.post("/reward-rules", json=rule_body), 201)
+        simulated = _ok(
+            http.post(
+                f"/reward-rules/{rule['id']}/simulate",
+                content='{"event": {"type": "order.completed", "amount": 42.50}}',
+            ),
+            200,
+        )
+        assert simulated["totals"] == [{"asset_id": asset["id"], "amount": "2.12"}]
+        assert _ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)["version"]["number"] == 1
+        event = _ok(
+            http.post(
+                "/events",
+                content=(
+                    '{"type": "order.completed", "external_event_id": "order-1", "customer_id": "user-42", '
+                    '"data": {"amount": 42.50}}'
+                ),
+            ),
+            202,
+        )
+        assert event["status"] in ("received", "processed")
+        deadline = time.monotonic() + 10
+        while True:  # rewards are asynchronous: poll the balance
+            balances = _ok(http.get(f"/wallets/{wallet['id']}/balances"), 200)["balances"]
+            if balances:
+                break
+            assert time.monotonic() < deadline, "the reward never arrived"
+            time.sleep(0.05)
+        assert balances[0]["balance"] == "2.12"
+        assert _ok(http.get(f"/events/{event['id']}"), 200)["status"] == "processed"
+
+
+def test_every_failure_has_the_envelope(server: Server) -> None:
+    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as http:
+        _error(http.post("/customers", content="{not json"), 422, "request_malformed")
+        unknown = _error(http.post("/customers", json={"external_id": "x", "nickname": "y"}), 422, "field_unknown")
+        assert unknown["details"]["field"] == "nickname"
+        email = _error(
+            http.post("/customers", json={"external_id": "x", "email": "nope"}), 422, "customer_email_invalid"
+        )
+        assert email["details"]["field"] == "email"
+        _error(http.post("/customers", json=[1, 2]), 422, "field_invalid")
+        _error(http.post("/customers", content=b"{" + b" " * 1_100_000 + b"}"), 422, "request_too_large")
+        _error(http.get("/no/such/path"), 404, "route_not_found")
+        _error(http.delete("/customers"), 404, "route_not_found")
+        _error(http.get("/customers/cus_missing"), 404, "customer_not_found")
+    with httpx.Client(base_url=server.base_url, timeout=10) as plain:
+        _check_headers(server, plain)
+
+
+def _check_headers(server: Server, plain: httpx.Client) -> None:
+    _error(plain.get("/customers/x"), 401, "authentication_required")
+    _error(
+        plain.get("/customers/x", headers={**server.headers(), "Authorization": "Bearer wrong"}),
+        401,
+        "credentials_invalid",
+    )
+    _error(
+        plain.get("/customers/x", headers=server.headers(**{"X-Organization-ID": "org_other"})),
+        403,
+        "organization_mismatch",
+    )
+    mismatch = _error(
+        plain.get("/customers/x", headers=server.headers(**{"X-Environment": "production"})),
+        403,
+        "environment_mismatch",
+    )
+    assert mismatch["details"]["key_environment"] == "sandbox"
+    echoed = plain.get("/customers/x", headers=server.headers(**{"X-Request-ID": "client-abc-1"}))
+    assert echoed.headers["x-request-id"] == "client-abc-1" == echoed.json()["meta"]["request_id"]
+
+
+def test_financial_writes_need_an_idempotency_key(server: Server) -> None:
+    with httpx.Client(base_url=server.base_url, headers=server.headers("production"), timeout=10) as http:
+        customer = _ok(http.post("/customers", json={"external_id": "saver"}), 201)
+        wallet = _ok(http.post("/wallets", json={"customer_id": customer["id"]}), 201)
+        asset = _ok(http.post("/assets", json={"name": "Gems", "symbol": "GEM", "type": "points", "decimals": 0}), 201)
+        _ok(http.post(f"/assets/{asset['id']}/activate"), 200)
+        body = {"wallet_id": wallet["id"], "amount": "5", "reason": "welcome"}
+        _error(http.post(f"/assets/{asset['id']}/issue", json=body), 422, "idempotency_key_required")
+        first = _ok(http.post(f"/assets/{asset['id']}/issue", json=body, headers={"Idempotency-Key": "g-1"}), 201)
+        again = _ok(http.post(f"/assets/{asset['id']}/issue", json=body, headers={"Idempotency-Key": "g-1"}), 201)
+        assert again == first
+        _error(
+            http.post(f"/assets/{asset['id']}/issue", json={**body, "amount": "6"}, headers={"Idempotency-Key": "g-1"}),
+            409,
+            "idempotency_key_reused",
+        )
+        balances = _ok(http.get(f"/wallets/{wallet['id']}/balances"), 200)["balances"]
+        assert balances[0]["balance"] == "5"
+
+
+def test_the_openapi_document_declares_permission_idempotency_and_codes(server: Server) -> None:
+    document = httpx.get(f"{server.base_url}/openapi.json", timeout=10).json()
+    assert document["openapi"].startswith("3.1")
+    issue = document["paths"]["/v1/assets/{asset_id}/issue"]["post"]
+    assert issue["x-permission"] == "ledger.issue" and issue["x-idempotent"] == "required"
+    assert {"asset_supply_exhausted", "idempotency_key_reused", "idempotency_key_required"} <= set(
+        issue["x-error-codes"]
+    )
+
+
+def test_sigterm_stops_the_server_cleanly(tmp_path: Path) -> None:
+    db = tmp_path / "stop.duckdb"
+    subprocess.run(_cli("bootstrap", "--db", str(db), "--org", "Stop"), check=True, capture_output=True)
+    port = _free_port()
+    process = subprocess.Popen(
+        _cli("serve", "--db", str(db), "--port", str(port)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/v1/openapi.json", timeout=1)
+            break
+        except httpx.TransportError:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    # uvicorn shuts down gracefully, then re-raises the signal so that supervisors see why it stopped.
+    assert process.wait(timeout=30) in (0, -signal.SIGTERM)
+    # The file is released and consistent: another process can open and verify it.
+    verified = subprocess.run(_cli("verify", "--db", str(db)), capture_output=True, text=True)
+    assert verified.returncode == 0 and json.loads(verified.stdout)["ok"] is True
