@@ -232,3 +232,87 @@ def test_sigterm_stops_the_server_cleanly(tmp_path: Path) -> None:
     # The file is released and consistent: another process can open and verify it.
     verified = subprocess.run(_cli("verify", "--db", str(db)), capture_output=True, text=True)
     assert verified.returncode == 0 and json.loads(verified.stdout)["ok"] is True
+
+
+def test_lists_paginate_and_ledger_refusals_carry_their_codes(server: Server) -> None:
+    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as http:
+        customer = _ok(http.post("/customers", json={"external_id": "lister"}), 201)
+        wallet = _ok(http.post("/wallets", json={"customer_id": customer["id"]}), 201)
+        other = _ok(http.post("/wallets", json={"customer_id": customer["id"], "transfer_policy": "closed"}), 201)
+        for index in range(7):
+            _ok(
+                http.post(
+                    "/events", json={"type": "page.viewed", "external_event_id": f"p-{index}", "customer_id": "lister"}
+                ),
+                202,
+            )
+        seen: list[str] = []
+        cursor = None
+        while True:
+            params = {"limit": 3, "type": "page.viewed", **({"cursor": cursor} if cursor else {})}
+            response = http.get("/events", params=params)
+            body = response.json()
+            assert response.status_code == 200 and len(body["data"]) <= 3
+            seen += [event["external_event_id"] for event in body["data"]]
+            if not body["has_more"]:
+                assert body["next_cursor"] is None
+                break
+            cursor = body["next_cursor"]
+        assert seen == [f"p-{index}" for index in range(7)]
+        _error(http.get("/events", params={"limit": 101}), 422, "field_invalid")
+        _error(http.get("/events", params={"limit": "ten"}), 422, "field_invalid")
+        _error(http.get("/events", params={"cursor": "garbage"}), 422, "cursor_invalid")
+        _error(http.get("/events", params={"sort": "type"}), 422, "sort_field_invalid")
+
+        asset = _ok(
+            http.post("/assets", json={"name": "Coins", "symbol": "COIN", "type": "credits", "decimals": 2}), 201
+        )
+        _ok(http.post(f"/assets/{asset['id']}/activate"), 200)
+        key = {"Idempotency-Key": "fund-lister"}
+        _ok(
+            http.post(
+                f"/assets/{asset['id']}/issue",
+                headers=key,
+                json={"wallet_id": wallet["id"], "amount": "3.00", "reason": "grant"},
+            ),
+            201,
+        )
+        refusal = _error(
+            http.post(
+                f"/assets/{asset['id']}/redemptions",
+                headers={"Idempotency-Key": "r-1"},
+                json={"wallet_id": wallet["id"], "amount": "3.01", "reference": "o-9"},
+            ),
+            409,
+            "insufficient_balance",
+        )
+        assert refusal["details"]["balance_minor"] == "300"
+        _error(
+            http.post(
+                f"/assets/{asset['id']}/transfers",
+                headers={"Idempotency-Key": "t-1"},
+                json={"from_wallet_id": wallet["id"], "to_wallet_id": other["id"], "amount": "1.00"},
+            ),
+            403,
+            "wallet_policy_violation",
+        )
+        _error(
+            http.post(
+                f"/assets/{asset['id']}/redemptions",
+                headers={"Idempotency-Key": "r-2"},
+                json={"wallet_id": wallet["id"], "amount": "1.001", "reference": "o-9"},
+            ),
+            422,
+            "amount_too_many_decimals",
+        )
+        done = _ok(
+            http.post(
+                f"/assets/{asset['id']}/redemptions",
+                headers={"Idempotency-Key": "r-3"},
+                json={"wallet_id": wallet["id"], "amount": "1.00", "reference": "o-9"},
+            ),
+            201,
+        )
+        assert [entry["amount"] for entry in done["entries"]] == ["-1.00", "1.00"]
+        segments = _ok(http.get(f"/customers/{customer['id']}/segments"), 200)
+        assert {segment["code"] for segment in segments["segments"]} >= {"new", "active"}

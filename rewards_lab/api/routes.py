@@ -16,8 +16,9 @@ from rewards_lab.api.context import database_of, json_body, principal_of, reques
 from rewards_lab.api.envelope import success
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import REGISTRY, ServiceError
+from rewards_lab.contract.pagination import DEFAULT_LIMIT, PageRequest
 from rewards_lab.contract.permissions import Permission
-from rewards_lab.service import assets, customers, events, ledger, programmes, simulation
+from rewards_lab.service import assets, customers, events, ledger, programmes, segments, simulation
 from rewards_lab.service.access import Principal
 
 router = APIRouter()
@@ -260,5 +261,127 @@ async def publish(request: Request, program_id: str) -> Response:
     key = _idempotency_key(request, required=False)
     result = await run_in_threadpool(
         programmes.publish, database_of(request), principal.scope, program_id, idempotency_key=key
+    )
+    return success(result, request_id_of(request), 201)
+
+
+def _page(request: Request) -> PageRequest:
+    """Cursor pagination from the query: `limit` (default 25, max 100), `cursor`, `sort`, `direction`."""
+    query = request.query_params
+    raw_limit = query.get("limit")
+    try:
+        limit = int(raw_limit) if raw_limit is not None else DEFAULT_LIMIT
+    except ValueError:
+        raise ServiceError("field_invalid", "limit must be a whole number", field="limit") from None
+    direction = query.get("direction", "asc")
+    if direction == "asc":
+        return PageRequest(limit=limit, cursor=query.get("cursor"), sort=query.get("sort"), direction="asc")
+    if direction == "desc":
+        return PageRequest(limit=limit, cursor=query.get("cursor"), sort=query.get("sort"), direction="desc")
+    raise ServiceError("field_invalid", "direction must be asc or desc", field="direction")
+
+
+def _list(page: Any, request: Request) -> Response:
+    return success(page.data, request_id_of(request), next_cursor=page.next_cursor, has_more=page.has_more)
+
+
+PAGE_CODES = ("cursor_invalid", "sort_field_invalid")
+
+
+@router.get("/events", openapi_extra=operation(Permission.EVENTS_VIEW, errors=PAGE_CODES))
+async def list_events(request: Request) -> Response:
+    principal = _authorised(request, Permission.EVENTS_VIEW)
+    query = request.query_params
+    page = await run_in_threadpool(
+        events.list_events,
+        database_of(request),
+        principal.scope,
+        _page(request),
+        status=query.get("status"),
+        type=query.get("type"),
+        customer_id=query.get("customer_id"),
+    )
+    return _list(page, request)
+
+
+@router.post(
+    "/events/{event_id}/replay",
+    openapi_extra=operation(Permission.EVENTS_WRITE, errors=("event_not_found", "event_not_replayable")),
+)
+async def replay_event(request: Request, event_id: str) -> Response:
+    principal = _authorised(request, Permission.EVENTS_WRITE)
+    result = await run_in_threadpool(events.replay_event, database_of(request), principal.scope, event_id)
+    return success(result, request_id_of(request))
+
+
+@router.get("/reward-executions", openapi_extra=operation(Permission.REWARDS_VIEW, errors=PAGE_CODES))
+async def list_executions(request: Request) -> Response:
+    principal = _authorised(request, Permission.REWARDS_VIEW)
+    query = request.query_params
+    page = await run_in_threadpool(
+        events.list_executions,
+        database_of(request),
+        principal.scope,
+        _page(request),
+        customer_id=query.get("customer_id"),
+        event_id=query.get("event_id"),
+        status=query.get("status"),
+    )
+    return _list(page, request)
+
+
+@router.get(
+    "/customers/{customer_id}/segments",
+    openapi_extra=operation(Permission.CUSTOMERS_VIEW, errors=("customer_not_found",)),
+)
+async def customer_segments(request: Request, customer_id: str) -> Response:
+    principal = _authorised(request, Permission.CUSTOMERS_VIEW)
+    result = await run_in_threadpool(segments.customer_segments, database_of(request), principal.scope, customer_id)
+    return success(result, request_id_of(request))
+
+
+LEDGER_CODES = (
+    *BODY_CODES,
+    "asset_not_found",
+    "wallet_not_found",
+    "asset_paused",
+    "asset_not_active",
+    "wallet_frozen",
+    "insufficient_balance",
+    "amount_invalid",
+    "amount_not_positive",
+    "amount_too_many_decimals",
+    "amount_too_large",
+)
+
+
+@router.post(
+    "/assets/{asset_id}/redemptions",
+    openapi_extra=operation(Permission.LEDGER_REDEEM, idempotent="required", errors=LEDGER_CODES),
+)
+async def redeem(request: Request, asset_id: str) -> Response:
+    principal = _authorised(request, Permission.LEDGER_REDEEM)
+    body = await json_body(request, rq.RedemptionRequest)
+    key = _idempotency_key(request, required=True)
+    result = await run_in_threadpool(
+        ledger.redeem, database_of(request), principal.scope, asset_id, body, idempotency_key=key
+    )
+    return success(result, request_id_of(request), 201)
+
+
+@router.post(
+    "/assets/{asset_id}/transfers",
+    openapi_extra=operation(
+        Permission.LEDGER_TRANSFER,
+        idempotent="required",
+        errors=(*LEDGER_CODES, "transfer_same_wallet", "wallet_policy_violation"),
+    ),
+)
+async def transfer(request: Request, asset_id: str) -> Response:
+    principal = _authorised(request, Permission.LEDGER_TRANSFER)
+    body = await json_body(request, rq.TransferRequest)
+    key = _idempotency_key(request, required=True)
+    result = await run_in_threadpool(
+        ledger.transfer, database_of(request), principal.scope, asset_id, body, idempotency_key=key
     )
     return success(result, request_id_of(request), 201)
