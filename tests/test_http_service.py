@@ -316,3 +316,59 @@ def test_lists_paginate_and_ledger_refusals_carry_their_codes(server: Server) ->
         assert [entry["amount"] for entry in done["entries"]] == ["-1.00", "1.00"]
         segments = _ok(http.get(f"/customers/{customer['id']}/segments"), 200)
         assert {segment["code"] for segment in segments["segments"]} >= {"new", "active"}
+
+
+def test_every_operation_declares_permission_idempotency_and_registered_codes(server: Server) -> None:
+    from rewards_lab.contract.errors import REGISTRY
+    from rewards_lab.contract.permissions import ALL_PERMISSIONS
+
+    document = httpx.get(f"{server.base_url}/openapi.json", timeout=10).json()
+    operations = [(path, method, spec) for path, item in document["paths"].items() for method, spec in item.items()]
+    assert len(operations) >= 30
+    for path, method, spec in operations:
+        assert spec["x-permission"] in ALL_PERMISSIONS, (method, path)
+        assert spec["x-idempotent"] in ("required", "optional", "none"), (method, path)
+        assert spec["x-error-codes"] and set(spec["x-error-codes"]) <= set(REGISTRY), (method, path)
+    financial = {(p, m) for p, m, s in operations if s["x-idempotent"] == "required"}
+    assert financial == {
+        ("/v1/assets/{asset_id}/issue", "post"),
+        ("/v1/assets/{asset_id}/redemptions", "post"),
+        ("/v1/assets/{asset_id}/transfers", "post"),
+    }
+
+
+def test_state_moves_over_http(server: Server) -> None:
+    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as http:
+        customer = _ok(http.post("/customers", json={"external_id": "mover"}), 201)
+        wallet = _ok(http.post("/wallets", json={"customer_id": customer["id"]}), 201)
+        assert _ok(http.post(f"/wallets/{wallet['id']}/freeze"), 200)["status"] == "frozen"
+        moved = _error(http.post(f"/wallets/{wallet['id']}/freeze"), 409, "invalid_state_transition")
+        assert moved["details"]["state"] == "frozen"
+        assert _ok(http.post(f"/wallets/{wallet['id']}/unfreeze"), 200)["status"] == "active"
+        asset = _ok(
+            http.post("/assets", json={"name": "Miles", "symbol": "MILE", "type": "points", "decimals": 0}), 201
+        )
+        _error(http.post(f"/assets/{asset['id']}/pause"), 409, "invalid_state_transition")
+        _ok(http.post(f"/assets/{asset['id']}/activate"), 200)
+        assert _ok(http.post(f"/assets/{asset['id']}/pause"), 200)["status"] == "paused"
+        _error(
+            http.post(
+                f"/assets/{asset['id']}/issue",
+                headers={"Idempotency-Key": "m-1"},
+                json={"wallet_id": wallet["id"], "amount": "1", "reason": "x"},
+            ),
+            409,
+            "asset_paused",
+        )
+        assert _ok(http.post(f"/assets/{asset['id']}/resume"), 200)["status"] == "active"
+        issued = _ok(
+            http.post(
+                f"/assets/{asset['id']}/issue",
+                headers={"Idempotency-Key": "m-2"},
+                json={"wallet_id": wallet["id"], "amount": "1", "reason": "x"},
+            ),
+            201,
+        )
+        assert _ok(http.get(f"/transactions/{issued['id']}"), 200) == issued
+        listed = http.get("/transactions", params={"wallet_id": wallet["id"]}).json()
+        assert [t["id"] for t in listed["data"]] == [issued["id"]] and listed["has_more"] is False

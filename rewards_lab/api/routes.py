@@ -385,3 +385,170 @@ async def transfer(request: Request, asset_id: str) -> Response:
         ledger.transfer, database_of(request), principal.scope, asset_id, body, idempotency_key=key
     )
     return success(result, request_id_of(request), 201)
+
+
+@router.get("/customers", openapi_extra=operation(Permission.CUSTOMERS_VIEW, errors=PAGE_CODES))
+async def list_customers(request: Request) -> Response:
+    principal = _authorised(request, Permission.CUSTOMERS_VIEW)
+    page = await run_in_threadpool(
+        customers.list_customers,
+        database_of(request),
+        principal.scope,
+        _page(request),
+        external_id=request.query_params.get("external_id"),
+    )
+    return _list(page, request)
+
+
+@router.get("/wallets", openapi_extra=operation(Permission.WALLETS_VIEW, errors=PAGE_CODES))
+async def list_wallets(request: Request) -> Response:
+    principal = _authorised(request, Permission.WALLETS_VIEW)
+    query = request.query_params
+    page = await run_in_threadpool(
+        customers.list_wallets,
+        database_of(request),
+        principal.scope,
+        _page(request),
+        customer_id=query.get("customer_id"),
+        status=query.get("status"),
+    )
+    return _list(page, request)
+
+
+@router.get("/wallets/{wallet_id}", openapi_extra=operation(Permission.WALLETS_VIEW, errors=("wallet_not_found",)))
+async def get_wallet(request: Request, wallet_id: str) -> Response:
+    principal = _authorised(request, Permission.WALLETS_VIEW)
+    result = await run_in_threadpool(customers.get_wallet, database_of(request), principal.scope, wallet_id)
+    return success(result, request_id_of(request))
+
+
+async def _wallet_move(request: Request, wallet_id: str, action: str) -> Response:
+    principal = _authorised(request, Permission.WALLETS_MANAGE)
+    key = _idempotency_key(request, required=False)
+    move = customers.freeze_wallet if action == "freeze" else customers.unfreeze_wallet
+    result = await run_in_threadpool(move, database_of(request), principal.scope, wallet_id, idempotency_key=key)
+    return success(result, request_id_of(request))
+
+
+WALLET_MOVE = operation(
+    Permission.WALLETS_MANAGE, idempotent="optional", errors=("wallet_not_found", "invalid_state_transition")
+)
+
+
+@router.post("/wallets/{wallet_id}/freeze", openapi_extra=WALLET_MOVE)
+async def freeze_wallet(request: Request, wallet_id: str) -> Response:
+    return await _wallet_move(request, wallet_id, "freeze")
+
+
+@router.post("/wallets/{wallet_id}/unfreeze", openapi_extra=WALLET_MOVE)
+async def unfreeze_wallet(request: Request, wallet_id: str) -> Response:
+    return await _wallet_move(request, wallet_id, "unfreeze")
+
+
+@router.get("/assets", openapi_extra=operation(Permission.ASSETS_VIEW, errors=PAGE_CODES))
+async def list_assets(request: Request) -> Response:
+    principal = _authorised(request, Permission.ASSETS_VIEW)
+    page = await run_in_threadpool(
+        assets.list_assets,
+        database_of(request),
+        principal.scope,
+        _page(request),
+        status=request.query_params.get("status"),
+    )
+    return _list(page, request)
+
+
+@router.get("/assets/{asset_id}", openapi_extra=operation(Permission.ASSETS_VIEW, errors=("asset_not_found",)))
+async def get_asset(request: Request, asset_id: str) -> Response:
+    principal = _authorised(request, Permission.ASSETS_VIEW)
+    result = await run_in_threadpool(assets.get_asset, database_of(request), principal.scope, asset_id)
+    return success(result, request_id_of(request))
+
+
+ASSET_MOVE = operation(
+    Permission.ASSETS_EDIT, idempotent="optional", errors=("asset_not_found", "invalid_state_transition")
+)
+
+
+@router.post("/assets/{asset_id}/pause", openapi_extra=ASSET_MOVE)
+async def pause_asset(request: Request, asset_id: str) -> Response:
+    principal = _authorised(request, Permission.ASSETS_EDIT)
+    key = _idempotency_key(request, required=False)
+    result = await run_in_threadpool(
+        assets.pause_asset, database_of(request), principal.scope, asset_id, idempotency_key=key
+    )
+    return success(result, request_id_of(request))
+
+
+@router.post("/assets/{asset_id}/resume", openapi_extra=ASSET_MOVE)
+async def resume_asset(request: Request, asset_id: str) -> Response:
+    principal = _authorised(request, Permission.ASSETS_EDIT)
+    key = _idempotency_key(request, required=False)
+    result = await run_in_threadpool(
+        assets.resume_asset, database_of(request), principal.scope, asset_id, idempotency_key=key
+    )
+    return success(result, request_id_of(request))
+
+
+@router.get("/reward-programs", openapi_extra=operation(Permission.REWARDS_VIEW, errors=PAGE_CODES))
+async def list_programmes(request: Request) -> Response:
+    principal = _authorised(request, Permission.REWARDS_VIEW)
+    page = await run_in_threadpool(
+        programmes.list_programmes,
+        database_of(request),
+        principal.scope,
+        _page(request),
+        asset_id=request.query_params.get("asset_id"),
+    )
+    return _list(page, request)
+
+
+@router.get(
+    "/reward-programs/{program_id}", openapi_extra=operation(Permission.REWARDS_VIEW, errors=("programme_not_found",))
+)
+async def get_programme(request: Request, program_id: str) -> Response:
+    principal = _authorised(request, Permission.REWARDS_VIEW)
+    result = await run_in_threadpool(programmes.get_programme, database_of(request), principal.scope, program_id)
+    return success(result, request_id_of(request))
+
+
+@router.get(
+    "/reward-programs/{program_id}/versions",
+    openapi_extra=operation(Permission.REWARDS_VIEW, errors=("programme_not_found",)),
+)
+async def list_versions(request: Request, program_id: str) -> Response:
+    principal = _authorised(request, Permission.REWARDS_VIEW)
+    result = await run_in_threadpool(programmes.list_versions, database_of(request), principal.scope, program_id)
+    return success(result, request_id_of(request), next_cursor=None, has_more=False)
+
+
+@router.get("/reward-rules/{rule_id}", openapi_extra=operation(Permission.REWARDS_VIEW, errors=("rule_not_found",)))
+async def get_rule(request: Request, rule_id: str) -> Response:
+    principal = _authorised(request, Permission.REWARDS_VIEW)
+    result = await run_in_threadpool(programmes.get_rule, database_of(request), principal.scope, rule_id)
+    return success(result, request_id_of(request))
+
+
+@router.get("/transactions", openapi_extra=operation(Permission.LEDGER_VIEW, errors=PAGE_CODES))
+async def list_transactions(request: Request) -> Response:
+    principal = _authorised(request, Permission.LEDGER_VIEW)
+    query = request.query_params
+    page = await run_in_threadpool(
+        ledger.list_transactions,
+        database_of(request),
+        principal.scope,
+        _page(request),
+        wallet_id=query.get("wallet_id"),
+        asset_id=query.get("asset_id"),
+        kind=query.get("kind"),
+    )
+    return _list(page, request)
+
+
+@router.get(
+    "/transactions/{transaction_id}", openapi_extra=operation(Permission.LEDGER_VIEW, errors=("transaction_not_found",))
+)
+async def get_transaction(request: Request, transaction_id: str) -> Response:
+    principal = _authorised(request, Permission.LEDGER_VIEW)
+    result = await run_in_threadpool(ledger.get_transaction, database_of(request), principal.scope, transaction_id)
+    return success(result, request_id_of(request))
