@@ -5,72 +5,23 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-
-@dataclass
-class Server:
-    base_url: str
-    organization_id: str
-    keys: dict[str, str]
-    process: subprocess.Popen[bytes]
-
-    def headers(self, environment: str = "sandbox", **extra: str) -> dict[str, str]:
-        return {
-            "Authorization": f"Bearer {self.keys[environment]}",
-            "X-Organization-ID": self.organization_id,
-            "X-Environment": environment,
-            **extra,
-        }
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "rewards_lab.cli", *args]
+from tests.live_server import LiveServer, cli, start_server
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    db = tmp_path_factory.mktemp("server") / "service.duckdb"
-    boot = json.loads(
-        subprocess.run(
-            _cli("bootstrap", "--db", str(db), "--org", "Acme"), check=True, capture_output=True, text=True
-        ).stdout
-    )
-    port = _free_port()
-    log = (db.parent / "server.log").open("wb")
-    process = subprocess.Popen(_cli("serve", "--db", str(db), "--port", str(port)), stdout=log, stderr=log)
-    base_url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{base_url}/openapi.json", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert process.poll() is None, (db.parent / "server.log").read_text()
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.1)
-    yield Server(base_url, boot["organization_id"], boot["api_keys"], process)
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=30)
-    log.close()
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    live = start_server(tmp_path_factory.mktemp("server") / "service.duckdb")
+    yield live
+    live.stop()
 
 
 def _ok(response: httpx.Response, status: int) -> dict[str, Any]:
@@ -92,7 +43,7 @@ def _error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
     return error
 
 
-def test_standard_loop_over_http(server: Server) -> None:
+def test_standard_loop_over_http(server: LiveServer) -> None:
     with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as http:
         customer = _ok(
             http.post("/customers", json={"external_id": "user-42", "email": "ada@example.com", "country": "GB"}), 201
@@ -141,7 +92,7 @@ def test_standard_loop_over_http(server: Server) -> None:
         assert _ok(http.get(f"/events/{event['id']}"), 200)["status"] == "processed"
 
 
-def test_every_failure_has_the_envelope(server: Server) -> None:
+def test_every_failure_has_the_envelope(server: LiveServer) -> None:
     with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as http:
         _error(http.post("/customers", content="{not json"), 422, "request_malformed")
         unknown = _error(http.post("/customers", json={"external_id": "x", "nickname": "y"}), 422, "field_unknown")
@@ -159,7 +110,7 @@ def test_every_failure_has_the_envelope(server: Server) -> None:
         _check_headers(server, plain)
 
 
-def _check_headers(server: Server, plain: httpx.Client) -> None:
+def _check_headers(server: LiveServer, plain: httpx.Client) -> None:
     _error(plain.get("/customers/x"), 401, "authentication_required")
     _error(
         plain.get("/customers/x", headers={**server.headers(), "Authorization": "Bearer wrong"}),
@@ -181,7 +132,7 @@ def _check_headers(server: Server, plain: httpx.Client) -> None:
     assert echoed.headers["x-request-id"] == "client-abc-1" == echoed.json()["meta"]["request_id"]
 
 
-def test_financial_writes_need_an_idempotency_key(server: Server) -> None:
+def test_financial_writes_need_an_idempotency_key(server: LiveServer) -> None:
     with httpx.Client(base_url=server.base_url, headers=server.headers("production"), timeout=10) as http:
         customer = _ok(http.post("/customers", json={"external_id": "saver"}), 201)
         wallet = _ok(http.post("/wallets", json={"customer_id": customer["id"]}), 201)
@@ -201,7 +152,7 @@ def test_financial_writes_need_an_idempotency_key(server: Server) -> None:
         assert balances[0]["balance"] == "5"
 
 
-def test_the_openapi_document_declares_permission_idempotency_and_codes(server: Server) -> None:
+def test_the_openapi_document_declares_permission_idempotency_and_codes(server: LiveServer) -> None:
     document = httpx.get(f"{server.base_url}/openapi.json", timeout=10).json()
     assert document["openapi"].startswith("3.1")
     issue = document["paths"]["/v1/assets/{asset_id}/issue"]["post"]
@@ -212,29 +163,16 @@ def test_the_openapi_document_declares_permission_idempotency_and_codes(server: 
 
 
 def test_sigterm_stops_the_server_cleanly(tmp_path: Path) -> None:
-    db = tmp_path / "stop.duckdb"
-    subprocess.run(_cli("bootstrap", "--db", str(db), "--org", "Stop"), check=True, capture_output=True)
-    port = _free_port()
-    process = subprocess.Popen(
-        _cli("serve", "--db", str(db), "--port", str(port)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/v1/openapi.json", timeout=1)
-            break
-        except httpx.TransportError:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-    process.send_signal(signal.SIGTERM)
+    live = start_server(tmp_path / "stop.duckdb", "Stop")
     # uvicorn shuts down gracefully, then re-raises the signal so that supervisors see why it stopped.
-    assert process.wait(timeout=30) in (0, -signal.SIGTERM)
+    assert live.stop(signal.SIGTERM) in (0, -signal.SIGTERM)
+    db = live.db
     # The file is released and consistent: another process can open and verify it.
-    verified = subprocess.run(_cli("verify", "--db", str(db)), capture_output=True, text=True)
+    verified = subprocess.run(cli("verify", "--db", str(db)), capture_output=True, text=True)
     assert verified.returncode == 0 and json.loads(verified.stdout)["ok"] is True
 
 
-def test_lists_paginate_and_ledger_refusals_carry_their_codes(server: Server) -> None:
+def test_lists_paginate_and_ledger_refusals_carry_their_codes(server: LiveServer) -> None:
     with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as http:
         customer = _ok(http.post("/customers", json={"external_id": "lister"}), 201)
         wallet = _ok(http.post("/wallets", json={"customer_id": customer["id"]}), 201)
@@ -318,7 +256,7 @@ def test_lists_paginate_and_ledger_refusals_carry_their_codes(server: Server) ->
         assert {segment["code"] for segment in segments["segments"]} >= {"new", "active"}
 
 
-def test_every_operation_declares_permission_idempotency_and_registered_codes(server: Server) -> None:
+def test_every_operation_declares_permission_idempotency_and_registered_codes(server: LiveServer) -> None:
     from rewards_lab.contract.errors import REGISTRY
     from rewards_lab.contract.permissions import ALL_PERMISSIONS
 
@@ -337,7 +275,7 @@ def test_every_operation_declares_permission_idempotency_and_registered_codes(se
     }
 
 
-def test_state_moves_over_http(server: Server) -> None:
+def test_state_moves_over_http(server: LiveServer) -> None:
     with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as http:
         customer = _ok(http.post("/customers", json={"external_id": "mover"}), 201)
         wallet = _ok(http.post("/wallets", json={"customer_id": customer["id"]}), 201)

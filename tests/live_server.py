@@ -1,0 +1,82 @@
+"""Start a real `rewards-lab serve` process on 127.0.0.1 for tests (bootstrap first: one process per file)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+START_TIMEOUT_S = 30.0
+
+
+@dataclass
+class LiveServer:
+    db: Path
+    base_url: str
+    organization_id: str
+    keys: dict[str, str]
+    process: subprocess.Popen[bytes]
+    log: IO[bytes]
+
+    def headers(self, environment: str = "sandbox", **extra: str) -> dict[str, str]:
+        return {
+            "Authorization": f"Bearer {self.keys[environment]}",
+            "X-Organization-ID": self.organization_id,
+            "X-Environment": environment,
+            **extra,
+        }
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Signal the server and wait for it; returns its exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        status = self.process.wait(timeout=30)
+        self.log.close()
+        return status
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "rewards_lab.cli", *args]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def bootstrap(db: Path, org: str) -> dict[str, object]:
+    result = subprocess.run(cli("bootstrap", "--db", str(db), "--org", org), check=True, capture_output=True, text=True)
+    boot: dict[str, object] = json.loads(result.stdout)
+    return boot
+
+
+def start_server(db: Path, org: str = "Acme") -> LiveServer:
+    """Bootstrap `db`, start `rewards-lab serve` on a free port and wait until it answers."""
+    boot = bootstrap(db, org)
+    port = free_port()
+    log = (db.parent / f"{db.stem}.server.log").open("wb")
+    process = subprocess.Popen(cli("serve", "--db", str(db), "--port", str(port)), stdout=log, stderr=log)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            if httpx.get(f"{base_url}/openapi.json", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            log.close()
+            raise AssertionError(f"the server did not start: {Path(log.name).read_text()}")
+        time.sleep(0.1)
+    keys = boot["api_keys"]
+    assert isinstance(keys, dict)
+    return LiveServer(db, base_url, str(boot["organization_id"]), keys, process, log)
