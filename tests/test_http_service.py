@@ -310,3 +310,37 @@ def test_state_moves_over_http(server: LiveServer) -> None:
         assert _ok(http.get(f"/transactions/{issued['id']}"), 200) == issued
         listed = http.get("/transactions", params={"wallet_id": wallet["id"]}).json()
         assert [t["id"] for t in listed["data"]] == [issued["id"]] and listed["has_more"] is False
+
+
+def test_keys_permissions_escalation_and_revocation(server: LiveServer) -> None:
+    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as http:
+        manager = _ok(
+            http.post(
+                "/developer/api-keys",
+                json={"name": "manager", "permissions": ["developers.api_keys.manage", "customers.view"]},
+            ),
+            201,
+        )
+        assert manager["secret"].startswith(manager["prefix"]) and manager["environment"] == "sandbox"
+        _error(
+            http.post("/developer/api-keys", json={"name": "x", "permissions": ["root.everything"]}),
+            422,
+            "permission_unknown",
+        )
+    as_manager = {**server.headers(), "Authorization": f"Bearer {manager['secret']}"}
+    with httpx.Client(base_url=server.base_url, headers=as_manager, timeout=10) as http:
+        denied = _error(http.post("/customers", json={"external_id": "nope"}), 403, "permission_denied")
+        assert denied["details"]["permission"] == "customers.create"
+        _error(
+            http.post("/developer/api-keys", json={"name": "wider", "permissions": ["customers.create"]}),
+            403,
+            "permission_escalation",
+        )
+        narrower = _ok(
+            http.post("/developer/api-keys", json={"name": "viewer", "permissions": ["customers.view"]}), 201
+        )
+        revoked = _ok(http.delete(f"/developer/api-keys/{narrower['id']}"), 200)
+        assert revoked["revoked_at"] and "secret" not in revoked
+        _error(http.delete(f"/developer/api-keys/{narrower['id']}"), 409, "api_key_already_revoked")
+    as_revoked = {**server.headers(), "Authorization": f"Bearer {narrower['secret']}"}
+    _error(httpx.get(f"{server.base_url}/customers", headers=as_revoked, timeout=10), 401, "api_key_revoked")

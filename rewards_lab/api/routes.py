@@ -18,8 +18,7 @@ from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import REGISTRY, ServiceError
 from rewards_lab.contract.pagination import DEFAULT_LIMIT, PageRequest
 from rewards_lab.contract.permissions import Permission
-from rewards_lab.service import assets, customers, events, ledger, programmes, segments, simulation
-from rewards_lab.service.access import Principal
+from rewards_lab.service import access, assets, customers, events, ledger, programmes, segments, simulation
 
 router = APIRouter()
 
@@ -45,7 +44,7 @@ def operation(permission: Permission, *, idempotent: str = "none", errors: tuple
     return {"x-permission": permission.value, "x-idempotent": idempotent, "x-error-codes": codes}
 
 
-def _authorised(request: Request, permission: Permission) -> Principal:
+def _authorised(request: Request, permission: Permission) -> access.Principal:
     principal = principal_of(request)
     principal.require(permission.value)
     return principal
@@ -551,4 +550,31 @@ async def list_transactions(request: Request) -> Response:
 async def get_transaction(request: Request, transaction_id: str) -> Response:
     principal = _authorised(request, Permission.LEDGER_VIEW)
     result = await run_in_threadpool(ledger.get_transaction, database_of(request), principal.scope, transaction_id)
+    return success(result, request_id_of(request))
+
+
+@router.post(
+    "/developer/api-keys",
+    openapi_extra=operation(
+        Permission.API_KEYS_MANAGE,
+        idempotent="none",
+        errors=(*BODY_CODES, "permission_unknown", "permission_escalation"),
+    ),
+)
+async def create_api_key(request: Request) -> Response:
+    principal = _authorised(request, Permission.API_KEYS_MANAGE)
+    body = await json_body(request, rq.ApiKeyCreate)
+    result = await run_in_threadpool(
+        access.create_api_key, database_of(request), principal.scope, body.name, body.permissions, creator=principal
+    )
+    return success(result, request_id_of(request), 201)
+
+
+@router.delete(
+    "/developer/api-keys/{key_id}",
+    openapi_extra=operation(Permission.API_KEYS_MANAGE, errors=("api_key_not_found", "api_key_already_revoked")),
+)
+async def revoke_api_key(request: Request, key_id: str) -> Response:
+    principal = _authorised(request, Permission.API_KEYS_MANAGE)
+    result = await run_in_threadpool(access.revoke_api_key, database_of(request), principal.scope, key_id)
     return success(result, request_id_of(request))

@@ -232,3 +232,10 @@ class WebhookCreate(RequestModel):
 
     url: Annotated[str, Field(min_length=8, max_length=2000)]
     events: Annotated[list[str], Field(min_length=1, max_length=len(WEBHOOK_EVENT_KINDS))]
+
+
+class ApiKeyCreate(RequestModel):
+    """A new key of the caller's organization and environment, holding at most the caller's permissions."""
+
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    permissions: Annotated[list[str], Field(min_length=1, max_length=100)]
