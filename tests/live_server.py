@@ -53,15 +53,16 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def bootstrap(db: Path, org: str) -> dict[str, object]:
-    result = subprocess.run(cli("bootstrap", "--db", str(db), "--org", org), check=True, capture_output=True, text=True)
+def bootstrap(db: Path, org: str, *extra: str) -> dict[str, object]:
+    command = cli("bootstrap", "--db", str(db), "--org", org, *extra)
+    result = subprocess.run(command, check=True, capture_output=True, text=True)
     boot: dict[str, object] = json.loads(result.stdout)
     return boot
 
 
-def start_server(db: Path, org: str = "Acme") -> LiveServer:
-    """Bootstrap `db`, start `rewards-lab serve` on a free port and wait until it answers."""
-    boot = bootstrap(db, org)
+def start_server(db: Path, org: str = "Acme", *bootstrap_args: str) -> LiveServer:
+    """Bootstrap `db` (with `bootstrap_args`, e.g. a plan), start `rewards-lab serve` on a free port, wait."""
+    boot = bootstrap(db, org, *bootstrap_args)
     port = free_port()
     log = (db.parent / f"{db.stem}.server.log").open("wb")
     process = subprocess.Popen(cli("serve", "--db", str(db), "--port", str(port)), stdout=log, stderr=log)

@@ -344,3 +344,26 @@ def test_keys_permissions_escalation_and_revocation(server: LiveServer) -> None:
         _error(http.delete(f"/developer/api-keys/{narrower['id']}"), 409, "api_key_already_revoked")
     as_revoked = {**server.headers(), "Authorization": f"Bearer {narrower['secret']}"}
     _error(httpx.get(f"{server.base_url}/customers", headers=as_revoked, timeout=10), 401, "api_key_revoked")
+
+
+def test_rate_limits_answer_429_with_headers_on_every_response(tmp_path: Path) -> None:
+    live = start_server(tmp_path / "limited.duckdb", "Small", "--plan", "enterprise", "--rate-limit", "5")
+    try:
+        with httpx.Client(base_url=live.base_url, headers=live.headers(), timeout=10) as http:
+            remaining = []
+            for _ in range(5):
+                response = http.get("/customers")
+                assert response.status_code == 200
+                assert response.headers["RateLimit-Limit"] == "5"
+                assert 1 <= int(response.headers["RateLimit-Reset"]) <= 60
+                remaining.append(int(response.headers["RateLimit-Remaining"]))
+            assert remaining == [4, 3, 2, 1, 0]
+            over = _error(http.get("/customers"), 429, "rate_limit_exceeded")
+            assert over["details"]["retry_after_s"] >= 1
+            # production counts separately from sandbox
+            other = http.get("/customers", headers=live.headers("production"))
+            assert other.status_code == 200 and other.headers["RateLimit-Remaining"] == "4"
+        anonymous = httpx.get(f"{live.base_url}/customers", timeout=10)
+        assert anonymous.status_code == 401 and anonymous.headers["RateLimit-Limit"] == "100"
+    finally:
+        live.stop()

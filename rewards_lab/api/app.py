@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rewards_lab.api.context import request_id_of
 from rewards_lab.api.envelope import API_VERSION, failure
+from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateLimiter, RateState
 from rewards_lab.api.routes import router
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.store.database import Database
@@ -45,6 +46,7 @@ def create_app(database: Database, *, run_worker: bool = True) -> FastAPI:
     )
     app.state.database = database
     app.state.worker = worker
+    app.state.rate_limiter = RateLimiter()
     app.include_router(router, prefix=f"/{API_VERSION}")
 
     @app.middleware("http")
@@ -52,6 +54,11 @@ def create_app(database: Database, *, run_worker: bool = True) -> FastAPI:
         request_id = request_id_of(request)
         response: Response = await call_next(request)
         response.headers["X-Request-ID"] = request_id
+        rate: RateState | None = getattr(request.state, "rate", None)
+        if rate is None:  # never authenticated: counted per client address at the Public plan's limit
+            client = request.client.host if request.client else "unknown"
+            rate = request.app.state.rate_limiter.charge(f"address/{client}", PUBLIC_LIMIT_PER_MINUTE)
+        response.headers.update(rate.headers())
         return response
 
     @app.exception_handler(ServiceError)

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from fastapi import Request
 from pydantic import BaseModel
 
+from rewards_lab.api.rate_limits import RateLimiter
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.validation import validate
@@ -42,6 +43,13 @@ def principal_of(request: Request) -> Principal:
     if scheme.lower() != "bearer" or not token.strip():
         raise ServiceError("authentication_required", "send Authorization: Bearer <api key>", field="Authorization")
     principal = authenticate(database_of(request), token.strip())
+    limiter: RateLimiter = request.app.state.rate_limiter
+    state = limiter.charge(
+        f"{principal.scope.organization_id}/{principal.scope.environment}", principal.rate_limit_per_minute
+    )
+    request.state.rate = state
+    if state.exceeded:
+        raise ServiceError("rate_limit_exceeded", retry_after_s=state.reset_s, limit=state.limit)
     organization = request.headers.get("x-organization-id")
     if not organization:
         raise ServiceError("field_required", "X-Organization-ID is required", field="X-Organization-ID")

@@ -23,6 +23,8 @@ from rewards_lab.store.queries import Row
 from rewards_lab.store.uow import reader, unit_of_work
 
 SECRET_PREFIX = "rlk"
+# Enterprise limits are configurable (`bootstrap --rate-limit`); without a figure this one applies.
+ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE = 10_000
 VISIBLE_PREFIX_LENGTH = 16
 
 
@@ -33,6 +35,7 @@ class Principal:
     key_id: str
     scope: Scope
     permissions: frozenset[str]
+    rate_limit_per_minute: int
 
     def require(self, permission: str) -> None:
         if permission not in self.permissions:
@@ -89,7 +92,10 @@ def authenticate(database: Database, secret: str) -> Principal:
     if row["revoked_at"] is not None:
         raise ServiceError("api_key_revoked", key_id=row["id"])
     scope = Scope(row["organization_id"], row["environment"])
-    return Principal(row["id"], scope, frozenset(json.loads(row["permissions"])))
+    organization = reader(database).organizations.get(row["organization_id"])
+    assert organization is not None
+    limit = organization["rate_limit_per_minute"] or ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE
+    return Principal(row["id"], scope, frozenset(json.loads(row["permissions"])), int(limit))
 
 
 def revoke_api_key(database: Database, scope: Scope, key_id: str) -> r.ApiKey:
