@@ -367,3 +367,23 @@ def test_rate_limits_answer_429_with_headers_on_every_response(tmp_path: Path) -
         assert anonymous.status_code == 401 and anonymous.headers["RateLimit-Limit"] == "100"
     finally:
         live.stop()
+
+
+def test_the_live_openapi_document_is_valid_and_types_every_body(server: LiveServer) -> None:
+    from openapi_spec_validator import validate
+
+    document = httpx.get(f"{server.base_url}/openapi.json", timeout=10).json()
+    validate(document)  # raises on any violation of OpenAPI 3.1
+    schemas = document["components"]["schemas"]
+    create_rule = document["paths"]["/v1/reward-rules"]["post"]
+    ref = create_rule["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+    assert ref == "#/components/schemas/RuleCreate"
+    assert schemas["RuleCreate"]["additionalProperties"] is False
+    assert set(schemas["RuleCreate"]["required"]) == {"program_id", "event_type", "actions"}
+    assert "HTTPValidationError" not in schemas
+    assert all(
+        spec["responses"]["default"]["content"]["application/json"]["schema"]["$ref"]
+        == "#/components/schemas/ErrorEnvelope"
+        for item in document["paths"].values()
+        for spec in item.values()
+    )

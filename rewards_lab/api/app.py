@@ -5,16 +5,18 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rewards_lab.api.context import request_id_of
-from rewards_lab.api.envelope import API_VERSION, failure
+from rewards_lab.api.envelope import API_VERSION, ERROR_ENVELOPE_SCHEMA, failure
 from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateLimiter, RateState
-from rewards_lab.api.routes import router
+from rewards_lab.api.routes import REQUEST_MODELS, router
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.store.database import Database
 from rewards_lab.worker.events import EventWorker
@@ -48,6 +50,31 @@ def create_app(database: Database, *, run_worker: bool = True) -> FastAPI:
     app.state.worker = worker
     app.state.rate_limiter = RateLimiter()
     app.include_router(router, prefix=f"/{API_VERSION}")
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's document, plus the JSON Schema of every request model the handlers parse themselves."""
+        if app.openapi_schema is None:
+            document = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            schemas = document.setdefault("components", {}).setdefault("schemas", {})
+            for name, model in sorted(REQUEST_MODELS.items()):
+                schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                schemas.update(schema.pop("$defs", {}))
+                schemas[name] = schema
+            schemas.pop("HTTPValidationError", None)
+            schemas.pop("ValidationError", None)
+            schemas["ErrorEnvelope"] = ERROR_ENVELOPE_SCHEMA
+            failure_response = {
+                "description": "Failure: the envelope's error (its code is one of x-error-codes)",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}},
+            }
+            for item in document["paths"].values():
+                for spec in item.values():
+                    spec["responses"].pop("422", None)  # FastAPI's own shape: never sent by this service
+                    spec["responses"]["default"] = failure_response
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.middleware("http")
     async def echo_request_id(request: Request, call_next):  # type: ignore[no-untyped-def]

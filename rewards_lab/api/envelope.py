@@ -11,6 +11,28 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 
 API_VERSION = "v1"
+_META_SCHEMA = {
+    "type": "object",
+    "required": ["request_id", "version"],
+    "properties": {"request_id": {"type": "string"}, "version": {"type": "string", "const": API_VERSION}},
+}
+ERROR_ENVELOPE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["error", "meta"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["type", "code", "message", "details"],
+            "properties": {
+                "type": {"type": "string"},
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "details": {"type": "object"},
+            },
+        },
+        "meta": _META_SCHEMA,
+    },
+}
 
 
 def _meta(request_id: str) -> dict[str, str]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from rewards_lab.api.context import database_of, json_body, principal_of, request_id_of
@@ -35,13 +36,31 @@ AUTH_CODES = [
 BODY_CODES = ["request_malformed", "request_too_large", "field_unknown"]
 
 
-def operation(permission: Permission, *, idempotent: str = "none", errors: tuple[str, ...] = ()) -> dict[str, Any]:
-    """OpenAPI extensions of an operation. `idempotent` is "required", "optional" or "none"."""
+REQUEST_MODELS: dict[str, type[BaseModel]] = {}
+
+
+def operation(
+    body: type[BaseModel] | Permission | None = None,
+    permission: Permission | None = None,
+    *,
+    idempotent: str = "none",
+    errors: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """OpenAPI extensions of an operation. `idempotent` is "required", "optional" or "none"; `body` is the
+    request model (its JSON Schema lands in components.schemas)."""
+    if isinstance(body, Permission):
+        body, permission = None, body
+    assert permission is not None
     codes = sorted(set(AUTH_CODES) | set(errors) | ({"idempotency_key_reused"} if idempotent != "none" else set()))
     if idempotent == "required":
         codes = sorted(set(codes) | {"idempotency_key_required"})
     assert set(codes) <= set(REGISTRY), set(codes) - set(REGISTRY)
-    return {"x-permission": permission.value, "x-idempotent": idempotent, "x-error-codes": codes}
+    extra: dict[str, Any] = {"x-permission": permission.value, "x-idempotent": idempotent, "x-error-codes": codes}
+    if body is not None:
+        REQUEST_MODELS[body.__name__] = body
+        schema = {"$ref": f"#/components/schemas/{body.__name__}"}
+        extra["requestBody"] = {"required": True, "content": {"application/json": {"schema": schema}}}
+    return extra
 
 
 def _authorised(request: Request, permission: Permission) -> access.Principal:
@@ -60,6 +79,7 @@ def _idempotency_key(request: Request, *, required: bool) -> str | None:
 @router.post(
     "/customers",
     openapi_extra=operation(
+        rq.CustomerCreate,
         Permission.CUSTOMERS_CREATE,
         idempotent="optional",
         errors=(*BODY_CODES, "customer_email_invalid", "customer_already_exists"),
@@ -87,7 +107,7 @@ async def get_customer(request: Request, customer_id: str) -> Response:
 @router.post(
     "/wallets",
     openapi_extra=operation(
-        Permission.CUSTOMERS_CREATE, idempotent="optional", errors=(*BODY_CODES, "customer_not_found")
+        rq.WalletCreate, Permission.CUSTOMERS_CREATE, idempotent="optional", errors=(*BODY_CODES, "customer_not_found")
     ),
 )
 async def create_wallet(request: Request) -> Response:
@@ -112,6 +132,7 @@ async def wallet_balances(request: Request, wallet_id: str) -> Response:
 @router.post(
     "/assets",
     openapi_extra=operation(
+        rq.AssetCreate,
         Permission.ASSETS_EDIT,
         idempotent="optional",
         errors=(*BODY_CODES, "amount_invalid", "amount_not_positive", "amount_too_many_decimals", "amount_too_large"),
@@ -147,6 +168,7 @@ async def activate_asset(request: Request, asset_id: str) -> Response:
 @router.post(
     "/assets/{asset_id}/issue",
     openapi_extra=operation(
+        rq.IssueRequest,
         Permission.LEDGER_ISSUE,
         idempotent="required",
         errors=(
@@ -177,7 +199,9 @@ async def issue(request: Request, asset_id: str) -> Response:
 @router.post(
     "/events",
     openapi_extra=operation(
-        Permission.EVENTS_WRITE, errors=(*BODY_CODES, "event_duplicate_mismatch", "event_payload_too_large")
+        rq.EventCreate,
+        Permission.EVENTS_WRITE,
+        errors=(*BODY_CODES, "event_duplicate_mismatch", "event_payload_too_large"),
     ),
 )
 async def submit_event(request: Request) -> Response:
@@ -199,7 +223,9 @@ async def get_event(request: Request, event_id: str) -> Response:
 
 @router.post(
     "/reward-programs",
-    openapi_extra=operation(Permission.REWARDS_EDIT, idempotent="optional", errors=(*BODY_CODES, "asset_not_found")),
+    openapi_extra=operation(
+        rq.ProgrammeCreate, Permission.REWARDS_EDIT, idempotent="optional", errors=(*BODY_CODES, "asset_not_found")
+    ),
 )
 async def create_programme(request: Request) -> Response:
     principal = _authorised(request, Permission.REWARDS_EDIT)
@@ -214,6 +240,7 @@ async def create_programme(request: Request) -> Response:
 @router.post(
     "/reward-rules",
     openapi_extra=operation(
+        rq.RuleCreate,
         Permission.REWARDS_EDIT,
         idempotent="optional",
         errors=(
@@ -240,7 +267,7 @@ async def create_rule(request: Request) -> Response:
 
 @router.post(
     "/reward-rules/{rule_id}/simulate",
-    openapi_extra=operation(Permission.REWARDS_VIEW, errors=(*BODY_CODES, "rule_not_found")),
+    openapi_extra=operation(rq.SimulationRequest, Permission.REWARDS_VIEW, errors=(*BODY_CODES, "rule_not_found")),
 )
 async def simulate_rule(request: Request, rule_id: str) -> Response:
     principal = _authorised(request, Permission.REWARDS_VIEW)
@@ -356,7 +383,7 @@ LEDGER_CODES = (
 
 @router.post(
     "/assets/{asset_id}/redemptions",
-    openapi_extra=operation(Permission.LEDGER_REDEEM, idempotent="required", errors=LEDGER_CODES),
+    openapi_extra=operation(rq.RedemptionRequest, Permission.LEDGER_REDEEM, idempotent="required", errors=LEDGER_CODES),
 )
 async def redeem(request: Request, asset_id: str) -> Response:
     principal = _authorised(request, Permission.LEDGER_REDEEM)
@@ -371,6 +398,7 @@ async def redeem(request: Request, asset_id: str) -> Response:
 @router.post(
     "/assets/{asset_id}/transfers",
     openapi_extra=operation(
+        rq.TransferRequest,
         Permission.LEDGER_TRANSFER,
         idempotent="required",
         errors=(*LEDGER_CODES, "transfer_same_wallet", "wallet_policy_violation"),
@@ -556,6 +584,7 @@ async def get_transaction(request: Request, transaction_id: str) -> Response:
 @router.post(
     "/developer/api-keys",
     openapi_extra=operation(
+        rq.ApiKeyCreate,
         Permission.API_KEYS_MANAGE,
         idempotent="none",
         errors=(*BODY_CODES, "permission_unknown", "permission_escalation"),
