@@ -387,3 +387,32 @@ def test_the_live_openapi_document_is_valid_and_types_every_body(server: LiveSer
         for item in document["paths"].values()
         for spec in item.values()
     )
+
+
+def test_ai_endpoints_answer_from_the_documentation_and_the_old_ones_announce_their_sunset(
+    server: LiveServer,
+) -> None:
+    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as http:
+        found = http.post("/ai/knowledge/search", json={"query": "asset paused", "limit": 3})
+        body = found.json()
+        assert found.status_code == 200 and body["has_more"] is False and len(body["data"]) == 3
+        assert body["data"][0]["title"] == "asset_paused" and body["data"][0]["source"] == "error registry"
+        assert [hit["score"] for hit in body["data"]] == sorted((hit["score"] for hit in body["data"]), reverse=True)
+        assert "Deprecation" not in found.headers
+        reply = _ok(
+            http.post("/ai/conversations/cnv-1/messages", json={"content": "what does insufficient balance mean"}), 201
+        )
+        assert reply["conversation_id"] == "cnv-1" and reply["sources"]
+        assert "insufficient_balance" in reply["content"]
+        nothing = _ok(http.post("/ai/conversations/cnv-1/messages", json={"content": "zzzqqq"}), 201)
+        assert nothing["sources"] == [] and "Nothing" in nothing["content"]
+        old = http.post("/ai/search", json={"query": "asset paused", "limit": 3})
+        assert old.status_code == 200 and old.json()["data"] == body["data"]
+        assert old.headers["Deprecation"] == "true" and old.headers["Sunset"] == "Sat, 06 Feb 2027 00:00:00 GMT"
+        assert "/v1/ai/knowledge/search" in old.headers["Link"]
+        old_message = http.post("/ai/messages", json={"content": "rate limit"})
+        assert old_message.status_code == 201 and old_message.headers["Sunset"]
+        _error(http.post("/ai/knowledge/search", json={"query": ""}), 422, "field_invalid")
+    document = httpx.get(f"{server.base_url}/openapi.json", timeout=10).json()
+    assert document["paths"]["/v1/ai/search"]["post"]["deprecated"] is True
+    assert "deprecated" not in document["paths"]["/v1/ai/knowledge/search"]["post"]

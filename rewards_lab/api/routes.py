@@ -16,10 +16,11 @@ from starlette.concurrency import run_in_threadpool
 from rewards_lab.api.context import database_of, json_body, principal_of, request_id_of
 from rewards_lab.api.envelope import success
 from rewards_lab.contract import requests as rq
+from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import REGISTRY, ServiceError
 from rewards_lab.contract.pagination import DEFAULT_LIMIT, PageRequest
 from rewards_lab.contract.permissions import Permission
-from rewards_lab.service import access, assets, customers, events, ledger, programmes, segments, simulation
+from rewards_lab.service import access, assets, customers, events, knowledge, ledger, programmes, segments, simulation
 
 router = APIRouter()
 
@@ -607,3 +608,68 @@ async def revoke_api_key(request: Request, key_id: str) -> Response:
     principal = _authorised(request, Permission.API_KEYS_MANAGE)
     result = await run_in_threadpool(access.revoke_api_key, database_of(request), principal.scope, key_id)
     return success(result, request_id_of(request))
+
+
+# AI: knowledge search and answers without a model (service.knowledge), and their deprecated predecessors.
+SUNSET = "Sat, 06 Feb 2027 00:00:00 GMT"
+AI_CODES = tuple(BODY_CODES)
+
+
+def _hits(query: str, limit: int) -> list[r.KnowledgeHit]:
+    return [
+        r.KnowledgeHit(source=h.passage.source, title=h.passage.title, text=h.passage.text, score=h.score)
+        for h in knowledge.search(query, limit)
+    ]
+
+
+def _answer(conversation_id: str | None, content: str) -> r.AssistantMessage:
+    text, hits = knowledge.answer(content)
+    sources = [
+        r.KnowledgeHit(source=h.passage.source, title=h.passage.title, text=h.passage.text, score=h.score) for h in hits
+    ]
+    return r.AssistantMessage(conversation_id=conversation_id, role="assistant", content=text, sources=sources)
+
+
+def _deprecated(response: Response, successor: str) -> Response:
+    response.headers["Deprecation"] = "true"
+    response.headers["Sunset"] = SUNSET
+    response.headers["Link"] = f'</v1{successor}>; rel="successor-version"'
+    return response
+
+
+@router.post("/ai/knowledge/search", openapi_extra=operation(rq.KnowledgeSearch, Permission.AI_USE, errors=AI_CODES))
+async def knowledge_search(request: Request) -> Response:
+    _authorised(request, Permission.AI_USE)
+    body = await json_body(request, rq.KnowledgeSearch)
+    return success(_hits(body.query, body.limit), request_id_of(request), next_cursor=None, has_more=False)
+
+
+@router.post(
+    "/ai/conversations/{conversation_id}/messages",
+    openapi_extra=operation(rq.MessageCreate, Permission.AI_USE, errors=AI_CODES),
+)
+async def conversation_message(request: Request, conversation_id: str) -> Response:
+    _authorised(request, Permission.AI_USE)
+    body = await json_body(request, rq.MessageCreate)
+    return success(_answer(conversation_id, body.content), request_id_of(request), 201)
+
+
+@router.post(
+    "/ai/search", deprecated=True, openapi_extra=operation(rq.KnowledgeSearch, Permission.AI_USE, errors=AI_CODES)
+)
+async def deprecated_search(request: Request) -> Response:
+    _authorised(request, Permission.AI_USE)
+    body = await json_body(request, rq.KnowledgeSearch)
+    response = success(_hits(body.query, body.limit), request_id_of(request), next_cursor=None, has_more=False)
+    return _deprecated(response, "/ai/knowledge/search")
+
+
+@router.post(
+    "/ai/messages", deprecated=True, openapi_extra=operation(rq.MessageCreate, Permission.AI_USE, errors=AI_CODES)
+)
+async def deprecated_message(request: Request) -> Response:
+    _authorised(request, Permission.AI_USE)
+    body = await json_body(request, rq.MessageCreate)
+    return _deprecated(
+        success(_answer(None, body.content), request_id_of(request), 201), "/ai/conversations/{id}/messages"
+    )

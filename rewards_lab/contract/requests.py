@@ -239,3 +239,12 @@ class ApiKeyCreate(RequestModel):
 
     name: Annotated[str, Field(min_length=1, max_length=200)]
     permissions: Annotated[list[str], Field(min_length=1, max_length=100)]
+
+
+class KnowledgeSearch(RequestModel):
+    query: Annotated[str, Field(min_length=1, max_length=500)]
+    limit: Annotated[int, Field(ge=1, le=20, strict=True)] = 5
+
+
+class MessageCreate(RequestModel):
+    content: Annotated[str, Field(min_length=1, max_length=4000)]

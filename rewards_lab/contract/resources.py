@@ -244,3 +244,17 @@ class ApiKeyCreated(ApiKey):
     """Returned once, at creation: the only time the secret is ever shown."""
 
     secret: str
+
+
+class KnowledgeHit(Resource):
+    source: str
+    title: str
+    text: str
+    score: float
+
+
+class AssistantMessage(Resource):
+    conversation_id: str | None
+    role: Literal["assistant"]
+    content: str
+    sources: list[KnowledgeHit]
