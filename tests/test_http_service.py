@@ -416,3 +416,43 @@ def test_ai_endpoints_answer_from_the_documentation_and_the_old_ones_announce_th
     document = httpx.get(f"{server.base_url}/openapi.json", timeout=10).json()
     assert document["paths"]["/v1/ai/search"]["post"]["deprecated"] is True
     assert "deprecated" not in document["paths"]["/v1/ai/knowledge/search"]["post"]
+
+
+def test_rules_are_edited_in_the_draft_only(server: LiveServer) -> None:
+    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as http:
+        asset = _ok(http.post("/assets", json={"name": "Pts", "symbol": "PTS", "type": "points", "decimals": 0}), 201)
+        programme = _ok(http.post("/reward-programs", json={"name": "Edits", "asset_id": asset["id"]}), 201)
+        rule = _ok(
+            http.post(
+                "/reward-rules",
+                json={
+                    "program_id": programme["id"],
+                    "event_type": "signup.completed",
+                    "actions": [{"type": "issue", "amount": {"fixed": "10"}}],
+                },
+            ),
+            201,
+        )
+        _ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
+        edited = _ok(
+            http.patch(f"/reward-rules/{rule['id']}", json={"actions": [{"type": "issue", "amount": {"fixed": "15"}}]}),
+            200,
+        )
+        assert edited["version"] is None and edited["actions"][0]["amount"] == {"fixed": "15"}
+        bad = _error(
+            http.patch(
+                f"/reward-rules/{rule['id']}", json={"actions": [{"type": "issue", "amount": {"fixed": "1.5"}}]}
+            ),
+            422,
+            "amount_too_many_decimals",
+        )
+        assert bad["details"]["field"] == "actions[0].amount.fixed"
+        _ok(http.delete(f"/reward-rules/{rule['id']}"), 200)
+        _error(
+            http.patch(f"/reward-rules/{rule['id']}", json={"event_type": "x.y"}), 409, "programme_version_immutable"
+        )
+        versions = _ok(http.get(f"/reward-programs/{programme['id']}/versions"), 200)
+        assert [(v["number"], [r["actions"][0]["amount"]["fixed"] for r in v["rules"]]) for v in versions] == [
+            (1, ["10"]),
+            (None, []),
+        ]

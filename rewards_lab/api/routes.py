@@ -673,3 +673,45 @@ async def deprecated_message(request: Request) -> Response:
     return _deprecated(
         success(_answer(None, body.content), request_id_of(request), 201), "/ai/conversations/{id}/messages"
     )
+
+
+RULE_EDIT_CODES = (
+    "rule_not_found",
+    "programme_version_immutable",
+    "rule_asset_mismatch",
+    "amount_invalid",
+    "amount_not_positive",
+    "amount_too_many_decimals",
+    "amount_too_large",
+)
+
+
+@router.patch(
+    "/reward-rules/{rule_id}",
+    openapi_extra=operation(
+        rq.RuleUpdate, Permission.REWARDS_EDIT, idempotent="optional", errors=(*BODY_CODES, *RULE_EDIT_CODES)
+    ),
+)
+async def update_rule(request: Request, rule_id: str) -> Response:
+    principal = _authorised(request, Permission.REWARDS_EDIT)
+    body = await json_body(request, rq.RuleUpdate)
+    key = _idempotency_key(request, required=False)
+    result = await run_in_threadpool(
+        programmes.update_rule, database_of(request), principal.scope, rule_id, body, idempotency_key=key
+    )
+    return success(result, request_id_of(request))
+
+
+@router.delete(
+    "/reward-rules/{rule_id}",
+    openapi_extra=operation(
+        Permission.REWARDS_EDIT, idempotent="optional", errors=("rule_not_found", "programme_version_immutable")
+    ),
+)
+async def delete_rule(request: Request, rule_id: str) -> Response:
+    principal = _authorised(request, Permission.REWARDS_EDIT)
+    key = _idempotency_key(request, required=False)
+    result = await run_in_threadpool(
+        programmes.delete_rule, database_of(request), principal.scope, rule_id, idempotency_key=key
+    )
+    return success(result, request_id_of(request))
