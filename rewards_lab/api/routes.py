@@ -16,7 +16,6 @@ from starlette.concurrency import run_in_threadpool
 from rewards_lab.api.context import database_of, json_body, principal_of, request_id_of
 from rewards_lab.api.envelope import success
 from rewards_lab.contract import requests as rq
-from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import REGISTRY, ServiceError
 from rewards_lab.contract.pagination import DEFAULT_LIMIT, PageRequest
 from rewards_lab.contract.permissions import Permission
@@ -615,21 +614,6 @@ SUNSET = "Sat, 06 Feb 2027 00:00:00 GMT"
 AI_CODES = tuple(BODY_CODES)
 
 
-def _hits(query: str, limit: int) -> list[r.KnowledgeHit]:
-    return [
-        r.KnowledgeHit(source=h.passage.source, title=h.passage.title, text=h.passage.text, score=h.score)
-        for h in knowledge.search(query, limit)
-    ]
-
-
-def _answer(conversation_id: str | None, content: str) -> r.AssistantMessage:
-    text, hits = knowledge.answer(content)
-    sources = [
-        r.KnowledgeHit(source=h.passage.source, title=h.passage.title, text=h.passage.text, score=h.score) for h in hits
-    ]
-    return r.AssistantMessage(conversation_id=conversation_id, role="assistant", content=text, sources=sources)
-
-
 def _deprecated(response: Response, successor: str) -> Response:
     response.headers["Deprecation"] = "true"
     response.headers["Sunset"] = SUNSET
@@ -641,7 +625,7 @@ def _deprecated(response: Response, successor: str) -> Response:
 async def knowledge_search(request: Request) -> Response:
     _authorised(request, Permission.AI_USE)
     body = await json_body(request, rq.KnowledgeSearch)
-    return success(_hits(body.query, body.limit), request_id_of(request), next_cursor=None, has_more=False)
+    return success(knowledge.search(body.query, body.limit), request_id_of(request), next_cursor=None, has_more=False)
 
 
 @router.post(
@@ -651,7 +635,7 @@ async def knowledge_search(request: Request) -> Response:
 async def conversation_message(request: Request, conversation_id: str) -> Response:
     _authorised(request, Permission.AI_USE)
     body = await json_body(request, rq.MessageCreate)
-    return success(_answer(conversation_id, body.content), request_id_of(request), 201)
+    return success(knowledge.answer(conversation_id, body.content), request_id_of(request), 201)
 
 
 @router.post(
@@ -660,7 +644,9 @@ async def conversation_message(request: Request, conversation_id: str) -> Respon
 async def deprecated_search(request: Request) -> Response:
     _authorised(request, Permission.AI_USE)
     body = await json_body(request, rq.KnowledgeSearch)
-    response = success(_hits(body.query, body.limit), request_id_of(request), next_cursor=None, has_more=False)
+    response = success(
+        knowledge.search(body.query, body.limit), request_id_of(request), next_cursor=None, has_more=False
+    )
     return _deprecated(response, "/ai/knowledge/search")
 
 
@@ -671,7 +657,7 @@ async def deprecated_message(request: Request) -> Response:
     _authorised(request, Permission.AI_USE)
     body = await json_body(request, rq.MessageCreate)
     return _deprecated(
-        success(_answer(None, body.content), request_id_of(request), 201), "/ai/conversations/{id}/messages"
+        success(knowledge.answer(None, body.content), request_id_of(request), 201), "/ai/conversations/{id}/messages"
     )
 
 

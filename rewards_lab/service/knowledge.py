@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import REGISTRY
 from rewards_lab.contract.permissions import Permission
 
@@ -102,16 +103,23 @@ def index() -> Bm25Index:
     return Bm25Index(corpus())
 
 
-def search(query: str, limit: int = 5) -> list[Hit]:
-    return index().search(query, limit)
+def search(query: str, limit: int = 5) -> list[r.KnowledgeHit]:
+    return [_resource(hit) for hit in index().search(query, limit)]
 
 
-def answer(question: str, limit: int = 3) -> tuple[str, list[Hit]]:
+def answer(conversation_id: str | None, question: str, limit: int = 3) -> r.AssistantMessage:
     """An answer made of the best passages, each with its source; says so when nothing matches."""
-    hits = search(question, limit)
-    if not hits:
-        return "Nothing in the service's documentation matches that question.", []
-    quoted = "\n\n".join(
-        f"[{n}] {hit.passage.title} ({hit.passage.source}): {hit.passage.text}" for n, hit in enumerate(hits, start=1)
-    )
-    return f"From the service's documentation:\n\n{quoted}", hits
+    hits = index().search(question, limit)
+    if hits:
+        quoted = "\n\n".join(
+            f"[{n}] {hit.passage.title} ({hit.passage.source}): {hit.passage.text}" for n, hit in enumerate(hits, 1)
+        )
+        text = f"From the service's documentation:\n\n{quoted}"
+    else:
+        text = "Nothing in the service's documentation matches that question."
+    sources = [_resource(hit) for hit in hits]
+    return r.AssistantMessage(conversation_id=conversation_id, role="assistant", content=text, sources=sources)
+
+
+def _resource(hit: Hit) -> r.KnowledgeHit:
+    return r.KnowledgeHit(source=hit.passage.source, title=hit.passage.title, text=hit.passage.text, score=hit.score)
