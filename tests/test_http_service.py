@@ -456,3 +456,25 @@ def test_rules_are_edited_in_the_draft_only(server: LiveServer) -> None:
             (1, ["10"]),
             (None, []),
         ]
+
+
+def test_hostile_bodies_get_the_envelope_never_a_500(server: LiveServer) -> None:
+    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=30) as http:
+        _error(http.post("/customers", content=b"[" * 100_000 + b"]" * 100_000), 422, "request_malformed")
+        _error(http.post("/customers", content=b'{"external_id": "\xff\xfe"}'), 422, "request_malformed")
+        huge = http.post(
+            "/events",
+            content=(
+                b'{"type": "order.completed", "external_event_id": "huge-1", "customer_id": "nobody", '
+                b'"data": {"amount": 1e999999999}}'
+            ),
+        )
+        assert huge.status_code == 202, huge.text
+        again = http.post(
+            "/events",
+            content=(
+                b'{"type": "order.completed", "external_event_id": "huge-1", "customer_id": "nobody", '
+                b'"data": {"amount": 1E+999999999}}'
+            ),
+        )
+        assert again.status_code == 202 and again.json()["data"]["id"] == huge.json()["data"]["id"]

@@ -75,6 +75,6 @@ async def json_body(request: Request, model: type[ModelT]) -> ModelT:
         raise ServiceError("request_too_large", limit_bytes=MAX_BODY_BYTES)
     try:
         data: Any = jsonutil.loads(raw) if raw else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested beyond the parser's depth
         raise ServiceError("request_malformed") from None
     return validate(model, data)

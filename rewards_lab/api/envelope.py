@@ -40,8 +40,10 @@ def _meta(request_id: str) -> dict[str, str]:
 
 
 def _dump(value: Any) -> Any:
+    """Python mode, so that Decimals inside free-form data (event data) are written as the JSON numbers the
+    client sent, digit for digit; `jsonutil.dumps` writes datetimes as ISO 8601."""
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
+        return value.model_dump(mode="python")
     if isinstance(value, list):
         return [_dump(item) for item in value]
     return value

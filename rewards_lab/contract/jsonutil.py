@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -13,16 +14,42 @@ def loads(text: str | bytes) -> Any:
     return simplejson.loads(text, use_decimal=True)
 
 
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        text = value.isoformat()
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
+    return str(value)
+
+
 def dumps(value: Any) -> str:
-    return str(simplejson.dumps(value, use_decimal=True, separators=(",", ":"), default=str))
+    """JSON with Decimals as exact numbers and datetimes as ISO 8601 (UTC written with Z)."""
+    return str(simplejson.dumps(value, use_decimal=True, separators=(",", ":"), default=_default))
+
+
+def _canonical_number(value: Decimal) -> str:
+    """A number's value as text, equal for equal values (42 == 42.0 == 4.2E+1), whatever its exponent.
+
+    Built from the digits, never by arithmetic, so 1E+999999999 costs nothing and cannot overflow.
+    """
+    if not value.is_finite():
+        return f"number:{value}"
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    text = "".join(map(str, digits)).lstrip("0")
+    if not text:
+        return "number:0"
+    stripped = text.rstrip("0")
+    exponent += len(text) - len(stripped)
+    return f"number:{'-' if sign else ''}{stripped}e{exponent}"
 
 
 def _canonical(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        normal = value.normalize()
-        return int(normal) if normal == normal.to_integral_value() else normal
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, Decimal | int):
+        return _canonical_number(Decimal(value))
     if isinstance(value, float):
-        return _canonical(Decimal(repr(value)))
+        return _canonical_number(Decimal(repr(value)))
     if isinstance(value, dict):
         return {str(k): _canonical(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
