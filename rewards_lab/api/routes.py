@@ -1,4 +1,5 @@
-"""Route handlers: parse, authorise, call one service function, wrap the envelope. Nothing else.
+"""The operations of /v1. Most are one row each in a table (`expose`): the handler is always the same (parse,
+authorise, call one service function, wrap the envelope). The few that need more have a handler of their own.
 
 Each operation declares its permission, whether it takes an Idempotency-Key, and the error codes it may return;
 they travel in the OpenAPI document as `x-permission`, `x-idempotent` and `x-error-codes`.
@@ -6,6 +7,9 @@ they travel in the OpenAPI document as `x-permission`, `x-idempotent` and `x-err
 
 from __future__ import annotations
 
+import inspect
+import re
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -76,221 +80,6 @@ def _idempotency_key(request: Request, *, required: bool) -> str | None:
     return key
 
 
-@router.post(
-    "/customers",
-    openapi_extra=operation(
-        rq.CustomerCreate,
-        Permission.CUSTOMERS_CREATE,
-        idempotent="optional",
-        errors=(*BODY_CODES, "customer_email_invalid", "customer_already_exists"),
-    ),
-)
-async def create_customer(request: Request) -> Response:
-    principal = _authorised(request, Permission.CUSTOMERS_CREATE)
-    body = await json_body(request, rq.CustomerCreate)
-    key = _idempotency_key(request, required=False)
-    result = await run_in_threadpool(
-        customers.create_customer, database_of(request), principal.scope, body, idempotency_key=key
-    )
-    return success(result, request_id_of(request), 201)
-
-
-@router.get(
-    "/customers/{customer_id}", openapi_extra=operation(Permission.CUSTOMERS_VIEW, errors=("customer_not_found",))
-)
-async def get_customer(request: Request, customer_id: str) -> Response:
-    principal = _authorised(request, Permission.CUSTOMERS_VIEW)
-    result = await run_in_threadpool(customers.get_customer, database_of(request), principal.scope, customer_id)
-    return success(result, request_id_of(request))
-
-
-@router.post(
-    "/wallets",
-    openapi_extra=operation(
-        rq.WalletCreate, Permission.CUSTOMERS_CREATE, idempotent="optional", errors=(*BODY_CODES, "customer_not_found")
-    ),
-)
-async def create_wallet(request: Request) -> Response:
-    principal = _authorised(request, Permission.CUSTOMERS_CREATE)
-    body = await json_body(request, rq.WalletCreate)
-    key = _idempotency_key(request, required=False)
-    result = await run_in_threadpool(
-        customers.create_wallet, database_of(request), principal.scope, body, idempotency_key=key
-    )
-    return success(result, request_id_of(request), 201)
-
-
-@router.get(
-    "/wallets/{wallet_id}/balances", openapi_extra=operation(Permission.WALLETS_VIEW, errors=("wallet_not_found",))
-)
-async def wallet_balances(request: Request, wallet_id: str) -> Response:
-    principal = _authorised(request, Permission.WALLETS_VIEW)
-    result = await run_in_threadpool(ledger.wallet_balances, database_of(request), principal.scope, wallet_id)
-    return success(result, request_id_of(request))
-
-
-@router.post(
-    "/assets",
-    openapi_extra=operation(
-        rq.AssetCreate,
-        Permission.ASSETS_EDIT,
-        idempotent="optional",
-        errors=(*BODY_CODES, "amount_invalid", "amount_not_positive", "amount_too_many_decimals", "amount_too_large"),
-    ),
-)
-async def create_asset(request: Request) -> Response:
-    principal = _authorised(request, Permission.ASSETS_EDIT)
-    body = await json_body(request, rq.AssetCreate)
-    key = _idempotency_key(request, required=False)
-    result = await run_in_threadpool(
-        assets.create_asset, database_of(request), principal.scope, body, idempotency_key=key
-    )
-    return success(result, request_id_of(request), 201)
-
-
-@router.post(
-    "/assets/{asset_id}/activate",
-    openapi_extra=operation(
-        Permission.ASSETS_EDIT,
-        idempotent="optional",
-        errors=("asset_not_found", "invalid_state_transition", "asset_symbol_taken"),
-    ),
-)
-async def activate_asset(request: Request, asset_id: str) -> Response:
-    principal = _authorised(request, Permission.ASSETS_EDIT)
-    key = _idempotency_key(request, required=False)
-    result = await run_in_threadpool(
-        assets.activate_asset, database_of(request), principal.scope, asset_id, idempotency_key=key
-    )
-    return success(result, request_id_of(request))
-
-
-@router.post(
-    "/assets/{asset_id}/issue",
-    openapi_extra=operation(
-        rq.IssueRequest,
-        Permission.LEDGER_ISSUE,
-        idempotent="required",
-        errors=(
-            *BODY_CODES,
-            "asset_not_found",
-            "wallet_not_found",
-            "asset_paused",
-            "asset_not_active",
-            "wallet_frozen",
-            "asset_supply_exhausted",
-            "amount_invalid",
-            "amount_not_positive",
-            "amount_too_many_decimals",
-            "amount_too_large",
-        ),
-    ),
-)
-async def issue(request: Request, asset_id: str) -> Response:
-    principal = _authorised(request, Permission.LEDGER_ISSUE)
-    body = await json_body(request, rq.IssueRequest)
-    key = _idempotency_key(request, required=True)
-    result = await run_in_threadpool(
-        ledger.issue, database_of(request), principal.scope, asset_id, body, idempotency_key=key
-    )
-    return success(result, request_id_of(request), 201)
-
-
-@router.post(
-    "/events",
-    openapi_extra=operation(
-        rq.EventCreate,
-        Permission.EVENTS_WRITE,
-        errors=(*BODY_CODES, "event_duplicate_mismatch", "event_payload_too_large"),
-    ),
-)
-async def submit_event(request: Request) -> Response:
-    principal = _authorised(request, Permission.EVENTS_WRITE)
-    body = await json_body(request, rq.EventCreate)
-    result = await run_in_threadpool(events.submit_event, database_of(request), principal.scope, body)
-    worker = request.app.state.worker
-    if worker is not None:
-        worker.notify()
-    return success(result, request_id_of(request), 202)
-
-
-@router.get("/events/{event_id}", openapi_extra=operation(Permission.EVENTS_VIEW, errors=("event_not_found",)))
-async def get_event(request: Request, event_id: str) -> Response:
-    principal = _authorised(request, Permission.EVENTS_VIEW)
-    result = await run_in_threadpool(events.get_event, database_of(request), principal.scope, event_id)
-    return success(result, request_id_of(request))
-
-
-@router.post(
-    "/reward-programs",
-    openapi_extra=operation(
-        rq.ProgrammeCreate, Permission.REWARDS_EDIT, idempotent="optional", errors=(*BODY_CODES, "asset_not_found")
-    ),
-)
-async def create_programme(request: Request) -> Response:
-    principal = _authorised(request, Permission.REWARDS_EDIT)
-    body = await json_body(request, rq.ProgrammeCreate)
-    key = _idempotency_key(request, required=False)
-    result = await run_in_threadpool(
-        programmes.create_programme, database_of(request), principal.scope, body, idempotency_key=key
-    )
-    return success(result, request_id_of(request), 201)
-
-
-@router.post(
-    "/reward-rules",
-    openapi_extra=operation(
-        rq.RuleCreate,
-        Permission.REWARDS_EDIT,
-        idempotent="optional",
-        errors=(
-            *BODY_CODES,
-            "programme_not_found",
-            "asset_not_found",
-            "rule_asset_mismatch",
-            "amount_invalid",
-            "amount_not_positive",
-            "amount_too_many_decimals",
-            "amount_too_large",
-        ),
-    ),
-)
-async def create_rule(request: Request) -> Response:
-    principal = _authorised(request, Permission.REWARDS_EDIT)
-    body = await json_body(request, rq.RuleCreate)
-    key = _idempotency_key(request, required=False)
-    result = await run_in_threadpool(
-        programmes.create_rule, database_of(request), principal.scope, body, idempotency_key=key
-    )
-    return success(result, request_id_of(request), 201)
-
-
-@router.post(
-    "/reward-rules/{rule_id}/simulate",
-    openapi_extra=operation(rq.SimulationRequest, Permission.REWARDS_VIEW, errors=(*BODY_CODES, "rule_not_found")),
-)
-async def simulate_rule(request: Request, rule_id: str) -> Response:
-    principal = _authorised(request, Permission.REWARDS_VIEW)
-    body = await json_body(request, rq.SimulationRequest)
-    result = await run_in_threadpool(simulation.simulate_rule, database_of(request), principal.scope, rule_id, body)
-    return success(result, request_id_of(request))
-
-
-@router.post(
-    "/reward-programs/{program_id}/publish",
-    openapi_extra=operation(
-        Permission.REWARDS_ACTIVATE, idempotent="optional", errors=("programme_not_found", "programme_draft_empty")
-    ),
-)
-async def publish(request: Request, program_id: str) -> Response:
-    principal = _authorised(request, Permission.REWARDS_ACTIVATE)
-    key = _idempotency_key(request, required=False)
-    result = await run_in_threadpool(
-        programmes.publish, database_of(request), principal.scope, program_id, idempotency_key=key
-    )
-    return success(result, request_id_of(request), 201)
-
-
 def _page(request: Request) -> PageRequest:
     """Cursor pagination from the query: `limit` (default 25, max 100), `cursor`, `sort`, `direction`."""
     query = request.query_params
@@ -311,61 +100,59 @@ def _list(page: Any, request: Request) -> Response:
     return success(page.data, request_id_of(request), next_cursor=page.next_cursor, has_more=page.has_more)
 
 
+def expose(
+    method: str,
+    path: str,
+    name: str,
+    service: Callable[..., Any],
+    permission: Permission,
+    *,
+    body: type[BaseModel] | None = None,
+    idempotent: str = "none",
+    errors: tuple[str, ...] = (),
+    status: int = 200,
+    listing: str | None = None,
+    filters: tuple[str, ...] = (),
+) -> None:
+    """Register one operation whose handler is the same every time: authorise, read the path parameters and
+    the body, call `service(database, scope, *path, [body], [page], **filters, [idempotency_key])` off the
+    event loop, wrap the envelope. `listing` is "page" (cursor pagination) or "all" (a complete list)."""
+    path_params = re.findall(r"{(\w+)}", path)
+
+    async def endpoint(request: Request, **path_values: str) -> Response:
+        principal = _authorised(request, permission)
+        args: list[Any] = [path_values[param] for param in path_params]
+        if body is not None:
+            args.append(await json_body(request, body))
+        kwargs: dict[str, Any] = {f: request.query_params.get(f) for f in filters}
+        if listing == "page":
+            args.append(_page(request))
+        if idempotent != "none":
+            kwargs["idempotency_key"] = _idempotency_key(request, required=idempotent == "required")
+        result = await run_in_threadpool(service, database_of(request), principal.scope, *args, **kwargs)
+        if listing == "page":
+            return _list(result, request)
+        if listing == "all":
+            return success(result, request_id_of(request), next_cursor=None, has_more=False)
+        return success(result, request_id_of(request), status)
+
+    endpoint.__name__ = name
+    parameters = [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request)]
+    parameters += [inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY, annotation=str) for p in path_params]
+    endpoint.__signature__ = inspect.Signature(parameters, return_annotation=Response)  # type: ignore[attr-defined]
+    if listing == "page":
+        errors = (*errors, *PAGE_CODES)
+    router.add_api_route(
+        path,
+        endpoint,
+        methods=[method],
+        name=name,
+        openapi_extra=operation(body, permission, idempotent=idempotent, errors=errors),
+    )
+
+
 PAGE_CODES = ("cursor_invalid", "sort_field_invalid")
-
-
-@router.get("/events", openapi_extra=operation(Permission.EVENTS_VIEW, errors=PAGE_CODES))
-async def list_events(request: Request) -> Response:
-    principal = _authorised(request, Permission.EVENTS_VIEW)
-    query = request.query_params
-    page = await run_in_threadpool(
-        events.list_events,
-        database_of(request),
-        principal.scope,
-        _page(request),
-        status=query.get("status"),
-        type=query.get("type"),
-        customer_id=query.get("customer_id"),
-    )
-    return _list(page, request)
-
-
-@router.post(
-    "/events/{event_id}/replay",
-    openapi_extra=operation(Permission.EVENTS_WRITE, errors=("event_not_found", "event_not_replayable")),
-)
-async def replay_event(request: Request, event_id: str) -> Response:
-    principal = _authorised(request, Permission.EVENTS_WRITE)
-    result = await run_in_threadpool(events.replay_event, database_of(request), principal.scope, event_id)
-    return success(result, request_id_of(request))
-
-
-@router.get("/reward-executions", openapi_extra=operation(Permission.REWARDS_VIEW, errors=PAGE_CODES))
-async def list_executions(request: Request) -> Response:
-    principal = _authorised(request, Permission.REWARDS_VIEW)
-    query = request.query_params
-    page = await run_in_threadpool(
-        events.list_executions,
-        database_of(request),
-        principal.scope,
-        _page(request),
-        customer_id=query.get("customer_id"),
-        event_id=query.get("event_id"),
-        status=query.get("status"),
-    )
-    return _list(page, request)
-
-
-@router.get(
-    "/customers/{customer_id}/segments",
-    openapi_extra=operation(Permission.CUSTOMERS_VIEW, errors=("customer_not_found",)),
-)
-async def customer_segments(request: Request, customer_id: str) -> Response:
-    principal = _authorised(request, Permission.CUSTOMERS_VIEW)
-    result = await run_in_threadpool(segments.customer_segments, database_of(request), principal.scope, customer_id)
-    return success(result, request_id_of(request))
-
-
+AMOUNT_CODES = ("amount_invalid", "amount_not_positive", "amount_too_many_decimals", "amount_too_large")
 LEDGER_CODES = (
     *BODY_CODES,
     "asset_not_found",
@@ -374,211 +161,308 @@ LEDGER_CODES = (
     "asset_not_active",
     "wallet_frozen",
     "insufficient_balance",
-    "amount_invalid",
-    "amount_not_positive",
-    "amount_too_many_decimals",
-    "amount_too_large",
+    *AMOUNT_CODES,
 )
+RULE_EDIT_CODES = ("rule_not_found", "programme_version_immutable", "rule_asset_mismatch", *AMOUNT_CODES)
+P = Permission
 
-
-@router.post(
-    "/assets/{asset_id}/redemptions",
-    openapi_extra=operation(rq.RedemptionRequest, Permission.LEDGER_REDEEM, idempotent="required", errors=LEDGER_CODES),
+# customers and wallets
+expose(
+    "POST",
+    "/customers",
+    "create_customer",
+    customers.create_customer,
+    P.CUSTOMERS_CREATE,
+    body=rq.CustomerCreate,
+    idempotent="optional",
+    status=201,
+    errors=(*BODY_CODES, "customer_email_invalid", "customer_already_exists"),
 )
-async def redeem(request: Request, asset_id: str) -> Response:
-    principal = _authorised(request, Permission.LEDGER_REDEEM)
-    body = await json_body(request, rq.RedemptionRequest)
-    key = _idempotency_key(request, required=True)
-    result = await run_in_threadpool(
-        ledger.redeem, database_of(request), principal.scope, asset_id, body, idempotency_key=key
+expose(
+    "GET",
+    "/customers",
+    "list_customers",
+    customers.list_customers,
+    P.CUSTOMERS_VIEW,
+    listing="page",
+    filters=("external_id",),
+)
+expose(
+    "GET",
+    "/customers/{customer_id}",
+    "get_customer",
+    customers.get_customer,
+    P.CUSTOMERS_VIEW,
+    errors=("customer_not_found",),
+)
+expose(
+    "GET",
+    "/customers/{customer_id}/segments",
+    "customer_segments",
+    segments.customer_segments,
+    P.CUSTOMERS_VIEW,
+    errors=("customer_not_found",),
+)
+expose(
+    "POST",
+    "/wallets",
+    "create_wallet",
+    customers.create_wallet,
+    P.CUSTOMERS_CREATE,
+    body=rq.WalletCreate,
+    idempotent="optional",
+    status=201,
+    errors=(*BODY_CODES, "customer_not_found"),
+)
+expose(
+    "GET",
+    "/wallets",
+    "list_wallets",
+    customers.list_wallets,
+    P.WALLETS_VIEW,
+    listing="page",
+    filters=("customer_id", "status"),
+)
+expose("GET", "/wallets/{wallet_id}", "get_wallet", customers.get_wallet, P.WALLETS_VIEW, errors=("wallet_not_found",))
+expose(
+    "GET",
+    "/wallets/{wallet_id}/balances",
+    "wallet_balances",
+    ledger.wallet_balances,
+    P.WALLETS_VIEW,
+    errors=("wallet_not_found",),
+)
+for action, move in (("freeze", customers.freeze_wallet), ("unfreeze", customers.unfreeze_wallet)):
+    expose(
+        "POST",
+        f"/wallets/{{wallet_id}}/{action}",
+        f"{action}_wallet",
+        move,
+        P.WALLETS_MANAGE,
+        idempotent="optional",
+        errors=("wallet_not_found", "invalid_state_transition"),
     )
-    return success(result, request_id_of(request), 201)
 
-
-@router.post(
+# assets and the ledger
+expose(
+    "POST",
+    "/assets",
+    "create_asset",
+    assets.create_asset,
+    P.ASSETS_EDIT,
+    body=rq.AssetCreate,
+    idempotent="optional",
+    status=201,
+    errors=(*BODY_CODES, *AMOUNT_CODES),
+)
+expose("GET", "/assets", "list_assets", assets.list_assets, P.ASSETS_VIEW, listing="page", filters=("status",))
+expose("GET", "/assets/{asset_id}", "get_asset", assets.get_asset, P.ASSETS_VIEW, errors=("asset_not_found",))
+expose(
+    "POST",
+    "/assets/{asset_id}/activate",
+    "activate_asset",
+    assets.activate_asset,
+    P.ASSETS_EDIT,
+    idempotent="optional",
+    errors=("asset_not_found", "invalid_state_transition", "asset_symbol_taken"),
+)
+for action, asset_move in (("pause", assets.pause_asset), ("resume", assets.resume_asset)):
+    expose(
+        "POST",
+        f"/assets/{{asset_id}}/{action}",
+        f"{action}_asset",
+        asset_move,
+        P.ASSETS_EDIT,
+        idempotent="optional",
+        errors=("asset_not_found", "invalid_state_transition"),
+    )
+expose(
+    "POST",
+    "/assets/{asset_id}/issue",
+    "issue",
+    ledger.issue,
+    P.LEDGER_ISSUE,
+    body=rq.IssueRequest,
+    idempotent="required",
+    status=201,
+    errors=tuple(c for c in (*LEDGER_CODES, "asset_supply_exhausted") if c != "insufficient_balance"),
+)
+expose(
+    "POST",
+    "/assets/{asset_id}/redemptions",
+    "redeem",
+    ledger.redeem,
+    P.LEDGER_REDEEM,
+    body=rq.RedemptionRequest,
+    idempotent="required",
+    status=201,
+    errors=LEDGER_CODES,
+)
+expose(
+    "POST",
     "/assets/{asset_id}/transfers",
+    "transfer",
+    ledger.transfer,
+    P.LEDGER_TRANSFER,
+    body=rq.TransferRequest,
+    idempotent="required",
+    status=201,
+    errors=(*LEDGER_CODES, "transfer_same_wallet", "wallet_policy_violation"),
+)
+expose(
+    "GET",
+    "/transactions",
+    "list_transactions",
+    ledger.list_transactions,
+    P.LEDGER_VIEW,
+    listing="page",
+    filters=("wallet_id", "asset_id", "kind"),
+)
+expose(
+    "GET",
+    "/transactions/{transaction_id}",
+    "get_transaction",
+    ledger.get_transaction,
+    P.LEDGER_VIEW,
+    errors=("transaction_not_found",),
+)
+
+# programmes, versions and rules
+expose(
+    "POST",
+    "/reward-programs",
+    "create_programme",
+    programmes.create_programme,
+    P.REWARDS_EDIT,
+    body=rq.ProgrammeCreate,
+    idempotent="optional",
+    status=201,
+    errors=(*BODY_CODES, "asset_not_found"),
+)
+expose(
+    "GET",
+    "/reward-programs",
+    "list_programmes",
+    programmes.list_programmes,
+    P.REWARDS_VIEW,
+    listing="page",
+    filters=("asset_id",),
+)
+expose(
+    "GET",
+    "/reward-programs/{program_id}",
+    "get_programme",
+    programmes.get_programme,
+    P.REWARDS_VIEW,
+    errors=("programme_not_found",),
+)
+expose(
+    "GET",
+    "/reward-programs/{program_id}/versions",
+    "list_versions",
+    programmes.list_versions,
+    P.REWARDS_VIEW,
+    listing="all",
+    errors=("programme_not_found",),
+)
+expose(
+    "POST",
+    "/reward-programs/{program_id}/publish",
+    "publish",
+    programmes.publish,
+    P.REWARDS_ACTIVATE,
+    idempotent="optional",
+    status=201,
+    errors=("programme_not_found", "programme_draft_empty"),
+)
+expose(
+    "POST",
+    "/reward-rules",
+    "create_rule",
+    programmes.create_rule,
+    P.REWARDS_EDIT,
+    body=rq.RuleCreate,
+    idempotent="optional",
+    status=201,
+    errors=(*BODY_CODES, "programme_not_found", "asset_not_found", "rule_asset_mismatch", *AMOUNT_CODES),
+)
+expose("GET", "/reward-rules/{rule_id}", "get_rule", programmes.get_rule, P.REWARDS_VIEW, errors=("rule_not_found",))
+expose(
+    "PATCH",
+    "/reward-rules/{rule_id}",
+    "update_rule",
+    programmes.update_rule,
+    P.REWARDS_EDIT,
+    body=rq.RuleUpdate,
+    idempotent="optional",
+    errors=(*BODY_CODES, *RULE_EDIT_CODES),
+)
+expose(
+    "DELETE",
+    "/reward-rules/{rule_id}",
+    "delete_rule",
+    programmes.delete_rule,
+    P.REWARDS_EDIT,
+    idempotent="optional",
+    errors=("rule_not_found", "programme_version_immutable"),
+)
+expose(
+    "POST",
+    "/reward-rules/{rule_id}/simulate",
+    "simulate_rule",
+    simulation.simulate_rule,
+    P.REWARDS_VIEW,
+    body=rq.SimulationRequest,
+    errors=(*BODY_CODES, "rule_not_found"),
+)
+
+# events and executions
+expose(
+    "GET",
+    "/events",
+    "list_events",
+    events.list_events,
+    P.EVENTS_VIEW,
+    listing="page",
+    filters=("status", "type", "customer_id"),
+)
+expose("GET", "/events/{event_id}", "get_event", events.get_event, P.EVENTS_VIEW, errors=("event_not_found",))
+expose(
+    "POST",
+    "/events/{event_id}/replay",
+    "replay_event",
+    events.replay_event,
+    P.EVENTS_WRITE,
+    errors=("event_not_found", "event_not_replayable"),
+)
+expose(
+    "GET",
+    "/reward-executions",
+    "list_executions",
+    events.list_executions,
+    P.REWARDS_VIEW,
+    listing="page",
+    filters=("customer_id", "event_id", "status"),
+)
+
+
+# Operations with a handler of their own ------------------------------------------------------------------
+@router.post(
+    "/events",
     openapi_extra=operation(
-        rq.TransferRequest,
-        Permission.LEDGER_TRANSFER,
-        idempotent="required",
-        errors=(*LEDGER_CODES, "transfer_same_wallet", "wallet_policy_violation"),
+        rq.EventCreate,
+        Permission.EVENTS_WRITE,
+        errors=(*BODY_CODES, "event_duplicate_mismatch", "event_payload_too_large"),
     ),
 )
-async def transfer(request: Request, asset_id: str) -> Response:
-    principal = _authorised(request, Permission.LEDGER_TRANSFER)
-    body = await json_body(request, rq.TransferRequest)
-    key = _idempotency_key(request, required=True)
-    result = await run_in_threadpool(
-        ledger.transfer, database_of(request), principal.scope, asset_id, body, idempotency_key=key
-    )
-    return success(result, request_id_of(request), 201)
-
-
-@router.get("/customers", openapi_extra=operation(Permission.CUSTOMERS_VIEW, errors=PAGE_CODES))
-async def list_customers(request: Request) -> Response:
-    principal = _authorised(request, Permission.CUSTOMERS_VIEW)
-    page = await run_in_threadpool(
-        customers.list_customers,
-        database_of(request),
-        principal.scope,
-        _page(request),
-        external_id=request.query_params.get("external_id"),
-    )
-    return _list(page, request)
-
-
-@router.get("/wallets", openapi_extra=operation(Permission.WALLETS_VIEW, errors=PAGE_CODES))
-async def list_wallets(request: Request) -> Response:
-    principal = _authorised(request, Permission.WALLETS_VIEW)
-    query = request.query_params
-    page = await run_in_threadpool(
-        customers.list_wallets,
-        database_of(request),
-        principal.scope,
-        _page(request),
-        customer_id=query.get("customer_id"),
-        status=query.get("status"),
-    )
-    return _list(page, request)
-
-
-@router.get("/wallets/{wallet_id}", openapi_extra=operation(Permission.WALLETS_VIEW, errors=("wallet_not_found",)))
-async def get_wallet(request: Request, wallet_id: str) -> Response:
-    principal = _authorised(request, Permission.WALLETS_VIEW)
-    result = await run_in_threadpool(customers.get_wallet, database_of(request), principal.scope, wallet_id)
-    return success(result, request_id_of(request))
-
-
-async def _wallet_move(request: Request, wallet_id: str, action: str) -> Response:
-    principal = _authorised(request, Permission.WALLETS_MANAGE)
-    key = _idempotency_key(request, required=False)
-    move = customers.freeze_wallet if action == "freeze" else customers.unfreeze_wallet
-    result = await run_in_threadpool(move, database_of(request), principal.scope, wallet_id, idempotency_key=key)
-    return success(result, request_id_of(request))
-
-
-WALLET_MOVE = operation(
-    Permission.WALLETS_MANAGE, idempotent="optional", errors=("wallet_not_found", "invalid_state_transition")
-)
-
-
-@router.post("/wallets/{wallet_id}/freeze", openapi_extra=WALLET_MOVE)
-async def freeze_wallet(request: Request, wallet_id: str) -> Response:
-    return await _wallet_move(request, wallet_id, "freeze")
-
-
-@router.post("/wallets/{wallet_id}/unfreeze", openapi_extra=WALLET_MOVE)
-async def unfreeze_wallet(request: Request, wallet_id: str) -> Response:
-    return await _wallet_move(request, wallet_id, "unfreeze")
-
-
-@router.get("/assets", openapi_extra=operation(Permission.ASSETS_VIEW, errors=PAGE_CODES))
-async def list_assets(request: Request) -> Response:
-    principal = _authorised(request, Permission.ASSETS_VIEW)
-    page = await run_in_threadpool(
-        assets.list_assets,
-        database_of(request),
-        principal.scope,
-        _page(request),
-        status=request.query_params.get("status"),
-    )
-    return _list(page, request)
-
-
-@router.get("/assets/{asset_id}", openapi_extra=operation(Permission.ASSETS_VIEW, errors=("asset_not_found",)))
-async def get_asset(request: Request, asset_id: str) -> Response:
-    principal = _authorised(request, Permission.ASSETS_VIEW)
-    result = await run_in_threadpool(assets.get_asset, database_of(request), principal.scope, asset_id)
-    return success(result, request_id_of(request))
-
-
-ASSET_MOVE = operation(
-    Permission.ASSETS_EDIT, idempotent="optional", errors=("asset_not_found", "invalid_state_transition")
-)
-
-
-@router.post("/assets/{asset_id}/pause", openapi_extra=ASSET_MOVE)
-async def pause_asset(request: Request, asset_id: str) -> Response:
-    principal = _authorised(request, Permission.ASSETS_EDIT)
-    key = _idempotency_key(request, required=False)
-    result = await run_in_threadpool(
-        assets.pause_asset, database_of(request), principal.scope, asset_id, idempotency_key=key
-    )
-    return success(result, request_id_of(request))
-
-
-@router.post("/assets/{asset_id}/resume", openapi_extra=ASSET_MOVE)
-async def resume_asset(request: Request, asset_id: str) -> Response:
-    principal = _authorised(request, Permission.ASSETS_EDIT)
-    key = _idempotency_key(request, required=False)
-    result = await run_in_threadpool(
-        assets.resume_asset, database_of(request), principal.scope, asset_id, idempotency_key=key
-    )
-    return success(result, request_id_of(request))
-
-
-@router.get("/reward-programs", openapi_extra=operation(Permission.REWARDS_VIEW, errors=PAGE_CODES))
-async def list_programmes(request: Request) -> Response:
-    principal = _authorised(request, Permission.REWARDS_VIEW)
-    page = await run_in_threadpool(
-        programmes.list_programmes,
-        database_of(request),
-        principal.scope,
-        _page(request),
-        asset_id=request.query_params.get("asset_id"),
-    )
-    return _list(page, request)
-
-
-@router.get(
-    "/reward-programs/{program_id}", openapi_extra=operation(Permission.REWARDS_VIEW, errors=("programme_not_found",))
-)
-async def get_programme(request: Request, program_id: str) -> Response:
-    principal = _authorised(request, Permission.REWARDS_VIEW)
-    result = await run_in_threadpool(programmes.get_programme, database_of(request), principal.scope, program_id)
-    return success(result, request_id_of(request))
-
-
-@router.get(
-    "/reward-programs/{program_id}/versions",
-    openapi_extra=operation(Permission.REWARDS_VIEW, errors=("programme_not_found",)),
-)
-async def list_versions(request: Request, program_id: str) -> Response:
-    principal = _authorised(request, Permission.REWARDS_VIEW)
-    result = await run_in_threadpool(programmes.list_versions, database_of(request), principal.scope, program_id)
-    return success(result, request_id_of(request), next_cursor=None, has_more=False)
-
-
-@router.get("/reward-rules/{rule_id}", openapi_extra=operation(Permission.REWARDS_VIEW, errors=("rule_not_found",)))
-async def get_rule(request: Request, rule_id: str) -> Response:
-    principal = _authorised(request, Permission.REWARDS_VIEW)
-    result = await run_in_threadpool(programmes.get_rule, database_of(request), principal.scope, rule_id)
-    return success(result, request_id_of(request))
-
-
-@router.get("/transactions", openapi_extra=operation(Permission.LEDGER_VIEW, errors=PAGE_CODES))
-async def list_transactions(request: Request) -> Response:
-    principal = _authorised(request, Permission.LEDGER_VIEW)
-    query = request.query_params
-    page = await run_in_threadpool(
-        ledger.list_transactions,
-        database_of(request),
-        principal.scope,
-        _page(request),
-        wallet_id=query.get("wallet_id"),
-        asset_id=query.get("asset_id"),
-        kind=query.get("kind"),
-    )
-    return _list(page, request)
-
-
-@router.get(
-    "/transactions/{transaction_id}", openapi_extra=operation(Permission.LEDGER_VIEW, errors=("transaction_not_found",))
-)
-async def get_transaction(request: Request, transaction_id: str) -> Response:
-    principal = _authorised(request, Permission.LEDGER_VIEW)
-    result = await run_in_threadpool(ledger.get_transaction, database_of(request), principal.scope, transaction_id)
-    return success(result, request_id_of(request))
+async def submit_event(request: Request) -> Response:
+    principal = _authorised(request, Permission.EVENTS_WRITE)
+    body = await json_body(request, rq.EventCreate)
+    result = await run_in_threadpool(events.submit_event, database_of(request), principal.scope, body)
+    worker = request.app.state.worker
+    if worker is not None:
+        worker.notify()
+    return success(result, request_id_of(request), 202)
 
 
 @router.post(
@@ -659,45 +543,3 @@ async def deprecated_message(request: Request) -> Response:
     return _deprecated(
         success(knowledge.answer(None, body.content), request_id_of(request), 201), "/ai/conversations/{id}/messages"
     )
-
-
-RULE_EDIT_CODES = (
-    "rule_not_found",
-    "programme_version_immutable",
-    "rule_asset_mismatch",
-    "amount_invalid",
-    "amount_not_positive",
-    "amount_too_many_decimals",
-    "amount_too_large",
-)
-
-
-@router.patch(
-    "/reward-rules/{rule_id}",
-    openapi_extra=operation(
-        rq.RuleUpdate, Permission.REWARDS_EDIT, idempotent="optional", errors=(*BODY_CODES, *RULE_EDIT_CODES)
-    ),
-)
-async def update_rule(request: Request, rule_id: str) -> Response:
-    principal = _authorised(request, Permission.REWARDS_EDIT)
-    body = await json_body(request, rq.RuleUpdate)
-    key = _idempotency_key(request, required=False)
-    result = await run_in_threadpool(
-        programmes.update_rule, database_of(request), principal.scope, rule_id, body, idempotency_key=key
-    )
-    return success(result, request_id_of(request))
-
-
-@router.delete(
-    "/reward-rules/{rule_id}",
-    openapi_extra=operation(
-        Permission.REWARDS_EDIT, idempotent="optional", errors=("rule_not_found", "programme_version_immutable")
-    ),
-)
-async def delete_rule(request: Request, rule_id: str) -> Response:
-    principal = _authorised(request, Permission.REWARDS_EDIT)
-    key = _idempotency_key(request, required=False)
-    result = await run_in_threadpool(
-        programmes.delete_rule, database_of(request), principal.scope, rule_id, idempotency_key=key
-    )
-    return success(result, request_id_of(request))
