@@ -1,0 +1,183 @@
+"""Programme definitions as JSON files: load with errors naming file, rule and field; save; diff.
+
+A file holds one programme, its one asset and its rules, with no identifiers: the same file can be pushed to any
+organization and environment. Actions therefore never carry an `asset_id`; they issue the file's asset.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import simplejson
+from pydantic import Field
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.requests import (
+    MAX_RULE_ACTIONS,
+    MAX_RULES_CONDITIONS,
+    Amount,
+    AssetCreate,
+    Condition,
+    EventType,
+    Name,
+    RequestModel,
+)
+from rewards_lab.contract.validation import validate
+
+MAX_RULES_PER_FILE = 200
+
+
+class ProgrammeInfo(RequestModel):
+    name: Name
+    description: Annotated[str, Field(max_length=2000)] | None = None
+
+
+class FileAction(RequestModel):
+    type: Literal["issue"]
+    amount: Amount
+
+
+class FileRule(RequestModel):
+    event_type: EventType
+    conditions: Annotated[list[Condition], Field(max_length=MAX_RULES_CONDITIONS)] = []
+    actions: Annotated[list[FileAction], Field(min_length=1, max_length=MAX_RULE_ACTIONS)]
+
+    def payload(self) -> dict[str, Any]:
+        """The rule as JSON-ready data (exact numbers), without programme or asset ids."""
+        data: dict[str, Any] = self.model_dump(mode="json")
+        return data
+
+    def fingerprint(self) -> str:
+        """Equal for rules that behave the same: numbers compared by value, condition and action order kept."""
+        return jsonutil.canonical_hash(self.payload())
+
+
+class ProgrammeDefinition(RequestModel):
+    programme: ProgrammeInfo
+    asset: AssetCreate
+    rules: Annotated[list[FileRule], Field(min_length=1, max_length=MAX_RULES_PER_FILE)]
+
+    def payload(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.model_dump(mode="json", exclude_none=True)
+        return data
+
+
+class ProgrammeFileError(ServiceError):
+    """A programme file that cannot be used; `details` names the file and the field (e.g. `rules[1].actions[0]`)."""
+
+
+def parse_programme(data: Any, source: str = "<memory>") -> ProgrammeDefinition:
+    """Validate parsed JSON (numbers as Decimal) into a definition; errors carry `details.file`."""
+    try:
+        return validate(ProgrammeDefinition, data)
+    except ServiceError as error:
+        details = {"file": source, **error.details}
+        raise ProgrammeFileError(error.code, f"{source}: {error.message}", **details) from None
+
+
+def loads_programme(text: str, source: str = "<memory>") -> ProgrammeDefinition:
+    try:
+        data = jsonutil.loads(text)
+    except simplejson.JSONDecodeError as error:
+        raise ProgrammeFileError(
+            "request_malformed",
+            f"{source}: not valid JSON at line {error.lineno} column {error.colno}: {error.msg}",
+            file=source,
+            line=error.lineno,
+            column=error.colno,
+        ) from None
+    return parse_programme(data, source)
+
+
+def load_programme(path: str | Path) -> ProgrammeDefinition:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise ProgrammeFileError("field_invalid", f"{path}: cannot be read: {error}", file=str(path)) from None
+    return loads_programme(text, str(path))
+
+
+def dumps_programme(definition: ProgrammeDefinition) -> str:
+    """Stable, readable text: two-space indent, keys in the model's order, exact numbers, final newline."""
+    return str(simplejson.dumps(definition.payload(), use_decimal=True, indent=2)) + "\n"
+
+
+def save_programme(definition: ProgrammeDefinition, path: str | Path) -> Path:
+    """Write atomically (temporary file, then rename), so a crash never leaves half a programme."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(dumps_programme(definition), encoding="utf-8")
+    temporary.replace(path)
+    return path
+
+
+@dataclass(frozen=True)
+class RuleChange:
+    kind: Literal["added", "removed"]
+    index: int  # position in the new file for "added", in the old file for "removed"
+    rule: FileRule
+
+
+@dataclass(frozen=True)
+class ProgrammeDiff:
+    programme_changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    asset_changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    rule_changes: list[RuleChange] = field(default_factory=list)
+    text: str = ""
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.programme_changes or self.asset_changes or self.rule_changes)
+
+    def summary(self) -> list[str]:
+        lines = [f"programme.{name}: {old!r} -> {new!r}" for name, (old, new) in self.programme_changes.items()]
+        lines += [f"asset.{name}: {old!r} -> {new!r}" for name, (old, new) in self.asset_changes.items()]
+        for change in self.rule_changes:
+            sign = "+" if change.kind == "added" else "-"
+            lines.append(f"{sign} rules[{change.index}] {jsonutil.dumps(change.rule.payload())}")
+        return lines or ["no changes"]
+
+
+def _field_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    names = list(dict.fromkeys([*old, *new]))
+    return {
+        name: (old.get(name), new.get(name))
+        for name in names
+        if jsonutil.canonical_hash(old.get(name)) != jsonutil.canonical_hash(new.get(name))
+    }
+
+
+def diff_programmes(old: ProgrammeDefinition, new: ProgrammeDefinition) -> ProgrammeDiff:
+    """What changed from `old` to `new`. Rules have no identity in a file: a rule is "the same" when it behaves
+    the same (same fingerprint), so an edited rule shows as one removed and one added; reordering is no change."""
+    old_rules = [(rule.fingerprint(), index, rule) for index, rule in enumerate(old.rules)]
+    new_rules = [(rule.fingerprint(), index, rule) for index, rule in enumerate(new.rules)]
+    unmatched_new = list(new_rules)
+    removed: list[RuleChange] = []
+    for fingerprint, index, rule in old_rules:
+        match = next((item for item in unmatched_new if item[0] == fingerprint), None)
+        if match is None:
+            removed.append(RuleChange("removed", index, rule))
+        else:
+            unmatched_new.remove(match)
+    added = [RuleChange("added", index, rule) for _, index, rule in unmatched_new]
+    text = "".join(
+        difflib.unified_diff(
+            dumps_programme(old).splitlines(keepends=True),
+            dumps_programme(new).splitlines(keepends=True),
+            fromfile="old",
+            tofile="new",
+        )
+    )
+    return ProgrammeDiff(
+        programme_changes=_field_changes(old.programme.model_dump(mode="json"), new.programme.model_dump(mode="json")),
+        asset_changes=_field_changes(old.asset.model_dump(mode="json"), new.asset.model_dump(mode="json")),
+        rule_changes=removed + added,
+        text=text,
+    )
