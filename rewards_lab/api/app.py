@@ -18,24 +18,33 @@ from rewards_lab.api.envelope import API_VERSION, ERROR_ENVELOPE_SCHEMA, failure
 from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateLimiter, RateState
 from rewards_lab.api.routes import REQUEST_MODELS, router
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.service.deliveries import DeliverySettings
 from rewards_lab.store.database import Database
+from rewards_lab.worker.deliveries import DeliveryWorker
 from rewards_lab.worker.events import EventWorker
 
 log = logging.getLogger(__name__)
 
 
-def create_app(database: Database, *, run_worker: bool = True) -> FastAPI:
+def create_app(
+    database: Database, *, run_worker: bool = True, delivery_settings: DeliverySettings | None = None
+) -> FastAPI:
     worker = EventWorker(database) if run_worker else None
+    deliveries = DeliveryWorker(database, delivery_settings) if run_worker else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if worker is not None:
             worker.start()
+        if deliveries is not None:
+            deliveries.start()
         try:
             yield
         finally:
             if worker is not None:
                 worker.stop()  # the batch in progress finishes (or is rolled back whole)
+            if deliveries is not None:
+                deliveries.stop()  # requests in flight finish and are recorded; pending ones wait in the DB
             database.checkpoint()  # fold the write-ahead log into the file before the process ends
 
     app = FastAPI(
@@ -48,6 +57,7 @@ def create_app(database: Database, *, run_worker: bool = True) -> FastAPI:
     )
     app.state.database = database
     app.state.worker = worker
+    app.state.delivery_worker = deliveries
     app.state.rate_limiter = RateLimiter()
     app.include_router(router, prefix=f"/{API_VERSION}")
 
