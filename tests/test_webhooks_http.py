@@ -4,7 +4,11 @@ deliveries, secrets shown once, tenancy. The retry schedule is shortened through
 from __future__ import annotations
 
 import json
+import re
+import threading
 from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -280,3 +284,39 @@ def test_health_reports_queues_and_workers_without_credentials(server: tuple[Liv
     assert health["workers"]["deliveries"]["alive"] and health["workers"]["deliveries"]["last_cycle_at"]
     assert all(isinstance(health[k], int) for k in ("event_queue_depth", "outbox_undispatched", "pending_deliveries"))
     assert live.organization_id not in response.text
+
+
+def test_the_documented_python_receiver_accepts_our_deliveries_and_refuses_forgeries(
+    server: tuple[LiveServer, dict[str, Any]], world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    live, _ = server
+    document = (Path(__file__).resolve().parents[1] / "docs" / "webhooks.md").read_text()
+    example = re.findall(r"```python\n(.*?)```", document, flags=re.S)[0]
+    port = free_port()
+    with _client(live) as http:
+        endpoint = _register(http, f"http://127.0.0.1:{port}/hooks", ["reward.issued"])
+        monkeypatch.setenv("REWARDS_WEBHOOK_SECRET", endpoint["signing_secret"])
+        namespace: dict[str, Any] = {"__name__": "docs_example"}
+        exec(compile(example, "docs/webhooks.md", "exec"), namespace)  # noqa: S102 - the documented example
+        receiver = ThreadingHTTPServer(("127.0.0.1", port), namespace["Receiver"])
+        threading.Thread(target=receiver.serve_forever, daemon=True).start()
+        try:
+            event = {"type": "order.completed", "external_event_id": "documented-1", "customer_id": "user-42"}
+            ok(http.post("/events", json={**event, "data": {"amount": 20}}), 202)
+            ok(http.post(f"/webhooks/{endpoint['id']}/test"), 202)
+            (reward, test) = sorted(_settled(http, endpoint["id"], 2), key=lambda d: d["kind"])
+            assert reward["status"] == test["status"] == "succeeded"
+            assert [a["status_code"] for a in reward["attempts"]] == [204]
+            assert namespace["seen"] == {reward["id"], test["id"]}
+            # a forged body, a wrong signature: 401; the same delivery again is acknowledged and not handled twice
+            raw = reward["body"].encode()
+            target = f"http://127.0.0.1:{port}/hooks"
+            forged = httpx.post(target, content=raw + b" ", headers={SIGNATURE_HEADER: sign(raw, "x")}, timeout=5)
+            assert forged.status_code == 401
+            unsigned = httpx.post(target, content=raw, timeout=5)
+            assert unsigned.status_code == 401
+            again = httpx.post(target, content=raw, headers={SIGNATURE_HEADER: sign(raw, endpoint["signing_secret"])})
+            assert again.status_code == 204 and namespace["seen"] == {reward["id"], test["id"]}
+        finally:
+            receiver.shutdown()
+            receiver.server_close()
