@@ -44,7 +44,11 @@ def _serve(args: argparse.Namespace) -> int:
     from rewards_lab.service.deliveries import DeliverySettings
 
     Path(args.db).parent.mkdir(parents=True, exist_ok=True)
-    settings = DeliverySettings.from_env()  # REWARDS_LAB_WEBHOOK_RETRY_DELAYS, REWARDS_LAB_WEBHOOK_TIMEOUT_S
+    try:
+        settings = DeliverySettings.from_env()  # REWARDS_LAB_WEBHOOK_RETRY_DELAYS, REWARDS_LAB_WEBHOOK_TIMEOUT_S
+    except ValueError as error:
+        print(f"rewards-lab serve: {error}", file=sys.stderr)
+        return 2
     with Database(args.db) as database:
         # uvicorn handles SIGINT and SIGTERM: it stops accepting, finishes in-flight requests, then the app's
         # lifespan stops the event worker after its current batch.

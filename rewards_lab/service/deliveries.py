@@ -95,14 +95,15 @@ def fan_out(database: Database, limit: int = FAN_OUT_BATCH) -> int:
         return 0  # the idle path takes no write lock
     with unit_of_work(database) as uow:
         messages = uow.outbox.undispatched(limit)
-        endpoints: dict[tuple[str, str], list[Row]] = defaultdict(list)
+        endpoints: dict[tuple[str, str], list[tuple[Row, list[str]]]] = defaultdict(list)
         for endpoint in uow.webhooks.enabled_endpoints():
-            endpoints[(endpoint["organization_id"], endpoint["environment"])].append(endpoint)
+            kinds = jsonutil.loads(endpoint["events"])
+            endpoints[(endpoint["organization_id"], endpoint["environment"])].append((endpoint, kinds))
         rows: list[dict[str, Any]] = []
         for message in messages:
             data = None
-            for endpoint in endpoints.get((message["organization_id"], message["environment"]), []):
-                if message["kind"] not in jsonutil.loads(endpoint["events"]):
+            for endpoint, kinds in endpoints.get((message["organization_id"], message["environment"]), []):
+                if message["kind"] not in kinds:
                     continue
                 if endpoint["created_at"] > message["created_at"]:
                     continue

@@ -43,8 +43,9 @@ def send(client: httpx.Client, delivery: Row) -> AttemptOutcome:
     status_code: int | None = None
     error: str | None = None
     try:
-        response = client.post(str(delivery["url"]), content=raw, headers=headers)
-        status_code = response.status_code
+        # streamed and closed unread: only the status matters, and a receiver cannot make us read a huge answer
+        with client.stream("POST", str(delivery["url"]), content=raw, headers=headers) as response:
+            status_code = response.status_code
         if not 200 <= status_code < 300:
             error = f"HTTP {status_code}"
     except httpx.TimeoutException:
