@@ -13,6 +13,7 @@ import json
 import signal
 import subprocess
 import threading
+import time
 from collections import Counter
 from decimal import ROUND_DOWN, Decimal
 from pathlib import Path
@@ -40,10 +41,12 @@ def _reward(amount: str) -> Decimal:
     return (Decimal(amount) * RATE).quantize(Decimal("0.01"), rounding=ROUND_DOWN)
 
 
-def _burst(live: LiveServer, kill_now: threading.Event) -> tuple[dict[str, str], set[str]]:
-    """Send the events from THREADS threads; returns (accepted external id -> amount, ids whose fate is unknown)."""
+def _burst(live: LiveServer, kill_now: threading.Event) -> tuple[dict[str, str], set[str], list[float]]:
+    """Send the events from THREADS threads; returns (accepted external id -> amount, ids whose fate is unknown,
+    the seconds each accepted POST took)."""
     accepted: dict[str, str] = {}
     unknown: set[str] = set()
+    latencies: list[float] = []
     lock = threading.Lock()
 
     def sender(thread: int) -> None:
@@ -55,6 +58,7 @@ def _burst(live: LiveServer, kill_now: threading.Event) -> tuple[dict[str, str],
                     f'{{"type": "order.completed", "external_event_id": "{external_id}", '
                     f'"customer_id": "user-42", "data": {{"amount": {amount}}}}}'
                 )
+                started = time.monotonic()
                 try:
                     response = http.post("/events", content=body)
                 except httpx.TransportError:
@@ -64,6 +68,7 @@ def _burst(live: LiveServer, kill_now: threading.Event) -> tuple[dict[str, str],
                 with lock:
                     if response.is_success:
                         accepted[external_id] = amount
+                        latencies.append(time.monotonic() - started)
                         if len(accepted) >= KILL_AFTER_ACCEPTED:
                             kill_now.set()
                     else:
@@ -77,7 +82,7 @@ def _burst(live: LiveServer, kill_now: threading.Event) -> tuple[dict[str, str],
     for thread in threads:
         thread.join(30)
     assert status == -signal.SIGKILL
-    return accepted, unknown
+    return accepted, unknown, latencies
 
 
 def _all(http: httpx.Client, path: str, **params: str) -> list[dict[str, Any]]:
@@ -121,12 +126,13 @@ def test_kill_9_mid_burst_loses_nothing_and_does_nothing_twice(
         world = rewarding_world(http)
         hook = ok(http.post("/webhooks", json={"url": f"http://127.0.0.1:{port}/h", "events": ["reward.issued"]}))
 
-    accepted, unknown = _burst(live, threading.Event())
+    accepted, unknown, latencies = _burst(live, threading.Event())
     assert len(accepted) >= KILL_AFTER_ACCEPTED
     left = _state_after_kill(db)
 
     receiver = Receiver(port=port)
     restarted = serve_again(live)
+    restarted_at = time.monotonic()
     try:
         with httpx.Client(base_url=restarted.base_url, headers=restarted.headers(), timeout=10) as http:
 
@@ -136,6 +142,7 @@ def test_kill_9_mid_burst_loses_nothing_and_does_nothing_twice(
                 return health if all(health[name] == 0 for name in queues) else None
 
             wait_until(drained, timeout_s=60, interval_s=0.2)
+            drain_s = time.monotonic() - restarted_at
             events = {e["external_event_id"]: e for e in _all(http, "/events")}
             executions = _all(http, "/reward-executions")
             balances = ok(http.get(f"/wallets/{world['wallet_id']}/balances"))["balances"]
@@ -171,8 +178,11 @@ def test_kill_9_mid_burst_loses_nothing_and_does_nothing_twice(
     verified = subprocess.run(cli("verify", "--db", str(db)), capture_output=True, text=True)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert json.loads(verified.stdout)["ok"] is True
+    latencies.sort()
     with capsys.disabled():
         print(
             f"\ncrash test: {len(accepted)} accepted, {len(unknown)} unknown at the kill, {len(events)} stored; "
-            f"left by the kill: {left}; receiver got {len(got)} requests for {len(unique)} deliveries"
+            f"left by the kill: {left}; receiver got {len(got)} requests for {len(unique)} deliveries; "
+            f"POST /events with {THREADS} threads, receiver down: p50 {latencies[len(latencies) // 2] * 1000:.0f} ms, "
+            f"p95 {latencies[int(len(latencies) * 0.95)] * 1000:.0f} ms; drained {drain_s:.1f} s after restart"
         )
