@@ -320,3 +320,30 @@ def test_the_documented_python_receiver_accepts_our_deliveries_and_refuses_forge
         finally:
             receiver.shutdown()
             receiver.server_close()
+
+
+def test_a_failed_event_replayed_after_the_fix_is_delivered_once(
+    server: tuple[LiveServer, dict[str, Any]], world: dict[str, str]
+) -> None:
+    live, _ = server
+    receiver = Receiver()
+    try:
+        with _client(live) as http:
+            endpoint = _register(http, receiver.url, ["reward.issued"])
+            customer = ok(http.post("/customers", json={"external_id": "frozen-buyer"}), 201)
+            wallet = ok(http.post("/wallets", json={"customer_id": customer["id"], "type": "customer"}), 201)
+            ok(http.post(f"/wallets/{wallet['id']}/freeze"), 200)
+            body = {"type": "order.completed", "external_event_id": "frozen-1", "customer_id": "frozen-buyer"}
+            event = ok(http.post("/events", json={**body, "data": {"amount": 50}}), 202)
+            failed = wait_until(lambda: (e := ok(http.get(f"/events/{event['id']}")))["status"] == "failed" and e)
+            assert failed["error"]["code"] == "wallet_frozen"
+            ok(http.post(f"/wallets/{wallet['id']}/unfreeze"), 200)
+            assert ok(http.post(f"/events/{event['id']}/replay"))["status"] == "processed"
+            (got,) = receiver.wait_for(lambda seen: len(seen) == 1)
+            assert got.body["data"]["event_id"] == event["id"] and got.body["data"]["amount"] == "5.00"
+            again = http.post(f"/events/{event['id']}/replay")
+            assert again.status_code == 409 and again.json()["error"]["code"] == "event_not_replayable"
+            (delivery,) = _settled(http, endpoint["id"], 1)
+            assert delivery["status"] == "succeeded" and len(receiver.snapshot()) == 1
+    finally:
+        receiver.close()
