@@ -3,6 +3,7 @@ with jitter, the moves of a delivery after each attempt, and the queue depths op
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import timedelta
 
 import pytest
@@ -141,3 +142,22 @@ def test_pending_deliveries_of_a_disabled_endpoint_end_failed_unsent(world: Worl
         db, DeliverySettings(), due, AttemptOutcome(utcnow(), 0, None, "endpoint disabled")
     )
     assert status == "failed"
+
+
+def test_one_endpoints_backlog_never_takes_every_sending_slot(world: World) -> None:
+    db, scope = world.db, world.scope
+    slow = _endpoint(db, scope, ["reward.issued"])
+    fast = _endpoint(db, scope, ["reward.issued"])
+    for _ in range(12):
+        hooks.send_test(db, scope, slow)
+    latest = hooks.send_test(db, scope, fast)  # the newest of all: behind the slow endpoint's backlog
+
+    candidates = deliveries.due(db, 8, [], per_endpoint=4)
+    assert Counter(row["endpoint_id"] for row in candidates) == {slow: 4, fast: 1}
+    assert deliveries.due(db, 100, [])[-1]["id"] == latest.id  # oldest first without the cap
+    # with the slow endpoint's four already in flight, only the fast one's is sent now
+    in_flight = [row["id"] for row in candidates if row["endpoint_id"] == slow]
+    more = deliveries.due(db, 8, in_flight, per_endpoint=4)
+    picked = deliveries.pick_fair(more, Counter({slow: 4}), free=4, per_endpoint=4)
+    assert [row["id"] for row in picked] == [latest.id]
+    assert len(deliveries.pick_fair(more, Counter(), free=3, per_endpoint=4)) == 3

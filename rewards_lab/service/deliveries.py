@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,7 +37,8 @@ class DeliverySettings:
     retry_delays_s: tuple[float, ...] = DEFAULT_RETRY_DELAYS_S
     jitter: float = DEFAULT_JITTER
     timeout_s: float = DEFAULT_TIMEOUT_S
-    concurrency: int = 8  # requests in flight at once (a slow receiver never stalls the others)
+    concurrency: int = 8  # requests in flight at once
+    per_endpoint: int = 4  # of which at most this many to one endpoint: a slow receiver never stalls the others
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> DeliverySettings:
@@ -125,10 +126,24 @@ def fan_out(database: Database, limit: int = FAN_OUT_BATCH) -> int:
     return len(messages)
 
 
-def due(database: Database, limit: int, exclude: list[str]) -> list[Row]:
+def due(database: Database, limit: int, exclude: list[str], per_endpoint: int = FAN_OUT_BATCH) -> list[Row]:
+    """Up to `limit` due deliveries (oldest first), at most `per_endpoint` of any one endpoint, none in `exclude`."""
     if limit <= 0:
         return []
-    return reader(database).webhooks.due(utcnow(), limit, exclude)
+    return reader(database).webhooks.due(utcnow(), limit, exclude, per_endpoint)
+
+
+def pick_fair(candidates: list[Row], in_flight: Counter[str], free: int, per_endpoint: int) -> list[Row]:
+    """The candidates to send now: at most `free` in all, and no endpoint above `per_endpoint` in flight."""
+    counts = Counter(in_flight)
+    picked: list[Row] = []
+    for row in candidates:
+        if len(picked) >= free:
+            break
+        if counts[row["endpoint_id"]] < per_endpoint:
+            counts[row["endpoint_id"]] += 1
+            picked.append(row)
+    return picked
 
 
 def record_outcome(database: Database, settings: DeliverySettings, delivery: Row, outcome: AttemptOutcome) -> str:

@@ -90,16 +90,18 @@ class WebhookRepository:
             self.con, list_name=f"deliveries:{endpoint_id}", select_sql=sql, params=params, page=page, sort=sort
         )
 
-    def due(self, now: datetime, limit: int, exclude: list[str]) -> list[Row]:
-        """Pending deliveries whose next attempt is due, oldest first, with their endpoint's url, secret, status."""
+    def due(self, now: datetime, limit: int, exclude: list[str], per_endpoint: int) -> list[Row]:
+        """Pending deliveries whose next attempt is due, oldest first, at most `per_endpoint` of each endpoint
+        (so that one endpoint's backlog never hides another's), with their endpoint's url, secret and status."""
         return fetch_all(
             self.con,
             "SELECT d.id, d.organization_id, d.environment, d.endpoint_id, d.kind, d.body, d.attempt_count, "
-            "d.round_attempts, e.url, e.signing_secret, e.status AS endpoint_status "
+            "d.round_attempts, d.next_attempt_at, e.url, e.signing_secret, e.status AS endpoint_status "
             "FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id "
             "WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND d.id NOT IN (SELECT unnest(?)) "
+            "QUALIFY row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) <= ? "
             "ORDER BY d.next_attempt_at, d.id LIMIT ?",
-            [now, exclude, limit],
+            [now, exclude, per_endpoint, limit],
         )
 
     def record_attempt(

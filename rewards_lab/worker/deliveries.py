@@ -11,12 +11,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 import httpx
 
-from rewards_lab.service.deliveries import AttemptOutcome, DeliverySettings, due, fan_out, record_outcome
+from rewards_lab.service.deliveries import (
+    AttemptOutcome,
+    DeliverySettings,
+    due,
+    fan_out,
+    pick_fair,
+    record_outcome,
+)
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
 from rewards_lab.webhooks import SIGNATURE_HEADER, sign
@@ -63,7 +71,7 @@ class DeliveryWorker:
         self.database = database
         self.settings = settings or DeliverySettings()
         self.last_cycle_at: datetime | None = None
-        self._in_flight: set[str] = set()
+        self._in_flight: dict[str, str] = {}  # delivery id -> endpoint id
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -109,11 +117,14 @@ class DeliveryWorker:
         dispatched = fan_out(self.database)
         with self._lock:
             exclude = sorted(self._in_flight)
-            free = self.settings.concurrency - len(exclude)
-        picked = due(self.database, free, exclude)
+            busy = Counter(self._in_flight.values())
+        free = self.settings.concurrency - len(exclude)
+        per_endpoint = self.settings.per_endpoint
+        candidates = due(self.database, free * per_endpoint, exclude, per_endpoint)
+        picked = pick_fair(candidates, busy, free, per_endpoint)
         for delivery in picked:
             with self._lock:
-                self._in_flight.add(delivery["id"])
+                self._in_flight[delivery["id"]] = delivery["endpoint_id"]
             assert self._pool is not None
             self._pool.submit(self._attempt, delivery)
         return dispatched > 0  # otherwise wait: a finished attempt or a new message wakes the loop
@@ -130,5 +141,5 @@ class DeliveryWorker:
             log.exception("delivery %s could not be attempted", delivery["id"])
         finally:
             with self._lock:
-                self._in_flight.discard(delivery["id"])
+                self._in_flight.pop(delivery["id"], None)
             self._wake.set()
