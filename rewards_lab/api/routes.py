@@ -456,6 +456,7 @@ expose(
     ),
 )
 async def submit_event(request: Request) -> Response:
+    """Also served before routing by the app's EventsFastPath (the hottest operation), with this same code."""
     principal = _authorised(request, Permission.EVENTS_WRITE)
     body = await json_body(request, rq.EventCreate)
     result = await request.app.state.intake.submit(principal.scope, body)  # answered after the group commit
