@@ -620,5 +620,7 @@ async def service_health(request: Request) -> Response:
     for name, worker in (("events", request.app.state.worker), ("deliveries", request.app.state.delivery_worker)):
         if worker is not None:
             workers[name] = (worker.alive, getattr(worker, "last_cycle_at", None))
-    result = await run_in_threadpool(health, database_of(request), workers)
+    intake = getattr(request.app.state, "intake", None)
+    waiting = intake.depth() if intake is not None else 0
+    result = await run_in_threadpool(health, database_of(request), workers, waiting)
     return success(result, request_id_of(request))

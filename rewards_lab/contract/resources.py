@@ -265,6 +265,7 @@ class Health(Resource):
     """For operators: no tenant data, only queue depths and whether the workers run."""
 
     status: Literal["ok", "degraded"]
+    intake_waiting: int  # POST /events requests waiting for the next group commit (not answered yet)
     event_queue_depth: int  # events received and not yet processed (every tenant)
     outbox_undispatched: int  # webhook messages not yet fanned out to endpoint deliveries
     pending_deliveries: int  # endpoint deliveries waiting for their first or next attempt
