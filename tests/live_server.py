@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import json
 import signal
 import socket
@@ -15,6 +17,27 @@ from typing import IO
 import httpx
 
 START_TIMEOUT_S = 30.0
+_children: list[subprocess.Popen[bytes]] = []
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the test process dies, however it dies (Linux prctl)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def spawn(command: list[str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """Start a server process that can never outlive the tests (no leaked servers eating a CI machine)."""
+    process = subprocess.Popen(command, stdout=log, stderr=log, preexec_fn=_die_with_parent)  # noqa: PLW1509
+    _children.append(process)
+    return process
+
+
+@atexit.register
+def _reap() -> None:
+    for process in _children:
+        if process.poll() is None:
+            process.kill()
 
 
 @dataclass
@@ -38,8 +61,14 @@ class LiveServer:
         """Signal the server and wait for it; returns its exit status."""
         if self.process.poll() is None:
             self.process.send_signal(sig)
-        status = self.process.wait(timeout=30)
-        self.log.close()
+        try:
+            status = self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError("the server did not stop within 30 s of the signal (killed)") from None
+        finally:
+            self.log.close()
         return status
 
 
@@ -66,7 +95,7 @@ def start_server(db: Path, org: str = "Acme", *bootstrap_args: str, serve_args: 
     port = free_port()
     log = (db.parent / f"{db.stem}.server.log").open("wb")
     command = cli("serve", "--db", str(db), "--port", str(port), *serve_args)
-    process = subprocess.Popen(command, stdout=log, stderr=log)
+    process = spawn(command, log)
     base_url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:

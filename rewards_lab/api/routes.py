@@ -528,8 +528,8 @@ async def submit_event(request: Request) -> Response:
     """Also served before routing by the app's EventsFastPath (the hottest operation), with this same code."""
     principal = _authorised(request, Permission.EVENTS_WRITE)
     body = await json_body(request, rq.EventCreate)
-    result = await request.app.state.intake.submit(principal.scope, body)  # answered after the group commit
-    return success(result, request_id_of(request), 202)
+    stored = await request.app.state.intake.submit(principal.scope, events.prepare_event(body))  # after the commit
+    return success(events.present_stored(stored), request_id_of(request), 202)
 
 
 @router.post(
