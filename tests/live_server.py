@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -25,6 +26,7 @@ class LiveServer:
     keys: dict[str, str]
     process: subprocess.Popen[bytes]
     log: IO[bytes]
+    boot: dict[str, object]  # bootstrap's JSON (totp_secret...)
 
     def headers(self, environment: str = "sandbox", **extra: str) -> dict[str, str]:
         return {
@@ -60,12 +62,12 @@ def bootstrap(db: Path, org: str, *extra: str) -> dict[str, object]:
     return boot
 
 
-def start_server(db: Path, org: str = "Acme", *bootstrap_args: str) -> LiveServer:
+def start_server(db: Path, org: str = "Acme", *bootstrap_args: str, serve_args: Sequence[str] = ()) -> LiveServer:
     """Bootstrap `db` (with `bootstrap_args`, e.g. a plan), start `rewards-lab serve` on a free port, wait."""
     boot = bootstrap(db, org, *bootstrap_args)
     port = free_port()
     log = (db.parent / f"{db.stem}.server.log").open("wb")
-    process = subprocess.Popen(cli("serve", "--db", str(db), "--port", str(port)), stdout=log, stderr=log)
+    process = subprocess.Popen(cli("serve", "--db", str(db), "--port", str(port), *serve_args), stdout=log, stderr=log)
     base_url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
@@ -80,4 +82,4 @@ def start_server(db: Path, org: str = "Acme", *bootstrap_args: str) -> LiveServe
         time.sleep(0.1)
     keys = boot["api_keys"]
     assert isinstance(keys, dict)
-    return LiveServer(db, base_url, str(boot["organization_id"]), keys, process, log)
+    return LiveServer(db, base_url, str(boot["organization_id"]), keys, process, log, boot)

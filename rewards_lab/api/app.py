@@ -14,28 +14,38 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rewards_lab.api.context import request_id_of
+from rewards_lab.api.developer_routes import router as developer_router
 from rewards_lab.api.envelope import API_VERSION, ERROR_ENVELOPE_SCHEMA, failure
 from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateLimiter, RateState
+from rewards_lab.api.request_log import RequestLogMiddleware
 from rewards_lab.api.routes import REQUEST_MODELS, router
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.service.login_guard import LoginGuard
+from rewards_lab.service.request_log import RequestLogWriter
+from rewards_lab.service.sessions import DEFAULT_SESSION_LIFETIME_S
 from rewards_lab.store.database import Database
 from rewards_lab.worker.events import EventWorker
 
 log = logging.getLogger(__name__)
 
 
-def create_app(database: Database, *, run_worker: bool = True) -> FastAPI:
+def create_app(
+    database: Database, *, run_worker: bool = True, session_lifetime_s: int = DEFAULT_SESSION_LIFETIME_S
+) -> FastAPI:
     worker = EventWorker(database) if run_worker else None
+    request_log = RequestLogWriter(database)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if worker is not None:
             worker.start()
+        request_log.start()
         try:
             yield
         finally:
             if worker is not None:
                 worker.stop()  # the batch in progress finishes (or is rolled back whole)
+            request_log.stop()  # writes what is still queued
             database.checkpoint()  # fold the write-ahead log into the file before the process ends
 
     app = FastAPI(
@@ -49,7 +59,11 @@ def create_app(database: Database, *, run_worker: bool = True) -> FastAPI:
     app.state.database = database
     app.state.worker = worker
     app.state.rate_limiter = RateLimiter()
+    app.state.login_guard = LoginGuard()
+    app.state.session_lifetime_s = session_lifetime_s
+    app.state.request_log = request_log
     app.include_router(router, prefix=f"/{API_VERSION}")
+    app.include_router(developer_router, prefix=f"/{API_VERSION}")
 
     def openapi() -> dict[str, Any]:
         """FastAPI's document, plus the JSON Schema of every request model the handlers parse themselves."""
@@ -87,6 +101,8 @@ def create_app(database: Database, *, run_worker: bool = True) -> FastAPI:
             rate = request.app.state.rate_limiter.charge(f"address/{client}", PUBLIC_LIMIT_PER_MINUTE)
         response.headers.update(rate.headers())
         return response
+
+    app.add_middleware(RequestLogMiddleware, writer=request_log)  # outermost: sees every status and duration
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, error: ServiceError) -> Response:

@@ -31,6 +31,8 @@ AUTH_CODES = [
     "authentication_required",
     "credentials_invalid",
     "api_key_revoked",
+    "session_expired",
+    "session_revoked",
     "organization_mismatch",
     "environment_mismatch",
     "permission_denied",

@@ -1,0 +1,63 @@
+"""ASGI middleware that records every /v1 request in the request log, off the request path.
+
+It sits outside everything else, so it sees the final status (a crash inside counts as 500) and the whole
+duration. It fixes the request id before the app runs (the same rule as `request_id_of`), so the id in the
+response and the one in the log are always the same. The principal is whatever authentication left in the
+request state; requests that never authenticated are logged without a tenant.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from rewards_lab.api.context import request_id_of
+from rewards_lab.service.access import Principal
+from rewards_lab.service.request_log import API_PREFIX, LogRecord, RequestLogWriter
+from rewards_lab.store.database import utcnow
+
+
+class RequestLogMiddleware:
+    def __init__(self, app: ASGIApp, writer: RequestLogWriter) -> None:
+        self.app = app
+        self.writer = writer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope.get("path", "")
+        if scope["type"] != "http" or not (path == API_PREFIX or path.startswith(API_PREFIX + "/")):
+            await self.app(scope, receive, send)
+            return
+        at = utcnow()
+        started = time.perf_counter()
+        request_id = request_id_of(Request(scope))  # stored in the request state for every later reader
+        status = 500
+
+        async def send_and_note(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            state: dict[str, Any] = scope.get("state") or {}
+            principal: Principal | None = state.get("principal")
+            route = scope.get("route")
+            self.writer.record(
+                LogRecord(
+                    organization_id=principal.scope.organization_id if principal else None,
+                    environment=principal.scope.environment if principal else None,
+                    request_id=request_id,
+                    method=scope["method"],
+                    path=path,
+                    operation=getattr(route, "path", None),
+                    status=status,
+                    duration_ms=(time.perf_counter() - started) * 1000,
+                    principal_id=principal.actor_id if principal else None,
+                    at=at,
+                )
+            )
