@@ -46,7 +46,9 @@ class RequestLogMiddleware:
         finally:
             state: dict[str, Any] = scope.get("state") or {}
             principal: Principal | None = state.get("principal")
-            route = scope.get("route")
+            template: str | None = getattr(scope.get("route"), "path", None)
+            if template is not None and not template.startswith(API_PREFIX):
+                template = API_PREFIX + template  # routes of the routers included under /v1 keep their own path
             self.writer.record(
                 LogRecord(
                     organization_id=principal.scope.organization_id if principal else None,
@@ -54,7 +56,7 @@ class RequestLogMiddleware:
                     request_id=request_id,
                     method=scope["method"],
                     path=path,
-                    operation=getattr(route, "path", None),
+                    operation=template,
                     status=status,
                     duration_ms=(time.perf_counter() - started) * 1000,
                     principal_id=principal.actor_id if principal else None,
