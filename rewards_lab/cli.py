@@ -82,6 +82,14 @@ def _bootstrap(args: argparse.Namespace) -> int:
     return 0
 
 
+def _contract_export(args: argparse.Namespace) -> int:
+    from rewards_lab.artefacts.export import export
+
+    for path in export(Path(args.out)):
+        print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rewards-lab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -107,6 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     bootstrap.add_argument("--password", help="the owner account's password (at least 12 characters)")
     bootstrap.add_argument("--totp", action="store_true", help="require a TOTP second factor (secret printed once)")
     bootstrap.set_defaults(run=_bootstrap)
+    contract = commands.add_parser("contract", help="machine-readable artefacts of the /v1 contract")
+    contract_commands = contract.add_subparsers(dest="contract_command", required=True)
+    contract_export = contract_commands.add_parser(
+        "export", help="write openapi.json, a Postman collection and TypeScript types generated from it"
+    )
+    contract_export.add_argument("--out", default="clients", help="folder to write into (default: clients)")
+    contract_export.set_defaults(run=_contract_export)
     return parser
 
 

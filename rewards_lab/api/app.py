@@ -13,9 +13,10 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from rewards_lab.api import openapi_doc
 from rewards_lab.api.context import request_id_of
 from rewards_lab.api.developer_routes import router as developer_router
-from rewards_lab.api.envelope import API_VERSION, ERROR_ENVELOPE_SCHEMA, failure
+from rewards_lab.api.envelope import API_VERSION, failure
 from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateLimiter, RateState
 from rewards_lab.api.request_log import RequestLogMiddleware
 from rewards_lab.api.routes import REQUEST_MODELS, router
@@ -66,25 +67,10 @@ def create_app(
     app.include_router(developer_router, prefix=f"/{API_VERSION}")
 
     def openapi() -> dict[str, Any]:
-        """FastAPI's document, plus the JSON Schema of every request model the handlers parse themselves."""
+        """FastAPI's document, plus the schemas of the bodies the handlers parse and of the typed responses."""
         if app.openapi_schema is None:
             document = get_openapi(title=app.title, version=app.version, routes=app.routes)
-            schemas = document.setdefault("components", {}).setdefault("schemas", {})
-            for name, model in sorted(REQUEST_MODELS.items()):
-                schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-                schemas.update(schema.pop("$defs", {}))
-                schemas[name] = schema
-            schemas.pop("HTTPValidationError", None)
-            schemas.pop("ValidationError", None)
-            schemas["ErrorEnvelope"] = ERROR_ENVELOPE_SCHEMA
-            failure_response = {
-                "description": "Failure: the envelope's error (its code is one of x-error-codes)",
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}},
-            }
-            for item in document["paths"].values():
-                for spec in item.values():
-                    spec["responses"].pop("422", None)  # FastAPI's own shape: never sent by this service
-                    spec["responses"]["default"] = failure_response
+            openapi_doc.finish(document, REQUEST_MODELS)
             app.openapi_schema = document
         return app.openapi_schema
 

@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from rewards_lab.api.context import database_of, json_body, principal_of, request_id_of
 from rewards_lab.api.envelope import success
+from rewards_lab.api.openapi_doc import query_parameters, responds
 from rewards_lab.api.routes import BODY_CODES, PAGE_CODES, REQUEST_MODELS, _authorised, _list, _page, operation
 from rewards_lab.contract import developer as d
 from rewards_lab.contract.errors import ServiceError
@@ -43,7 +44,8 @@ REQUEST_MODELS["LoginRequest"] = d.LoginRequest
             "required": True,
             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/LoginRequest"}}},
         },
-    },
+    }
+    | responds(201, d.SessionCreated),
 )
 async def login(request: Request) -> Response:
     body = await json_body(request, d.LoginRequest)
@@ -68,7 +70,8 @@ async def login(request: Request) -> Response:
         key: value
         for key, value in operation(Permission.API_KEYS_MANAGE, errors=("session_expired", "session_revoked")).items()
         if key != "x-permission"
-    },
+    }
+    | responds(200, d.Session),
 )
 async def logout(request: Request) -> Response:
     principal = principal_of(request)
@@ -85,7 +88,9 @@ async def logout(request: Request) -> Response:
 
 @router.get(
     "/developer/logs",
-    openapi_extra=operation(Permission.LOGS_VIEW, errors=(*PAGE_CODES, "period_invalid")),
+    openapi_extra=operation(Permission.LOGS_VIEW, errors=(*PAGE_CODES, "period_invalid"))
+    | responds(200, list[d.RequestLogEntry])
+    | query_parameters("status", "path", "request_id", "from", "to", listing=True),
 )
 async def list_request_logs(request: Request) -> Response:
     principal = _authorised(request, Permission.LOGS_VIEW)
@@ -107,7 +112,12 @@ async def list_request_logs(request: Request) -> Response:
     return _list(result, request)
 
 
-@router.get("/developer/usage", openapi_extra=operation(Permission.USAGE_VIEW, errors=("period_invalid",)))
+@router.get(
+    "/developer/usage",
+    openapi_extra=operation(Permission.USAGE_VIEW, errors=("period_invalid",))
+    | responds(200, d.Usage)
+    | query_parameters("from", "to"),
+)
 async def api_usage(request: Request) -> Response:
     principal = _authorised(request, Permission.USAGE_VIEW)
     query = request.query_params

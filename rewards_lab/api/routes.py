@@ -19,7 +19,9 @@ from starlette.concurrency import run_in_threadpool
 
 from rewards_lab.api.context import database_of, json_body, principal_of, request_id_of
 from rewards_lab.api.envelope import success
+from rewards_lab.api.openapi_doc import idempotency_header, query_parameters, responds, responds_like
 from rewards_lab.contract import requests as rq
+from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import REGISTRY, ServiceError
 from rewards_lab.contract.pagination import DEFAULT_LIMIT, PageRequest
 from rewards_lab.contract.permissions import Permission
@@ -62,6 +64,8 @@ def operation(
         codes = sorted(set(codes) | {"idempotency_key_required"})
     assert set(codes) <= set(REGISTRY), set(codes) - set(REGISTRY)
     extra: dict[str, Any] = {"x-permission": permission.value, "x-idempotent": idempotent, "x-error-codes": codes}
+    if idempotent != "none":
+        extra["parameters"] = [idempotency_header(required=idempotent == "required")]
     if body is not None:
         REQUEST_MODELS[body.__name__] = body
         schema = {"$ref": f"#/components/schemas/{body.__name__}"}
@@ -144,13 +148,10 @@ def expose(
     endpoint.__signature__ = inspect.Signature(parameters, return_annotation=Response)  # type: ignore[attr-defined]
     if listing == "page":
         errors = (*errors, *PAGE_CODES)
-    router.add_api_route(
-        path,
-        endpoint,
-        methods=[method],
-        name=name,
-        openapi_extra=operation(body, permission, idempotent=idempotent, errors=errors),
-    )
+    extra = operation(body, permission, idempotent=idempotent, errors=errors) | responds_like(service, status)
+    if listing or filters:
+        extra["parameters"] = query_parameters(*filters, listing=listing == "page")["parameters"]
+    router.add_api_route(path, endpoint, methods=[method], name=name, openapi_extra=extra)
 
 
 PAGE_CODES = ("cursor_invalid", "sort_field_invalid")
@@ -474,7 +475,8 @@ async def submit_event(request: Request) -> Response:
         Permission.API_KEYS_MANAGE,
         idempotent="none",
         errors=(*BODY_CODES, "permission_unknown", "permission_escalation"),
-    ),
+    )
+    | responds(201, r.ApiKeyCreated),
 )
 async def create_api_key(request: Request) -> Response:
     principal = _authorised(request, Permission.API_KEYS_MANAGE)
@@ -487,7 +489,8 @@ async def create_api_key(request: Request) -> Response:
 
 @router.delete(
     "/developer/api-keys/{key_id}",
-    openapi_extra=operation(Permission.API_KEYS_MANAGE, errors=("api_key_not_found", "api_key_already_revoked")),
+    openapi_extra=operation(Permission.API_KEYS_MANAGE, errors=("api_key_not_found", "api_key_already_revoked"))
+    | responds(200, r.ApiKey),
 )
 async def revoke_api_key(request: Request, key_id: str) -> Response:
     principal = _authorised(request, Permission.API_KEYS_MANAGE)
@@ -498,6 +501,7 @@ async def revoke_api_key(request: Request, key_id: str) -> Response:
 # AI: knowledge search and answers without a model (service.knowledge), and their deprecated predecessors.
 SUNSET = "Sat, 06 Feb 2027 00:00:00 GMT"
 AI_CODES = tuple(BODY_CODES)
+HITS = list[r.KnowledgeHit]
 
 
 def _deprecated(response: Response, successor: str) -> Response:
@@ -507,7 +511,11 @@ def _deprecated(response: Response, successor: str) -> Response:
     return response
 
 
-@router.post("/ai/knowledge/search", openapi_extra=operation(rq.KnowledgeSearch, Permission.AI_USE, errors=AI_CODES))
+@router.post(
+    "/ai/knowledge/search",
+    openapi_extra=operation(rq.KnowledgeSearch, Permission.AI_USE, errors=AI_CODES)
+    | responds(200, list[r.KnowledgeHit]),
+)
 async def knowledge_search(request: Request) -> Response:
     _authorised(request, Permission.AI_USE)
     body = await json_body(request, rq.KnowledgeSearch)
@@ -516,7 +524,7 @@ async def knowledge_search(request: Request) -> Response:
 
 @router.post(
     "/ai/conversations/{conversation_id}/messages",
-    openapi_extra=operation(rq.MessageCreate, Permission.AI_USE, errors=AI_CODES),
+    openapi_extra=operation(rq.MessageCreate, Permission.AI_USE, errors=AI_CODES) | responds(201, r.AssistantMessage),
 )
 async def conversation_message(request: Request, conversation_id: str) -> Response:
     _authorised(request, Permission.AI_USE)
@@ -525,7 +533,10 @@ async def conversation_message(request: Request, conversation_id: str) -> Respon
 
 
 @router.post(
-    "/ai/search", deprecated=True, openapi_extra=operation(rq.KnowledgeSearch, Permission.AI_USE, errors=AI_CODES)
+    "/ai/search",
+    deprecated=True,
+    openapi_extra=operation(rq.KnowledgeSearch, Permission.AI_USE, errors=AI_CODES)
+    | responds(200, list[r.KnowledgeHit]),
 )
 async def deprecated_search(request: Request) -> Response:
     _authorised(request, Permission.AI_USE)
@@ -537,7 +548,9 @@ async def deprecated_search(request: Request) -> Response:
 
 
 @router.post(
-    "/ai/messages", deprecated=True, openapi_extra=operation(rq.MessageCreate, Permission.AI_USE, errors=AI_CODES)
+    "/ai/messages",
+    deprecated=True,
+    openapi_extra=operation(rq.MessageCreate, Permission.AI_USE, errors=AI_CODES) | responds(201, r.AssistantMessage),
 )
 async def deprecated_message(request: Request) -> Response:
     _authorised(request, Permission.AI_USE)
