@@ -17,7 +17,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rewards_lab.api.context import request_id_of
 from rewards_lab.service.access import Principal
 from rewards_lab.service.request_log import API_PREFIX, LogRecord, RequestLogWriter
-from rewards_lab.store.database import utcnow
 
 
 class RequestLogMiddleware:
@@ -30,7 +29,7 @@ class RequestLogMiddleware:
         if scope["type"] != "http" or not (path == API_PREFIX or path.startswith(API_PREFIX + "/")):
             await self.app(scope, receive, send)
             return
-        at = utcnow()
+        at = time.time()
         started = time.perf_counter()
         request_id = request_id_of(Request(scope))  # stored in the request state for every later reader
         status = 500
@@ -51,15 +50,15 @@ class RequestLogMiddleware:
                 template = API_PREFIX + template  # routes of the routers included under /v1 keep their own path
             self.writer.record(
                 LogRecord(
-                    organization_id=principal.scope.organization_id if principal else None,
-                    environment=principal.scope.environment if principal else None,
-                    request_id=request_id,
-                    method=scope["method"],
-                    path=path,
-                    operation=template,
-                    status=status,
-                    duration_ms=(time.perf_counter() - started) * 1000,
-                    principal_id=principal.actor_id if principal else None,
-                    at=at,
+                    principal.scope.organization_id if principal else None,
+                    principal.scope.environment if principal else None,
+                    request_id,
+                    scope["method"],
+                    path,
+                    template,
+                    status,
+                    (time.perf_counter() - started) * 1000,
+                    principal.actor_id if principal else None,
+                    at,
                 )
             )

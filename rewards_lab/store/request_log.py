@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -57,13 +58,16 @@ class RequestLogRepository:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
 
-    def add_batch(self, rows: list[tuple[Any, ...]]) -> None:
-        """One INSERT for the whole batch, from an Arrow table (rows in COLUMNS order)."""
-        columns = list(zip(*rows, strict=True))
-        batch = pa.Table.from_arrays(
-            [pa.array(list(column), type=field.type) for column, field in zip(columns, _ARROW_SCHEMA, strict=True)],
-            schema=_ARROW_SCHEMA,
-        )
+    def add_batch(self, ids: list[str], records: Sequence[Sequence[Any]]) -> None:
+        """One INSERT for the whole batch, from an Arrow table. `records` hold the columns after `id`, in order,
+        with the time as epoch seconds (converted here without pandas: Arrow casts int64 microseconds)."""
+        columns = list(zip(*records, strict=True))
+        arrays = [pa.array(ids, type=pa.string())]
+        for column, field in zip(columns[:-1], list(_ARROW_SCHEMA)[1:-1], strict=True):
+            arrays.append(pa.array(column, type=field.type))
+        micros = pa.array([int(at * 1_000_000) for at in columns[-1]], type=pa.int64())
+        arrays.append(micros.cast(pa.timestamp("us")))
+        batch = pa.Table.from_arrays(arrays, schema=_ARROW_SCHEMA)
         self.con.register("request_log_batch", batch)
         try:
             self.con.execute(f"INSERT INTO request_log SELECT {', '.join(COLUMNS)} FROM request_log_batch")
