@@ -11,7 +11,9 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
+from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rewards_lab.api import openapi_doc
 from rewards_lab.api.context import request_id_of
@@ -25,25 +27,56 @@ from rewards_lab.service.login_guard import LoginGuard
 from rewards_lab.service.request_log import RequestLogWriter
 from rewards_lab.service.sessions import DEFAULT_SESSION_LIFETIME_S
 from rewards_lab.store.database import Database
+from rewards_lab.worker.event_intake import EventIntake
 from rewards_lab.worker.events import EventWorker
 
 log = logging.getLogger(__name__)
+
+
+class ResponseHeaders:
+    """Pure ASGI middleware (cheaper than BaseHTTPMiddleware): X-Request-ID and the RateLimit headers on every
+    response. Requests that never authenticated are counted per client address at the Public plan's limit."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers["X-Request-ID"] = request_id_of(request)
+                rate: RateState | None = getattr(request.state, "rate", None)
+                if rate is None:
+                    client = request.client.host if request.client else "unknown"
+                    rate = request.app.state.rate_limiter.charge(f"address/{client}", PUBLIC_LIMIT_PER_MINUTE)
+                headers.update(rate.headers())
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 def create_app(
     database: Database, *, run_worker: bool = True, session_lifetime_s: int = DEFAULT_SESSION_LIFETIME_S
 ) -> FastAPI:
     worker = EventWorker(database) if run_worker else None
+    intake = EventIntake(database, on_stored=worker.notify if worker is not None else None)
     request_log = RequestLogWriter(database)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        intake.start()
         if worker is not None:
             worker.start()
         request_log.start()
         try:
             yield
         finally:
+            intake.stop()  # every event already queued is stored (and answered) before the worker stops
             if worker is not None:
                 worker.stop()  # the batch in progress finishes (or is rolled back whole)
             request_log.stop()  # writes what is still queued
@@ -59,6 +92,7 @@ def create_app(
     )
     app.state.database = database
     app.state.worker = worker
+    app.state.intake = intake
     app.state.rate_limiter = RateLimiter()
     app.state.login_guard = LoginGuard()
     app.state.session_lifetime_s = session_lifetime_s
@@ -76,18 +110,7 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    @app.middleware("http")
-    async def echo_request_id(request: Request, call_next):  # type: ignore[no-untyped-def]
-        request_id = request_id_of(request)
-        response: Response = await call_next(request)
-        response.headers["X-Request-ID"] = request_id
-        rate: RateState | None = getattr(request.state, "rate", None)
-        if rate is None:  # never authenticated: counted per client address at the Public plan's limit
-            client = request.client.host if request.client else "unknown"
-            rate = request.app.state.rate_limiter.charge(f"address/{client}", PUBLIC_LIMIT_PER_MINUTE)
-        response.headers.update(rate.headers())
-        return response
-
+    app.add_middleware(ResponseHeaders)
     app.add_middleware(RequestLogMiddleware, writer=request_log)  # outermost: sees every status and duration
 
     @app.exception_handler(ServiceError)
