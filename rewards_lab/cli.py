@@ -61,6 +61,8 @@ def _bootstrap(args: argparse.Namespace) -> int:
 
     if args.email is not None and not args.password:
         raise SystemExit("bootstrap: --email needs --password")
+    if args.totp and args.email is None:
+        raise SystemExit("bootstrap: --totp needs --email and --password")
     Path(args.db).parent.mkdir(parents=True, exist_ok=True)
     with Database(args.db) as database:
         try:

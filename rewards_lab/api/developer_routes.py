@@ -37,7 +37,8 @@ REQUEST_MODELS["LoginRequest"] = d.LoginRequest
 @router.post(
     "/auth/login",
     openapi_extra={
-        # No x-permission: there is no principal yet; the password (and second factor) make one.
+        # No x-permission and no bearer: there is no principal yet; the password (and second factor) make one.
+        "security": [],
         "x-idempotent": "none",
         "x-error-codes": sorted(LOGIN_CODES),
         "requestBody": {

@@ -131,6 +131,14 @@ def finish(document: dict[str, Any], request_models: dict[str, type[BaseModel]])
         if ref != name:
             schemas[name] = schemas[ref]
     output_names = {name: keys[(model, "serialization")]["$ref"].rsplit("/", 1)[1] for name, model in outputs}
+    document["components"]["securitySchemes"] = {
+        "bearer": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API key (systems) or a session token from POST /auth/login (people).",
+        }
+    }
+    document["security"] = [{"bearer": []}]
     schemas["Meta"] = META_SCHEMA
     schemas["ErrorEnvelope"] = ERROR_ENVELOPE_SCHEMA
     failure = {
