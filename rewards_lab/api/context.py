@@ -28,9 +28,13 @@ def request_id_of(request: Request) -> str:
     existing: str | None = getattr(request.state, "request_id", None)
     if existing:
         return existing
-    supplied = request.headers.get("x-request-id", "")
-    request.state.request_id = supplied if _REQUEST_ID_RE.fullmatch(supplied) else f"req_{uuid.uuid4().hex}"
+    request.state.request_id = request_id_from(request.headers.get("x-request-id", ""))
     return str(request.state.request_id)
+
+
+def request_id_from(supplied: str) -> str:
+    """The rule of `request_id_of` on a raw header value."""
+    return supplied if _REQUEST_ID_RE.fullmatch(supplied) else f"req_{uuid.uuid4().hex}"
 
 
 def database_of(request: Request) -> Database:

@@ -11,10 +11,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rewards_lab.api.context import request_id_of
+from rewards_lab.api.context import request_id_from
 from rewards_lab.service.access import Principal
 from rewards_lab.service.request_log import API_PREFIX, LogRecord, RequestLogWriter
 
@@ -31,7 +30,9 @@ class RequestLogMiddleware:
             return
         at = time.time()
         started = time.perf_counter()
-        request_id = request_id_of(Request(scope))  # stored in the request state for every later reader
+        supplied = next((value for name, value in scope["headers"] if name == b"x-request-id"), b"")
+        request_id = request_id_from(supplied.decode("latin-1"))
+        scope.setdefault("state", {})["request_id"] = request_id  # what `request_id_of` returns from now on
         status = 500
 
         async def send_and_note(message: Message) -> None:
