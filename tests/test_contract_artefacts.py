@@ -101,3 +101,18 @@ def test_postman_has_every_operation_its_headers_and_valid_example_bodies(docume
             validate(model, json.loads(request["body"]["raw"]))  # the service itself would accept it
     environments = [postman.environment(name) for name in ("sandbox", "production")]
     assert [e["values"][3]["value"] for e in environments] == ["sandbox", "production"]
+
+
+def test_every_paginated_list_declares_its_sort_fields_and_pagination(document: dict[str, Any]) -> None:
+    lists = 0
+    for path, item in document["paths"].items():
+        for method, spec in item.items():
+            parameters = {p["name"]: p for p in spec.get("parameters", []) if p["in"] == "query"}
+            if "cursor" not in parameters:
+                continue
+            lists += 1
+            assert method == "get" and "offset" not in parameters, path
+            sort = parameters["sort"]["schema"]
+            assert sort["enum"] and sort["default"] == sort["enum"][0], path
+            assert parameters["limit"]["schema"] == {"type": "integer", "minimum": 1, "maximum": 100, "default": 25}
+    assert lists >= 8

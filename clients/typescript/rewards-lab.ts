@@ -551,7 +551,7 @@ export interface Operations {
   };
   "GET /customers": {
     path: Record<string, never>;
-    query: { limit?: number; cursor?: string; sort?: string; direction?: "asc" | "desc"; external_id?: string };
+    query: { limit?: number; cursor?: string; sort?: "created_at" | "external_id"; direction?: "asc" | "desc"; external_id?: string };
     headers: Record<string, never>;
     body: never;
     response: ListEnvelope<Customer>;
@@ -591,7 +591,7 @@ export interface Operations {
   };
   "GET /wallets": {
     path: Record<string, never>;
-    query: { limit?: number; cursor?: string; sort?: string; direction?: "asc" | "desc"; customer_id?: string; status?: string };
+    query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; customer_id?: string; status?: string };
     headers: Record<string, never>;
     body: never;
     response: ListEnvelope<Wallet>;
@@ -651,7 +651,7 @@ export interface Operations {
   };
   "GET /assets": {
     path: Record<string, never>;
-    query: { limit?: number; cursor?: string; sort?: string; direction?: "asc" | "desc"; status?: string };
+    query: { limit?: number; cursor?: string; sort?: "created_at" | "symbol" | "name"; direction?: "asc" | "desc"; status?: string };
     headers: Record<string, never>;
     body: never;
     response: ListEnvelope<Asset>;
@@ -731,7 +731,7 @@ export interface Operations {
   };
   "GET /transactions": {
     path: Record<string, never>;
-    query: { limit?: number; cursor?: string; sort?: string; direction?: "asc" | "desc"; wallet_id?: string; asset_id?: string; kind?: string };
+    query: { limit?: number; cursor?: string; sort?: "created_at" | "amount_minor"; direction?: "asc" | "desc"; wallet_id?: string; asset_id?: string; kind?: string };
     headers: Record<string, never>;
     body: never;
     response: ListEnvelope<LedgerTransaction>;
@@ -761,7 +761,7 @@ export interface Operations {
   };
   "GET /reward-programs": {
     path: Record<string, never>;
-    query: { limit?: number; cursor?: string; sort?: string; direction?: "asc" | "desc"; asset_id?: string };
+    query: { limit?: number; cursor?: string; sort?: "created_at" | "name"; direction?: "asc" | "desc"; asset_id?: string };
     headers: Record<string, never>;
     body: never;
     response: ListEnvelope<Programme>;
@@ -851,7 +851,7 @@ export interface Operations {
   };
   "GET /events": {
     path: Record<string, never>;
-    query: { limit?: number; cursor?: string; sort?: string; direction?: "asc" | "desc"; status?: string; type?: string; customer_id?: string };
+    query: { limit?: number; cursor?: string; sort?: "received_at" | "occurred_at"; direction?: "asc" | "desc"; status?: string; type?: string; customer_id?: string };
     headers: Record<string, never>;
     body: never;
     response: ListEnvelope<Event>;
@@ -891,7 +891,7 @@ export interface Operations {
   };
   "GET /reward-executions": {
     path: Record<string, never>;
-    query: { limit?: number; cursor?: string; sort?: string; direction?: "asc" | "desc"; customer_id?: string; event_id?: string; status?: string };
+    query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; customer_id?: string; event_id?: string; status?: string };
     headers: Record<string, never>;
     body: never;
     response: ListEnvelope<RewardExecution>;
@@ -981,7 +981,7 @@ export interface Operations {
   };
   "GET /developer/logs": {
     path: Record<string, never>;
-    query: { limit?: number; cursor?: string; sort?: string; direction?: "asc" | "desc"; status?: string; path?: string; request_id?: string; from?: string; to?: string };
+    query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; status?: string; path?: string; request_id?: string; from?: string; to?: string };
     headers: Record<string, never>;
     body: never;
     response: ListEnvelope<RequestLogEntry>;

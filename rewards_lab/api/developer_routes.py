@@ -91,7 +91,7 @@ async def logout(request: Request) -> Response:
     "/developer/logs",
     openapi_extra=operation(Permission.LOGS_VIEW, errors=(*PAGE_CODES, "period_invalid"))
     | responds(200, list[d.RequestLogEntry])
-    | query_parameters("status", "path", "request_id", "from", "to", listing=True),
+    | query_parameters("status", "path", "request_id", "from", "to", listing=True, sorts=request_log.LOG_SORTS),
 )
 async def list_request_logs(request: Request) -> Response:
     principal = _authorised(request, Permission.LOGS_VIEW)

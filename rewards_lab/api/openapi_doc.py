@@ -61,18 +61,20 @@ def responds_like(service: Callable[..., Any], status: int) -> dict[str, Any]:
     return responds(status, typing.get_type_hints(service)["return"])
 
 
-def query_parameters(*names: str, listing: bool = False) -> dict[str, Any]:
-    """Declared query parameters: the pagination ones for a list, then string filters."""
+def query_parameters(*names: str, listing: bool = False, sorts: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Declared query parameters: the pagination ones for a list (`sort` names the fields it sorts by, the first
+    being the default), then string filters."""
     parameters: list[dict[str, Any]] = []
 
     def query(name: str, schema: dict[str, Any]) -> dict[str, Any]:
         return {"name": name, "in": "query", "required": False, "schema": schema}
 
     if listing:
+        sort_schema = {"type": "string", "enum": list(sorts), "default": sorts[0]} if sorts else {"type": "string"}
         parameters += [
             query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}),
             query("cursor", {"type": "string"}),
-            query("sort", {"type": "string"}),
+            query("sort", sort_schema),
             query("direction", {"type": "string", "enum": ["asc", "desc"]}),
         ]
     parameters += [query(name, {"type": "string"}) for name in names]

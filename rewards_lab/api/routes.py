@@ -119,6 +119,7 @@ def expose(
     status: int = 200,
     listing: str | None = None,
     filters: tuple[str, ...] = (),
+    sorts: tuple[str, ...] = (),
 ) -> None:
     """Register one operation whose handler is the same every time: authorise, read the path parameters and
     the body, call `service(database, scope, *path, [body], [page], **filters, [idempotency_key])` off the
@@ -150,7 +151,7 @@ def expose(
         errors = (*errors, *PAGE_CODES)
     extra = operation(body, permission, idempotent=idempotent, errors=errors) | responds_like(service, status)
     if listing or filters:
-        extra["parameters"] = query_parameters(*filters, listing=listing == "page")["parameters"]
+        extra["parameters"] = query_parameters(*filters, listing=listing == "page", sorts=sorts)["parameters"]
     router.add_api_route(path, endpoint, methods=[method], name=name, openapi_extra=extra)
 
 
@@ -188,6 +189,7 @@ expose(
     customers.list_customers,
     P.CUSTOMERS_VIEW,
     listing="page",
+    sorts=customers.CUSTOMER_SORTS,
     filters=("external_id",),
 )
 expose(
@@ -224,6 +226,7 @@ expose(
     customers.list_wallets,
     P.WALLETS_VIEW,
     listing="page",
+    sorts=customers.WALLET_SORTS,
     filters=("customer_id", "status"),
 )
 expose("GET", "/wallets/{wallet_id}", "get_wallet", customers.get_wallet, P.WALLETS_VIEW, errors=("wallet_not_found",))
@@ -258,7 +261,16 @@ expose(
     status=201,
     errors=(*BODY_CODES, *AMOUNT_CODES),
 )
-expose("GET", "/assets", "list_assets", assets.list_assets, P.ASSETS_VIEW, listing="page", filters=("status",))
+expose(
+    "GET",
+    "/assets",
+    "list_assets",
+    assets.list_assets,
+    P.ASSETS_VIEW,
+    listing="page",
+    filters=("status",),
+    sorts=assets.ASSET_SORTS,
+)
 expose("GET", "/assets/{asset_id}", "get_asset", assets.get_asset, P.ASSETS_VIEW, errors=("asset_not_found",))
 expose(
     "POST",
@@ -319,6 +331,7 @@ expose(
     ledger.list_transactions,
     P.LEDGER_VIEW,
     listing="page",
+    sorts=ledger.TRANSACTION_SORTS,
     filters=("wallet_id", "asset_id", "kind"),
 )
 expose(
@@ -349,6 +362,7 @@ expose(
     programmes.list_programmes,
     P.REWARDS_VIEW,
     listing="page",
+    sorts=programmes.PROGRAMME_SORTS,
     filters=("asset_id",),
 )
 expose(
@@ -427,6 +441,7 @@ expose(
     events.list_events,
     P.EVENTS_VIEW,
     listing="page",
+    sorts=events.EVENT_SORTS,
     filters=("status", "type", "customer_id"),
 )
 expose("GET", "/events/{event_id}", "get_event", events.get_event, P.EVENTS_VIEW, errors=("event_not_found",))
@@ -445,6 +460,7 @@ expose(
     events.list_executions,
     P.REWARDS_VIEW,
     listing="page",
+    sorts=events.EXECUTION_SORTS,
     filters=("customer_id", "event_id", "status"),
 )
 
