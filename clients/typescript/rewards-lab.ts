@@ -537,6 +537,56 @@ export interface WalletCreate {
 
 export type WalletType = "customer";
 
+/** One try at sending a delivery: the receiver's HTTP status, or why no status came back. */
+export interface WebhookAttempt {
+  number: number;
+  attempted_at: string;
+  duration_ms: number;
+  status_code: number | null;
+  error: string | null;
+  succeeded: boolean;
+}
+
+/** The seed's shape: `url` and the event kinds to deliver. The signing secret is returned once. */
+export interface WebhookCreate {
+  url: string;
+  events: string[];
+}
+
+/** One message to one endpoint. `body` is the exact JSON sent (and signed) on every attempt. */
+export interface WebhookDelivery {
+  id: string;
+  webhook_id: string;
+  kind: string;
+  status: "pending" | "succeeded" | "failed";
+  attempt_count: number;
+  next_attempt_at: string | null;
+  created_at: string;
+  completed_at: string | null;
+  body: string;
+  attempts: WebhookAttempt[];
+}
+
+export interface WebhookEndpoint {
+  id: string;
+  url: string;
+  events: string[];
+  status: "enabled" | "disabled";
+  secret_prefix: string;
+  created_at: string;
+}
+
+/** Returned once, at creation: the only time the signing secret is ever shown. */
+export interface WebhookEndpointCreated {
+  id: string;
+  url: string;
+  events: string[];
+  status: "enabled" | "disabled";
+  secret_prefix: string;
+  created_at: string;
+  signing_secret: string;
+}
+
 /** Every operation: `METHOD /path` (relative to the base URL ending in /v1) to its parts. */
 export interface Operations {
   "POST /customers": {
@@ -898,6 +948,86 @@ export interface Operations {
     permission: "rewards.view";
     idempotent: "none";
     errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "sort_field_invalid";
+  };
+  "POST /webhooks": {
+    path: Record<string, never>;
+    query: Record<string, never>;
+    headers: Record<string, never>;
+    body: WebhookCreate;
+    response: Envelope<WebhookEndpointCreated>;
+    permission: "developers.webhooks.manage";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked" | "webhook_event_kind_invalid" | "webhook_url_invalid";
+  };
+  "GET /webhooks": {
+    path: Record<string, never>;
+    query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; status?: string };
+    headers: Record<string, never>;
+    body: never;
+    response: ListEnvelope<WebhookEndpoint>;
+    permission: "developers.webhooks.view";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "sort_field_invalid";
+  };
+  "GET /webhooks/{webhook_id}": {
+    path: { webhook_id: string };
+    query: Record<string, never>;
+    headers: Record<string, never>;
+    body: never;
+    response: Envelope<WebhookEndpoint>;
+    permission: "developers.webhooks.view";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "webhook_not_found";
+  };
+  "DELETE /webhooks/{webhook_id}": {
+    path: { webhook_id: string };
+    query: Record<string, never>;
+    headers: { "Idempotency-Key"?: string };
+    body: never;
+    response: Envelope<WebhookEndpoint>;
+    permission: "developers.webhooks.manage";
+    idempotent: "optional";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_reused" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "webhook_not_found";
+  };
+  "POST /webhooks/{webhook_id}/test": {
+    path: { webhook_id: string };
+    query: Record<string, never>;
+    headers: Record<string, never>;
+    body: never;
+    response: Envelope<WebhookDelivery>;
+    permission: "developers.webhooks.manage";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "webhook_not_found";
+  };
+  "GET /webhooks/{webhook_id}/deliveries": {
+    path: { webhook_id: string };
+    query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; status?: string };
+    headers: Record<string, never>;
+    body: never;
+    response: ListEnvelope<WebhookDelivery>;
+    permission: "developers.webhooks.view";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "sort_field_invalid" | "webhook_not_found";
+  };
+  "GET /webhooks/{webhook_id}/deliveries/{delivery_id}": {
+    path: { webhook_id: string; delivery_id: string };
+    query: Record<string, never>;
+    headers: Record<string, never>;
+    body: never;
+    response: Envelope<WebhookDelivery>;
+    permission: "developers.webhooks.view";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "webhook_delivery_not_found" | "webhook_not_found";
+  };
+  "POST /webhooks/{webhook_id}/deliveries/{delivery_id}/replay": {
+    path: { webhook_id: string; delivery_id: string };
+    query: Record<string, never>;
+    headers: { "Idempotency-Key"?: string };
+    body: never;
+    response: Envelope<WebhookDelivery>;
+    permission: "developers.webhooks.manage";
+    idempotent: "optional";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_reused" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "webhook_delivery_not_found" | "webhook_delivery_not_replayable" | "webhook_not_found";
   };
   "POST /developer/api-keys": {
     path: Record<string, never>;

@@ -21,12 +21,14 @@ from rewards_lab.api.developer_routes import router as developer_router
 from rewards_lab.api.envelope import API_VERSION, failure
 from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateLimiter, RateState
 from rewards_lab.api.request_log import RequestLogMiddleware
-from rewards_lab.api.routes import REQUEST_MODELS, router
+from rewards_lab.api.routes import REQUEST_MODELS, router, submit_event
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.service.deliveries import DeliverySettings
 from rewards_lab.service.login_guard import LoginGuard
 from rewards_lab.service.request_log import RequestLogWriter
 from rewards_lab.service.sessions import DEFAULT_SESSION_LIFETIME_S
 from rewards_lab.store.database import Database
+from rewards_lab.worker.deliveries import DeliveryWorker
 from rewards_lab.worker.event_intake import EventIntake
 from rewards_lab.worker.events import EventWorker
 
@@ -60,10 +62,40 @@ class ResponseHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+class EventsFastPath:
+    """POST /v1/events answered before routing: the route table's linear match and FastAPI's per-request
+    machinery cost more than the operation itself at thousands of events per second. Same handler, same
+    errors and envelope; the route stays declared (and documented) in the router."""
+
+    path = f"/{API_VERSION}/events"
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        try:
+            response = await submit_event(request)
+        except ServiceError as error:
+            response = failure(error, request_id_of(request))
+        except Exception:  # noqa: BLE001 - never a stack trace to the client
+            log.exception("unexpected error on POST %s", self.path)
+            response = failure(ServiceError("internal_error"), request_id_of(request))
+        await response(scope, receive, send)
+
+
 def create_app(
-    database: Database, *, run_worker: bool = True, session_lifetime_s: int = DEFAULT_SESSION_LIFETIME_S
+    database: Database,
+    *,
+    run_worker: bool = True,
+    delivery_settings: DeliverySettings | None = None,
+    session_lifetime_s: int = DEFAULT_SESSION_LIFETIME_S,
 ) -> FastAPI:
     worker = EventWorker(database) if run_worker else None
+    deliveries = DeliveryWorker(database, delivery_settings) if run_worker else None
     intake = EventIntake(database, on_stored=worker.notify if worker is not None else None)
     request_log = RequestLogWriter(database)
 
@@ -72,6 +104,8 @@ def create_app(
         intake.start()
         if worker is not None:
             worker.start()
+        if deliveries is not None:
+            deliveries.start()
         request_log.start()
         try:
             yield
@@ -79,6 +113,8 @@ def create_app(
             intake.stop()  # every event already queued is stored (and answered) before the worker stops
             if worker is not None:
                 worker.stop()  # the batch in progress finishes (or is rolled back whole)
+            if deliveries is not None:
+                deliveries.stop()  # requests in flight finish and are recorded; pending ones wait in the DB
             request_log.stop()  # writes what is still queued
             database.checkpoint()  # fold the write-ahead log into the file before the process ends
 
@@ -93,6 +129,7 @@ def create_app(
     app.state.database = database
     app.state.worker = worker
     app.state.intake = intake
+    app.state.delivery_worker = deliveries
     app.state.rate_limiter = RateLimiter()
     app.state.login_guard = LoginGuard()
     app.state.session_lifetime_s = session_lifetime_s
@@ -110,8 +147,9 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    app.add_middleware(ResponseHeaders)
-    app.add_middleware(RequestLogMiddleware, writer=request_log)  # outermost: sees every status and duration
+    app.add_middleware(EventsFastPath)
+    app.add_middleware(ResponseHeaders)  # added last, so outermost: its headers go on every response
+    app.add_middleware(RequestLogMiddleware, writer=request_log)  # outermost of all: every status and duration
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, error: ServiceError) -> Response:

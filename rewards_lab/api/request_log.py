@@ -49,6 +49,8 @@ class RequestLogMiddleware:
             template: str | None = getattr(scope.get("route"), "path", None)
             if template is not None and not template.startswith(API_PREFIX):
                 template = API_PREFIX + template  # routes of the routers included under /v1 keep their own path
+            elif template is None and status not in (404, 405):
+                template = path  # answered before routing (the POST /events fast path): a path without parameters
             self.writer.record(
                 LogRecord(
                     principal.scope.organization_id if principal else None,

@@ -21,6 +21,7 @@ from rewards_lab.store.outbox import OutboxRepository
 from rewards_lab.store.programmes import ProgrammeRepository
 from rewards_lab.store.request_log import RequestLogRepository
 from rewards_lab.store.wallets import WalletRepository
+from rewards_lab.store.webhooks import WebhookRepository
 
 
 class Repositories:
@@ -37,6 +38,7 @@ class Repositories:
         self.idempotency = IdempotencyRepository(con)
         self.outbox = OutboxRepository(con)
         self.api_keys = ApiKeyRepository(con)
+        self.webhooks = WebhookRepository(con)
         self.accounts = AccountRepository(con)
         self.sessions = SessionRepository(con)
         self.request_log = RequestLogRepository(con)
