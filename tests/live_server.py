@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -26,7 +26,7 @@ class LiveServer:
     keys: dict[str, str]
     process: subprocess.Popen[bytes]
     log: IO[bytes]
-    boot: dict[str, object]  # bootstrap's JSON (totp_secret...)
+    boot: dict[str, object] = field(default_factory=dict)  # bootstrap's JSON (totp_secret...)
 
     def headers(self, environment: str = "sandbox", **extra: str) -> dict[str, str]:
         return {
