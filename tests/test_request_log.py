@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from rewards_lab.service import request_log
 from tests.live_server import LiveServer, bootstrap, start_server
 
 OTHER: dict[str, Any] = {}
@@ -128,8 +129,12 @@ def test_another_tenant_sees_nothing_and_the_permission_is_checked(server: LiveS
 
 
 def test_usage_counts_equal_what_was_sent(server: LiveServer) -> None:
-    """The production environment is a tenant of its own that only this test uses."""
-    headers = server.headers("production")
+    """The other organization's production environment is a tenant that only this test uses."""
+    headers = {
+        "Authorization": f"Bearer {OTHER['api_keys']['production']}",
+        "X-Organization-ID": OTHER["organization_id"],
+        "X-Environment": "production",
+    }
     sent: Counter[tuple[str, str, str]] = Counter()
     with httpx.Client(base_url=server.base_url, headers=headers, timeout=10) as http:
 
@@ -151,6 +156,8 @@ def test_usage_counts_equal_what_was_sent(server: LiveServer) -> None:
             if polled.json()["data"]:
                 break
             time.sleep(0.1)
+        # The poll that found the marker is itself logged by the next flush (at most a second away).
+        time.sleep(2 * request_log.FLUSH_INTERVAL_S)
         usage = _data(http.get("/developer/usage"))
     today = datetime.now(UTC).date()
     assert usage["period_to"] == today.isoformat()
