@@ -151,4 +151,9 @@ def test_sessions_expire_and_failed_logins_are_throttled(tmp_path: Path) -> None
         # Written at shutdown at the latest: every request, the one that authenticated under the account's id.
         logged = con.execute("SELECT principal_id, path, status FROM request_log WHERE path <> '/v1/openapi.json'")
         rows = logged.fetchall()
+        secrets_in_log = con.execute(
+            "SELECT count(*) FROM request_log WHERE concat_ws('|', request_id, path, operation, principal_id) "
+            "SIMILAR TO '.*(rls_|rlk_|correct horse|another long).*'"
+        ).fetchone()
+        assert secrets_in_log == (0,)
         assert len(rows) == 10 and [r for r in rows if r[0]] == [(session["account"]["id"], "/v1/customers", 200)]
