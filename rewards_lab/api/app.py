@@ -24,6 +24,7 @@ from rewards_lab.api.request_log import RequestLogMiddleware
 from rewards_lab.api.routes import REQUEST_MODELS, router, submit_event
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.service.deliveries import DeliverySettings
+from rewards_lab.service.events import DEFAULT_BATCH_SIZE
 from rewards_lab.service.login_guard import LoginGuard
 from rewards_lab.service.request_log import RequestLogWriter
 from rewards_lab.service.sessions import DEFAULT_SESSION_LIFETIME_S
@@ -93,8 +94,9 @@ def create_app(
     run_worker: bool = True,
     delivery_settings: DeliverySettings | None = None,
     session_lifetime_s: int = DEFAULT_SESSION_LIFETIME_S,
+    worker_batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> FastAPI:
-    worker = EventWorker(database) if run_worker else None
+    worker = EventWorker(database, worker_batch_size) if run_worker else None
     deliveries = DeliveryWorker(database, delivery_settings) if run_worker else None
     intake = EventIntake(database, on_stored=worker.notify if worker is not None else None)
     request_log = RequestLogWriter(database)
