@@ -10,7 +10,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -48,6 +48,7 @@ class LiveServer:
     keys: dict[str, str]
     process: subprocess.Popen[bytes]
     log: IO[bytes]
+    boot: dict[str, object] = field(default_factory=dict)  # bootstrap's JSON (totp_secret...)
 
     def headers(self, environment: str = "sandbox", **extra: str) -> dict[str, str]:
         return {
@@ -110,4 +111,4 @@ def start_server(db: Path, org: str = "Acme", *bootstrap_args: str, serve_args: 
         time.sleep(0.1)
     keys = boot["api_keys"]
     assert isinstance(keys, dict)
-    return LiveServer(db, base_url, str(boot["organization_id"]), keys, process, log)
+    return LiveServer(db, base_url, str(boot["organization_id"]), keys, process, log, boot)
