@@ -14,7 +14,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -34,8 +34,9 @@ from rewards_lab.lab.replay_sql import TOO_LARGE, CompiledProgramme, compile_pro
 
 Progress = Callable[[int, int], None] | bool | None
 _names = itertools.count()
+_DAY_US = 86_400_000_000
 _AUTO_PROGRESS_AFTER = 2.0  # seconds before the default progress starts printing
-ISSUANCE_COLUMNS = (
+ISSUANCE_COLUMNS = (  # the `issuances` relation's columns, in order
     "seq",
     "external_event_id",
     "customer_id",
@@ -84,20 +85,32 @@ def parse_supply(value: Decimal | int | str, decimals: int, field_name: str = "o
 
 @dataclass
 class ReplayResult:
+    """The outcome of a replay. Internally one compact row per issuance (seq, day, amount, ok); the
+    `issuances` relation adds the event's columns, the rule and the status by joining back to the events."""
+
     definition: ProgrammeDefinition
     con: duckdb.DuckDBPyConnection
-    table: str
     events_processed: int
     seconds: float
     ceiling: Decimal | None
     opening_supply: Decimal
-    python_rows: int = 0  # events evaluated by the Python fallback
-    _decimals: int = field(default=0)
+    python_rows: int  # events evaluated by the Python fallback
+    _table: str  # seq, day (UTC, days since 1970-01-01), m (minor units, TOO_LARGE when refused as too large), ok
+    _view: str  # the full issuance rows (ISSUANCE_COLUMNS)
+    _events: str  # the events with __pos, their position in processing order
+    _slots: int
+
+    @property
+    def _decimals(self) -> int:
+        return self.definition.asset.decimals
+
+    def _amount(self, minor: str) -> str:
+        return _amount_sql(self._decimals, minor)
 
     @property
     def issuances(self) -> duckdb.DuckDBPyRelation:
         """One row per attempted issuance, in processing order (ISSUANCE_COLUMNS)."""
-        return self.con.sql(f"SELECT * FROM {self.table} ORDER BY seq")
+        return self.con.sql(f"SELECT * FROM {self._view} ORDER BY seq")
 
     def to_pandas(self) -> pd.DataFrame:
         frame: pd.DataFrame = self.issuances.to_arrow_table().to_pandas()
@@ -106,24 +119,24 @@ class ReplayResult:
     def totals(self) -> dict[str, Any]:
         """issued (Decimal), issuances, failed, and failures by error code."""
         (row,) = self.con.sql(
-            f"SELECT coalesce(sum(amount) FILTER (status = 'issued'), 0), count(*) FILTER (status = 'issued'), "
-            f"count(*) FILTER (status = 'failed') FROM {self.table}"
+            f"SELECT {self._amount('coalesce(sum(m) FILTER (ok), 0)')}, count(*) FILTER (ok), "
+            f"count(*) FILTER (NOT ok), count(*) FILTER (m = {TOO_LARGE}) FROM {self._table}"
         ).fetchall()
-        codes = self.con.sql(
-            f"SELECT error_code, count(*) FROM {self.table} WHERE status = 'failed' GROUP BY 1 ORDER BY 1"
-        ).fetchall()
-        issued = Decimal(row[0]).quantize(Decimal(1).scaleb(-self._decimals))
-        return {"issued": issued, "issuances": int(row[1]), "failed": int(row[2]), "failed_by_code": dict(codes)}
+        codes = {"amount_too_large": int(row[3]), "asset_supply_exhausted": int(row[2]) - int(row[3])}
+        failed_by_code = {code: count for code, count in codes.items() if count}
+        return {"issued": row[0], "issuances": int(row[1]), "failed": int(row[2]), "failed_by_code": failed_by_code}
 
     def daily(self) -> pd.DataFrame:
-        """day, asset, rule_index, issued, cumulative (running total of that rule), issuances (issued rows)."""
+        """day (UTC), asset, rule_index, issued, cumulative (running total of that rule), issuances (issued rows)."""
+        rules = self._rule_of_slot()
         query = f"""
-            SELECT day, asset, rule_index, issued,
-                   sum(issued) OVER (PARTITION BY rule_index ORDER BY day) AS cumulative, issuances
+            SELECT DATE '1970-01-01' + day AS day, {literal(self.definition.asset.symbol)} AS asset, rule_index,
+                   {self._amount("issued")} AS issued,
+                   {self._amount("sum(issued) OVER (PARTITION BY rule_index ORDER BY day)")} AS cumulative, issuances
             FROM (
-                SELECT CAST(occurred_at AS DATE) AS day, any_value(asset) AS asset, rule_index,
-                       CAST(sum(amount) AS DECIMAL(38, {self._decimals})) AS issued, count(*) AS issuances
-                FROM {self.table} WHERE status = 'issued' GROUP BY day, rule_index
+                SELECT day, {rules} AS rule_index,
+                       sum(m) AS issued, count(*) AS issuances
+                FROM {self._table} WHERE ok GROUP BY ALL
             ) ORDER BY day, rule_index"""
         frame: pd.DataFrame = self.con.sql(query).to_arrow_table().to_pandas()
         return frame
@@ -131,41 +144,55 @@ class ReplayResult:
     def per_customer(self) -> pd.DataFrame:
         """customer_id, issued, issuances (issued rows), largest first."""
         query = f"""
-            SELECT customer_id, CAST(sum(amount) AS DECIMAL(38, {self._decimals})) AS issued, count(*) AS issuances
-            FROM {self.table} WHERE status = 'issued' GROUP BY customer_id ORDER BY issued DESC, customer_id"""
+            SELECT e.customer_id, {self._amount("sum(i.m)")} AS issued, count(*) AS issuances
+            FROM {self._table} i JOIN {self._events} e ON e.__pos = i.seq // {self._slots}
+            WHERE i.ok GROUP BY e.customer_id ORDER BY issued DESC, e.customer_id"""
         frame: pd.DataFrame = self.con.sql(query).to_arrow_table().to_pandas()
         return frame
+
+    def _rule_of_slot(self) -> str:
+        cases = " ".join(f"WHEN {slot} THEN {rule}" for slot, (rule, _) in enumerate(_slot_pairs(self.definition)))
+        return f"(CASE seq % {self._slots} {cases} END)"
 
     def write(self, path: str | Path) -> Path:
         """The issuances, in processing order, as Parquet or CSV (by suffix)."""
         target = Path(path)
-        formats = {".parquet": "PARQUET", ".csv": "CSV"}
+        formats = {".parquet": "FORMAT PARQUET", ".csv": "FORMAT CSV, HEADER true"}
         if target.suffix.lower() not in formats:
             raise ServiceError("field_invalid", f"{target}: the output must be .parquet or .csv", field="out")
         target.parent.mkdir(parents=True, exist_ok=True)
-        kind = formats[target.suffix.lower()]
-        options = "FORMAT PARQUET" if kind == "PARQUET" else "FORMAT CSV, HEADER true"
-        self.con.execute(f"COPY (SELECT * FROM {self.table} ORDER BY seq) TO {literal(str(target))} ({options})")
+        query = f"SELECT * FROM {self._view} ORDER BY seq"
+        self.con.execute(f"COPY ({query}) TO {literal(str(target))} ({formats[target.suffix.lower()]})")
         return target
+
+
+def _slot_pairs(definition: ProgrammeDefinition) -> list[tuple[int, int]]:
+    """(rule index, action index) of every slot, in processing order within an event."""
+    return [(r, a) for r, rule in enumerate(definition.rules) for a in range(len(rule.actions))]
 
 
 def _definition(programme: ProgrammeDefinition | str | Path) -> ProgrammeDefinition:
     return programme if isinstance(programme, ProgrammeDefinition) else load_programme(programme)
 
 
-def _order(con: duckdb.DuckDBPyConnection, source: EventSource, name: str) -> tuple[int, str]:
-    """(number of events, SQL of the event's position in processing order over the events' FROM)."""
+def _order(con: duckdb.DuckDBPyConnection, source: EventSource, from_sql: str, name: str) -> int:
+    """Create the view `{name}_ordered`: the events with __pos, their position in processing order."""
     times = con.sql(f"SELECT epoch_us(occurred_at) AS t FROM {source.view}").fetchnumpy()["t"]
     if isinstance(times, np.ma.MaskedArray) and times.mask.any():
         raise ServiceError("field_required", "every event needs an occurred_at", field="occurred_at")
     stamps = np.asarray(times, dtype=np.int64)
-    if len(stamps) < 2 or bool(np.all(stamps[1:] >= stamps[:-1])):
-        return len(stamps), ROW  # already in processing order: the position is the input row
+    if len(stamps) < 2 or bool(np.all(stamps[1:] >= stamps[:-1])):  # already in order: position = input row
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_ordered AS SELECT *, {ROW} AS __pos FROM {from_sql}")
+        return len(stamps)
     order = np.argsort(stamps, kind="stable")  # stable: ties keep input order
     positions = np.empty(len(stamps), dtype=np.int64)
     positions[order] = np.arange(len(stamps), dtype=np.int64)
     con.register(f"{name}_pos", pa.table({"rn": np.arange(len(stamps), dtype=np.int64), "pos": positions}))
-    return len(stamps), f"(SELECT pos FROM {name}_pos WHERE rn = {ROW})"
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW {name}_ordered AS SELECT s.*, p.pos AS __pos "
+        f"FROM {from_sql} s JOIN {name}_pos p ON p.rn = s.{ROW}"
+    )
+    return len(stamps)
 
 
 def _amount_sql(decimals: int, minor: str) -> str:
@@ -173,48 +200,43 @@ def _amount_sql(decimals: int, minor: str) -> str:
     return f"CAST({minor} AS DECIMAL(38, 0)) * CAST({literal(unit)} AS DECIMAL(38, {decimals}))"
 
 
-def _rule_selects(plan: CompiledProgramme, from_sql: str, pos: str) -> list[tuple[int, str]]:
-    """(rule index, SELECT of its candidate issuances: seq, rn, event columns, rule, action, m)."""
-    selects = []
+def _inserts(plan: CompiledProgramme, events: str, table: str) -> list[tuple[str, str]]:
+    """(label, INSERT) per event type: the candidate issuances (seq, day, m, ok) of that type's rules in one
+    statement (one scan per rule; DuckDB runs the branches in parallel); nothing-issued rows are dropped."""
+    by_type: dict[str, list[str]] = {}
     for rule in plan.rules:
-        parts = []
         for action_index, amount in enumerate(rule.amounts):
             slot = plan.first_slot[rule.index] + action_index
-            parts.append(
-                f"SELECT {pos} * {plan.slots} + {slot} AS seq, {ROW} AS rn, external_event_id, customer_id, "
-                f"occurred_at, {rule.index} AS rule_index, {action_index} AS action_index, m FROM ("
-                f"SELECT *, {amount} AS m FROM {from_sql} WHERE type = {literal(rule.event_type)} "
-                f"AND NOT {plan.exotic} AND {rule.where}) WHERE m <> 0"
+            by_type.setdefault(rule.event_type, []).append(
+                f"SELECT __pos * {plan.slots} + {slot}, day, m, m > 0 FROM ("
+                f"SELECT __pos, CAST(epoch_us(occurred_at) // {_DAY_US} AS INTEGER) AS day, {amount} AS m "
+                f"FROM {events} WHERE type = {literal(rule.event_type)} AND NOT {plan.exotic} AND {rule.where}"
+                f") WHERE m <> 0"
             )
-        selects.append((rule.index, " UNION ALL ".join(parts)))
-    return selects
+    return [(event_type, f"INSERT INTO {table} " + " UNION ALL ".join(parts)) for event_type, parts in by_type.items()]
 
 
 def _python_rows(
-    con: duckdb.DuckDBPyConnection, source: EventSource, plan: CompiledProgramme, from_sql: str, pos: str
-) -> list[tuple[Any, ...]]:
-    """Candidate rows of the events SQL cannot read exactly, evaluated by the live engine's functions."""
+    con: duckdb.DuckDBPyConnection, source: EventSource, plan: CompiledProgramme, events: str
+) -> tuple[list[tuple[int, int, int]], int]:
+    """(seq, occurred_at in epoch microseconds, m) of the events SQL cannot read exactly, evaluated by the live
+    engine's own functions; and how many such events there were."""
     if plan.exotic == "FALSE":
-        return []
-    events = con.sql(
-        f"SELECT {pos} AS pos, {ROW}, type, external_event_id, customer_id, epoch_us(occurred_at) FROM {from_sql} "
-        f"WHERE {plan.exotic}"
-    ).fetchall()
-    data = source.python_data([int(e[1]) for e in events], plan.fields)
+        return [], 0
+    fetched = con.sql(f"SELECT __pos, {ROW}, type, epoch_us(occurred_at) FROM {events} WHERE {plan.exotic}").fetchall()
+    data = source.python_data([int(e[1]) for e in fetched], plan.fields)
     rows = []
-    for position, rn, event_type, external_id, customer_id, occurred_at in events:
+    for position, rn, event_type, stamp in fetched:
         for verdict in evaluate_rules(plan.specs, event_type, data.get(int(rn), {})):
             if not verdict.matched:
                 continue
-            rule_index = int(verdict.rule_id)
             for action in verdict.actions:
                 if not action.issues and action.error_code is None:
                     continue
-                slot = plan.first_slot[rule_index] + action.action_index
+                slot = plan.first_slot[int(verdict.rule_id)] + action.action_index
                 m = TOO_LARGE if action.error_code is not None else action.amount_minor
-                seq = int(position) * plan.slots + slot
-                rows.append((seq, int(rn), external_id, customer_id, occurred_at, rule_index, action.action_index, m))
-    return rows
+                rows.append((int(position) * plan.slots + slot, int(stamp), m))
+    return rows, len(fetched)
 
 
 def replay(
@@ -231,71 +253,96 @@ def replay(
     decimals = definition.asset.decimals
     ceiling = parse_ceiling(definition.asset.supply_ceiling, decimals, "asset.supply_ceiling")
     opening = parse_supply(opening_supply, decimals)
-    con = connection if connection is not None else duckdb.connect()
+    con = connection
+    if con is None:
+        con = duckdb.connect()
+        con.execute("SET preserve_insertion_order = false")  # every result is ordered explicitly by seq
     con.execute("SET TimeZone = 'UTC'")
     name = f"__replay_{next(_names)}"
     source = open_events(con, events, f"{name}_events")
     from_sql = source.prepare(referenced_fields(rule_specs(definition)))
     plan = compile_programme(definition, source)
-    reporter = _Reporter(progress, len(plan.rules) + 3)
+    statements = _inserts(plan, f"{name}_ordered", f"{name}_iss")
+    reporter = _Reporter(progress, len(statements) + 3)
+    table, ordered = f"{name}_iss", f"{name}_ordered"
     try:
-        count, pos = _order(con, source, name)
+        count = _order(con, source, from_sql, name)
         reporter.step("ordered")
-        table = f"{name}_issuances"
-        asset = literal(definition.asset.symbol)
-        con.execute(
-            f"CREATE TEMP TABLE {table} (seq BIGINT, external_event_id VARCHAR, customer_id VARCHAR, "
-            f"event_type VARCHAR, occurred_at TIMESTAMPTZ, rule_index INTEGER, action_index INTEGER, asset VARCHAR, "
-            f"amount DECIMAL(38, {decimals}), amount_minor BIGINT, status VARCHAR, error_code VARCHAR)"
-        )
-        project = (
-            f"SELECT seq, external_event_id, customer_id, {{event_type}}, occurred_at, rule_index, action_index, "
-            f"{asset}, {_amount_sql(decimals, f'greatest(m, 0)')}, greatest(m, 0), "
-            f"CASE WHEN m = {TOO_LARGE} THEN 'failed' ELSE 'issued' END, "
-            f"CASE WHEN m = {TOO_LARGE} THEN 'amount_too_large' END FROM ({{select}})"
-        )
-        for (index, select), rule in zip(_rule_selects(plan, from_sql, pos), plan.rules, strict=True):
-            con.execute(f"INSERT INTO {table} {project.format(event_type=literal(rule.event_type), select=select)}")
-            reporter.step(f"rule {index}")
-        fallback = _python_rows(con, source, plan, from_sql, pos)
+        con.execute(f"CREATE TEMP TABLE {table} (seq BIGINT, day INTEGER, m BIGINT, ok BOOLEAN)")
+        for label, statement in statements:
+            con.execute(statement)
+            reporter.step(label)
+        fallback, python_events = _python_rows(con, source, plan, ordered)
         if fallback:
-            columns = ["seq", "rn", "external_event_id", "customer_id", "occurred_at", "rule_index", "action_index", "m"]
-            frame = pa.table({c: [row[i] for row in fallback] for i, c in enumerate(columns)})
-            stamps = frame["occurred_at"].cast(pa.int64()).cast(pa.timestamp("us", tz="UTC"))
-            frame = frame.set_column(columns.index("occurred_at"), "occurred_at", stamps)
-            types = {r.index: r.event_type for r in plan.rules}
-            frame = frame.append_column("event_type", pa.array([types[row[5]] for row in fallback], pa.string()))
+            seqs, stamps, amounts = (list(column) for column in zip(*fallback, strict=True))
+            frame = pa.table({"seq": seqs, "t": stamps, "m": amounts})
             con.register(f"{name}_fallback", frame)
-            select = f"SELECT * FROM {name}_fallback"
-            con.execute(f"INSERT INTO {table} {project.format(event_type='event_type', select=select)}")
+            con.execute(f"INSERT INTO {table} SELECT seq, CAST(t // {_DAY_US} AS INTEGER), m, m > 0 FROM {name}_fallback")
         reporter.step("fallback")
         if ceiling is not None:
             _enforce_ceiling(con, table, name, ceiling - opening)
         reporter.step("ceiling")
+        _create_view(con, definition, plan, name)
     finally:
         reporter.close()
     return ReplayResult(
         definition=definition,
         con=con,
-        table=table,
         events_processed=count,
         seconds=time.perf_counter() - started,
         ceiling=None if ceiling is None else to_decimal(ceiling, decimals),
         opening_supply=to_decimal(opening, decimals),
-        python_rows=len({row[1] for row in fallback}),
-        _decimals=decimals,
+        python_rows=python_events,
+        _table=table,
+        _view=f"{name}_issuances",
+        _events=ordered,
+        _slots=plan.slots,
+    )
+
+
+def _create_view(
+    con: duckdb.DuckDBPyConnection, definition: ProgrammeDefinition, plan: CompiledProgramme, name: str
+) -> None:
+    pairs = _slot_pairs(definition)
+    slots = pa.table(
+        {
+            "slot": list(range(len(pairs))),
+            "rule_index": [r for r, _ in pairs],
+            "action_index": [a for _, a in pairs],
+            "event_type": [definition.rules[r].event_type for r, _ in pairs],
+        },
+        schema=pa.schema(
+            [
+                ("slot", pa.int64()),
+                ("rule_index", pa.int32()),
+                ("action_index", pa.int32()),
+                ("event_type", pa.string()),
+            ]
+        ),
+    )
+    con.register(f"{name}_slots", slots)
+    con.execute(
+        f"""CREATE OR REPLACE TEMP VIEW {name}_issuances AS
+        SELECT i.seq, e.external_event_id, e.customer_id, s.event_type, e.occurred_at, s.rule_index, s.action_index,
+               {literal(definition.asset.symbol)} AS asset,
+               {_amount_sql(definition.asset.decimals, "greatest(i.m, 0)")} AS amount, greatest(i.m, 0) AS amount_minor,
+               CASE WHEN i.ok THEN 'issued' ELSE 'failed' END AS status,
+               CASE WHEN i.m = {TOO_LARGE} THEN 'amount_too_large'
+                    WHEN NOT i.ok THEN 'asset_supply_exhausted' END AS error_code
+        FROM {name}_iss i JOIN {name}_slots s ON s.slot = i.seq % {plan.slots}
+        JOIN {name}_ordered e ON e.__pos = i.seq // {plan.slots}"""
     )
 
 
 def _enforce_ceiling(con: duckdb.DuckDBPyConnection, table: str, name: str, room: int) -> None:
-    """Mark as asset_supply_exhausted the issuances the ceiling refuses, in seq order."""
-    fetched = con.sql(f"SELECT seq, amount_minor FROM {table} WHERE status = 'issued' ORDER BY seq").fetchnumpy()
+    """Mark as refused (asset_supply_exhausted) the issuances the ceiling refuses, in seq order."""
+    fetched = con.sql(f"SELECT seq, m FROM {table} WHERE ok ORDER BY seq").fetchnumpy()
     seqs = np.asarray(fetched["seq"], dtype=np.int64)
-    first, issued_after = resolve(np.asarray(fetched["amount_minor"], dtype=np.int64), room)
+    first, issued_after = resolve(np.asarray(fetched["m"], dtype=np.int64), room)
     if first >= len(seqs):
         return
     con.register(f"{name}_kept", pa.table({"seq": seqs[issued_after]}))
     con.execute(
-        f"UPDATE {table} SET status = 'failed', error_code = 'asset_supply_exhausted' "
-        f"WHERE status = 'issued' AND seq >= {int(seqs[first])} AND seq NOT IN (SELECT seq FROM {name}_kept)"
+        f"UPDATE {table} SET ok = false "
+        f"WHERE ok AND seq >= {int(seqs[first])} AND seq NOT IN (SELECT seq FROM {name}_kept)"
     )

@@ -226,9 +226,9 @@ def _to_arrow(con: duckdb.DuckDBPyConnection, events: Any) -> tuple[pa.Table | s
         if suffix == ".csv":
             return con.sql(f"SELECT * FROM read_csv({name}, all_varchar = true, header = true)").to_arrow_table(), True
         if suffix in (".jsonl", ".ndjson", ".json"):
-            lines = con.sql(f"SELECT json FROM read_json_objects({name}, format = 'newline_delimited')")
             core = ", ".join(f"json ->> {literal(c)} AS {quote(c)}" for c in CORE)
-            query = f"SELECT {core}, coalesce(json -> 'data', json) AS data FROM lines"
+            lines = f"read_json_objects({name}, format = 'newline_delimited')"
+            query = f"SELECT {core}, coalesce(json -> 'data', json) AS data FROM {lines}"
             return con.sql(query).to_arrow_table(), False
         raise ServiceError("field_invalid", f"{path}: events must be .parquet, .csv or .jsonl", field="events")
     if isinstance(events, pd.DataFrame):
@@ -245,7 +245,9 @@ def open_events(con: duckdb.DuckDBPyConnection, events: Any, view: str = VIEW) -
     table, csv = _to_arrow(con, events)
     json_columns = set()
     if isinstance(table, str):  # Parquet is read in place; its row number is the input order
-        source = f"(SELECT * RENAME (file_row_number AS {ROW}) FROM read_parquet({literal(table)}, file_row_number = true))"
+        source = (
+            f"(SELECT * RENAME (file_row_number AS {ROW}) FROM read_parquet({literal(table)}, file_row_number = true))"
+        )
     else:
         if table.schema.metadata and b"replay_json_columns" in table.schema.metadata:
             json_columns = set(jsonutil.loads(table.schema.metadata[b"replay_json_columns"]))

@@ -109,10 +109,16 @@ def condition_sql(condition: ConditionSpec, source: FieldSource) -> str:
     if source.kind == "decimal":
         p, s = source.precision, source.scale
         fits = _places(t) <= s and abs(t) < Decimal(10) ** (p - s)
-        typed = f"CAST({literal(_plain(t))} AS DECIMAL({p}, {s}))" if fits else f"CAST({literal(_plain(t))} AS DECIMAL(38, 10))"
+        typed = (
+            f"CAST({literal(_plain(t))} AS DECIMAL({p}, {s}))"
+            if fits
+            else f"CAST({literal(_plain(t))} AS DECIMAL(38, 10))"
+        )
         return f"coalesce({sql} {_SQL_OPERATORS[op]} {typed}, FALSE)"
     if source.kind == "double":
-        return f"coalesce(isfinite({sql}) AND {sql} {_SQL_OPERATORS[op]} CAST({literal(repr(float(t)))} AS DOUBLE), FALSE)"
+        return (
+            f"coalesce(isfinite({sql}) AND {sql} {_SQL_OPERATORS[op]} CAST({literal(repr(float(t)))} AS DOUBLE), FALSE)"
+        )
     if source.kind == "text":
         value = numeric(source).value
         return f"coalesce({value} {_SQL_OPERATORS[op]} CAST({literal(_plain(t))} AS DECIMAL(28, 10)), FALSE)"
@@ -124,7 +130,10 @@ def _fraction(rate: Decimal, decimals: int, scale: int) -> tuple[int, int]:
     sign, digits, exponent = rate.as_tuple()
     assert isinstance(exponent, int) and not sign
     coefficient = int("".join(map(str, digits)))
-    numerator, denominator = coefficient * 10 ** max(exponent + decimals, 0), 10 ** (scale + max(-exponent - decimals, 0))
+    numerator, denominator = (
+        coefficient * 10 ** max(exponent + decimals, 0),
+        10 ** (scale + max(-exponent - decimals, 0)),
+    )
     common = math.gcd(numerator, denominator)
     return numerator // common, denominator // common
 
