@@ -79,7 +79,9 @@ def measure_replay(path: Path, ceiling: str | None) -> dict[str, object]:
 
     definition = load_programme(PROGRAMME)
     if ceiling is not None:
-        definition = definition.model_copy(update={"asset": definition.asset.model_copy(update={"supply_ceiling": ceiling})})
+        definition = definition.model_copy(
+            update={"asset": definition.asset.model_copy(update={"supply_ceiling": ceiling})}
+        )
     started = time.perf_counter()
     result = replay(path, definition, progress=False)
     replayed = time.perf_counter() - started
@@ -174,8 +176,10 @@ def main() -> None:
             f"{label:<28} {seconds:8.2f} s  {n / seconds:12,.0f} events/s  peak {float(str(run['peak_mib'])):7.0f} MiB"
         )
         if "write_seconds" in run:
-            print(f"{'':<28} write issuances to Parquet: {float(str(run['write_seconds'])):.2f} s; "
-                  f"{run['issuances']:,} issued, {run['failed']:,} failed")
+            print(
+                f"{'':<28} write issuances to Parquet: {float(str(run['write_seconds'])):.2f} s; "
+                f"{run['issuances']:,} issued, {run['failed']:,} failed"
+            )
     print(f"ratio general / hand-written (no ceiling): {float(str(free['seconds'])) / float(str(hand['seconds'])):.2f}")
 
 

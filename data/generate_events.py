@@ -1,6 +1,6 @@
 """Write a synthetic event history (seeded, sized) as Parquet, CSV or JSON lines.
 
-    python data/generate_events.py --events 20000 --customers 2000 --seed 1 --out data/sample_events.parquet
+python data/generate_events.py --events 20000 --customers 2000 --seed 1 --out data/sample_events.parquet
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help=".parquet, .csv or .jsonl")
     args = parser.parse_args()
     started = time.perf_counter()
-    table = generate_events(args.events, args.customers, seed=args.seed, start=args.start, days=args.days, types=args.types)
+    table = generate_events(
+        args.events, args.customers, seed=args.seed, start=args.start, days=args.days, types=args.types
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     suffix = args.out.suffix.lower()
     if suffix == ".parquet":

@@ -187,7 +187,9 @@ def test_csv_with_a_data_column_of_json(tmp_path: Path) -> None:
     path = tmp_path / "events.csv"
     frame = pd.DataFrame(STREAM)
     frame["occurred_at"] = frame["occurred_at"].map(lambda t: t.isoformat())
-    frame["data"] = frame["data"].map(lambda d: json.dumps({k: str(v) if isinstance(v, Decimal) else v for k, v in d.items()}))
+    frame["data"] = frame["data"].map(
+        lambda d: json.dumps({k: str(v) if isinstance(v, Decimal) else v for k, v in d.items()})
+    )
     frame.to_csv(path, index=False)
     # Decimals were written as strings here: e1 ("25") issues nothing; everything else as in the DataFrame.
     assert [row[0] for row in _rows(replay(path, _programme()))] == ["e2", "e3", "e4"]
@@ -195,9 +197,14 @@ def test_csv_with_a_data_column_of_json(tmp_path: Path) -> None:
 
 def test_json_lines_nested_and_flat(tmp_path: Path) -> None:
     nested, flat = tmp_path / "nested.jsonl", tmp_path / "flat.ndjson"
-    lines = [{**e, "occurred_at": e["occurred_at"].isoformat(), "data": {k: float(v) for k, v in e["data"].items()}} for e in NUMERIC]
+    lines = [
+        {**e, "occurred_at": e["occurred_at"].isoformat(), "data": {k: float(v) for k, v in e["data"].items()}}
+        for e in NUMERIC
+    ]
     nested.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    flat.write_text("".join(json.dumps({**{k: v for k, v in line.items() if k != "data"}, **line["data"]}) + "\n" for line in lines))
+    flat.write_text(
+        "".join(json.dumps({**{k: v for k, v in line.items() if k != "data"}, **line["data"]}) + "\n" for line in lines)
+    )
     assert _rows(replay(nested, _programme())) == _expected()
     assert _rows(replay(flat, _programme())) == _expected()
 
@@ -257,8 +264,22 @@ def test_daily_per_customer_and_write(tmp_path: Path) -> None:
     result = replay(pd.DataFrame(STREAM), _programme())
     daily = result.daily()
     assert daily.to_dict("records") == [
-        {"day": T0.date(), "asset": "STAR", "rule_index": 0, "issued": Decimal("25.00"), "cumulative": Decimal("25.00"), "issuances": 1},
-        {"day": T0.date(), "asset": "STAR", "rule_index": 1, "issued": Decimal("10.00"), "cumulative": Decimal("10.00"), "issuances": 2},
+        {
+            "day": T0.date(),
+            "asset": "STAR",
+            "rule_index": 0,
+            "issued": Decimal("25.00"),
+            "cumulative": Decimal("25.00"),
+            "issuances": 1,
+        },
+        {
+            "day": T0.date(),
+            "asset": "STAR",
+            "rule_index": 1,
+            "issued": Decimal("10.00"),
+            "cumulative": Decimal("10.00"),
+            "issuances": 2,
+        },
     ]
     customers = result.per_customer()
     assert customers.to_dict("records") == [
@@ -302,7 +323,12 @@ def test_generator_is_seeded_sized_and_ordered() -> None:
     assert first.num_rows == 2000 and len(set(first["customer_id"].to_pylist())) <= 100
     stamps = first["occurred_at"].to_pylist()
     assert stamps == sorted(stamps)
-    assert set(first["type"].to_pylist()) == {"order.completed", "customer.signed_up", "review.posted", "referral.converted"}
+    assert set(first["type"].to_pylist()) == {
+        "order.completed",
+        "customer.signed_up",
+        "review.posted",
+        "referral.converted",
+    }
     assert first.schema.field("amount").type == pa.decimal128(12, 2)
 
 
@@ -313,3 +339,54 @@ def test_the_committed_sample_replays_through_the_example_programmes() -> None:
         result = replay(sample, ROOT / "data" / "programmes" / f"{name}.json")
         assert result.events_processed == pq.read_metadata(sample).num_rows
         assert result.totals()["issuances"] > 0 and result.python_rows == 0
+
+
+# sweeps --------------------------------------------------------------------------------------------------------
+def test_sweep_agrees_with_separate_replays_at_every_grid_point() -> None:
+    from rewards_lab.lab.replay import sweep
+    from rewards_lab.lab.replay_sweep import with_values
+
+    events = generate_events(3000, 200, seed=11)
+    programme = parse_programme(
+        {
+            "programme": {"name": "Sweep"},
+            "asset": {"name": "Stars", "symbol": "STAR", "type": "points", "decimals": 2, "supply_ceiling": "1500"},
+            "rules": [
+                {
+                    "event_type": "order.completed",
+                    "conditions": [{"field": "amount", "operator": "gte", "value": 20}],
+                    "actions": [{"type": "issue", "amount": {"per": "amount", "rate": 0.05}}],
+                },
+                {"event_type": "review.posted", "actions": [{"type": "issue", "amount": {"fixed": "2.50"}}]},
+            ],
+        }
+    )
+    grid = {"rules[0].actions[0].amount.rate": [0.01, 0.05, 0.2], "rules[0].conditions[0].value": [10, 40]}
+    table = sweep(events, programme, grid, opening_supply="100")
+    assert list(table.columns) == [*grid, "issued", "issuances", "failed", "liability", "exhausted_on"]
+    assert len(table) == 6
+    for row in table.to_dict("records"):
+        values = {key: row[key] for key in grid}
+        result = replay(events, with_values(programme, values), opening_supply="100")
+        totals = result.totals()
+        assert (row["issued"], row["issuances"], row["failed"]) == (
+            totals["issued"],
+            totals["issuances"],
+            totals["failed"],
+        )
+        assert row["liability"] == Decimal("100") + totals["issued"]
+        failed = result.issuances.filter("error_code = 'asset_supply_exhausted'").order("seq").limit(1).to_arrow_table()
+        first_day = failed["occurred_at"][0].as_py().date() if failed.num_rows else None
+        assert row["exhausted_on"] == first_day
+    assert table["exhausted_on"].notna().any() and table["exhausted_on"].isna().any()  # the ceiling binds sometimes
+
+
+def test_sweep_keys_must_name_a_value_of_the_programme() -> None:
+    from rewards_lab.lab.replay import sweep
+
+    with pytest.raises(ServiceError) as caught:
+        sweep(pd.DataFrame(STREAM), _programme(), {"rules[5].actions[0].amount.rate": [1]})
+    assert caught.value.details["field"] == "rules[5].actions[0].amount.rate"
+    with pytest.raises(ServiceError) as caught:
+        sweep(pd.DataFrame(STREAM), _programme(), {"rules[0].actions[0].amount.rate": [-1]})
+    assert caught.value.code == "field_invalid"

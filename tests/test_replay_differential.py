@@ -173,10 +173,14 @@ def _live(path: Path, definition: ProgrammeDefinition, stream: list[dict[str, An
         results = events.submit_events(database, scope, bodies)
         assert all(not isinstance(result, Exception) for result in results)
         events.process_all(database)
-        rows = database.reader().execute(
-            "SELECT external_event_id, rule_id, action_index, amount_minor, status, error_code "
-            "FROM reward_executions ORDER BY id"
-        ).fetchall()
+        rows = (
+            database.reader()
+            .execute(
+                "SELECT external_event_id, rule_id, action_index, amount_minor, status, error_code "
+                "FROM reward_executions ORDER BY id"
+            )
+            .fetchall()
+        )
     finally:
         database.close()
     return [(e, rule_index[r], a, m, s, c) for e, r, a, m, s, c in rows]
@@ -268,13 +272,22 @@ def test_rounding_toward_zero_at_every_scale(tmp_path: Path, decimals: int) -> N
             "programme": {"name": "Rounding"},
             "asset": {"name": "Stars", "symbol": "STAR", "type": "points", "decimals": decimals},
             "rules": [
-                {"event_type": "order.completed", "actions": [{"type": "issue", "amount": {"per": "qty", "rate": 0.333}}]}
+                {
+                    "event_type": "order.completed",
+                    "actions": [{"type": "issue", "amount": {"per": "qty", "rate": 0.333}}],
+                }
             ],
         }
     )
     values = [Decimal("0.29"), 3, 2.675, Decimal("0.0000000003"), Decimal("1.00000000000000000003"), 1e-7]
     stream = [
-        {"external_event_id": f"r{i}", "type": "order.completed", "customer_id": "bob", "occurred_at": BASE, "data": {"qty": v}}
+        {
+            "external_event_id": f"r{i}",
+            "type": "order.completed",
+            "customer_id": "bob",
+            "occurred_at": BASE,
+            "data": {"qty": v},
+        }
         for i, v in enumerate(values)
     ]
     live = _live(tmp_path / f"rounding-{decimals}.duckdb", definition, stream, 0)

@@ -13,7 +13,7 @@ import itertools
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -34,7 +34,7 @@ from rewards_lab.lab.replay_sql import TOO_LARGE, CompiledProgramme, compile_pro
 
 Progress = Callable[[int, int], None] | bool | None
 _names = itertools.count()
-_DAY_US = 86_400_000_000
+DAY_US = 86_400_000_000
 _AUTO_PROGRESS_AFTER = 2.0  # seconds before the default progress starts printing
 ISSUANCE_COLUMNS = (  # the `issuances` relation's columns, in order
     "seq",
@@ -105,7 +105,7 @@ class ReplayResult:
         return self.definition.asset.decimals
 
     def _amount(self, minor: str) -> str:
-        return _amount_sql(self._decimals, minor)
+        return decimal_sql(self._decimals, minor)
 
     @property
     def issuances(self) -> duckdb.DuckDBPyRelation:
@@ -171,11 +171,11 @@ def _slot_pairs(definition: ProgrammeDefinition) -> list[tuple[int, int]]:
     return [(r, a) for r, rule in enumerate(definition.rules) for a in range(len(rule.actions))]
 
 
-def _definition(programme: ProgrammeDefinition | str | Path) -> ProgrammeDefinition:
+def definition_of(programme: ProgrammeDefinition | str | Path) -> ProgrammeDefinition:
     return programme if isinstance(programme, ProgrammeDefinition) else load_programme(programme)
 
 
-def _order(con: duckdb.DuckDBPyConnection, source: EventSource, from_sql: str, name: str) -> int:
+def order_events(con: duckdb.DuckDBPyConnection, source: EventSource, from_sql: str, name: str) -> int:
     """Create the view `{name}_ordered`: the events with __pos, their position in processing order."""
     times = con.sql(f"SELECT epoch_us(occurred_at) AS t FROM {source.view}").fetchnumpy()["t"]
     if isinstance(times, np.ma.MaskedArray) and times.mask.any():
@@ -195,28 +195,38 @@ def _order(con: duckdb.DuckDBPyConnection, source: EventSource, from_sql: str, n
     return len(stamps)
 
 
-def _amount_sql(decimals: int, minor: str) -> str:
+def decimal_sql(decimals: int, minor: str) -> str:
     unit = format(Decimal(1).scaleb(-decimals), "f")
     return f"CAST({minor} AS DECIMAL(38, 0)) * CAST({literal(unit)} AS DECIMAL(38, {decimals}))"
 
 
-def _inserts(plan: CompiledProgramme, events: str, table: str) -> list[tuple[str, str]]:
-    """(label, INSERT) per event type: the candidate issuances (seq, day, m, ok) of that type's rules in one
-    statement (one scan per rule; DuckDB runs the branches in parallel); nothing-issued rows are dropped."""
-    by_type: dict[str, list[str]] = {}
+def candidate_selects(plan: CompiledProgramme, events: str) -> list[tuple[str, str]]:
+    """(event type, SELECT seq, day, m, ok) per rule action: its candidate issuances, nothing-issued rows dropped."""
+    selects = []
     for rule in plan.rules:
         for action_index, amount in enumerate(rule.amounts):
             slot = plan.first_slot[rule.index] + action_index
-            by_type.setdefault(rule.event_type, []).append(
-                f"SELECT __pos * {plan.slots} + {slot}, day, m, m > 0 FROM ("
-                f"SELECT __pos, CAST(epoch_us(occurred_at) // {_DAY_US} AS INTEGER) AS day, {amount} AS m "
-                f"FROM {events} WHERE type = {literal(rule.event_type)} AND NOT {plan.exotic} AND {rule.where}"
-                f") WHERE m <> 0"
+            selects.append(
+                (
+                    rule.event_type,
+                    f"SELECT __pos * {plan.slots} + {slot} AS seq, day, m, m > 0 AS ok FROM ("
+                    f"SELECT __pos, CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER) AS day, {amount} AS m "
+                    f"FROM {events} WHERE type = {literal(rule.event_type)} AND NOT {plan.exotic} AND {rule.where}"
+                    f") WHERE m <> 0",
+                )
             )
+    return selects
+
+
+def _inserts(plan: CompiledProgramme, events: str, table: str) -> list[tuple[str, str]]:
+    """(label, INSERT) per event type: that type's rules in one statement (DuckDB runs the branches in parallel)."""
+    by_type: dict[str, list[str]] = {}
+    for event_type, select in candidate_selects(plan, events):
+        by_type.setdefault(event_type, []).append(select)
     return [(event_type, f"INSERT INTO {table} " + " UNION ALL ".join(parts)) for event_type, parts in by_type.items()]
 
 
-def _python_rows(
+def python_rows(
     con: duckdb.DuckDBPyConnection, source: EventSource, plan: CompiledProgramme, events: str
 ) -> tuple[list[tuple[int, int, int]], int]:
     """(seq, occurred_at in epoch microseconds, m) of the events SQL cannot read exactly, evaluated by the live
@@ -249,7 +259,7 @@ def replay(
 ) -> ReplayResult:
     """Replay `events` through `programme`; see the module docstring and docs/decisions.md ("Replay")."""
     started = time.perf_counter()
-    definition = _definition(programme)
+    definition = definition_of(programme)
     decimals = definition.asset.decimals
     ceiling = parse_ceiling(definition.asset.supply_ceiling, decimals, "asset.supply_ceiling")
     opening = parse_supply(opening_supply, decimals)
@@ -266,18 +276,20 @@ def replay(
     reporter = _Reporter(progress, len(statements) + 3)
     table, ordered = f"{name}_iss", f"{name}_ordered"
     try:
-        count = _order(con, source, from_sql, name)
+        count = order_events(con, source, from_sql, name)
         reporter.step("ordered")
         con.execute(f"CREATE TEMP TABLE {table} (seq BIGINT, day INTEGER, m BIGINT, ok BOOLEAN)")
         for label, statement in statements:
             con.execute(statement)
             reporter.step(label)
-        fallback, python_events = _python_rows(con, source, plan, ordered)
+        fallback, python_events = python_rows(con, source, plan, ordered)
         if fallback:
             seqs, stamps, amounts = (list(column) for column in zip(*fallback, strict=True))
             frame = pa.table({"seq": seqs, "t": stamps, "m": amounts})
             con.register(f"{name}_fallback", frame)
-            con.execute(f"INSERT INTO {table} SELECT seq, CAST(t // {_DAY_US} AS INTEGER), m, m > 0 FROM {name}_fallback")
+            con.execute(
+                f"INSERT INTO {table} SELECT seq, CAST(t // {DAY_US} AS INTEGER), m, m > 0 FROM {name}_fallback"
+            )
         reporter.step("fallback")
         if ceiling is not None:
             _enforce_ceiling(con, table, name, ceiling - opening)
@@ -325,7 +337,7 @@ def _create_view(
         f"""CREATE OR REPLACE TEMP VIEW {name}_issuances AS
         SELECT i.seq, e.external_event_id, e.customer_id, s.event_type, e.occurred_at, s.rule_index, s.action_index,
                {literal(definition.asset.symbol)} AS asset,
-               {_amount_sql(definition.asset.decimals, "greatest(i.m, 0)")} AS amount, greatest(i.m, 0) AS amount_minor,
+               {decimal_sql(definition.asset.decimals, "greatest(i.m, 0)")} AS amount, greatest(i.m, 0) AS amount_minor,
                CASE WHEN i.ok THEN 'issued' ELSE 'failed' END AS status,
                CASE WHEN i.m = {TOO_LARGE} THEN 'amount_too_large'
                     WHEN NOT i.ok THEN 'asset_supply_exhausted' END AS error_code
@@ -346,3 +358,16 @@ def _enforce_ceiling(con: duckdb.DuckDBPyConnection, table: str, name: str, room
         f"UPDATE {table} SET ok = false "
         f"WHERE ok AND seq >= {int(seqs[first])} AND seq NOT IN (SELECT seq FROM {name}_kept)"
     )
+
+
+def sweep(
+    events: Any,
+    programme: ProgrammeDefinition | str | Path,
+    grid: dict[str, Sequence[Any]],
+    *,
+    opening_supply: Decimal | int | str = 0,
+) -> pd.DataFrame:
+    """One programme over a grid of parameter values in one vectorised pass (see rewards_lab.lab.replay_sweep)."""
+    from rewards_lab.lab.replay_sweep import sweep as run  # imported late: replay_sweep builds on this module
+
+    return run(events, programme, grid, opening_supply=opening_supply)

@@ -118,8 +118,9 @@ class EventSource:
         self.con.register("__replay_rows", keys)
         try:
             if self.mode == "json":
+                wanted = f"{ROW} IN (SELECT rn FROM __replay_rows)"
                 fetched = self.con.sql(
-                    f"SELECT {ROW}, CAST(data AS VARCHAR) FROM {self.view} WHERE {ROW} IN (SELECT rn FROM __replay_rows)"
+                    f"SELECT {ROW}, CAST(data AS VARCHAR) FROM {self.view} WHERE {wanted}"
                 ).fetchall()
                 return {int(rn): _json_object(text) for rn, text in fetched}
             sources = [(name, self.field(name)) for name in names]
