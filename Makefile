@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab demo test lint typecheck pytest bench clean
+.PHONY: setup lab demo test lint typecheck pytest bench bench-replay clean
 
 setup: $(STAMP)
 
@@ -36,6 +36,9 @@ test: lint typecheck pytest
 bench: setup
 	$(BIN)/python benchmarks/ledger_batch.py
 	$(BIN)/python benchmarks/service_calls.py
+
+bench-replay: setup
+	$(BIN)/python benchmarks/replay.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

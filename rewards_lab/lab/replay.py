@@ -35,6 +35,7 @@ from rewards_lab.lab.replay_sql import TOO_LARGE, CompiledProgramme, compile_pro
 Progress = Callable[[int, int], None] | bool | None
 _names = itertools.count()
 DAY_US = 86_400_000_000
+_EPOCH = np.datetime64("1970-01-01", "D")
 _AUTO_PROGRESS_AFTER = 2.0  # seconds before the default progress starts printing
 ISSUANCE_COLUMNS = (  # the `issuances` relation's columns, in order
     "seq",
@@ -85,8 +86,9 @@ def parse_supply(value: Decimal | int | str, decimals: int, field_name: str = "o
 
 @dataclass
 class ReplayResult:
-    """The outcome of a replay. Internally one compact row per issuance (seq, day, amount, ok); the
-    `issuances` relation adds the event's columns, the rule and the status by joining back to the events."""
+    """The outcome of a replay. Internally one compact row per issuance (seq, amount in minor units); the
+    `issuances` relation adds the status, the event's columns and the rule by joining back to the events, and the
+    summaries are computed in one pass over the events with the same compiled rules."""
 
     definition: ProgrammeDefinition
     con: duckdb.DuckDBPyConnection
@@ -95,10 +97,9 @@ class ReplayResult:
     ceiling: Decimal | None
     opening_supply: Decimal
     python_rows: int  # events evaluated by the Python fallback
-    _table: str  # seq, day (UTC, days since 1970-01-01), m (minor units, TOO_LARGE when refused as too large), ok
-    _view: str  # the full issuance rows (ISSUANCE_COLUMNS)
-    _events: str  # the events with __pos, their position in processing order
-    _slots: int
+    _name: str  # prefix of this replay's temporary tables and views
+    _plan: CompiledProgramme
+    _cutoff: int | None  # seq of the first issuance the ceiling refused (None: none refused)
 
     @property
     def _decimals(self) -> int:
@@ -110,7 +111,7 @@ class ReplayResult:
     @property
     def issuances(self) -> duckdb.DuckDBPyRelation:
         """One row per attempted issuance, in processing order (ISSUANCE_COLUMNS)."""
-        return self.con.sql(f"SELECT * FROM {self._view} ORDER BY seq")
+        return self.con.sql(f"SELECT * FROM {self._name}_issuances ORDER BY seq")
 
     def to_pandas(self) -> pd.DataFrame:
         frame: pd.DataFrame = self.issuances.to_arrow_table().to_pandas()
@@ -120,7 +121,7 @@ class ReplayResult:
         """issued (Decimal), issuances, failed, and failures by error code."""
         (row,) = self.con.sql(
             f"SELECT {self._amount('coalesce(sum(m) FILTER (ok), 0)')}, count(*) FILTER (ok), "
-            f"count(*) FILTER (NOT ok), count(*) FILTER (m = {TOO_LARGE}) FROM {self._table}"
+            f"count(*) FILTER (NOT ok), count(*) FILTER (m = {TOO_LARGE}) FROM {self._name}_status"
         ).fetchall()
         codes = {"amount_too_large": int(row[3]), "asset_supply_exhausted": int(row[2]) - int(row[3])}
         failed_by_code = {code: count for code, count in codes.items() if count}
@@ -128,15 +129,16 @@ class ReplayResult:
 
     def daily(self) -> pd.DataFrame:
         """day (UTC), asset, rule_index, issued, cumulative (running total of that rule), issuances (issued rows)."""
-        rules = self._rule_of_slot()
+        rules = " ".join(f"WHEN {slot} THEN {rule}" for slot, (rule, _) in enumerate(_slot_pairs(self.definition)))
         query = f"""
             SELECT DATE '1970-01-01' + day AS day, {literal(self.definition.asset.symbol)} AS asset, rule_index,
                    {self._amount("issued")} AS issued,
-                   {self._amount("sum(issued) OVER (PARTITION BY rule_index ORDER BY day)")} AS cumulative, issuances
+                   {self._amount("sum(issued) OVER (PARTITION BY rule_index ORDER BY day)")} AS cumulative,
+                   CAST(issuances AS BIGINT) AS issuances
             FROM (
-                SELECT day, {rules} AS rule_index,
-                       sum(m) AS issued, count(*) AS issuances
-                FROM {self._table} WHERE ok GROUP BY ALL
+                SELECT day, CASE seq % {self._plan.slots} {rules} END AS rule_index, sum(m) AS issued,
+                       count(*) AS issuances
+                FROM {self._name}_status WHERE ok GROUP BY ALL
             ) ORDER BY day, rule_index"""
         frame: pd.DataFrame = self.con.sql(query).to_arrow_table().to_pandas()
         return frame
@@ -145,14 +147,10 @@ class ReplayResult:
         """customer_id, issued, issuances (issued rows), largest first."""
         query = f"""
             SELECT e.customer_id, {self._amount("sum(i.m)")} AS issued, count(*) AS issuances
-            FROM {self._table} i JOIN {self._events} e ON e.__pos = i.seq // {self._slots}
+            FROM {self._name}_status i JOIN {self._name}_ordered e ON e.__pos = i.seq // {self._plan.slots}
             WHERE i.ok GROUP BY e.customer_id ORDER BY issued DESC, e.customer_id"""
         frame: pd.DataFrame = self.con.sql(query).to_arrow_table().to_pandas()
         return frame
-
-    def _rule_of_slot(self) -> str:
-        cases = " ".join(f"WHEN {slot} THEN {rule}" for slot, (rule, _) in enumerate(_slot_pairs(self.definition)))
-        return f"(CASE seq % {self._slots} {cases} END)"
 
     def write(self, path: str | Path) -> Path:
         """The issuances, in processing order, as Parquet or CSV (by suffix)."""
@@ -161,7 +159,7 @@ class ReplayResult:
         if target.suffix.lower() not in formats:
             raise ServiceError("field_invalid", f"{target}: the output must be .parquet or .csv", field="out")
         target.parent.mkdir(parents=True, exist_ok=True)
-        query = f"SELECT * FROM {self._view} ORDER BY seq"
+        query = f"SELECT * FROM {self._name}_issuances ORDER BY seq"
         self.con.execute(f"COPY ({query}) TO {literal(str(target))} ({formats[target.suffix.lower()]})")
         return target
 
@@ -219,11 +217,27 @@ def candidate_selects(plan: CompiledProgramme, events: str) -> list[tuple[str, s
 
 
 def _inserts(plan: CompiledProgramme, events: str, table: str) -> list[tuple[str, str]]:
-    """(label, INSERT) per event type: that type's rules in one statement (DuckDB runs the branches in parallel)."""
-    by_type: dict[str, list[str]] = {}
-    for event_type, select in candidate_selects(plan, events):
-        by_type.setdefault(event_type, []).append(select)
-    return [(event_type, f"INSERT INTO {table} " + " UNION ALL ".join(parts)) for event_type, parts in by_type.items()]
+    """(event type, INSERT) per event type: one scan of that type's events computes every slot of its rules as a
+    list, unnested into rows (seq, day, m); rows that issue nothing are dropped."""
+    by_type: dict[str, list[tuple[int, str]]] = {}
+    for rule in plan.rules:
+        for action_index, amount in enumerate(rule.amounts):
+            slot = plan.first_slot[rule.index] + action_index
+            by_type.setdefault(rule.event_type, []).append((slot, f"CASE WHEN {rule.where} THEN {amount} END"))
+    statements = []
+    for event_type, slots in by_type.items():
+        numbers = ", ".join(str(slot) for slot, _ in slots)
+        amounts = ", ".join(amount for _, amount in slots)
+        statements.append(
+            (
+                event_type,
+                f"INSERT INTO {table} SELECT seq, day, m FROM ("
+                f"SELECT __pos * {plan.slots} + unnest([{numbers}]) AS seq, "
+                f"CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER) AS day, unnest([{amounts}]) AS m FROM {events} "
+                f"WHERE type = {literal(event_type)} AND NOT {plan.exotic}) WHERE m <> 0",
+            )
+        )
+    return statements
 
 
 def python_rows(
@@ -278,23 +292,21 @@ def replay(
     try:
         count = order_events(con, source, from_sql, name)
         reporter.step("ordered")
-        con.execute(f"CREATE TEMP TABLE {table} (seq BIGINT, day INTEGER, m BIGINT, ok BOOLEAN)")
+        con.execute(f"CREATE TEMP TABLE {table} (seq BIGINT, day INTEGER, m BIGINT)")
         for label, statement in statements:
             con.execute(statement)
             reporter.step(label)
         fallback, python_events = python_rows(con, source, plan, ordered)
         if fallback:
             seqs, stamps, amounts = (list(column) for column in zip(*fallback, strict=True))
-            frame = pa.table({"seq": seqs, "t": stamps, "m": amounts})
+            frame = pa.table({"seq": pa.array(seqs, pa.int64()), "t": pa.array(stamps, pa.int64()), "m": amounts})
             con.register(f"{name}_fallback", frame)
-            con.execute(
-                f"INSERT INTO {table} SELECT seq, CAST(t // {DAY_US} AS INTEGER), m, m > 0 FROM {name}_fallback"
-            )
+            con.execute(f"INSERT INTO {table} SELECT seq, CAST(t // {DAY_US} AS INTEGER), m FROM {name}_fallback")
+            con.unregister(f"{name}_fallback")
         reporter.step("fallback")
-        if ceiling is not None:
-            _enforce_ceiling(con, table, name, ceiling - opening)
+        cutoff = _enforce_ceiling(con, name, None if ceiling is None else ceiling - opening)
         reporter.step("ceiling")
-        _create_view(con, definition, plan, name)
+        _create_views(con, definition, plan, name, cutoff)
     finally:
         reporter.close()
     return ReplayResult(
@@ -305,34 +317,37 @@ def replay(
         ceiling=None if ceiling is None else to_decimal(ceiling, decimals),
         opening_supply=to_decimal(opening, decimals),
         python_rows=python_events,
-        _table=table,
-        _view=f"{name}_issuances",
-        _events=ordered,
-        _slots=plan.slots,
+        _name=name,
+        _plan=plan,
+        _cutoff=cutoff,
     )
 
 
-def _create_view(
-    con: duckdb.DuckDBPyConnection, definition: ProgrammeDefinition, plan: CompiledProgramme, name: str
+def _create_views(
+    con: duckdb.DuckDBPyConnection,
+    definition: ProgrammeDefinition,
+    plan: CompiledProgramme,
+    name: str,
+    cutoff: int | None,
 ) -> None:
+    """`status` (seq, day, m, ok: issued) and `issuances` (the full rows, joined back to the events)."""
     pairs = _slot_pairs(definition)
     slots = pa.table(
         {
-            "slot": list(range(len(pairs))),
-            "rule_index": [r for r, _ in pairs],
-            "action_index": [a for _, a in pairs],
-            "event_type": [definition.rules[r].event_type for r, _ in pairs],
-        },
-        schema=pa.schema(
-            [
-                ("slot", pa.int64()),
-                ("rule_index", pa.int32()),
-                ("action_index", pa.int32()),
-                ("event_type", pa.string()),
-            ]
-        ),
+            "slot": pa.array(range(len(pairs)), pa.int64()),
+            "rule_index": pa.array([r for r, _ in pairs], pa.int32()),
+            "action_index": pa.array([a for _, a in pairs], pa.int32()),
+            "event_type": pa.array([definition.rules[r].event_type for r, _ in pairs], pa.string()),
+        }
     )
-    con.register(f"{name}_slots", slots)
+    con.register(f"{name}_slots_input", slots)
+    con.execute(f"CREATE TEMP TABLE {name}_slots AS SELECT * FROM {name}_slots_input")
+    con.unregister(f"{name}_slots_input")
+    below = "TRUE" if cutoff is None else f"i.seq < {cutoff}"
+    con.execute(
+        f"CREATE OR REPLACE TEMP VIEW {name}_status AS SELECT i.seq, i.day, i.m, "
+        f"(i.m > 0 AND ({below} OR k.seq IS NOT NULL)) AS ok FROM {name}_iss i LEFT JOIN {name}_kept k ON k.seq = i.seq"
+    )
     con.execute(
         f"""CREATE OR REPLACE TEMP VIEW {name}_issuances AS
         SELECT i.seq, e.external_event_id, e.customer_id, s.event_type, e.occurred_at, s.rule_index, s.action_index,
@@ -341,23 +356,27 @@ def _create_view(
                CASE WHEN i.ok THEN 'issued' ELSE 'failed' END AS status,
                CASE WHEN i.m = {TOO_LARGE} THEN 'amount_too_large'
                     WHEN NOT i.ok THEN 'asset_supply_exhausted' END AS error_code
-        FROM {name}_iss i JOIN {name}_slots s ON s.slot = i.seq % {plan.slots}
+        FROM {name}_status i JOIN {name}_slots s ON s.slot = i.seq % {plan.slots}
         JOIN {name}_ordered e ON e.__pos = i.seq // {plan.slots}"""
     )
 
 
-def _enforce_ceiling(con: duckdb.DuckDBPyConnection, table: str, name: str, room: int) -> None:
-    """Mark as refused (asset_supply_exhausted) the issuances the ceiling refuses, in seq order."""
-    fetched = con.sql(f"SELECT seq, m FROM {table} WHERE ok ORDER BY seq").fetchnumpy()
+def _enforce_ceiling(con: duckdb.DuckDBPyConnection, name: str, room: int | None) -> int | None:
+    """Resolve the ceiling in seq order: returns the seq of the first refusal (None when nothing is refused)
+    and fills `{name}_kept` with the seqs after it that still fit."""
+    con.execute(f"CREATE TEMP TABLE {name}_kept (seq BIGINT)")
+    if room is None:
+        return None
+    fetched = con.sql(f"SELECT seq, m FROM {name}_iss WHERE m > 0 ORDER BY seq").fetchnumpy()
     seqs = np.asarray(fetched["seq"], dtype=np.int64)
     first, issued_after = resolve(np.asarray(fetched["m"], dtype=np.int64), room)
     if first >= len(seqs):
-        return
-    con.register(f"{name}_kept", pa.table({"seq": seqs[issued_after]}))
-    con.execute(
-        f"UPDATE {table} SET ok = false "
-        f"WHERE ok AND seq >= {int(seqs[first])} AND seq NOT IN (SELECT seq FROM {name}_kept)"
-    )
+        return None
+    kept = pa.table({"seq": pa.array(seqs[issued_after], pa.int64())})
+    con.register(f"{name}_kept_input", kept)
+    con.execute(f"INSERT INTO {name}_kept SELECT seq FROM {name}_kept_input")
+    con.unregister(f"{name}_kept_input")
+    return int(seqs[first])
 
 
 def sweep(
