@@ -76,6 +76,21 @@ def _rows(result: ReplayResult) -> list[tuple[Any, ...]]:
     return [tuple(row[name] for name in picked) for row in table.to_pylist()]
 
 
+def _check_summaries(result: ReplayResult) -> None:
+    """daily() and per_customer() agree with the issuance rows themselves (they are computed another way)."""
+    rows = result.to_pandas()
+    issued = rows[rows["status"] == "issued"]
+    by_customer = {c: (sum(g["amount"]), len(g)) for c, g in issued.groupby("customer_id")}
+    customers = result.per_customer()
+    assert {r["customer_id"]: (r["issued"], r["issuances"]) for r in customers.to_dict("records")} == by_customer
+    by_day = {
+        (day, rule): (sum(g["amount"]), len(g))
+        for (day, rule), g in issued.groupby([issued["occurred_at"].dt.date, "rule_index"])
+    }
+    daily = result.daily()
+    assert {(r["day"], r["rule_index"]): (r["issued"], r["issuances"]) for r in daily.to_dict("records")} == by_day
+
+
 def test_ceiling_binds_in_processing_order_and_a_later_smaller_issuance_still_fits() -> None:
     result = replay(pd.DataFrame(STREAM), _programme())
     assert _rows(result) == [
@@ -96,6 +111,7 @@ def test_ceiling_binds_in_processing_order_and_a_later_smaller_issuance_still_fi
     assert frame["amount"].tolist() == [Decimal("5.00"), Decimal("25.00"), Decimal("21.00"), Decimal("5.00")]
     assert str(frame["occurred_at"].dt.tz) == "UTC"
     assert frame["seq"].is_monotonic_increasing and frame["event_type"].tolist()[0] == "review.posted"
+    _check_summaries(result)
 
 
 def test_opening_supply_counts_against_the_ceiling() -> None:
@@ -159,8 +175,11 @@ def test_the_expected_rows_of_the_numeric_stream() -> None:
 def test_parquet_with_typed_columns(tmp_path: Path) -> None:
     path = tmp_path / "events.parquet"
     pq.write_table(_typed_table(), path)
-    assert _rows(replay(path, _programme())) == _expected()
+    result = replay(path, _programme())
+    assert _rows(result) == _expected()
     assert _rows(replay(str(path), _programme())) == _expected()
+    _check_summaries(result)
+    _check_summaries(replay(path, _programme(ceiling=None)))
 
 
 def test_parquet_with_double_and_integer_columns(tmp_path: Path) -> None:
@@ -240,6 +259,22 @@ def test_values_sql_cannot_read_exactly_go_through_the_live_functions() -> None:
     ]
     assert result.python_rows == 3  # e4 is read in SQL
     assert result.totals()["failed_by_code"] == {"amount_too_large": 1}
+    _check_summaries(result)
+    # SQL and fallback rows before the ceiling's first refusal, and a fallback row that still fits after it
+    mixed = [
+        _event("e4", 0, amount=Decimal("30.5")),
+        _event("e1", 1, amount=Decimal("20.000000000000000000001")),
+        _event("e5", 2, amount=Decimal("30.5")),
+        _event("e6", 3, amount=Decimal("20.000000000000000000001")),
+    ]
+    capped = replay(pd.DataFrame(mixed), _programme(ceiling="75.00"))
+    assert [(row[0], row[3]) for row in _rows(capped)] == [
+        ("e4", "issued"),
+        ("e1", "issued"),
+        ("e5", "failed"),
+        ("e6", "issued"),
+    ]
+    _check_summaries(capped)
 
 
 def test_missing_columns_and_bad_inputs_are_refused(tmp_path: Path) -> None:
