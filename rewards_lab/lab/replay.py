@@ -144,36 +144,11 @@ class ReplayResult:
         return frame
 
     def per_customer(self) -> pd.DataFrame:
-        """customer_id, issued, issuances (issued rows), largest first.
-
-        One pass over the events with the compiled rules (per-event total and count of what SQL issued before the
-        ceiling's first refusal), plus the few rows issued otherwise (by the fallback, or after that refusal)."""
-        plan, cut = self._plan, self._cutoff
-        totals, counts = [], []
-        by_type: dict[str, list[str]] = {}
-        for rule in plan.rules:
-            for action_index, amount in enumerate(rule.amounts):
-                slot = plan.first_slot[rule.index] + action_index
-                before = "" if cut is None else f" AND __pos * {plan.slots} + {slot} < {cut}"
-                by_type.setdefault(rule.event_type, []).append(
-                    f"coalesce(CASE WHEN {rule.where}{before} THEN {amount} END, 0)"
-                )
-        for event_type, amounts in by_type.items():
-            totals.append(f"WHEN {literal(event_type)} THEN " + " + ".join(f"greatest({a}, 0)" for a in amounts))
-            counts.append(
-                f"WHEN {literal(event_type)} THEN " + " + ".join(f"CAST({a} > 0 AS INTEGER)" for a in amounts)
-            )
-        events = f"{self._name}_ordered"
-        extra = (
-            f"UNION ALL SELECT e.customer_id, x.m, 1 FROM {self._name}_extra x JOIN {events} e "
-            f"ON e.__pos = x.seq // {plan.slots}"
-        )
+        """customer_id, issued, issuances (issued rows), largest first."""
         query = f"""
-            SELECT customer_id, {self._amount("sum(total)")} AS issued, CAST(sum(n) AS BIGINT) AS issuances FROM (
-                SELECT customer_id, CASE type {" ".join(totals)} END AS total, CASE type {" ".join(counts)} END AS n
-                FROM {events} WHERE NOT {plan.exotic} AND type IN ({", ".join(literal(t) for t in by_type)})
-                {extra}
-            ) GROUP BY customer_id HAVING sum(n) > 0 ORDER BY issued DESC, customer_id"""
+            SELECT e.customer_id, {self._amount("sum(i.m)")} AS issued, count(*) AS issuances
+            FROM {self._name}_status i JOIN {self._name}_ordered e ON e.__pos = i.seq // {self._plan.slots}
+            WHERE i.ok GROUP BY e.customer_id ORDER BY issued DESC, e.customer_id"""
         frame: pd.DataFrame = self.con.sql(query).to_arrow_table().to_pandas()
         return frame
 
@@ -322,13 +297,11 @@ def replay(
             con.execute(statement)
             reporter.step(label)
         fallback, python_events = python_rows(con, source, plan, ordered)
-        con.execute(f"CREATE TEMP TABLE {name}_py (seq BIGINT, m BIGINT)")
         if fallback:
             seqs, stamps, amounts = (list(column) for column in zip(*fallback, strict=True))
             frame = pa.table({"seq": pa.array(seqs, pa.int64()), "t": pa.array(stamps, pa.int64()), "m": amounts})
             con.register(f"{name}_fallback", frame)
             con.execute(f"INSERT INTO {table} SELECT seq, CAST(t // {DAY_US} AS INTEGER), m FROM {name}_fallback")
-            con.execute(f"INSERT INTO {name}_py SELECT seq, m FROM {name}_fallback")
             con.unregister(f"{name}_fallback")
         reporter.step("fallback")
         cutoff = _enforce_ceiling(con, name, None if ceiling is None else ceiling - opening)
@@ -375,11 +348,6 @@ def _create_views(
         f"CREATE OR REPLACE TEMP VIEW {name}_status AS SELECT i.seq, i.day, i.m, "
         f"(i.m > 0 AND ({below} OR k.seq IS NOT NULL)) AS ok FROM {name}_iss i LEFT JOIN {name}_kept k ON k.seq = i.seq"
     )
-    below_cut = "TRUE" if cutoff is None else f"seq < {cutoff}"
-    con.execute(  # issued rows a pass over the events with the compiled rules does not see (usually few)
-        f"CREATE OR REPLACE TEMP VIEW {name}_extra AS SELECT seq, m FROM {name}_kept "
-        f"UNION ALL SELECT seq, m FROM {name}_py WHERE m > 0 AND {below_cut}"
-    )
     con.execute(
         f"""CREATE OR REPLACE TEMP VIEW {name}_issuances AS
         SELECT i.seq, e.external_event_id, e.customer_id, s.event_type, e.occurred_at, s.rule_index, s.action_index,
@@ -396,7 +364,7 @@ def _create_views(
 def _enforce_ceiling(con: duckdb.DuckDBPyConnection, name: str, room: int | None) -> int | None:
     """Resolve the ceiling in seq order: returns the seq of the first refusal (None when nothing is refused)
     and fills `{name}_kept` with the seqs after it that still fit."""
-    con.execute(f"CREATE TEMP TABLE {name}_kept (seq BIGINT, m BIGINT)")
+    con.execute(f"CREATE TEMP TABLE {name}_kept (seq BIGINT)")
     if room is None:
         return None
     fetched = con.sql(f"SELECT seq, m FROM {name}_iss WHERE m > 0 ORDER BY seq").fetchnumpy()
@@ -404,10 +372,9 @@ def _enforce_ceiling(con: duckdb.DuckDBPyConnection, name: str, room: int | None
     first, issued_after = resolve(np.asarray(fetched["m"], dtype=np.int64), room)
     if first >= len(seqs):
         return None
-    amounts = np.asarray(fetched["m"], dtype=np.int64)
-    kept = pa.table({"seq": pa.array(seqs[issued_after], pa.int64()), "m": pa.array(amounts[issued_after], pa.int64())})
+    kept = pa.table({"seq": pa.array(seqs[issued_after], pa.int64())})
     con.register(f"{name}_kept_input", kept)
-    con.execute(f"INSERT INTO {name}_kept SELECT seq, m FROM {name}_kept_input")
+    con.execute(f"INSERT INTO {name}_kept SELECT seq FROM {name}_kept_input")
     con.unregister(f"{name}_kept_input")
     return int(seqs[first])
 
