@@ -425,3 +425,30 @@ def test_sweep_keys_must_name_a_value_of_the_programme() -> None:
     with pytest.raises(ServiceError) as caught:
         sweep(pd.DataFrame(STREAM), _programme(), {"rules[0].actions[0].amount.rate": [-1]})
     assert caught.value.code == "field_invalid"
+
+
+def test_processing_order_holds_for_a_large_file_read_in_parallel(tmp_path: Path) -> None:
+    """With a fixed reward and a ceiling of K rewards, exactly the first K events in (occurred_at, input order)
+    issue. Many row groups make DuckDB read the file in parallel, out of order."""
+    events = generate_events(120_000, 500, seed=5).drop_columns(["amount"])
+    order = list(range(events.num_rows))
+    order = order[1::2] + order[::2]  # out of occurred_at order, with many ties (timestamps to the second)
+    shuffled = events.take(order)
+    path = tmp_path / "events.parquet"
+    pq.write_table(shuffled, path, row_group_size=4096)
+    programme = parse_programme(
+        {
+            "programme": {"name": "One each"},
+            "asset": {"name": "Stars", "symbol": "STAR", "type": "points", "decimals": 0, "supply_ceiling": "50000"},
+            "rules": [
+                {"event_type": t, "actions": [{"type": "issue", "amount": {"fixed": "1"}}]}
+                for t in ("order.completed", "customer.signed_up", "review.posted", "referral.converted")
+            ],
+        }
+    )
+    frame = shuffled.to_pandas()
+    frame["input"] = range(len(frame))
+    first = set(frame.sort_values(["occurred_at", "input"], kind="stable")["external_event_id"][:50_000])
+    for source in (path, shuffled):
+        issued = replay(source, programme).issuances.filter("status = 'issued'").to_arrow_table()
+        assert set(issued["external_event_id"].to_pylist()) == first

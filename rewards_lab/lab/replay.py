@@ -175,10 +175,13 @@ def definition_of(programme: ProgrammeDefinition | str | Path) -> ProgrammeDefin
 
 def order_events(con: duckdb.DuckDBPyConnection, source: EventSource, from_sql: str, name: str) -> int:
     """Create the view `{name}_ordered`: the events with __pos, their position in processing order."""
-    times = con.sql(f"SELECT epoch_us(occurred_at) AS t FROM {source.view}").fetchnumpy()["t"]
+    # Rows may come back in any order (preserve_insertion_order = false): place each stamp at its input row.
+    fetched = con.sql(f"SELECT {ROW} AS rn, epoch_us(occurred_at) AS t FROM {source.view}").fetchnumpy()
+    times = fetched["t"]
     if isinstance(times, np.ma.MaskedArray) and times.mask.any():
         raise ServiceError("field_required", "every event needs an occurred_at", field="occurred_at")
-    stamps = np.asarray(times, dtype=np.int64)
+    stamps = np.empty(len(times), dtype=np.int64)
+    stamps[np.asarray(fetched["rn"], dtype=np.int64)] = np.asarray(times, dtype=np.int64)
     if len(stamps) < 2 or bool(np.all(stamps[1:] >= stamps[:-1])):  # already in order: position = input row
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_ordered AS SELECT *, {ROW} AS __pos FROM {from_sql}")
         return len(stamps)
@@ -277,13 +280,12 @@ def replay(
     decimals = definition.asset.decimals
     ceiling = parse_ceiling(definition.asset.supply_ceiling, decimals, "asset.supply_ceiling")
     opening = parse_supply(opening_supply, decimals)
-    con = connection
-    if con is None:
-        con = duckdb.connect()
-        con.execute("SET preserve_insertion_order = false")  # every result is ordered explicitly by seq
+    con = connection if connection is not None else duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     name = f"__replay_{next(_names)}"
-    source = open_events(con, events, f"{name}_events")
+    source = open_events(con, events, f"{name}_events")  # reads CSV and JSON lines in file order
+    if connection is None:
+        con.execute("SET preserve_insertion_order = false")  # from here every order is explicit (seq, __rn)
     from_sql = source.prepare(referenced_fields(rule_specs(definition)))
     plan = compile_programme(definition, source)
     statements = _inserts(plan, f"{name}_ordered", f"{name}_iss")

@@ -216,6 +216,15 @@ def _is_missing(value: Any) -> bool:
 
 def _to_arrow(con: duckdb.DuckDBPyConnection, events: Any) -> tuple[pa.Table | str, bool]:
     """(table in input order, or a Parquet path; whether its VARCHAR data columns are untyped CSV cells)."""
+    (preserve,) = con.sql("SELECT current_setting('preserve_insertion_order')").fetchall()[0]
+    con.execute("SET preserve_insertion_order = true")  # CSV and JSON lines must come back in file order
+    try:
+        return _read(con, events)
+    finally:
+        con.execute(f"SET preserve_insertion_order = {'true' if preserve else 'false'}")
+
+
+def _read(con: duckdb.DuckDBPyConnection, events: Any) -> tuple[pa.Table | str, bool]:
     if isinstance(events, str | Path):
         path = Path(events)
         if not path.exists():

@@ -95,9 +95,9 @@ def sweep(
     points = list(itertools.product(*(list(grid[key]) for key in keys)))
     definitions = [with_values(base, dict(zip(keys, point, strict=True))) for point in points]
     con = duckdb.connect()
-    con.execute("SET preserve_insertion_order = false")
     con.execute("SET TimeZone = 'UTC'")
-    source = open_events(con, events, "__sweep_events")
+    source = open_events(con, events, "__sweep_events")  # reads CSV and JSON lines in file order
+    con.execute("SET preserve_insertion_order = false")  # from here every order is explicit
     fields = list(dict.fromkeys(f for d in definitions for f in referenced_fields(rule_specs(d))))
     from_sql = source.prepare(fields)
     order_events(con, source, from_sql, "__sweep")
