@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # The TypeScript compiler, only to check the generated client types (tests/test_contract_artefacts.py).
 TSC := clients/typescript/node_modules/.bin/tsc
 
-.PHONY: setup lab demo test lint typecheck pytest bench clean contract
+.PHONY: setup lab demo test lint typecheck pytest bench bench-replay clean contract
 
 setup: $(STAMP) $(TSC)
 
@@ -46,6 +46,9 @@ test: lint typecheck pytest
 bench: setup
 	$(BIN)/python benchmarks/ledger_batch.py
 	$(BIN)/python benchmarks/service_calls.py
+
+bench-replay: setup
+	$(BIN)/python benchmarks/replay.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache clients/typescript/node_modules

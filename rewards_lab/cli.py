@@ -110,6 +110,32 @@ def _contract_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replay(args: argparse.Namespace) -> int:
+    """Replay an event history through a programme file; write the issuances and print a short summary."""
+    from rewards_lab.contract.errors import ServiceError
+    from rewards_lab.lab.replay import replay
+
+    try:
+        result = replay(args.events, args.programme, opening_supply=args.opening_supply)
+        result.write(args.out)
+    except ServiceError as error:
+        print(json.dumps({"error": error.to_dict()}, default=str))
+        return 2
+    totals = result.totals()
+    summary = {
+        "events": result.events_processed,
+        "issuances": totals["issuances"],
+        "issued": str(totals["issued"]),
+        "asset": result.definition.asset.symbol,
+        "failed": totals["failed"],
+        "failed_by_code": totals["failed_by_code"],
+        "seconds": round(result.seconds, 3),
+        "out": str(args.out),
+    }
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rewards-lab", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -148,6 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     contract_export.add_argument("--out", default="clients", help="folder to write into (default: clients)")
     contract_export.set_defaults(run=_contract_export)
+    replay = commands.add_parser("replay", help="replay an event history through a programme file (vectorised)")
+    replay.add_argument("events", help="events: .parquet, .csv or .jsonl")
+    replay.add_argument("--programme", required=True, help="programme file (JSON, see data/programmes/)")
+    replay.add_argument("--out", required=True, help="issuances to write: .parquet or .csv")
+    replay.add_argument("--opening-supply", default="0", help="outstanding supply before the first event")
+    replay.set_defaults(run=_replay)
     return parser
 
 
