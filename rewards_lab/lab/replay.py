@@ -369,16 +369,31 @@ def _enforce_ceiling(con: duckdb.DuckDBPyConnection, name: str, room: int | None
     con.execute(f"CREATE TEMP TABLE {name}_kept (seq BIGINT)")
     if room is None:
         return None
-    fetched = con.sql(f"SELECT seq, m FROM {name}_iss WHERE m > 0 ORDER BY seq").fetchnumpy()
-    seqs = np.asarray(fetched["seq"], dtype=np.int64)
-    first, issued_after = resolve(np.asarray(fetched["m"], dtype=np.int64), room)
-    if first >= len(seqs):
+    ((total,),) = con.sql(f"SELECT coalesce(sum(m) FILTER (m > 0), 0) FROM {name}_iss").fetchall()
+    if int(total) <= room:  # everything fits: the ceiling does not bind, nothing to order
         return None
-    kept = pa.table({"seq": pa.array(seqs[issued_after], pa.int64())})
+    # The first refusal is where the running total first exceeds the room (a window SUM in DuckDB, which spills
+    # rather than holding every amount in Python); after it only amounts that fit the room left can still succeed.
+    found = con.sql(
+        f"SELECT seq, CAST(running - m AS BIGINT) FROM (SELECT seq, m, sum(m) OVER (ORDER BY seq ROWS BETWEEN "
+        f"UNBOUNDED PRECEDING AND CURRENT ROW) AS running FROM {name}_iss WHERE m > 0) WHERE running > {room} "
+        f"ORDER BY seq LIMIT 1"
+    ).fetchall()
+    if not found:  # nothing positive to issue (a negative room with no amounts)
+        return None
+    ((cutoff, used),) = found
+    left = room - int(used)
+    fetched = con.sql(
+        f"SELECT seq, m FROM {name}_iss WHERE seq > {cutoff} AND m > 0 AND m <= {left} ORDER BY seq"
+    ).fetchnumpy()
+    seqs = np.asarray(fetched["seq"], dtype=np.int64)
+    first, issued_after = resolve(np.asarray(fetched["m"], dtype=np.int64), left)
+    chosen = np.concatenate([np.arange(min(first, len(seqs)), dtype=np.int64), issued_after])
+    kept = pa.table({"seq": pa.array(seqs[chosen], pa.int64())})
     con.register(f"{name}_kept_input", kept)
     con.execute(f"INSERT INTO {name}_kept SELECT seq FROM {name}_kept_input")
     con.unregister(f"{name}_kept_input")
-    return int(seqs[first])
+    return int(cutoff)
 
 
 def sweep(

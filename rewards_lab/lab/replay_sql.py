@@ -151,7 +151,10 @@ def amount_sql(action: ActionSpec, source: FieldSource | None) -> str:
     scaled = number.value if number.scale == 0 else f"{number.value} * {10**number.scale}"
     if bound * n < 2**63:  # the product fits a BIGINT: no estimate needed
         minor = f"CAST({scaled} AS BIGINT) * {n} // {d}" if n != 1 or d != 1 else f"CAST({scaled} AS BIGINT)"
-        body = f"CASE WHEN {minor} > {MAX_AMOUNT_MINOR} THEN {TOO_LARGE} ELSE {minor} END"
+        if (bound - 1) * n // d <= MAX_AMOUNT_MINOR:  # no value of this column can give too large an amount
+            body = minor
+        else:
+            body = f"CASE WHEN {minor} > {MAX_AMOUNT_MINOR} THEN {TOO_LARGE} ELSE {minor} END"
     else:
         estimate = f"CAST({number.value} AS DOUBLE) * {float(action.rate) * 10**action.decimals!r}"
         product = f"((CASE WHEN {estimate} >= {_EST_LIMIT!r} THEN 0 ELSE CAST({scaled} AS HUGEINT) END) * {n} // {d})"
