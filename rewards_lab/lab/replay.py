@@ -28,7 +28,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
 from rewards_lab.domain.rules import evaluate_rules
 from rewards_lab.lab.programme_file import ProgrammeDefinition, load_programme
-from rewards_lab.lab.replay_ceiling import resolve
+from rewards_lab.lab.replay_ceiling import first_over, resolve
 from rewards_lab.lab.replay_inputs import ROW, EventSource, literal, open_events
 from rewards_lab.lab.replay_sql import TOO_LARGE, CompiledProgramme, compile_programme, referenced_fields, rule_specs
 
@@ -370,18 +370,22 @@ def _enforce_ceiling(con: duckdb.DuckDBPyConnection, name: str, room: int | None
     if room is None:
         return None
     ((total,),) = con.sql(f"SELECT coalesce(sum(m) FILTER (m > 0), 0) FROM {name}_iss").fetchall()
-    if int(total) <= room:  # everything fits: the ceiling does not bind, nothing to order
+    if int(total) <= room or int(total) == 0:  # everything fits: the ceiling does not bind, nothing to order
         return None
-    # The first refusal is where the running total first exceeds the room (a window SUM in DuckDB, which spills
-    # rather than holding every amount in Python); after it only amounts that fit the room left can still succeed.
-    found = con.sql(
-        f"SELECT seq, CAST(running - m AS BIGINT) FROM (SELECT seq, m, sum(m) OVER (ORDER BY seq ROWS BETWEEN "
-        f"UNBOUNDED PRECEDING AND CURRENT ROW) AS running FROM {name}_iss WHERE m > 0) WHERE running > {room} "
-        f"ORDER BY seq LIMIT 1"
-    ).fetchall()
-    if not found:  # nothing positive to issue (a negative room with no amounts)
-        return None
-    ((cutoff, used),) = found
+    # The first refusal is where the running total first exceeds the room. `day` never decreases along `seq`, so
+    # the day holding it is found from per-day totals, and only that day's amounts are fetched in order; after the
+    # refusal only amounts that fit the room left can still succeed, and only those are fetched.
+    per_day = con.sql(f"SELECT day, sum(m) FROM {name}_iss WHERE m > 0 GROUP BY day ORDER BY day").fetchall()
+    running, day = 0, int(per_day[0][0])
+    for day_number, day_total in per_day:
+        day = int(day_number)
+        if running + int(day_total) > room:
+            break
+        running += int(day_total)
+    that_day = con.sql(f"SELECT seq, m FROM {name}_iss WHERE day = {day} AND m > 0 ORDER BY seq").fetchnumpy()
+    day_amounts = np.asarray(that_day["m"], dtype=np.int64)
+    index, used_that_day = first_over(day_amounts, room - running)
+    cutoff, used = int(np.asarray(that_day["seq"], dtype=np.int64)[index]), running + used_that_day
     left = room - int(used)
     fetched = con.sql(
         f"SELECT seq, m FROM {name}_iss WHERE seq > {cutoff} AND m > 0 AND m <= {left} ORDER BY seq"

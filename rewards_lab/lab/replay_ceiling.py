@@ -13,7 +13,7 @@ import numpy as np
 _SMALL = 2048  # below this many remaining candidates a plain loop is cheaper than another numpy round
 
 
-def _first_over(amounts: np.ndarray, room: int) -> tuple[int, int]:
+def first_over(amounts: np.ndarray, room: int) -> tuple[int, int]:
     """(index of the first amount whose running total exceeds `room`, or len; total before it)."""
     if len(amounts) == 0:
         return 0, 0
@@ -34,7 +34,7 @@ def resolve(amounts: np.ndarray, room: int) -> tuple[int, np.ndarray]:
     """
     if room < 0:
         return 0, np.empty(0, dtype=np.int64)
-    first, used = _first_over(amounts, room)
+    first, used = first_over(amounts, room)
     if first >= len(amounts):
         return first, np.empty(0, dtype=np.int64)
     room -= used
@@ -52,7 +52,7 @@ def resolve(amounts: np.ndarray, room: int) -> tuple[int, np.ndarray]:
                     room -= value
             issued.append(np.array(chosen, dtype=np.int64))
             break
-        stop, used = _first_over(values, room)
+        stop, used = first_over(values, room)
         issued.append(positions[:stop])
         room -= used
         positions, values = positions[stop + 1 :], values[stop + 1 :]
