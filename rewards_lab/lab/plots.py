@@ -4,10 +4,9 @@ display needed): Jupyter shows a returned figure once, widgets embed it as PNG (
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
-from matplotlib.dates import date2num
 from matplotlib.figure import Figure
 
 from rewards_lab.lab import forecast
@@ -51,7 +50,7 @@ def cumulative(
     if h.ceiling is not None:
         axes.axhline(float(h.ceiling), color="tab:red", linewidth=1, label=f"ceiling {h.ceiling}")
         ends = forecast.exhaustion(h)
-        if ends.on is not None:
+        if ends.on is not None:  # a date: matplotlib's date units convert it
             axes.axvline(
                 date2num(ends.on), color="tab:red", linestyle=":", label=f"ceiling reached {ends.on} ({ends.kind})"
             )
