@@ -52,7 +52,7 @@ def cumulative(
         ends = forecast.exhaustion(h)
         if ends.on is not None:  # a date: matplotlib's date units convert it
             axes.axvline(
-                date2num(ends.on), color="tab:red", linestyle=":", label=f"ceiling reached {ends.on} ({ends.kind})"
+                cast(float, ends.on), color="tab:red", linestyle=":", label=f"ceiling reached {ends.on} ({ends.kind})"
             )
     axes.set_title(title or f"{h.label}: outstanding supply")
     axes.set_xlabel("day")
