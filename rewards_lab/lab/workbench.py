@@ -205,6 +205,25 @@ class LabProgramme:
         """The rules of a version (the draft by default), in order; `rule_index` elsewhere is a position here."""
         return programmes.get_version(self._db, self._scope, self.id, version).rules
 
+    def rules_table(self, version: Version = None) -> pd.DataFrame:
+        """The rules of a version as a readable table: position, event type, conditions, amount."""
+        rows = []
+        for index, rule in enumerate(self.rules(version)):
+            conditions = " and ".join(f"{c.field} {c.operator.value} {c.value}" for c in rule.conditions)
+            amounts = [
+                a.amount.fixed if isinstance(a.amount, rq.FixedAmount) else f"{a.amount.per} x {a.amount.rate}"
+                for a in rule.actions
+            ]
+            rows.append(
+                {
+                    "rule": index,
+                    "event_type": rule.event_type,
+                    "when": conditions or "always",
+                    "issue": ", ".join(amounts),
+                }
+            )
+        return pd.DataFrame(rows, columns=["rule", "event_type", "when", "issue"]).set_index("rule")
+
     def rule_id(self, rule: int | str) -> str:
         """A draft rule by position or by id."""
         if isinstance(rule, str):
@@ -272,7 +291,8 @@ class LabProgramme:
             }
             for v in self.versions()
         ]
-        return pd.DataFrame(rows, columns=["version", "status", "based_on", "published_at", "rules"])
+        table = pd.DataFrame(rows, columns=["version", "status", "based_on", "published_at", "rules"])
+        return table.astype({"based_on": "Int64"})
 
     def definition(self, version: Version = None) -> ProgrammeDefinition:
         """A version (the draft by default) as a programme file's definition, without ids."""
