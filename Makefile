@@ -1,23 +1,39 @@
 # Two commands do all the set-up on a fresh machine (Python 3.11, package registries only):
-#   make lab    sets up .venv and runs the main job
-#   make test   sets up .venv and runs the whole test suite (lint, types, tests)
+#   make lab    sets up .venv and opens JupyterLab on notebooks/ (the rules lab) with the sample data ready
+#   make test   sets up .venv and runs the whole test suite (lint, types, tests, notebooks headless)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup lab demo test lint typecheck pytest bench clean
+.PHONY: setup lab lab-services report notebooks demo test lint typecheck pytest bench clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,lab]'
 	touch $(STAMP)
 
-lab: setup demo
+LAB_ARGS ?=
 
+# JupyterLab on notebooks/ (Ctrl-C stops it). Never part of `make test`: CI has no display.
+lab: setup lab-services
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
+
+# Hook for what the notebooks need beside JupyterLab (the push notebook's local /v1 server on 127.0.0.1).
+lab-services: setup
+
+# Every notebook headless with papermill into reports/ (.ipynb and .html with the plots).
+report: setup
+	$(BIN)/python -m rewards_lab.lab.report
+
+# Re-execute the committed notebooks in place: their stored outputs are what nbval checks in `make test`.
+notebooks: setup
+	$(BIN)/python -m rewards_lab.lab.report --refresh
+
+# The engine's in-process demo of the standard integration loop.
 demo: setup
 	$(BIN)/rewards-lab demo --db data/demo.duckdb
 
