@@ -101,6 +101,9 @@ def test_a_constant_history_projects_exactly_with_no_range() -> None:
     assert projection.frame["high"].tolist() == pytest.approx(expected)
     assert list(projection.frame["day"]) == [START + timedelta(days=9 + k) for k in range(1, 6)]
     assert projection.mean_daily == pytest.approx(2.5) and projection.sd_daily == pytest.approx(0)
+    capped = forecast.project(history_of(rows, opening_supply=10, ceiling=40), days=5, window=7)
+    assert capped.frame["expected"].tolist() == pytest.approx([37.5, 40, 40, 40, 40])
+    assert capped.frame["high"].max() == 40
 
 
 def binomial_quantile(n: int, q: float) -> int:

@@ -23,6 +23,7 @@ def test_cumulative_draws_liability_projection_band_and_ceiling() -> None:
     assert list(lines["ceiling 200"].get_ydata()) == [200.0, 200.0]
     assert len(axes.collections) == 1  # the band
     assert plots.png(figure).startswith(b"\x89PNG")
+    assert figure._repr_png_().startswith(b"\x89PNG")  # Jupyter shows it without pyplot
 
 
 def test_per_rule_bars_and_compare() -> None:

@@ -259,7 +259,7 @@ def _bootstrap_paths(sample: np.ndarray, days: int, draws: int, seed: int) -> np
 def project(
     source: Any, *, days: int = 30, window: int = 28, draws: int = 2000, level: float = 0.9, seed: int = 0
 ) -> Projection:
-    """Liability over the next `days` days. Needs at least one day of history."""
+    """Liability over the next `days` days, capped at the ceiling. Needs at least one day of history."""
     h = history(source)
     if days < 1 or window < 1 or draws < 1 or not 0 < level < 1:
         raise ValueError("days, window and draws must be positive and level between 0 and 1")
@@ -280,6 +280,9 @@ def project(
             "high": start + np.quantile(paths, (1 + level) / 2, axis=0),
         }
     )
+    if h.ceiling is not None:  # the ledger refuses issuance beyond the ceiling: liability stops there
+        for column in ("expected", "low", "high"):
+            frame[column] = frame[column].clip(upper=float(h.ceiling))
     method = (
         f"day bootstrap: the last {sample.size} days' issuance resampled with replacement, {draws} paths, "
         f"{level:.0%} range"

@@ -1,5 +1,5 @@
 """Matplotlib figures for the lab. Each function returns a `Figure` built without pyplot (no global state, no
-display needed): Jupyter shows a returned figure once, widgets embed it as PNG (`png`), reports save it."""
+display needed): Jupyter shows a returned figure once (as PNG), widgets embed it (`png`), reports keep it."""
 
 from __future__ import annotations
 
@@ -10,6 +10,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from rewards_lab.lab import forecast
+
+
+class LabFigure(Figure):
+    """A Figure that Jupyter shows as PNG by itself: no pyplot, no `%matplotlib inline` needed."""
+
+    def _repr_png_(self) -> bytes:
+        return png(self)
 
 
 def png(figure: Figure, dpi: int = 90) -> bytes:
@@ -32,7 +39,7 @@ def cumulative(
     """Liability (opening supply + cumulative issuance) per day, the projection's expected path and range, and
     the supply ceiling with the day it was (or would be) reached."""
     h = forecast.history(source)
-    figure = Figure(figsize=size)
+    figure = LabFigure(figsize=size)
     axes = figure.add_subplot()
     table = forecast.liability(h)
     axes.plot(table["day"], _floats(table["liability"]), color="tab:blue", label=f"{h.label}: liability")
@@ -66,7 +73,7 @@ def per_rule(source: Any, *, title: str | None = None, size: tuple[float, float]
     """Issued per rule (horizontal bars)."""
     h = forecast.history(source)
     table = forecast.per_rule(h)
-    figure = Figure(figsize=size)
+    figure = LabFigure(figsize=size)
     axes = figure.add_subplot()
     axes.barh([str(label) for label in table["rule"]], _floats(table["issued"]), color="tab:green")
     axes.invert_yaxis()
@@ -78,7 +85,7 @@ def per_rule(source: Any, *, title: str | None = None, size: tuple[float, float]
 def compare(result: forecast.Comparison, *, size: tuple[float, float] = (10, 4)) -> Figure:
     """Two versions over the same history: cumulative issuance side by side, and the difference per event type."""
     a, b = result.labels
-    figure = Figure(figsize=size)
+    figure = LabFigure(figsize=size)
     left, right = figure.subplots(1, 2, width_ratios=[3, 2])
     left.plot(result.daily["day"], _floats(result.daily[a]), label=a)
     left.plot(result.daily["day"], _floats(result.daily[b]), label=b, linestyle="--")
@@ -102,7 +109,7 @@ def sweep_heatmap(
     """A sweep's grid as a heat map of `value` over two of its parameter columns; cells where the ceiling ran
     out are marked with the day it did."""
     grid = frame.assign(**{value: _floats(frame[value])}).pivot_table(index=y, columns=x, values=value, aggfunc="first")
-    figure = Figure(figsize=size)
+    figure = LabFigure(figsize=size)
     axes = figure.add_subplot()
     image = axes.imshow(grid.to_numpy(dtype=float), origin="lower", aspect="auto", cmap="viridis")
     axes.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])

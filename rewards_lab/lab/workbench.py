@@ -365,6 +365,22 @@ class LabProgramme:
         replay = importlib.import_module("rewards_lab.lab.replay").replay
         return replay(events, self.definition(version), opening_supply=opening_supply, **options)
 
+    def sweep(
+        self,
+        events: Any,
+        grid: Mapping[str, Sequence[Any]],
+        *,
+        version: Version = None,
+        opening_supply: Decimal | int | str = 0,
+    ) -> pd.DataFrame:
+        """A version (the draft by default) over every point of `grid` (keys are paths into the programme file,
+        e.g. "rules[0].actions[0].amount.rate"): issuance, liability and exhaustion date per grid point."""
+        sweep = importlib.import_module("rewards_lab.lab.replay").sweep
+        result: pd.DataFrame = sweep(
+            events, self.definition(version), {k: list(v) for k, v in grid.items()}, opening_supply=opening_supply
+        )
+        return result
+
 
 def _outcome_rows(position: int, item: EventRow, outcome: r.Simulation, indices: list[int]) -> list[dict[str, Any]]:
     rows = []
