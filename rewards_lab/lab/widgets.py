@@ -21,7 +21,7 @@ from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.requests import FixedAmount, Operator
 from rewards_lab.lab import forecast, plots
-from rewards_lab.lab.workbench import LabProgramme
+from rewards_lab.lab.workbench import LabProgramme, describe_rule
 
 NEW_RULE = -1
 OPERATORS = [op.value for op in Operator]
@@ -128,7 +128,7 @@ class RuleBuilder(Panel):
 
     def refresh(self, select: int = NEW_RULE) -> None:
         rules = self.programme.rules()
-        options = [("new rule", NEW_RULE)] + [(f"{i}: {_describe(rule)}", i) for i, rule in enumerate(rules)]
+        options = [("new rule", NEW_RULE)] + [(f"{i}: {describe_rule(rule)}", i) for i, rule in enumerate(rules)]
         self.rule.options = options
         self.rule.value = select if select < len(rules) else NEW_RULE
         self.draft.value = _rules_html(rules)
@@ -176,17 +176,8 @@ class RuleBuilder(Panel):
         return f"rule {index} removed from the draft"
 
 
-def _describe(rule: r.Rule) -> str:
-    conditions = " and ".join(f"{c.field} {c.operator.value} {c.value}" for c in rule.conditions) or "always"
-    amounts = []
-    for action in rule.actions:
-        amount = action.amount
-        amounts.append(amount.fixed if isinstance(amount, FixedAmount) else f"{amount.per} x {amount.rate}")
-    return f"{rule.event_type} when {conditions}: issue {', '.join(amounts)}"
-
-
 def _rules_html(rules: list[r.Rule]) -> str:
-    items = "".join(f"<li>{html.escape(_describe(rule))}</li>" for rule in rules)
+    items = "".join(f"<li>{html.escape(describe_rule(rule))}</li>" for rule in rules)
     return f"<b>draft</b> ({len(rules)} rules)<ol start='0'>{items}</ol>"
 
 

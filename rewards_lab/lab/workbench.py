@@ -68,6 +68,22 @@ def _actions(amount: Mapping[str, Any] | None, actions: Sequence[Mapping[str, An
     return [{"type": "issue", "amount": dict(amount)}]
 
 
+def describe_conditions(rule: r.Rule) -> str:
+    return " and ".join(f"{c.field} {c.operator.value} {c.value}" for c in rule.conditions) or "always"
+
+
+def describe_amounts(rule: r.Rule) -> str:
+    return ", ".join(
+        a.amount.fixed if isinstance(a.amount, rq.FixedAmount) else f"{a.amount.per} x {a.amount.rate}"
+        for a in rule.actions
+    )
+
+
+def describe_rule(rule: r.Rule) -> str:
+    """One line: `order.completed when amount gte 20: issue amount x 0.05`."""
+    return f"{rule.event_type} when {describe_conditions(rule)}: issue {describe_amounts(rule)}"
+
+
 class Lab:
     """One database and one tenant scope for designing and trying programmes."""
 
@@ -207,21 +223,15 @@ class LabProgramme:
 
     def rules_table(self, version: Version = None) -> pd.DataFrame:
         """The rules of a version as a readable table: position, event type, conditions, amount."""
-        rows = []
-        for index, rule in enumerate(self.rules(version)):
-            conditions = " and ".join(f"{c.field} {c.operator.value} {c.value}" for c in rule.conditions)
-            amounts = [
-                a.amount.fixed if isinstance(a.amount, rq.FixedAmount) else f"{a.amount.per} x {a.amount.rate}"
-                for a in rule.actions
-            ]
-            rows.append(
-                {
-                    "rule": index,
-                    "event_type": rule.event_type,
-                    "when": conditions or "always",
-                    "issue": ", ".join(amounts),
-                }
-            )
+        rows = [
+            {
+                "rule": i,
+                "event_type": rule.event_type,
+                "when": describe_conditions(rule),
+                "issue": describe_amounts(rule),
+            }
+            for i, rule in enumerate(self.rules(version))
+        ]
         return pd.DataFrame(rows, columns=["rule", "event_type", "when", "issue"]).set_index("rule")
 
     def rule_id(self, rule: int | str) -> str:
