@@ -63,3 +63,11 @@ def test_the_replay_explorer_replays_compares_and_plots(spring: LabProgramme, ev
     explorer.start.value = explorer.end.value = explorer.start.value - timedelta(days=30)
     explorer.run.click()
     assert "no events in that date range" in explorer.summary.value
+
+
+def test_the_lab_replays_a_lab_programme_or_a_file(spring: LabProgramme, events: pd.DataFrame) -> None:
+    from_file = forecast.history(spring.lab.replay(events, SPRING))
+    live = forecast.history(spring.lab.replay(events, spring))
+    draft = forecast.history(spring.lab.replay(events, spring, version="draft"))
+    assert forecast.per_rule(from_file).equals(forecast.per_rule(live))
+    assert forecast.compare(live, draft).totals.set_index("metric").loc["issued", "difference"] > 0

@@ -155,6 +155,23 @@ class Lab:
                 return found
             cursor = page.next_cursor
 
+    def replay(
+        self,
+        events: Any,
+        programme: LabProgramme | ProgrammeDefinition | str | Path,
+        *,
+        version: Version = "live",
+        opening_supply: Decimal | int | str = 0,
+        **options: Any,
+    ) -> Any:
+        """Replay a history through a programme of the lab (a version of it, the published one by default) or
+        through a programme file as it stands; returns the replay engine's `ReplayResult`."""
+        if isinstance(programme, LabProgramme):
+            return programme.replay(events, version=version, opening_supply=opening_supply, **options)
+        definition = programme if isinstance(programme, ProgrammeDefinition) else load_programme(programme)
+        replay = importlib.import_module("rewards_lab.lab.replay").replay
+        return replay(events, definition, opening_supply=opening_supply, **options)
+
     def _asset_for(self, spec: rq.AssetCreate) -> r.Asset:
         """An active asset of this symbol that matches the spec is reused (a symbol names one live asset);
         one that differs is `asset_symbol_taken`, naming `asset.symbol`."""
