@@ -20,12 +20,18 @@ from rewards_lab.lab import report
 NOTEBOOKS = report.notebooks()
 SMALL: dict[str, dict[str, Any]] = {
     "01_design_and_simulate.ipynb": {"new_rate": "0.1"},
+    "02_replay_and_forecast.ipynb": {
+        "max_events": 3000,
+        "projection_days": 14,
+        "sweep_rates": [0.05, 0.1],
+        "sweep_thresholds": [0, 20, 50],
+    },
+    "03_compare_versions.ipynb": {"max_events": 3000, "draft_rate": "0.06"},
 }
 
 
 def test_there_are_notebooks_and_each_has_a_parameters_cell() -> None:
-    names = [path.name for path in NOTEBOOKS]
-    assert "01_design_and_simulate.ipynb" in names
+    assert [path.name for path in NOTEBOOKS] == list(SMALL)
     for path in NOTEBOOKS:
         cells = nbformat.read(path, as_version=4).cells
         tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
@@ -49,9 +55,15 @@ def test_the_notebook_runs_with_papermill_on_small_parameters(notebook: Path, tm
     assert not [o for o in outputs if o.get("output_type") == "error"]
     html = report.to_html(executed).read_text()
     assert "<html" in html
+    text = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
     if notebook.name.startswith("01"):
-        text = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
         assert '"rate":0.1' in text  # the injected parameter reached the draft
+    if notebook.name.startswith("02"):
+        assert "3000 events replayed" in text and len(images) == 3  # liability, per rule, heat map
+        assert html.count("data:image/png;base64") == 3
+    if notebook.name.startswith("03"):
+        assert '"rate":0.06' in text and len(images) == 2
 
 
 @pytest.mark.slow

@@ -74,6 +74,7 @@ def refresh(directory: Path = NOTEBOOKS) -> list[Path]:
         ).execute()
         for cell in node.cells:
             cell.get("metadata", {}).pop("execution", None)
+        node.metadata.pop("widgets", None)  # live widget state: new model ids on every run, nothing to check
         nbformat.write(node, notebook)
         done.append(notebook)
     return done
