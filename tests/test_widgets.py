@@ -109,3 +109,18 @@ def test_the_simulator_uses_the_chosen_version(spring: LabProgramme) -> None:
     simulator.version.value = 1
     simulator.run.click()
     assert "issues 5.00" in simulator.result.value
+
+
+def test_the_rule_builder_keeps_the_further_actions_of_a_rule(spring: LabProgramme) -> None:
+    two = [
+        {"type": "issue", "amount": {"fixed": "1.00"}},
+        {"type": "issue", "amount": {"per": "amount", "rate": "0.5"}},
+    ]
+    spring.add_rule("referral.converted", actions=two)
+    builder = RuleBuilder(spring)
+    builder.rule.value = 3
+    assert builder.fixed.value == "1.00"
+    builder.fixed.value = "3.00"
+    builder.save.click()
+    actions = spring.rules()[3].actions
+    assert [a.amount.model_dump(mode="json") for a in actions] == [{"fixed": "3.00"}, {"per": "amount", "rate": 0.5}]

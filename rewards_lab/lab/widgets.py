@@ -161,8 +161,11 @@ class RuleBuilder(Panel):
             self.refresh(select=index)
             return f"rule {index} added to the draft"
         index = self.rule.value
+        # The form edits the first action; a rule's further actions are kept as they are.
+        others = [a.model_dump(mode="json", exclude_none=True) for a in self.programme.rules()[index].actions[1:]]
+        actions = [{"type": "issue", "amount": self._amount()}, *others]
         self.programme.update_rule(
-            index, event_type=self.event_type.value.strip(), conditions=conditions, amount=self._amount()
+            index, event_type=self.event_type.value.strip(), conditions=conditions, actions=actions
         )
         self.refresh(select=index)
         return f"rule {index} updated in the draft"
