@@ -3,6 +3,7 @@ replay explorer widget replays, compares and plots when clicked."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -10,12 +11,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rewards_lab.lab import forecast
+from rewards_lab.lab import forecast, plots
 from rewards_lab.lab.synthetic import generate_events
 from rewards_lab.lab.widgets import ReplayExplorer
 from rewards_lab.lab.workbench import Lab, LabProgramme
 
-SPRING = Path(__file__).parent.parent / "data" / "programmes" / "spring_launch.json"
+ROOT = Path(__file__).resolve().parents[1]
+SPRING = ROOT / "data" / "programmes" / "spring_launch.json"
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +73,14 @@ def test_the_lab_replays_a_lab_programme_or_a_file(spring: LabProgramme, events:
     draft = forecast.history(spring.lab.replay(events, spring, version="draft"))
     assert forecast.per_rule(from_file).equals(forecast.per_rule(live))
     assert forecast.compare(live, draft).totals.set_index("metric").loc["issued", "difference"] > 0
+
+
+def test_the_readme_lab_example_runs(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "rewards_lab.lab" in b)
+    monkeypatch.chdir(ROOT)
+    namespace: dict[str, object] = {}
+    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - the documented example, run as written
+    out = capsys.readouterr().out
+    assert '"rate":0.07' in out and "closing liability" in out
+    assert isinstance(namespace["figure"], plots.LabFigure)
