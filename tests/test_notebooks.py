@@ -76,6 +76,12 @@ def test_the_committed_outputs_match_nbval() -> None:
         "--nbval-current-env",
         "--nbval-sanitize-with",
         str(report.NOTEBOOKS / "nbval_sanitize.cfg"),
+        "--nbval-kernel-startup-timeout",
+        "120",
+        "--nbval-cell-timeout",
+        "300",
+        "-W",
+        "ignore::DeprecationWarning",  # the kernel client's deprecations are not the notebooks' failures
         "-p",
         "no:cacheprovider",
         "-q",
