@@ -141,8 +141,10 @@ def test_exhaustion_historic_projected_and_none() -> None:
     result = forecast.exhaustion(history_of(steady, ceiling=400, opening_supply=100))
     assert result.kind == "projected"
     assert result.on == result.earliest == result.latest == START + timedelta(days=4 + 10)
+    assert result.describe() == "the ceiling would be reached on 2026-01-15 (range 2026-01-15 to 2026-01-15)"
     far = forecast.exhaustion(history_of(steady, ceiling=10**9), horizon_days=365)
     assert far.kind == "not_within" and far.on is None
+    assert far.describe() == "the ceiling is not reached within 365 days"
 
 
 def test_segments_follow_the_domain_definitions() -> None:

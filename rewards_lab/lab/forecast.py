@@ -304,6 +304,16 @@ class Exhaustion:
     latest: date | None = None
     horizon_days: int | None = None
 
+    def describe(self) -> str:
+        if self.kind == "no_ceiling":
+            return "the asset has no supply ceiling"
+        if self.kind == "historic":
+            return f"the ceiling was reached on {self.on} (issuance refused with {EXHAUSTED})"
+        if self.kind == "not_within":
+            return f"the ceiling is not reached within {self.horizon_days} days"
+        latest = "after the horizon" if self.latest is None else str(self.latest)
+        return f"the ceiling would be reached on {self.on} (range {self.earliest} to {latest})"
+
 
 def exhaustion(
     source: Any, *, window: int = 28, draws: int = 2000, level: float = 0.9, seed: int = 0, horizon_days: int = 3650

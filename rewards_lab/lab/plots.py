@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from typing import Any, cast
 
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -120,11 +121,14 @@ def sweep_heatmap(
     exhausted = {}
     if "exhausted_on" in frame.columns:
         exhausted = {(row[y], row[x]): row["exhausted_on"] for _, row in frame.iterrows()}
+    low, high = float(np.nanmin(grid.to_numpy(dtype=float))), float(np.nanmax(grid.to_numpy(dtype=float)))
     for row_index, y_value in enumerate(grid.index):
         for column_index, x_value in enumerate(grid.columns):
             cell = grid.loc[y_value, x_value]
             day = exhausted.get((y_value, x_value))
             text = f"{cell:,.0f}" + ("" if day is None or pd.isna(day) else f"\nout {day}")
-            axes.text(column_index, row_index, text, ha="center", va="center", color="white", fontsize="x-small")
+            bright = high > low and (cell - low) / (high - low) > 0.6  # viridis turns yellow: dark text there
+            colour = "black" if bright else "white"
+            axes.text(column_index, row_index, text, ha="center", va="center", color=colour, fontsize="x-small")
     axes.set_title(f"{value} per grid point")
     return figure
