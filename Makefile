@@ -17,20 +17,26 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 LAB_ARGS ?=
+SAMPLE := data/sample_events.parquet
 
 # JupyterLab on notebooks/ (Ctrl-C stops it). Never part of `make test`: CI has no display.
-lab: setup lab-services
+lab: setup lab-services $(SAMPLE)
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
+
+# The sample history the notebooks read (committed; regenerated only when missing).
+$(SAMPLE):
+	$(BIN)/python data/generate_events.py --events 20000 --customers 2000 --seed 1 --out $(SAMPLE) \
+		--types order.completed customer.signed_up review.posted referral.converted booking.completed
 
 # Hook for what the notebooks need beside JupyterLab (the push notebook's local /v1 server on 127.0.0.1).
 lab-services: setup
 
 # Every notebook headless with papermill into reports/ (.ipynb and .html with the plots).
-report: setup
+report: setup $(SAMPLE)
 	$(BIN)/python -m rewards_lab.lab.report
 
 # Re-execute the committed notebooks in place: their stored outputs are what nbval checks in `make test`.
-notebooks: setup
+notebooks: setup $(SAMPLE)
 	$(BIN)/python -m rewards_lab.lab.report --refresh
 
 # The engine's in-process demo of the standard integration loop.
