@@ -17,11 +17,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 LAB_ARGS ?=
+# Containers often run as root, which JupyterLab refuses without --allow-root.
+ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 SAMPLE := data/sample_events.parquet
 
 # JupyterLab on notebooks/ (Ctrl-C stops it). Never part of `make test`: CI has no display.
 lab: setup lab-services $(SAMPLE)
-	$(BIN)/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(ROOT_ARGS) $(LAB_ARGS)
 
 # The sample history the notebooks read (committed; regenerated only when missing).
 $(SAMPLE):
