@@ -21,6 +21,7 @@ from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.requests import FixedAmount, Operator
 from rewards_lab.lab import forecast, plots
+from rewards_lab.lab.replay import ReplayResult
 from rewards_lab.lab.workbench import LabProgramme, describe_rule
 
 NEW_RULE = -1
@@ -266,7 +267,7 @@ class ReplayExplorer(Panel):
         self.cumulative = w.Image(format="png")
         self.per_rule = w.Image(format="png")
         self.comparison = w.Image(format="png")
-        self.result: Any = None
+        self.result: ReplayResult | None = None
         self.compared: forecast.Comparison | None = None
         self.run.on_click(lambda _: _guard(self.summary, self._run))
         self.view = w.VBox(

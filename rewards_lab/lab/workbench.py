@@ -9,7 +9,6 @@ engine: every write is a service call and every verdict comes from `domain.rules
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
@@ -35,6 +34,7 @@ from rewards_lab.lab.programme_file import (
     load_programme,
     save_programme,
 )
+from rewards_lab.lab.replay import ReplayResult, replay, sweep
 from rewards_lab.service import assets, organizations, programmes, simulation
 from rewards_lab.store.database import Database
 
@@ -163,13 +163,12 @@ class Lab:
         version: Version = "live",
         opening_supply: Decimal | int | str = 0,
         **options: Any,
-    ) -> Any:
+    ) -> ReplayResult:
         """Replay a history through a programme of the lab (a version of it, the published one by default) or
         through a programme file as it stands; returns the replay engine's `ReplayResult`."""
         if isinstance(programme, LabProgramme):
             return programme.replay(events, version=version, opening_supply=opening_supply, **options)
         definition = programme if isinstance(programme, ProgrammeDefinition) else load_programme(programme)
-        replay = importlib.import_module("rewards_lab.lab.replay").replay
         return replay(events, definition, opening_supply=opening_supply, **options)
 
     def _asset_for(self, spec: rq.AssetCreate) -> r.Asset:
@@ -386,10 +385,9 @@ class LabProgramme:
     # replay -----------------------------------------------------------------------------------------------
     def replay(
         self, events: Any, *, version: Version = "live", opening_supply: Decimal | int | str = 0, **options: Any
-    ) -> Any:
+    ) -> ReplayResult:
         """Replay a history through a version (the published one by default) with the vectorised engine;
         returns its `ReplayResult`."""
-        replay = importlib.import_module("rewards_lab.lab.replay").replay
         return replay(events, self.definition(version), opening_supply=opening_supply, **options)
 
     def sweep(
@@ -402,11 +400,7 @@ class LabProgramme:
     ) -> pd.DataFrame:
         """A version (the draft by default) over every point of `grid` (keys are paths into the programme file,
         e.g. "rules[0].actions[0].amount.rate"): issuance, liability and exhaustion date per grid point."""
-        sweep = importlib.import_module("rewards_lab.lab.replay").sweep
-        result: pd.DataFrame = sweep(
-            events, self.definition(version), {k: list(v) for k, v in grid.items()}, opening_supply=opening_supply
-        )
-        return result
+        return sweep(events, self.definition(version), dict(grid), opening_supply=opening_supply)
 
 
 def _outcome_rows(position: int, item: EventRow, outcome: r.Simulation, indices: list[int]) -> list[dict[str, Any]]:
