@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.domain.money import MAX_AMOUNT_MINOR, format_amount
+from rewards_lab.domain.money import MAX_AMOUNT_MINOR, MAX_RATE, format_amount
 from rewards_lab.lab.programme_file import ProgrammeDefinition, parse_programme
 from rewards_lab.lab.replay import replay
 from rewards_lab.service import assets, customers, events, ledger, organizations, programmes
@@ -42,10 +42,14 @@ thresholds = st.one_of(
     st.integers(-50, 200).map(str),
     st.builds(lambda c, p: str(Decimal(c).scaleb(-p)), st.integers(-(10**9), 10**9), st.integers(0, 6)),
 ).map(Decimal)
-rates = st.one_of(
-    st.sampled_from(["0.05", "1", "0.0000000001", "99999999.9999999", "0.333", "2.5", "0.015", "3"]),
-    st.builds(lambda c, p: str(Decimal(c).scaleb(-p)), st.integers(1, 10**9), st.integers(0, 10)),
-).map(Decimal)
+rates = (
+    st.one_of(
+        st.sampled_from(["0.05", "1", "0.0000000001", "99999999.9999999", "0.333", "2.5", "0.015", "3"]),
+        st.builds(lambda c, p: str(Decimal(c).scaleb(-p)), st.integers(1, 10**9), st.integers(0, 10)),
+    )
+    .map(Decimal)
+    .filter(lambda rate: rate < MAX_RATE)
+)  # a programme file refuses rates from MAX_RATE up
 
 
 @st.composite
