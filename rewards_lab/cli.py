@@ -90,7 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
     bootstrap.add_argument("--plan", choices=["public", "business", "enterprise"], default="business")
     bootstrap.add_argument("--rate-limit", type=int, default=None, help="requests per minute (enterprise)")
     bootstrap.set_defaults(run=_bootstrap)
+    _client_commands(commands)
     return parser
+
+
+def _client_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Commands that act on a live /v1 deployment through rewards_lab.client (key from $REWARDS_API_KEY)."""
+    from rewards_lab import cli_api, cli_push
+
+    cli_push.configure(commands.add_parser("push", help="push a programme file to a live /v1 deployment"))
+    cli_api.configure(commands.add_parser("api", help="call the /v1 API: one subcommand per operation"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

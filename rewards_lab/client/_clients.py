@@ -96,6 +96,7 @@ class _Operations:
     transfer = _Operation(ops.transfer)
     list_transactions = _Operation(ops.list_transactions)
     iter_transactions = _Pages(ops.list_transactions)
+    get_transaction = _Operation(ops.get_transaction)
     create_programme = _Operation(ops.create_programme)
     get_programme = _Operation(ops.get_programme)
     list_programmes = _Operation(ops.list_programmes)

@@ -202,6 +202,10 @@ def list_transactions(
     )
 
 
+def get_transaction(transaction_id: str) -> Call[r.LedgerTransaction]:
+    return _get(f"/transactions/{_id(transaction_id)}", _model(r.LedgerTransaction))
+
+
 # programmes, versions, rules
 def create_programme(
     name: str, asset_id: str, *, description: str | None = None, idempotency_key: str | None = None
