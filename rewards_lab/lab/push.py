@@ -316,12 +316,21 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
             )
             done.append({"kind": step.kind, "id": rule.id})
         else:
-            assert programme is not None
+            assert programme is not None and asset is not None
+            if not _draft_holds_the_file(plan, client, programme.id, asset.id):
+                break  # a stale idempotent answer or a concurrent edit: the next round re-plans
             result = client.publish(
                 programme.id, idempotency_key=idempotency_key(plan, "publish", programme.id, draft_id)
             )
             done.append({"kind": step.kind, "id": result.version.id, "version": result.version.number})
     return done
+
+
+def _draft_holds_the_file(plan: Plan, client: RewardsClient, program_id: str, asset_id: str) -> bool:
+    """Checked right before publishing, so that a version is never published short of a rule."""
+    draft = next((v for v in client.list_versions(program_id) if v.status == "draft"), None)
+    wanted = Counter(rule.fingerprint() for rule in plan.definition.rules)
+    return draft is not None and _multiset(draft.rules, asset_id) == wanted
 
 
 def apply(plan: Plan, client: RewardsClient) -> ApplyResult:
