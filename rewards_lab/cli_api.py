@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from rewards_lab.cli_common import (
@@ -37,6 +38,7 @@ class Command:
     args: tuple[Arg, ...]
     run: Run
     listing: bool = False
+    needs_key: bool = True
 
 
 def _a(*flags: str, **options: Any) -> Arg:
@@ -322,18 +324,47 @@ COMMANDS: tuple[Command, ...] = (
         "webhooks",
         "create",
         "register a webhook endpoint (the signing secret is shown once)",
-        (_a("--url", required=True), _a("--events", type=_csv, required=True, help="comma-separated kinds"), KEY),
-        lambda c, a: c.create_webhook(a.url, a.events, idempotency_key=a.idempotency_key),
+        (_a("--url", required=True), _a("--events", type=_csv, required=True, help="comma-separated kinds")),
+        lambda c, a: c.create_webhook(a.url, a.events),
     ),
-    Command("webhooks", "list", "list webhook endpoints", PAGE, lambda c, a: (c.list_webhooks, {}), listing=True),
+    Command("webhooks", "get", "read a webhook endpoint", (ID,), lambda c, a: c.get_webhook(a.id)),
+    Command(
+        "webhooks",
+        "list",
+        "list webhook endpoints",
+        _page(status="enabled or disabled"),
+        lambda c, a: (c.list_webhooks, _filters(a, "status")),
+        listing=True,
+    ),
+    Command(
+        "webhooks",
+        "disable",
+        "disable a webhook endpoint",
+        (ID, KEY),
+        lambda c, a: c.disable_webhook(a.id, idempotency_key=a.idempotency_key),
+    ),
     Command("webhooks", "test", "send a test delivery to an endpoint", (ID,), lambda c, a: c.test_webhook(a.id)),
     Command(
         "webhooks",
         "deliveries",
         "deliveries of an endpoint",
         (ID, *_page(status="delivery status")),
-        lambda c, a: (lambda **kw: c.list_webhook_deliveries(a.id, **kw), _filters(a, "status")),
+        lambda c, a: (partial(c.list_webhook_deliveries, a.id), _filters(a, "status")),
         listing=True,
+    ),
+    Command(
+        "webhooks",
+        "delivery",
+        "read one delivery with its attempts",
+        (ID, _a("delivery_id")),
+        lambda c, a: c.get_webhook_delivery(a.id, a.delivery_id),
+    ),
+    Command(
+        "webhooks",
+        "replay",
+        "replay a failed delivery",
+        (ID, _a("delivery_id"), KEY),
+        lambda c, a: c.replay_webhook_delivery(a.id, a.delivery_id, idempotency_key=a.idempotency_key),
     ),
     Command(
         "api-keys",
@@ -346,25 +377,33 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "logs",
         "list",
-        "request logs",
-        _page(status="HTTP status", path="request path"),
-        lambda c, a: (c.list_logs, _filters(a, "status", "path")),
+        "request logs, newest first",
+        _page(
+            status="HTTP status or class (404, 4xx)",
+            path="path prefix",
+            request_id="one request",
+            since="from this time (ISO 8601)",
+            until="until this time (ISO 8601)",
+        ),
+        lambda c, a: (c.list_logs, _filters(a, "status", "path", "request_id", "since", "until")),
         listing=True,
     ),
     Command(
         "usage",
         "get",
         "API usage over a period",
-        (_a("--period"), _a("--start"), _a("--end")),
-        lambda c, a: c.usage(period=a.period, start=a.start, end=a.end),
+        (_a("--since", help="from this time (ISO 8601)"), _a("--until", help="until this time (ISO 8601)")),
+        lambda c, a: c.usage(since=a.since, until=a.until),
     ),
     Command(
         "auth",
         "login",
-        "log in a person (password from $REWARDS_PASSWORD or a prompt)",
-        (_a("--email", required=True), _a("--otp", help="second factor code, when the account requires one")),
-        lambda c, a: c.login(a.email, _password(), otp=a.otp),
+        "log in a person (password from $REWARDS_PASSWORD or a prompt); prints the session",
+        (_a("--email", required=True), _a("--totp-code", help="second factor, when the account requires one")),
+        lambda c, a: c.login(a.email, _password(), totp_code=a.totp_code),
+        needs_key=False,
     ),
+    Command("auth", "logout", "end the session held in $REWARDS_API_KEY", (), lambda c, a: c.logout()),
 )
 
 
@@ -421,7 +460,7 @@ def run(args: argparse.Namespace) -> int:
 
     command: Command = args.api_command
     try:
-        with client_from(args) as client:
+        with client_from(args, require_key=command.needs_key) as client:
             data = _execute(command, client, args)
     except UsageError as error:
         return fail(f"error: {error}", EXIT_USAGE)

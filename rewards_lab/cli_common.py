@@ -39,7 +39,7 @@ class UsageError(Exception):
     pass
 
 
-def client_from(args: argparse.Namespace) -> RewardsClient:
+def client_from(args: argparse.Namespace, *, require_key: bool = True) -> RewardsClient:
     """A client for the target options; the API key only ever comes from the environment (never a flag that
     would land in shell history)."""
     from rewards_lab.client import RewardsClient
@@ -50,7 +50,7 @@ def client_from(args: argparse.Namespace) -> RewardsClient:
     ]
     if missing:
         raise UsageError(f"missing {', '.join(missing)}")
-    if not key:
+    if not key and require_key:
         raise UsageError(f"set the API key in the environment variable {API_KEY_VARIABLE}")
     return RewardsClient(args.base_url, key, args.org, args.env)
 

@@ -58,6 +58,8 @@ class RetryPolicy:
 
 @dataclass(frozen=True, slots=True)
 class ClientConfig:
+    """One organization in one environment. `api_key` is an API key or a person's session token."""
+
     base_url: str
     api_key: str
     organization_id: str
@@ -69,8 +71,6 @@ class ClientConfig:
     def __post_init__(self) -> None:
         if self.environment not in ENVIRONMENTS:
             raise ValueError(f"environment must be sandbox or production, not {self.environment!r}")
-        if not self.api_key:
-            raise ValueError("an API key is required")
 
 
 @dataclass(frozen=True)
@@ -128,13 +128,14 @@ def _query(params: Mapping[str, Any] | None) -> dict[str, str]:
 def prepare(config: ClientConfig, call: Call[Any]) -> Prepared:
     """Everything sent, fixed once: retries resend these very bytes and headers."""
     headers = {
-        "Authorization": f"Bearer {config.api_key}",
         "X-Organization-ID": config.organization_id,
         "X-Environment": config.environment,
         "X-Request-ID": new_request_id(),
         "X-SDK-Version": config.sdk_version,
         "Accept": "application/json",
     }
+    if config.api_key:  # an API key or a session token; only a login is sent without one
+        headers["Authorization"] = f"Bearer {config.api_key}"
     if call.idempotent:
         headers["Idempotency-Key"] = call.idempotency_key or new_idempotency_key()
     content = None

@@ -339,16 +339,28 @@ def list_executions(
 
 
 # webhooks
-def create_webhook(url: str, events: Sequence[str], *, idempotency_key: str | None = None) -> Call[Any]:
-    """The signing secret is in the result once, at creation."""
-    return _write("/webhooks", _raw, {"url": url, "events": list(events)}, idempotency_key)
+def create_webhook(url: str, events: Sequence[str]) -> Call[r.WebhookEndpointCreated]:
+    """The signing secret is in the result once, at creation; not resent without an answer (a second endpoint
+    with another secret would be made)."""
+    return Call("POST", "/webhooks", _model(r.WebhookEndpointCreated), body={"url": url, "events": list(events)})
 
 
-def list_webhooks(*, limit: int | None = None, cursor: str | None = None) -> Call[Page[Any]]:
-    return _list("/webhooks", _raw, limit, cursor)
+def get_webhook(webhook_id: str) -> Call[r.WebhookEndpoint]:
+    return _get(f"/webhooks/{_id(webhook_id)}", _model(r.WebhookEndpoint))
+
+
+def list_webhooks(
+    *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+) -> Call[Page[r.WebhookEndpoint]]:
+    return _list("/webhooks", _model(r.WebhookEndpoint), limit, cursor, status=status)
+
+
+def disable_webhook(webhook_id: str, *, idempotency_key: str | None = None) -> Call[r.WebhookEndpoint]:
+    return _write(f"/webhooks/{_id(webhook_id)}", _model(r.WebhookEndpoint), None, idempotency_key, "DELETE")
 
 
 def test_webhook(webhook_id: str) -> Call[Any]:
+    """Queues a signed test delivery; the result is the delivery record."""
     return Call("POST", f"/webhooks/{_id(webhook_id)}/test", _raw)
 
 
@@ -356,6 +368,15 @@ def list_webhook_deliveries(
     webhook_id: str, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
 ) -> Call[Page[Any]]:
     return _list(f"/webhooks/{_id(webhook_id)}/deliveries", _raw, limit, cursor, status=status)
+
+
+def get_webhook_delivery(webhook_id: str, delivery_id: str) -> Call[Any]:
+    return _get(f"/webhooks/{_id(webhook_id)}/deliveries/{_id(delivery_id)}", _raw)
+
+
+def replay_webhook_delivery(webhook_id: str, delivery_id: str, *, idempotency_key: str | None = None) -> Call[Any]:
+    path = f"/webhooks/{_id(webhook_id)}/deliveries/{_id(delivery_id)}/replay"
+    return _write(path, _raw, None, idempotency_key)
 
 
 # developer: API keys, logs, usage; sessions
@@ -370,17 +391,33 @@ def revoke_api_key(key_id: str) -> Call[r.ApiKey]:
 
 
 def list_logs(
-    *, status: int | None = None, path: str | None = None, limit: int | None = None, cursor: str | None = None
+    *,
+    status: str | None = None,
+    path: str | None = None,
+    request_id: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
 ) -> Call[Page[Any]]:
-    return _list("/developer/logs", _raw, limit, cursor, status=status, path=path)
+    """Request logs, filterable by status (exact, or a class such as 4xx) and path; `since`/`until` are sent as
+    the query's `from` and `to`."""
+    filters = {"status": status, "path": path, "request_id": request_id, "from": since, "to": until}
+    return _list("/developer/logs", _raw, limit, cursor, **filters)
 
 
-def usage(*, period: str | None = None, start: str | None = None, end: str | None = None) -> Call[Any]:
-    return _get("/developer/usage", _raw, period=period, start=start, end=end)
+def usage(*, since: str | None = None, until: str | None = None) -> Call[Any]:
+    return _get("/developer/usage", _raw, **{"from": since, "to": until})
 
 
-def login(email: str, password: str, *, otp: str | None = None) -> Call[Any]:
-    return Call("POST", "/auth/login", _raw, body=_without_none(email=email, password=password, otp=otp))
+def login(email: str, password: str, *, totp_code: str | None = None) -> Call[Any]:
+    """A session for a person; send it as the bearer token of later requests. The client may hold no key yet."""
+    body = _without_none(email=email, password=password, totp_code=totp_code)
+    return Call("POST", "/auth/login", _raw, body=body)
+
+
+def logout() -> Call[Any]:
+    return Call("POST", "/auth/logout", _raw)
 
 
 # AI (the deprecated pair announces itself with Deprecation and Sunset)
