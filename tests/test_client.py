@@ -275,7 +275,11 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 
 def _exhaust(live: LiveServer, environment: str) -> None:
-    """Spend the window's quota with a client that never retries."""
+    """Spend the window's quota with a client that never retries (away from the window's edge, so that the
+    test's next requests fall in the same one-minute window)."""
+    to_edge_s = 60 - time.time() % 60
+    if to_edge_s < 5:
+        time.sleep(to_edge_s + 0.2)
     with client(live, environment, retry=RetryPolicy(max_retries=0)) as api, pytest.raises(RateLimitError):
         for _ in range(10):
             api.list_customers()
@@ -295,6 +299,17 @@ def test_rate_limit_waits_what_ratelimit_reset_says_then_gives_up(limited: LiveS
     assert slept == [float(a.headers["RateLimit-Reset"]) for a in answers[:2]]
     sent = recorder.requests
     assert len({(s.headers["Idempotency-Key"], s.content) for s in sent}) == 1  # retried unchanged
+
+
+def test_rate_limit_longer_than_the_client_will_wait_fails_at_once(limited: LiveServer) -> None:
+    _exhaust(limited, "sandbox")
+    slept: list[float] = []
+    policy = RetryPolicy(max_retries=3, max_rate_limit_wait_s=0.5)
+    transport = FlakyTransport(lambda n: None)
+    with client(limited, http_client=httpx.Client(transport=transport), sleep=slept.append, retry=policy) as api:
+        with pytest.raises(RateLimitError) as limit:
+            api.list_customers()
+    assert transport.count == 1 and slept == [] and limit.value.details["retry_after_s"] >= 1
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ environment errors with their codes, and verify comparing live and lab simulatio
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -220,6 +221,9 @@ def test_push_command_plans_applies_and_refuses_the_wrong_environment(live: Live
     planned = run_push(live, live.keys["sandbox"], str(path), "--env", "sandbox", "--plan-only")
     assert planned.returncode == 0, planned.stderr
     assert "+ create asset SC" in planned.stdout and "7 change(s)" in planned.stdout
+    as_json = run_push(live, live.keys["sandbox"], str(path), "--env", "sandbox", "--plan-only", "--json")
+    steps = json.loads(as_json.stdout)["plan"]["steps"]
+    assert [s["kind"] for s in steps][:3] == ["create_asset", "activate_asset", "create_programme"]
     applied = run_push(live, live.keys["sandbox"], str(path), "--env", "sandbox", "--yes")
     assert applied.returncode == 0, applied.stderr
     assert "Applied 7 step(s)" in applied.stdout and "no difference" in applied.stdout
