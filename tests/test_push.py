@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -242,3 +243,23 @@ def test_push_command_plans_applies_and_refuses_the_wrong_environment(live: Live
         text=True,
     )
     assert no_key.returncode == 2 and "REWARDS_API_KEY" in no_key.stderr
+
+
+def test_killed_push_process_is_completed_by_running_it_again(live: LiveServer, tmp_path: Path) -> None:
+    """A real `rewards-lab push` process killed with SIGKILL as soon as its programme appears on the live side
+    (mid-push: its rules and the publish are still to come); running the command again completes the push."""
+    definition = variant("K")
+    path = save_programme(definition, tmp_path / "k.json")
+    env = {**os.environ, "REWARDS_API_KEY": live.keys["sandbox"]}
+    target = ["--base-url", live.base_url, "--org", live.organization_id, "--env", "sandbox", "--yes"]
+    process = subprocess.Popen(cli("push", str(path), *target), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with client(live) as api:
+        deadline = time.monotonic() + 60
+        while not live_state(api, definition)[1] and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        process.kill()
+        process.communicate()
+        again = run_push(live, live.keys["sandbox"], str(path), "--env", "sandbox", "--yes")
+        assert again.returncode == 0, again.stderr
+        assert "no difference" in again.stdout, again.stdout
+        assert_pushed_once(api, definition)
