@@ -478,3 +478,28 @@ def test_hostile_bodies_get_the_envelope_never_a_500(server: LiveServer) -> None
             ),
         )
         assert again.status_code == 202 and again.json()["data"]["id"] == huge.json()["data"]["id"]
+
+
+def test_post_events_fast_path_keeps_every_rule_of_the_contract(server: LiveServer) -> None:
+    """POST /v1/events is answered before routing: the envelope, headers, auth and validation must still hold."""
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        unauthenticated = http.post("/events", json={"type": "x"})
+        _error(unauthenticated, 401, "authentication_required")
+        assert "ratelimit-limit" in unauthenticated.headers
+        headers = server.headers()
+        _error(http.post("/events", content=b"{not json", headers=headers), 422, "request_malformed")
+        _error(http.post("/events", content=b"x" * 1_048_577, headers=headers), 422, "request_too_large")
+        missing = _error(http.post("/events", json={"type": "order.completed"}, headers=headers), 422, "field_required")
+        assert missing["details"]["field"] in {"external_event_id", "customer_id"}
+        unknown = {"type": "a.b", "external_event_id": "f-1", "customer_id": "c", "colour": "red"}
+        assert _error(http.post("/events", json=unknown, headers=headers), 422, "field_unknown")["details"][
+            "field"
+        ] == ("colour")
+        wrong_env = server.headers("production", **{"X-Environment": "sandbox"})
+        _error(http.post("/events", json=unknown, headers=wrong_env), 403, "environment_mismatch")
+        body = {"type": "a.b", "external_event_id": "f-2", "customer_id": "c", "data": {"n": 1.10}}
+        accepted = http.post("/events", json=body, headers={**headers, "X-Request-ID": "trace-fast-1"})
+        event = _ok(accepted, 202)
+        assert accepted.headers["x-request-id"] == "trace-fast-1"
+        assert int(accepted.headers["ratelimit-remaining"]) >= 0
+        assert _ok(http.get(f"/events/{event['id']}", headers=headers), 200)["external_event_id"] == "f-2"

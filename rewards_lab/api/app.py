@@ -11,29 +11,87 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
+from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rewards_lab.api.context import request_id_of
 from rewards_lab.api.envelope import API_VERSION, ERROR_ENVELOPE_SCHEMA, failure
 from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateLimiter, RateState
-from rewards_lab.api.routes import REQUEST_MODELS, router
+from rewards_lab.api.routes import REQUEST_MODELS, router, submit_event
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.store.database import Database
+from rewards_lab.worker.event_intake import EventIntake
 from rewards_lab.worker.events import EventWorker
 
 log = logging.getLogger(__name__)
 
 
+class ResponseHeaders:
+    """Pure ASGI middleware (cheaper than BaseHTTPMiddleware): X-Request-ID and the RateLimit headers on every
+    response. Requests that never authenticated are counted per client address at the Public plan's limit."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers["X-Request-ID"] = request_id_of(request)
+                rate: RateState | None = getattr(request.state, "rate", None)
+                if rate is None:
+                    client = request.client.host if request.client else "unknown"
+                    rate = request.app.state.rate_limiter.charge(f"address/{client}", PUBLIC_LIMIT_PER_MINUTE)
+                headers.update(rate.headers())
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class EventsFastPath:
+    """POST /v1/events answered before routing: the route table's linear match and FastAPI's per-request
+    machinery cost more than the operation itself at thousands of events per second. Same handler, same
+    errors and envelope; the route stays declared (and documented) in the router."""
+
+    path = f"/{API_VERSION}/events"
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        try:
+            response = await submit_event(request)
+        except ServiceError as error:
+            response = failure(error, request_id_of(request))
+        except Exception:  # noqa: BLE001 - never a stack trace to the client
+            log.exception("unexpected error on POST %s", self.path)
+            response = failure(ServiceError("internal_error"), request_id_of(request))
+        await response(scope, receive, send)
+
+
 def create_app(database: Database, *, run_worker: bool = True) -> FastAPI:
     worker = EventWorker(database) if run_worker else None
+    intake = EventIntake(database, on_stored=worker.notify if worker is not None else None)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        intake.start()
         if worker is not None:
             worker.start()
         try:
             yield
         finally:
+            intake.stop()  # every event already queued is stored (and answered) before the worker stops
             if worker is not None:
                 worker.stop()  # the batch in progress finishes (or is rolled back whole)
             database.checkpoint()  # fold the write-ahead log into the file before the process ends
@@ -48,6 +106,7 @@ def create_app(database: Database, *, run_worker: bool = True) -> FastAPI:
     )
     app.state.database = database
     app.state.worker = worker
+    app.state.intake = intake
     app.state.rate_limiter = RateLimiter()
     app.include_router(router, prefix=f"/{API_VERSION}")
 
@@ -76,17 +135,8 @@ def create_app(database: Database, *, run_worker: bool = True) -> FastAPI:
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    @app.middleware("http")
-    async def echo_request_id(request: Request, call_next):  # type: ignore[no-untyped-def]
-        request_id = request_id_of(request)
-        response: Response = await call_next(request)
-        response.headers["X-Request-ID"] = request_id
-        rate: RateState | None = getattr(request.state, "rate", None)
-        if rate is None:  # never authenticated: counted per client address at the Public plan's limit
-            client = request.client.host if request.client else "unknown"
-            rate = request.app.state.rate_limiter.charge(f"address/{client}", PUBLIC_LIMIT_PER_MINUTE)
-        response.headers.update(rate.headers())
-        return response
+    app.add_middleware(EventsFastPath)
+    app.add_middleware(ResponseHeaders)  # added last, so outermost: its headers go on every response
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, error: ServiceError) -> Response:

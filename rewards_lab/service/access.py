@@ -10,6 +10,9 @@ import hashlib
 import hmac
 import json
 import secrets
+import threading
+import time
+import weakref
 from dataclasses import dataclass
 
 from rewards_lab.contract import resources as r
@@ -26,6 +29,11 @@ SECRET_PREFIX = "rlk"
 # Enterprise limits are configurable (`bootstrap --rate-limit`); without a figure this one applies.
 ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE = 10_000
 VISIBLE_PREFIX_LENGTH = 16
+# Principals are remembered briefly so that a busy client costs no database read per request. Revocation in
+# this process forgets the key at once (one process owns the file); the TTL bounds anything else.
+PRINCIPAL_CACHE_TTL_S = 5.0
+_principal_cache: weakref.WeakKeyDictionary[Database, dict[str, tuple[float, Principal]]] = weakref.WeakKeyDictionary()
+_principal_cache_lock = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +94,23 @@ def create_api_key(
 def authenticate(database: Database, secret: str) -> Principal:
     """The principal a bearer secret stands for; `credentials_invalid` or `api_key_revoked` otherwise."""
     digest = hash_secret(secret)
+    with _principal_cache_lock:
+        cached = _principal_cache.setdefault(database, {}).get(digest)
+    if cached is not None and cached[0] > time.monotonic():
+        return cached[1]
+    principal = _load_principal(database, digest)
+    with _principal_cache_lock:
+        _principal_cache.setdefault(database, {})[digest] = (time.monotonic() + PRINCIPAL_CACHE_TTL_S, principal)
+    return principal
+
+
+def forget_principals(database: Database) -> None:
+    """Drop every remembered principal of `database` (after a revocation or a permission change)."""
+    with _principal_cache_lock:
+        _principal_cache.pop(database, None)
+
+
+def _load_principal(database: Database, digest: str) -> Principal:
     row = reader(database).api_keys.by_hash(digest)
     if row is None or not hmac.compare_digest(row["secret_hash"], digest):
         raise ServiceError("credentials_invalid")
@@ -107,5 +132,6 @@ def revoke_api_key(database: Database, scope: Scope, key_id: str) -> r.ApiKey:
             raise ServiceError("api_key_already_revoked", key_id=key_id)
         uow.api_keys.revoke(scope, key_id)
         updated = uow.api_keys.get(scope, key_id)
+    forget_principals(database)
     assert updated is not None
     return _resource(updated)

@@ -29,7 +29,7 @@ from rewards_lab.service import presenters
 from rewards_lab.service.ledger import load_state, write_accepted
 from rewards_lab.service.notifications import outbox_message
 from rewards_lab.service.programmes import compile_rows
-from rewards_lab.store.database import Database
+from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
 from rewards_lab.store.uow import Repositories, reader, unit_of_work
 
@@ -65,45 +65,72 @@ def submit_events(database: Database, scope: Scope, bodies: list[rq.EventCreate]
     A repeated `external_event_id` with the same payload returns the original event (nothing is stored or
     issued twice); with a different payload it is `event_duplicate_mismatch`.
     """
+    (results,) = submit_event_groups(database, [(scope, bodies)])
+    return results
+
+
+def submit_event_groups(
+    database: Database, groups: list[tuple[Scope, list[rq.EventCreate]]]
+) -> list[list[r.Event | ServiceError]]:
+    """`submit_events` for several tenants at once, in ONE transaction (one commit, one fsync): group commit.
+
+    It runs in the intake's own transaction (`Database.intake_transaction`), so accepting events never waits for
+    the worker's processing batch.
+    """
+    with database.intake_transaction() as con:
+        uow = Repositories(con, database)
+        return [_accept(uow, scope, bodies) for scope, bodies in groups]
+
+
+def _accept(uow: Repositories, scope: Scope, bodies: list[rq.EventCreate]) -> list[r.Event | ServiceError]:
     results: list[r.Event | ServiceError | None] = [None] * len(bodies)
     fresh: dict[str, tuple[int, dict[str, Any]]] = {}
-    with unit_of_work(database) as uow:
-        existing = uow.events.get_by_external_ids(scope, sorted({b.external_event_id for b in bodies}))
-        for index, body in enumerate(bodies):
-            payload = _payload(body)
-            digest = jsonutil.canonical_hash(payload)
-            data_text = jsonutil.dumps(body.data)
-            if len(data_text) > rq.MAX_EVENT_DATA_BYTES:
-                results[index] = ServiceError(
-                    "event_payload_too_large", field="data", limit_bytes=rq.MAX_EVENT_DATA_BYTES
-                )
-                continue
-            original = existing.get(body.external_event_id)
-            pending = fresh.get(body.external_event_id)
-            original_hash = original["payload_hash"] if original else pending[1]["payload_hash"] if pending else None
-            if original_hash is not None and original_hash != digest:
-                results[index] = ServiceError(
-                    "event_duplicate_mismatch",
-                    field="external_event_id",
-                    external_event_id=body.external_event_id,
-                )
-            elif original is not None:
-                results[index] = presenters.event(original)
-            elif pending is None:
-                fresh[body.external_event_id] = (
-                    index,
-                    {
-                        "id": new_id("event"),
-                        "external_event_id": body.external_event_id,
-                        "type": body.type,
-                        "customer_id": body.customer_id,
-                        "occurred_at": _naive_utc(body.occurred_at),
-                        "data": data_text,
-                        "payload_hash": digest,
-                    },
-                )
-        uow.events.add_many(scope, [row for _, row in fresh.values()])
-        stored = uow.events.get_by_external_ids(scope, sorted(fresh))
+    existing = uow.events.get_by_external_ids(scope, sorted({b.external_event_id for b in bodies}))
+    for index, body in enumerate(bodies):
+        payload = _payload(body)
+        digest = jsonutil.canonical_hash(payload)
+        data_text = jsonutil.dumps(body.data)
+        if len(data_text) > rq.MAX_EVENT_DATA_BYTES:
+            results[index] = ServiceError("event_payload_too_large", field="data", limit_bytes=rq.MAX_EVENT_DATA_BYTES)
+            continue
+        original = existing.get(body.external_event_id)
+        pending = fresh.get(body.external_event_id)
+        original_hash = original["payload_hash"] if original else pending[1]["payload_hash"] if pending else None
+        if original_hash is not None and original_hash != digest:
+            results[index] = ServiceError(
+                "event_duplicate_mismatch",
+                field="external_event_id",
+                external_event_id=body.external_event_id,
+            )
+        elif original is not None:
+            results[index] = presenters.event(original)
+        elif pending is None:
+            fresh[body.external_event_id] = (
+                index,
+                {
+                    "id": new_id("event"),
+                    "external_event_id": body.external_event_id,
+                    "type": body.type,
+                    "customer_id": body.customer_id,
+                    "occurred_at": _naive_utc(body.occurred_at),
+                    "data": data_text,
+                    "payload_hash": digest,
+                },
+            )
+    received_at = utcnow()
+    uow.events.add_many(scope, [row for _, row in fresh.values()], received_at)
+    stored = {  # the rows as inserted: no need to read them back
+        external_id: {
+            **row,
+            "status": "received",
+            "error_code": None,
+            "error_message": None,
+            "attempts": 0,
+            "received_at": received_at,
+            "processed_at": None,
+        }
+        for external_id, (_, row) in fresh.items()
+    }
     for index, body in enumerate(bodies):
         if results[index] is None:
             results[index] = presenters.event(stored[body.external_event_id])

@@ -37,6 +37,8 @@ class Database:
             config["threads"] = threads
         self._connection = duckdb.connect(self.path, config=config)
         self._write_lock = threading.RLock()
+        self._intake_lock = threading.Lock()
+        self._intake_cursor: duckdb.DuckDBPyConnection | None = None
         self.ledger_cache = LedgerCache()
         self._local = threading.local()
         # Fault injection for crash tests: called by the ledger writer between its statements.
@@ -78,6 +80,26 @@ class Database:
                 raise
             self.ledger_cache.commit()
 
+    @contextmanager
+    def intake_transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A transaction beside the writer's, on a cursor of its own, for the event intake only.
+
+        The intake only INSERTs new events (and reads); the writer only updates events after they commit. The
+        two never touch the same rows, so DuckDB's optimistic concurrency lets them commit independently and an
+        incoming event never waits for a long processing batch. Nothing here touches the ledger or its cache.
+        """
+        with self._intake_lock:
+            if self._intake_cursor is None:
+                self._intake_cursor = self._connection.cursor()
+            con = self._intake_cursor
+            con.execute("BEGIN TRANSACTION")
+            try:
+                yield con
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A cursor for this thread's reads: a snapshot of committed data, outside any write transaction."""
         cursor: duckdb.DuckDBPyConnection | None = getattr(self._local, "cursor", None)
@@ -95,7 +117,7 @@ class Database:
             self._connection.execute("CHECKPOINT")
 
     def close(self) -> None:
-        with self._write_lock:
+        with self._write_lock, self._intake_lock:
             self._connection.close()
 
     def __enter__(self) -> Database:

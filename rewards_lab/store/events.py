@@ -29,7 +29,7 @@ class EventRepository:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
 
-    def add_many(self, scope: Scope, events: list[dict[str, Any]]) -> None:
+    def add_many(self, scope: Scope, events: list[dict[str, Any]], received_at: datetime | None = None) -> None:
         """Insert new events as `received` in one statement (the group-commit path of POST /events)."""
         if not events:
             return
@@ -39,7 +39,7 @@ class EventRepository:
             self.con.execute(
                 "INSERT INTO events SELECT id, ?, ?, external_event_id, type, customer_id, occurred_at, data, "
                 "payload_hash, 'received', NULL, NULL, 0, NULL, ?, NULL FROM event_batch",
-                [*scope.params, utcnow()],
+                [*scope.params, received_at or utcnow()],
             )
         finally:
             self.con.unregister("event_batch")

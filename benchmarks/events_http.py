@@ -1,0 +1,225 @@
+"""Benchmark: POST /v1/events on one `rewards-lab serve` process, 64 connections, beside the plain baseline.
+
+Steps: (1) the baseline (FastAPI + one DuckDB INSERT per request) under the same load; (2) our service with
+authentication, tenancy, deduplication and the envelope (rate limit set high), a published rule so that every
+event issues a reward; the load generator runs in its own process. While the load runs, a probe posts an event
+for a customer of its own and polls GET /wallets/{id}/balances until the reward shows (event -> visible balance).
+Afterwards the queue is drained, the server stopped, and the file checked: accepted events = processed events,
+one execution per event, the ledger verified. Prints figures; asserts only correctness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rewards_lab.contract import requests as rq  # noqa: E402
+from rewards_lab.contract.scope import Scope  # noqa: E402
+from rewards_lab.contract.validation import validate  # noqa: E402
+from rewards_lab.service import assets, customers, programmes  # noqa: E402
+from rewards_lab.store.database import Database  # noqa: E402
+from rewards_lab.store.verification import verify_ledger  # noqa: E402
+from tests.live_server import free_port  # noqa: E402
+
+TEMPLATE = (
+    'ev-|{"type": "order.completed", "external_event_id": "{id}", "customer_id": "c{c}",'
+    ' "occurred_at": "2026-11-20T10:00:00Z", "data": {"amount": 42.50, "channel": "web"}}'
+)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux): a figure that other load on the machine barely moves."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait_up(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"server exited: {process.returncode}")
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise SystemExit("server did not start")
+
+
+def _load(url: str, headers: dict[str, str], requests: int, connections: int, customers_n: int) -> dict[str, object]:
+    command = [sys.executable, str(ROOT / "benchmarks" / "http_load.py"), url, "--requests", str(requests)]
+    command += ["--connections", str(connections), "--customers", str(customers_n), "--template", TEMPLATE]
+    for name, value in headers.items():
+        command += ["--header", f"{name}: {value}"]
+    result = subprocess.run(command, check=True, capture_output=True, text=True)
+    figures: dict[str, object] = json.loads(result.stdout)
+    return figures
+
+
+def baseline(folder: Path, requests: int, connections: int) -> dict[str, object]:
+    port = free_port()
+    env = {**os.environ, "BASELINE_DB": str(folder / "baseline.duckdb"), "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "uvicorn", "benchmarks.baseline_app:app", "--port", str(port)]
+    server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    try:
+        _wait_up(f"http://127.0.0.1:{port}/docs", server)
+        return _load(f"http://127.0.0.1:{port}/v1/events", {}, requests, connections, 1000)
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def _prepare(db: Path, customers_n: int) -> tuple[dict[str, object], str]:
+    """Bootstrap (enterprise plan, limit set high), then customers, wallets, an asset and a published rule."""
+    boot = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "rewards_lab.cli", "bootstrap", "--db", str(db), "--org", "bench"]
+            + ["--plan", "enterprise", "--rate-limit", "100000000"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
+    scope = Scope(str(boot["organization_id"]), "sandbox")
+    with Database(db) as database:
+        body = {"name": "Stars", "symbol": "STAR", "type": "points", "decimals": 2}
+        star = assets.activate_asset(
+            database, scope, assets.create_asset(database, scope, validate(rq.AssetCreate, body)).id
+        )
+        for index in [*range(customers_n), "probe"]:
+            customer = customers.create_customer(database, scope, rq.CustomerCreate(external_id=f"c{index}"))
+            wallet = customers.create_wallet(database, scope, rq.WalletCreate(customer_id=customer.id))
+        programme = programmes.create_programme(database, scope, rq.ProgrammeCreate(name="Bench", asset_id=star.id))
+        rule = {
+            "program_id": programme.id,
+            "event_type": "order.completed",
+            "conditions": [{"field": "amount", "operator": "gte", "value": 20}],
+            "actions": [{"type": "issue", "amount": {"per": "amount", "rate": Decimal("0.05")}}],
+        }
+        programmes.create_rule(database, scope, validate(rq.RuleCreate, rule))
+        programmes.publish(database, scope, programme.id)
+    return boot, wallet.id  # the last wallet is the probe's
+
+
+def _probe(base: str, headers: dict[str, str], wallet_id: str, stop: threading.Event, out: list[float]) -> None:
+    """Post one event for the probe customer, poll its balance until the reward shows; repeat."""
+    with httpx.Client(base_url=base, headers=headers, timeout=10) as client:
+        number = 0
+        while not stop.is_set():
+            before = client.get(f"/wallets/{wallet_id}/balances").json()["data"]["balances"]
+            seen = before[0]["balance"] if before else "0"
+            started = time.perf_counter()
+            body = {
+                "type": "order.completed",
+                "external_event_id": f"probe-{number}",
+                "customer_id": "cprobe",
+                "data": {"amount": 100},
+            }
+            assert client.post("/events", json=body).status_code == 202
+            number += 1
+            while not stop.is_set():
+                balances = client.get(f"/wallets/{wallet_id}/balances").json()["data"]["balances"]
+                if balances and balances[0]["balance"] != seen:
+                    out.append((time.perf_counter() - started) * 1000)
+                    break
+                time.sleep(0.005)
+            time.sleep(0.1)
+
+
+def ours(folder: Path, requests: int, connections: int, customers_n: int) -> dict[str, object]:
+    db = folder / "service.duckdb"
+    boot, probe_wallet = _prepare(db, customers_n)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}/v1"
+    headers = {
+        "Authorization": f"Bearer {boot['api_keys']['sandbox']}",  # type: ignore[index]
+        "X-Organization-ID": str(boot["organization_id"]),
+        "X-Environment": "sandbox",
+    }
+    command = [sys.executable, "-m", "rewards_lab.cli", "serve", "--db", str(db), "--port", str(port)]
+    server = subprocess.Popen(command + ["--log-level", "warning"], stderr=subprocess.DEVNULL)
+    probe_ms: list[float] = []
+    try:
+        _wait_up(f"{base}/openapi.json", server)
+        stop = threading.Event()
+        probe = threading.Thread(target=_probe, args=(base, headers, probe_wallet, stop, probe_ms))
+        probe.start()
+        cpu_before = _cpu_seconds(server.pid)
+        figures = _load(f"{base}/events", headers, requests, connections, customers_n)
+        stop.set()
+        probe.join()
+        drain_started = time.perf_counter()
+        with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
+            while client.get("/events", params={"status": "received", "limit": 1}).json()["data"]:
+                time.sleep(0.1)
+        figures["drain_after_load_s"] = round(time.perf_counter() - drain_started, 2)
+        cpu = _cpu_seconds(server.pid) - cpu_before
+        figures["server_cpu_ms_per_event"] = round(cpu * 1000 / max(1, int(figures["requests"])), 3)  # type: ignore[call-overload]
+    finally:
+        server.terminate()
+        server.wait(60)
+    with Database(db) as database:
+        (received, processed, executions, distinct_events, lag_p50, lag_p99) = (
+            database.reader()
+            .execute(
+                """SELECT count(*), count(*) FILTER (status = 'processed'),
+                      (SELECT count(*) FROM reward_executions),
+                      (SELECT count(DISTINCT event_id) FROM reward_executions),
+                      quantile_cont(epoch_ms(processed_at) - epoch_ms(received_at), 0.5),
+                      quantile_cont(epoch_ms(processed_at) - epoch_ms(received_at), 0.99)
+               FROM events WHERE external_event_id LIKE 'ev-%'"""
+            )
+            .fetchone()
+        )
+        report = verify_ledger(database.reader())
+    accepted = int(figures["accepted"])  # type: ignore[call-overload]
+    assert received == accepted == processed, (received, accepted, processed)
+    figures.update(
+        events_stored=received,
+        processed=processed,
+        executions=executions,
+        ledger_ok=report.ok,
+        event_to_processed_p50_ms=lag_p50,
+        event_to_processed_p99_ms=lag_p99,
+        probe_event_to_balance_ms={
+            "samples": len(probe_ms),
+            "p50": round(statistics.median(probe_ms), 1) if probe_ms else None,
+            "max": round(max(probe_ms), 1) if probe_ms else None,
+        },
+    )
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--requests", type=int, default=30_000)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--customers", type=int, default=1000)
+    parser.add_argument("--skip-baseline", action="store_true")
+    args = parser.parse_args()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}")
+    with tempfile.TemporaryDirectory() as folder:
+        if not args.skip_baseline:
+            print("baseline (plain FastAPI, one DuckDB INSERT per request):")
+            print("  ", json.dumps(baseline(Path(folder), min(args.requests, 10_000), args.connections)))
+        print("rewards-lab serve, POST /v1/events:")
+        print("  ", json.dumps(ours(Path(folder), args.requests, args.connections, args.customers)))
+
+
+if __name__ == "__main__":
+    main()
