@@ -221,6 +221,7 @@ def test_deprecated_endpoints_raise_a_deprecation_warning(live: LiveServer) -> N
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             successor = api.knowledge_search("rate limit")
+    assert caught[0].filename == __file__  # points at the caller's line, not the client's
     warning = caught[0].message
     assert isinstance(warning, DeprecatedEndpointWarning) and issubclass(DeprecatedEndpointWarning, DeprecationWarning)
     assert warning.path == "/ai/search" and warning.sunset is not None and "2027" in warning.sunset

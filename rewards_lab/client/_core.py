@@ -7,7 +7,9 @@ which says: done (the parsed `data`), retry after N seconds (unchanged: same byt
 
 from __future__ import annotations
 
+import os
 import random
+import sys
 import uuid
 import warnings
 from collections.abc import Callable, Mapping
@@ -164,12 +166,22 @@ def _reset_s(response: httpx.Response, error: ApiError) -> float | None:
     return None
 
 
+def _caller_level() -> int:
+    """The stack level of the first frame outside this package, so that the warning points at the caller's line
+    (sync or async, however deep the client's own frames are)."""
+    package = os.path.dirname(__file__)
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.dirname(frame.f_code.co_filename) == package:
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    return level
+
+
 def _warn_deprecation(prepared: Prepared, response: httpx.Response, path: str) -> None:
     if "Deprecation" in response.headers or "Sunset" in response.headers:
         warning = DeprecatedEndpointWarning(
             prepared.method, path, response.headers.get("Sunset"), response.headers.get("Link")
         )
-        warnings.warn(warning, stacklevel=4)
+        warnings.warn(warning, stacklevel=_caller_level())
 
 
 def parse_response(call: Call[T], prepared: Prepared, response: httpx.Response) -> T | ApiError:
