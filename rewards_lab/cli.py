@@ -41,12 +41,19 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from rewards_lab.api.app import create_app
+    from rewards_lab.service.deliveries import DeliverySettings
 
     Path(args.db).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        settings = DeliverySettings.from_env()  # REWARDS_LAB_WEBHOOK_RETRY_DELAYS, REWARDS_LAB_WEBHOOK_TIMEOUT_S
+    except ValueError as error:
+        print(f"rewards-lab serve: {error}", file=sys.stderr)
+        return 2
     with Database(args.db) as database:
         # uvicorn handles SIGINT and SIGTERM: it stops accepting, finishes in-flight requests, then the app's
         # lifespan stops the event worker after its current batch.
-        uvicorn.run(create_app(database), host=args.host, port=args.port, log_level=args.log_level)
+        app = create_app(database, delivery_settings=settings)
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
 

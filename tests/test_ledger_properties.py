@@ -811,7 +811,12 @@ class LedgerMachine(RuleBasedStateMachine):
                 self._redeem(asset, self.wallets[holders[-1][1]], ("rel", 1, 0, False), cross_asset=False)
         elif event.error == "wallet_not_found" and customer is not None:
             self._create_wallet(event.scope, "open", None, owner=customer)
-        elif event.error == "customer_not_found" and not ref.startswith("cus_") and len(self.customers) < MAX_CUSTOMERS:
+        elif (
+            event.error == "customer_not_found"
+            and customer is None  # another event's fix may have created it since this event failed
+            and not ref.startswith("cus_")
+            and len(self.customers) < MAX_CUSTOMERS
+        ):
             self.touched.add(event.scope)
             self._add_customer(event.scope, external_id=ref)
 

@@ -20,7 +20,9 @@ from rewards_lab.api.envelope import API_VERSION, ERROR_ENVELOPE_SCHEMA, failure
 from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateLimiter, RateState
 from rewards_lab.api.routes import REQUEST_MODELS, router, submit_event
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.service.deliveries import DeliverySettings
 from rewards_lab.store.database import Database
+from rewards_lab.worker.deliveries import DeliveryWorker
 from rewards_lab.worker.event_intake import EventIntake
 from rewards_lab.worker.events import EventWorker
 
@@ -79,8 +81,11 @@ class EventsFastPath:
         await response(scope, receive, send)
 
 
-def create_app(database: Database, *, run_worker: bool = True) -> FastAPI:
+def create_app(
+    database: Database, *, run_worker: bool = True, delivery_settings: DeliverySettings | None = None
+) -> FastAPI:
     worker = EventWorker(database) if run_worker else None
+    deliveries = DeliveryWorker(database, delivery_settings) if run_worker else None
     intake = EventIntake(database, on_stored=worker.notify if worker is not None else None)
 
     @asynccontextmanager
@@ -88,12 +93,16 @@ def create_app(database: Database, *, run_worker: bool = True) -> FastAPI:
         intake.start()
         if worker is not None:
             worker.start()
+        if deliveries is not None:
+            deliveries.start()
         try:
             yield
         finally:
             intake.stop()  # every event already queued is stored (and answered) before the worker stops
             if worker is not None:
                 worker.stop()  # the batch in progress finishes (or is rolled back whole)
+            if deliveries is not None:
+                deliveries.stop()  # requests in flight finish and are recorded; pending ones wait in the DB
             database.checkpoint()  # fold the write-ahead log into the file before the process ends
 
     app = FastAPI(
@@ -107,6 +116,7 @@ def create_app(database: Database, *, run_worker: bool = True) -> FastAPI:
     app.state.database = database
     app.state.worker = worker
     app.state.intake = intake
+    app.state.delivery_worker = deliveries
     app.state.rate_limiter = RateLimiter()
     app.include_router(router, prefix=f"/{API_VERSION}")
 

@@ -24,6 +24,8 @@ from rewards_lab.contract.errors import REGISTRY, ServiceError
 from rewards_lab.contract.pagination import DEFAULT_LIMIT, PageRequest
 from rewards_lab.contract.permissions import Permission
 from rewards_lab.service import access, assets, customers, events, knowledge, ledger, programmes, segments, simulation
+from rewards_lab.service import webhooks as hooks
+from rewards_lab.service.health import health
 
 router = APIRouter()
 
@@ -445,6 +447,73 @@ expose(
     filters=("customer_id", "event_id", "status"),
 )
 
+# webhook endpoints and their deliveries (service.webhooks; sent by worker.deliveries)
+expose(
+    "POST",
+    "/webhooks",
+    "create_webhook",
+    hooks.create_webhook,
+    P.WEBHOOKS_MANAGE,
+    body=rq.WebhookCreate,
+    status=201,
+    errors=(*BODY_CODES, "webhook_url_invalid", "webhook_event_kind_invalid"),
+)
+expose("GET", "/webhooks", "list_webhooks", hooks.list_webhooks, P.WEBHOOKS_VIEW, listing="page", filters=("status",))
+expose(
+    "GET", "/webhooks/{webhook_id}", "get_webhook", hooks.get_webhook, P.WEBHOOKS_VIEW, errors=("webhook_not_found",)
+)
+expose(
+    "DELETE",
+    "/webhooks/{webhook_id}",
+    "disable_webhook",
+    hooks.disable_webhook,
+    P.WEBHOOKS_MANAGE,
+    idempotent="optional",
+    errors=("webhook_not_found", "invalid_state_transition"),
+)
+expose(
+    "POST",
+    "/webhooks/{webhook_id}/test",
+    "test_webhook",
+    hooks.send_test,
+    P.WEBHOOKS_MANAGE,
+    status=202,
+    errors=("webhook_not_found", "invalid_state_transition"),
+)
+expose(
+    "GET",
+    "/webhooks/{webhook_id}/deliveries",
+    "list_webhook_deliveries",
+    hooks.list_deliveries,
+    P.WEBHOOKS_VIEW,
+    listing="page",
+    filters=("status",),
+    errors=("webhook_not_found",),
+)
+expose(
+    "GET",
+    "/webhooks/{webhook_id}/deliveries/{delivery_id}",
+    "get_webhook_delivery",
+    hooks.get_delivery,
+    P.WEBHOOKS_VIEW,
+    errors=("webhook_not_found", "webhook_delivery_not_found"),
+)
+expose(
+    "POST",
+    "/webhooks/{webhook_id}/deliveries/{delivery_id}/replay",
+    "replay_webhook_delivery",
+    hooks.replay_delivery,
+    P.WEBHOOKS_MANAGE,
+    idempotent="optional",
+    status=202,
+    errors=(
+        "webhook_not_found",
+        "webhook_delivery_not_found",
+        "webhook_delivery_not_replayable",
+        "invalid_state_transition",
+    ),
+)
+
 
 # Operations with a handler of their own ------------------------------------------------------------------
 @router.post(
@@ -541,3 +610,17 @@ async def deprecated_message(request: Request) -> Response:
     return _deprecated(
         success(knowledge.answer(None, body.content), request_id_of(request), 201), "/ai/conversations/{id}/messages"
     )
+
+
+@router.get("/health", include_in_schema=False)
+async def service_health(request: Request) -> Response:
+    """For operators and load balancers: unauthenticated, no tenant data (queue depths, worker liveness).
+    Outside the OpenAPI document, whose operations all declare a permission."""
+    workers: dict[str, tuple[bool, Any]] = {}
+    for name, worker in (("events", request.app.state.worker), ("deliveries", request.app.state.delivery_worker)):
+        if worker is not None:
+            workers[name] = (worker.alive, getattr(worker, "last_cycle_at", None))
+    intake = getattr(request.app.state, "intake", None)
+    waiting = intake.depth() if intake is not None else 0
+    result = await run_in_threadpool(health, database_of(request), workers, waiting)
+    return success(result, request_id_of(request))

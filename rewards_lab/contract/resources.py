@@ -230,6 +230,48 @@ class WebhookEndpointCreated(WebhookEndpoint):
     signing_secret: str
 
 
+class WebhookAttempt(Resource):
+    """One try at sending a delivery: the receiver's HTTP status, or why no status came back."""
+
+    number: int
+    attempted_at: datetime
+    duration_ms: int
+    status_code: int | None
+    error: str | None  # "timeout", "connection refused", "HTTP 500"...
+    succeeded: bool
+
+
+class WebhookDelivery(Resource):
+    """One message to one endpoint. `body` is the exact JSON sent (and signed) on every attempt."""
+
+    id: str
+    webhook_id: str
+    kind: str
+    status: Literal["pending", "succeeded", "failed"]
+    attempt_count: int
+    next_attempt_at: datetime | None
+    created_at: datetime
+    completed_at: datetime | None
+    body: str
+    attempts: list[WebhookAttempt]
+
+
+class WorkerHealth(Resource):
+    alive: bool
+    last_cycle_at: datetime | None  # when its loop last ran (a live thread stuck in one cycle shows here)
+
+
+class Health(Resource):
+    """For operators: no tenant data, only queue depths and whether the workers run."""
+
+    status: Literal["ok", "degraded"]
+    intake_waiting: int  # POST /events requests waiting for the next group commit (not answered yet)
+    event_queue_depth: int  # events received and not yet processed (every tenant)
+    outbox_undispatched: int  # webhook messages not yet fanned out to endpoint deliveries
+    pending_deliveries: int  # endpoint deliveries waiting for their first or next attempt
+    workers: dict[str, WorkerHealth]
+
+
 class ApiKey(Resource):
     id: str
     name: str

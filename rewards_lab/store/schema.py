@@ -110,4 +110,31 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        3,
+        "webhooks: endpoints (signing secret kept for HMAC, never returned), deliveries and their attempts",
+        [
+            """CREATE TABLE webhook_endpoints (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                url VARCHAR NOT NULL, events VARCHAR NOT NULL, signing_secret VARCHAR NOT NULL,
+                secret_prefix VARCHAR NOT NULL, status VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL,
+                disabled_at TIMESTAMP)""",
+            # One row per (outbox message, endpoint), created durably before anything is sent. `body` is the
+            # exact JSON that is signed and sent on every attempt. `round_attempts` counts the attempts since the
+            # delivery was created or last replayed, which picks the next delay of the retry schedule.
+            """CREATE TABLE webhook_deliveries (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                endpoint_id VARCHAR NOT NULL, outbox_id VARCHAR, kind VARCHAR NOT NULL, body VARCHAR NOT NULL,
+                status VARCHAR NOT NULL, attempt_count INTEGER NOT NULL, round_attempts INTEGER NOT NULL,
+                next_attempt_at TIMESTAMP, created_at TIMESTAMP NOT NULL, completed_at TIMESTAMP,
+                UNIQUE (endpoint_id, outbox_id))""",
+            """CREATE TABLE webhook_attempts (
+                delivery_id VARCHAR NOT NULL, number INTEGER NOT NULL, organization_id VARCHAR NOT NULL,
+                environment VARCHAR NOT NULL, attempted_at TIMESTAMP NOT NULL, duration_ms INTEGER NOT NULL,
+                status_code INTEGER, error VARCHAR, succeeded BOOLEAN NOT NULL, PRIMARY KEY (delivery_id, number))""",
+        ],
+    )
+)
+
 LATEST_VERSION = MIGRATIONS[-1][0]

@@ -19,6 +19,7 @@ from rewards_lab.store.organizations import OrganizationRepository
 from rewards_lab.store.outbox import OutboxRepository
 from rewards_lab.store.programmes import ProgrammeRepository
 from rewards_lab.store.wallets import WalletRepository
+from rewards_lab.store.webhooks import WebhookRepository
 
 
 class Repositories:
@@ -35,6 +36,7 @@ class Repositories:
         self.idempotency = IdempotencyRepository(con)
         self.outbox = OutboxRepository(con)
         self.api_keys = ApiKeyRepository(con)
+        self.webhooks = WebhookRepository(con)
 
 
 @contextmanager

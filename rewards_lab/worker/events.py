@@ -25,6 +25,10 @@ class EventWorker:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="event-worker", daemon=True)
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def start(self) -> None:
         self._thread.start()
 

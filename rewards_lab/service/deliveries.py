@@ -1,0 +1,180 @@
+"""Webhook deliveries: fan-out of outbox messages to endpoint deliveries, the body, and the retry schedule.
+
+Every step is a short database transaction; the HTTP request itself happens outside any transaction (in
+`worker/deliveries.py`), so a slow receiver never holds the writer. A delivery lives in the database from the
+moment it is created, so a restart resumes it; a request that was sent but not recorded before a crash is sent
+again (at-least-once: receivers deduplicate on the delivery id).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract.ids import new_id
+from rewards_lab.service.presenters import utc
+from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.queries import Row
+from rewards_lab.store.uow import reader, unit_of_work
+
+# Delays before the 2nd, 3rd... attempt: 9 attempts over about 23 hours, then the delivery is failed.
+DEFAULT_RETRY_DELAYS_S: tuple[float, ...] = (10, 60, 300, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600)
+DEFAULT_JITTER = 0.2  # each delay is multiplied by a uniform factor in [1 - jitter, 1 + jitter]
+DEFAULT_TIMEOUT_S = 10.0
+FAN_OUT_BATCH = 500
+TEST_KIND = "webhook.test"
+ENV_RETRY_DELAYS = "REWARDS_LAB_WEBHOOK_RETRY_DELAYS"
+ENV_TIMEOUT = "REWARDS_LAB_WEBHOOK_TIMEOUT_S"
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverySettings:
+    retry_delays_s: tuple[float, ...] = DEFAULT_RETRY_DELAYS_S
+    jitter: float = DEFAULT_JITTER
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    concurrency: int = 8  # requests in flight at once
+    per_endpoint: int = 4  # of which at most this many to one endpoint: a slow receiver never stalls the others
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> DeliverySettings:
+        """`REWARDS_LAB_WEBHOOK_RETRY_DELAYS` (comma-separated seconds) and `REWARDS_LAB_WEBHOOK_TIMEOUT_S`."""
+        env = os.environ if environ is None else environ
+        delays = DEFAULT_RETRY_DELAYS_S
+        if env.get(ENV_RETRY_DELAYS, "").strip():
+            delays = tuple(float(part) for part in env[ENV_RETRY_DELAYS].split(",") if part.strip())
+        timeout = float(env[ENV_TIMEOUT]) if env.get(ENV_TIMEOUT, "").strip() else DEFAULT_TIMEOUT_S
+        if any(delay < 0 for delay in delays) or timeout <= 0:
+            raise ValueError("webhook retry delays must be >= 0 and the timeout > 0")
+        return cls(retry_delays_s=delays, timeout_s=timeout)
+
+    def next_delay_s(self, attempts_in_round: int) -> float | None:
+        """The delay before the next attempt after `attempts_in_round` failed ones; None when none is left."""
+        if attempts_in_round > len(self.retry_delays_s):
+            return None
+        base = self.retry_delays_s[attempts_in_round - 1]
+        return base * random.uniform(1 - self.jitter, 1 + self.jitter)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptOutcome:
+    attempted_at: datetime
+    duration_ms: int
+    status_code: int | None
+    error: str | None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status_code is not None and 200 <= self.status_code < 300
+
+
+def delivery_body(delivery_id: str, kind: str, created_at: datetime, message: Row, data: Any) -> str:
+    """The exact JSON a receiver gets (documented in docs/webhooks.md)."""
+    return jsonutil.dumps(
+        {
+            "id": delivery_id,
+            "kind": kind,
+            "created_at": utc(created_at),
+            "organization_id": message["organization_id"],
+            "environment": message["environment"],
+            "data": data,
+        }
+    )
+
+
+def fan_out(database: Database, limit: int = FAN_OUT_BATCH) -> int:
+    """Turn up to `limit` outbox messages into one pending delivery per subscribed endpoint, durably.
+
+    An endpoint receives the messages caused after it was registered (its `created_at` is not later than the
+    message's), whatever the worker's lag. Returns how many outbox messages were dispatched.
+    """
+    if not reader(database).outbox.undispatched(1):
+        return 0  # the idle path takes no write lock
+    with unit_of_work(database) as uow:
+        messages = uow.outbox.undispatched(limit)
+        endpoints: dict[tuple[str, str], list[tuple[Row, list[str]]]] = defaultdict(list)
+        for endpoint in uow.webhooks.enabled_endpoints():
+            kinds = jsonutil.loads(endpoint["events"])
+            endpoints[(endpoint["organization_id"], endpoint["environment"])].append((endpoint, kinds))
+        rows: list[dict[str, Any]] = []
+        for message in messages:
+            data = None
+            for endpoint, kinds in endpoints.get((message["organization_id"], message["environment"]), []):
+                if message["kind"] not in kinds:
+                    continue
+                if endpoint["created_at"] > message["created_at"]:
+                    continue
+                data = jsonutil.loads(message["payload"]) if data is None else data
+                delivery_id = new_id("delivery")
+                rows.append(
+                    {
+                        "id": delivery_id,
+                        "organization_id": message["organization_id"],
+                        "environment": message["environment"],
+                        "endpoint_id": endpoint["id"],
+                        "outbox_id": message["id"],
+                        "kind": message["kind"],
+                        "body": delivery_body(delivery_id, message["kind"], message["created_at"], message, data),
+                    }
+                )
+        uow.webhooks.add_deliveries(rows, utcnow())
+        uow.webhooks.mark_dispatched([message["id"] for message in messages])
+    return len(messages)
+
+
+def due(database: Database, limit: int, exclude: list[str], per_endpoint: int = FAN_OUT_BATCH) -> list[Row]:
+    """Up to `limit` due deliveries (oldest first), at most `per_endpoint` of any one endpoint, none in `exclude`."""
+    if limit <= 0:
+        return []
+    return reader(database).webhooks.due(utcnow(), limit, exclude, per_endpoint)
+
+
+def pick_fair(candidates: list[Row], in_flight: Counter[str], free: int, per_endpoint: int) -> list[Row]:
+    """The candidates to send now: at most `free` in all, and no endpoint above `per_endpoint` in flight."""
+    counts = Counter(in_flight)
+    picked: list[Row] = []
+    for row in candidates:
+        if len(picked) >= free:
+            break
+        if counts[row["endpoint_id"]] < per_endpoint:
+            counts[row["endpoint_id"]] += 1
+            picked.append(row)
+    return picked
+
+
+def record_outcome(database: Database, settings: DeliverySettings, delivery: Row, outcome: AttemptOutcome) -> str:
+    """Store the attempt and decide what comes next: `succeeded`, `pending` (retry later) or `failed`."""
+    next_attempt_at: datetime | None = None
+    if outcome.succeeded:
+        status = "succeeded"
+    else:
+        delay = settings.next_delay_s(int(delivery["round_attempts"]) + 1)
+        status = "failed" if delay is None or delivery.get("endpoint_status") == "disabled" else "pending"
+        if status == "pending" and delay is not None:
+            next_attempt_at = utcnow() + timedelta(seconds=delay)
+    with unit_of_work(database) as uow:
+        uow.webhooks.record_attempt(
+            delivery,
+            attempted_at=outcome.attempted_at,
+            duration_ms=outcome.duration_ms,
+            status_code=outcome.status_code,
+            error=outcome.error,
+            succeeded=outcome.succeeded,
+            next_status=status,
+            next_attempt_at=next_attempt_at,
+        )
+    return status
+
+
+def queue_depths(database: Database) -> dict[str, int]:
+    """What an operator watches: received events, undispatched outbox messages, pending deliveries."""
+    store = reader(database).webhooks
+    return {
+        "event_queue_depth": store.received_events_count(),
+        "outbox_undispatched": store.undispatched_count(),
+        "pending_deliveries": store.pending_count(),
+    }

@@ -1,0 +1,229 @@
+"""Webhook endpoints and their deliveries: register, list, disable, send a test, list deliveries, replay.
+
+The signing secret is returned once, by `create_webhook`. It is stored as given (the sender needs it for the
+HMAC) in a column no resource ever reads: every response is built by `_endpoint`, which has no secret field.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from urllib.parse import urlsplit
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.ids import new_id
+from rewards_lab.contract.pagination import PageRequest, check_page_request
+from rewards_lab.contract.scope import Scope
+from rewards_lab.service.deliveries import TEST_KIND, delivery_body
+from rewards_lab.service.presenters import utc
+from rewards_lab.service.writes import run_write
+from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.queries import Row
+from rewards_lab.store.uow import Repositories, reader, unit_of_work
+
+SECRET_PREFIX = "whsec_"
+VISIBLE_SECRET_LENGTH = 12
+ENDPOINT_SORTS = ("created_at",)
+DELIVERY_SORTS = ("created_at",)
+
+
+def _endpoint(row: Row) -> r.WebhookEndpoint:
+    return r.WebhookEndpoint(
+        id=row["id"],
+        url=row["url"],
+        events=jsonutil.loads(row["events"]),
+        status=row["status"],
+        secret_prefix=row["secret_prefix"],
+        created_at=utc(row["created_at"]),
+    )
+
+
+def _delivery(row: Row, attempts: list[Row]) -> r.WebhookDelivery:
+    return r.WebhookDelivery(
+        id=row["id"],
+        webhook_id=row["endpoint_id"],
+        kind=row["kind"],
+        status=row["status"],
+        attempt_count=row["attempt_count"],
+        next_attempt_at=utc(row["next_attempt_at"]) if row["status"] == "pending" else None,
+        created_at=utc(row["created_at"]),
+        completed_at=utc(row["completed_at"]),
+        body=row["body"],
+        attempts=[
+            r.WebhookAttempt(
+                number=a["number"],
+                attempted_at=utc(a["attempted_at"]),
+                duration_ms=a["duration_ms"],
+                status_code=a["status_code"],
+                error=a["error"],
+                succeeded=a["succeeded"],
+            )
+            for a in attempts
+        ],
+    )
+
+
+def _check_url(scope: Scope, url: str) -> None:
+    """http(s) with a host; production endpoints must use https and may not name a loopback or private address."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ServiceError("webhook_url_invalid", "the URL must be http(s)://host/...", field="url")
+    if scope.environment != "production":
+        return
+    if parts.scheme != "https":
+        raise ServiceError("webhook_url_invalid", "production endpoints must use https", field="url")
+    host = parts.hostname
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        private = host == "localhost" or host.endswith(".localhost")
+    else:
+        private = address.is_private or address.is_loopback or address.is_link_local or address.is_reserved
+    if private:
+        raise ServiceError("webhook_url_invalid", "production endpoints must be public hosts", field="url")
+
+
+def create_webhook(database: Database, scope: Scope, body: rq.WebhookCreate) -> r.WebhookEndpointCreated:
+    """Register an endpoint; the answer is the only time its signing secret is shown."""
+    _check_url(scope, body.url)
+    for index, kind in enumerate(body.events):
+        if kind not in rq.WEBHOOK_EVENT_KINDS:
+            raise ServiceError(
+                "webhook_event_kind_invalid",
+                f"'{kind}' is not one of {', '.join(rq.WEBHOOK_EVENT_KINDS)}",
+                field=f"events[{index}]",
+                allowed=list(rq.WEBHOOK_EVENT_KINDS),
+            )
+    events = list(dict.fromkeys(body.events))
+    secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+    with unit_of_work(database) as uow:
+        row = uow.webhooks.add_endpoint(
+            scope, new_id("webhook"), body.url, events, secret, secret[:VISIBLE_SECRET_LENGTH]
+        )
+    return r.WebhookEndpointCreated(**_endpoint(row).model_dump(), signing_secret=secret)
+
+
+def _endpoint_row(uow: Repositories, scope: Scope, webhook_id: str) -> Row:
+    row = uow.webhooks.endpoint(scope, webhook_id)
+    if row is None:
+        raise ServiceError("webhook_not_found", webhook_id=webhook_id)
+    return row
+
+
+def get_webhook(database: Database, scope: Scope, webhook_id: str) -> r.WebhookEndpoint:
+    return _endpoint(_endpoint_row(reader(database), scope, webhook_id))
+
+
+def list_webhooks(
+    database: Database, scope: Scope, page: PageRequest, *, status: str | None = None
+) -> r.Page[r.WebhookEndpoint]:
+    sort = check_page_request(page, ENDPOINT_SORTS)
+    rows = reader(database).webhooks.endpoints_page(scope, page, sort, status)
+    return r.Page[r.WebhookEndpoint](
+        data=[_endpoint(row) for row in rows.rows], next_cursor=rows.next_cursor, has_more=rows.has_more
+    )
+
+
+def disable_webhook(
+    database: Database, scope: Scope, webhook_id: str, *, idempotency_key: str | None = None
+) -> r.WebhookEndpoint:
+    """Stop delivering to the endpoint (its history stays listable); its pending deliveries end failed."""
+
+    def write(uow: Repositories) -> r.WebhookEndpoint:
+        row = _endpoint_row(uow, scope, webhook_id)
+        if row["status"] == "disabled":
+            raise ServiceError("invalid_state_transition", "the endpoint is already disabled", status="disabled")
+        uow.webhooks.disable_endpoint(scope, webhook_id)
+        return _endpoint(_endpoint_row(uow, scope, webhook_id))
+
+    return run_write(
+        database, scope, f"webhooks.disable:{webhook_id}", {}, write, r.WebhookEndpoint, idempotency_key=idempotency_key
+    )
+
+
+def send_test(database: Database, scope: Scope, webhook_id: str) -> r.WebhookDelivery:
+    """Queue a signed `webhook.test` delivery to the endpoint now; it retries like any other delivery."""
+    with unit_of_work(database) as uow:
+        endpoint = _endpoint_row(uow, scope, webhook_id)
+        if endpoint["status"] != "enabled":
+            raise ServiceError("invalid_state_transition", "the endpoint is disabled", status=endpoint["status"])
+        delivery_id = new_id("delivery")
+        now = utcnow()
+        data = {"webhook_id": webhook_id, "message": "A test delivery from the rewards service."}
+        body = delivery_body(delivery_id, TEST_KIND, now, endpoint, data)
+        row = {
+            "id": delivery_id,
+            "organization_id": scope.organization_id,
+            "environment": scope.environment,
+            "endpoint_id": webhook_id,
+            "outbox_id": None,
+            "kind": TEST_KIND,
+            "body": body,
+        }
+        uow.webhooks.add_deliveries([row], now)
+        stored = uow.webhooks.delivery(scope, delivery_id)
+    assert stored is not None
+    return _delivery(stored, [])
+
+
+def list_deliveries(
+    database: Database, scope: Scope, webhook_id: str, page: PageRequest, *, status: str | None = None
+) -> r.Page[r.WebhookDelivery]:
+    """The endpoint's deliveries, each with every attempt made so far (cursor pagination)."""
+    sort = check_page_request(page, DELIVERY_SORTS)
+    store = reader(database)
+    _endpoint_row(store, scope, webhook_id)
+    rows = store.webhooks.deliveries_page(scope, webhook_id, page, sort, status)
+    attempts: dict[str, list[Row]] = {row["id"]: [] for row in rows.rows}
+    for attempt in store.webhooks.attempts_of(list(attempts)):
+        attempts[attempt["delivery_id"]].append(attempt)
+    return r.Page[r.WebhookDelivery](
+        data=[_delivery(row, attempts[row["id"]]) for row in rows.rows],
+        next_cursor=rows.next_cursor,
+        has_more=rows.has_more,
+    )
+
+
+def _delivery_row(uow: Repositories, scope: Scope, webhook_id: str, delivery_id: str) -> Row:
+    row = uow.webhooks.delivery(scope, delivery_id)
+    if row is None or row["endpoint_id"] != webhook_id:
+        raise ServiceError("webhook_delivery_not_found", delivery_id=delivery_id)
+    return row
+
+
+def get_delivery(database: Database, scope: Scope, webhook_id: str, delivery_id: str) -> r.WebhookDelivery:
+    store = reader(database)
+    _endpoint_row(store, scope, webhook_id)
+    row = _delivery_row(store, scope, webhook_id, delivery_id)
+    return _delivery(row, store.webhooks.attempts_of([delivery_id]))
+
+
+def replay_delivery(
+    database: Database, scope: Scope, webhook_id: str, delivery_id: str, *, idempotency_key: str | None = None
+) -> r.WebhookDelivery:
+    """A failed delivery goes back to `pending`, due now, with the retry schedule from its start. The same body
+    (same delivery id, same signature) is sent again; its earlier attempts stay listed."""
+
+    def write(uow: Repositories) -> r.WebhookDelivery:
+        endpoint = _endpoint_row(uow, scope, webhook_id)
+        row = _delivery_row(uow, scope, webhook_id, delivery_id)
+        if row["status"] != "failed":
+            raise ServiceError("webhook_delivery_not_replayable", delivery_id=delivery_id, status=row["status"])
+        if endpoint["status"] != "enabled":
+            raise ServiceError("invalid_state_transition", "the endpoint is disabled", status=endpoint["status"])
+        uow.webhooks.requeue(scope, delivery_id, utcnow())
+        updated = _delivery_row(uow, scope, webhook_id, delivery_id)
+        return _delivery(updated, uow.webhooks.attempts_of([delivery_id]))
+
+    return run_write(
+        database,
+        scope,
+        f"webhooks.replay:{delivery_id}",
+        {},
+        write,
+        r.WebhookDelivery,
+        idempotency_key=idempotency_key,
+    )

@@ -1,0 +1,172 @@
+"""Webhook endpoints, their deliveries and the attempts of each delivery (all SQL of the webhook path)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.database import utcnow
+from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate, scalar
+
+TENANT = "organization_id = ? AND environment = ?"
+DELIVERY_COLUMNS = ("id", "organization_id", "environment", "endpoint_id", "outbox_id", "kind", "body")
+
+
+class WebhookRepository:
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    # endpoints -------------------------------------------------------------------------------------------
+    def add_endpoint(
+        self, scope: Scope, endpoint_id: str, url: str, events: list[str], secret: str, secret_prefix: str
+    ) -> Row:
+        self.con.execute(
+            "INSERT INTO webhook_endpoints VALUES (?, ?, ?, ?, ?, ?, ?, 'enabled', ?, NULL)",
+            [endpoint_id, *scope.params, url, json.dumps(events), secret, secret_prefix, utcnow()],
+        )
+        row = self.endpoint(scope, endpoint_id)
+        assert row is not None
+        return row
+
+    def endpoint(self, scope: Scope, endpoint_id: str) -> Row | None:
+        return fetch_one(
+            self.con, f"SELECT * FROM webhook_endpoints WHERE {TENANT} AND id = ?", [*scope.params, endpoint_id]
+        )
+
+    def endpoints_page(self, scope: Scope, page: PageRequest, sort: str, status: str | None) -> RowPage:
+        sql = f"SELECT * FROM webhook_endpoints WHERE {TENANT}"
+        params: list[Any] = list(scope.params)
+        if status:
+            sql += " AND status = ?"
+            params.append(status)
+        return paginate(self.con, list_name="webhooks", select_sql=sql, params=params, page=page, sort=sort)
+
+    def disable_endpoint(self, scope: Scope, endpoint_id: str) -> None:
+        self.con.execute(
+            f"UPDATE webhook_endpoints SET status = 'disabled', disabled_at = ? WHERE {TENANT} AND id = ?",
+            [utcnow(), *scope.params, endpoint_id],
+        )
+
+    def enabled_endpoints(self) -> list[Row]:
+        """Every enabled endpoint of every tenant (the fan-out reads them once per batch)."""
+        return fetch_all(self.con, "SELECT * FROM webhook_endpoints WHERE status = 'enabled' ORDER BY id")
+
+    # deliveries ------------------------------------------------------------------------------------------
+    def add_deliveries(self, rows: list[dict[str, Any]], next_attempt_at: datetime) -> None:
+        """Insert pending deliveries (DELIVERY_COLUMNS each), due at `next_attempt_at`, in one statement."""
+        if not rows:
+            return
+        batch = pa.table({name: [row[name] for row in rows] for name in DELIVERY_COLUMNS})
+        self.con.register("delivery_batch", batch)
+        try:
+            self.con.execute(
+                "INSERT INTO webhook_deliveries SELECT id, organization_id, environment, endpoint_id, outbox_id, "
+                "kind, body, 'pending', 0, 0, ?, ?, NULL FROM delivery_batch",
+                [next_attempt_at, utcnow()],
+            )
+        finally:
+            self.con.unregister("delivery_batch")
+
+    def delivery(self, scope: Scope, delivery_id: str) -> Row | None:
+        return fetch_one(
+            self.con, f"SELECT * FROM webhook_deliveries WHERE {TENANT} AND id = ?", [*scope.params, delivery_id]
+        )
+
+    def deliveries_page(
+        self, scope: Scope, endpoint_id: str, page: PageRequest, sort: str, status: str | None
+    ) -> RowPage:
+        sql = f"SELECT * FROM webhook_deliveries WHERE {TENANT} AND endpoint_id = ?"
+        params: list[Any] = [*scope.params, endpoint_id]
+        if status:
+            sql += " AND status = ?"
+            params.append(status)
+        return paginate(
+            self.con, list_name=f"deliveries:{endpoint_id}", select_sql=sql, params=params, page=page, sort=sort
+        )
+
+    def due(self, now: datetime, limit: int, exclude: list[str], per_endpoint: int) -> list[Row]:
+        """Pending deliveries whose next attempt is due, oldest first, at most `per_endpoint` of each endpoint
+        (so that one endpoint's backlog never hides another's), with their endpoint's url, secret and status."""
+        return fetch_all(
+            self.con,
+            "SELECT d.id, d.organization_id, d.environment, d.endpoint_id, d.kind, d.body, d.attempt_count, "
+            "d.round_attempts, d.next_attempt_at, e.url, e.signing_secret, e.status AS endpoint_status "
+            "FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id "
+            "WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND d.id NOT IN (SELECT unnest(?)) "
+            "QUALIFY row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) <= ? "
+            "ORDER BY d.next_attempt_at, d.id LIMIT ?",
+            [now, exclude, per_endpoint, limit],
+        )
+
+    def record_attempt(
+        self,
+        delivery: Row,
+        *,
+        attempted_at: datetime,
+        duration_ms: int,
+        status_code: int | None,
+        error: str | None,
+        succeeded: bool,
+        next_status: str,
+        next_attempt_at: datetime | None,
+    ) -> None:
+        """Append the attempt and move the delivery on (succeeded, pending again later, or failed)."""
+        number = int(delivery["attempt_count"]) + 1
+        self.con.execute(
+            "INSERT INTO webhook_attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                delivery["id"],
+                number,
+                delivery["organization_id"],
+                delivery["environment"],
+                attempted_at,
+                duration_ms,
+                status_code,
+                error,
+                succeeded,
+            ],
+        )
+        self.con.execute(
+            "UPDATE webhook_deliveries SET status = ?, attempt_count = ?, round_attempts = round_attempts + 1, "
+            "next_attempt_at = ?, completed_at = ? WHERE id = ?",
+            [next_status, number, next_attempt_at, None if next_status == "pending" else utcnow(), delivery["id"]],
+        )
+
+    def requeue(self, scope: Scope, delivery_id: str, when: datetime) -> None:
+        """Pending again from the start of the retry schedule (a replay); past attempts are kept."""
+        self.con.execute(
+            "UPDATE webhook_deliveries SET status = 'pending', round_attempts = 0, next_attempt_at = ?, "
+            f"completed_at = NULL WHERE {TENANT} AND id = ?",
+            [when, *scope.params, delivery_id],
+        )
+
+    def attempts_of(self, delivery_ids: list[str]) -> list[Row]:
+        if not delivery_ids:
+            return []
+        return fetch_all(
+            self.con,
+            "SELECT * FROM webhook_attempts WHERE delivery_id IN (SELECT unnest(?)) ORDER BY delivery_id, number",
+            [delivery_ids],
+        )
+
+    # operators -------------------------------------------------------------------------------------------
+    def pending_count(self) -> int:
+        return int(scalar(self.con, "SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'"))
+
+    def undispatched_count(self) -> int:
+        return int(scalar(self.con, "SELECT count(*) FROM outbox WHERE dispatched_at IS NULL"))
+
+    def received_events_count(self) -> int:
+        return int(scalar(self.con, "SELECT count(*) FROM events WHERE status = 'received'"))
+
+    def mark_dispatched(self, outbox_ids: list[str]) -> None:
+        if outbox_ids:
+            self.con.execute(
+                "UPDATE outbox SET dispatched_at = ? WHERE id IN (SELECT unnest(?))", [utcnow(), outbox_ids]
+            )
