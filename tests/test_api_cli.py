@@ -7,15 +7,18 @@ import io
 import json
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from unittest import mock
 
 import pytest
 
 from rewards_lab.cli import main
+from rewards_lab.webhooks import SIGNATURE_HEADER, verify
 from tests.live_server import LiveServer, cli, start_server
 
 
@@ -222,3 +225,45 @@ def test_the_key_comes_from_the_environment_only(live: LiveServer) -> None:
         cli("api", "customers", "list", *target, "--api-key", "x"), env=environ, capture_output=True, text=True
     )
     assert flag.returncode == 2 and "unrecognized arguments: --api-key" in flag.stderr
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    received: list[tuple[bytes, str | None]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server API
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.received.append((body, self.headers.get(SIGNATURE_HEADER)))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.usefixtures("in_process")
+def test_webhooks_and_their_test_delivery(live: LiveServer) -> None:
+    receiver = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    thread = threading.Thread(target=receiver.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{receiver.server_address[1]}/hooks"
+        created = ok(live, "webhooks", "create", "--url", url, "--events", "reward.issued,asset.paused")
+        assert created["events"] == ["reward.issued", "asset.paused"] and created["signing_secret"]
+        shown = ok(live, "webhooks", "get", created["id"])
+        assert "signing_secret" not in shown and shown["status"] == "enabled"
+        assert created["id"] in [w["id"] for w in ok(live, "webhooks", "list", "--all")]
+        delivery = ok(live, "webhooks", "test", created["id"])
+        deadline = time.monotonic() + 20
+        while (one := ok(live, "webhooks", "delivery", created["id"], delivery["id"]))["status"] == "pending":
+            assert time.monotonic() < deadline, one
+            time.sleep(0.2)
+        assert one["status"] == "succeeded" and one["attempts"][0]["status_code"] == 204
+        body, signature = _Receiver.received[-1]
+        assert verify(body, signature, created["signing_secret"])
+        assert [d["id"] for d in ok(live, "webhooks", "deliveries", created["id"])] == [delivery["id"]]
+        assert ok(live, "webhooks", "disable", created["id"])["status"] == "disabled"
+        refused = failed(live, "webhooks", "test", created["id"])
+        assert "error: conflict invalid_state_transition:" in refused
+    finally:
+        receiver.shutdown()
+        receiver.server_close()

@@ -359,24 +359,26 @@ def disable_webhook(webhook_id: str, *, idempotency_key: str | None = None) -> C
     return _write(f"/webhooks/{_id(webhook_id)}", _model(r.WebhookEndpoint), None, idempotency_key, "DELETE")
 
 
-def test_webhook(webhook_id: str) -> Call[Any]:
+def test_webhook(webhook_id: str) -> Call[r.WebhookDelivery]:
     """Queues a signed test delivery; the result is the delivery record."""
-    return Call("POST", f"/webhooks/{_id(webhook_id)}/test", _raw)
+    return Call("POST", f"/webhooks/{_id(webhook_id)}/test", _model(r.WebhookDelivery))
 
 
 def list_webhook_deliveries(
     webhook_id: str, *, status: str | None = None, limit: int | None = None, cursor: str | None = None
-) -> Call[Page[Any]]:
-    return _list(f"/webhooks/{_id(webhook_id)}/deliveries", _raw, limit, cursor, status=status)
+) -> Call[Page[r.WebhookDelivery]]:
+    return _list(f"/webhooks/{_id(webhook_id)}/deliveries", _model(r.WebhookDelivery), limit, cursor, status=status)
 
 
-def get_webhook_delivery(webhook_id: str, delivery_id: str) -> Call[Any]:
-    return _get(f"/webhooks/{_id(webhook_id)}/deliveries/{_id(delivery_id)}", _raw)
+def get_webhook_delivery(webhook_id: str, delivery_id: str) -> Call[r.WebhookDelivery]:
+    return _get(f"/webhooks/{_id(webhook_id)}/deliveries/{_id(delivery_id)}", _model(r.WebhookDelivery))
 
 
-def replay_webhook_delivery(webhook_id: str, delivery_id: str, *, idempotency_key: str | None = None) -> Call[Any]:
+def replay_webhook_delivery(
+    webhook_id: str, delivery_id: str, *, idempotency_key: str | None = None
+) -> Call[r.WebhookDelivery]:
     path = f"/webhooks/{_id(webhook_id)}/deliveries/{_id(delivery_id)}/replay"
-    return _write(path, _raw, None, idempotency_key)
+    return _write(path, _model(r.WebhookDelivery), None, idempotency_key)
 
 
 # developer: API keys, logs, usage; sessions
