@@ -235,7 +235,7 @@ def test_push_command_plans_applies_and_refuses_the_wrong_environment(live: Live
     assert "authorization_error environment_mismatch" in wrong.stderr
     assert "belongs to sandbox, not production" in wrong.stderr
     with client(live, "production") as production:
-        assert list(production.iter_assets()) == []
+        assert [a for a in production.iter_assets() if a.symbol == "SC"] == []  # nothing pushed there
     no_key = subprocess.run(
         cli("push", str(path), "--base-url", live.base_url, "--org", live.organization_id, "--env", "sandbox"),
         env={k: v for k, v in os.environ.items() if k != "REWARDS_API_KEY"},
@@ -263,3 +263,14 @@ def test_killed_push_process_is_completed_by_running_it_again(live: LiveServer, 
         assert again.returncode == 0, again.stderr
         assert "no difference" in again.stdout, again.stdout
         assert_pushed_once(api, definition)
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SPRING.parent.glob("*.json")))
+def test_every_example_programme_pushes_and_verifies(live: LiveServer, name: str) -> None:
+    definition = load_programme(SPRING.parent / name)
+    with client(live, "production") as api:  # production of the same organization: its own symbols
+        push(definition, api)
+        assert not make_plan(definition, api).changes
+        report = verify(definition, api)
+    assert report.ok, report.text()
+    assert report.checks >= 3 * len(definition.rules)
