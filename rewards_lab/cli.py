@@ -37,6 +37,13 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _batch_size(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 10_000:
+        raise argparse.ArgumentTypeError("must be between 1 and 10000")
+    return value
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -52,7 +59,7 @@ def _serve(args: argparse.Namespace) -> int:
     with Database(args.db) as database:
         # uvicorn handles SIGINT and SIGTERM: it stops accepting, finishes in-flight requests, then the app's
         # lifespan stops the event worker after its current batch.
-        app = create_app(database, delivery_settings=settings)
+        app = create_app(database, delivery_settings=settings, worker_batch_size=args.worker_batch_size)
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
@@ -90,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="warning")
+    serve.add_argument(
+        "--worker-batch-size",
+        type=_batch_size,
+        default=1000,
+        help="most events the worker processes in one transaction (1-10000; default 1000)",
+    )
     serve.set_defaults(run=_serve)
     bootstrap = commands.add_parser("bootstrap", help="create an organization and one API key per environment")
     bootstrap.add_argument("--db", required=True)

@@ -60,12 +60,13 @@ def bootstrap(db: Path, org: str, *extra: str) -> dict[str, object]:
     return boot
 
 
-def start_server(db: Path, org: str = "Acme", *bootstrap_args: str) -> LiveServer:
+def start_server(db: Path, org: str = "Acme", *bootstrap_args: str, serve_args: tuple[str, ...] = ()) -> LiveServer:
     """Bootstrap `db` (with `bootstrap_args`, e.g. a plan), start `rewards-lab serve` on a free port, wait."""
     boot = bootstrap(db, org, *bootstrap_args)
     port = free_port()
     log = (db.parent / f"{db.stem}.server.log").open("wb")
-    process = subprocess.Popen(cli("serve", "--db", str(db), "--port", str(port)), stdout=log, stderr=log)
+    command = cli("serve", "--db", str(db), "--port", str(port), *serve_args)
+    process = subprocess.Popen(command, stdout=log, stderr=log)
     base_url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:

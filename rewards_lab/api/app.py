@@ -21,6 +21,7 @@ from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateLimiter, Ra
 from rewards_lab.api.routes import REQUEST_MODELS, router, submit_event
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.service.deliveries import DeliverySettings
+from rewards_lab.service.events import DEFAULT_BATCH_SIZE
 from rewards_lab.store.database import Database
 from rewards_lab.worker.deliveries import DeliveryWorker
 from rewards_lab.worker.event_intake import EventIntake
@@ -82,9 +83,13 @@ class EventsFastPath:
 
 
 def create_app(
-    database: Database, *, run_worker: bool = True, delivery_settings: DeliverySettings | None = None
+    database: Database,
+    *,
+    run_worker: bool = True,
+    delivery_settings: DeliverySettings | None = None,
+    worker_batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> FastAPI:
-    worker = EventWorker(database) if run_worker else None
+    worker = EventWorker(database, worker_batch_size) if run_worker else None
     deliveries = DeliveryWorker(database, delivery_settings) if run_worker else None
     intake = EventIntake(database, on_stored=worker.notify if worker is not None else None)
 
