@@ -5,16 +5,26 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The TypeScript compiler, only to check the generated client types (tests/test_contract_artefacts.py).
+TSC := clients/typescript/node_modules/.bin/tsc
 
-.PHONY: setup lab demo test lint typecheck pytest bench clean
+.PHONY: setup lab demo test lint typecheck pytest bench bench-replay clean contract
 
-setup: $(STAMP)
+setup: $(STAMP) $(TSC)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev,lab]'
 	touch $(STAMP)
+
+$(TSC): clients/typescript/package-lock.json
+	@if command -v npm >/dev/null; then \
+		npm ci --prefix clients/typescript --no-audit --no-fund --silent && touch $(TSC); \
+	else echo "npm not found: the TypeScript compile check of clients/ cannot run"; fi
+
+contract: setup
+	$(BIN)/rewards-lab contract export --out clients
 
 lab: setup demo
 
@@ -37,5 +47,8 @@ bench: setup
 	$(BIN)/python benchmarks/ledger_batch.py
 	$(BIN)/python benchmarks/service_calls.py
 
+bench-replay: setup
+	$(BIN)/python benchmarks/replay.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache clients/typescript/node_modules

@@ -59,27 +59,80 @@ def _serve(args: argparse.Namespace) -> int:
     with Database(args.db) as database:
         # uvicorn handles SIGINT and SIGTERM: it stops accepting, finishes in-flight requests, then the app's
         # lifespan stops the event worker after its current batch.
-        app = create_app(database, delivery_settings=settings, worker_batch_size=args.worker_batch_size)
+        app = create_app(
+            database,
+            delivery_settings=settings,
+            worker_batch_size=args.worker_batch_size,
+            session_lifetime_s=args.session_lifetime_s,
+        )
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
 
 def _bootstrap(args: argparse.Namespace) -> int:
+    from rewards_lab.contract.errors import ServiceError
     from rewards_lab.contract.permissions import ALL_PERMISSIONS
     from rewards_lab.contract.scope import ENVIRONMENTS, Scope
     from rewards_lab.service.access import create_api_key
     from rewards_lab.service.organizations import create_organization
+    from rewards_lab.service.sessions import check_new_account, create_owner_account
 
+    if args.email is not None and not args.password:
+        raise SystemExit("bootstrap: --email needs --password")
+    if args.totp and args.email is None:
+        raise SystemExit("bootstrap: --totp needs --email and --password")
     Path(args.db).parent.mkdir(parents=True, exist_ok=True)
     with Database(args.db) as database:
-        org = create_organization(database, args.org, args.plan, args.rate_limit)
-        keys = {
-            environment: create_api_key(
-                database, Scope(org["id"], environment), "bootstrap", sorted(ALL_PERMISSIONS)
-            ).secret
-            for environment in ENVIRONMENTS
-        }
-    print(json.dumps({"organization_id": org["id"], "api_keys": keys, "totp_secret": None}))
+        try:
+            if args.email is not None:
+                check_new_account(database, args.email, args.password)  # refuse before creating anything
+            org = create_organization(database, args.org, args.plan, args.rate_limit)
+            keys = {
+                environment: create_api_key(
+                    database, Scope(org["id"], environment), "bootstrap", sorted(ALL_PERMISSIONS)
+                ).secret
+                for environment in ENVIRONMENTS
+            }
+            totp_secret = None
+            if args.email is not None:
+                _, totp_secret = create_owner_account(database, org["id"], args.email, args.password, totp=args.totp)
+        except ServiceError as error:
+            raise SystemExit(f"bootstrap: {error.message}") from None
+    print(json.dumps({"organization_id": org["id"], "api_keys": keys, "totp_secret": totp_secret}))
+    return 0
+
+
+def _contract_export(args: argparse.Namespace) -> int:
+    from rewards_lab.artefacts.export import export
+
+    for path in export(Path(args.out)):
+        print(path)
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    """Replay an event history through a programme file; write the issuances and print a short summary."""
+    from rewards_lab.contract.errors import ServiceError
+    from rewards_lab.lab.replay import replay
+
+    try:
+        result = replay(args.events, args.programme, opening_supply=args.opening_supply)
+        result.write(args.out)
+    except ServiceError as error:
+        print(json.dumps({"error": error.to_dict()}, default=str))
+        return 2
+    totals = result.totals()
+    summary = {
+        "events": result.events_processed,
+        "issuances": totals["issuances"],
+        "issued": str(totals["issued"]),
+        "asset": result.definition.asset.symbol,
+        "failed": totals["failed"],
+        "failed_by_code": totals["failed_by_code"],
+        "seconds": round(result.seconds, 3),
+        "out": str(args.out),
+    }
+    print(json.dumps(summary, indent=2))
     return 0
 
 
@@ -103,13 +156,30 @@ def build_parser() -> argparse.ArgumentParser:
         default=1000,
         help="most events the worker processes in one transaction (1-10000; default 1000)",
     )
+    serve.add_argument("--session-lifetime-s", type=int, default=12 * 3600, help="login session lifetime")
     serve.set_defaults(run=_serve)
     bootstrap = commands.add_parser("bootstrap", help="create an organization and one API key per environment")
     bootstrap.add_argument("--db", required=True)
     bootstrap.add_argument("--org", required=True, help="organization name")
     bootstrap.add_argument("--plan", choices=["public", "business", "enterprise"], default="business")
     bootstrap.add_argument("--rate-limit", type=int, default=None, help="requests per minute (enterprise)")
+    bootstrap.add_argument("--email", help="create an owner account with this email")
+    bootstrap.add_argument("--password", help="the owner account's password (at least 12 characters)")
+    bootstrap.add_argument("--totp", action="store_true", help="require a TOTP second factor (secret printed once)")
     bootstrap.set_defaults(run=_bootstrap)
+    contract = commands.add_parser("contract", help="machine-readable artefacts of the /v1 contract")
+    contract_commands = contract.add_subparsers(dest="contract_command", required=True)
+    contract_export = contract_commands.add_parser(
+        "export", help="write openapi.json, a Postman collection and TypeScript types generated from it"
+    )
+    contract_export.add_argument("--out", default="clients", help="folder to write into (default: clients)")
+    contract_export.set_defaults(run=_contract_export)
+    replay = commands.add_parser("replay", help="replay an event history through a programme file (vectorised)")
+    replay.add_argument("events", help="events: .parquet, .csv or .jsonl")
+    replay.add_argument("--programme", required=True, help="programme file (JSON, see data/programmes/)")
+    replay.add_argument("--out", required=True, help="issuances to write: .parquet or .csv")
+    replay.add_argument("--opening-supply", default="0", help="outstanding supply before the first event")
+    replay.set_defaults(run=_replay)
     _client_commands(commands)
     return parser
 

@@ -2,19 +2,42 @@
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import json
 import signal
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 import httpx
 
 START_TIMEOUT_S = 30.0
+_children: list[subprocess.Popen[bytes]] = []
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the test process dies, however it dies (Linux prctl)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def spawn(command: list[str], log: IO[bytes]) -> subprocess.Popen[bytes]:
+    """Start a server process that can never outlive the tests (no leaked servers eating a CI machine)."""
+    process = subprocess.Popen(command, stdout=log, stderr=log, preexec_fn=_die_with_parent)  # noqa: PLW1509
+    _children.append(process)
+    return process
+
+
+@atexit.register
+def _reap() -> None:
+    for process in _children:
+        if process.poll() is None:
+            process.kill()
 
 
 @dataclass
@@ -25,6 +48,7 @@ class LiveServer:
     keys: dict[str, str]
     process: subprocess.Popen[bytes]
     log: IO[bytes]
+    boot: dict[str, object] = field(default_factory=dict)  # bootstrap's JSON (totp_secret...)
 
     def headers(self, environment: str = "sandbox", **extra: str) -> dict[str, str]:
         return {
@@ -38,8 +62,14 @@ class LiveServer:
         """Signal the server and wait for it; returns its exit status."""
         if self.process.poll() is None:
             self.process.send_signal(sig)
-        status = self.process.wait(timeout=30)
-        self.log.close()
+        try:
+            status = self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError("the server did not stop within 30 s of the signal (killed)") from None
+        finally:
+            self.log.close()
         return status
 
 
@@ -66,7 +96,7 @@ def start_server(db: Path, org: str = "Acme", *bootstrap_args: str, serve_args: 
     port = free_port()
     log = (db.parent / f"{db.stem}.server.log").open("wb")
     command = cli("serve", "--db", str(db), "--port", str(port), *serve_args)
-    process = subprocess.Popen(command, stdout=log, stderr=log)
+    process = spawn(command, log)
     base_url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
@@ -81,4 +111,4 @@ def start_server(db: Path, org: str = "Acme", *bootstrap_args: str, serve_args: 
         time.sleep(0.1)
     keys = boot["api_keys"]
     assert isinstance(keys, dict)
-    return LiveServer(db, base_url, str(boot["organization_id"]), keys, process, log)
+    return LiveServer(db, base_url, str(boot["organization_id"]), keys, process, log, boot)

@@ -43,6 +43,7 @@ HTTP_ONLY = {
     "credentials_invalid",
     "api_key_revoked",
     "session_expired",
+    "session_revoked",
     "second_factor_required",
     "second_factor_invalid",
     "permission_denied",

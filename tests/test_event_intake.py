@@ -24,7 +24,14 @@ def _event(external_id: str, amount: int = 42, customer: str = "c1") -> rq.Event
 
 
 async def _submit_all(intake: EventIntake, items: list[tuple[Scope, rq.EventCreate]]) -> list[r.Event | BaseException]:
-    return await asyncio.gather(*(intake.submit(scope, body) for scope, body in items), return_exceptions=True)
+    """As the POST /events handler does: prepare, queue, await the commit, present the stored row."""
+
+    async def one(scope: Scope, body: rq.EventCreate) -> r.Event:
+        stored = events.present_stored(await intake.submit(scope, events.prepare_event(body)))
+        assert isinstance(stored, r.Event)
+        return stored
+
+    return await asyncio.gather(*(one(scope, body) for scope, body in items), return_exceptions=True)
 
 
 def test_concurrent_submissions_share_commits_and_each_answer_is_durable(db: Database, scope: Scope) -> None:
@@ -89,7 +96,7 @@ def test_after_stop_new_events_are_refused_and_queued_ones_were_stored(tmp_path:
         assert all(isinstance(item, r.Event) for item in accepted)
         intake.stop()
         with pytest.raises(ServiceError) as refused:
-            await intake.submit(scope, _event("late"))
+            await intake.submit(scope, events.prepare_event(_event("late")))
         assert refused.value.code == "service_unavailable"
 
     asyncio.run(scenario())

@@ -4,7 +4,6 @@ body and headers) and answers from a script (a status code, or a delay before an
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 from collections import deque
@@ -16,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from tests.live_server import START_TIMEOUT_S, LiveServer, cli, free_port
+from tests.live_server import START_TIMEOUT_S, LiveServer, cli, free_port, spawn
 
 
 @dataclass
@@ -112,7 +111,7 @@ def serve_again(previous: LiveServer) -> LiveServer:
     """Start `rewards-lab serve` again on the same file with the same keys (after a stop or a kill)."""
     port = free_port()
     log = (previous.db.parent / f"{previous.db.stem}.restart.log").open("wb")
-    process = subprocess.Popen(cli("serve", "--db", str(previous.db), "--port", str(port)), stdout=log, stderr=log)
+    process = spawn(cli("serve", "--db", str(previous.db), "--port", str(port)), log)
     base_url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:

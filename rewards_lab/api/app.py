@@ -15,13 +15,19 @@ from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from rewards_lab.api import openapi_doc
 from rewards_lab.api.context import request_id_of
-from rewards_lab.api.envelope import API_VERSION, ERROR_ENVELOPE_SCHEMA, failure
+from rewards_lab.api.developer_routes import router as developer_router
+from rewards_lab.api.envelope import API_VERSION, failure
 from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateLimiter, RateState
+from rewards_lab.api.request_log import RequestLogMiddleware
 from rewards_lab.api.routes import REQUEST_MODELS, router, submit_event
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.service.deliveries import DeliverySettings
 from rewards_lab.service.events import DEFAULT_BATCH_SIZE
+from rewards_lab.service.login_guard import LoginGuard
+from rewards_lab.service.request_log import RequestLogWriter
+from rewards_lab.service.sessions import DEFAULT_SESSION_LIFETIME_S
 from rewards_lab.store.database import Database
 from rewards_lab.worker.deliveries import DeliveryWorker
 from rewards_lab.worker.event_intake import EventIntake
@@ -87,11 +93,13 @@ def create_app(
     *,
     run_worker: bool = True,
     delivery_settings: DeliverySettings | None = None,
+    session_lifetime_s: int = DEFAULT_SESSION_LIFETIME_S,
     worker_batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> FastAPI:
     worker = EventWorker(database, worker_batch_size) if run_worker else None
     deliveries = DeliveryWorker(database, delivery_settings) if run_worker else None
     intake = EventIntake(database, on_stored=worker.notify if worker is not None else None)
+    request_log = RequestLogWriter(database)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -100,6 +108,7 @@ def create_app(
             worker.start()
         if deliveries is not None:
             deliveries.start()
+        request_log.start()
         try:
             yield
         finally:
@@ -108,6 +117,7 @@ def create_app(
                 worker.stop()  # the batch in progress finishes (or is rolled back whole)
             if deliveries is not None:
                 deliveries.stop()  # requests in flight finish and are recorded; pending ones wait in the DB
+            request_log.stop()  # writes what is still queued
             database.checkpoint()  # fold the write-ahead log into the file before the process ends
 
     app = FastAPI(
@@ -123,28 +133,17 @@ def create_app(
     app.state.intake = intake
     app.state.delivery_worker = deliveries
     app.state.rate_limiter = RateLimiter()
+    app.state.login_guard = LoginGuard()
+    app.state.session_lifetime_s = session_lifetime_s
+    app.state.request_log = request_log
     app.include_router(router, prefix=f"/{API_VERSION}")
+    app.include_router(developer_router, prefix=f"/{API_VERSION}")
 
     def openapi() -> dict[str, Any]:
-        """FastAPI's document, plus the JSON Schema of every request model the handlers parse themselves."""
+        """FastAPI's document, plus the schemas of the bodies the handlers parse and of the typed responses."""
         if app.openapi_schema is None:
             document = get_openapi(title=app.title, version=app.version, routes=app.routes)
-            schemas = document.setdefault("components", {}).setdefault("schemas", {})
-            for name, model in sorted(REQUEST_MODELS.items()):
-                schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-                schemas.update(schema.pop("$defs", {}))
-                schemas[name] = schema
-            schemas.pop("HTTPValidationError", None)
-            schemas.pop("ValidationError", None)
-            schemas["ErrorEnvelope"] = ERROR_ENVELOPE_SCHEMA
-            failure_response = {
-                "description": "Failure: the envelope's error (its code is one of x-error-codes)",
-                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorEnvelope"}}},
-            }
-            for item in document["paths"].values():
-                for spec in item.values():
-                    spec["responses"].pop("422", None)  # FastAPI's own shape: never sent by this service
-                    spec["responses"]["default"] = failure_response
+            openapi_doc.finish(document, REQUEST_MODELS)
             app.openapi_schema = document
         return app.openapi_schema
 
@@ -152,6 +151,7 @@ def create_app(
 
     app.add_middleware(EventsFastPath)
     app.add_middleware(ResponseHeaders)  # added last, so outermost: its headers go on every response
+    app.add_middleware(RequestLogMiddleware, writer=request_log)  # outermost of all: every status and duration
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, error: ServiceError) -> Response:

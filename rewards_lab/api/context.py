@@ -12,7 +12,9 @@ from pydantic import BaseModel
 from rewards_lab.api.rate_limits import RateLimiter
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.scope import EnvironmentName
 from rewards_lab.contract.validation import validate
+from rewards_lab.service import sessions
 from rewards_lab.service.access import Principal, authenticate
 from rewards_lab.store.database import Database
 
@@ -26,9 +28,13 @@ def request_id_of(request: Request) -> str:
     existing: str | None = getattr(request.state, "request_id", None)
     if existing:
         return existing
-    supplied = request.headers.get("x-request-id", "")
-    request.state.request_id = supplied if _REQUEST_ID_RE.fullmatch(supplied) else f"req_{uuid.uuid4().hex}"
+    request.state.request_id = request_id_from(request.headers.get("x-request-id", ""))
     return str(request.state.request_id)
+
+
+def request_id_from(supplied: str) -> str:
+    """The rule of `request_id_of` on a raw header value."""
+    return supplied if _REQUEST_ID_RE.fullmatch(supplied) else f"req_{uuid.uuid4().hex}"
 
 
 def database_of(request: Request) -> Database:
@@ -36,13 +42,27 @@ def database_of(request: Request) -> Database:
     return database
 
 
+def _environment(request: Request) -> EnvironmentName:
+    environment = request.headers.get("x-environment")
+    if environment == "sandbox":
+        return "sandbox"
+    if environment == "production":
+        return "production"
+    raise ServiceError("field_invalid", "X-Environment must be sandbox or production", field="X-Environment")
+
+
 def principal_of(request: Request) -> Principal:
-    """Authenticate the bearer key and check X-Organization-ID and X-Environment against it (never trusted)."""
+    """Authenticate the bearer key or session and check X-Organization-ID and X-Environment against it (never
+    trusted). A session has no environment of its own: it acts in the one X-Environment names."""
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise ServiceError("authentication_required", "send Authorization: Bearer <api key>", field="Authorization")
-    principal = authenticate(database_of(request), token.strip())
+    if sessions.is_session_token(token.strip()):  # a person's session acts in the environment the request names
+        principal = sessions.authenticate_session(database_of(request), token.strip(), _environment(request))
+    else:
+        principal = authenticate(database_of(request), token.strip())
+    request.state.principal = principal  # for the request log
     limiter: RateLimiter = request.app.state.rate_limiter
     state = limiter.charge(
         f"{principal.scope.organization_id}/{principal.scope.environment}", principal.rate_limit_per_minute
@@ -55,9 +75,7 @@ def principal_of(request: Request) -> Principal:
         raise ServiceError("field_required", "X-Organization-ID is required", field="X-Organization-ID")
     if organization != principal.scope.organization_id:
         raise ServiceError("organization_mismatch", field="X-Organization-ID")
-    environment = request.headers.get("x-environment")
-    if environment not in ("sandbox", "production"):
-        raise ServiceError("field_invalid", "X-Environment must be sandbox or production", field="X-Environment")
+    environment = _environment(request)
     if environment != principal.scope.environment:
         raise ServiceError(
             "environment_mismatch",

@@ -19,7 +19,9 @@ from starlette.concurrency import run_in_threadpool
 
 from rewards_lab.api.context import database_of, json_body, principal_of, request_id_of
 from rewards_lab.api.envelope import success
+from rewards_lab.api.openapi_doc import idempotency_header, query_parameters, responds, responds_like
 from rewards_lab.contract import requests as rq
+from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import REGISTRY, ServiceError
 from rewards_lab.contract.pagination import DEFAULT_LIMIT, PageRequest
 from rewards_lab.contract.permissions import Permission
@@ -33,6 +35,8 @@ AUTH_CODES = [
     "authentication_required",
     "credentials_invalid",
     "api_key_revoked",
+    "session_expired",
+    "session_revoked",
     "organization_mismatch",
     "environment_mismatch",
     "permission_denied",
@@ -62,6 +66,8 @@ def operation(
         codes = sorted(set(codes) | {"idempotency_key_required"})
     assert set(codes) <= set(REGISTRY), set(codes) - set(REGISTRY)
     extra: dict[str, Any] = {"x-permission": permission.value, "x-idempotent": idempotent, "x-error-codes": codes}
+    if idempotent != "none":
+        extra["parameters"] = [idempotency_header(required=idempotent == "required")]
     if body is not None:
         REQUEST_MODELS[body.__name__] = body
         schema = {"$ref": f"#/components/schemas/{body.__name__}"}
@@ -115,6 +121,7 @@ def expose(
     status: int = 200,
     listing: str | None = None,
     filters: tuple[str, ...] = (),
+    sorts: tuple[str, ...] = (),
 ) -> None:
     """Register one operation whose handler is the same every time: authorise, read the path parameters and
     the body, call `service(database, scope, *path, [body], [page], **filters, [idempotency_key])` off the
@@ -144,13 +151,10 @@ def expose(
     endpoint.__signature__ = inspect.Signature(parameters, return_annotation=Response)  # type: ignore[attr-defined]
     if listing == "page":
         errors = (*errors, *PAGE_CODES)
-    router.add_api_route(
-        path,
-        endpoint,
-        methods=[method],
-        name=name,
-        openapi_extra=operation(body, permission, idempotent=idempotent, errors=errors),
-    )
+    extra = operation(body, permission, idempotent=idempotent, errors=errors) | responds_like(service, status)
+    if listing or filters:
+        extra["parameters"] = query_parameters(*filters, listing=listing == "page", sorts=sorts)["parameters"]
+    router.add_api_route(path, endpoint, methods=[method], name=name, openapi_extra=extra)
 
 
 PAGE_CODES = ("cursor_invalid", "sort_field_invalid")
@@ -187,6 +191,7 @@ expose(
     customers.list_customers,
     P.CUSTOMERS_VIEW,
     listing="page",
+    sorts=customers.CUSTOMER_SORTS,
     filters=("external_id",),
 )
 expose(
@@ -223,6 +228,7 @@ expose(
     customers.list_wallets,
     P.WALLETS_VIEW,
     listing="page",
+    sorts=customers.WALLET_SORTS,
     filters=("customer_id", "status"),
 )
 expose("GET", "/wallets/{wallet_id}", "get_wallet", customers.get_wallet, P.WALLETS_VIEW, errors=("wallet_not_found",))
@@ -257,7 +263,16 @@ expose(
     status=201,
     errors=(*BODY_CODES, *AMOUNT_CODES),
 )
-expose("GET", "/assets", "list_assets", assets.list_assets, P.ASSETS_VIEW, listing="page", filters=("status",))
+expose(
+    "GET",
+    "/assets",
+    "list_assets",
+    assets.list_assets,
+    P.ASSETS_VIEW,
+    listing="page",
+    filters=("status",),
+    sorts=assets.ASSET_SORTS,
+)
 expose("GET", "/assets/{asset_id}", "get_asset", assets.get_asset, P.ASSETS_VIEW, errors=("asset_not_found",))
 expose(
     "POST",
@@ -318,6 +333,7 @@ expose(
     ledger.list_transactions,
     P.LEDGER_VIEW,
     listing="page",
+    sorts=ledger.TRANSACTION_SORTS,
     filters=("wallet_id", "asset_id", "kind"),
 )
 expose(
@@ -348,6 +364,7 @@ expose(
     programmes.list_programmes,
     P.REWARDS_VIEW,
     listing="page",
+    sorts=programmes.PROGRAMME_SORTS,
     filters=("asset_id",),
 )
 expose(
@@ -426,6 +443,7 @@ expose(
     events.list_events,
     P.EVENTS_VIEW,
     listing="page",
+    sorts=events.EVENT_SORTS,
     filters=("status", "type", "customer_id"),
 )
 expose("GET", "/events/{event_id}", "get_event", events.get_event, P.EVENTS_VIEW, errors=("event_not_found",))
@@ -444,6 +462,7 @@ expose(
     events.list_executions,
     P.REWARDS_VIEW,
     listing="page",
+    sorts=events.EXECUTION_SORTS,
     filters=("customer_id", "event_id", "status"),
 )
 
@@ -458,7 +477,16 @@ expose(
     status=201,
     errors=(*BODY_CODES, "webhook_url_invalid", "webhook_event_kind_invalid"),
 )
-expose("GET", "/webhooks", "list_webhooks", hooks.list_webhooks, P.WEBHOOKS_VIEW, listing="page", filters=("status",))
+expose(
+    "GET",
+    "/webhooks",
+    "list_webhooks",
+    hooks.list_webhooks,
+    P.WEBHOOKS_VIEW,
+    listing="page",
+    filters=("status",),
+    sorts=hooks.ENDPOINT_SORTS,
+)
 expose(
     "GET", "/webhooks/{webhook_id}", "get_webhook", hooks.get_webhook, P.WEBHOOKS_VIEW, errors=("webhook_not_found",)
 )
@@ -487,6 +515,7 @@ expose(
     hooks.list_deliveries,
     P.WEBHOOKS_VIEW,
     listing="page",
+    sorts=hooks.DELIVERY_SORTS,
     filters=("status",),
     errors=("webhook_not_found",),
 )
@@ -528,8 +557,8 @@ async def submit_event(request: Request) -> Response:
     """Also served before routing by the app's EventsFastPath (the hottest operation), with this same code."""
     principal = _authorised(request, Permission.EVENTS_WRITE)
     body = await json_body(request, rq.EventCreate)
-    result = await request.app.state.intake.submit(principal.scope, body)  # answered after the group commit
-    return success(result, request_id_of(request), 202)
+    stored = await request.app.state.intake.submit(principal.scope, events.prepare_event(body))  # after the commit
+    return success(events.present_stored(stored), request_id_of(request), 202)
 
 
 @router.post(
@@ -539,7 +568,8 @@ async def submit_event(request: Request) -> Response:
         Permission.API_KEYS_MANAGE,
         idempotent="none",
         errors=(*BODY_CODES, "permission_unknown", "permission_escalation"),
-    ),
+    )
+    | responds(201, r.ApiKeyCreated),
 )
 async def create_api_key(request: Request) -> Response:
     principal = _authorised(request, Permission.API_KEYS_MANAGE)
@@ -552,7 +582,8 @@ async def create_api_key(request: Request) -> Response:
 
 @router.delete(
     "/developer/api-keys/{key_id}",
-    openapi_extra=operation(Permission.API_KEYS_MANAGE, errors=("api_key_not_found", "api_key_already_revoked")),
+    openapi_extra=operation(Permission.API_KEYS_MANAGE, errors=("api_key_not_found", "api_key_already_revoked"))
+    | responds(200, r.ApiKey),
 )
 async def revoke_api_key(request: Request, key_id: str) -> Response:
     principal = _authorised(request, Permission.API_KEYS_MANAGE)
@@ -563,6 +594,7 @@ async def revoke_api_key(request: Request, key_id: str) -> Response:
 # AI: knowledge search and answers without a model (service.knowledge), and their deprecated predecessors.
 SUNSET = "Sat, 06 Feb 2027 00:00:00 GMT"
 AI_CODES = tuple(BODY_CODES)
+HITS = list[r.KnowledgeHit]
 
 
 def _deprecated(response: Response, successor: str) -> Response:
@@ -572,7 +604,11 @@ def _deprecated(response: Response, successor: str) -> Response:
     return response
 
 
-@router.post("/ai/knowledge/search", openapi_extra=operation(rq.KnowledgeSearch, Permission.AI_USE, errors=AI_CODES))
+@router.post(
+    "/ai/knowledge/search",
+    openapi_extra=operation(rq.KnowledgeSearch, Permission.AI_USE, errors=AI_CODES)
+    | responds(200, list[r.KnowledgeHit]),
+)
 async def knowledge_search(request: Request) -> Response:
     _authorised(request, Permission.AI_USE)
     body = await json_body(request, rq.KnowledgeSearch)
@@ -581,7 +617,7 @@ async def knowledge_search(request: Request) -> Response:
 
 @router.post(
     "/ai/conversations/{conversation_id}/messages",
-    openapi_extra=operation(rq.MessageCreate, Permission.AI_USE, errors=AI_CODES),
+    openapi_extra=operation(rq.MessageCreate, Permission.AI_USE, errors=AI_CODES) | responds(201, r.AssistantMessage),
 )
 async def conversation_message(request: Request, conversation_id: str) -> Response:
     _authorised(request, Permission.AI_USE)
@@ -590,7 +626,10 @@ async def conversation_message(request: Request, conversation_id: str) -> Respon
 
 
 @router.post(
-    "/ai/search", deprecated=True, openapi_extra=operation(rq.KnowledgeSearch, Permission.AI_USE, errors=AI_CODES)
+    "/ai/search",
+    deprecated=True,
+    openapi_extra=operation(rq.KnowledgeSearch, Permission.AI_USE, errors=AI_CODES)
+    | responds(200, list[r.KnowledgeHit]),
 )
 async def deprecated_search(request: Request) -> Response:
     _authorised(request, Permission.AI_USE)
@@ -602,7 +641,9 @@ async def deprecated_search(request: Request) -> Response:
 
 
 @router.post(
-    "/ai/messages", deprecated=True, openapi_extra=operation(rq.MessageCreate, Permission.AI_USE, errors=AI_CODES)
+    "/ai/messages",
+    deprecated=True,
+    openapi_extra=operation(rq.MessageCreate, Permission.AI_USE, errors=AI_CODES) | responds(201, r.AssistantMessage),
 )
 async def deprecated_message(request: Request) -> Response:
     _authorised(request, Permission.AI_USE)

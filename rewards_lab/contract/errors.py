@@ -88,6 +88,7 @@ REGISTRY: dict[str, ErrorCode] = {
             "credentials_invalid": "The credentials are not valid.",
             "api_key_revoked": "The API key has been revoked.",
             "session_expired": "The session has expired; log in again.",
+            "session_revoked": "The session has ended (logged out); log in again.",
             "second_factor_required": "This account requires a second factor.",
             "second_factor_invalid": "The second factor is not valid.",
         },

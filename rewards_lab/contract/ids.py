@@ -28,6 +28,7 @@ PREFIXES: dict[str, str] = {
     "api_key": "key",
     "user": "usr",
     "session": "ses",
+    "log_entry": "log",
     "request": "req",
     "conversation": "cnv",
     "message": "msg",

@@ -71,7 +71,24 @@ def _decimal_string(value: object) -> str:
     return value
 
 
-DecimalString = Annotated[str, BeforeValidator(_decimal_string)]
+DecimalString = Annotated[
+    str,
+    BeforeValidator(_decimal_string),
+    WithJsonSchema({"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$", "examples": ["12.50"]}),
+]
+# ISO 8601 / RFC 3339 date-times only (a JSON number is not a time, though pydantic would read it as epoch seconds).
+_DATE_TIME_RE = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?([Zz]|[+-][0-9]{2}:[0-9]{2})?"
+)
+
+
+def _date_time(value: object) -> object:
+    if value is not None and not (isinstance(value, str) and _DATE_TIME_RE.fullmatch(value)):
+        raise custom_error(ServiceError("field_invalid", "must be an ISO 8601 date-time such as 2026-01-31T12:00:00Z"))
+    return value
+
+
+DateTime = Annotated[datetime, BeforeValidator(_date_time)]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Identifier = Annotated[str, Field(min_length=1, max_length=255)]
 FieldName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
@@ -91,7 +108,11 @@ class Environment(StrEnum):
 
 class CustomerCreate(RequestModel):
     external_id: Identifier
-    email: Annotated[str | None, AfterValidator(_email)] = None
+    email: Annotated[
+        str | None,
+        AfterValidator(_email),
+        WithJsonSchema({"anyOf": [{"type": "string", "pattern": _EMAIL_RE.pattern}, {"type": "null"}]}),
+    ] = None
     country: Annotated[str | None, Field(pattern=r"^[A-Z]{2}$", description="ISO 3166-1 alpha-2")] = None
 
 
@@ -201,7 +222,7 @@ class EventCreate(RequestModel):
     type: EventType
     external_event_id: Identifier
     customer_id: Identifier
-    occurred_at: datetime | None = None
+    occurred_at: DateTime | None = None
     data: dict[str, Any] = {}
 
 

@@ -38,12 +38,18 @@ _principal_cache_lock = threading.Lock()
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who a request acts as: one key, one organization, one environment, a set of permissions."""
+    """Who a request acts as: one key (or session), one organization, one environment, a set of permissions."""
 
-    key_id: str
+    key_id: str  # the API key's id, or the session's id
     scope: Scope
     permissions: frozenset[str]
     rate_limit_per_minute: int
+    account_id: str | None = None  # set when a person's session acts
+
+    @property
+    def actor_id(self) -> str:
+        """Who is accountable: the session's account, else the key (request log, `created_by`)."""
+        return self.account_id or self.key_id
 
     def require(self, permission: str) -> None:
         if permission not in self.permissions:
@@ -86,7 +92,7 @@ def create_api_key(
             secret[:VISIBLE_PREFIX_LENGTH],
             hash_secret(secret),
             permissions,
-            creator.key_id if creator else None,
+            creator.actor_id if creator else None,
         )
     return r.ApiKeyCreated(**_resource(row).model_dump(), secret=secret)
 

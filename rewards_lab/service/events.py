@@ -72,54 +72,87 @@ def submit_events(database: Database, scope: Scope, bodies: list[rq.EventCreate]
 def submit_event_groups(
     database: Database, groups: list[tuple[Scope, list[rq.EventCreate]]]
 ) -> list[list[r.Event | ServiceError]]:
-    """`submit_events` for several tenants at once, in ONE transaction (one commit, one fsync): group commit.
+    """`submit_events` for several tenants at once, in ONE transaction (one commit, one fsync): group commit."""
+    prepared_groups: list[tuple[Scope, list[PreparedEvent]]] = []
+    refused: list[dict[int, ServiceError]] = []
+    for scope, bodies in groups:
+        prepared, errors = [], {}
+        for index, body in enumerate(bodies):
+            try:
+                prepared.append(prepare_event(body))
+            except ServiceError as error:
+                errors[index] = error
+        prepared_groups.append((scope, prepared))
+        refused.append(errors)
+    stored = store_prepared(database, prepared_groups)
+    results: list[list[r.Event | ServiceError]] = []
+    for (_, bodies), outcomes, errors in zip(groups, stored, refused, strict=True):
+        remaining = iter(outcomes)
+        results.append([errors[i] if i in errors else present_stored(next(remaining)) for i in range(len(bodies))])
+    return results
 
-    It runs in the intake's own transaction (`Database.intake_transaction`), so accepting events never waits for
-    the worker's processing batch.
-    """
+
+@dataclass(frozen=True, slots=True)
+class PreparedEvent:
+    """An event ready to store: its row (id, payload hash, data text) computed outside the intake's transaction."""
+
+    row: dict[str, Any]
+
+    @property
+    def external_event_id(self) -> str:
+        return str(self.row["external_event_id"])
+
+
+def prepare_event(body: rq.EventCreate) -> PreparedEvent:
+    """The per-event work of acceptance (hashing, serialising), done by the request before it queues the event,
+    so that the intake's one writer thread only runs the statements. `event_payload_too_large` is raised here."""
+    data_text = jsonutil.dumps(body.data)
+    if len(data_text) > rq.MAX_EVENT_DATA_BYTES:
+        raise ServiceError("event_payload_too_large", field="data", limit_bytes=rq.MAX_EVENT_DATA_BYTES)
+    return PreparedEvent(
+        {
+            "id": new_id("event"),
+            "external_event_id": body.external_event_id,
+            "type": body.type,
+            "customer_id": body.customer_id,
+            "occurred_at": _naive_utc(body.occurred_at),
+            "data": data_text,
+            "payload_hash": jsonutil.canonical_hash(_payload(body)),
+        }
+    )
+
+
+def store_prepared(
+    database: Database, groups: list[tuple[Scope, list[PreparedEvent]]]
+) -> list[list[Row | ServiceError]]:
+    """Store prepared events of several tenants in ONE transaction; per event, the stored (or original) row, or
+    `event_duplicate_mismatch`. It runs in the intake's own transaction (`Database.intake_transaction`), so
+    accepting events never waits for the worker's processing batch."""
     with database.intake_transaction() as con:
         uow = Repositories(con, database)
-        return [_accept(uow, scope, bodies) for scope, bodies in groups]
+        return [_store(uow, scope, prepared) for scope, prepared in groups]
 
 
-def _accept(uow: Repositories, scope: Scope, bodies: list[rq.EventCreate]) -> list[r.Event | ServiceError]:
-    results: list[r.Event | ServiceError | None] = [None] * len(bodies)
-    fresh: dict[str, tuple[int, dict[str, Any]]] = {}
-    existing = uow.events.get_by_external_ids(scope, sorted({b.external_event_id for b in bodies}))
-    for index, body in enumerate(bodies):
-        payload = _payload(body)
-        digest = jsonutil.canonical_hash(payload)
-        data_text = jsonutil.dumps(body.data)
-        if len(data_text) > rq.MAX_EVENT_DATA_BYTES:
-            results[index] = ServiceError("event_payload_too_large", field="data", limit_bytes=rq.MAX_EVENT_DATA_BYTES)
-            continue
-        original = existing.get(body.external_event_id)
-        pending = fresh.get(body.external_event_id)
-        original_hash = original["payload_hash"] if original else pending[1]["payload_hash"] if pending else None
-        if original_hash is not None and original_hash != digest:
+def present_stored(outcome: Row | ServiceError) -> r.Event | ServiceError:
+    return outcome if isinstance(outcome, ServiceError) else presenters.event(outcome)
+
+
+def _store(uow: Repositories, scope: Scope, prepared: list[PreparedEvent]) -> list[Row | ServiceError]:
+    results: list[Row | ServiceError | None] = [None] * len(prepared)
+    fresh: dict[str, dict[str, Any]] = {}
+    existing = uow.events.get_by_external_ids(scope, sorted({p.external_event_id for p in prepared}))
+    for index, item in enumerate(prepared):
+        external_id = item.external_event_id
+        original = existing.get(external_id) or fresh.get(external_id)
+        if original is None:
+            fresh[external_id] = item.row
+        elif original["payload_hash"] != item.row["payload_hash"]:
             results[index] = ServiceError(
-                "event_duplicate_mismatch",
-                field="external_event_id",
-                external_event_id=body.external_event_id,
-            )
-        elif original is not None:
-            results[index] = presenters.event(original)
-        elif pending is None:
-            fresh[body.external_event_id] = (
-                index,
-                {
-                    "id": new_id("event"),
-                    "external_event_id": body.external_event_id,
-                    "type": body.type,
-                    "customer_id": body.customer_id,
-                    "occurred_at": _naive_utc(body.occurred_at),
-                    "data": data_text,
-                    "payload_hash": digest,
-                },
+                "event_duplicate_mismatch", field="external_event_id", external_event_id=external_id
             )
     received_at = utcnow()
-    uow.events.add_many(scope, [row for _, row in fresh.values()], received_at)
-    stored = {  # the rows as inserted: no need to read them back
+    uow.events.add_many(scope, list(fresh.values()), received_at)
+    stored: dict[str, Row] = {  # the rows as inserted: no need to read them back
         external_id: {
             **row,
             "status": "received",
@@ -129,12 +162,13 @@ def _accept(uow: Repositories, scope: Scope, bodies: list[rq.EventCreate]) -> li
             "received_at": received_at,
             "processed_at": None,
         }
-        for external_id, (_, row) in fresh.items()
+        for external_id, row in fresh.items()
     }
-    for index, body in enumerate(bodies):
-        if results[index] is None:
-            results[index] = presenters.event(stored[body.external_event_id])
-    return [result for result in results if result is not None]
+    stored.update(existing)
+    return [
+        result if result is not None else stored[item.external_event_id]
+        for result, item in zip(results, prepared, strict=True)
+    ]
 
 
 def submit_event(database: Database, scope: Scope, body: rq.EventCreate) -> r.Event:

@@ -137,4 +137,29 @@ MIGRATIONS.append(
     )
 )
 
-LATEST_VERSION = MIGRATIONS[-1][0]
+MIGRATIONS.append(
+    (
+        4,
+        "accounts and sessions (hashed secrets), and the request log",
+        [
+            # One account per email address across the service; `password_hash` is a self-describing scrypt
+            # string; `totp_last_step` refuses a second use of the same one-time code.
+            """CREATE TABLE accounts (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, email VARCHAR NOT NULL UNIQUE,
+                role VARCHAR NOT NULL, permissions VARCHAR NOT NULL, password_hash VARCHAR NOT NULL,
+                totp_secret VARCHAR, totp_last_step BIGINT, created_at TIMESTAMP NOT NULL)""",
+            """CREATE TABLE sessions (
+                id VARCHAR PRIMARY KEY, account_id VARCHAR NOT NULL, organization_id VARCHAR NOT NULL,
+                token_hash VARCHAR NOT NULL UNIQUE, created_at TIMESTAMP NOT NULL, expires_at TIMESTAMP NOT NULL,
+                revoked_at TIMESTAMP)""",
+            # Written in batches by a background thread; no index, so a batch insert stays cheap. Rows of requests
+            # that never authenticated have no organization and are visible to no tenant.
+            """CREATE TABLE request_log (
+                id VARCHAR NOT NULL, organization_id VARCHAR, environment VARCHAR, request_id VARCHAR NOT NULL,
+                method VARCHAR NOT NULL, path VARCHAR NOT NULL, operation VARCHAR, status INTEGER NOT NULL,
+                duration_ms DOUBLE NOT NULL, principal_id VARCHAR, created_at TIMESTAMP NOT NULL)""",
+        ],
+    )
+)
+
+LATEST_VERSION = max(version for version, _, _ in MIGRATIONS)

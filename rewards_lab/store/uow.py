@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 import duckdb
 
+from rewards_lab.store.accounts import AccountRepository, SessionRepository
 from rewards_lab.store.api_keys import ApiKeyRepository
 from rewards_lab.store.assets import AssetRepository
 from rewards_lab.store.customers import CustomerRepository
@@ -18,6 +19,7 @@ from rewards_lab.store.ledger import LedgerRepository
 from rewards_lab.store.organizations import OrganizationRepository
 from rewards_lab.store.outbox import OutboxRepository
 from rewards_lab.store.programmes import ProgrammeRepository
+from rewards_lab.store.request_log import RequestLogRepository
 from rewards_lab.store.wallets import WalletRepository
 from rewards_lab.store.webhooks import WebhookRepository
 
@@ -37,6 +39,9 @@ class Repositories:
         self.outbox = OutboxRepository(con)
         self.api_keys = ApiKeyRepository(con)
         self.webhooks = WebhookRepository(con)
+        self.accounts = AccountRepository(con)
+        self.sessions = SessionRepository(con)
+        self.request_log = RequestLogRepository(con)
 
 
 @contextmanager

@@ -1,7 +1,8 @@
 """Group commit for POST /events: many requests, one transaction, one fsync.
 
-Each request hands its validated event to `EventIntake.submit` and awaits the answer. One writer thread takes
-everything queued (up to `max_batch`), stores it in ONE transaction (`events.submit_event_groups`), and only
+Each request validates and prepares its event (`events.prepare_event`: id, payload hash, data text), hands it to
+`EventIntake.submit` and awaits the answer. One writer thread takes
+everything queued (up to `max_batch`), stores it in ONE transaction (`events.store_prepared`), and only
 after the commit answers every waiting request. A response therefore never precedes durability, and while one
 commit is in flight the next batch gathers by itself: the busier the service, the larger the batches.
 """
@@ -15,12 +16,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rewards_lab.contract import requests as rq
-from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service.events import submit_event_groups
+from rewards_lab.service.events import PreparedEvent, store_prepared
 from rewards_lab.store.database import Database
+from rewards_lab.store.queries import Row
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_BATCH = 2000
@@ -30,12 +30,12 @@ _STOP = object()
 @dataclass(slots=True)
 class _Pending:
     scope: Scope
-    body: rq.EventCreate
+    event: PreparedEvent
     loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[r.Event]
+    future: asyncio.Future[Row]
 
 
-def _resolve(future: asyncio.Future[r.Event], outcome: r.Event | BaseException) -> None:
+def _resolve(future: asyncio.Future[Row], outcome: Row | BaseException) -> None:
     if future.done():  # the client went away and the request was cancelled; the event is stored all the same
         return
     if isinstance(outcome, BaseException):
@@ -70,12 +70,14 @@ class EventIntake:
     def depth(self) -> int:
         return self._queue.qsize()
 
-    async def submit(self, scope: Scope, body: rq.EventCreate) -> r.Event:
+    async def submit(self, scope: Scope, event: PreparedEvent) -> Row:
+        """The stored row (or the original one, for a repeated `external_event_id` with the same payload), once
+        committed; `event_duplicate_mismatch` is raised for the same id with another payload."""
         if not self._accepting:
             raise ServiceError("service_unavailable", "the service is shutting down; retry shortly")
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[r.Event] = loop.create_future()
-        self._queue.put(_Pending(scope, body, loop, future))
+        future: asyncio.Future[Row] = loop.create_future()
+        self._queue.put(_Pending(scope, event, loop, future))
         return await future
 
     def _take_batch(self) -> tuple[list[_Pending], bool]:
@@ -115,7 +117,7 @@ class EventIntake:
             groups.setdefault(item.scope, []).append(item)
         ordered = list(groups.items())
         try:
-            results = submit_event_groups(self.database, [(scope, [p.body for p in items]) for scope, items in ordered])
+            results = store_prepared(self.database, [(scope, [p.event for p in items]) for scope, items in ordered])
         except Exception as error:  # noqa: BLE001 - every waiting request must get an answer
             log.exception("storing a batch of %d events failed", len(batch))
             failure = error if isinstance(error, ServiceError) else ServiceError("internal_error")

@@ -1,6 +1,7 @@
 """The event worker: processes received events in batches until told to stop.
 
-It sleeps while the queue is empty and is woken early by `notify()` (POST /events calls it after commit).
+It sleeps while the queue is empty and is woken early by `notify()` (the intake calls it after each commit).
+Under load it lingers briefly between batches so that they grow (see LINGER_S).
 Stopping lets the batch in progress finish: a batch is one database transaction, so it either commits whole or,
 if the process dies first, leaves every event `received` for the next start.
 """
@@ -15,6 +16,9 @@ from rewards_lab.store.database import Database
 
 log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.05
+# After a batch that emptied the queue, wait this long before the next one so that events arriving under load
+# gather into larger batches (a batch's fixed cost dominates small ones); an idle worker still starts at once.
+LINGER_S = 0.05
 
 
 class EventWorker:
@@ -47,6 +51,9 @@ class EventWorker:
             except Exception:  # noqa: BLE001 - the worker must outlive any one failure
                 log.exception("event worker batch failed")
                 report = None
-            if report is None or report.processed + report.failed == 0:
+            handled = 0 if report is None else report.processed + report.failed
+            if handled == 0:
                 self._wake.wait(IDLE_WAIT_S)
                 self._wake.clear()
+            elif handled < self.batch_size:
+                self._stop.wait(LINGER_S)

@@ -1,0 +1,128 @@
+"""Operations of people and developers: login and logout (sessions), the request log and API usage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from rewards_lab.api.context import database_of, json_body, principal_of, request_id_of
+from rewards_lab.api.envelope import success
+from rewards_lab.api.openapi_doc import query_parameters, responds
+from rewards_lab.api.routes import BODY_CODES, PAGE_CODES, REQUEST_MODELS, _authorised, _list, _page, operation
+from rewards_lab.contract import developer as d
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.permissions import Permission
+from rewards_lab.service import request_log, sessions
+from rewards_lab.service.login_guard import LoginGuard
+
+router = APIRouter()
+
+
+LOGIN_CODES = (
+    *BODY_CODES,
+    "field_invalid",
+    "field_required",
+    "credentials_invalid",
+    "second_factor_required",
+    "second_factor_invalid",
+    "organization_mismatch",
+    "rate_limit_exceeded",
+)
+REQUEST_MODELS["LoginRequest"] = d.LoginRequest
+
+
+@router.post(
+    "/auth/login",
+    openapi_extra={
+        # No x-permission and no bearer: there is no principal yet; the password (and second factor) make one.
+        "security": [],
+        "x-idempotent": "none",
+        "x-error-codes": sorted(LOGIN_CODES),
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/LoginRequest"}}},
+        },
+    }
+    | responds(201, d.SessionCreated),
+)
+async def login(request: Request) -> Response:
+    body = await json_body(request, d.LoginRequest)
+    guard: LoginGuard = request.app.state.login_guard
+    address = request.client.host if request.client else "unknown"
+    result = await run_in_threadpool(
+        sessions.login,
+        database_of(request),
+        guard,
+        body,
+        address=address,
+        organization_id=request.headers.get("x-organization-id"),
+        lifetime_s=request.app.state.session_lifetime_s,
+    )
+    return success(result, request_id_of(request), 201)
+
+
+@router.post(
+    "/auth/logout",
+    # Any live session may end itself: no permission beyond holding the token (so no x-permission).
+    openapi_extra={
+        key: value
+        for key, value in operation(Permission.API_KEYS_MANAGE, errors=("session_expired", "session_revoked")).items()
+        if key != "x-permission"
+    }
+    | responds(200, d.Session),
+)
+async def logout(request: Request) -> Response:
+    principal = principal_of(request)
+    if principal.account_id is None:
+        raise ServiceError(
+            "field_invalid",
+            "logout ends a session; an API key is revoked with DELETE /developer/api-keys/{key_id}",
+            field="Authorization",
+        )
+    token = request.headers["authorization"].partition(" ")[2].strip()
+    result = await run_in_threadpool(sessions.logout, database_of(request), token)
+    return success(result, request_id_of(request))
+
+
+@router.get(
+    "/developer/logs",
+    openapi_extra=operation(Permission.LOGS_VIEW, errors=(*PAGE_CODES, "period_invalid"))
+    | responds(200, list[d.RequestLogEntry])
+    | query_parameters("status", "path", "request_id", "from", "to", listing=True, sorts=request_log.LOG_SORTS),
+)
+async def list_request_logs(request: Request) -> Response:
+    principal = _authorised(request, Permission.LOGS_VIEW)
+    query = request.query_params
+    page = _page(request)
+    if "direction" not in query:
+        page = replace(page, direction="desc")  # newest first unless asked otherwise
+    result = await run_in_threadpool(
+        request_log.list_logs,
+        database_of(request),
+        principal.scope,
+        page,
+        status=query.get("status"),
+        path=query.get("path"),
+        request_id=query.get("request_id"),
+        since=query.get("from"),
+        until=query.get("to"),
+    )
+    return _list(result, request)
+
+
+@router.get(
+    "/developer/usage",
+    openapi_extra=operation(Permission.USAGE_VIEW, errors=("period_invalid",))
+    | responds(200, d.Usage)
+    | query_parameters("from", "to"),
+)
+async def api_usage(request: Request) -> Response:
+    principal = _authorised(request, Permission.USAGE_VIEW)
+    query = request.query_params
+    result = await run_in_threadpool(
+        request_log.usage, database_of(request), principal.scope, since=query.get("from"), until=query.get("to")
+    )
+    return success(result, request_id_of(request))

@@ -1,0 +1,208 @@
+"""A programme's rules compiled to DuckDB SQL with the live engine's semantics (rewards_lab.domain.rules).
+
+Every number stays exact: conditions compare integers, DECIMALs or doubles against the threshold written in the
+same type (a double comparison is exact because thresholds have at most 15 significant digits and a double is
+read as its shortest repr), and `{per, rate}` amounts are integer products truncated toward zero
+(`V * N // D` with V the value scaled to an integer and N / D the rate times 10**decimals as a reduced fraction),
+exactly `rewards_lab.domain.money.reward_minor`. Values SQL cannot read exactly (more than 10 decimal places,
+18 or more integer digits, JSON numbers DuckDB parses through a double) mark their row `exotic`: such rows are
+evaluated by the live engine's own Python functions instead.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+
+from rewards_lab.domain.money import MAX_AMOUNT_MINOR, parse_amount
+from rewards_lab.domain.rules import ActionSpec, ConditionSpec, RuleSpec
+from rewards_lab.lab.programme_file import ProgrammeDefinition
+from rewards_lab.lab.replay_inputs import NUMBER_RE, SIMPLE_RE, EventSource, FieldSource, literal
+
+TOO_LARGE = -1  # the amount column's marker for an action refused as amount_too_large
+_SQL_OPERATORS = {"gte": ">=", "gt": ">", "lte": "<=", "lt": "<", "eq": "=", "neq": "<>"}
+_EST_LIMIT = 1.5e18  # above this estimate the product is surely above MAX_AMOUNT_MINOR; below, V * N fits HUGEINT
+
+
+def rule_specs(definition: ProgrammeDefinition) -> list[RuleSpec]:
+    """The file's rules as the live engine's RuleSpecs (rule_id = the rule's index in the file)."""
+    decimals = definition.asset.decimals
+    specs = []
+    for index, rule in enumerate(definition.rules):
+        conditions = tuple(ConditionSpec(c.field, c.operator.value, c.value) for c in rule.conditions)
+        actions = []
+        for number, action in enumerate(rule.actions):
+            amount = action.amount
+            if hasattr(amount, "fixed"):
+                field = f"rules[{index}].actions[{number}].amount.fixed"
+                actions.append(ActionSpec("asset", decimals, fixed_minor=parse_amount(amount.fixed, decimals, field)))
+            else:
+                actions.append(ActionSpec("asset", decimals, per=amount.per, rate=amount.rate))
+        specs.append(RuleSpec(str(index), rule.event_type, conditions, tuple(actions)))
+    return specs
+
+
+def referenced_fields(specs: list[RuleSpec]) -> list[str]:
+    names = [c.field for spec in specs for c in spec.conditions]
+    names += [a.per for spec in specs for a in spec.actions if a.per is not None]
+    return list(dict.fromkeys(names))
+
+
+# values -------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Numeric:
+    """A field as an exact SQL number: `value` (NULL when absent or not a number), its scale and bound."""
+
+    source: FieldSource
+    value: str
+    scale: int  # value * 10**scale is an integer
+    bound: int  # |value * 10**scale| < bound wherever the row is not exotic
+    exotic: str  # SQL: the value is a number SQL cannot read exactly
+
+
+def numeric(source: FieldSource) -> Numeric:
+    sql = source.sql
+    if source.kind == "int":  # exact at any size: the HUGEINT path's estimate guards the product
+        return Numeric(source, sql, 0, source.bound, "FALSE")
+    if source.kind == "decimal":
+        return Numeric(source, sql, source.scale, 10**source.precision, "FALSE")
+    if source.kind in ("text", "double"):
+        text = f"CAST({sql} AS VARCHAR)"
+        simple = f"regexp_full_match({text}, {literal(SIMPLE_RE)})"
+        if source.kind == "double":
+            value = f"(CASE WHEN isfinite({sql}) AND {simple} THEN CAST({text} AS DECIMAL(28, 10)) END)"
+            exotic = f"(isfinite({sql}) AND NOT {simple})"
+        else:
+            value = f"(CASE WHEN {simple} THEN CAST({text} AS DECIMAL(28, 10)) END)"
+            exotic = f"(regexp_full_match({text}, {literal(NUMBER_RE)}) AND NOT {simple})"
+        return Numeric(source, value, 10, 10**28, exotic)
+    return Numeric(source, "NULL", 0, 1, "FALSE")
+
+
+def _plain(value: Decimal) -> str:
+    return format(value, "f")
+
+
+def _places(value: Decimal) -> int:
+    exponent = value.normalize().as_tuple().exponent
+    assert isinstance(exponent, int)
+    return max(0, -exponent)
+
+
+def condition_sql(condition: ConditionSpec, source: FieldSource) -> str:
+    """SQL true exactly when the live engine's condition holds (false for missing and non-numeric values)."""
+    op, t = condition.operator, condition.value
+    sql = source.sql
+    if source.kind == "int":
+        floor, ceil = math.floor(t), math.ceil(t)
+        integral = floor == ceil
+        forms = {
+            "gte": f"{sql} >= {ceil}",
+            "gt": f"{sql} > {floor}",
+            "lte": f"{sql} <= {floor}",
+            "lt": f"{sql} < {ceil}",
+            "eq": f"{sql} = {floor}" if integral else "FALSE",
+            "neq": f"{sql} <> {floor}" if integral else f"{sql} IS NOT NULL",
+        }
+        return f"coalesce({forms[op]}, FALSE)"
+    if source.kind == "decimal":
+        p, s = source.precision, source.scale
+        fits = _places(t) <= s and abs(t) < Decimal(10) ** (p - s)
+        typed = (
+            f"CAST({literal(_plain(t))} AS DECIMAL({p}, {s}))"
+            if fits
+            else f"CAST({literal(_plain(t))} AS DECIMAL(38, 10))"
+        )
+        return f"coalesce({sql} {_SQL_OPERATORS[op]} {typed}, FALSE)"
+    if source.kind == "double":
+        return (
+            f"coalesce(isfinite({sql}) AND {sql} {_SQL_OPERATORS[op]} CAST({literal(repr(float(t)))} AS DOUBLE), FALSE)"
+        )
+    if source.kind == "text":
+        value = numeric(source).value
+        return f"coalesce({value} {_SQL_OPERATORS[op]} CAST({literal(_plain(t))} AS DECIMAL(28, 10)), FALSE)"
+    return "FALSE"
+
+
+def _fraction(rate: Decimal, decimals: int, scale: int) -> tuple[int, int]:
+    """(N, D) with value * rate * 10**decimals == V * N / D for V = value * 10**scale, reduced."""
+    sign, digits, exponent = rate.as_tuple()
+    assert isinstance(exponent, int) and not sign
+    coefficient = int("".join(map(str, digits)))
+    numerator, denominator = (
+        coefficient * 10 ** max(exponent + decimals, 0),
+        10 ** (scale + max(-exponent - decimals, 0)),
+    )
+    common = math.gcd(numerator, denominator)
+    return numerator // common, denominator // common
+
+
+def amount_sql(action: ActionSpec, source: FieldSource | None) -> str:
+    """BIGINT minor units the action issues; TOO_LARGE when refused; NULL or 0 when it issues nothing."""
+    if action.fixed_minor is not None:
+        return str(action.fixed_minor)
+    assert action.rate is not None and source is not None
+    number = numeric(source)
+    if number.value == "NULL":
+        return "NULL"
+    n, d = _fraction(action.rate, action.decimals, number.scale)
+    bound = number.bound
+    scaled = number.value if number.scale == 0 else f"{number.value} * {10**number.scale}"
+    if bound * n < 2**63:  # the product fits a BIGINT: no estimate needed
+        minor = f"CAST({scaled} AS BIGINT) * {n} // {d}" if n != 1 or d != 1 else f"CAST({scaled} AS BIGINT)"
+        body = f"CASE WHEN {minor} > {MAX_AMOUNT_MINOR} THEN {TOO_LARGE} ELSE {minor} END"
+    else:
+        estimate = f"CAST({number.value} AS DOUBLE) * {float(action.rate) * 10**action.decimals!r}"
+        product = f"((CASE WHEN {estimate} >= {_EST_LIMIT!r} THEN 0 ELSE CAST({scaled} AS HUGEINT) END) * {n} // {d})"
+        body = (
+            f"CASE WHEN {estimate} >= {_EST_LIMIT!r} OR {product} > {MAX_AMOUNT_MINOR} THEN {TOO_LARGE} "
+            f"ELSE CAST({product} AS BIGINT) END"
+        )
+    return f"(CASE WHEN {number.value} > 0 THEN {body} END)"
+
+
+# the programme ------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CompiledRule:
+    index: int
+    event_type: str
+    where: str  # the rule's conditions (without the event type)
+    amounts: tuple[str, ...]  # one per action
+
+
+@dataclass(frozen=True)
+class CompiledProgramme:
+    specs: list[RuleSpec]
+    rules: list[CompiledRule]
+    fields: list[str]
+    exotic: str  # SQL: the row must be evaluated in Python
+    slots: int  # rules x actions, the width of one event's seq range
+    first_slot: tuple[int, ...]  # slot number of each rule's first action
+
+
+def compile_programme(definition: ProgrammeDefinition, source: EventSource) -> CompiledProgramme:
+    specs = rule_specs(definition)
+    fields = referenced_fields(specs)
+    compiled = []
+    exotic_parts: list[str] = []
+    for spec in specs:
+        where = " AND ".join(condition_sql(c, source.field(c.field)) for c in spec.conditions) or "TRUE"
+        amounts = tuple(amount_sql(a, source.field(a.per) if a.per else None) for a in spec.actions)
+        compiled.append(CompiledRule(int(spec.rule_id), spec.event_type, where, amounts))
+        for c in spec.conditions:
+            field = source.field(c.field)
+            if field.kind == "text":
+                exotic_parts.append(numeric(field).exotic)
+        for a in spec.actions:
+            if a.per is not None:
+                exotic_parts.append(numeric(source.field(a.per)).exotic)
+    if source.unsafe_sql:
+        exotic_parts.append(source.unsafe_sql)
+    parts = [p for p in dict.fromkeys(exotic_parts) if p != "FALSE"]
+    exotic = "coalesce(" + " OR ".join(parts) + ", FALSE)" if parts else "FALSE"
+    first, total = [], 0
+    for spec in specs:
+        first.append(total)
+        total += len(spec.actions)
+    return CompiledProgramme(specs, compiled, fields, exotic, total, tuple(first))

@@ -1,0 +1,155 @@
+"""Sweeps: one programme over a grid of parameter values, against the same history, in one vectorised pass.
+
+Each grid point is the programme file with the grid's values set at their paths (for example
+"rules[0].actions[0].amount.rate"), validated like any programme file. All points are compiled and run as ONE
+DuckDB statement (the compiled rules of every point, tagged with the point's number): the events are read once
+per statement and every point is set-based. The supply ceiling is then enforced per point in processing order
+(numpy), exactly as the replay does, which gives issuance, liability and the day the ceiling was first hit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from collections.abc import Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.domain.money import parse_ceiling, to_decimal
+from rewards_lab.lab.programme_file import ProgrammeDefinition, parse_programme
+from rewards_lab.lab.replay import (
+    DAY_US,
+    candidate_selects,
+    definition_of,
+    order_events,
+    parse_supply,
+    python_rows,
+)
+from rewards_lab.lab.replay_ceiling import resolve
+from rewards_lab.lab.replay_inputs import open_events
+from rewards_lab.lab.replay_sql import compile_programme, referenced_fields, rule_specs
+
+_PATH_PART = re.compile(r"([A-Za-z_]+)((?:\[\d+\])*)")
+_EPOCH = np.datetime64("1970-01-01", "D")
+
+
+def _path(key: str) -> list[str | int]:
+    """ "rules[0].conditions[1].value" -> ["rules", 0, "conditions", 1, "value"]."""
+    parts: list[str | int] = []
+    for piece in key.split("."):
+        match = _PATH_PART.fullmatch(piece)
+        if match is None:
+            raise ServiceError("field_invalid", f"grid key {key!r} is not a path such as rules[0].amount", field=key)
+        parts.append(match.group(1))
+        parts += [int(index) for index in re.findall(r"\[(\d+)\]", match.group(2))]
+    return parts
+
+
+def _exact_sum(values: np.ndarray) -> int:
+    """The exact sum of non-negative int64 amounts (int64 when it cannot overflow, else Python integers)."""
+    if len(values) == 0:
+        return 0
+    if int(values.max()) * len(values) < 2**63:
+        return int(values.sum())
+    return sum(int(v) for v in values.tolist())
+
+
+def with_values(definition: ProgrammeDefinition, values: dict[str, Any]) -> ProgrammeDefinition:
+    """The definition with each path set to its value, validated (errors name the grid key)."""
+    payload = definition.payload()
+    for key, value in values.items():
+        node: Any = payload
+        path = _path(key)
+        try:
+            for part in path[:-1]:
+                node = node[part]
+            last = path[-1]
+            if isinstance(node, list) and not (isinstance(last, int) and 0 <= last < len(node)):
+                raise IndexError(last)
+            node[last] = value  # a dict key may be new: validation refuses unknown fields
+        except (KeyError, IndexError, TypeError):
+            raise ServiceError("field_invalid", f"grid key {key!r} names nothing in the programme", field=key) from None
+    return parse_programme(payload, "<sweep>")
+
+
+def sweep(
+    events: Any,
+    programme: ProgrammeDefinition | str | Path,
+    grid: dict[str, Sequence[Any]],
+    *,
+    opening_supply: Decimal | int | str = 0,
+) -> pd.DataFrame:
+    """One row per grid point: the grid's values (a column per key), then issued, issuances, failed,
+    liability (opening supply + issued) and exhausted_on (the day of the first asset_supply_exhausted, or None)."""
+    started = time.perf_counter()
+    base = definition_of(programme)
+    keys = list(grid)
+    points = list(itertools.product(*(list(grid[key]) for key in keys)))
+    definitions = [with_values(base, dict(zip(keys, point, strict=True))) for point in points]
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    source = open_events(con, events, "__sweep_events")  # reads CSV and JSON lines in file order
+    con.execute("SET preserve_insertion_order = false")  # from here every order is explicit
+    fields = list(dict.fromkeys(f for d in definitions for f in referenced_fields(rule_specs(d))))
+    from_sql = source.prepare(fields)
+    order_events(con, source, from_sql, "__sweep")
+    plans = [compile_programme(d, source) for d in definitions]
+    selects = [
+        f"SELECT {g} AS g, seq, day, m FROM ({select})"
+        for g, plan in enumerate(plans)
+        for _, select in candidate_selects(plan, "__sweep_ordered")
+    ]
+    con.execute("CREATE TEMP TABLE __sweep_candidates (g INTEGER, seq BIGINT, day INTEGER, m BIGINT)")
+    if selects:
+        con.execute("INSERT INTO __sweep_candidates " + " UNION ALL ".join(selects))
+    for g, plan in enumerate(plans):
+        fallback, _ = python_rows(con, source, plan, "__sweep_ordered")
+        if fallback:
+            seqs, stamps, values = (list(column) for column in zip(*fallback, strict=True))
+            con.register("__sweep_fallback", pa.table({"seq": seqs, "t": stamps, "m": values}))
+            day = f"CAST(t // {DAY_US} AS INTEGER)"
+            con.execute(f"INSERT INTO __sweep_candidates SELECT {g}, seq, {day}, m FROM __sweep_fallback")
+            con.unregister("__sweep_fallback")
+    fetched = con.sql("SELECT g, seq, day, m FROM __sweep_candidates ORDER BY g, seq").fetchnumpy()
+    con.close()
+    g_all, day_all, m_all = (np.asarray(fetched[c], dtype=np.int64) for c in ("g", "day", "m"))
+    bounds = np.searchsorted(g_all, np.arange(len(points) + 1))
+    rows = []
+    for g, definition in enumerate(definitions):
+        decimals = definition.asset.decimals
+        amounts, days = m_all[bounds[g] : bounds[g + 1]], day_all[bounds[g] : bounds[g + 1]]
+        too_large = int(np.count_nonzero(amounts < 0))
+        positive, positive_days = amounts[amounts > 0], days[amounts > 0]
+        opening = parse_supply(opening_supply, decimals)
+        ceiling = parse_ceiling(definition.asset.supply_ceiling, decimals, "asset.supply_ceiling")
+        exhausted_on = None
+        if ceiling is None:
+            issued_minor, issued_count = _exact_sum(positive), len(positive)
+        else:
+            first, after = resolve(positive, ceiling - opening)
+            issued_minor = _exact_sum(positive[:first]) + _exact_sum(positive[after])
+            issued_count = first + len(after)
+            if first < len(positive):
+                exhausted_on = (_EPOCH + int(positive_days[first])).astype(object)
+        issued = to_decimal(issued_minor, decimals)
+        rows.append(
+            {
+                **dict(zip(keys, points[g], strict=True)),
+                "issued": issued,
+                "issuances": issued_count,
+                "failed": len(positive) - issued_count + too_large,
+                "liability": to_decimal(opening, decimals) + issued,
+                "exhausted_on": exhausted_on,
+            }
+        )
+    frame = pd.DataFrame(rows, columns=[*keys, "issued", "issuances", "failed", "liability", "exhausted_on"])
+    frame.attrs["seconds"] = time.perf_counter() - started
+    return frame

@@ -1,0 +1,134 @@
+"""The request log: one row per /v1 request, written in batches; read per tenant with filters and cursors."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.queries import Row, RowPage, fetch_all, paginate
+
+COLUMNS = (
+    "id",
+    "organization_id",
+    "environment",
+    "request_id",
+    "method",
+    "path",
+    "operation",
+    "status",
+    "duration_ms",
+    "principal_id",
+    "created_at",
+)
+_ARROW_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("organization_id", pa.string()),
+        ("environment", pa.string()),
+        ("request_id", pa.string()),
+        ("method", pa.string()),
+        ("path", pa.string()),
+        ("operation", pa.string()),
+        ("status", pa.int32()),
+        ("duration_ms", pa.float64()),
+        ("principal_id", pa.string()),
+        ("created_at", pa.timestamp("us")),
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LogFilter:
+    status: int | None = None  # exact status
+    status_class: int | None = None  # 4 for 4xx
+    path_prefix: str | None = None
+    request_id: str | None = None
+    since: datetime | None = None  # inclusive, naive UTC
+    until: datetime | None = None  # exclusive, naive UTC
+
+
+class RequestLogRepository:
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def add_batch(self, ids: list[str], records: Sequence[Sequence[Any]]) -> None:
+        """One INSERT for the whole batch, from an Arrow table. `records` hold the columns after `id`, in order,
+        with the time as epoch seconds (converted here without pandas: Arrow casts int64 microseconds)."""
+        columns = list(zip(*records, strict=True))
+        arrays = [pa.array(ids, type=pa.string())]
+        for column, field in zip(columns[:-1], list(_ARROW_SCHEMA)[1:-1], strict=True):
+            arrays.append(pa.array(column, type=field.type))
+        micros = pa.array([int(at * 1_000_000) for at in columns[-1]], type=pa.int64())
+        arrays.append(micros.cast(pa.timestamp("us")))
+        batch = pa.Table.from_arrays(arrays, schema=_ARROW_SCHEMA)
+        self.con.register("request_log_batch", batch)
+        try:
+            self.con.execute(f"INSERT INTO request_log SELECT {', '.join(COLUMNS)} FROM request_log_batch")
+        finally:
+            self.con.unregister("request_log_batch")
+
+    def page(self, scope: Scope, where: LogFilter, page: PageRequest) -> RowPage:
+        clauses = ["organization_id = ?", "environment = ?"]
+        params: list[Any] = [*scope.params]
+        if where.status is not None:
+            clauses.append("status = ?")
+            params.append(where.status)
+        if where.status_class is not None:
+            clauses.append("status // 100 = ?")
+            params.append(where.status_class)
+        if where.path_prefix is not None:
+            clauses.append("starts_with(path, ?)")
+            params.append(where.path_prefix)
+        if where.request_id is not None:
+            clauses.append("request_id = ?")
+            params.append(where.request_id)
+        if where.since is not None:
+            clauses.append("created_at >= ?")
+            params.append(where.since)
+        if where.until is not None:
+            clauses.append("created_at < ?")
+            params.append(where.until)
+        select_sql = f"SELECT * FROM request_log WHERE {' AND '.join(clauses)}"
+        return paginate(
+            self.con, list_name="request_log", select_sql=select_sql, params=params, page=page, sort="created_at"
+        )
+
+    def per_day(self, scope: Scope, first: date, last: date) -> list[Row]:
+        """(day, status class, count) over [first, last], days in UTC."""
+        return fetch_all(
+            self.con,
+            "SELECT CAST(created_at AS DATE) AS day, status // 100 AS status_class, count(*) AS requests "
+            "FROM request_log WHERE organization_id = ? AND environment = ? "
+            "AND created_at >= ? AND created_at < CAST(? AS DATE) + INTERVAL 1 DAY GROUP BY ALL ORDER BY ALL",
+            [*scope.params, first, last],
+        )
+
+    def per_operation(self, scope: Scope, first: date, last: date) -> list[Row]:
+        """(method, operation path template, status class, count); unknown paths share one row over [first, last]."""
+        return fetch_all(
+            self.con,
+            "SELECT method, coalesce(operation, '(no operation)') AS operation, status // 100 AS status_class, "
+            "count(*) AS requests FROM request_log WHERE organization_id = ? AND environment = ? "
+            "AND created_at >= ? AND created_at < CAST(? AS DATE) + INTERVAL 1 DAY GROUP BY ALL ORDER BY ALL",
+            [*scope.params, first, last],
+        )
+
+    def business_counts(self, scope: Scope, first: date, last: date) -> Row:
+        """Events received and rewards issued in the period: two counts over the tenant's rows."""
+        params = [*scope.params, first, last]
+        window = "organization_id = ? AND environment = ? AND {c} >= ? AND {c} < CAST(? AS DATE) + INTERVAL 1 DAY"
+        rows = fetch_all(
+            self.con,
+            f"SELECT (SELECT count(*) FROM events WHERE {window.format(c='received_at')}) AS events_received, "
+            f"(SELECT count(*) FROM reward_executions WHERE status = 'issued' AND "
+            f"{window.format(c='created_at')}) AS rewards_issued",
+            params + params,
+        )
+        return rows[0]
