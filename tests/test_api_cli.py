@@ -21,10 +21,14 @@ from rewards_lab.cli import main
 from rewards_lab.webhooks import SIGNATURE_HEADER, verify
 from tests.live_server import LiveServer, cli, start_server
 
+OWNER_EMAIL = "owner@example.com"
+OWNER_PASSWORD = "correct horse battery staple"
+
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    server = start_server(tmp_path_factory.mktemp("api_cli") / "api.duckdb", "Acme")
+    path = tmp_path_factory.mktemp("api_cli") / "api.duckdb"
+    server = start_server(path, "Acme", "--email", OWNER_EMAIL, "--password", OWNER_PASSWORD)
     yield server
     server.stop()
 
@@ -267,3 +271,41 @@ def test_webhooks_and_their_test_delivery(live: LiveServer) -> None:
     finally:
         receiver.shutdown()
         receiver.server_close()
+
+
+@pytest.mark.usefixtures("in_process")
+def test_request_logs_and_usage(live: LiveServer) -> None:
+    ok(live, "customers", "create", "--external-id", "logged-1")
+    failed(live, "customers", "get", "cus_not_there")
+    deadline = time.monotonic() + 20  # the request log is written in batches, off the request path
+    while not (misses := ok(live, "logs", "list", "--status", "404", "--path", "/v1/customers/")):
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    assert misses[0]["path"] == "/v1/customers/cus_not_there" and misses[0]["method"] == "GET"
+    one = ok(live, "logs", "list", "--request-id", misses[0]["request_id"])
+    assert [entry["id"] for entry in one] == [misses[0]["id"]]
+    usage = ok(live, "usage", "get")
+    assert usage["requests"]["total"] >= 2 and usage["requests"]["by_status_class"]["4xx"] >= 1
+    table = api(live, "usage", "get", "--format", "table")
+    assert table.returncode == 0 and table.stdout.splitlines()[0].split() == ["field", "value"]
+
+
+@pytest.mark.usefixtures("in_process")
+def test_login_takes_no_key_and_its_session_acts_until_logout(live: LiveServer) -> None:
+    target = ["--base-url", live.base_url, "--org", live.organization_id, "--env", "sandbox"]
+    environ = {k: v for k, v in os.environ.items() if k != "REWARDS_API_KEY"} | {"REWARDS_PASSWORD": OWNER_PASSWORD}
+    out, err = io.StringIO(), io.StringIO()
+    with mock.patch.dict(os.environ, environ, clear=True), redirect_stdout(out), redirect_stderr(err):
+        status = main(["api", "auth", "login", "--email", OWNER_EMAIL, *target])
+    assert status == 0, err.getvalue()
+    session = json.loads(out.getvalue())
+    assert session["token_type"] == "bearer" and session["account"]["email"] == OWNER_EMAIL
+    token = session["token"]
+    assert ok(live, "customers", "list", "--external-id", "user-42", key=token) is not None
+    assert ok(live, "auth", "logout", key=token)["revoked_at"] is not None
+    refused = failed(live, "customers", "list", key=token)
+    assert "error: authentication_error" in refused
+    with mock.patch.dict(os.environ, environ | {"REWARDS_PASSWORD": "wrong password!!"}, clear=True):
+        with redirect_stdout(io.StringIO()), redirect_stderr(err := io.StringIO()):
+            status = main(["api", "auth", "login", "--email", OWNER_EMAIL, *target])
+    assert status == 1 and "error: authentication_error credentials_invalid:" in err.getvalue()

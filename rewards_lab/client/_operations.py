@@ -14,6 +14,7 @@ from urllib.parse import quote
 from pydantic import BaseModel
 
 from rewards_lab.client._core import Call, Page
+from rewards_lab.contract import developer as d
 from rewards_lab.contract import resources as r
 
 M = TypeVar("M", bound=BaseModel)
@@ -401,25 +402,25 @@ def list_logs(
     until: str | None = None,
     limit: int | None = None,
     cursor: str | None = None,
-) -> Call[Page[Any]]:
+) -> Call[Page[d.RequestLogEntry]]:
     """Request logs, filterable by status (exact, or a class such as 4xx) and path; `since`/`until` are sent as
     the query's `from` and `to`."""
     filters = {"status": status, "path": path, "request_id": request_id, "from": since, "to": until}
-    return _list("/developer/logs", _raw, limit, cursor, **filters)
+    return _list("/developer/logs", _model(d.RequestLogEntry), limit, cursor, **filters)
 
 
-def usage(*, since: str | None = None, until: str | None = None) -> Call[Any]:
-    return _get("/developer/usage", _raw, **{"from": since, "to": until})
+def usage(*, since: str | None = None, until: str | None = None) -> Call[d.Usage]:
+    return _get("/developer/usage", _model(d.Usage), **{"from": since, "to": until})
 
 
-def login(email: str, password: str, *, totp_code: str | None = None) -> Call[Any]:
+def login(email: str, password: str, *, totp_code: str | None = None) -> Call[d.SessionCreated]:
     """A session for a person; send it as the bearer token of later requests. The client may hold no key yet."""
     body = _without_none(email=email, password=password, totp_code=totp_code)
-    return Call("POST", "/auth/login", _raw, body=body)
+    return Call("POST", "/auth/login", _model(d.SessionCreated), body=body)
 
 
-def logout() -> Call[Any]:
-    return Call("POST", "/auth/logout", _raw)
+def logout() -> Call[d.Session]:
+    return Call("POST", "/auth/logout", _model(d.Session))
 
 
 # AI (the deprecated pair announces itself with Deprecation and Sunset)
