@@ -83,6 +83,9 @@ _DATE_TIME_RE = re.compile(
 
 
 def _date_time(value: object) -> object:
+    """A string in ISO 8601 (from JSON), or a datetime (from Python callers: the lab, replays); never a number."""
+    if isinstance(value, datetime):
+        return value
     if value is not None and not (isinstance(value, str) and _DATE_TIME_RE.fullmatch(value)):
         raise custom_error(ServiceError("field_invalid", "must be an ISO 8601 date-time such as 2026-01-31T12:00:00Z"))
     return value
