@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine (Python 3.11, package registries only):
-#   make lab    sets up .venv and runs the main job
-#   make test   sets up .venv and runs the whole test suite (lint, types, tests)
+#   make lab    sets up .venv and opens JupyterLab on notebooks/ (the rules lab) with the sample data ready
+#   make test   sets up .venv and runs the whole test suite (lint, types, tests, notebooks headless)
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,14 +8,14 @@ STAMP := $(VENV)/.installed
 # The TypeScript compiler, only to check the generated client types (tests/test_contract_artefacts.py).
 TSC := clients/typescript/node_modules/.bin/tsc
 
-.PHONY: setup lab demo test lint typecheck pytest bench bench-replay clean contract
+.PHONY: setup lab lab-services report notebooks demo test lint typecheck pytest bench bench-replay clean contract
 
 setup: $(STAMP) $(TSC)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,lab]'
 	touch $(STAMP)
 
 $(TSC): clients/typescript/package-lock.json
@@ -26,8 +26,32 @@ $(TSC): clients/typescript/package-lock.json
 contract: setup
 	$(BIN)/rewards-lab contract export --out clients
 
-lab: setup demo
+LAB_ARGS ?=
+# Containers often run as root, which JupyterLab refuses without --allow-root.
+ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
+SAMPLE := data/sample_events.parquet
 
+# JupyterLab on notebooks/ (Ctrl-C stops it). Never part of `make test`: CI has no display.
+lab: setup lab-services $(SAMPLE)
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(ROOT_ARGS) $(LAB_ARGS)
+
+# The sample history the notebooks read (committed; regenerated only when missing).
+$(SAMPLE):
+	$(BIN)/python data/generate_events.py --events 20000 --customers 2000 --seed 1 --out $(SAMPLE) \
+		--types order.completed customer.signed_up review.posted referral.converted booking.completed
+
+# Hook for what the notebooks need beside JupyterLab (the push notebook's local /v1 server on 127.0.0.1).
+lab-services: setup
+
+# Every notebook headless with papermill into reports/ (.ipynb and .html with the plots).
+report: setup $(SAMPLE)
+	$(BIN)/python -m rewards_lab.lab.report
+
+# Re-execute the committed notebooks in place: their stored outputs are what nbval checks in `make test`.
+notebooks: setup $(SAMPLE)
+	$(BIN)/python -m rewards_lab.lab.report --refresh
+
+# The engine's in-process demo of the standard integration loop.
 demo: setup
 	$(BIN)/rewards-lab demo --db data/demo.duckdb
 

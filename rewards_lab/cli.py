@@ -180,7 +180,16 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--out", required=True, help="issuances to write: .parquet or .csv")
     replay.add_argument("--opening-supply", default="0", help="outstanding supply before the first event")
     replay.set_defaults(run=_replay)
+    _client_commands(commands)
     return parser
+
+
+def _client_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Commands that act on a live /v1 deployment through rewards_lab.client (key from $REWARDS_API_KEY)."""
+    from rewards_lab import cli_api, cli_push
+
+    cli_push.configure(commands.add_parser("push", help="push a programme file to a live /v1 deployment"))
+    cli_api.configure(commands.add_parser("api", help="call the /v1 API: one subcommand per operation"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -49,7 +49,7 @@ rates = (
     )
     .map(Decimal)
     .filter(lambda rate: rate < MAX_RATE)
-)  # programme files refuse larger rates
+)  # a programme file refuses rates from MAX_RATE up
 
 
 @st.composite

@@ -1,0 +1,470 @@
+"""`rewards-lab api RESOURCE ACTION ...`: the command line client the seed plans, one subcommand per operation.
+
+Built on rewards_lab.client, so it inherits environment scoping (a sandbox key against production fails with
+`environment_mismatch`). Prints the envelope's `data` as JSON (or a table); on failure prints the error's type,
+code and message on stderr and exits 1. The API key comes from $REWARDS_API_KEY only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from rewards_lab.cli_common import (
+    EXIT_API_ERROR,
+    EXIT_USAGE,
+    UsageError,
+    add_target_arguments,
+    client_from,
+    explain,
+    fail,
+)
+
+Run = Callable[[Any, argparse.Namespace], Any]
+Arg = tuple[tuple[str, ...], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Command:
+    resource: str
+    action: str
+    help: str
+    args: tuple[Arg, ...]
+    run: Run
+    listing: bool = False
+    needs_key: bool = True
+
+
+def _a(*flags: str, **options: Any) -> Arg:
+    return flags, options
+
+
+def _json_arg(text: str) -> Any:
+    from rewards_lab.contract import jsonutil
+
+    try:
+        return jsonutil.loads(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {error}") from None
+
+
+def _csv(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+ID = _a("id", help="the resource's id")
+KEY = _a("--idempotency-key", help="Idempotency-Key to send (default: a fresh one, reused on retries)")
+PAGE = (
+    _a("--limit", type=int, help="page size (1-100)"),
+    _a("--cursor", help="cursor from a previous page"),
+    _a("--all", action="store_true", help="follow the cursor through every page"),
+)
+
+
+def _page(**filters: str) -> tuple[Arg, ...]:
+    return tuple(_a(f"--{name.replace('_', '-')}", dest=name, help=text) for name, text in filters.items()) + PAGE
+
+
+def _filters(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in names}
+
+
+def _password() -> str:
+    return os.environ.get("REWARDS_PASSWORD") or getpass.getpass("Password: ")
+
+
+COMMANDS: tuple[Command, ...] = (
+    # customers and wallets
+    Command(
+        "customers",
+        "create",
+        "create a customer keyed by your external id",
+        (_a("--external-id", required=True), _a("--email"), _a("--country"), KEY),
+        lambda c, a: c.create_customer(
+            a.external_id, email=a.email, country=a.country, idempotency_key=a.idempotency_key
+        ),
+    ),
+    Command("customers", "get", "read a customer", (ID,), lambda c, a: c.get_customer(a.id)),
+    Command(
+        "customers",
+        "list",
+        "list customers",
+        _page(external_id="only this external id"),
+        lambda c, a: (c.list_customers, _filters(a, "external_id")),
+        listing=True,
+    ),
+    Command("customers", "segments", "derived segments of a customer", (ID,), lambda c, a: c.customer_segments(a.id)),
+    Command(
+        "wallets",
+        "create",
+        "create a wallet for a customer",
+        (_a("--customer-id", required=True), _a("--type", default="customer"), _a("--transfer-policy"), KEY),
+        lambda c, a: c.create_wallet(
+            a.customer_id, type=a.type, transfer_policy=a.transfer_policy, idempotency_key=a.idempotency_key
+        ),
+    ),
+    Command("wallets", "get", "read a wallet", (ID,), lambda c, a: c.get_wallet(a.id)),
+    Command(
+        "wallets",
+        "list",
+        "list wallets",
+        _page(customer_id="of this customer", status="active or frozen"),
+        lambda c, a: (c.list_wallets, _filters(a, "customer_id", "status")),
+        listing=True,
+    ),
+    Command("wallets", "balances", "balances held by a wallet", (ID,), lambda c, a: c.wallet_balances(a.id)),
+    Command(
+        "wallets",
+        "freeze",
+        "freeze a wallet",
+        (ID, KEY),
+        lambda c, a: c.freeze_wallet(a.id, idempotency_key=a.idempotency_key),
+    ),
+    Command(
+        "wallets",
+        "unfreeze",
+        "unfreeze a wallet",
+        (ID, KEY),
+        lambda c, a: c.unfreeze_wallet(a.id, idempotency_key=a.idempotency_key),
+    ),
+    # assets and the ledger
+    Command(
+        "assets",
+        "create",
+        "create an asset (configured until activated)",
+        (
+            _a("--name", required=True),
+            _a("--symbol", required=True),
+            _a("--type", default="points"),
+            _a("--decimals", type=int, required=True),
+            _a("--supply-ceiling"),
+            KEY,
+        ),
+        lambda c, a: c.create_asset(
+            a.name, a.symbol, a.type, a.decimals, supply_ceiling=a.supply_ceiling, idempotency_key=a.idempotency_key
+        ),
+    ),
+    Command("assets", "get", "read an asset", (ID,), lambda c, a: c.get_asset(a.id)),
+    Command(
+        "assets",
+        "list",
+        "list assets",
+        _page(status="configured, active or paused"),
+        lambda c, a: (c.list_assets, _filters(a, "status")),
+        listing=True,
+    ),
+    Command(
+        "assets",
+        "activate",
+        "activate an asset",
+        (ID, KEY),
+        lambda c, a: c.activate_asset(a.id, idempotency_key=a.idempotency_key),
+    ),
+    Command(
+        "assets",
+        "pause",
+        "pause an asset",
+        (ID, KEY),
+        lambda c, a: c.pause_asset(a.id, idempotency_key=a.idempotency_key),
+    ),
+    Command(
+        "assets",
+        "resume",
+        "resume a paused asset",
+        (ID, KEY),
+        lambda c, a: c.resume_asset(a.id, idempotency_key=a.idempotency_key),
+    ),
+    Command(
+        "assets",
+        "issue",
+        "issue an amount into a wallet (direct issuance)",
+        (ID, _a("--wallet-id", required=True), _a("--amount", required=True), _a("--reason", required=True), KEY),
+        lambda c, a: c.issue(a.id, a.wallet_id, a.amount, a.reason, idempotency_key=a.idempotency_key),
+    ),
+    Command(
+        "assets",
+        "redeem",
+        "redeem an amount from a wallet",
+        (ID, _a("--wallet-id", required=True), _a("--amount", required=True), _a("--reference", required=True), KEY),
+        lambda c, a: c.redeem(a.id, a.wallet_id, a.amount, a.reference, idempotency_key=a.idempotency_key),
+    ),
+    Command(
+        "assets",
+        "transfer",
+        "transfer an amount between wallets",
+        (
+            ID,
+            _a("--from-wallet-id", required=True),
+            _a("--to-wallet-id", required=True),
+            _a("--amount", required=True),
+            _a("--reference"),
+            KEY,
+        ),
+        lambda c, a: c.transfer(
+            a.id, a.from_wallet_id, a.to_wallet_id, a.amount, reference=a.reference, idempotency_key=a.idempotency_key
+        ),
+    ),
+    Command(
+        "transactions",
+        "list",
+        "list ledger transactions",
+        _page(wallet_id="touching this wallet", asset_id="of this asset", kind="issue, redemption, ..."),
+        lambda c, a: (c.list_transactions, _filters(a, "wallet_id", "asset_id", "kind")),
+        listing=True,
+    ),
+    Command("transactions", "get", "read a ledger transaction", (ID,), lambda c, a: c.get_transaction(a.id)),
+    # programmes and rules
+    Command(
+        "programmes",
+        "create",
+        "create a reward programme",
+        (_a("--name", required=True), _a("--asset-id", required=True), _a("--description"), KEY),
+        lambda c, a: c.create_programme(
+            a.name, a.asset_id, description=a.description, idempotency_key=a.idempotency_key
+        ),
+    ),
+    Command("programmes", "get", "read a programme", (ID,), lambda c, a: c.get_programme(a.id)),
+    Command(
+        "programmes",
+        "list",
+        "list programmes",
+        _page(asset_id="dealing in this asset"),
+        lambda c, a: (c.list_programmes, _filters(a, "asset_id")),
+        listing=True,
+    ),
+    Command(
+        "programmes", "versions", "versions of a programme with their rules", (ID,), lambda c, a: c.list_versions(a.id)
+    ),
+    Command(
+        "programmes",
+        "publish",
+        "publish the draft version",
+        (ID, KEY),
+        lambda c, a: c.publish(a.id, idempotency_key=a.idempotency_key),
+    ),
+    Command(
+        "rules",
+        "create",
+        "add a rule to a programme's draft",
+        (
+            _a("--program-id", required=True),
+            _a("--event-type", required=True),
+            _a("--actions", type=_json_arg, required=True, help='JSON, e.g. [{"type":"issue","amount":{"fixed":"5"}}]'),
+            _a("--conditions", type=_json_arg, help='JSON, e.g. [{"field":"amount","operator":"gte","value":20}]'),
+            KEY,
+        ),
+        lambda c, a: c.create_rule(
+            a.program_id, a.event_type, a.actions, conditions=a.conditions, idempotency_key=a.idempotency_key
+        ),
+    ),
+    Command("rules", "get", "read a rule", (ID,), lambda c, a: c.get_rule(a.id)),
+    Command(
+        "rules",
+        "update",
+        "edit a rule of the draft",
+        (ID, _a("--event-type"), _a("--actions", type=_json_arg), _a("--conditions", type=_json_arg), KEY),
+        lambda c, a: c.update_rule(
+            a.id, event_type=a.event_type, conditions=a.conditions, actions=a.actions, idempotency_key=a.idempotency_key
+        ),
+    ),
+    Command(
+        "rules",
+        "delete",
+        "delete a rule from the draft",
+        (ID, KEY),
+        lambda c, a: c.delete_rule(a.id, idempotency_key=a.idempotency_key),
+    ),
+    Command(
+        "rules",
+        "simulate",
+        "what the rule would issue for one event (writes nothing)",
+        (ID, _a("--event", type=_json_arg, required=True, help='flat JSON: {"type": "order.completed", "amount": 42}')),
+        lambda c, a: c.simulate_rule(a.id, a.event),
+    ),
+    # events and executions
+    Command(
+        "events",
+        "send",
+        "send a business event",
+        (
+            _a("--type", required=True),
+            _a("--external-event-id", required=True),
+            _a("--customer-id", required=True),
+            _a("--data", type=_json_arg, help="JSON object of event data"),
+            _a("--occurred-at"),
+        ),
+        lambda c, a: c.submit_event(a.type, a.external_event_id, a.customer_id, data=a.data, occurred_at=a.occurred_at),
+    ),
+    Command("events", "get", "read an event and its processing status", (ID,), lambda c, a: c.get_event(a.id)),
+    Command(
+        "events",
+        "list",
+        "list events with their processing status",
+        _page(status="received, processed or failed", type="event type", customer_id="of this customer"),
+        lambda c, a: (c.list_events, _filters(a, "status", "type", "customer_id")),
+        listing=True,
+    ),
+    Command("events", "replay", "reprocess a failed event", (ID,), lambda c, a: c.replay_event(a.id)),
+    Command(
+        "executions",
+        "list",
+        "list reward executions",
+        _page(customer_id="of this customer", event_id="of this event", status="issued or failed"),
+        lambda c, a: (c.list_executions, _filters(a, "customer_id", "event_id", "status")),
+        listing=True,
+    ),
+    # webhooks, developer tools, sessions
+    Command(
+        "webhooks",
+        "create",
+        "register a webhook endpoint (the signing secret is shown once)",
+        (_a("--url", required=True), _a("--events", type=_csv, required=True, help="comma-separated kinds")),
+        lambda c, a: c.create_webhook(a.url, a.events),
+    ),
+    Command("webhooks", "get", "read a webhook endpoint", (ID,), lambda c, a: c.get_webhook(a.id)),
+    Command(
+        "webhooks",
+        "list",
+        "list webhook endpoints",
+        _page(status="enabled or disabled"),
+        lambda c, a: (c.list_webhooks, _filters(a, "status")),
+        listing=True,
+    ),
+    Command(
+        "webhooks",
+        "disable",
+        "disable a webhook endpoint",
+        (ID, KEY),
+        lambda c, a: c.disable_webhook(a.id, idempotency_key=a.idempotency_key),
+    ),
+    Command("webhooks", "test", "send a test delivery to an endpoint", (ID,), lambda c, a: c.test_webhook(a.id)),
+    Command(
+        "webhooks",
+        "deliveries",
+        "deliveries of an endpoint",
+        (ID, *_page(status="delivery status")),
+        lambda c, a: (partial(c.list_webhook_deliveries, a.id), _filters(a, "status")),
+        listing=True,
+    ),
+    Command(
+        "webhooks",
+        "delivery",
+        "read one delivery with its attempts",
+        (ID, _a("delivery_id")),
+        lambda c, a: c.get_webhook_delivery(a.id, a.delivery_id),
+    ),
+    Command(
+        "webhooks",
+        "replay",
+        "replay a failed delivery",
+        (ID, _a("delivery_id"), KEY),
+        lambda c, a: c.replay_webhook_delivery(a.id, a.delivery_id, idempotency_key=a.idempotency_key),
+    ),
+    Command(
+        "api-keys",
+        "create",
+        "create an API key (the secret is shown once)",
+        (_a("--name", required=True), _a("--permissions", type=_csv, required=True, help="comma-separated codes")),
+        lambda c, a: c.create_api_key(a.name, a.permissions),
+    ),
+    Command("api-keys", "revoke", "revoke an API key (its history stays)", (ID,), lambda c, a: c.revoke_api_key(a.id)),
+    Command(
+        "logs",
+        "list",
+        "request logs, newest first",
+        _page(
+            status="HTTP status or class (404, 4xx)",
+            path="path prefix",
+            request_id="one request",
+            since="from this time (ISO 8601)",
+            until="until this time (ISO 8601)",
+        ),
+        lambda c, a: (c.list_logs, _filters(a, "status", "path", "request_id", "since", "until")),
+        listing=True,
+    ),
+    Command(
+        "usage",
+        "get",
+        "API usage over a period",
+        (_a("--since", help="from this time (ISO 8601)"), _a("--until", help="until this time (ISO 8601)")),
+        lambda c, a: c.usage(since=a.since, until=a.until),
+    ),
+    Command(
+        "auth",
+        "login",
+        "log in a person (password from $REWARDS_PASSWORD or a prompt); prints the session",
+        (_a("--email", required=True), _a("--totp-code", help="second factor, when the account requires one")),
+        lambda c, a: c.login(a.email, _password(), totp_code=a.totp_code),
+        needs_key=False,
+    ),
+    Command("auth", "logout", "end the session held in $REWARDS_API_KEY", (), lambda c, a: c.logout()),
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    add_target_arguments(common)
+    common.add_argument("--format", choices=["json", "table"], default="json", help="how to print data")
+    resources = parser.add_subparsers(dest="resource", required=True, metavar="RESOURCE")
+    groups: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
+    for command in COMMANDS:
+        if command.resource not in groups:
+            group = resources.add_parser(command.resource, help=f"{command.resource} operations")
+            groups[command.resource] = group.add_subparsers(dest="action", required=True, metavar="ACTION")
+        leaf = groups[command.resource].add_parser(command.action, help=command.help, parents=[common])
+        for flags, options in command.args:
+            leaf.add_argument(*flags, **options)
+        leaf.set_defaults(run=run, api_command=command)
+
+
+def _plain(value: Any) -> Any:
+    """Models and pages as plain data (Decimals stay exact; `jsonutil.dumps` writes them as numbers)."""
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="python")
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
+
+
+def _execute(command: Command, client: Any, args: argparse.Namespace) -> Any:
+    if not command.listing:
+        return _plain(command.run(client, args))
+    method, filters = command.run(client, args)
+    if not args.all:
+        page = method(**filters, limit=args.limit, cursor=args.cursor)
+        if page.has_more:
+            print(f"more: --cursor {page.next_cursor}", file=sys.stderr)
+        return _plain(page.data)
+    items: list[Any] = []
+    cursor = args.cursor
+    while True:
+        page = method(**filters, limit=args.limit, cursor=cursor)
+        items += _plain(page.data)
+        if not page.has_more or not page.next_cursor:
+            return items
+        cursor = page.next_cursor
+
+
+def run(args: argparse.Namespace) -> int:
+    from rewards_lab.cli_table import render
+    from rewards_lab.client import ApiError
+    from rewards_lab.contract import jsonutil
+
+    command: Command = args.api_command
+    try:
+        with client_from(args, require_key=command.needs_key) as client:
+            data = _execute(command, client, args)
+    except UsageError as error:
+        return fail(f"error: {error}", EXIT_USAGE)
+    except ApiError as error:
+        return fail(explain(error, args.env), EXIT_API_ERROR)
+    print(render(data) if args.format == "table" else jsonutil.dumps(data))
+    return 0

@@ -1,0 +1,83 @@
+"""`rewards-lab push FILE`: plan, confirm, apply, verify. The API key comes from $REWARDS_API_KEY only."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rewards_lab.cli_common import (
+    EXIT_API_ERROR,
+    EXIT_USAGE,
+    UsageError,
+    add_target_arguments,
+    client_from,
+    explain,
+    fail,
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="programme file (JSON), e.g. data/programmes/spring_launch.json")
+    add_target_arguments(parser)
+    parser.add_argument("--plan-only", action="store_true", help="show what would change and stop")
+    parser.add_argument("--yes", action="store_true", help="apply without asking")
+    parser.add_argument("--no-verify", action="store_true", help="skip the comparison of live and lab simulations")
+    parser.add_argument("--json", action="store_true", help="print the plan, result and verification as JSON")
+    parser.set_defaults(run=run)
+
+
+def _confirmed(args: argparse.Namespace) -> bool:
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        print("Not applied: pass --yes to apply without a terminal.", file=sys.stderr)
+        return False
+    return input("Apply these changes? [y/N] ").strip().lower() in ("y", "yes")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rewards_lab.client import ApiError
+    from rewards_lab.contract.errors import ServiceError
+    from rewards_lab.lab.programme_file import load_programme
+    from rewards_lab.lab.push import PushError, apply, make_plan
+    from rewards_lab.lab.push_verify import verify
+
+    report: dict[str, object] = {}
+    try:
+        definition = load_programme(args.file)
+        with client_from(args) as client:
+            plan = make_plan(definition, client)
+            report["plan"] = plan.to_dict()
+            if not args.json:
+                print(plan.text())
+            if args.plan_only:
+                return _finish(args, report, 0)
+            if plan.changes:
+                if not _confirmed(args):
+                    return _finish(args, report, EXIT_USAGE)
+                result = apply(plan, client)
+                report["applied"] = result.executed
+                if not args.json:
+                    print(result.text())
+            if args.no_verify:
+                return _finish(args, report, 0)
+            verification = verify(definition, client)
+            report["verification"] = verification.to_dict()
+            if not args.json:
+                print(verification.text())
+            return _finish(args, report, 0 if verification.ok else EXIT_API_ERROR)
+    except UsageError as error:
+        return fail(f"error: {error}", EXIT_USAGE)
+    except ApiError as error:
+        return fail(explain(error, args.env), EXIT_API_ERROR)
+    except PushError as error:
+        return fail(f"error: {error}", EXIT_API_ERROR)
+    except ServiceError as error:  # the programme file itself
+        return fail(f"error: {error.type.value} {error.code}: {error.message}", EXIT_USAGE)
+
+
+def _finish(args: argparse.Namespace, report: dict[str, object], status: int) -> int:
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    return status

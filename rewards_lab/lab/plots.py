@@ -1,0 +1,134 @@
+"""Matplotlib figures for the lab. Each function returns a `Figure` built without pyplot (no global state, no
+display needed): Jupyter shows a returned figure once (as PNG), widgets embed it (`png`), reports keep it."""
+
+from __future__ import annotations
+
+import io
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from rewards_lab.lab import forecast
+
+
+class LabFigure(Figure):
+    """A Figure that Jupyter shows as PNG by itself: no pyplot, no `%matplotlib inline` needed."""
+
+    def _repr_png_(self) -> bytes:
+        return png(self)
+
+
+def png(figure: Figure, dpi: int = 90) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def _floats(values: Any) -> list[float]:
+    return [float(v) for v in values]
+
+
+def cumulative(
+    source: Any,
+    projection: forecast.Projection | None = None,
+    *,
+    title: str | None = None,
+    size: tuple[float, float] = (8, 4),
+) -> Figure:
+    """Liability (opening supply + cumulative issuance) per day, the projection's expected path and range, and
+    the supply ceiling with the day it was (or would be) reached."""
+    h = forecast.history(source)
+    figure = LabFigure(figsize=size)
+    axes = figure.add_subplot()
+    table = forecast.liability(h)
+    axes.plot(table["day"], _floats(table["liability"]), color="tab:blue", label=f"{h.label}: liability")
+    if projection is not None:
+        frame = projection.frame
+        axes.plot(frame["day"], frame["expected"], color="tab:blue", linestyle="--", label="projected")
+        axes.fill_between(
+            frame["day"],
+            frame["low"],
+            frame["high"],
+            color="tab:blue",
+            alpha=0.2,
+            label=f"{projection.level:.0%} range",
+        )
+    if h.ceiling is not None:
+        axes.axhline(float(h.ceiling), color="tab:red", linewidth=1, label=f"ceiling {h.ceiling}")
+        ends = forecast.exhaustion(h)
+        if ends.on is not None:  # a date: matplotlib's date units convert it
+            axes.axvline(
+                cast(float, ends.on), color="tab:red", linestyle=":", label=f"ceiling reached {ends.on} ({ends.kind})"
+            )
+    axes.set_title(title or f"{h.label}: outstanding supply")
+    axes.set_xlabel("day")
+    axes.set_ylabel("outstanding supply")
+    axes.legend(loc="upper left", fontsize="small")
+    figure.autofmt_xdate()
+    return figure
+
+
+def per_rule(source: Any, *, title: str | None = None, size: tuple[float, float] = (8, 3.5)) -> Figure:
+    """Issued per rule (horizontal bars)."""
+    h = forecast.history(source)
+    table = forecast.per_rule(h)
+    figure = LabFigure(figsize=size)
+    axes = figure.add_subplot()
+    axes.barh([str(label) for label in table["rule"]], _floats(table["issued"]), color="tab:green")
+    axes.invert_yaxis()
+    axes.set_xlabel("issued")
+    axes.set_title(title or f"{h.label}: issued per rule")
+    return figure
+
+
+def compare(result: forecast.Comparison, *, size: tuple[float, float] = (10, 4)) -> Figure:
+    """Two versions over the same history: cumulative issuance side by side, and the difference per event type."""
+    a, b = result.labels
+    figure = LabFigure(figsize=size)
+    left, right = figure.subplots(1, 2, width_ratios=[3, 2])
+    left.plot(result.daily["day"], _floats(result.daily[a]), label=a)
+    left.plot(result.daily["day"], _floats(result.daily[b]), label=b, linestyle="--")
+    left.set_title("cumulative issuance")
+    left.set_xlabel("day")
+    left.legend(loc="upper left", fontsize="small")
+    for label in left.get_xticklabels():
+        label.set_rotation(30)
+    differences = _floats(result.by_event_type["difference"])
+    colours = ["tab:red" if d > 0 else "tab:green" for d in differences]
+    right.barh(list(result.by_event_type["event_type"]), differences, color=colours)
+    right.axvline(0, color="black", linewidth=0.8)
+    right.set_title(f"{b} minus {a}, per event type")
+    figure.tight_layout()
+    return figure
+
+
+def sweep_heatmap(
+    frame: pd.DataFrame, x: str, y: str, value: str = "issued", *, size: tuple[float, float] = (7, 5)
+) -> Figure:
+    """A sweep's grid as a heat map of `value` over two of its parameter columns; cells where the ceiling ran
+    out are marked with the day it did."""
+    grid = frame.assign(**{value: _floats(frame[value])}).pivot_table(index=y, columns=x, values=value, aggfunc="first")
+    figure = LabFigure(figsize=size)
+    axes = figure.add_subplot()
+    image = axes.imshow(grid.to_numpy(dtype=float), origin="lower", aspect="auto", cmap="viridis")
+    axes.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
+    axes.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
+    axes.set_xlabel(x)
+    axes.set_ylabel(y)
+    figure.colorbar(image, ax=axes, label=value)
+    exhausted = {}
+    if "exhausted_on" in frame.columns:
+        exhausted = {(row[y], row[x]): row["exhausted_on"] for _, row in frame.iterrows()}
+    low, high = float(np.nanmin(grid.to_numpy(dtype=float))), float(np.nanmax(grid.to_numpy(dtype=float)))
+    for row_index, y_value in enumerate(grid.index):
+        for column_index, x_value in enumerate(grid.columns):
+            cell = grid.loc[y_value, x_value]
+            day = exhausted.get((y_value, x_value))
+            text = f"{cell:,.0f}" + ("" if day is None or pd.isna(day) else f"\nout {day}")
+            bright = high > low and (cell - low) / (high - low) > 0.6  # viridis turns yellow: dark text there
+            colour = "black" if bright else "white"
+            axes.text(column_index, row_index, text, ha="center", va="center", color=colour, fontsize="x-small")
+    axes.set_title(f"{value} per grid point")
+    return figure

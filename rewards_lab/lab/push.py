@@ -1,0 +1,358 @@
+"""Push a programme file to a live /v1 deployment: plan what would change, apply it idempotently.
+
+Live resources are matched by their natural keys: the asset by `symbol`, the programme by `name` (and asset),
+a rule by its behaviour (`FileRule.fingerprint()`). The target is: the asset active, the programme's draft
+holding exactly the file's rules, and the latest published version holding them too.
+
+Every write carries an Idempotency-Key derived from the organization, environment, the file's content, the step
+and the ids it acts on, so a write retried after a crash (answer lost, process killed) is deduplicated by the
+service; the re-run's plan, read from the live side, never repeats what already happened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal
+
+from rewards_lab.client import RewardsClient
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract import resources as r
+from rewards_lab.lab.programme_file import FileRule, ProgrammeDefinition
+
+StepKind = Literal["create_asset", "activate_asset", "create_programme", "remove_rule", "add_rule", "publish"]
+MAX_APPLY_ROUNDS = 3
+
+
+class PushError(Exception):
+    """The live side cannot be brought to the file (a blocker), or did not converge after applying."""
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: StepKind
+    description: str
+    rule: FileRule | None = None  # add_rule
+    rule_id: str | None = None  # remove_rule
+    occurrence: int = 0  # add_rule: which copy of identical rules
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": self.kind, "description": self.description}
+        if self.rule is not None:
+            data["rule"] = self.rule.payload()
+            data["fingerprint"] = self.rule.fingerprint()
+        if self.rule_id is not None:
+            data["rule_id"] = self.rule_id
+        return data
+
+
+@dataclass
+class Plan:
+    """What would change on the live side (`steps`), what already matches, and what push cannot fix."""
+
+    definition: ProgrammeDefinition
+    organization_id: str
+    environment: str
+    base_url: str
+    digest: str  # of the file's content
+    asset: r.Asset | None = None
+    programme: r.Programme | None = None
+    draft: r.ProgrammeVersion | None = None
+    published: r.ProgrammeVersion | None = None
+    steps: list[Step] = field(default_factory=list)
+    matches: list[str] = field(default_factory=list)
+    blockers: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changes(self) -> bool:
+        return bool(self.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": {
+                "base_url": self.base_url,
+                "organization": self.organization_id,
+                "environment": self.environment,
+            },
+            "programme": self.definition.programme.name,
+            "asset": self.definition.asset.symbol,
+            "file_digest": self.digest,
+            "asset_id": self.asset.id if self.asset else None,
+            "program_id": self.programme.id if self.programme else None,
+            "steps": [step.to_dict() for step in self.steps],
+            "matches": list(self.matches),
+            "blockers": list(self.blockers),
+            "notes": list(self.notes),
+        }
+
+    def text(self) -> str:
+        title = (
+            f"Push '{self.definition.programme.name}' to {self.base_url} ({self.organization_id}, {self.environment})"
+        )
+        lines = [title]
+        lines += [f"  = {item}" for item in self.matches]
+        lines += [f"  {_SIGNS[step.kind]} {step.description}" for step in self.steps]
+        lines += [f"  ! {item}" for item in self.blockers]
+        lines += [f"  note: {item}" for item in self.notes]
+        lines.append(f"{len(self.steps)} change(s)" if self.steps else "No changes: the live side matches the file.")
+        return "\n".join(lines)
+
+
+_SIGNS: dict[str, str] = {
+    "create_asset": "+",
+    "activate_asset": "~",
+    "create_programme": "+",
+    "remove_rule": "-",
+    "add_rule": "+",
+    "publish": "^",
+}
+
+
+def file_digest(definition: ProgrammeDefinition) -> str:
+    return jsonutil.canonical_hash(definition.payload())
+
+
+def rule_summary(rule: FileRule) -> str:
+    payload = rule.payload()
+    return f"{rule.event_type} {jsonutil.dumps(payload['conditions'])} -> {jsonutil.dumps(payload['actions'])}"
+
+
+def live_fingerprint(rule: r.Rule, asset_id: str) -> str:
+    """The fingerprint of a live rule as the file would write it; an action on another asset never matches."""
+    foreign = [action.asset_id for action in rule.actions if action.asset_id not in (None, asset_id)]
+    as_file = FileRule.model_validate(
+        {
+            "event_type": rule.event_type,
+            "conditions": [condition.model_dump(mode="json") for condition in rule.conditions],
+            "actions": [{"type": a.type, "amount": a.amount.model_dump(mode="json")} for a in rule.actions],
+        }
+    )
+    return as_file.fingerprint() + (f"+foreign:{','.join(map(str, foreign))}" if foreign else "")
+
+
+def _multiset(rules: list[r.Rule], asset_id: str) -> Counter[str]:
+    return Counter(live_fingerprint(rule, asset_id) for rule in rules)
+
+
+def _find_asset(client: RewardsClient, definition: ProgrammeDefinition) -> r.Asset | None:
+    symbol = definition.asset.symbol
+    found = [asset for asset in client.iter_assets(limit=100) if asset.symbol == symbol]
+    order = {"active": 0, "paused": 1, "configured": 2}
+    return min(found, key=lambda asset: (order[asset.status], asset.created_at), default=None)
+
+
+def _find_programme(client: RewardsClient, definition: ProgrammeDefinition, asset_id: str) -> r.Programme | None:
+    name = definition.programme.name
+    found = [p for p in client.iter_programmes(asset_id=asset_id, limit=100) if p.name == name]
+    return min(found, key=lambda programme: programme.created_at, default=None)
+
+
+def _number(text: str | None) -> Decimal | None:
+    return Decimal(text) if text is not None else None
+
+
+def _asset_steps(plan: Plan) -> None:
+    wanted = plan.definition.asset
+    asset = plan.asset
+    if asset is None:
+        plan.steps.append(Step("create_asset", f"create asset {wanted.symbol} ({wanted.name}, {wanted.type.value})"))
+        plan.steps.append(Step("activate_asset", f"activate asset {wanted.symbol}"))
+        return
+    for name in ("type", "decimals"):
+        live, mine = getattr(asset, name), getattr(wanted, name)
+        if str(live) != str(mine):
+            plan.blockers.append(f"asset {asset.symbol} ({asset.id}) has {name} {live}, the file says {mine}")
+    if asset.name != wanted.name:
+        plan.notes.append(f"asset {asset.symbol} is named '{asset.name}' live, '{wanted.name}' in the file")
+    if _number(asset.supply_ceiling) != _number(wanted.supply_ceiling):
+        plan.notes.append(
+            f"asset {asset.symbol} has supply ceiling {asset.supply_ceiling} live, {wanted.supply_ceiling} in the file"
+        )
+    if asset.status == "configured":
+        plan.steps.append(Step("activate_asset", f"activate asset {asset.symbol} ({asset.id})"))
+    elif asset.status == "paused":
+        plan.blockers.append(f"asset {asset.symbol} ({asset.id}) is paused: resume it by hand before pushing")
+    else:
+        plan.matches.append(f"asset {asset.symbol} ({asset.id}) is active")
+
+
+def _rule_steps(plan: Plan, asset_id: str) -> None:
+    """Bring the draft to the file's rules; publish when the live version differs from the file."""
+    wanted = Counter(rule.fingerprint() for rule in plan.definition.rules)
+    draft_rules = plan.draft.rules if plan.draft else []
+    in_draft = _multiset(draft_rules, asset_id)
+    extra = in_draft - wanted
+    for live in draft_rules:
+        fingerprint = live_fingerprint(live, asset_id)
+        if extra[fingerprint] > 0:
+            extra[fingerprint] -= 1
+            description = f"remove rule {live.id} from the draft (not in the file): {live.event_type}"
+            plan.steps.append(Step("remove_rule", description, rule_id=live.id))
+    missing = wanted - in_draft
+    seen: Counter[str] = Counter()
+    for rule in plan.definition.rules:
+        fingerprint = rule.fingerprint()
+        seen[fingerprint] += 1
+        if seen[fingerprint] > in_draft[fingerprint]:
+            plan.steps.append(
+                Step(
+                    "add_rule", f"add rule to the draft: {rule_summary(rule)}", rule=rule, occurrence=seen[fingerprint]
+                )
+            )
+    if plan.programme is not None and not missing and not (in_draft - wanted):
+        plan.matches.append(f"the draft holds the file's {len(plan.definition.rules)} rule(s)")
+    published = plan.published
+    if published is not None and _multiset(published.rules, asset_id) == wanted:
+        plan.matches.append(f"published version {published.number} holds the file's rules")
+    else:
+        number = (published.number or 0) + 1 if published else 1
+        plan.steps.append(Step("publish", f"publish the draft as version {number}"))
+
+
+def make_plan(definition: ProgrammeDefinition, client: RewardsClient) -> Plan:
+    """Read the live side (reads only) and compare it with the file."""
+    config = client.config
+    plan = Plan(definition, config.organization_id, config.environment, config.base_url, file_digest(definition))
+    plan.asset = _find_asset(client, definition)
+    _asset_steps(plan)
+    programme_name = definition.programme.name
+    if plan.asset is not None:
+        plan.programme = _find_programme(client, definition, plan.asset.id)
+    if plan.programme is None:
+        plan.steps.append(Step("create_programme", f"create programme '{programme_name}'"))
+        _rule_steps(plan, plan.asset.id if plan.asset else "")
+        return plan
+    programme = plan.programme
+    plan.matches.append(f"programme '{programme_name}' ({programme.id}) exists")
+    if (programme.description or None) != (definition.programme.description or None):
+        plan.notes.append(f"programme '{programme_name}' has another description live than in the file")
+    versions = client.list_versions(programme.id)
+    plan.draft = next((v for v in versions if v.status == "draft"), None)
+    published = [v for v in versions if v.status == "published"]
+    plan.published = max(published, key=lambda v: v.number or 0, default=None)
+    assert plan.asset is not None
+    _rule_steps(plan, plan.asset.id)
+    return plan
+
+
+@dataclass
+class ApplyResult:
+    plan: Plan
+    executed: list[dict[str, Any]] = field(default_factory=list)
+    rounds: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.executed)
+
+    def text(self) -> str:
+        if not self.executed:
+            return "Nothing to apply: the live side already matched the file."
+        lines = [f"Applied {len(self.executed)} step(s):"]
+        lines += [f"  {item['kind']}: {item['id']}" for item in self.executed]
+        return "\n".join(lines)
+
+
+def idempotency_key(plan: Plan, step: str, *parts: object) -> str:
+    """Deterministic: the same file, step and targets give the same key in any run, so the service deduplicates
+    a write that a crashed run already made."""
+    material = jsonutil.dumps([plan.organization_id, plan.environment, plan.digest, step, *map(str, parts)])
+    return "push_" + hashlib.sha256(material.encode()).hexdigest()[:48]
+
+
+def _rule_body(rule: FileRule) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    payload = rule.payload()
+    return payload["conditions"], payload["actions"]
+
+
+def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[str, Any]]:
+    done: list[dict[str, Any]] = []
+    wanted = plan.definition.asset
+    asset = plan.asset
+    programme = plan.programme
+    draft_id = plan.draft.id if plan.draft else (programme.draft_version_id if programme else None)
+    for step in plan.steps:
+        if step.kind == "create_asset":
+            key = idempotency_key(plan, "asset.create", wanted.symbol, round_number)
+            asset = client.create_asset(
+                wanted.name,
+                wanted.symbol,
+                wanted.type.value,
+                wanted.decimals,
+                supply_ceiling=wanted.supply_ceiling,
+                idempotency_key=key,
+            )
+            done.append({"kind": step.kind, "id": asset.id})
+        elif step.kind == "activate_asset":
+            assert asset is not None
+            asset = client.activate_asset(asset.id, idempotency_key=idempotency_key(plan, "asset.activate", asset.id))
+            done.append({"kind": step.kind, "id": asset.id})
+        elif step.kind == "create_programme":
+            assert asset is not None
+            key = idempotency_key(plan, "programme.create", asset.id, round_number)
+            programme = client.create_programme(
+                plan.definition.programme.name,
+                asset.id,
+                description=plan.definition.programme.description,
+                idempotency_key=key,
+            )
+            draft_id = programme.draft_version_id
+            done.append({"kind": step.kind, "id": programme.id})
+        elif step.kind == "remove_rule":
+            assert step.rule_id is not None
+            client.delete_rule(step.rule_id, idempotency_key=idempotency_key(plan, "rule.delete", step.rule_id))
+            done.append({"kind": step.kind, "id": step.rule_id})
+        elif step.kind == "add_rule":
+            assert programme is not None and step.rule is not None
+            conditions, actions = _rule_body(step.rule)
+            key = idempotency_key(
+                plan, "rule.create", programme.id, draft_id, step.rule.fingerprint(), step.occurrence, round_number
+            )
+            rule = client.create_rule(
+                programme.id, step.rule.event_type, actions, conditions=conditions, idempotency_key=key
+            )
+            done.append({"kind": step.kind, "id": rule.id})
+        else:
+            assert programme is not None and asset is not None
+            if not _draft_holds_the_file(plan, client, programme.id, asset.id):
+                break  # a stale idempotent answer or a concurrent edit: the next round re-plans
+            result = client.publish(
+                programme.id, idempotency_key=idempotency_key(plan, "publish", programme.id, draft_id)
+            )
+            done.append({"kind": step.kind, "id": result.version.id, "version": result.version.number})
+    return done
+
+
+def _draft_holds_the_file(plan: Plan, client: RewardsClient, program_id: str, asset_id: str) -> bool:
+    """Checked right before publishing, so that a version is never published short of a rule."""
+    draft = next((v for v in client.list_versions(program_id) if v.status == "draft"), None)
+    wanted = Counter(rule.fingerprint() for rule in plan.definition.rules)
+    return draft is not None and _multiset(draft.rules, asset_id) == wanted
+
+
+def apply(plan: Plan, client: RewardsClient) -> ApplyResult:
+    """Execute the plan; then read the live side again until it matches the file (at most a few rounds: a stale
+    idempotent answer, e.g. a rule deleted by hand since, is made again under a fresh key)."""
+    if plan.blockers:
+        raise PushError("cannot push: " + "; ".join(plan.blockers))
+    result = ApplyResult(plan)
+    current = plan
+    for round_number in range(MAX_APPLY_ROUNDS):
+        if not current.changes:
+            return result
+        result.executed += _execute(current, client, round_number)
+        result.rounds = round_number + 1
+        current = make_plan(plan.definition, client)
+        if current.blockers:
+            raise PushError("cannot push: " + "; ".join(current.blockers))
+    if current.changes:
+        raise PushError("the live side still differs from the file after applying:\n" + current.text())
+    return result
+
+
+def push(definition: ProgrammeDefinition, client: RewardsClient) -> ApplyResult:
+    """Plan and apply in one go."""
+    return apply(make_plan(definition, client), client)

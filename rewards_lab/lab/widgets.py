@@ -1,0 +1,327 @@
+"""ipywidgets for the lab: a rule builder, a simulator and a replay explorer.
+
+Each widget only gathers values and calls package functions (`LabProgramme`, `forecast`, `plots`); results go
+into HTML and Image widgets (not `Output` captures), so the widgets behave the same headless: tests set values
+and call `button.click()`. Errors are the contract's `ServiceError`s, shown with their code and field.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+import ipywidgets as w
+import pandas as pd
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.requests import FixedAmount, Operator
+from rewards_lab.lab import forecast, plots
+from rewards_lab.lab.replay import ReplayResult
+from rewards_lab.lab.workbench import LabProgramme, describe_rule
+
+NEW_RULE = -1
+OPERATORS = [op.value for op in Operator]
+
+
+def error_html(error: ServiceError) -> str:
+    field = error.details.get("field")
+    where = f" <b>{html.escape(str(field))}</b>:" if field else ""
+    return f'<span style="color:#b00">{html.escape(error.code)}{where} {html.escape(error.message)}</span>'
+
+
+def ok_html(text: str) -> str:
+    return f'<span style="color:#070">{html.escape(text)}</span>'
+
+
+def _guard(message: w.HTML, action: Callable[[], str]) -> None:
+    """Run a button's action; show its success text, or the service's error with code and field."""
+    try:
+        message.value = ok_html(action())
+    except ServiceError as error:
+        message.value = error_html(error)
+
+
+def _number(text: str) -> Any:
+    """The text as typed: the contract parses decimal strings exactly and refuses anything else with its field."""
+    return text.strip()
+
+
+class Panel:
+    """A widget made of ipywidgets: `view` is its box; Jupyter displays the panel as that box."""
+
+    view: Any
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.view._repr_mimebundle_(**kwargs)
+
+
+class ConditionRow(Panel):
+    def __init__(
+        self, on_remove: Callable[[ConditionRow], None], field: str = "", operator: str = "gte", value: str = ""
+    ):
+        self.field = w.Text(value=field, placeholder="field, e.g. amount", layout=w.Layout(width="12em"))
+        self.operator = w.Dropdown(options=OPERATORS, value=operator, layout=w.Layout(width="6em"))
+        self.value = w.Text(value=value, placeholder="number", layout=w.Layout(width="8em"))
+        self.remove = w.Button(description="remove", layout=w.Layout(width="6em"))
+        self.remove.on_click(lambda _: on_remove(self))
+        self.view = w.HBox([self.field, self.operator, self.value, self.remove])
+
+    def payload(self) -> dict[str, Any]:
+        return {"field": self.field.value.strip(), "operator": self.operator.value, "value": _number(self.value.value)}
+
+
+class RuleBuilder(Panel):
+    """Add, edit and remove the draft's rules: event type, conditions, a fixed or per-rate amount."""
+
+    def __init__(self, programme: LabProgramme) -> None:
+        self.programme = programme
+        self.rule = w.Dropdown(description="rule", layout=w.Layout(width="40em"))
+        self.event_type = w.Text(description="event type", placeholder="order.completed")
+        self.condition_rows: list[ConditionRow] = []
+        self.conditions = w.VBox([])
+        self.add_condition = w.Button(description="add condition")
+        self.kind = w.ToggleButtons(options=[("fixed amount", "fixed"), ("per field x rate", "per")], value="fixed")
+        self.fixed = w.Text(description="fixed", placeholder="2.50")
+        self.per = w.Text(description="per field", placeholder="amount")
+        self.rate = w.Text(description="rate", placeholder="0.05")
+        self.save = w.Button(description="save to draft", button_style="primary")
+        self.remove = w.Button(description="remove rule", button_style="danger")
+        self.message = w.HTML()
+        self.draft = w.HTML()
+        self.add_condition.on_click(lambda _: self.add_condition_row())
+        self.rule.observe(lambda _: self._load_selected(), names="value")
+        self.save.on_click(lambda _: _guard(self.message, self._save))
+        self.remove.on_click(lambda _: _guard(self.message, self._remove))
+        self.view = w.VBox(
+            [
+                self.rule,
+                self.event_type,
+                w.HTML("<b>conditions</b> (all must hold)"),
+                self.conditions,
+                self.add_condition,
+                self.kind,
+                self.fixed,
+                self.per,
+                self.rate,
+                w.HBox([self.save, self.remove]),
+                self.message,
+                self.draft,
+            ]
+        )
+        self.refresh()
+
+    def add_condition_row(self, field: str = "", operator: str = "gte", value: str = "") -> ConditionRow:
+        row = ConditionRow(self._remove_condition, field, operator, value)
+        self._set_rows([*self.condition_rows, row])
+        return row
+
+    def _remove_condition(self, row: ConditionRow) -> None:
+        self._set_rows([c for c in self.condition_rows if c is not row])
+
+    def _set_rows(self, rows: list[ConditionRow]) -> None:
+        self.condition_rows = rows
+        self.conditions.children = [row.view for row in rows]
+
+    def refresh(self, select: int = NEW_RULE) -> None:
+        rules = self.programme.rules()
+        options = [("new rule", NEW_RULE)] + [(f"{i}: {describe_rule(rule)}", i) for i, rule in enumerate(rules)]
+        self.rule.options = options
+        self.rule.value = select if select < len(rules) else NEW_RULE
+        self.draft.value = _rules_html(rules)
+
+    def _load_selected(self) -> None:
+        self._set_rows([])
+        if self.rule.value is None or self.rule.value == NEW_RULE:
+            self.event_type.value = self.fixed.value = self.per.value = self.rate.value = ""
+            return
+        rule = self.programme.rules()[self.rule.value]
+        self.event_type.value = rule.event_type
+        for condition in rule.conditions:
+            self.add_condition_row(condition.field, condition.operator.value, str(condition.value))
+        amount = rule.actions[0].amount
+        if isinstance(amount, FixedAmount):
+            self.kind.value, self.fixed.value = "fixed", amount.fixed
+        else:
+            self.kind.value, self.per.value, self.rate.value = "per", amount.per, str(amount.rate)
+
+    def _amount(self) -> dict[str, Any]:
+        if self.kind.value == "fixed":
+            return {"fixed": self.fixed.value.strip()}
+        return {"per": self.per.value.strip(), "rate": _number(self.rate.value)}
+
+    def _save(self) -> str:
+        conditions = [row.payload() for row in self.condition_rows]
+        if self.rule.value == NEW_RULE:
+            self.programme.add_rule(self.event_type.value.strip(), conditions=conditions, amount=self._amount())
+            index = len(self.programme.rules()) - 1
+            self.refresh(select=index)
+            return f"rule {index} added to the draft"
+        index = self.rule.value
+        # The form edits the first action; a rule's further actions are kept as they are.
+        others = [a.model_dump(mode="json", exclude_none=True) for a in self.programme.rules()[index].actions[1:]]
+        actions = [{"type": "issue", "amount": self._amount()}, *others]
+        self.programme.update_rule(
+            index, event_type=self.event_type.value.strip(), conditions=conditions, actions=actions
+        )
+        self.refresh(select=index)
+        return f"rule {index} updated in the draft"
+
+    def _remove(self) -> str:
+        if self.rule.value == NEW_RULE:
+            raise ServiceError("rule_not_found", "choose a rule of the draft to remove", field="rule")
+        index = self.rule.value
+        self.programme.remove_rule(index)
+        self.refresh()
+        return f"rule {index} removed from the draft"
+
+
+def _rules_html(rules: list[r.Rule]) -> str:
+    items = "".join(f"<li>{html.escape(describe_rule(rule))}</li>" for rule in rules)
+    return f"<b>draft</b> ({len(rules)} rules)<ol start='0'>{items}</ol>"
+
+
+def _version_options(programme: LabProgramme) -> list[tuple[str, int | str]]:
+    options: list[tuple[str, int | str]] = []
+    for version in programme.versions():
+        if version.number is None:
+            options.append(("draft", "draft"))
+        else:
+            options.append((f"version {version.number}", version.number))
+    return options
+
+
+class Simulator(Panel):
+    """An event (JSON: `type` and the data fields) through a version: the outcome and every reason."""
+
+    def __init__(self, programme: LabProgramme, example: dict[str, Any] | None = None) -> None:
+        self.programme = programme
+        self.version = w.Dropdown(description="version")
+        self.event = w.Textarea(
+            value=jsonutil.dumps(example or {"type": "order.completed", "amount": 42.5}),
+            description="event",
+            layout=w.Layout(width="40em", height="6em"),
+        )
+        self.run = w.Button(description="simulate", button_style="primary")
+        self.result = w.HTML()
+        self.outcome: r.Simulation | None = None
+        self.run.on_click(lambda _: self._run())
+        self.view = w.VBox([self.version, self.event, self.run, self.result])
+        self.refresh()
+
+    def refresh(self) -> None:
+        self.version.options = _version_options(self.programme)
+        self.version.value = "draft"
+
+    def _run(self) -> None:
+        try:
+            event = jsonutil.loads(self.event.value)
+            if not isinstance(event, dict):
+                raise ServiceError("field_invalid", "the event must be a JSON object", field="event")
+            self.outcome = self.programme.simulate(event, version=self.version.value)
+        except ValueError as error:  # not JSON
+            self.outcome = None
+            self.result.value = error_html(ServiceError("request_malformed", f"not valid JSON: {error}", field="event"))
+            return
+        except ServiceError as error:
+            self.outcome = None
+            self.result.value = error_html(error)
+            return
+        self.result.value = _simulation_html(self.outcome)
+
+
+def _simulation_html(outcome: r.Simulation) -> str:
+    totals = ", ".join(t.amount for t in outcome.totals) or "nothing"
+    rows = []
+    for index, rule in enumerate(outcome.rules):
+        amount = sum((Decimal(a.amount) for a in rule.actions if a.issues), Decimal(0))
+        reasons = "<br>".join(html.escape(x) for x in [rule.reason, *(a.reason for a in rule.actions)])
+        mark = "yes" if rule.matched else "no"
+        rows.append(
+            f"<tr><td>{index}</td><td>{rule.event_type}</td><td>{mark}</td><td>{amount}</td><td>{reasons}</td></tr>"
+        )
+    head = "<tr><th>rule</th><th>event type</th><th>matched</th><th>amount</th><th>why</th></tr>"
+    return f"<p><b>issues {html.escape(totals)}</b></p><table>{head}{''.join(rows)}</table>"
+
+
+class ReplayExplorer(Panel):
+    """Replay a history (a DataFrame) through a version over a date range; optionally compare with a second
+    version; plots liability with its projection, issuance per rule, and the comparison."""
+
+    def __init__(self, programme: LabProgramme, events: pd.DataFrame, *, opening_supply: Decimal | int | str = 0):
+        self.programme = programme
+        self.events = events
+        self.opening_supply = opening_supply
+        days = pd.to_datetime(events["occurred_at"], utc=True).dt.date
+        self.version = w.Dropdown(description="version")
+        self.compare_with = w.Dropdown(description="compare with")
+        self.start = w.DatePicker(description="from", value=days.min())
+        self.end = w.DatePicker(description="to", value=days.max())
+        self.days_ahead = w.IntSlider(description="project days", value=30, min=7, max=365)
+        self.run = w.Button(description="replay", button_style="primary")
+        self.summary = w.HTML()
+        self.cumulative = w.Image(format="png")
+        self.per_rule = w.Image(format="png")
+        self.comparison = w.Image(format="png")
+        self.result: ReplayResult | None = None
+        self.compared: forecast.Comparison | None = None
+        self.run.on_click(lambda _: _guard(self.summary, self._run))
+        self.view = w.VBox(
+            [
+                w.HBox([self.version, self.compare_with]),
+                w.HBox([self.start, self.end]),
+                self.days_ahead,
+                self.run,
+                self.summary,
+                self.cumulative,
+                self.per_rule,
+                self.comparison,
+            ]
+        )
+        self.refresh()
+
+    def refresh(self) -> None:
+        options = _version_options(self.programme)
+        self.version.options = options
+        self.version.value = options[-2][1] if len(options) > 1 else "draft"  # the live version if any
+        self.compare_with.options = [("nothing", None), *options]
+        self.compare_with.value = None
+
+    def window(self) -> pd.DataFrame:
+        occurred = pd.to_datetime(self.events["occurred_at"], utc=True).dt.date
+        start: date | None = self.start.value
+        end: date | None = self.end.value
+        keep = pd.Series(True, index=self.events.index)
+        if start is not None:
+            keep &= occurred >= start
+        if end is not None:
+            keep &= occurred <= end
+        return self.events[keep]
+
+    def _run(self) -> str:
+        events = self.window()
+        if events.empty:
+            raise ServiceError("field_invalid", "no events in that date range", field="start")
+        self.result = self.programme.replay(events, version=self.version.value, opening_supply=self.opening_supply)
+        h = forecast.history(self.result, label=f"version {self.version.value}")
+        projection = forecast.project(h, days=self.days_ahead.value) if not h.issued_rows.empty else None
+        self.cumulative.value = plots.png(plots.cumulative(h, projection))
+        self.per_rule.value = plots.png(plots.per_rule(h))
+        self.compared = None
+        self.comparison.value = b""
+        if self.compare_with.value is not None:
+            other = self.programme.replay(events, version=self.compare_with.value, opening_supply=self.opening_supply)
+            labels = (f"version {self.version.value}", f"version {self.compare_with.value}")
+            self.compared = forecast.compare(h, forecast.history(other, label=labels[1]), labels)
+            self.comparison.value = plots.png(plots.compare(self.compared))
+        issued = forecast.amount(int(h.issued_rows["amount_minor"].sum()), h.decimals)
+        ends = forecast.exhaustion(h)
+        text = f"{len(events)} events, issued {issued}; ceiling: {ends.kind}" + (f" {ends.on}" if ends.on else "")
+        if self.compared is not None:
+            difference: Any = self.compared.totals.set_index("metric").loc["issued", "difference"]
+            text += f"; {self.compared.labels[1]} minus {self.compared.labels[0]}: {difference}"
+        return text

@@ -1,0 +1,423 @@
+"""The `Lab`: a designer's workbench over the engine's own service functions.
+
+A `Lab` owns one DuckDB database (a file, or in memory) and one tenant scope in it (its own organization, the
+sandbox environment). `lab.load(file)` creates the file's asset and programme through the service layer and puts
+the file's rules on the draft; the returned `LabProgramme` edits the draft, simulates, publishes, lists versions,
+exports a version back to a programme file, diffs, and replays event histories. Nothing here re-implements the
+engine: every write is a service call and every verdict comes from `domain.rules` via `service.simulation`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import Scope
+from rewards_lab.contract.validation import validate
+from rewards_lab.domain.rules import evaluate_rules
+from rewards_lab.lab.event_rows import EventRow, event_rows
+from rewards_lab.lab.programme_file import (
+    FileAction,
+    FileRule,
+    ProgrammeDefinition,
+    ProgrammeDiff,
+    ProgrammeInfo,
+    diff_programmes,
+    load_programme,
+    save_programme,
+)
+from rewards_lab.lab.replay import ReplayResult, replay, sweep
+from rewards_lab.service import assets, organizations, programmes, simulation
+from rewards_lab.store.database import Database
+
+Version = int | str | None  # a version number, "draft", "live", or None (the draft)
+ConditionLike = Mapping[str, Any] | Sequence[Any]  # {"field":..., "operator":..., "value":...} or (f, op, v)
+SIMULATION_COLUMNS = [
+    "event",
+    "external_event_id",
+    "event_type",
+    "rule_index",
+    "rule_id",
+    "matched",
+    "amount",
+    "reasons",
+]
+
+
+def _condition(condition: ConditionLike) -> dict[str, Any]:
+    if isinstance(condition, Mapping):
+        return dict(condition)
+    field, operator, value = condition
+    return {"field": field, "operator": operator, "value": value}
+
+
+def _actions(amount: Mapping[str, Any] | None, actions: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+    if (amount is None) == (actions is None):
+        raise ServiceError("field_required", "give either amount or actions", field="actions")
+    if actions is not None:
+        return [dict(action) for action in actions]
+    assert amount is not None
+    return [{"type": "issue", "amount": dict(amount)}]
+
+
+def describe_conditions(rule: r.Rule) -> str:
+    return " and ".join(f"{c.field} {c.operator.value} {c.value}" for c in rule.conditions) or "always"
+
+
+def describe_amounts(rule: r.Rule) -> str:
+    return ", ".join(
+        a.amount.fixed if isinstance(a.amount, rq.FixedAmount) else f"{a.amount.per} x {a.amount.rate}"
+        for a in rule.actions
+    )
+
+
+def describe_rule(rule: r.Rule) -> str:
+    """One line: `order.completed when amount gte 20: issue amount x 0.05`."""
+    return f"{rule.event_type} when {describe_conditions(rule)}: issue {describe_amounts(rule)}"
+
+
+class Lab:
+    """One database and one tenant scope for designing and trying programmes."""
+
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        *,
+        organization_id: str | None = None,
+        organization_name: str = "Rules lab",
+    ) -> None:
+        """`path=":memory:"` keeps everything in memory. Pass the `organization_id` of an earlier session to
+        reopen its programmes in the same file; otherwise the lab creates its own organization."""
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.database = Database(path)
+        if organization_id is None:
+            organization_id = str(organizations.create_organization(self.database, organization_name)["id"])
+        self.scope = Scope(organization_id, "sandbox")
+
+    @property
+    def organization_id(self) -> str:
+        return self.scope.organization_id
+
+    def close(self) -> None:
+        self.database.close()
+
+    def __enter__(self) -> Lab:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # programmes -------------------------------------------------------------------------------------------
+    def load(self, source: ProgrammeDefinition | str | Path) -> LabProgramme:
+        """Create (or reuse) the file's asset, activate it, create the programme and add every rule to its draft."""
+        definition = source if isinstance(source, ProgrammeDefinition) else load_programme(source)
+        asset = self._asset_for(definition.asset)
+        body = {"name": definition.programme.name, "asset_id": asset.id}
+        if definition.programme.description is not None:
+            body["description"] = definition.programme.description
+        created = programmes.create_programme(self.database, self.scope, validate(rq.ProgrammeCreate, body))
+        programme = LabProgramme(self, created.id)
+        for rule in definition.rules:
+            programme.add_rule(
+                rule.event_type, conditions=rule.payload()["conditions"], actions=rule.payload()["actions"]
+            )
+        return programme
+
+    def new_programme(self, name: str, asset: Mapping[str, Any], description: str | None = None) -> LabProgramme:
+        """An empty programme (no rules yet) issuing `asset` (the asset part of a programme file)."""
+        created = self._asset_for(validate(rq.AssetCreate, dict(asset), "asset"))
+        body: dict[str, Any] = {"name": name, "asset_id": created.id}
+        if description is not None:
+            body["description"] = description
+        programme = programmes.create_programme(self.database, self.scope, validate(rq.ProgrammeCreate, body))
+        return LabProgramme(self, programme.id)
+
+    def open(self, program_id: str) -> LabProgramme:
+        programmes.get_programme(self.database, self.scope, program_id)  # programme_not_found if absent
+        return LabProgramme(self, program_id)
+
+    def programmes(self) -> list[r.Programme]:
+        found: list[r.Programme] = []
+        cursor: str | None = None
+        while True:
+            page = programmes.list_programmes(self.database, self.scope, PageRequest(limit=100, cursor=cursor))
+            found += page.data
+            if not page.has_more:
+                return found
+            cursor = page.next_cursor
+
+    def replay(
+        self,
+        events: Any,
+        programme: LabProgramme | ProgrammeDefinition | str | Path,
+        *,
+        version: Version = "live",
+        opening_supply: Decimal | int | str = 0,
+        **options: Any,
+    ) -> ReplayResult:
+        """Replay a history through a programme of the lab (a version of it, the published one by default) or
+        through a programme file as it stands; returns the replay engine's `ReplayResult`."""
+        if isinstance(programme, LabProgramme):
+            return programme.replay(events, version=version, opening_supply=opening_supply, **options)
+        definition = programme if isinstance(programme, ProgrammeDefinition) else load_programme(programme)
+        return replay(events, definition, opening_supply=opening_supply, **options)
+
+    def _asset_for(self, spec: rq.AssetCreate) -> r.Asset:
+        """An active asset of this symbol that matches the spec is reused (a symbol names one live asset);
+        one that differs is `asset_symbol_taken`, naming `asset.symbol`."""
+        for existing in self._assets():
+            if existing.symbol != spec.symbol or existing.status == "configured":
+                continue
+            same = (existing.name, existing.type, existing.decimals) == (spec.name, spec.type, spec.decimals)
+            same = same and _same_amount(existing.supply_ceiling, spec.supply_ceiling)
+            if not same:
+                raise ServiceError(
+                    "asset_symbol_taken",
+                    f"the lab already has a different asset {spec.symbol}",
+                    field="asset.symbol",
+                    symbol=spec.symbol,
+                )
+            return existing
+        created = assets.create_asset(self.database, self.scope, spec)
+        return assets.activate_asset(self.database, self.scope, created.id)
+
+    def _assets(self) -> list[r.Asset]:
+        found: list[r.Asset] = []
+        cursor: str | None = None
+        while True:
+            page = assets.list_assets(self.database, self.scope, PageRequest(limit=100, cursor=cursor))
+            found += page.data
+            if not page.has_more:
+                return found
+            cursor = page.next_cursor
+
+
+def _same_amount(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return Decimal(a) == Decimal(b)
+
+
+class LabProgramme:
+    """One programme of a lab: its draft (editable), its published versions, and what they would issue."""
+
+    def __init__(self, lab: Lab, program_id: str) -> None:
+        self.lab = lab
+        self.id = program_id
+
+    def __repr__(self) -> str:
+        info = self.info()
+        return f"<LabProgramme {info.name!r} {self.id} live version {info.current_version}>"
+
+    @property
+    def _db(self) -> Database:
+        return self.lab.database
+
+    @property
+    def _scope(self) -> Scope:
+        return self.lab.scope
+
+    def info(self) -> r.Programme:
+        return programmes.get_programme(self._db, self._scope, self.id)
+
+    def asset(self) -> r.Asset:
+        return assets.get_asset(self._db, self._scope, self.info().asset_id)
+
+    # the draft ----------------------------------------------------------------------------------------------
+    def rules(self, version: Version = None) -> list[r.Rule]:
+        """The rules of a version (the draft by default), in order; `rule_index` elsewhere is a position here."""
+        return programmes.get_version(self._db, self._scope, self.id, version).rules
+
+    def rules_table(self, version: Version = None) -> pd.DataFrame:
+        """The rules of a version as a readable table: position, event type, conditions, amount."""
+        rows = [
+            {
+                "rule": i,
+                "event_type": rule.event_type,
+                "when": describe_conditions(rule),
+                "issue": describe_amounts(rule),
+            }
+            for i, rule in enumerate(self.rules(version))
+        ]
+        return pd.DataFrame(rows, columns=["rule", "event_type", "when", "issue"]).set_index("rule")
+
+    def rule_id(self, rule: int | str) -> str:
+        """A draft rule by position or by id."""
+        if isinstance(rule, str):
+            return rule
+        rules = self.rules()
+        if not 0 <= rule < len(rules):
+            raise ServiceError("rule_not_found", f"the draft has no rule {rule}", field="rule", rule=rule)
+        return rules[rule].id
+
+    def add_rule(
+        self,
+        event_type: str,
+        *,
+        conditions: Iterable[ConditionLike] = (),
+        amount: Mapping[str, Any] | None = None,
+        actions: Sequence[Mapping[str, Any]] | None = None,
+    ) -> r.Rule:
+        """Add a rule to the draft: `amount={"fixed": "2.50"}` or `{"per": "amount", "rate": 0.05}`, or `actions`.
+        Validation errors are the contract's (`ServiceError` with `details.field`)."""
+        body = {
+            "program_id": self.id,
+            "event_type": event_type,
+            "conditions": [_condition(c) for c in conditions],
+            "actions": _actions(amount, actions),
+        }
+        return programmes.create_rule(self._db, self._scope, validate(rq.RuleCreate, body))
+
+    def update_rule(
+        self,
+        rule: int | str,
+        *,
+        event_type: str | None = None,
+        conditions: Iterable[ConditionLike] | None = None,
+        amount: Mapping[str, Any] | None = None,
+        actions: Sequence[Mapping[str, Any]] | None = None,
+    ) -> r.Rule:
+        body: dict[str, Any] = {}
+        if event_type is not None:
+            body["event_type"] = event_type
+        if conditions is not None:
+            body["conditions"] = [_condition(c) for c in conditions]
+        if amount is not None or actions is not None:
+            body["actions"] = _actions(amount, actions)
+        return programmes.update_rule(self._db, self._scope, self.rule_id(rule), validate(rq.RuleUpdate, body))
+
+    def remove_rule(self, rule: int | str) -> r.Rule:
+        return programmes.delete_rule(self._db, self._scope, self.rule_id(rule))
+
+    # versions -----------------------------------------------------------------------------------------------
+    def publish(self) -> r.PublishResult:
+        return programmes.publish(self._db, self._scope, self.id)
+
+    def versions(self) -> list[r.ProgrammeVersion]:
+        """Published versions oldest first, then the draft."""
+        return programmes.list_versions(self._db, self._scope, self.id)
+
+    def versions_table(self) -> pd.DataFrame:
+        rows = [
+            {
+                "version": "draft" if v.number is None else v.number,
+                "status": v.status,
+                "based_on": v.based_on,
+                "published_at": v.published_at,
+                "rules": len(v.rules),
+            }
+            for v in self.versions()
+        ]
+        table = pd.DataFrame(rows, columns=["version", "status", "based_on", "published_at", "rules"])
+        return table.astype({"based_on": "Int64"})
+
+    def definition(self, version: Version = None) -> ProgrammeDefinition:
+        """A version (the draft by default) as a programme file's definition, without ids."""
+        info = self.info()
+        asset = self.asset()
+        rules = [
+            FileRule(
+                event_type=rule.event_type,
+                conditions=rule.conditions,
+                actions=[FileAction(type="issue", amount=action.amount) for action in rule.actions],
+            )
+            for rule in self.rules(version)
+        ]
+        if not rules:
+            raise ServiceError("programme_draft_empty", "the version has no rules to export", field="rules")
+        return ProgrammeDefinition(
+            programme=ProgrammeInfo(name=info.name, description=info.description),
+            asset=rq.AssetCreate(
+                name=asset.name,
+                symbol=asset.symbol,
+                type=asset.type,
+                decimals=asset.decimals,
+                supply_ceiling=asset.supply_ceiling,
+            ),
+            rules=rules,
+        )
+
+    def export(self, path: str | Path, version: Version = None) -> Path:
+        return save_programme(self.definition(version), path)
+
+    def diff(self, old: Version = "live", new: Version = "draft") -> ProgrammeDiff:
+        """What changed from `old` (the published version by default) to `new` (the draft)."""
+        return diff_programmes(self.definition(old), self.definition(new))
+
+    # simulation ---------------------------------------------------------------------------------------------
+    def simulate(
+        self, event: Mapping[str, Any], *, version: Version = None, rule: int | str | None = None
+    ) -> r.Simulation:
+        """The service's simulation of one event (`{"type": ..., <data fields>}`): every rule of a version, or
+        one draft rule (by position or id), with the outcome of every condition and action and its reason."""
+        body = validate(rq.SimulationRequest, {"event": dict(event)})
+        if rule is not None:
+            return simulation.simulate_rule(self._db, self._scope, self.rule_id(rule), body)
+        return simulation.simulate_programme(self._db, self._scope, self.id, body, version)
+
+    def simulate_table(self, events: Any, *, version: Version = None, rule: int | str | None = None) -> pd.DataFrame:
+        """A table of events (DataFrame, Arrow table or list of dicts with `type` and data fields or a `data`
+        column) through a version or one rule: one row per event and rule with matched, amount and reasons.
+        The rules are compiled once; each event is evaluated by the engine's own rule evaluation."""
+        specs, number = simulation.version_rules(self._db, self._scope, self.id, version)
+        indices = list(range(len(specs)))
+        if rule is not None:
+            wanted = self.rule_id(rule)
+            indices = [i for i, spec in enumerate(specs) if spec.rule_id == wanted]
+            if not indices:
+                raise ServiceError("rule_not_found", "the rule is not in that version", field="rule", rule=rule)
+        chosen = [specs[i] for i in indices]
+        rows: list[dict[str, Any]] = []
+        for position, item in enumerate(event_rows(events)):
+            outcome = simulation.outcome(evaluate_rules(chosen, item.type, item.data), item.type, self.id, number)
+            rows += _outcome_rows(position, item, outcome, indices)
+        return pd.DataFrame(rows, columns=SIMULATION_COLUMNS)
+
+    # replay -----------------------------------------------------------------------------------------------
+    def replay(
+        self, events: Any, *, version: Version = "live", opening_supply: Decimal | int | str = 0, **options: Any
+    ) -> ReplayResult:
+        """Replay a history through a version (the published one by default) with the vectorised engine;
+        returns its `ReplayResult`."""
+        return replay(events, self.definition(version), opening_supply=opening_supply, **options)
+
+    def sweep(
+        self,
+        events: Any,
+        grid: Mapping[str, Sequence[Any]],
+        *,
+        version: Version = None,
+        opening_supply: Decimal | int | str = 0,
+    ) -> pd.DataFrame:
+        """A version (the draft by default) over every point of `grid` (keys are paths into the programme file,
+        e.g. "rules[0].actions[0].amount.rate"): issuance, liability and exhaustion date per grid point."""
+        return sweep(events, self.definition(version), dict(grid), opening_supply=opening_supply)
+
+
+def _outcome_rows(position: int, item: EventRow, outcome: r.Simulation, indices: list[int]) -> list[dict[str, Any]]:
+    rows = []
+    for index, rule in zip(indices, outcome.rules, strict=True):
+        amount = sum((Decimal(a.amount) for a in rule.actions if a.issues), Decimal(0))
+        reasons = [rule.reason, *(a.reason for a in rule.actions)]
+        rows.append(
+            {
+                "event": position,
+                "external_event_id": item.external_event_id,
+                "event_type": item.type,
+                "rule_index": index,
+                "rule_id": rule.rule_id,
+                "matched": rule.matched,
+                "amount": amount,
+                "reasons": "; ".join(reasons),
+            }
+        )
+    return rows

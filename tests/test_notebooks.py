@@ -1,0 +1,91 @@
+"""The notebooks in CI: each runs with papermill on small parameters, and nbval checks the committed outputs.
+
+nbval runs in a child pytest (`--nbval --nbval-current-env`, so the kernel is this interpreter) with the
+sanitising patterns of notebooks/nbval_sanitize.cfg; images and widget models are not compared (nbval's default),
+text and HTML outputs are. Refresh the committed outputs with `make notebooks` after an intended change.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from rewards_lab.lab import report
+
+NOTEBOOKS = report.notebooks()
+SMALL: dict[str, dict[str, Any]] = {
+    "01_design_and_simulate.ipynb": {"new_rate": "0.1"},
+    "02_replay_and_forecast.ipynb": {
+        "max_events": 3000,
+        "projection_days": 14,
+        "sweep_rates": [0.05, 0.1],
+        "sweep_thresholds": [0, 20, 50],
+    },
+    "03_compare_versions.ipynb": {"max_events": 3000, "draft_rate": "0.06"},
+}
+
+
+def test_there_are_notebooks_and_each_has_a_parameters_cell() -> None:
+    assert [path.name for path in NOTEBOOKS] == list(SMALL)
+    for path in NOTEBOOKS:
+        cells = nbformat.read(path, as_version=4).cells
+        tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+        assert len(tagged) == 1, path.name
+        assert set(SMALL.get(path.name, {})) <= set(_names(tagged[0].source)), path.name
+
+
+def _names(source: str) -> list[str]:
+    return [line.split("=")[0].strip() for line in source.splitlines() if "=" in line and not line.startswith("#")]
+
+
+def _outputs(path: Path) -> list[dict[str, Any]]:
+    return [output for cell in nbformat.read(path, as_version=4).cells for output in cell.get("outputs", [])]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_notebook_runs_with_papermill_on_small_parameters(notebook: Path, tmp_path: Path) -> None:
+    executed = report.execute(notebook, tmp_path / notebook.name, SMALL.get(notebook.name))
+    outputs = _outputs(executed)
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    html = report.to_html(executed).read_text()
+    assert "<html" in html
+    text = "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    if notebook.name.startswith("01"):
+        assert '"rate":0.1' in text  # the injected parameter reached the draft
+    if notebook.name.startswith("02"):
+        assert "3000 events replayed" in text and len(images) == 3  # liability, per rule, heat map
+        assert html.count("data:image/png;base64") >= 3  # the figures are embedded in the HTML
+    if notebook.name.startswith("03"):
+        assert '"rate":0.06' in text and len(images) == 2
+
+
+@pytest.mark.slow
+def test_the_committed_outputs_match_nbval() -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--nbval",
+        "--nbval-current-env",
+        "--nbval-sanitize-with",
+        str(report.NOTEBOOKS / "nbval_sanitize.cfg"),
+        "--nbval-kernel-startup-timeout",
+        "120",
+        "--nbval-cell-timeout",
+        "300",
+        "-W",
+        "ignore::DeprecationWarning",  # the kernel client's deprecations are not the notebooks' failures
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        *[str(path) for path in NOTEBOOKS],
+    ]
+    done = subprocess.run(command, cwd=report.ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
