@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # The TypeScript compiler, only to check the generated client types (tests/test_contract_artefacts.py).
 TSC := clients/typescript/node_modules/.bin/tsc
 
-.PHONY: setup lab lab-services report notebooks demo test lint typecheck pytest bench bench-replay clean contract
+.PHONY: setup lab lab-services report notebooks demo test lint typecheck pytest bench bench-http bench-replay clean contract
 
 setup: $(STAMP) $(TSC)
 
@@ -70,6 +70,9 @@ test: lint typecheck pytest
 bench: setup
 	$(BIN)/python benchmarks/ledger_batch.py
 	$(BIN)/python benchmarks/service_calls.py
+
+bench-http: setup
+	$(BIN)/python benchmarks/events_http.py
 
 bench-replay: setup
 	$(BIN)/python benchmarks/replay.py

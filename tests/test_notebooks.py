@@ -27,6 +27,8 @@ SMALL: dict[str, dict[str, Any]] = {
         "sweep_thresholds": [0, 20, 50],
     },
     "03_compare_versions.ipynb": {"max_events": 3000, "draft_rate": "0.06"},
+    # No base_url: the notebook starts a throwaway local service (test_push_notebook.py runs it against `serve`).
+    "04_push.ipynb": {},
 }
 
 
