@@ -201,6 +201,7 @@ def test_lists_paginate_and_ledger_refusals_carry_their_codes(server: LiveServer
         _error(http.get("/events", params={"limit": "ten"}), 422, "field_invalid")
         _error(http.get("/events", params={"cursor": "garbage"}), 422, "cursor_invalid")
         _error(http.get("/events", params={"sort": "type"}), 422, "sort_field_invalid")
+        _error(http.get("/events", params={"sort": ""}), 422, "sort_field_invalid")  # found by schemathesis
 
         asset = _ok(
             http.post("/assets", json={"name": "Coins", "symbol": "COIN", "type": "credits", "decimals": 2}), 201

@@ -38,7 +38,7 @@ def check_page_request(page: PageRequest, sort_fields: tuple[str, ...]) -> str:
         raise ServiceError("field_invalid", f"limit must be between 1 and {MAX_LIMIT}", field="limit")
     if page.direction not in ("asc", "desc"):
         raise ServiceError("field_invalid", "direction must be asc or desc", field="direction")
-    sort = page.sort or sort_fields[0]
+    sort = sort_fields[0] if page.sort is None else page.sort  # an empty `sort=` is an invalid value, not absent
     if sort not in sort_fields:
         raise ServiceError(
             "sort_field_invalid",
