@@ -90,6 +90,21 @@ def bootstrap(db: Path, org: str, *extra: str) -> dict[str, object]:
     return boot
 
 
+def wait_until_serving(base_url: str, process: subprocess.Popen[bytes], log: IO[bytes]) -> None:
+    """Poll the OpenAPI document until the server answers; fail with its log if it exits or times out."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            if httpx.get(f"{base_url}/openapi.json", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            log.close()
+            raise AssertionError(f"the server did not start: {Path(log.name).read_text()}")
+        time.sleep(0.1)
+
+
 def start_server(db: Path, org: str = "Acme", *bootstrap_args: str, serve_args: tuple[str, ...] = ()) -> LiveServer:
     """Bootstrap `db` (with `bootstrap_args`, e.g. a plan), start `rewards-lab serve` on a free port, wait."""
     boot = bootstrap(db, org, *bootstrap_args)
@@ -98,17 +113,7 @@ def start_server(db: Path, org: str = "Acme", *bootstrap_args: str, serve_args: 
     command = cli("serve", "--db", str(db), "--port", str(port), *serve_args)
     process = spawn(command, log)
     base_url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            if httpx.get(f"{base_url}/openapi.json", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            log.close()
-            raise AssertionError(f"the server did not start: {Path(log.name).read_text()}")
-        time.sleep(0.1)
+    wait_until_serving(base_url, process, log)
     keys = boot["api_keys"]
     assert isinstance(keys, dict)
     return LiveServer(db, base_url, str(boot["organization_id"]), keys, process, log, boot)

@@ -10,12 +10,11 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.live_server import START_TIMEOUT_S, LiveServer, cli, free_port, spawn
+from tests.live_server import LiveServer, cli, free_port, spawn, wait_until_serving
 
 
 @dataclass
@@ -113,17 +112,7 @@ def serve_again(previous: LiveServer) -> LiveServer:
     log = (previous.db.parent / f"{previous.db.stem}.restart.log").open("wb")
     process = spawn(cli("serve", "--db", str(previous.db), "--port", str(port)), log)
     base_url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        try:
-            if httpx.get(f"{base_url}/openapi.json", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            log.close()
-            raise AssertionError(f"the server did not restart: {Path(log.name).read_text()}")
-        time.sleep(0.1)
+    wait_until_serving(base_url, process, log)
     return LiveServer(previous.db, base_url, previous.organization_id, previous.keys, process, log)
 
 
