@@ -55,13 +55,7 @@ def apply_postings(
     Runs inside the caller's unit of work; the store's constraints assert the invariants again as it writes.
     """
     state = state or load_state(uow, scope, requests)
-    accepted: list[Posting] = []
-    rejected: list[tuple[PostingRequest, ServiceError]] = []
-    for request in requests:
-        try:
-            accepted.append(state.decide(request))
-        except ServiceError as error:
-            rejected.append((request, error))
+    accepted, rejected = state.decide_all(requests)
     write_accepted(uow, scope, state, accepted)
     return BatchOutcome(accepted, rejected)
 

@@ -13,7 +13,6 @@ the caller's transaction rolls back, so nothing partial is ever committed.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -71,18 +70,11 @@ _INSERT_BALANCES = (
 
 
 def postings_table(postings: Sequence[Posting]) -> pa.Table:
-    return pa.table(
-        [
-            [p.transaction_id for p in postings],
-            [p.kind for p in postings],
-            [p.asset_id for p in postings],
-            [p.amount_minor for p in postings],
-            [p.source_account_id for p in postings],
-            [p.destination_account_id for p in postings],
-            [p.memo for p in postings],
-            [p.execution_id for p in postings],
-        ],
-        schema=_TXN_SCHEMA,
+    if not postings:
+        return _TXN_SCHEMA.empty_table()
+    columns = list(zip(*postings, strict=True))  # Posting's fields are in _TXN_SCHEMA's order
+    return pa.Table.from_arrays(
+        [pa.array(column, type=f.type) for column, f in zip(columns, _TXN_SCHEMA, strict=True)], schema=_TXN_SCHEMA
     )
 
 
@@ -91,18 +83,27 @@ def deltas_table(postings: Sequence[Posting], issuance_accounts: Mapping[str, st
 
     A redemption lowers the issuance account's floor by its amount: redeemed value makes room under the ceiling.
     """
-    deltas: dict[tuple[str, str], int] = defaultdict(int)
-    floors: dict[tuple[str, str], int] = defaultdict(int)
-    for p in postings:
-        deltas[(p.source_account_id, p.asset_id)] -= p.amount_minor
-        deltas[(p.destination_account_id, p.asset_id)] += p.amount_minor
-        if p.kind == "redemption":
-            key = (issuance_accounts[p.asset_id], p.asset_id)
-            floors[key] -= p.amount_minor
-            deltas[key] += 0
+    deltas: dict[tuple[str, str], int] = {}
+    floors: dict[tuple[str, str], int] = {}
+    get = deltas.get
+    for _, kind, asset_id, amount, source, destination, _, _ in postings:
+        key = (source, asset_id)
+        deltas[key] = get(key, 0) - amount
+        key = (destination, asset_id)
+        deltas[key] = get(key, 0) + amount
+        if kind == "redemption":
+            key = (issuance_accounts[asset_id], asset_id)
+            floors[key] = floors.get(key, 0) - amount
+            deltas[key] = get(key, 0)
     keys = list(deltas)
-    return pa.table(
-        [[k[0] for k in keys], [k[1] for k in keys], [deltas[k] for k in keys], [floors.get(k, 0) for k in keys]],
+    accounts, assets = zip(*keys, strict=True) if keys else ((), ())
+    return pa.Table.from_arrays(
+        [
+            pa.array(accounts, pa.string()),
+            pa.array(assets, pa.string()),
+            pa.array(list(deltas.values()), pa.int64()),
+            pa.array([floors.get(k, 0) for k in keys], pa.int64()),
+        ],
         schema=_DELTA_SCHEMA,
     )
 
@@ -169,7 +170,7 @@ class LedgerRepository:
             states, to_read = {}, list(wallet_ids)
         if to_read:
             states.update(self._read_wallets(scope, to_read))
-        unusual = {wallet_id: state for wallet_id, state in states.items() if state != ORDINARY_WALLET}
+        unusual = {w: state for w, state in states.items() if state is not ORDINARY_WALLET and state != ORDINARY_WALLET}
         assets: dict[str, AssetState] = {}
         for asset_id in asset_ids:
             cached = cache.asset(scope, asset_id) if cache else None
@@ -203,7 +204,11 @@ class LedgerRepository:
             f"SELECT id, status, transfer_policy FROM wallets WHERE {TENANT} AND id IN (SELECT unnest(?))",
             [*scope.params, wallet_ids],
         ).fetchall()
-        return {wallet_id: WalletState(status, policy) for wallet_id, status, policy in rows}
+        ordinary = (ORDINARY_WALLET.status, ORDINARY_WALLET.transfer_policy)
+        return {
+            wallet_id: ORDINARY_WALLET if (status, policy) == ordinary else WalletState(status, policy)
+            for wallet_id, status, policy in rows
+        }
 
     def _read_assets(self, scope: Scope, asset_ids: list[str]) -> dict[str, AssetState]:
         rows = self.con.execute(
