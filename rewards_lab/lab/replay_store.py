@@ -1,17 +1,18 @@
 """The stored form of a replay's result: one row per event, and the SQL that derives everything else from it.
 
 `{name}_pe` has one row per event of a type that has rules: `pos` (its position in processing order),
-`customer_id`, `day` (UTC days since the epoch), `k` (the event type's index in `Layout.types`) and `a`, a STRUCT
-of fixed width (c1 .. cW) holding the amounts of that type's rule actions ("slots") in processing order, in minor
-units: 0 where nothing is issued (the rule did not match, the value is missing or not a number, the amount
-rounds to nothing) and beyond the type's own slots, TOO_LARGE where the action is refused as amount_too_large.
-It is computed in ONE projection over the events, one CASE branch per event type, like a hand-written query:
-each rule is evaluated once, and the summaries group events (10M in the benchmark), not issuances (25.8M).
-A STRUCT is stored as one column per field, so a summary reads each amount as a plain column.
+`customer_id`, `day` (UTC days since the epoch) and `a`, a STRUCT of `k` (the event type's index in
+`Layout.types`) and a fixed number of fields c1 .. cW: the amounts of that type's rule actions ("slots") in
+processing order, in minor units. 0 means nothing is issued (the rule did not match, the value is missing or not
+a number, the amount rounds to nothing, or the field is beyond the type's own slots); TOO_LARGE means the action
+is refused as amount_too_large. The table is computed in ONE projection over the events, one CASE branch per
+event type, like a hand-written query: each rule is evaluated once, and the summaries group events (10M in the
+benchmark), not issuances (25.8M). A STRUCT is stored as one column per field, so a summary reads an amount as
+a plain column.
 
 Derived from it (rewards_lab.lab.replay puts them together):
 - `{name}_cand`: per day and slot, the candidate issuances (sum and count of the positive amounts) and the
-  refusals as too large, from one GROUP BY day, k over the stored rows;
+  refusals as too large, from one GROUP BY day, a.k over the stored rows;
 - the supply ceiling (`enforce_ceiling`): the boundary day, on which the first refusal falls, and `{name}_kept`,
   every issuance on or after that day that is issued. Before the boundary day every positive amount is issued;
 - `{name}_issuances`: one row per attempted issuance, a view that unnests `a` and joins the slots' rules and the
@@ -110,9 +111,9 @@ def layout(plan: CompiledProgramme) -> Layout:
     )
 
 
-def _struct(values: Sequence[str], width: int) -> str:
+def _struct(k: str, values: Sequence[str], width: int) -> str:
     padded = [*values, *["0"] * (width - len(values))]
-    return "{" + ", ".join(f"'c{index + 1}': {value}" for index, value in enumerate(padded)) + "}"
+    return "{'k': " + k + "".join(f", 'c{index + 1}': {value}" for index, value in enumerate(padded)) + "}"
 
 
 def create(con: duckdb.DuckDBPyConnection, lay: Layout, events: str, exotic: str, name: str) -> None:
@@ -133,19 +134,19 @@ def create(con: duckdb.DuckDBPyConnection, lay: Layout, events: str, exotic: str
     day = f"CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER)"
     if not lay.types:
         con.execute(
-            f"CREATE TEMP TABLE {name}_pe AS SELECT __pos AS pos, customer_id, {day} AS day, 0 AS k, "
-            f"{_struct([], 1)} AS a FROM {events} WHERE FALSE"
+            f"CREATE TEMP TABLE {name}_pe AS SELECT __pos AS pos, customer_id, {day} AS day, "
+            f"{_struct('0', [], 1)} AS a FROM {events} WHERE FALSE"
         )
         return
     names = ", ".join(literal(t) for t in lay.types)
-    k = " ".join(f"WHEN {literal(t)} THEN {index}" for index, t in enumerate(lay.types))
     a = " ".join(
-        f"WHEN {literal(t)} THEN {_struct(lay.expressions[index], lay.width)}" for index, t in enumerate(lay.types)
+        f"WHEN {literal(t)} THEN {_struct(str(index), lay.expressions[index], lay.width)}"
+        for index, t in enumerate(lay.types)
     )
     keep = f"type IN ({names})" + ("" if exotic == "FALSE" else f" AND NOT {exotic}")
     con.execute(
-        f"CREATE TEMP TABLE {name}_pe AS SELECT __pos AS pos, customer_id, {day} AS day, CASE type {k} END AS k, "
-        f"CASE type {a} END AS a FROM {events} WHERE {keep}"
+        f"CREATE TEMP TABLE {name}_pe AS SELECT __pos AS pos, customer_id, {day} AS day, CASE type {a} END AS a "
+        f"FROM {events} WHERE {keep}"
     )
 
 
@@ -169,9 +170,9 @@ def add_fallback(
     for index in range(lay.width):
         columns[f"c{index + 1}"] = pa.array([v[2][index] for v in by_event.values()], pa.int64())
     con.register(f"{name}_fallback", pa.table(columns))
-    struct = _struct([f"f.c{index}" for index in range(1, lay.width + 1)], lay.width)
+    struct = _struct("f.k", [f"f.c{index}" for index in range(1, lay.width + 1)], lay.width)
     con.execute(
-        f"INSERT INTO {name}_pe SELECT f.pos, e.customer_id, CAST(f.t // {DAY_US} AS INTEGER), f.k, {struct} "
+        f"INSERT INTO {name}_pe SELECT f.pos, e.customer_id, CAST(f.t // {DAY_US} AS INTEGER), {struct} "
         f"FROM {name}_fallback f JOIN {events} e ON e.__pos = f.pos"
     )
     con.unregister(f"{name}_fallback")
@@ -195,7 +196,7 @@ def summarise(con: duckdb.DuckDBPyConnection, lay: Layout, name: str) -> None:
         SELECT u.day, s.slot, CAST(coalesce(u.p, 0) AS HUGEINT) AS p, CAST(u.n AS BIGINT) AS n,
                CAST(u.x AS BIGINT) AS x
         FROM (SELECT day, k, unnest(range(1, {lay.width + 1})) AS i, {spread}
-              FROM (SELECT day, k, {", ".join(aggregates)} FROM {name}_pe GROUP BY day, k)) u
+              FROM (SELECT day, a.k AS k, {", ".join(aggregates)} FROM {name}_pe GROUP BY day, a.k)) u
         JOIN {name}_slots s ON s.k = u.k AND s.i = u.i
         WHERE u.n > 0 OR u.x > 0"""
     )
@@ -229,7 +230,7 @@ def enforce_ceiling(con: duckdb.DuckDBPyConnection, lay: Layout, name: str, room
         if running + int(day_total) > room:
             break
         running += int(day_total)
-    that_day = con.sql(f"SELECT pos, day, k, {_named(lay)} FROM {name}_pe WHERE day = {boundary} ORDER BY pos")
+    that_day = con.sql(f"SELECT pos, day, {_named(lay)} FROM {name}_pe WHERE day = {boundary} ORDER BY pos")
     fetched = that_day.fetchnumpy()
     pos, day, k, index, values = _flatten(fetched, lay.width)
     positive = values > 0
@@ -253,7 +254,7 @@ def enforce_ceiling(con: duckdb.DuckDBPyConnection, lay: Layout, name: str, room
 
 
 def _named(lay: Layout) -> str:
-    return ", ".join(f"{field} AS c{index}" for index, field in enumerate(lay.fields, start=1))
+    return "a.k AS k, " + ", ".join(f"{field} AS c{index}" for index, field in enumerate(lay.fields, start=1))
 
 
 def _after_refusal(
@@ -268,7 +269,7 @@ def _after_refusal(
     while room > 0:
         fits = " OR ".join(f"({field} > 0 AND {field} <= {room})" for field in lay.fields)
         query = (
-            f"SELECT pos, day, k, {_named(lay)} FROM {name}_pe WHERE pos >= {position} AND ({fits}) "
+            f"SELECT pos, day, {_named(lay)} FROM {name}_pe WHERE pos >= {position} AND ({fits}) "
             f"ORDER BY pos LIMIT {chunk}"
         )
         fetched = con.sql(query).fetchnumpy()
@@ -329,7 +330,7 @@ def issuances_sql(lay: Layout, name: str, boundary: int | None, asset: str, amou
                greatest(p.m, 0) AS amount_minor, CASE WHEN {ok} THEN 'issued' ELSE 'failed' END AS status,
                CASE WHEN p.m = {TOO_LARGE} THEN 'amount_too_large'
                     WHEN NOT {ok} THEN 'asset_supply_exhausted' END AS error_code
-        FROM (SELECT p.pos, p.customer_id, p.day, p.k, u.i, CAST(u.m AS BIGINT) AS m
+        FROM (SELECT p.pos, p.customer_id, p.day, p.a.k AS k, u.i, CAST(u.m AS BIGINT) AS m
               FROM {name}_pe p, unnest([{", ".join(lay.fields)}]) WITH ORDINALITY AS u(m, i) WHERE u.m <> 0) p
         JOIN {name}_slots s ON s.k = p.k AND s.i = p.i
         JOIN {name}_ordered e ON e.__pos = p.pos
