@@ -14,7 +14,7 @@ import itertools
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import partial
@@ -24,6 +24,8 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
@@ -38,6 +40,7 @@ from rewards_lab.lab.replay_store import DAY_US
 Progress = Callable[[int, int], None] | bool | None
 _names = itertools.count()
 _EPOCH = np.datetime64("1970-01-01", "D")
+_OUTPUT_EVENTS = 1_000_000  # events per batch of issuance rows (to_pandas, write)
 _AUTO_PROGRESS_AFTER = 2.0  # seconds before the default progress starts printing
 ISSUANCE_COLUMNS = (  # the `issuances` relation's columns, in order
     "seq",
@@ -115,8 +118,18 @@ class ReplayResult:
         """One row per attempted issuance, in processing order (ISSUANCE_COLUMNS)."""
         return self.con.sql(f"SELECT * FROM {self._name}_issuances ORDER BY seq")
 
+    def batches(self) -> Iterator[pa.Table]:
+        """The issuance rows in processing order, as Arrow tables of the events of one position range at a time:
+        each is sorted on its own, so that the rows are never sorted (nor held) all at once."""
+        for low in range(0, max(self.events_processed, 1), _OUTPUT_EVENTS):
+            positions = (low, low + _OUTPUT_EVENTS)
+            query = store.issuances_sql(
+                self._layout, self._name, self._boundary, self.definition.asset.symbol, self._amount, positions
+            )
+            yield self.con.sql(f"{query} ORDER BY seq").to_arrow_table()
+
     def to_pandas(self) -> pd.DataFrame:
-        frame: pd.DataFrame = self.issuances.to_arrow_table().to_pandas()
+        frame: pd.DataFrame = pa.concat_tables(list(self.batches())).to_pandas()
         return frame
 
     def totals(self) -> dict[str, Any]:
@@ -163,6 +176,16 @@ class ReplayResult:
         if target.suffix.lower() not in formats:
             raise ServiceError("field_invalid", f"{target}: the output must be .parquet or .csv", field="out")
         target.parent.mkdir(parents=True, exist_ok=True)
+        if target.suffix.lower() == ".parquet":
+            writer: pq.ParquetWriter | None = None
+            try:
+                for batch in self.batches():
+                    writer = writer or pq.ParquetWriter(target, batch.schema)
+                    writer.write_table(batch)
+            finally:
+                if writer is not None:
+                    writer.close()
+            return target
         query = f"SELECT * FROM {self._name}_issuances ORDER BY seq"
         self.con.execute(f"COPY ({query}) TO {literal(str(target))} ({formats[target.suffix.lower()]})")
         return target

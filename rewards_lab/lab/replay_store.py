@@ -132,12 +132,6 @@ def create(con: duckdb.DuckDBPyConnection, lay: Layout, events: str, exotic: str
     con.execute(f"CREATE TEMP TABLE {name}_slots AS SELECT * FROM {name}_slots_input")
     con.unregister(f"{name}_slots_input")
     day = f"CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER)"
-    if not lay.types:
-        con.execute(
-            f"CREATE TEMP TABLE {name}_pe AS SELECT __pos AS pos, customer_id, {day} AS day, "
-            f"{_struct('0', [], 1)} AS a FROM {events} WHERE FALSE"
-        )
-        return
     names = ", ".join(literal(t) for t in lay.types)
     a = " ".join(
         f"WHEN {literal(t)} THEN {_struct(str(index), lay.expressions[index], lay.width)}"
@@ -319,9 +313,22 @@ def per_customer_sql(lay: Layout, name: str, boundary: int | None) -> str:
     return f"SELECT customer_id, sum(v) AS issued, sum(c) AS issuances FROM ({events}) GROUP BY customer_id"
 
 
-def issuances_sql(lay: Layout, name: str, boundary: int | None, asset: str, amount: Callable[[str], str]) -> str:
+def issuances_sql(
+    lay: Layout,
+    name: str,
+    boundary: int | None,
+    asset: str,
+    amount: Callable[[str], str],
+    positions: tuple[int, int] | None = None,
+) -> str:
     """SQL of the `issuances` view: one row per attempted issuance (rewards_lab.lab.replay.ISSUANCE_COLUMNS);
-    `amount` turns the SQL of minor units into the exact DECIMAL."""
+    `amount` turns the SQL of minor units into the exact DECIMAL; `positions` (from, to): only those events."""
+    some = "" if positions is None else f" AND p.pos >= {positions[0]} AND p.pos < {positions[1]}"
+    events = (
+        f"{name}_ordered"
+        if positions is None
+        else f"(SELECT * FROM {name}_ordered WHERE __pos >= {positions[0]} AND __pos < {positions[1]})"
+    )
     kept = "" if boundary is None else f"LEFT JOIN {name}_kept q ON q.pos = p.pos AND q.i = p.i"
     ok = "p.m > 0" if boundary is None else f"(p.m > 0 AND (p.day < {boundary} OR q.pos IS NOT NULL))"
     return f"""
@@ -331,7 +338,7 @@ def issuances_sql(lay: Layout, name: str, boundary: int | None, asset: str, amou
                CASE WHEN p.m = {TOO_LARGE} THEN 'amount_too_large'
                     WHEN NOT {ok} THEN 'asset_supply_exhausted' END AS error_code
         FROM (SELECT p.pos, p.customer_id, p.day, p.a.k AS k, u.i, CAST(u.m AS BIGINT) AS m
-              FROM {name}_pe p, unnest([{", ".join(lay.fields)}]) WITH ORDINALITY AS u(m, i) WHERE u.m <> 0) p
+              FROM {name}_pe p, unnest([{", ".join(lay.fields)}]) WITH ORDINALITY AS u(m, i) WHERE u.m <> 0{some}) p
         JOIN {name}_slots s ON s.k = p.k AND s.i = p.i
-        JOIN {name}_ordered e ON e.__pos = p.pos
+        JOIN {events} e ON e.__pos = p.pos
         {kept}"""
