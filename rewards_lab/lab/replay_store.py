@@ -51,7 +51,7 @@ class Layout:
 
     @property
     def width(self) -> int:
-        """Fields of `a` (at least one, so that the STRUCT exists for a programme without rules)."""
+        """Fields c1 .. cW of `a`: the most actions any event type has."""
         return max((len(s) for s in self.slots_of), default=1)
 
     @property
