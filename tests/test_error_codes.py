@@ -11,6 +11,7 @@ import pytest
 
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import HTTP_STATUS_BY_TYPE, REGISTRY, ErrorType, ServiceError
+from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.ledger import Entry, Posting, check_balanced
@@ -315,7 +316,8 @@ def s_internal_error(w: World) -> ServiceError:
         with unit_of_work(w.db) as uow:
             account = uow.assets.get(w.scope, asset_id)
             assert account is not None
-            posting = Posting("txn_overdraw", "redemption", asset_id, 500, wallet_id, account["redemption_account_id"])
+            txn = new_id("transaction")  # a real id: the ledger reads its creation time
+            posting = Posting(txn, "redemption", asset_id, 500, wallet_id, account["redemption_account_id"])
             uow.ledger.write_postings(w.scope, [posting])
 
     error = _raises("internal_error", overdraw)

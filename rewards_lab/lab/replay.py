@@ -1,9 +1,10 @@
 """Replay an event history through a programme, vectorised in DuckDB, with the live engine's exact results.
 
 Events are processed in `occurred_at` order, ties by input order; within an event, rules in file order and actions
-in rule order (that is `seq`). Every rule's conditions and amounts run as set-based SQL (rewards_lab.lab.replay_sql);
-the few rows SQL cannot read exactly are evaluated by the live engine's own Python functions. The asset's supply
-ceiling is then enforced in `seq` order from `opening_supply` (rewards_lab.lab.replay_ceiling). Customers are
+in rule order (that is `seq`). Every rule's conditions and amounts run as set-based SQL (rewards_lab.lab.replay_sql)
+into one stored row per event (rewards_lab.lab.replay_store); the few rows SQL cannot read exactly are evaluated by
+the live engine's own Python functions. The asset's supply ceiling is then enforced in `seq` order from
+`opening_supply` (rewards_lab.lab.replay_store, rewards_lab.lab.replay_ceiling). Customers are
 assumed to exist with a reward wallet; each input row is one event (no deduplication of external_event_id).
 """
 
@@ -13,9 +14,10 @@ import itertools
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,19 +25,22 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
 from rewards_lab.domain.rules import evaluate_rules
+from rewards_lab.lab import replay_store as store
 from rewards_lab.lab.programme_file import ProgrammeDefinition, load_programme
-from rewards_lab.lab.replay_ceiling import first_over, resolve
 from rewards_lab.lab.replay_inputs import ROW, EventSource, literal, open_events
+from rewards_lab.lab.replay_order import order_events
 from rewards_lab.lab.replay_sql import TOO_LARGE, CompiledProgramme, compile_programme, referenced_fields, rule_specs
+from rewards_lab.lab.replay_store import DAY_US
 
 Progress = Callable[[int, int], None] | bool | None
 _names = itertools.count()
-DAY_US = 86_400_000_000
 _EPOCH = np.datetime64("1970-01-01", "D")
+_OUTPUT_EVENTS = 1_000_000  # events per batch of issuance rows (to_pandas, write)
 _AUTO_PROGRESS_AFTER = 2.0  # seconds before the default progress starts printing
 ISSUANCE_COLUMNS = (  # the `issuances` relation's columns, in order
     "seq",
@@ -86,9 +91,9 @@ def parse_supply(value: Decimal | int | str, decimals: int, field_name: str = "o
 
 @dataclass
 class ReplayResult:
-    """The outcome of a replay. Internally one compact row per issuance (seq, amount in minor units); the
-    `issuances` relation adds the status, the event's columns and the rule by joining back to the events, and the
-    summaries are computed in one pass over the events with the same compiled rules."""
+    """The outcome of a replay. Stored as one row per event with the amounts of its rules' actions
+    (rewards_lab.lab.replay_store); the summaries group those rows, and the `issuances` relation unnests them
+    into one row per issuance, with the status, the event's columns and the rule."""
 
     definition: ProgrammeDefinition
     con: duckdb.DuckDBPyConnection
@@ -98,8 +103,8 @@ class ReplayResult:
     opening_supply: Decimal
     python_rows: int  # events evaluated by the Python fallback
     _name: str  # prefix of this replay's temporary tables and views
-    _plan: CompiledProgramme
-    _cutoff: int | None  # seq of the first issuance the ceiling refused (None: none refused)
+    _layout: store.Layout
+    _boundary: int | None  # the day of the first refusal by the ceiling (None: none refused)
 
     @property
     def _decimals(self) -> int:
@@ -113,32 +118,44 @@ class ReplayResult:
         """One row per attempted issuance, in processing order (ISSUANCE_COLUMNS)."""
         return self.con.sql(f"SELECT * FROM {self._name}_issuances ORDER BY seq")
 
+    def batches(self) -> Iterator[pa.Table]:
+        """The issuance rows in processing order, as Arrow tables of the events of one position range at a time:
+        each is sorted on its own, so that the rows are never sorted (nor held) all at once."""
+        for low in range(0, max(self.events_processed, 1), _OUTPUT_EVENTS):
+            positions = (low, low + _OUTPUT_EVENTS)
+            query = store.issuances_sql(
+                self._layout, self._name, self._boundary, self.definition.asset.symbol, self._amount, positions
+            )
+            yield self.con.sql(f"{query} ORDER BY seq").to_arrow_table()
+
     def to_pandas(self) -> pd.DataFrame:
-        frame: pd.DataFrame = self.issuances.to_arrow_table().to_pandas()
+        frame: pd.DataFrame = pa.concat_tables(list(self.batches())).to_pandas()
         return frame
 
     def totals(self) -> dict[str, Any]:
         """issued (Decimal), issuances, failed, and failures by error code."""
-        (row,) = self.con.sql(
-            f"SELECT {self._amount('coalesce(sum(m) FILTER (ok), 0)')}, count(*) FILTER (ok), "
-            f"count(*) FILTER (NOT ok), count(*) FILTER (m = {TOO_LARGE}) FROM {self._name}_status"
-        ).fetchall()
-        codes = {"amount_too_large": int(row[3]), "asset_supply_exhausted": int(row[2]) - int(row[3])}
+        (row,) = self.con.sql(store.totals_sql(self._name, self._boundary, self._amount)).fetchall()
+        issued_count, candidates, too_large = int(row[1]), int(row[2]), int(row[3])
+        codes = {"amount_too_large": too_large, "asset_supply_exhausted": candidates - issued_count}
         failed_by_code = {code: count for code, count in codes.items() if count}
-        return {"issued": row[0], "issuances": int(row[1]), "failed": int(row[2]), "failed_by_code": failed_by_code}
+        return {
+            "issued": row[0],
+            "issuances": issued_count,
+            "failed": too_large + candidates - issued_count,
+            "failed_by_code": failed_by_code,
+        }
 
     def daily(self) -> pd.DataFrame:
         """day (UTC), asset, rule_index, issued, cumulative (running total of that rule), issuances (issued rows)."""
-        rules = " ".join(f"WHEN {slot} THEN {rule}" for slot, (rule, _) in enumerate(_slot_pairs(self.definition)))
         query = f"""
             SELECT DATE '1970-01-01' + day AS day, {literal(self.definition.asset.symbol)} AS asset, rule_index,
                    {self._amount("issued")} AS issued,
                    {self._amount("sum(issued) OVER (PARTITION BY rule_index ORDER BY day)")} AS cumulative,
                    CAST(issuances AS BIGINT) AS issuances
             FROM (
-                SELECT day, CASE seq % {self._plan.slots} {rules} END AS rule_index, sum(m) AS issued,
-                       count(*) AS issuances
-                FROM {self._name}_status WHERE ok GROUP BY ALL
+                SELECT d.day, s.rule_index, sum(d.issued) AS issued, sum(d.n) AS issuances
+                FROM ({store.issued_cells(self._name, self._boundary)}) d
+                JOIN (SELECT DISTINCT slot, rule_index FROM {self._name}_slots) s ON s.slot = d.slot GROUP BY ALL
             ) ORDER BY day, rule_index"""
         frame: pd.DataFrame = self.con.sql(query).to_arrow_table().to_pandas()
         return frame
@@ -146,9 +163,9 @@ class ReplayResult:
     def per_customer(self) -> pd.DataFrame:
         """customer_id, issued, issuances (issued rows), largest first."""
         query = f"""
-            SELECT e.customer_id, {self._amount("sum(i.m)")} AS issued, count(*) AS issuances
-            FROM {self._name}_status i JOIN {self._name}_ordered e ON e.__pos = i.seq // {self._plan.slots}
-            WHERE i.ok GROUP BY e.customer_id ORDER BY issued DESC, e.customer_id"""
+            SELECT customer_id, {self._amount("issued")} AS issued, CAST(issuances AS BIGINT) AS issuances
+            FROM ({store.per_customer_sql(self._layout, self._name, self._boundary)})
+            WHERE issuances > 0 ORDER BY issued DESC, customer_id"""
         frame: pd.DataFrame = self.con.sql(query).to_arrow_table().to_pandas()
         return frame
 
@@ -159,6 +176,16 @@ class ReplayResult:
         if target.suffix.lower() not in formats:
             raise ServiceError("field_invalid", f"{target}: the output must be .parquet or .csv", field="out")
         target.parent.mkdir(parents=True, exist_ok=True)
+        if target.suffix.lower() == ".parquet":
+            writer: pq.ParquetWriter | None = None
+            try:
+                for batch in self.batches():
+                    writer = writer or pq.ParquetWriter(target, batch.schema)
+                    writer.write_table(batch)
+            finally:
+                if writer is not None:
+                    writer.close()
+            return target
         query = f"SELECT * FROM {self._name}_issuances ORDER BY seq"
         self.con.execute(f"COPY ({query}) TO {literal(str(target))} ({formats[target.suffix.lower()]})")
         return target
@@ -171,29 +198,6 @@ def _slot_pairs(definition: ProgrammeDefinition) -> list[tuple[int, int]]:
 
 def definition_of(programme: ProgrammeDefinition | str | Path) -> ProgrammeDefinition:
     return programme if isinstance(programme, ProgrammeDefinition) else load_programme(programme)
-
-
-def order_events(con: duckdb.DuckDBPyConnection, source: EventSource, from_sql: str, name: str) -> int:
-    """Create the view `{name}_ordered`: the events with __pos, their position in processing order."""
-    # Rows may come back in any order (preserve_insertion_order = false): place each stamp at its input row.
-    fetched = con.sql(f"SELECT {ROW} AS rn, epoch_us(occurred_at) AS t FROM {source.view}").fetchnumpy()
-    times = fetched["t"]
-    if isinstance(times, np.ma.MaskedArray) and times.mask.any():
-        raise ServiceError("field_required", "every event needs an occurred_at", field="occurred_at")
-    stamps = np.empty(len(times), dtype=np.int64)
-    stamps[np.asarray(fetched["rn"], dtype=np.int64)] = np.asarray(times, dtype=np.int64)
-    if len(stamps) < 2 or bool(np.all(stamps[1:] >= stamps[:-1])):  # already in order: position = input row
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_ordered AS SELECT *, {ROW} AS __pos FROM {from_sql}")
-        return len(stamps)
-    order = np.argsort(stamps, kind="stable")  # stable: ties keep input order
-    positions = np.empty(len(stamps), dtype=np.int64)
-    positions[order] = np.arange(len(stamps), dtype=np.int64)
-    con.register(f"{name}_pos", pa.table({"rn": np.arange(len(stamps), dtype=np.int64), "pos": positions}))
-    con.execute(
-        f"CREATE OR REPLACE TEMP VIEW {name}_ordered AS SELECT s.*, p.pos AS __pos "
-        f"FROM {from_sql} s JOIN {name}_pos p ON p.rn = s.{ROW}"
-    )
-    return len(stamps)
 
 
 def decimal_sql(decimals: int, minor: str) -> str:
@@ -217,30 +221,6 @@ def candidate_selects(plan: CompiledProgramme, events: str) -> list[tuple[str, s
                 )
             )
     return selects
-
-
-def _inserts(plan: CompiledProgramme, events: str, table: str) -> list[tuple[str, str]]:
-    """(event type, INSERT) per event type: one scan of that type's events computes every slot of its rules as a
-    list, unnested into rows (seq, day, m); rows that issue nothing are dropped."""
-    by_type: dict[str, list[tuple[int, str]]] = {}
-    for rule in plan.rules:
-        for action_index, amount in enumerate(rule.amounts):
-            slot = plan.first_slot[rule.index] + action_index
-            by_type.setdefault(rule.event_type, []).append((slot, f"CASE WHEN {rule.where} THEN {amount} END"))
-    statements = []
-    for event_type, slots in by_type.items():
-        numbers = ", ".join(str(slot) for slot, _ in slots)
-        amounts = ", ".join(amount for _, amount in slots)
-        statements.append(
-            (
-                event_type,
-                f"INSERT INTO {table} SELECT seq, day, m FROM ("
-                f"SELECT __pos * {plan.slots} + unnest([{numbers}]) AS seq, "
-                f"CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER) AS day, unnest([{amounts}]) AS m FROM {events} "
-                f"WHERE type = {literal(event_type)} AND NOT {plan.exotic}) WHERE m <> 0",
-            )
-        )
-    return statements
 
 
 def python_rows(
@@ -288,27 +268,23 @@ def replay(
         con.execute("SET preserve_insertion_order = false")  # from here every order is explicit (seq, __rn)
     from_sql = source.prepare(referenced_fields(rule_specs(definition)))
     plan = compile_programme(definition, source)
-    statements = _inserts(plan, f"{name}_ordered", f"{name}_iss")
-    reporter = _Reporter(progress, len(statements) + 3)
-    table, ordered = f"{name}_iss", f"{name}_ordered"
+    lay = store.layout(plan)
+    reporter = _Reporter(progress, 5)
+    ordered = f"{name}_ordered"
     try:
         count = order_events(con, source, from_sql, name)
         reporter.step("ordered")
-        con.execute(f"CREATE TEMP TABLE {table} (seq BIGINT, day INTEGER, m BIGINT)")
-        for label, statement in statements:
-            con.execute(statement)
-            reporter.step(label)
+        store.create(con, lay, ordered, plan.exotic, name)
+        reporter.step("rules")
         fallback, python_events = python_rows(con, source, plan, ordered)
-        if fallback:
-            seqs, stamps, amounts = (list(column) for column in zip(*fallback, strict=True))
-            frame = pa.table({"seq": pa.array(seqs, pa.int64()), "t": pa.array(stamps, pa.int64()), "m": amounts})
-            con.register(f"{name}_fallback", frame)
-            con.execute(f"INSERT INTO {table} SELECT seq, CAST(t // {DAY_US} AS INTEGER), m FROM {name}_fallback")
-            con.unregister(f"{name}_fallback")
+        store.add_fallback(con, lay, ordered, fallback, name)
         reporter.step("fallback")
-        cutoff = _enforce_ceiling(con, name, None if ceiling is None else ceiling - opening)
+        store.summarise(con, lay, name)
+        reporter.step("summaries")
+        boundary = store.enforce_ceiling(con, lay, name, None if ceiling is None else ceiling - opening)
         reporter.step("ceiling")
-        _create_views(con, definition, plan, name, cutoff)
+        issuances = store.issuances_sql(lay, name, boundary, definition.asset.symbol, partial(decimal_sql, decimals))
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_issuances AS {issuances}")
     finally:
         reporter.close()
     return ReplayResult(
@@ -320,84 +296,9 @@ def replay(
         opening_supply=to_decimal(opening, decimals),
         python_rows=python_events,
         _name=name,
-        _plan=plan,
-        _cutoff=cutoff,
+        _layout=lay,
+        _boundary=boundary,
     )
-
-
-def _create_views(
-    con: duckdb.DuckDBPyConnection,
-    definition: ProgrammeDefinition,
-    plan: CompiledProgramme,
-    name: str,
-    cutoff: int | None,
-) -> None:
-    """`status` (seq, day, m, ok: issued) and `issuances` (the full rows, joined back to the events)."""
-    pairs = _slot_pairs(definition)
-    slots = pa.table(
-        {
-            "slot": pa.array(range(len(pairs)), pa.int64()),
-            "rule_index": pa.array([r for r, _ in pairs], pa.int32()),
-            "action_index": pa.array([a for _, a in pairs], pa.int32()),
-            "event_type": pa.array([definition.rules[r].event_type for r, _ in pairs], pa.string()),
-        }
-    )
-    con.register(f"{name}_slots_input", slots)
-    con.execute(f"CREATE TEMP TABLE {name}_slots AS SELECT * FROM {name}_slots_input")
-    con.unregister(f"{name}_slots_input")
-    below = "TRUE" if cutoff is None else f"i.seq < {cutoff}"
-    con.execute(
-        f"CREATE OR REPLACE TEMP VIEW {name}_status AS SELECT i.seq, i.day, i.m, "
-        f"(i.m > 0 AND ({below} OR k.seq IS NOT NULL)) AS ok FROM {name}_iss i LEFT JOIN {name}_kept k ON k.seq = i.seq"
-    )
-    con.execute(
-        f"""CREATE OR REPLACE TEMP VIEW {name}_issuances AS
-        SELECT i.seq, e.external_event_id, e.customer_id, s.event_type, e.occurred_at, s.rule_index, s.action_index,
-               {literal(definition.asset.symbol)} AS asset,
-               {decimal_sql(definition.asset.decimals, "greatest(i.m, 0)")} AS amount, greatest(i.m, 0) AS amount_minor,
-               CASE WHEN i.ok THEN 'issued' ELSE 'failed' END AS status,
-               CASE WHEN i.m = {TOO_LARGE} THEN 'amount_too_large'
-                    WHEN NOT i.ok THEN 'asset_supply_exhausted' END AS error_code
-        FROM {name}_status i JOIN {name}_slots s ON s.slot = i.seq % {plan.slots}
-        JOIN {name}_ordered e ON e.__pos = i.seq // {plan.slots}"""
-    )
-
-
-def _enforce_ceiling(con: duckdb.DuckDBPyConnection, name: str, room: int | None) -> int | None:
-    """Resolve the ceiling in seq order: returns the seq of the first refusal (None when nothing is refused)
-    and fills `{name}_kept` with the seqs after it that still fit."""
-    con.execute(f"CREATE TEMP TABLE {name}_kept (seq BIGINT)")
-    if room is None:
-        return None
-    ((total,),) = con.sql(f"SELECT coalesce(sum(m) FILTER (m > 0), 0) FROM {name}_iss").fetchall()
-    if int(total) <= room or int(total) == 0:  # everything fits: the ceiling does not bind, nothing to order
-        return None
-    # The first refusal is where the running total first exceeds the room. `day` never decreases along `seq`, so
-    # the day holding it is found from per-day totals, and only that day's amounts are fetched in order; after the
-    # refusal only amounts that fit the room left can still succeed, and only those are fetched.
-    per_day = con.sql(f"SELECT day, sum(m) FROM {name}_iss WHERE m > 0 GROUP BY day ORDER BY day").fetchall()
-    running, day = 0, int(per_day[0][0])
-    for day_number, day_total in per_day:
-        day = int(day_number)
-        if running + int(day_total) > room:
-            break
-        running += int(day_total)
-    that_day = con.sql(f"SELECT seq, m FROM {name}_iss WHERE day = {day} AND m > 0 ORDER BY seq").fetchnumpy()
-    day_amounts = np.asarray(that_day["m"], dtype=np.int64)
-    index, used_that_day = first_over(day_amounts, room - running)
-    cutoff, used = int(np.asarray(that_day["seq"], dtype=np.int64)[index]), running + used_that_day
-    left = room - int(used)
-    fetched = con.sql(
-        f"SELECT seq, m FROM {name}_iss WHERE seq > {cutoff} AND m > 0 AND m <= {left} ORDER BY seq"
-    ).fetchnumpy()
-    seqs = np.asarray(fetched["seq"], dtype=np.int64)
-    first, issued_after = resolve(np.asarray(fetched["m"], dtype=np.int64), left)
-    chosen = np.concatenate([np.arange(min(first, len(seqs)), dtype=np.int64), issued_after])
-    kept = pa.table({"seq": pa.array(seqs[chosen], pa.int64())})
-    con.register(f"{name}_kept_input", kept)
-    con.execute(f"INSERT INTO {name}_kept SELECT seq FROM {name}_kept_input")
-    con.unregister(f"{name}_kept_input")
-    return int(cutoff)
 
 
 def sweep(

@@ -85,6 +85,7 @@ class EventSource:
     columns: dict[str, str]  # data column name -> DuckDB type (columns and struct modes)
     csv: bool = False
     json_fields: tuple[str, ...] = ()
+    origin: pa.Table | str | None = None  # the rows in input order: a table, or a Parquet file's path
 
     def field(self, name: str) -> FieldSource:
         if self.mode == "json":
@@ -289,4 +290,4 @@ def open_events(con: duckdb.DuckDBPyConnection, events: Any, view: str = VIEW) -
         columns = {str(k): str(v) for k, v in struct.children}
     else:
         columns = {c: "JSON" if c in json_columns else str(types[c]) for c in others}
-    return EventSource(con, view, mode, columns, csv=csv)
+    return EventSource(con, view, mode, columns, csv=csv, origin=table)

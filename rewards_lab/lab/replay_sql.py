@@ -142,21 +142,51 @@ def _fraction(rate: Decimal, decimals: int, scale: int) -> tuple[int, int]:
     return numerator // common, denominator // common
 
 
+@dataclass(frozen=True)
+class Amount:
+    """An action's amount in SQL: `body` (BIGINT minor units, or TOO_LARGE) wherever `guard` holds, else nothing.
+
+    Splitting the guard out lets a slot be one `CASE WHEN conditions AND guard THEN body ELSE 0 END`: DuckDB
+    evaluates a CASE with an ELSE and no nested NULL-producing CASE about twice as fast."""
+
+    guard: str  # SQL condition ("TRUE": always)
+    body: str
+    may_refuse: bool  # body can be TOO_LARGE
+    largest: int  # no amount is above this
+
+    @property
+    def sql(self) -> str:
+        """BIGINT minor units the action issues; TOO_LARGE when refused; NULL or 0 when it issues nothing."""
+        return self.body if self.guard == "TRUE" else f"(CASE WHEN {self.guard} THEN {self.body} END)"
+
+    def slot(self, where: str) -> str:
+        """The amount when the rule's conditions `where` hold, else 0 (0 means: nothing issued)."""
+        if self.body == "NULL":
+            return "0"
+        condition = where if self.guard == "TRUE" else f"{where} AND {self.guard}"
+        return self.body if condition == "TRUE" else f"CASE WHEN {condition} THEN {self.body} ELSE 0 END"
+
+
 def amount_sql(action: ActionSpec, source: FieldSource | None) -> str:
     """BIGINT minor units the action issues; TOO_LARGE when refused; NULL or 0 when it issues nothing."""
+    return amount_parts(action, source).sql
+
+
+def amount_parts(action: ActionSpec, source: FieldSource | None) -> Amount:
     if action.fixed_minor is not None:
-        return str(action.fixed_minor)
+        return Amount("TRUE", str(action.fixed_minor), False, action.fixed_minor)
     assert action.rate is not None and source is not None
     number = numeric(source)
     if number.value == "NULL":
-        return "NULL"
+        return Amount("TRUE", "NULL", False, 0)
     n, d = _fraction(action.rate, action.decimals, number.scale)
     bound = number.bound
     scaled = number.value if number.scale == 0 else f"{number.value} * {10**number.scale}"
+    refuses, largest = True, MAX_AMOUNT_MINOR
     if bound * n < 2**63:  # the product fits a BIGINT: no estimate needed
         minor = f"CAST({scaled} AS BIGINT) * {n} // {d}" if n != 1 or d != 1 else f"CAST({scaled} AS BIGINT)"
         if (bound - 1) * n // d <= MAX_AMOUNT_MINOR:  # no value of this column can give too large an amount
-            body = minor
+            body, refuses, largest = minor, False, (bound - 1) * n // d
         else:
             body = f"CASE WHEN {minor} > {MAX_AMOUNT_MINOR} THEN {TOO_LARGE} ELSE {minor} END"
     else:
@@ -166,7 +196,7 @@ def amount_sql(action: ActionSpec, source: FieldSource | None) -> str:
             f"CASE WHEN {estimate} >= {_EST_LIMIT!r} OR {product} > {MAX_AMOUNT_MINOR} THEN {TOO_LARGE} "
             f"ELSE CAST({product} AS BIGINT) END"
         )
-    return f"(CASE WHEN {number.value} > 0 THEN {body} END)"
+    return Amount(f"{number.value} > 0", body, refuses, largest)
 
 
 # the programme ------------------------------------------------------------------------------------------------
@@ -175,7 +205,11 @@ class CompiledRule:
     index: int
     event_type: str
     where: str  # the rule's conditions (without the event type); NULL means false: only for WHERE and CASE WHEN
-    amounts: tuple[str, ...]  # one per action
+    parts: tuple[Amount, ...]  # one per action
+
+    @property
+    def amounts(self) -> tuple[str, ...]:
+        return tuple(part.sql for part in self.parts)
 
 
 @dataclass(frozen=True)
@@ -195,7 +229,7 @@ def compile_programme(definition: ProgrammeDefinition, source: EventSource) -> C
     exotic_parts: list[str] = []
     for spec in specs:
         where = " AND ".join(f"({condition_test(c, source.field(c.field))})" for c in spec.conditions) or "TRUE"
-        amounts = tuple(amount_sql(a, source.field(a.per) if a.per else None) for a in spec.actions)
+        amounts = tuple(amount_parts(a, source.field(a.per) if a.per else None) for a in spec.actions)
         compiled.append(CompiledRule(int(spec.rule_id), spec.event_type, where, amounts))
         for c in spec.conditions:
             field = source.field(c.field)

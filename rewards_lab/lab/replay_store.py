@@ -1,0 +1,344 @@
+"""The stored form of a replay's result: one row per event, and the SQL that derives everything else from it.
+
+`{name}_pe` has one row per event of a type that has rules: `pos` (its position in processing order),
+`customer_id`, `day` (UTC days since the epoch) and `a`, a STRUCT of `k` (the event type's index in
+`Layout.types`) and a fixed number of fields c1 .. cW: the amounts of that type's rule actions ("slots") in
+processing order, in minor units. 0 means nothing is issued (the rule did not match, the value is missing or not
+a number, the amount rounds to nothing, or the field is beyond the type's own slots); TOO_LARGE means the action
+is refused as amount_too_large. The table is computed in ONE projection over the events, one CASE branch per
+event type, like a hand-written query: each rule is evaluated once, and the summaries group events (10M in the
+benchmark), not issuances (25.8M). A STRUCT is stored as one column per field, so a summary reads an amount as
+a plain column.
+
+Derived from it (rewards_lab.lab.replay puts them together):
+- `{name}_cand`: per day and slot, the candidate issuances (sum and count of the positive amounts) and the
+  refusals as too large, from one GROUP BY day, a.k over the stored rows;
+- the supply ceiling (`enforce_ceiling`): the boundary day, on which the first refusal falls, and `{name}_kept`,
+  every issuance on or after that day that is issued. Before the boundary day every positive amount is issued;
+- `{name}_issuances`: one row per attempted issuance, a view that unnests `a` and joins the slots' rules and the
+  events' ids and times; it is materialised only when the rows are read or written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from rewards_lab.lab.replay_ceiling import first_over, resolve
+from rewards_lab.lab.replay_inputs import literal
+from rewards_lab.lab.replay_sql import TOO_LARGE, CompiledProgramme
+
+DAY_US = 86_400_000_000
+_FIRST_CHUNK, _LAST_CHUNK = 50_000, 3_200_000  # events fetched at a time after the first refusal
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each rule action's amount sits in `a`: slot numbers (the programme's actions in file order) per
+    event type, in processing order within an event."""
+
+    slots: int  # actions in the programme: the width of one event's seq range (seq = pos * slots + slot)
+    types: tuple[str, ...]  # event types that have rules; k indexes them
+    slots_of: tuple[tuple[int, ...], ...]  # per type: its slots in order (field c{i + 1} holds slots_of[k][i])
+    expressions: tuple[tuple[str, ...], ...]  # per type: SQL of each slot's amount (0 when nothing is issued)
+    refusing: frozenset[int]  # slots whose amount may be TOO_LARGE
+    largest: tuple[int, ...]  # per slot: no amount is above this
+    rule_of: tuple[tuple[int, int], ...]  # per slot: (rule index, action index)
+
+    @property
+    def width(self) -> int:
+        """Fields c1 .. cW of `a`: the most actions any event type has."""
+        return max((len(s) for s in self.slots_of), default=1)
+
+    @property
+    def fields(self) -> list[str]:
+        return [f"a.c{index}" for index in range(1, self.width + 1)]
+
+    def refuses(self, index: int) -> bool:
+        """Whether field c{index} may hold TOO_LARGE for some event type."""
+        return any(len(s) >= index and s[index - 1] in self.refusing for s in self.slots_of)
+
+    def where(self, slot: int) -> tuple[int, int]:
+        """(k, field number) of a slot."""
+        for k, slots in enumerate(self.slots_of):
+            if slot in slots:
+                return k, slots.index(slot) + 1
+        raise KeyError(slot)
+
+    def positive(self, index: int) -> str:
+        """SQL: field c{index} where it issues, else 0."""
+        return f"greatest(a.c{index}, 0)" if self.refuses(index) else f"a.c{index}"
+
+    def event_total(self) -> str:
+        """SQL: the sum of an event's positive amounts (HUGEINT arithmetic only where BIGINT could overflow)."""
+        parts = [self.positive(index) for index in range(1, self.width + 1)]
+        fits = all(sum(self.largest[slot] for slot in slots) < 2**63 for slots in self.slots_of)
+        return " + ".join(parts if fits else [f"CAST({p} AS HUGEINT)" for p in parts])
+
+    def event_count(self) -> str:
+        """SQL: how many of an event's amounts are positive."""
+        parts = [
+            f"CAST(a.c{i} > 0 AS INTEGER)" if self.refuses(i) or self.width > 100 else f"sign(a.c{i})"
+            for i in range(1, self.width + 1)
+        ]
+        return " + ".join(parts)
+
+
+def layout(plan: CompiledProgramme) -> Layout:
+    by_type: dict[str, list[tuple[int, str]]] = {}
+    refusing, largest, rule_of = set(), [], []
+    for rule in plan.rules:
+        for action, part in enumerate(rule.parts):
+            slot = plan.first_slot[rule.index] + action
+            by_type.setdefault(rule.event_type, []).append((slot, part.slot(rule.where)))
+            rule_of.append((rule.index, action))
+            largest.append(part.largest)
+            if part.may_refuse:
+                refusing.add(slot)
+    types = tuple(by_type)
+    return Layout(
+        slots=plan.slots,
+        types=types,
+        slots_of=tuple(tuple(slot for slot, _ in by_type[t]) for t in types),
+        expressions=tuple(tuple(sql for _, sql in by_type[t]) for t in types),
+        refusing=frozenset(refusing),
+        largest=tuple(largest),
+        rule_of=tuple(rule_of),
+    )
+
+
+def _struct(k: str, values: Sequence[str], width: int) -> str:
+    padded = [*values, *["0"] * (width - len(values))]
+    return "{'k': " + k + "".join(f", 'c{index + 1}': {value}" for index, value in enumerate(padded)) + "}"
+
+
+def create(con: duckdb.DuckDBPyConnection, lay: Layout, events: str, exotic: str, name: str) -> None:
+    """`{name}_pe` from the events view (with __pos), and `{name}_slots`; rows flagged `exotic` are left out (the
+    Python fallback adds them)."""
+    slots = [(k, i + 1, slot) for k, slots_k in enumerate(lay.slots_of) for i, slot in enumerate(slots_k)]
+    rows = {
+        "k": pa.array([k for k, _, _ in slots], pa.int32()),
+        "i": pa.array([i for _, i, _ in slots], pa.int32()),
+        "slot": pa.array([s for _, _, s in slots], pa.int32()),
+        "rule_index": pa.array([lay.rule_of[s][0] for _, _, s in slots], pa.int32()),
+        "action_index": pa.array([lay.rule_of[s][1] for _, _, s in slots], pa.int32()),
+        "event_type": pa.array([lay.types[k] for k, _, _ in slots], pa.string()),
+    }
+    con.register(f"{name}_slots_input", pa.table(rows))
+    con.execute(f"CREATE TEMP TABLE {name}_slots AS SELECT * FROM {name}_slots_input")
+    con.unregister(f"{name}_slots_input")
+    day = f"CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER)"
+    names = ", ".join(literal(t) for t in lay.types)
+    a = " ".join(
+        f"WHEN {literal(t)} THEN {_struct(str(index), lay.expressions[index], lay.width)}"
+        for index, t in enumerate(lay.types)
+    )
+    keep = f"type IN ({names})" + ("" if exotic == "FALSE" else f" AND NOT {exotic}")
+    con.execute(
+        f"CREATE TEMP TABLE {name}_pe AS SELECT __pos AS pos, customer_id, {day} AS day, CASE type {a} END AS a "
+        f"FROM {events} WHERE {keep}"
+    )
+
+
+def add_fallback(
+    con: duckdb.DuckDBPyConnection, lay: Layout, events: str, rows: Sequence[tuple[int, int, int]], name: str
+) -> None:
+    """Add the Python fallback's issuances, (seq, occurred_at in epoch microseconds, amount), as stored rows."""
+    if not rows:
+        return
+    by_event: dict[int, tuple[int, int, list[int]]] = {}
+    for seq, stamp, amount in rows:
+        position, slot = divmod(seq, lay.slots)
+        k, index = lay.where(slot)
+        entry = by_event.setdefault(position, (stamp, k, [0] * lay.width))
+        entry[2][index - 1] = amount
+    columns = {
+        "pos": pa.array(list(by_event), pa.int64()),
+        "t": pa.array([v[0] for v in by_event.values()], pa.int64()),
+        "k": pa.array([v[1] for v in by_event.values()], pa.int32()),
+    }
+    for index in range(lay.width):
+        columns[f"c{index + 1}"] = pa.array([v[2][index] for v in by_event.values()], pa.int64())
+    con.register(f"{name}_fallback", pa.table(columns))
+    struct = _struct("f.k", [f"f.c{index}" for index in range(1, lay.width + 1)], lay.width)
+    con.execute(
+        f"INSERT INTO {name}_pe SELECT f.pos, e.customer_id, CAST(f.t // {DAY_US} AS INTEGER), {struct} "
+        f"FROM {name}_fallback f JOIN {events} e ON e.__pos = f.pos"
+    )
+    con.unregister(f"{name}_fallback")
+
+
+def summarise(con: duckdb.DuckDBPyConnection, lay: Layout, name: str) -> None:
+    """`{name}_cand` (day, slot, p: sum of positive amounts, n: their count, x: refusals as too large)."""
+    aggregates: list[str] = []
+    lists: dict[str, list[str]] = {"p": [], "n": [], "x": []}
+    for index in range(1, lay.width + 1):
+        field = f"a.c{index}"
+        aggregates.append(f"sum({lay.positive(index)}) AS p{index}, count_if({field} > 0) AS n{index}")
+        if lay.refuses(index):
+            aggregates.append(f"count_if({field} = {TOO_LARGE}) AS x{index}")
+        lists["p"].append(f"p{index}")
+        lists["n"].append(f"n{index}")
+        lists["x"].append(f"x{index}" if lay.refuses(index) else "0")
+    spread = ", ".join(f"unnest([{', '.join(v)}]) AS {c}" for c, v in lists.items())
+    con.execute(
+        f"""CREATE TEMP TABLE {name}_cand AS
+        SELECT u.day, s.slot, CAST(coalesce(u.p, 0) AS HUGEINT) AS p, CAST(u.n AS BIGINT) AS n,
+               CAST(u.x AS BIGINT) AS x
+        FROM (SELECT day, k, unnest(range(1, {lay.width + 1})) AS i, {spread}
+              FROM (SELECT day, a.k AS k, {", ".join(aggregates)} FROM {name}_pe GROUP BY day, a.k)) u
+        JOIN {name}_slots s ON s.k = u.k AND s.i = u.i
+        WHERE u.n > 0 OR u.x > 0"""
+    )
+
+
+def _flatten(fetched: dict[str, np.ndarray], width: int) -> tuple[np.ndarray, ...]:
+    """(pos, day, k, i, m) per field of the fetched rows, in row order then field order."""
+    values = np.stack([np.asarray(fetched[f"c{i}"], dtype=np.int64) for i in range(1, width + 1)], axis=1).ravel()
+    pos, day, k = (np.repeat(np.asarray(fetched[c], dtype=np.int64), width) for c in ("pos", "day", "k"))
+    index = np.tile(np.arange(1, width + 1, dtype=np.int64), len(fetched["pos"]))
+    return pos, day, k, index, values
+
+
+def enforce_ceiling(con: duckdb.DuckDBPyConnection, lay: Layout, name: str, room: int | None) -> int | None:
+    """Resolve the ceiling in processing order; returns the boundary day (None: nothing is refused) and fills
+    `{name}_kept` (pos, day, k, i, m) with every issuance on or after it that is issued.
+
+    `day` never decreases along processing order, so the day of the first refusal is found from per-day totals,
+    and only that day's events are fetched in order. After the first refusal only amounts that fit the room left
+    can still succeed, and only those are fetched."""
+    con.execute(f"CREATE TEMP TABLE {name}_kept (pos BIGINT, day INTEGER, k INTEGER, i INTEGER, m BIGINT)")
+    if room is None:
+        return None
+    per_day = con.sql(f"SELECT day, sum(p) FROM {name}_cand GROUP BY day HAVING sum(n) > 0 ORDER BY day").fetchall()
+    total = sum(int(p) for _, p in per_day)
+    if total <= room or total == 0:  # everything fits: the ceiling does not bind
+        return None
+    running, boundary = 0, int(per_day[0][0])
+    for day, day_total in per_day:
+        boundary = int(day)
+        if running + int(day_total) > room:
+            break
+        running += int(day_total)
+    that_day = con.sql(f"SELECT pos, day, {_named(lay)} FROM {name}_pe WHERE day = {boundary} ORDER BY pos")
+    fetched = that_day.fetchnumpy()
+    pos, day, k, index, values = _flatten(fetched, lay.width)
+    positive = values > 0
+    pos, day, k, index, values = pos[positive], day[positive], k[positive], index[positive], values[positive]
+    cut, used = first_over(values, room - running)
+    kept: list[tuple[np.ndarray, ...]] = [(pos[:cut], day[:cut], k[:cut], index[:cut], values[:cut])]
+    left = room - running - used
+    rest = [column[cut + 1 :] for column in (pos, day, k, index, values)]  # the rest of that day, resolved here
+    first, issued_after = resolve(rest[4], left)
+    chosen = np.concatenate([np.arange(min(first, len(rest[4])), dtype=np.int64), issued_after])
+    kept.append(tuple(column[chosen] for column in rest))
+    left -= int(rest[4][chosen].sum())
+    kept += _after_refusal(con, lay, name, int(np.asarray(fetched["pos"])[-1]) + 1, left)
+    parts = [np.concatenate([part[c] for part in kept]) for c in range(5)]
+    types = (pa.int64(), pa.int32(), pa.int32(), pa.int32(), pa.int64())
+    table = pa.table({c: pa.array(v, t) for c, v, t in zip(("pos", "day", "k", "i", "m"), parts, types, strict=True)})
+    con.register(f"{name}_kept_input", table)
+    con.execute(f"INSERT INTO {name}_kept SELECT * FROM {name}_kept_input")
+    con.unregister(f"{name}_kept_input")
+    return boundary
+
+
+def _named(lay: Layout) -> str:
+    return "a.k AS k, " + ", ".join(f"{field} AS c{index}" for index, field in enumerate(lay.fields, start=1))
+
+
+def _after_refusal(
+    con: duckdb.DuckDBPyConnection, lay: Layout, name: str, position: int, room: int
+) -> list[tuple[np.ndarray, ...]]:
+    """The issuances of the events from `position` on that still fit `room`, in processing order: events
+    holding an amount that fits are fetched in order by growing chunks, each resolved (replay_ceiling.resolve)
+    from the room the previous ones left, until the room is used up or no event is left. The room left after
+    the boundary day is usually nothing or a few minor units, and one query settles it."""
+    kept: list[tuple[np.ndarray, ...]] = []
+    chunk = _FIRST_CHUNK
+    while room > 0:
+        fits = " OR ".join(f"({field} > 0 AND {field} <= {room})" for field in lay.fields)
+        query = (
+            f"SELECT pos, day, {_named(lay)} FROM {name}_pe WHERE pos >= {position} AND ({fits}) "
+            f"ORDER BY pos LIMIT {chunk}"
+        )
+        fetched = con.sql(query).fetchnumpy()
+        if len(fetched["pos"]) == 0:
+            break
+        pos, day, k, i, m = _flatten(fetched, lay.width)
+        wanted = (m > 0) & (m <= room)
+        pos, day, k, i, m = pos[wanted], day[wanted], k[wanted], i[wanted], m[wanted]
+        first, issued_after = resolve(m, room)
+        chosen = np.concatenate([np.arange(min(first, len(m)), dtype=np.int64), issued_after])
+        kept.append((pos[chosen], day[chosen], k[chosen], i[chosen], m[chosen]))
+        room -= int(m[chosen].sum())
+        if len(fetched["pos"]) < chunk:
+            break
+        position, chunk = int(fetched["pos"][-1]) + 1, min(chunk * 4, _LAST_CHUNK)
+    return kept
+
+
+def issued_cells(name: str, boundary: int | None) -> str:
+    """SQL: issued amount and count per (day, slot), rows with at least one issuance."""
+    before = f"SELECT day, slot, p AS issued, n FROM {name}_cand WHERE n > 0"
+    if boundary is None:
+        return before
+    return (
+        f"{before} AND day < {boundary} UNION ALL SELECT q.day, s.slot, sum(q.m), count(*) "
+        f"FROM {name}_kept q JOIN {name}_slots s ON s.k = q.k AND s.i = q.i GROUP BY ALL"
+    )
+
+
+def totals_sql(name: str, boundary: int | None, amount: Callable[[str], str]) -> str:
+    """SQL: one row (issued as an exact DECIMAL, issued count, candidate count, refusals as too large)."""
+    cells = issued_cells(name, boundary)
+    return (
+        f"SELECT {amount(f'(SELECT coalesce(sum(issued), 0) FROM ({cells}))')}, "
+        f"(SELECT coalesce(sum(n), 0) FROM ({cells})), coalesce(sum(n), 0), coalesce(sum(x), 0) FROM {name}_cand"
+    )
+
+
+def per_customer_sql(lay: Layout, name: str, boundary: int | None) -> str:
+    """SQL: customer_id, issued (minor units), issuances of every customer seen (issuances may be 0)."""
+    events = f"SELECT customer_id, {lay.event_total()} AS v, {lay.event_count()} AS c FROM {name}_pe"
+    if boundary is not None:
+        events += (
+            f" WHERE day < {boundary} UNION ALL SELECT p.customer_id, q.m, 1 FROM {name}_kept q "
+            f"JOIN {name}_pe p ON p.pos = q.pos"
+        )
+    return f"SELECT customer_id, sum(v) AS issued, sum(c) AS issuances FROM ({events}) GROUP BY customer_id"
+
+
+def issuances_sql(
+    lay: Layout,
+    name: str,
+    boundary: int | None,
+    asset: str,
+    amount: Callable[[str], str],
+    positions: tuple[int, int] | None = None,
+) -> str:
+    """SQL of the `issuances` view: one row per attempted issuance (rewards_lab.lab.replay.ISSUANCE_COLUMNS);
+    `amount` turns the SQL of minor units into the exact DECIMAL; `positions` (from, to): only those events."""
+    some = "" if positions is None else f" AND p.pos >= {positions[0]} AND p.pos < {positions[1]}"
+    events = (
+        f"{name}_ordered"
+        if positions is None
+        else f"(SELECT * FROM {name}_ordered WHERE __pos >= {positions[0]} AND __pos < {positions[1]})"
+    )
+    kept = "" if boundary is None else f"LEFT JOIN {name}_kept q ON q.pos = p.pos AND q.i = p.i"
+    ok = "p.m > 0" if boundary is None else f"(p.m > 0 AND (p.day < {boundary} OR q.pos IS NOT NULL))"
+    return f"""
+        SELECT p.pos * {lay.slots} + s.slot AS seq, e.external_event_id, p.customer_id, s.event_type, e.occurred_at,
+               s.rule_index, s.action_index, {literal(asset)} AS asset, {amount("greatest(p.m, 0)")} AS amount,
+               greatest(p.m, 0) AS amount_minor, CASE WHEN {ok} THEN 'issued' ELSE 'failed' END AS status,
+               CASE WHEN p.m = {TOO_LARGE} THEN 'amount_too_large'
+                    WHEN NOT {ok} THEN 'asset_supply_exhausted' END AS error_code
+        FROM (SELECT p.pos, p.customer_id, p.day, p.a.k AS k, u.i, CAST(u.m AS BIGINT) AS m
+              FROM {name}_pe p, unnest([{", ".join(lay.fields)}]) WITH ORDINALITY AS u(m, i) WHERE u.m <> 0{some}) p
+        JOIN {name}_slots s ON s.k = p.k AND s.i = p.i
+        JOIN {events} e ON e.__pos = p.pos
+        {kept}"""
