@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import duckdb
+
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
@@ -30,6 +32,7 @@ from rewards_lab.service.ledger import load_state, write_accepted
 from rewards_lab.service.notifications import outbox_message
 from rewards_lab.service.programmes import compile_rows
 from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.events import EventRepository
 from rewards_lab.store.queries import Row
 from rewards_lab.store.uow import Repositories, reader, unit_of_work
 
@@ -126,11 +129,54 @@ def store_prepared(
     database: Database, groups: list[tuple[Scope, list[PreparedEvent]]]
 ) -> list[list[Row | ServiceError]]:
     """Store prepared events of several tenants in ONE transaction; per event, the stored (or original) row, or
-    `event_duplicate_mismatch`. It runs in the intake's own transaction (`Database.intake_transaction`), so
-    accepting events never waits for the worker's processing batch."""
-    with database.intake_transaction() as con:
-        uow = Repositories(con, database)
-        return [_store(uow, scope, prepared) for scope, prepared in groups]
+    `event_duplicate_mismatch`. Accepting events never waits for the worker's processing batch: this runs on
+    the intake's own cursor (`Database.intake_cursor`).
+
+    Fast path: one INSERT of every new event, its own transaction, no read first; the unique
+    (organization, environment, external_event_id) index refuses the whole statement if any id is already
+    stored (a client's retry), and then the batch takes the careful path: read the stored originals, insert
+    the rest, in one transaction.
+    """
+    received_at = utcnow()
+    fresh: list[tuple[Scope, dict[str, Any]]] = []
+    results: list[list[Row | ServiceError]] = []
+    for scope, prepared in groups:
+        first: dict[str, dict[str, Any]] = {}
+        outcomes: list[Row | ServiceError] = []
+        for item in prepared:  # the same external id twice in one batch: the first is stored, the rest compared
+            original = first.get(item.external_event_id)
+            if original is None:
+                first[item.external_event_id] = original = _as_stored(item.row, received_at)
+                fresh.append((scope, item.row))
+            outcomes.append(
+                original if original["payload_hash"] == item.row["payload_hash"] else _mismatch(item.external_event_id)
+            )
+        results.append(outcomes)
+    try:
+        with database.intake_cursor() as con:
+            EventRepository(con).add_batch(fresh, received_at)
+    except duckdb.ConstraintException:
+        with database.intake_transaction() as con:
+            uow = Repositories(con, database)
+            return [_store(uow, scope, prepared) for scope, prepared in groups]
+    return results
+
+
+def _as_stored(row: dict[str, Any], received_at: datetime) -> Row:
+    """A new event's row as inserted: no need to read it back."""
+    return {
+        **row,
+        "status": "received",
+        "error_code": None,
+        "error_message": None,
+        "attempts": 0,
+        "received_at": received_at,
+        "processed_at": None,
+    }
+
+
+def _mismatch(external_id: str) -> ServiceError:
+    return ServiceError("event_duplicate_mismatch", field="external_event_id", external_event_id=external_id)
 
 
 def present_stored(outcome: Row | ServiceError) -> r.Event | ServiceError:
@@ -147,23 +193,10 @@ def _store(uow: Repositories, scope: Scope, prepared: list[PreparedEvent]) -> li
         if original is None:
             fresh[external_id] = item.row
         elif original["payload_hash"] != item.row["payload_hash"]:
-            results[index] = ServiceError(
-                "event_duplicate_mismatch", field="external_event_id", external_event_id=external_id
-            )
+            results[index] = _mismatch(external_id)
     received_at = utcnow()
     uow.events.add_many(scope, list(fresh.values()), received_at)
-    stored: dict[str, Row] = {  # the rows as inserted: no need to read them back
-        external_id: {
-            **row,
-            "status": "received",
-            "error_code": None,
-            "error_message": None,
-            "attempts": 0,
-            "received_at": received_at,
-            "processed_at": None,
-        }
-        for external_id, row in fresh.items()
-    }
+    stored: dict[str, Row] = {external_id: _as_stored(row, received_at) for external_id, row in fresh.items()}
     stored.update(existing)
     return [
         result if result is not None else stored[item.external_event_id]
