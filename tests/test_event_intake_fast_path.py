@@ -39,9 +39,7 @@ def test_a_retry_of_a_stored_event_sends_the_batch_down_the_careful_path(db: Dat
     assert isinstance(stored_a, dict)
     # "a" again (same payload), "b" with another payload, two new ids: the INSERT of all four is refused by the
     # unique index, nothing of it stays, and the careful path answers each one.
-    (again,) = _store(
-        db, [(scope, [_body("a", data={"n": 1}), _body("b", data={"n": 3}), _body("c"), _body("d")])]
-    )
+    (again,) = _store(db, [(scope, [_body("a", data={"n": 1}), _body("b", data={"n": 3}), _body("c"), _body("d")])])
     assert _count(db) == 4
     retried, mismatch, new_c, new_d = again
     assert isinstance(retried, dict) and retried["id"] == stored_a["id"]
