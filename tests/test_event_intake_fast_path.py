@@ -13,9 +13,11 @@ from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id, new_ids
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service import events, organizations, presenters
+from rewards_lab.contract.validation import validate
+from rewards_lab.service import events, ledger, organizations, presenters, programmes
 from rewards_lab.store.database import Database
 from rewards_lab.store.queries import Row
+from tests.conftest import World
 
 
 def _body(external_id: str, **fields: Any) -> rq.EventCreate:
@@ -93,3 +95,29 @@ def test_request_ids_made_by_the_service_are_unique_tokens() -> None:
     assert all(re.fullmatch(r"req_[0-9a-f]{32}", value) for value in made)
     assert request_id_from("client-chosen.id:1") == "client-chosen.id:1"
     assert request_id_from("bad id with spaces").startswith("req_")
+
+
+def test_batches_follow_each_newly_published_version_and_old_events_keep_theirs(world: World) -> None:
+    """Compiled rules of published versions are kept between batches; a new version is read when it goes live,
+    and an event evaluated against the old version is replayed against that one."""
+    wallet = world.wallet(world.customer("shopper"))
+    asset = world.asset()
+    programme = world.programme(asset)
+    rule = world.rule(programme, amount={"fixed": "1.00"})
+    programmes.publish(world.db, world.scope, programme.id)
+    events.submit_event(world.db, world.scope, _body("v1-event", customer_id="shopper"))
+    events.process_all(world.db)
+    changed = {"actions": [{"type": "issue", "amount": {"fixed": "5.00"}}]}
+    programmes.update_rule(world.db, world.scope, rule.id, validate(rq.RuleUpdate, changed))
+    programmes.publish(world.db, world.scope, programme.id)
+    events.submit_event(world.db, world.scope, _body("v2-event", customer_id="shopper"))
+    events.process_all(world.db)
+    balances = ledger.wallet_balances(world.db, world.scope, wallet.id).balances
+    assert balances[0].balance == "6.00"  # 1.00 under the first version, then 5.00 under the second
+    versions = [
+        row[0]
+        for row in world.db.reader()
+        .execute("SELECT version_number FROM reward_executions ORDER BY external_event_id")
+        .fetchall()
+    ]
+    assert versions == [1, 2]

@@ -10,6 +10,8 @@ was evaluated against, so a replay re-evaluates the same versions and issues onl
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -243,8 +245,16 @@ class _EventPlan:
     error: ServiceError | None = None  # the first issuance refused; the others were still attempted
 
 
+# Compiled rules of published versions, per database and (scope, version): a published version's rules,
+# programme and asset decimals never change, so each batch need not read and compile them again (four statements).
+_PUBLISHED: weakref.WeakKeyDictionary[Database, dict[tuple[Scope, str], tuple[Row, list[RuleSpec]]]] = (
+    weakref.WeakKeyDictionary()
+)
+_PUBLISHED_LOCK = threading.Lock()
+
+
 class _RuleBook:
-    """Compiled rules per version, loaded once per batch and scope."""
+    """Compiled rules per version, loaded once per batch and scope (once per process for published versions)."""
 
     def __init__(self, uow: Repositories, scope: Scope) -> None:
         self.uow, self.scope = uow, scope
@@ -263,6 +273,10 @@ class _RuleBook:
         return by_type
 
     def load(self, version_ids: list[str]) -> None:
+        published = self._published()
+        for version_id in version_ids:
+            if version_id not in self.rules and (self.scope, version_id) in published:
+                self.meta[version_id], self.rules[version_id] = published[(self.scope, version_id)]
         missing = [v for v in version_ids if v not in self.rules]
         if not missing:
             return
@@ -275,6 +289,15 @@ class _RuleBook:
             self.meta[version_id] = {**meta, "asset_id": programme["asset_id"]}
             own = [row for row in rows if row["version_id"] == version_id]
             self.rules[version_id] = compile_rows(self.uow, self.scope, own, programme["asset_id"])
+            if meta["status"] != "draft":
+                with _PUBLISHED_LOCK:
+                    published[(self.scope, version_id)] = (self.meta[version_id], self.rules[version_id])
+
+    def _published(self) -> dict[tuple[Scope, str], tuple[Row, list[RuleSpec]]]:
+        if self.uow.database is None:
+            return {}
+        with _PUBLISHED_LOCK:
+            return _PUBLISHED.setdefault(self.uow.database, {})
 
 
 def _plan_event(
@@ -358,7 +381,8 @@ def _process_scope(uow: Repositories, scope: Scope, rows: list[Row]) -> ProcessR
 
     customers = uow.customers.resolve_many(scope, sorted({row["customer_id"] for row in rows}))
     wallets = uow.wallets.reward_wallets(scope, sorted({c["id"] for c in customers.values()}))
-    previous = uow.executions.for_events(scope, [row["id"] for row in rows if row["attempts"] > 0])
+    attempted = [row["id"] for row in rows if row["attempts"] > 0]
+    previous = uow.executions.for_events(scope, attempted) if attempted else []
     issued_keys = {
         (e["event_id"], e["version_id"], e["rule_id"], e["action_index"]) for e in previous if e["status"] == "issued"
     }
@@ -417,7 +441,12 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
         report.failed += status == "failed"
         report.processed += status == "processed"
     write_accepted(uow, scope, state, accepted)
-    uow.executions.upsert_many(scope, records)
+    # An event's executions are written in the transaction that counts its attempt, so an event never attempted
+    # has none: its records are plainly inserted (DuckDB's ON CONFLICT costs several times an INSERT and grows
+    # with the table); only a retried event's records may replace earlier ones.
+    retried = {plan.row["id"] for plan in plans if plan.row["attempts"] > 0}
+    uow.executions.insert_many(scope, [record for record in records if record["event_id"] not in retried])
+    uow.executions.upsert_many(scope, [record for record in records if record["event_id"] in retried])
     uow.outbox.add_many(scope, messages)
     uow.events.mark_many(scope, outcomes)
     return report
