@@ -565,7 +565,7 @@ expose(
     ),
 )
 async def submit_event(request: Request) -> Response:
-    """Also served before routing by the app's EventsFastPath (the hottest operation), with this same code."""
+    """Also served in front of FastAPI by api/hot_path.py (the hottest operation), with this same code."""
     principal = _authorised(request, Permission.EVENTS_WRITE)
     body = await json_body(request, rq.EventCreate)
     stored = await request.app.state.intake.submit(principal.scope, events.prepare_event(body))  # after the commit
