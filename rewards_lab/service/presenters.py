@@ -128,14 +128,19 @@ def event_fields(row: Row) -> dict[str, Any]:
         "external_event_id": row["external_event_id"],
         "type": row["type"],
         "customer_id": row["customer_id"],
-        "occurred_at": utc(row["occurred_at"]),
+        "occurred_at": _iso_z(row["occurred_at"]),
         "data": jsonutil.raw(row["data"]),
         "status": row["status"],
         "error": {"code": row["error_code"], "message": row["error_message"] or ""} if row["error_code"] else None,
         "attempts": int(row["attempts"]),
-        "received_at": _utc(row["received_at"]),
-        "processed_at": utc(row["processed_at"]),
+        "received_at": _iso_z(row["received_at"]),
+        "processed_at": _iso_z(row["processed_at"]),
     }
+
+
+def _iso_z(value: datetime | None) -> str | None:
+    """A stored (naive UTC) time as `jsonutil.dumps` writes the aware one: ISO 8601 with Z."""
+    return None if value is None else value.isoformat() + "Z"
 
 
 def execution(row: Row, decimals: int) -> r.RewardExecution:
