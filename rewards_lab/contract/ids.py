@@ -88,6 +88,17 @@ def new_ids(kind: str, count: int) -> list[str]:
     return [f"{prefix}_{_encode(value)}" for value in _GENERATOR.next_values(count)]
 
 
+def time_ms_of(resource_id: str) -> int | None:
+    """The creation millisecond in an id's first 48 bits, or None when `resource_id` is not one of our ids."""
+    _, _, body = resource_id.partition("_")
+    if len(body) != 32:
+        return None
+    try:
+        return int(body[:12], 16)
+    except ValueError:
+        return None
+
+
 def kind_of(resource_id: str) -> str | None:
     prefix, _, body = resource_id.partition("_")
     if len(body) != 32:

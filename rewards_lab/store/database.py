@@ -52,7 +52,7 @@ class Database:
             "description VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
         )
         applied = {row[0] for row in con.execute("SELECT version FROM schema_migrations").fetchall()}
-        for version, description, statements in MIGRATIONS:
+        for version, description, statements in sorted(MIGRATIONS):
             if version in applied:
                 continue
             with self.transaction() as tx:

@@ -22,6 +22,7 @@ import duckdb
 import pyarrow as pa
 
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.ids import time_ms_of
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.ledger import Posting
@@ -30,6 +31,11 @@ from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
+# What a reader sees of a transaction (`id_time_ms` only serves lookups by id).
+TRANSACTION_COLUMNS = (
+    "id, organization_id, environment, kind, asset_id, amount_minor, source_account_id, destination_account_id, "
+    "memo, execution_id, created_at"
+)
 WALLET_PREFIX = "wal_"
 
 _TXN_SCHEMA = pa.schema(
@@ -49,7 +55,7 @@ _DELTA_SCHEMA = pa.schema(
 )
 _INSERT_TRANSACTIONS = (
     "INSERT INTO transactions SELECT id, ?, ?, kind, asset_id, amount_minor, source_account_id, "
-    "destination_account_id, memo, execution_id, ? FROM txn_batch"
+    "destination_account_id, memo, execution_id, ?, ('0x' || substr(id, 5, 12))::BIGINT FROM txn_batch"
 )
 _UPDATE_BALANCES = (
     "UPDATE balances SET balance_minor = balance_minor + d.delta, floor_minor = floor_minor + d.floor_delta, "
@@ -246,12 +252,17 @@ class LedgerRepository:
         )
 
     def get_transaction(self, scope: Scope, transaction_id: str) -> Row | None:
+        time_ms = time_ms_of(transaction_id)
+        if time_ms is None:
+            return None
         return fetch_one(
-            self.con, f"SELECT * FROM transactions WHERE {TENANT} AND id = ?", [*scope.params, transaction_id]
+            self.con,
+            f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE {TENANT} AND id_time_ms = ? AND id = ?",
+            [*scope.params, time_ms, transaction_id],
         )
 
     def list_transactions(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
-        sql = f"SELECT * FROM transactions WHERE {TENANT}"
+        sql = f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         if filters.get("wallet_id"):
             sql += " AND (source_account_id = ? OR destination_account_id = ?)"

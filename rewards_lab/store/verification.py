@@ -10,6 +10,9 @@ _CHECKS: dict[str, str] = {
     "unbalanced_transaction": """
         SELECT transaction_id FROM entries GROUP BY transaction_id, asset_id
         HAVING sum(amount_minor) <> 0 OR count(*) < 2""",
+    # Transaction ids carry no index (see migration 6): they are unique by construction, and checked here.
+    "duplicate_transaction_id": """
+        SELECT id FROM transactions GROUP BY id HAVING count(*) > 1""",
     "transaction_without_entries": """
         SELECT t.id FROM transactions t ANTI JOIN entries e ON e.transaction_id = t.id""",
     "entry_without_transaction": """
