@@ -11,7 +11,6 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
-from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -19,9 +18,10 @@ from rewards_lab.api import openapi_doc
 from rewards_lab.api.context import request_id_of
 from rewards_lab.api.developer_routes import router as developer_router
 from rewards_lab.api.envelope import API_VERSION, failure
+from rewards_lab.api.hot_path import EventsEndpoint, ServiceApp
 from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateLimiter, RateState
 from rewards_lab.api.request_log import RequestLogMiddleware
-from rewards_lab.api.routes import REQUEST_MODELS, router, submit_event
+from rewards_lab.api.routes import REQUEST_MODELS, router
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.service.deliveries import DeliverySettings
 from rewards_lab.service.events import DEFAULT_BATCH_SIZE
@@ -47,45 +47,22 @@ class ResponseHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request = Request(scope)
 
         async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                headers["X-Request-ID"] = request_id_of(request)
-                rate: RateState | None = getattr(request.state, "rate", None)
+            if message["type"] == "http.response.start":  # raw header pairs: no Request or MutableHeaders per call
+                state: dict[str, Any] = scope.setdefault("state", {})
+                request_id: str = state.get("request_id") or request_id_of(Request(scope))
+                rate: RateState | None = state.get("rate")
                 if rate is None:
-                    client = request.client.host if request.client else "unknown"
-                    rate = request.app.state.rate_limiter.charge(f"address/{client}", PUBLIC_LIMIT_PER_MINUTE)
-                headers.update(rate.headers())
+                    client = scope.get("client")
+                    address = client[0] if client else "unknown"
+                    rate = scope["app"].state.rate_limiter.charge(f"address/{address}", PUBLIC_LIMIT_PER_MINUTE)
+                ours = [(b"x-request-id", request_id.encode("latin-1")), *rate.raw_headers()]
+                names = {name for name, _ in ours}
+                message["headers"] = [pair for pair in message.get("headers", ()) if pair[0] not in names] + ours
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
-
-
-class EventsFastPath:
-    """POST /v1/events answered before routing: the route table's linear match and FastAPI's per-request
-    machinery cost more than the operation itself at thousands of events per second. Same handler, same
-    errors and envelope; the route stays declared (and documented) in the router."""
-
-    path = f"/{API_VERSION}/events"
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != self.path:
-            await self.app(scope, receive, send)
-            return
-        request = Request(scope, receive)
-        try:
-            response = await submit_event(request)
-        except ServiceError as error:
-            response = failure(error, request_id_of(request))
-        except Exception:  # noqa: BLE001 - never a stack trace to the client
-            log.exception("unexpected error on POST %s", self.path)
-            response = failure(ServiceError("internal_error"), request_id_of(request))
-        await response(scope, receive, send)
 
 
 def create_app(
@@ -120,7 +97,7 @@ def create_app(
             request_log.stop()  # writes what is still queued
             database.checkpoint()  # fold the write-ahead log into the file before the process ends
 
-    app = FastAPI(
+    app = ServiceApp(
         lifespan=lifespan,
         title="Rewards and Ledger Service API",
         version=API_VERSION,
@@ -149,7 +126,7 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    app.add_middleware(EventsFastPath)
+    app.hot_path = RequestLogMiddleware(ResponseHeaders(EventsEndpoint()), writer=request_log)  # POST /v1/events
     app.add_middleware(ResponseHeaders)  # added last, so outermost: its headers go on every response
     app.add_middleware(RequestLogMiddleware, writer=request_log)  # outermost of all: every status and duration
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import random
 import re
-import uuid
 from typing import Any, TypeVar
 
 from fastapi import Request
@@ -34,7 +34,11 @@ def request_id_of(request: Request) -> str:
 
 def request_id_from(supplied: str) -> str:
     """The rule of `request_id_of` on a raw header value."""
-    return supplied if _REQUEST_ID_RE.fullmatch(supplied) else f"req_{uuid.uuid4().hex}"
+    if supplied and _REQUEST_ID_RE.fullmatch(supplied):
+        return supplied
+    # Not a secret, only unique: the Mersenne Twister (no system call; uuid4 reads os.urandom, which releases the
+    # GIL on the event loop thread and then waits to get it back from the busy intake and worker threads).
+    return f"req_{random.getrandbits(128):032x}"
 
 
 def database_of(request: Request) -> Database:

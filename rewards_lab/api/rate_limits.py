@@ -29,6 +29,14 @@ class RateState:
             "RateLimit-Reset": str(self.reset_s),
         }
 
+    def raw_headers(self) -> list[tuple[bytes, bytes]]:
+        """`headers()` as ASGI header pairs (lower-case names)."""
+        return [
+            (b"ratelimit-limit", b"%d" % self.limit),
+            (b"ratelimit-remaining", b"%d" % self.remaining),
+            (b"ratelimit-reset", b"%d" % self.reset_s),
+        ]
+
 
 class RateLimiter:
     def __init__(self) -> None:

@@ -25,7 +25,18 @@ from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import REGISTRY, ServiceError
 from rewards_lab.contract.pagination import DEFAULT_LIMIT, PageRequest
 from rewards_lab.contract.permissions import Permission
-from rewards_lab.service import access, assets, customers, events, knowledge, ledger, programmes, segments, simulation
+from rewards_lab.service import (
+    access,
+    assets,
+    customers,
+    events,
+    knowledge,
+    ledger,
+    presenters,
+    programmes,
+    segments,
+    simulation,
+)
 from rewards_lab.service import webhooks as hooks
 from rewards_lab.service.health import health
 
@@ -554,11 +565,11 @@ expose(
     ),
 )
 async def submit_event(request: Request) -> Response:
-    """Also served before routing by the app's EventsFastPath (the hottest operation), with this same code."""
+    """Also served in front of FastAPI by api/hot_path.py (the hottest operation), with this same code."""
     principal = _authorised(request, Permission.EVENTS_WRITE)
     body = await json_body(request, rq.EventCreate)
     stored = await request.app.state.intake.submit(principal.scope, events.prepare_event(body))  # after the commit
-    return success(events.present_stored(stored), request_id_of(request), 202)
+    return success(presenters.event_fields(stored), request_id_of(request), 202)
 
 
 @router.post(

@@ -35,6 +35,7 @@ PREFIXES: dict[str, str] = {
 }
 
 _RANDOM_BITS = 80
+_RANDOM_STARTS = 256  # random starts read from the OS at once
 
 
 class _MonotonicUlid:
@@ -42,6 +43,15 @@ class _MonotonicUlid:
         self._lock = threading.Lock()
         self._last_ms = 0
         self._last_random = 0
+        self._starts: list[int] = []
+
+    def _random_start(self) -> int:
+        """A fresh random start with headroom (78 bits). os.urandom is read for 256 starts at a time: each read
+        is a system call that releases the GIL, and a busy server's event loop then waits to get it back."""
+        if not self._starts:
+            data = os.urandom(10 * _RANDOM_STARTS)
+            self._starts = [int.from_bytes(data[i : i + 10], "big") >> 2 for i in range(0, len(data), 10)]
+        return self._starts.pop()
 
     def next_values(self, count: int) -> range:
         """`count` consecutive 128-bit values, all greater than any value returned before."""
@@ -50,7 +60,7 @@ class _MonotonicUlid:
             if now_ms > self._last_ms:
                 # A fresh random start with headroom, so that increments inside one millisecond never overflow.
                 self._last_ms = now_ms
-                self._last_random = int.from_bytes(os.urandom(10), "big") >> 2
+                self._last_random = self._random_start()
             elif self._last_random + count >= 1 << _RANDOM_BITS:  # pragma: no cover - 2**78 ids in one ms
                 self._last_ms += 1
                 self._last_random = 0
@@ -60,6 +70,7 @@ class _MonotonicUlid:
 
 
 _GENERATOR = _MonotonicUlid()
+os.register_at_fork(after_in_child=_GENERATOR._starts.clear)  # a forked child never reuses its parent's starts
 
 
 def _encode(value: int) -> str:

@@ -21,6 +21,11 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
+def raw(text: str) -> Any:
+    """Text that is already JSON, written by `dumps` as it is (no parse and re-serialise)."""
+    return simplejson.RawJSON(text)
+
+
 def dumps(value: Any) -> str:
     """JSON with Decimals as exact numbers and datetimes as ISO 8601 (UTC written with Z)."""
     return str(simplejson.dumps(value, use_decimal=True, separators=(",", ":"), default=_default))

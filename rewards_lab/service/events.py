@@ -10,10 +10,14 @@ was evaluated against, so a replay re-evaluates the same versions and issues onl
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+import duckdb
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
@@ -30,6 +34,7 @@ from rewards_lab.service.ledger import load_state, write_accepted
 from rewards_lab.service.notifications import outbox_message
 from rewards_lab.service.programmes import compile_rows
 from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.events import EventRepository
 from rewards_lab.store.queries import Row
 from rewards_lab.store.uow import Repositories, reader, unit_of_work
 
@@ -126,11 +131,54 @@ def store_prepared(
     database: Database, groups: list[tuple[Scope, list[PreparedEvent]]]
 ) -> list[list[Row | ServiceError]]:
     """Store prepared events of several tenants in ONE transaction; per event, the stored (or original) row, or
-    `event_duplicate_mismatch`. It runs in the intake's own transaction (`Database.intake_transaction`), so
-    accepting events never waits for the worker's processing batch."""
-    with database.intake_transaction() as con:
-        uow = Repositories(con, database)
-        return [_store(uow, scope, prepared) for scope, prepared in groups]
+    `event_duplicate_mismatch`. Accepting events never waits for the worker's processing batch: this runs on
+    the intake's own cursor (`Database.intake_cursor`).
+
+    Fast path: one INSERT of every new event, its own transaction, no read first; the unique
+    (organization, environment, external_event_id) index refuses the whole statement if any id is already
+    stored (a client's retry), and then the batch takes the careful path: read the stored originals, insert
+    the rest, in one transaction.
+    """
+    received_at = utcnow()
+    fresh: list[tuple[Scope, dict[str, Any]]] = []
+    results: list[list[Row | ServiceError]] = []
+    for scope, prepared in groups:
+        first: dict[str, dict[str, Any]] = {}
+        outcomes: list[Row | ServiceError] = []
+        for item in prepared:  # the same external id twice in one batch: the first is stored, the rest compared
+            original = first.get(item.external_event_id)
+            if original is None:
+                first[item.external_event_id] = original = _as_stored(item.row, received_at)
+                fresh.append((scope, item.row))
+            outcomes.append(
+                original if original["payload_hash"] == item.row["payload_hash"] else _mismatch(item.external_event_id)
+            )
+        results.append(outcomes)
+    try:
+        with database.intake_cursor() as con:
+            EventRepository(con).add_batch(fresh, received_at)
+    except duckdb.ConstraintException:
+        with database.intake_transaction() as con:
+            uow = Repositories(con, database)
+            return [_store(uow, scope, prepared) for scope, prepared in groups]
+    return results
+
+
+def _as_stored(row: dict[str, Any], received_at: datetime) -> Row:
+    """A new event's row as inserted: no need to read it back."""
+    return {
+        **row,
+        "status": "received",
+        "error_code": None,
+        "error_message": None,
+        "attempts": 0,
+        "received_at": received_at,
+        "processed_at": None,
+    }
+
+
+def _mismatch(external_id: str) -> ServiceError:
+    return ServiceError("event_duplicate_mismatch", field="external_event_id", external_event_id=external_id)
 
 
 def present_stored(outcome: Row | ServiceError) -> r.Event | ServiceError:
@@ -147,23 +195,10 @@ def _store(uow: Repositories, scope: Scope, prepared: list[PreparedEvent]) -> li
         if original is None:
             fresh[external_id] = item.row
         elif original["payload_hash"] != item.row["payload_hash"]:
-            results[index] = ServiceError(
-                "event_duplicate_mismatch", field="external_event_id", external_event_id=external_id
-            )
+            results[index] = _mismatch(external_id)
     received_at = utcnow()
     uow.events.add_many(scope, list(fresh.values()), received_at)
-    stored: dict[str, Row] = {  # the rows as inserted: no need to read them back
-        external_id: {
-            **row,
-            "status": "received",
-            "error_code": None,
-            "error_message": None,
-            "attempts": 0,
-            "received_at": received_at,
-            "processed_at": None,
-        }
-        for external_id, row in fresh.items()
-    }
+    stored: dict[str, Row] = {external_id: _as_stored(row, received_at) for external_id, row in fresh.items()}
     stored.update(existing)
     return [
         result if result is not None else stored[item.external_event_id]
@@ -210,8 +245,16 @@ class _EventPlan:
     error: ServiceError | None = None  # the first issuance refused; the others were still attempted
 
 
+# Compiled rules of published versions, per database and (scope, version): a published version's rules,
+# programme and asset decimals never change, so each batch need not read and compile them again (four statements).
+_PUBLISHED: weakref.WeakKeyDictionary[Database, dict[tuple[Scope, str], tuple[Row, list[RuleSpec]]]] = (
+    weakref.WeakKeyDictionary()
+)
+_PUBLISHED_LOCK = threading.Lock()
+
+
 class _RuleBook:
-    """Compiled rules per version, loaded once per batch and scope."""
+    """Compiled rules per version, loaded once per batch and scope (once per process for published versions)."""
 
     def __init__(self, uow: Repositories, scope: Scope) -> None:
         self.uow, self.scope = uow, scope
@@ -230,6 +273,10 @@ class _RuleBook:
         return by_type
 
     def load(self, version_ids: list[str]) -> None:
+        published = self._published()
+        for version_id in version_ids:
+            if version_id not in self.rules and (self.scope, version_id) in published:
+                self.meta[version_id], self.rules[version_id] = published[(self.scope, version_id)]
         missing = [v for v in version_ids if v not in self.rules]
         if not missing:
             return
@@ -242,6 +289,15 @@ class _RuleBook:
             self.meta[version_id] = {**meta, "asset_id": programme["asset_id"]}
             own = [row for row in rows if row["version_id"] == version_id]
             self.rules[version_id] = compile_rows(self.uow, self.scope, own, programme["asset_id"])
+            if meta["status"] != "draft":
+                with _PUBLISHED_LOCK:
+                    published[(self.scope, version_id)] = (self.meta[version_id], self.rules[version_id])
+
+    def _published(self) -> dict[tuple[Scope, str], tuple[Row, list[RuleSpec]]]:
+        if self.uow.database is None:
+            return {}
+        with _PUBLISHED_LOCK:
+            return _PUBLISHED.setdefault(self.uow.database, {})
 
 
 def _plan_event(
@@ -325,7 +381,8 @@ def _process_scope(uow: Repositories, scope: Scope, rows: list[Row]) -> ProcessR
 
     customers = uow.customers.resolve_many(scope, sorted({row["customer_id"] for row in rows}))
     wallets = uow.wallets.reward_wallets(scope, sorted({c["id"] for c in customers.values()}))
-    previous = uow.executions.for_events(scope, [row["id"] for row in rows if row["attempts"] > 0])
+    attempted = [row["id"] for row in rows if row["attempts"] > 0]
+    previous = uow.executions.for_events(scope, attempted) if attempted else []
     issued_keys = {
         (e["event_id"], e["version_id"], e["rule_id"], e["action_index"]) for e in previous if e["status"] == "issued"
     }
@@ -384,7 +441,12 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
         report.failed += status == "failed"
         report.processed += status == "processed"
     write_accepted(uow, scope, state, accepted)
-    uow.executions.upsert_many(scope, records)
+    # An event's executions are written in the transaction that counts its attempt, so an event never attempted
+    # has none: its records are plainly inserted (DuckDB's ON CONFLICT costs several times an INSERT and grows
+    # with the table); only a retried event's records may replace earlier ones.
+    retried = {plan.row["id"] for plan in plans if plan.row["attempts"] > 0}
+    uow.executions.insert_many(scope, [record for record in records if record["event_id"] not in retried])
+    uow.executions.upsert_many(scope, [record for record in records if record["event_id"] in retried])
     uow.outbox.add_many(scope, messages)
     uow.events.mark_many(scope, outcomes)
     return report

@@ -100,6 +100,15 @@ class Database:
                 raise
             con.execute("COMMIT")
 
+    @contextmanager
+    def intake_cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The intake's cursor outside any transaction: each statement is then a transaction of its own (the
+        group commit's fast path is ONE statement, so BEGIN and COMMIT would be two statements more)."""
+        with self._intake_lock:
+            if self._intake_cursor is None:
+                self._intake_cursor = self._connection.cursor()
+            yield self._intake_cursor
+
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A cursor for this thread's reads: a snapshot of committed data, outside any write transaction."""
         cursor: duckdb.DuckDBPyConnection | None = getattr(self._local, "cursor", None)

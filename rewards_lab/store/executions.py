@@ -40,8 +40,22 @@ class ExecutionRepository:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
 
+    def insert_many(self, scope: Scope, records: list[dict[str, Any]]) -> None:
+        """Insert new records (none of their keys is stored yet: the unique index refuses the statement if so)."""
+        self._write(scope, records, "")
+
     def upsert_many(self, scope: Scope, records: list[dict[str, Any]]) -> None:
         """Insert new records; a record whose key exists (a replay) takes the new status and transaction."""
+        self._write(
+            scope,
+            records,
+            " ON CONFLICT (event_id, version_id, rule_id, action_index) DO UPDATE SET "
+            "status = excluded.status, error_code = excluded.error_code, wallet_id = excluded.wallet_id, "
+            "transaction_id = excluded.transaction_id, amount_minor = excluded.amount_minor, "
+            "inputs = excluded.inputs, updated_at = excluded.updated_at",
+        )
+
+    def _write(self, scope: Scope, records: list[dict[str, Any]], on_conflict: str) -> None:
         if not records:
             return
         batch = pa.table({name: [r[name] for r in records] for name in COLUMNS}, schema=_SCHEMA)
@@ -51,11 +65,7 @@ class ExecutionRepository:
             self.con.execute(
                 "INSERT INTO reward_executions SELECT id, ?, ?, event_id, external_event_id, customer_id, program_id, "
                 "version_id, version_number, rule_id, action_index, asset_id, wallet_id, amount_minor, status, "
-                "error_code, transaction_id, inputs, ?, ? FROM execution_batch "
-                "ON CONFLICT (event_id, version_id, rule_id, action_index) DO UPDATE SET "
-                "status = excluded.status, error_code = excluded.error_code, wallet_id = excluded.wallet_id, "
-                "transaction_id = excluded.transaction_id, amount_minor = excluded.amount_minor, "
-                "inputs = excluded.inputs, updated_at = excluded.updated_at",
+                "error_code, transaction_id, inputs, ?, ? FROM execution_batch" + on_conflict,
                 [*scope.params, now, now],
             )
         finally:

@@ -27,6 +27,7 @@ from rewards_lab.store.webhooks import WebhookRepository
 class Repositories:
     def __init__(self, con: duckdb.DuckDBPyConnection, database: Database | None = None) -> None:
         self.con = con
+        self.database = database
         self.organizations = OrganizationRepository(con)
         self.customers = CustomerRepository(con)
         self.wallets = WalletRepository(con, database)

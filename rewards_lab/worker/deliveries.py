@@ -18,6 +18,7 @@ from datetime import datetime
 import httpx
 
 from rewards_lab.service.deliveries import (
+    FAN_OUT_BATCH,
     AttemptOutcome,
     DeliverySettings,
     due,
@@ -31,6 +32,10 @@ from rewards_lab.webhooks import SIGNATURE_HEADER, sign
 
 log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.05
+# After a fan-out that emptied the outbox, wait this long before the next one: under load (a message per reward)
+# the outbox then gathers into larger fan-outs instead of a write transaction per few messages, which competed
+# with the event worker for the writer. A full batch (a backlog) goes on at once.
+BUSY_LINGER_S = 0.1
 USER_AGENT = "rewards-lab-webhooks/1"
 DELIVERY_HEADER = "X-Rewards-Delivery"
 KIND_HEADER = "X-Rewards-Event"
@@ -104,16 +109,18 @@ class DeliveryWorker:
     def _run(self) -> None:
         while not self._stop.is_set():
             self.last_cycle_at = utcnow()
-            busy = False
+            dispatched = 0
             try:
-                busy = self._cycle()
+                dispatched = self._cycle()
             except Exception:  # noqa: BLE001 - the worker must outlive any one failure
                 log.exception("delivery worker cycle failed")
-            if not busy:
+            if dispatched == 0:
                 self._wake.wait(IDLE_WAIT_S)
                 self._wake.clear()
+            elif dispatched < FAN_OUT_BATCH:
+                self._stop.wait(BUSY_LINGER_S)
 
-    def _cycle(self) -> bool:
+    def _cycle(self) -> int:
         dispatched = fan_out(self.database)
         with self._lock:
             exclude = sorted(self._in_flight)
@@ -127,7 +134,7 @@ class DeliveryWorker:
                 self._in_flight[delivery["id"]] = delivery["endpoint_id"]
             assert self._pool is not None
             self._pool.submit(self._attempt, delivery)
-        return dispatched > 0  # otherwise wait: a finished attempt or a new message wakes the loop
+        return dispatched  # none: wait, until a finished attempt or a new message wakes the loop
 
     def _attempt(self, delivery: Row) -> None:
         try:

@@ -44,6 +44,20 @@ def _resolve(future: asyncio.Future[Row], outcome: Row | BaseException) -> None:
         future.set_result(outcome)
 
 
+def _resolve_all(answers: list[tuple[asyncio.Future[Row], Row | BaseException]]) -> None:
+    for future, outcome in answers:
+        _resolve(future, outcome)
+
+
+def _answer(answers: list[tuple[_Pending, Row | BaseException]]) -> None:
+    """Hand the answers to their event loops: one thread-safe call per loop and batch, not one per request."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Row], Row | BaseException]]] = {}
+    for item, outcome in answers:
+        by_loop.setdefault(item.loop, []).append((item.future, outcome))
+    for loop, pairs in by_loop.items():
+        loop.call_soon_threadsafe(_resolve_all, pairs)
+
+
 class EventIntake:
     def __init__(
         self, database: Database, on_stored: Callable[[], None] | None = None, max_batch: int = DEFAULT_MAX_BATCH
@@ -121,13 +135,16 @@ class EventIntake:
         except Exception as error:  # noqa: BLE001 - every waiting request must get an answer
             log.exception("storing a batch of %d events failed", len(batch))
             failure = error if isinstance(error, ServiceError) else ServiceError("internal_error")
-            for item in batch:
-                item.loop.call_soon_threadsafe(_resolve, item.future, failure)
+            _answer([(item, failure) for item in batch])
             return
         self.batches += 1
         self.stored += len(batch)
         if self.on_stored is not None:
             self.on_stored()
-        for (_, items), outcomes in zip(ordered, results, strict=True):
-            for item, outcome in zip(items, outcomes, strict=True):
-                item.loop.call_soon_threadsafe(_resolve, item.future, outcome)
+        _answer(
+            [
+                (item, outcome)
+                for (_, items), outcomes in zip(ordered, results, strict=True)
+                for item, outcome in zip(items, outcomes, strict=True)
+            ]
+        )

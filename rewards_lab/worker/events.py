@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import threading
 
+import pyarrow as pa
+
 from rewards_lab.service.events import DEFAULT_BATCH_SIZE, process_pending
 from rewards_lab.store.database import Database
 
@@ -34,6 +36,9 @@ class EventWorker:
         return self._thread.is_alive()
 
     def start(self) -> None:
+        # pyarrow imports pandas on its first table (half a second of GIL): pay that before serving, not in the
+        # middle of the first batch under load.
+        pa.table({"warm_up": [0]})
         self._thread.start()
 
     def notify(self) -> None:
