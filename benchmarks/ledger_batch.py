@@ -9,7 +9,6 @@ including every commit, and the per-batch latency.
 from __future__ import annotations
 
 import argparse
-import gc
 import platform
 import random
 import statistics
@@ -69,10 +68,6 @@ def run(kind: str, size: int, count: int, wallets: int) -> None:
         database = Database(Path(folder) / "bench.duckdb")
         scope, asset_id, wallet_ids = prepare(database, wallets)
         work = list(batches_of(kind, asset_id, wallet_ids, size, count))
-        # The prepared input (count x size requests) is the harness's, not the engine's: keep the garbage
-        # collector from rescanning it on every full collection, as a service never holds such a backlog.
-        gc.collect()
-        gc.freeze()
         per_batch_ms: list[float] = []
         started = time.perf_counter()
         for requests in work:
@@ -86,7 +81,6 @@ def run(kind: str, size: int, count: int, wallets: int) -> None:
         assert report.ok, report.problems
         assert report.transactions == wallets + size * count
         database.close()
-        gc.unfreeze()
     per_batch_ms.sort()
     p99 = per_batch_ms[max(0, int(len(per_batch_ms) * 0.99) - 1)]
     rate = size * count / elapsed

@@ -10,12 +10,9 @@ import pytest
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id, time_ms_of
-from rewards_lab.domain.posting_policy import PostingRequest
 from rewards_lab.service import ledger
-from rewards_lab.service.ledger import apply_postings
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.schema import MIGRATIONS
-from rewards_lab.store.uow import unit_of_work
 from rewards_lab.store.verification import verify_ledger
 from tests.conftest import World
 
@@ -62,13 +59,9 @@ def test_migration_6_keeps_every_existing_transaction_and_its_lookup_key(tmp_pat
             "NULL, NULL, ?)",
             [transaction_id, number, utcnow()],
         )
-    for account in ("acc_1", "wal_1", "wal_2"):
-        con.execute("INSERT INTO balances VALUES ('org_1', 'sandbox', ?, 'ast_1', 0, NULL, ?)", [account, utcnow()])
     con.close()
 
     database = Database(path)
-    numbers = database.reader().execute("SELECT account_id, balance_no FROM balances ORDER BY 1").fetchall()
-    assert numbers == [("acc_1", 1), ("wal_1", 2), ("wal_2", 3)]
     rows = database.reader().execute("SELECT id, amount_minor, id_time_ms FROM transactions ORDER BY id").fetchall()
     assert [(row[0], row[1]) for row in rows] == [(i, n) for n, i in enumerate(ids, start=1)]
     assert [row[2] for row in rows] == [time_ms_of(i) for i in ids]
@@ -98,25 +91,4 @@ def test_verify_ledger_reports_a_duplicate_transaction_id(world: World) -> None:
         tx.execute("DELETE FROM transactions WHERE id = ?", [transaction.id])
         tx.execute("INSERT INTO transactions SELECT * FROM original")
         shift_balances(tx, -100)
-    assert verify_ledger(world.db.reader()).ok
-
-
-def test_balance_rows_are_numbered_once_and_a_rolled_back_number_is_never_used(world: World) -> None:
-    asset = world.asset()
-    first, second = world.wallet(), world.wallet()
-    with pytest.raises(RuntimeError), unit_of_work(world.db) as uow:  # creates first's row, then rolls back
-        apply_postings(uow, world.scope, [PostingRequest(new_id("transaction"), "issue", asset.id, 100, first.id)])
-        raise RuntimeError("rolled back after the snapshot row was numbered")
-    body = rq.IssueRequest(wallet_id=second.id, amount="2.00", reason="r")
-    ledger.issue(world.db, world.scope, asset.id, body)  # second's row may now take the number first had
-    for _ in range(3):  # first's row is created, then updated through its cached number
-        ledger.issue(world.db, world.scope, asset.id, rq.IssueRequest(wallet_id=first.id, amount="1.00", reason="r"))
-    rows = dict(
-        world.db.reader()
-        .execute("SELECT account_id, balance_minor FROM balances WHERE asset_id = ?", [asset.id])
-        .fetchall()
-    )
-    assert rows[first.id] == 300 and rows[second.id] == 200
-    numbers = [n for (n,) in world.db.reader().execute("SELECT balance_no FROM balances").fetchall()]
-    assert len(numbers) == len(set(numbers))
     assert verify_ledger(world.db.reader()).ok

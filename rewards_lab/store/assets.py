@@ -59,8 +59,7 @@ class AssetRepository:
         )
         ceiling = fields["supply_ceiling_minor"]
         self.con.executemany(  # the system accounts' snapshot rows, with the ceiling as the issuance floor
-            "INSERT INTO balances VALUES (?, ?, ?, ?, 0, ?, ?, "
-            "(SELECT coalesce(max(balance_no), 0) + 1 FROM balances))",
+            "INSERT INTO balances VALUES (?, ?, ?, ?, 0, ?, ?)",
             [
                 [*scope.params, issuance_id, asset_id, None if ceiling is None else -ceiling, utcnow()],
                 [*scope.params, redemption_id, asset_id, None, utcnow()],

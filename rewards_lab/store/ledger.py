@@ -13,7 +13,7 @@ the caller's transaction rolls back, so nothing partial is ever committed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -50,41 +50,22 @@ _TXN_SCHEMA = pa.schema(
     ]
 )
 _DELTA_SCHEMA = pa.schema(
-    [
-        ("account_id", pa.string()),
-        ("asset_id", pa.string()),
-        ("delta", pa.int64()),
-        ("floor_delta", pa.int64()),
-        ("balance_no", pa.int64()),  # the snapshot row's number when the writer's cache knows it, else NULL
-    ]
+    [("account_id", pa.string()), ("asset_id", pa.string()), ("delta", pa.int64()), ("floor_delta", pa.int64())]
 )
 _INSERT_TRANSACTIONS = (
     "INSERT INTO transactions SELECT id, ?, ?, kind, asset_id, amount_minor, source_account_id, "
     "destination_account_id, memo, execution_id, ?, ('0x' || substr(id, 5, 12))::BIGINT FROM txn_batch"
 )
-# Rows whose number the writer knows: an integer join (the account id is compared too, as a guard).
-_UPDATE_NUMBERED_BALANCES = (
+_UPDATE_BALANCES = (
     "UPDATE balances SET balance_minor = balance_minor + d.delta, floor_minor = floor_minor + d.floor_delta, "
     "updated_at = ? FROM balance_deltas d "
-    "WHERE balances.balance_no = d.balance_no AND balances.account_id = d.account_id"
+    "WHERE balances.account_id = d.account_id AND balances.asset_id = d.asset_id"
 )
-# The others, by their ids (rows the cache has not seen yet).
-_UPDATE_UNNUMBERED_BALANCES = (
-    "UPDATE balances SET balance_minor = balance_minor + d.delta, floor_minor = floor_minor + d.floor_delta, "
-    "updated_at = ? FROM balance_deltas d "
-    "WHERE d.balance_no IS NULL AND balances.account_id = d.account_id AND balances.asset_id = d.asset_id"
-)
-# The first movement of an (account, asset): its snapshot row starts here, numbered after the last row; a
-# wallet's floor is zero.
+# The first movement of an (account, asset): its snapshot row starts here; a wallet's floor is zero.
 _INSERT_BALANCES = (
     "INSERT INTO balances SELECT ?, ?, d.account_id, d.asset_id, d.delta, "
-    "CASE WHEN starts_with(d.account_id, 'wal_') THEN 0 END, ?, "
-    "(SELECT coalesce(max(balance_no), 0) FROM balances) + row_number() OVER () FROM balance_deltas d "
+    "CASE WHEN starts_with(d.account_id, 'wal_') THEN 0 END, ? FROM balance_deltas d "
     "ANTI JOIN balances b ON b.account_id = d.account_id AND b.asset_id = d.asset_id"
-)
-_NUMBERS_OF_UNNUMBERED = (
-    "SELECT b.account_id, b.asset_id, b.balance_no FROM balances b JOIN balance_deltas d "
-    "ON b.account_id = d.account_id AND b.asset_id = d.asset_id WHERE d.balance_no IS NULL"
 )
 
 
@@ -97,11 +78,7 @@ def postings_table(postings: Sequence[Posting]) -> pa.Table:
     )
 
 
-def deltas_table(
-    postings: Sequence[Posting],
-    issuance_accounts: Mapping[str, str],
-    numbers: Callable[[list[tuple[str, str]]], list[int | None]] | None = None,
-) -> pa.Table:
+def deltas_table(postings: Sequence[Posting], issuance_accounts: Mapping[str, str]) -> pa.Table:
     """The net change of every (account, asset) the batch touches, and of the issuance accounts' floors.
 
     A redemption lowers the issuance account's floor by its amount: redeemed value makes room under the ceiling.
@@ -126,7 +103,6 @@ def deltas_table(
             pa.array(assets, pa.string()),
             pa.array(list(deltas.values()), pa.int64()),
             pa.array([floors.get(k, 0) for k in keys], pa.int64()),
-            pa.array(numbers(keys) if numbers is not None else [None] * len(keys), pa.int64()),
         ],
         schema=_DELTA_SCHEMA,
     )
@@ -162,9 +138,7 @@ class LedgerRepository:
         if issuance_accounts is None:
             redeemed = sorted({p.asset_id for p in postings if p.kind == "redemption"})
             issuance_accounts = self.issuance_accounts(scope, redeemed) if redeemed else {}
-        cache = self.database.ledger_cache if self.database is not None else None
-        numbers = cache.numbers if cache is not None else None
-        self.write_tables(scope, postings_table(postings), deltas_table(postings, issuance_accounts, numbers))
+        self.write_tables(scope, postings_table(postings), deltas_table(postings, issuance_accounts))
 
     def write_tables(self, scope: Scope, txn_batch: pa.Table, balance_deltas: pa.Table) -> None:
         """The database half of `write_postings`, for callers that build the Arrow tables elsewhere."""
@@ -174,30 +148,14 @@ class LedgerRepository:
         try:
             con.execute(_INSERT_TRANSACTIONS, [*scope.params, now])
             self._fault("after_entries")
-            rows = balance_deltas.num_rows
-            unnumbered = balance_deltas.column("balance_no").null_count
-            updated = _count(con.execute(_UPDATE_NUMBERED_BALANCES, [now]).fetchone())
-            if updated != rows - unnumbered:  # pragma: no cover - a number the cache holds always exists
-                raise ServiceError("internal_error", "ledger invariant refused by the store", invariant="row_number")
-            if unnumbered:
-                self._write_unnumbered(scope, now, balance_deltas, unnumbered)
+            updated = con.execute(_UPDATE_BALANCES, [now]).fetchone()
+            if updated is None or int(updated[0]) < balance_deltas.num_rows:
+                con.execute(_INSERT_BALANCES, [*scope.params, now])
             self._fault("after_balances")
         except duckdb.ConstraintException as error:
             raise ServiceError(
                 "internal_error", "ledger invariant refused by the store", invariant=_invariant(str(error))
             ) from error
-
-    def _write_unnumbered(self, scope: Scope, now: Any, balance_deltas: pa.Table, unnumbered: int) -> None:
-        """The deltas of rows the cache has no number for: update the existing rows, create the missing ones,
-        and let the cache learn every number (it keeps them only if this unit of work commits). DuckDB reads
-        `balance_deltas` by its name in this frame."""
-        con = self.con
-        updated = _count(con.execute(_UPDATE_UNNUMBERED_BALANCES, [now]).fetchone())
-        if updated < unnumbered:
-            con.execute(_INSERT_BALANCES, [*scope.params, now])
-        if self.database is not None:
-            found = con.execute(_NUMBERS_OF_UNNUMBERED).fetchall()
-            self.database.ledger_cache.remember_numbers({(a, s): int(n) for a, s, n in found})
 
     # the state the posting policy decides against ---------------------------------------------------------
     def ledger_state(
@@ -328,10 +286,6 @@ class LedgerRepository:
             "AND destination_account_id IN (SELECT unnest(?)) AND created_at >= ? GROUP BY ALL",
             [*scope.params, wallet_ids, since],
         )
-
-
-def _count(row: tuple[Any, ...] | None) -> int:
-    return 0 if row is None else int(row[0])
 
 
 def _invariant(message: str) -> str:

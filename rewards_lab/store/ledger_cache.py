@@ -26,11 +26,10 @@ class _Layer:
     wallets: dict[str, tuple[Scope, WalletState]] = field(default_factory=dict)
     assets: dict[str, tuple[Scope, AssetState]] = field(default_factory=dict)
     balances: dict[BalanceKey, tuple[Scope, int]] = field(default_factory=dict)
-    numbers: dict[BalanceKey, int] = field(default_factory=dict)  # balance_no of each snapshot row (immutable)
     forgotten: set[str] = field(default_factory=set)
 
     def size(self) -> int:
-        return len(self.wallets) + len(self.assets) + len(self.balances) + len(self.numbers)
+        return len(self.wallets) + len(self.assets) + len(self.balances)
 
 
 class LedgerCache:
@@ -54,7 +53,6 @@ class LedgerCache:
         committed.wallets.update(pending.wallets)
         committed.assets.update(pending.assets)
         committed.balances.update(pending.balances)
-        committed.numbers.update(pending.numbers)
         if committed.size() > self.max_entries:
             self._committed = _Layer()
 
@@ -135,21 +133,6 @@ class LedgerCache:
             if entry is not None:
                 return entry[1] if entry[0] == scope else None
         return None
-
-    def numbers(self, keys: list[BalanceKey]) -> list[int | None]:
-        """The snapshot row number of each key, None where the cache does not know it. A number is learnt
-        only from a committed row (or the current unit of work's own), so it is never stale: rows are never
-        deleted and their number never changes."""
-        committed = self._committed.numbers
-        pending = self._pending.numbers if self._pending is not None else None
-        if not pending:
-            return [committed.get(key) for key in keys]
-        return [pending.get(key, committed.get(key)) for key in keys]
-
-    def remember_numbers(self, numbers: dict[BalanceKey, int]) -> None:
-        layer = self._layer()
-        if layer is not None:
-            layer.numbers.update(numbers)
 
     # writes: into the pending layer of the current unit of work --------------------------------------------
     def _layer(self) -> _Layer | None:
