@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import duckdb
-
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
@@ -154,10 +152,9 @@ def store_prepared(
                 original if original["payload_hash"] == item.row["payload_hash"] else _mismatch(item.external_event_id)
             )
         results.append(outcomes)
-    try:
-        with database.intake_cursor() as con:
-            EventRepository(con).add_batch(fresh, received_at)
-    except duckdb.ConstraintException:
+    with database.intake_cursor() as con:
+        stored = EventRepository(con).add_batch(fresh, received_at)
+    if not stored:
         with database.intake_transaction() as con:
             uow = Repositories(con, database)
             return [_store(uow, scope, prepared) for scope, prepared in groups]

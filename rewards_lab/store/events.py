@@ -44,13 +44,19 @@ class EventRepository:
         finally:
             self.con.unregister("event_batch")
 
-    def add_batch(self, rows: list[tuple[Scope, dict[str, Any]]], received_at: datetime) -> None:
+    def add_batch(self, rows: list[tuple[Scope, dict[str, Any]]], received_at: datetime) -> bool:
         """Insert new events of any tenants as `received` in ONE statement (no Python objects for DuckDB to scan:
         one list per column). Run outside a transaction, the statement is its own transaction: one commit.
-        Raises `duckdb.ConstraintException`, inserting nothing, if an (organization, environment,
-        external_event_id) is already stored."""
+        False, with nothing inserted, if an (organization, environment, external_event_id) is already stored."""
         if not rows:
-            return
+            return True
+        try:
+            self._insert_batch(rows, received_at)
+        except duckdb.ConstraintException:
+            return False
+        return True
+
+    def _insert_batch(self, rows: list[tuple[Scope, dict[str, Any]]], received_at: datetime) -> None:
         self.con.execute(
             "INSERT INTO events SELECT unnest($id), unnest($org), unnest($env), unnest($ext), unnest($type), "
             "unnest($customer), unnest($occurred::TIMESTAMP[]), unnest($data), unnest($hash), 'received', NULL, "
