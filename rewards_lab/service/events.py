@@ -141,16 +141,8 @@ def store_prepared(
     fresh: list[tuple[Scope, dict[str, Any]]] = []
     results: list[list[Row | ServiceError]] = []
     for scope, prepared in groups:
-        first: dict[str, dict[str, Any]] = {}
-        outcomes: list[Row | ServiceError] = []
-        for item in prepared:  # the same external id twice in one batch: the first is stored, the rest compared
-            original = first.get(item.external_event_id)
-            if original is None:
-                first[item.external_event_id] = original = _as_stored(item.row, received_at)
-                fresh.append((scope, item.row))
-            outcomes.append(
-                original if original["payload_hash"] == item.row["payload_hash"] else _mismatch(item.external_event_id)
-            )
+        rows, outcomes = _answers(prepared, {}, received_at)
+        fresh.extend((scope, row) for row in rows)
         results.append(outcomes)
     with database.intake_cursor() as con:
         stored = EventRepository(con).add_batch(fresh, received_at)
@@ -183,24 +175,30 @@ def present_stored(outcome: Row | ServiceError) -> r.Event | ServiceError:
 
 
 def _store(uow: Repositories, scope: Scope, prepared: list[PreparedEvent]) -> list[Row | ServiceError]:
-    results: list[Row | ServiceError | None] = [None] * len(prepared)
-    fresh: dict[str, dict[str, Any]] = {}
     existing = uow.events.get_by_external_ids(scope, sorted({p.external_event_id for p in prepared}))
-    for index, item in enumerate(prepared):
-        external_id = item.external_event_id
-        original = existing.get(external_id) or fresh.get(external_id)
-        if original is None:
-            fresh[external_id] = item.row
-        elif original["payload_hash"] != item.row["payload_hash"]:
-            results[index] = _mismatch(external_id)
     received_at = utcnow()
-    uow.events.add_many(scope, list(fresh.values()), received_at)
-    stored: dict[str, Row] = {external_id: _as_stored(row, received_at) for external_id, row in fresh.items()}
-    stored.update(existing)
-    return [
-        result if result is not None else stored[item.external_event_id]
-        for result, item in zip(results, prepared, strict=True)
-    ]
+    fresh, outcomes = _answers(prepared, existing, received_at)
+    uow.events.add_many(scope, fresh, received_at)
+    return outcomes
+
+
+def _answers(
+    prepared: list[PreparedEvent], existing: dict[str, Row], received_at: datetime
+) -> tuple[list[dict[str, Any]], list[Row | ServiceError]]:
+    """(the rows to insert, each event's answer). An event answers with the stored original of its external id,
+    or with its own row if it is the first of that id (then it is inserted); a different payload under a known
+    id is `event_duplicate_mismatch`."""
+    known: dict[str, Row] = dict(existing)
+    fresh: list[dict[str, Any]] = []
+    outcomes: list[Row | ServiceError] = []
+    for item in prepared:
+        original = known.get(item.external_event_id)
+        if original is None:
+            known[item.external_event_id] = original = _as_stored(item.row, received_at)
+            fresh.append(item.row)
+        same = original["payload_hash"] == item.row["payload_hash"]
+        outcomes.append(original if same else _mismatch(item.external_event_id))
+    return fresh, outcomes
 
 
 def submit_event(database: Database, scope: Scope, body: rq.EventCreate) -> r.Event:
