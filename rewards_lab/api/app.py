@@ -18,7 +18,7 @@ from rewards_lab.api import openapi_doc
 from rewards_lab.api.context import request_id_of
 from rewards_lab.api.developer_routes import router as developer_router
 from rewards_lab.api.envelope import API_VERSION, failure
-from rewards_lab.api.hot_path import EventsEndpoint, ServiceApp
+from rewards_lab.api.hot_path import EventsHotPath, ServiceApp
 from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateLimiter, RateState
 from rewards_lab.api.request_log import RequestLogMiddleware
 from rewards_lab.api.routes import REQUEST_MODELS, router
@@ -126,7 +126,7 @@ def create_app(
 
     app.openapi = openapi  # type: ignore[method-assign]
 
-    app.hot_path = RequestLogMiddleware(ResponseHeaders(EventsEndpoint()), writer=request_log)  # POST /v1/events
+    app.hot_path = EventsHotPath(app.state, request_log)  # POST /v1/events, before FastAPI's stack
     app.add_middleware(ResponseHeaders)  # added last, so outermost: its headers go on every response
     app.add_middleware(RequestLogMiddleware, writer=request_log)  # outermost of all: every status and duration
 

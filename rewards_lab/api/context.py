@@ -46,11 +46,10 @@ def database_of(request: Request) -> Database:
     return database
 
 
-def _environment(request: Request) -> EnvironmentName:
-    environment = request.headers.get("x-environment")
-    if environment == "sandbox":
+def _environment(value: str | None) -> EnvironmentName:
+    if value == "sandbox":
         return "sandbox"
-    if environment == "production":
+    if value == "production":
         return "production"
     raise ServiceError("field_invalid", "X-Environment must be sandbox or production", field="X-Environment")
 
@@ -58,28 +57,47 @@ def _environment(request: Request) -> EnvironmentName:
 def principal_of(request: Request) -> Principal:
     """Authenticate the bearer key or session and check X-Organization-ID and X-Environment against it (never
     trusted). A session has no environment of its own: it acts in the one X-Environment names."""
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
+    headers = request.headers
+    return authorise(
+        database_of(request),
+        request.app.state.rate_limiter,
+        request.scope.setdefault("state", {}),
+        headers.get("authorization", ""),
+        headers.get("x-organization-id"),
+        headers.get("x-environment"),
+    )
+
+
+def authorise(
+    database: Database,
+    limiter: RateLimiter,
+    state: dict[str, Any],
+    authorization: str,
+    organization: str | None,
+    environment_header: str | None,
+) -> Principal:
+    """`principal_of` on raw header values (the POST /events hot path has no Request). Leaves the principal (for
+    the request log) and the rate state (for the RateLimit headers) in the request's `state` as it goes, so an
+    error raised half-way still shows what was known."""
+    scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise ServiceError("authentication_required", "send Authorization: Bearer <api key>", field="Authorization")
     if sessions.is_session_token(token.strip()):  # a person's session acts in the environment the request names
-        principal = sessions.authenticate_session(database_of(request), token.strip(), _environment(request))
+        principal = sessions.authenticate_session(database, token.strip(), _environment(environment_header))
     else:
-        principal = authenticate(database_of(request), token.strip())
-    request.state.principal = principal  # for the request log
-    limiter: RateLimiter = request.app.state.rate_limiter
-    state = limiter.charge(
+        principal = authenticate(database, token.strip())
+    state["principal"] = principal  # for the request log
+    rate = limiter.charge(
         f"{principal.scope.organization_id}/{principal.scope.environment}", principal.rate_limit_per_minute
     )
-    request.state.rate = state
-    if state.exceeded:
-        raise ServiceError("rate_limit_exceeded", retry_after_s=state.reset_s, limit=state.limit)
-    organization = request.headers.get("x-organization-id")
+    state["rate"] = rate
+    if rate.exceeded:
+        raise ServiceError("rate_limit_exceeded", retry_after_s=rate.reset_s, limit=rate.limit)
     if not organization:
         raise ServiceError("field_required", "X-Organization-ID is required", field="X-Organization-ID")
     if organization != principal.scope.organization_id:
         raise ServiceError("organization_mismatch", field="X-Organization-ID")
-    environment = _environment(request)
+    environment = _environment(environment_header)
     if environment != principal.scope.environment:
         raise ServiceError(
             "environment_mismatch",
@@ -90,9 +108,8 @@ def principal_of(request: Request) -> Principal:
     return principal
 
 
-async def json_body(request: Request, model: type[ModelT]) -> ModelT:
-    """The body parsed exactly (numbers as Decimal) and validated; errors name the field."""
-    raw = await request.body()
+def parse_body(raw: bytes, model: type[ModelT]) -> ModelT:
+    """`json_body` on bytes already read."""
     if len(raw) > MAX_BODY_BYTES:
         raise ServiceError("request_too_large", limit_bytes=MAX_BODY_BYTES)
     try:
@@ -100,3 +117,8 @@ async def json_body(request: Request, model: type[ModelT]) -> ModelT:
     except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested beyond the parser's depth
         raise ServiceError("request_malformed") from None
     return validate(model, data)
+
+
+async def json_body(request: Request, model: type[ModelT]) -> ModelT:
+    """The body parsed exactly (numbers as Decimal) and validated; errors name the field."""
+    return parse_body(await request.body(), model)

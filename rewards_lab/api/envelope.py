@@ -55,6 +55,10 @@ def success(data: Any, request_id: str, status_code: int = 200, **extra: Any) ->
     return Response(jsonutil.dumps(body), status_code=status_code, media_type="application/json")
 
 
+def failure_text(error: ServiceError, request_id: str) -> str:
+    """The body of `failure` (the POST /events hot path sends it without a Response object)."""
+    return jsonutil.dumps({"error": error.to_dict(), "meta": _meta(request_id)})
+
+
 def failure(error: ServiceError, request_id: str) -> Response:
-    body = {"error": error.to_dict(), "meta": _meta(request_id)}
-    return Response(jsonutil.dumps(body), status_code=error.http_status, media_type="application/json")
+    return Response(failure_text(error, request_id), status_code=error.http_status, media_type="application/json")

@@ -1,47 +1,144 @@
 """POST /v1/events served in front of FastAPI's own middleware stack (the hottest operation).
 
 At thousands of events per second, FastAPI's per-request layers (server-error, telemetry and body-limit
-middleware, the route table's linear match) cost as much as the operation. `ServiceApp.__call__` sends POST
-/v1/events straight to a chain built once: the request log, the response headers (X-Request-ID, RateLimit-*),
-then `EventsEndpoint`, which runs the same handler (`routes.submit_event`) with the same errors and envelope.
-Every other request goes through FastAPI as usual; the route stays declared (and documented) in the router.
+middleware, the route table's linear match) and even our own three thin ASGI layers (request log, response
+headers, handler), each with its `send` wrapper, Starlette `Request` and `Response` objects, cost as much as the
+operation. `ServiceApp.__call__` sends POST /v1/events to `EventsHotPath`, ONE function that does what that chain
+did, in the same order and with the same functions: the request id (`request_id_from`), authentication and the
+header checks (`context.authorise`), the permission, the body (`context.parse_body`), the intake, then the
+envelope (`presenters.event_fields`, `envelope.failure_text`) with X-Request-ID and the RateLimit headers, and one
+request-log record. The route stays declared (and documented) in the router, and answers the same when the hot
+path is off (`tests/test_hot_path.py` compares the two, errors included).
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from typing import Any
 
-from fastapi import FastAPI, Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from fastapi import FastAPI
+from starlette.datastructures import State
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive, Scope, Send
 
-from rewards_lab.api.context import request_id_of
-from rewards_lab.api.envelope import API_VERSION, failure
-from rewards_lab.api.routes import submit_event
+from rewards_lab.api.context import authorise, parse_body, request_id_from
+from rewards_lab.api.envelope import API_VERSION, failure_text
+from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateState
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.permissions import Permission
+from rewards_lab.service import events, presenters
+from rewards_lab.service.access import Principal
+from rewards_lab.service.request_log import LogRecord, RequestLogWriter
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = f"/{API_VERSION}/events"
+_WANTED = frozenset((b"x-request-id", b"authorization", b"x-organization-id", b"x-environment"))
+_JSON = (b"content-type", b"application/json")
+_META_TAIL = f',"version":"{API_VERSION}"}}}}'
 
 
-class EventsEndpoint:
-    """The innermost ASGI app of the hot chain: the handler, and the envelope for any error it raises."""
+def _headers_of(scope: Scope) -> dict[bytes, str]:
+    """The four request headers the operation reads, first occurrence of each (as Starlette's `Headers.get`)."""
+    found: dict[bytes, str] = {}
+    for name, value in scope["headers"]:
+        if name in _WANTED and name not in found:
+            found[name] = value.decode("latin-1")
+    return found
+
+
+async def _read_body(receive: Receive) -> bytes:
+    """The whole request body, as Starlette's `Request.body()` reads it (a disconnect raises `ClientDisconnect`)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+class EventsHotPath:
+    """The ASGI app of POST /v1/events: request log, response headers, handler and envelope in one call."""
+
+    def __init__(self, app_state: State, writer: RequestLogWriter) -> None:
+        self.state = app_state
+        self.writer = writer
+
+    async def _accept(self, scope: Scope, receive: Receive, headers: dict[bytes, str], state: dict[str, Any]) -> str:
+        """The event's envelope (202), after the commit; raises ServiceError exactly as `routes.submit_event`."""
+        app_state = self.state
+        principal = authorise(
+            app_state.database,
+            app_state.rate_limiter,
+            state,
+            headers.get(b"authorization", ""),
+            headers.get(b"x-organization-id"),
+            headers.get(b"x-environment"),
+        )
+        principal.require(Permission.EVENTS_WRITE.value)
+        body = parse_body(await _read_body(receive), rq.EventCreate)
+        stored = await app_state.intake.submit(principal.scope, events.prepare_event(body))  # after the commit
+        data = jsonutil.dumps(presenters.event_fields(stored))
+        return f'{{"data":{data},"meta":{{"request_id":{jsonutil.dumps(state["request_id"])}{_META_TAIL}'
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
+        at = time.time()
+        started = time.perf_counter()
+        headers = _headers_of(scope)
+        request_id = request_id_from(headers.get(b"x-request-id", ""))
+        state: dict[str, Any] = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        status = 500
         try:
-            response = await submit_event(request)
-        except ServiceError as error:
-            response = failure(error, request_id_of(request))
-        except Exception:  # noqa: BLE001 - never a stack trace to the client
-            log.exception("unexpected error on POST %s", EVENTS_PATH)
-            response = failure(ServiceError("internal_error"), request_id_of(request))
-        await response(scope, receive, send)
+            try:
+                text = await self._accept(scope, receive, headers, state)
+                status = 202
+            except ServiceError as error:
+                text, status = failure_text(error, request_id), error.http_status
+            except Exception:  # noqa: BLE001 - never a stack trace to the client
+                log.exception("unexpected error on POST %s", EVENTS_PATH)
+                internal = ServiceError("internal_error")
+                text, status = failure_text(internal, request_id), internal.http_status
+            body = text.encode()
+            rate: RateState | None = state.get("rate")
+            if rate is None:  # never authenticated: counted per client address, as ResponseHeaders does
+                client = scope.get("client")
+                address = client[0] if client else "unknown"
+                rate = self.state.rate_limiter.charge(f"address/{address}", PUBLIC_LIMIT_PER_MINUTE)
+            response_headers = [
+                (b"content-length", b"%d" % len(body)),
+                _JSON,
+                (b"x-request-id", request_id.encode("latin-1")),
+                *rate.raw_headers(),
+            ]
+            await send({"type": "http.response.start", "status": status, "headers": response_headers})
+            await send({"type": "http.response.body", "body": body})
+        finally:
+            principal: Principal | None = state.get("principal")
+            self.writer.record(
+                LogRecord(
+                    principal.scope.organization_id if principal else None,
+                    principal.scope.environment if principal else None,
+                    request_id,
+                    "POST",
+                    EVENTS_PATH,
+                    EVENTS_PATH,
+                    status,
+                    (time.perf_counter() - started) * 1000,
+                    principal.actor_id if principal else None,
+                    at,
+                )
+            )
 
 
 class ServiceApp(FastAPI):
-    """FastAPI, plus `hot_path`: the ASGI chain that answers POST /v1/events before FastAPI's stack."""
+    """FastAPI, plus `hot_path`: the ASGI app that answers POST /v1/events before FastAPI's stack."""
 
-    hot_path: ASGIApp | None = None
+    hot_path: EventsHotPath | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
