@@ -121,3 +121,25 @@ def test_batches_follow_each_newly_published_version_and_old_events_keep_theirs(
         .fetchall()
     ]
     assert versions == [1, 2]
+
+
+def test_the_shared_encoders_write_and_read_what_simplejson_s_functions_do() -> None:
+    """jsonutil keeps one encoder and decoder (simplejson builds one per call for non-default options)."""
+    import hashlib
+
+    import simplejson
+
+    value = {
+        "amount": Decimal("42.50"),
+        "list": [1, None, True, 'q"\\\u2603', Decimal("1E+5")],
+        "aware": datetime(2026, 1, 1, 10, tzinfo=UTC),
+        "naive": datetime(2026, 1, 1, 10),
+        "nested": {"z": 1, "a": Decimal("-0.001")},
+    }
+    text = simplejson.dumps(value, use_decimal=True, separators=(",", ":"), default=jsonutil._default)
+    assert jsonutil.dumps(value) == text
+    assert repr(jsonutil.loads(text.encode())) == repr(simplejson.loads(text, use_decimal=True))
+    canonical = simplejson.dumps(
+        jsonutil._canonical(value), use_decimal=True, sort_keys=True, separators=(",", ":"), default=str
+    )
+    assert jsonutil.canonical_hash(value) == hashlib.sha256(canonical.encode()).hexdigest()
