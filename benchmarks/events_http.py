@@ -50,6 +50,21 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds per thread of a process, by OS thread name (`serve` names its threads; the main thread runs
+    the event loop); unnamed threads (DuckDB's, the thread pool's) are summed as `other`."""
+    totals: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            name = (task / "comm").read_text().strip()
+        except OSError:  # the thread ended meanwhile
+            continue
+        label = "event-loop" if int(task.name) == pid else name if "-" in name else "other"
+        totals[label] = totals.get(label, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return totals
+
+
 def _wait_up(url: str, process: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -199,6 +214,7 @@ def ours(folder: Path, load: Load, customers_n: int) -> dict[str, object]:
         probe = threading.Thread(target=_probe, args=(base, headers, probe_wallet, stop, probe_ms))
         probe.start()
         cpu_before = _cpu_seconds(server.pid)
+        threads_before = _thread_cpu(server.pid)
         figures = _load(f"{base}/events", headers, load, customers_n)
         stop.set()
         probe.join()
@@ -208,7 +224,13 @@ def ours(folder: Path, load: Load, customers_n: int) -> dict[str, object]:
                 time.sleep(0.1)
         figures["drain_after_load_s"] = round(time.perf_counter() - drain_started, 2)
         cpu = _cpu_seconds(server.pid) - cpu_before
-        figures["server_cpu_ms_per_event"] = round(cpu * 1000 / max(1, int(figures["requests"])), 3)  # type: ignore[call-overload]
+        requests_n = max(1, int(figures["requests"]))  # type: ignore[call-overload]
+        figures["server_cpu_ms_per_event"] = round(cpu * 1000 / requests_n, 3)
+        threads_after = _thread_cpu(server.pid)
+        figures["thread_cpu_ms_per_event"] = {
+            name: round((seconds - threads_before.get(name, 0.0)) * 1000 / requests_n, 3)
+            for name, seconds in sorted(threads_after.items(), key=lambda item: -item[1])
+        }
     finally:
         server.terminate()
         server.wait(60)
@@ -261,6 +283,7 @@ def main() -> None:
     generator = pick_generator(args.generator)
     load = Load(generator, args.requests, args.seconds, args.connections)
     print(f"load: {generator}, {args.connections} connections, load average {os.getloadavg()[0]:.2f}")
+    print("(thread_cpu_ms_per_event includes the drain after the load and the probe's requests)")
     with tempfile.TemporaryDirectory() as folder:
         if not args.skip_baseline:
             print("baseline (plain FastAPI, one DuckDB INSERT per request):")

@@ -27,6 +27,7 @@ from rewards_lab.service.presenters import utc
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.request_log import LogFilter
 from rewards_lab.store.uow import reader, unit_of_work
+from rewards_lab.threads import name_os_thread
 
 log = logging.getLogger(__name__)
 FLUSH_INTERVAL_S = 1.0
@@ -94,6 +95,7 @@ class RequestLogWriter:
         return len(batch)
 
     def _run(self) -> None:
+        name_os_thread()
         while not self._stop.wait(self.flush_interval_s):
             try:
                 self.flush()

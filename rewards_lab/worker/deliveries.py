@@ -28,6 +28,7 @@ from rewards_lab.service.deliveries import (
 )
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
+from rewards_lab.threads import name_os_thread
 from rewards_lab.webhooks import SIGNATURE_HEADER, sign
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ class DeliveryWorker:
         self._client.close()
 
     def _run(self) -> None:
+        name_os_thread()
         while not self._stop.is_set():
             self.last_cycle_at = utcnow()
             dispatched = 0

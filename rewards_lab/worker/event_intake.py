@@ -21,6 +21,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.service.events import PreparedEvent, store_prepared
 from rewards_lab.store.database import Database
 from rewards_lab.store.queries import Row
+from rewards_lab.threads import name_os_thread
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_BATCH = 2000
@@ -112,6 +113,7 @@ class EventIntake:
         return [item for item in batch if isinstance(item, _Pending)], stopping
 
     def _run(self) -> None:
+        name_os_thread()
         stopping = False
         while not stopping:
             batch, stopping = self._take_batch()

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from rewards_lab.service.events import DEFAULT_BATCH_SIZE, process_pending
 from rewards_lab.store.database import Database
+from rewards_lab.threads import name_os_thread
 
 log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.05
@@ -50,6 +51,7 @@ class EventWorker:
         self._thread.join(timeout_s)
 
     def _run(self) -> None:
+        name_os_thread()
         while not self._stop.is_set():
             try:
                 report = process_pending(self.database, self.batch_size)
