@@ -565,7 +565,8 @@ expose(
     ),
 )
 async def submit_event(request: Request) -> Response:
-    """Also served in front of FastAPI by api/hot_path.py (the hottest operation), with this same code."""
+    """Served in front of FastAPI by api/hot_path.py (the hottest operation) with the same steps and functions;
+    this route answers when the hot path is off, and tests/test_hot_path.py holds the two equal."""
     principal = _authorised(request, Permission.EVENTS_WRITE)
     body = await json_body(request, rq.EventCreate)
     stored = await request.app.state.intake.submit(principal.scope, events.prepare_event(body))  # after the commit
