@@ -565,8 +565,9 @@ expose(
     ),
 )
 async def submit_event(request: Request) -> Response:
-    """Served in front of FastAPI by api/hot_path.py (the hottest operation) with the same steps and functions;
-    this route answers when the hot path is off, and tests/test_hot_path.py holds the two equal."""
+    # No docstring: FastAPI would publish it as the operation's description. api/hot_path.py answers this
+    # operation in front of FastAPI with the same steps and functions; this route answers when the hot path is
+    # off, and tests/test_hot_path.py holds the two equal.
     principal = _authorised(request, Permission.EVENTS_WRITE)
     body = await json_body(request, rq.EventCreate)
     stored = await request.app.state.intake.submit(principal.scope, events.prepare_event(body))  # after the commit
