@@ -43,8 +43,8 @@ def load_state(uow: Repositories, scope: Scope, requests: Sequence[PostingReques
 
 def write_accepted(uow: Repositories, scope: Scope, state: LedgerState, accepted: Sequence[Posting]) -> None:
     """Write what the policy accepted, and let the writer's cache remember the state it leads to."""
-    uow.ledger.write_postings(scope, accepted, state.issuance_accounts())
-    uow.ledger.remember(scope, state)
+    changed = uow.ledger.write_postings(scope, accepted, state.issuance_accounts())
+    uow.ledger.remember(scope, state, changed)
 
 
 def apply_postings(

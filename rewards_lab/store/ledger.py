@@ -13,7 +13,7 @@ the caller's transaction rolls back, so nothing partial is ever committed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -27,6 +27,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.ledger import Posting
 from rewards_lab.domain.posting_policy import ORDINARY_WALLET, AssetState, LedgerState, WalletState
 from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.ledger_cache import BalanceKey, LedgerCache
 from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
@@ -127,18 +128,20 @@ class LedgerRepository:
 
     def write_postings(
         self, scope: Scope, postings: Sequence[Posting], issuance_accounts: Mapping[str, str] | None = None
-    ) -> None:
+    ) -> list[BalanceKey]:
         """Write a batch of postings set-based; the storage engine's constraints refuse any broken invariant.
 
         `issuance_accounts` (asset id -> its issuance account) is needed for redemptions; it is looked up when
-        the caller does not pass it.
+        the caller does not pass it. Returns the (account, asset) pairs whose snapshot row changed.
         """
         if not postings:
-            return
+            return []
         if issuance_accounts is None:
             redeemed = sorted({p.asset_id for p in postings if p.kind == "redemption"})
             issuance_accounts = self.issuance_accounts(scope, redeemed) if redeemed else {}
-        self.write_tables(scope, postings_table(postings), deltas_table(postings, issuance_accounts))
+        deltas = deltas_table(postings, issuance_accounts)
+        self.write_tables(scope, postings_table(postings), deltas)
+        return list(zip(deltas["account_id"].to_pylist(), deltas["asset_id"].to_pylist(), strict=True))
 
     def write_tables(self, scope: Scope, txn_batch: pa.Table, balance_deltas: pa.Table) -> None:
         """The database half of `write_postings`, for callers that build the Arrow tables elsewhere."""
@@ -159,45 +162,51 @@ class LedgerRepository:
 
     # the state the posting policy decides against ---------------------------------------------------------
     def ledger_state(
-        self, scope: Scope, wallet_ids: list[str], asset_ids: list[str], balance_keys: set[tuple[str, str]]
+        self, scope: Scope, wallet_ids: Iterable[str], asset_ids: Iterable[str], balance_keys: Iterable[BalanceKey]
     ) -> LedgerState:
         """The policy's view of these wallets, assets and balances: from the writer's cache where it has them,
-        from the database (in at most three queries) where it does not."""
-        cache = self.database.ledger_cache if self.database is not None else None
-        if cache is not None:
-            states, to_read = cache.wallets(scope, wallet_ids)
-        else:
-            states, to_read = {}, list(wallet_ids)
+        from the database (in at most three queries) where it does not; what is read is remembered at once (in
+        the unit of work's pending layer, kept only if it commits)."""
+        cache = self._cache()
+        states, to_read = cache.wallets(scope, wallet_ids)
         if to_read:
-            states.update(self._read_wallets(scope, to_read))
+            read = self._read_wallets(scope, to_read)
+            cache.remember(scope, read, {}, {})
+            states.update(read)
         unusual = {w: state for w, state in states.items() if state is not ORDINARY_WALLET and state != ORDINARY_WALLET}
         assets: dict[str, AssetState] = {}
+        missing_assets = []
         for asset_id in asset_ids:
-            cached = cache.asset(scope, asset_id) if cache else None
-            if cached is not None:
+            cached = cache.asset(scope, asset_id)
+            if cached is None:
+                missing_assets.append(asset_id)
+            else:
                 assets[asset_id] = cached
-        missing_assets = [a for a in asset_ids if a not in assets]
         if missing_assets:
-            assets.update(self._read_assets(scope, missing_assets))
+            read_assets = self._read_assets(scope, missing_assets)
+            cache.remember(scope, {}, read_assets, {})
+            assets.update(read_assets)
         keys = set(balance_keys)
         for asset_id, asset in assets.items():
             keys.add((asset.issuance_account_id, asset_id))
             keys.add((asset.redemption_account_id, asset_id))
-        if cache is not None:
-            balances, unread = cache.balances(scope, keys)
-        else:
-            balances, unread = {}, list(keys)
+        balances, unread = cache.balances(scope, keys)
         if unread:
-            balances.update(self._read_balances(scope, unread))
+            read_balances = self._read_balances(scope, unread)
+            cache.remember(scope, {}, {}, read_balances)
+            balances.update(read_balances)
         return LedgerState(assets, set(states), unusual, balances)
 
-    def remember(self, scope: Scope, state: LedgerState) -> None:
-        """After a successful write: the state's final view is what the database now holds (once committed)."""
-        if self.database is None:
-            return
-        wallets = {w: state.wallets.get(w, ORDINARY_WALLET) for w in state.known_wallets}
+    def remember(self, scope: Scope, state: LedgerState, changed: Iterable[BalanceKey]) -> None:
+        """After a successful write: the balances it `changed` and the assets' outstanding supply, as the state
+        now has them, are what the database holds (once committed). What was read is remembered already."""
         assets = {a: replace(s, outstanding_minor=state.outstanding[a]) for a, s in state.assets.items()}
-        self.database.ledger_cache.remember(scope, wallets, assets, dict(state.balances))
+        balances = state.balances
+        self._cache().remember(scope, {}, assets, {key: balances[key] for key in changed})
+
+    def _cache(self) -> LedgerCache:
+        # Without a database (a bare connection) a scratch cache outside any unit of work remembers nothing.
+        return self.database.ledger_cache if self.database is not None else LedgerCache()
 
     def _read_wallets(self, scope: Scope, wallet_ids: list[str]) -> dict[str, WalletState]:
         rows = self.con.execute(
