@@ -9,7 +9,7 @@ import pytest
 
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.contract.ids import new_id, time_ms_of
+from rewards_lab.contract.ids import new_id, new_ids, time_ms_column, time_ms_of
 from rewards_lab.service import ledger
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.schema import MIGRATIONS
@@ -24,6 +24,15 @@ def test_time_ms_of_reads_the_creation_millisecond_and_refuses_foreign_ids() -> 
     assert time_ms_of("txn_not-hex-not-hex-not-hex-not-hex!") is None
     assert time_ms_of("txn_short") is None
     assert time_ms_of("") is None
+
+
+def test_time_ms_column_reads_every_id_as_time_ms_of_and_refuses_foreign_ids() -> None:
+    ids = [*new_ids("transaction", 300), "txn_0123456789ABcdef0123456789abcdef", new_id("wallet")]
+    assert time_ms_column(ids).tolist() == [time_ms_of(i) for i in ids]
+    assert time_ms_column([f"txn_{'f' * 12}{'0' * 20}"]).tolist() == [2**48 - 1]
+    for foreign in ("txn_short", "txn_zz23456789abcdef0123456789abcdef", "txné123456789abcdef0123456789abcdef"):
+        with pytest.raises(ValueError):
+            time_ms_column([new_id("transaction"), foreign])
 
 
 def test_a_transaction_is_found_by_id_among_many_and_foreign_ids_are_not_found(world: World) -> None:

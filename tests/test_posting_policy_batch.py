@@ -1,12 +1,13 @@
-"""`decide_all` (with its whole-batch shortcut) decides exactly as `decide` one request at a time."""
+"""`decide_all` (with its whole-batch shortcut) and `decide_whole` (numpy) decide exactly as `decide` one by one."""
 
 from __future__ import annotations
 
 import copy
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from rewards_lab.domain.posting_batch import MIN_WHOLE, decide_whole
 from rewards_lab.domain.posting_policy import AssetState, LedgerState, PostingRequest, WalletState
 
 WALLETS = ["wal_a", "wal_b", "wal_c", "wal_d"]
@@ -74,3 +75,100 @@ def test_a_clean_batch_takes_the_shortcut_and_an_overdraft_does_not() -> None:
     assert not state._nothing_refused(over_ceiling)
     accepted, refused = state.decide_all(overdraft + over_ceiling)
     assert accepted == [] and [error.code for _, error in refused] == ["insufficient_balance", "asset_supply_exhausted"]
+
+
+def _rarely(draw: st.DrawFn, one_in: int) -> bool:
+    """True about once in `one_in` draws (Hypothesis favours the bounds of a range, so not at a bound)."""
+    return draw(st.integers(0, one_in)) == one_in // 2
+
+
+MORE_UNUSUAL = {**UNUSUAL, "receive_only": WalletState("active", "receive_only")}
+
+
+@st.composite
+def whole_states(draw: st.DrawFn) -> LedgerState:
+    """Small ceilings and balances, so that supply runs out and balances run dry in the middle of a batch."""
+    assets = {}
+    for asset_id in ASSETS:
+        ceiling = draw(st.one_of(st.none(), st.integers(0, 12_000)))
+        outstanding = draw(st.integers(0, ceiling if ceiling is not None else 2_000))
+        status = "paused" if _rarely(draw, 10) else "active"
+        assets[asset_id] = AssetState(status, 2, ceiling, f"iss_{asset_id}", f"red_{asset_id}", outstanding)
+    kinds = ["frozen", "closed", "receive_only"]
+    unusual = {w: MORE_UNUSUAL[draw(st.sampled_from(kinds))] for w in WALLETS if _rarely(draw, 8)}
+    balances = {(w, a): draw(st.integers(0, 3_000)) for w in WALLETS for a in ASSETS}
+    return LedgerState(assets, set(WALLETS), unusual, balances)
+
+
+@st.composite
+def homogeneous_batches(draw: st.DrawFn) -> list[PostingRequest]:
+    """Mostly batches `decide_whole` takes (one kind family, one asset), with a stray request now and then."""
+    size = draw(st.integers(MIN_WHOLE - 1, 30))
+    family = draw(st.sampled_from([("issue", "reward"), ("issue",), ("transfer",)]))
+    asset = draw(st.sampled_from(ASSETS))
+    wallets = [*WALLETS, "wal_unknown"] if _rarely(draw, 10) else WALLETS
+    batch = []
+    for index in range(size):
+        kind = draw(st.sampled_from(family))
+        wallet = draw(st.sampled_from(wallets))
+        to_wallet = None
+        if kind == "transfer":  # to itself (refused) now and then only
+            others = wallets if _rarely(draw, 40) else [w for w in wallets if w != wallet]
+            to_wallet = draw(st.sampled_from(others))
+        amount = draw(st.integers(-1, 0)) if _rarely(draw, 80) else draw(st.integers(1, 400))
+        batch.append(PostingRequest(f"txn_{index:04d}", kind, asset, amount, wallet, to_wallet))
+    if batch and _rarely(draw, 10):  # a stray request of another kind or asset
+        stray = draw(requests(size))
+        batch.insert(draw(st.integers(0, len(batch))), stray)
+    return batch
+
+
+def _homogeneous(batch: list[PostingRequest]) -> bool:
+    kinds = {request.kind for request in batch}
+    return (
+        len(batch) >= MIN_WHOLE
+        and len({request.asset_id for request in batch}) == 1
+        and (kinds <= {"issue", "reward"} or kinds == {"transfer"})
+    )
+
+
+@settings(max_examples=600, deadline=None)
+@given(state=whole_states(), batch=homogeneous_batches())
+def test_decide_whole_accepts_exactly_the_batches_decided_one_by_one_without_a_refusal(
+    state: LedgerState, batch: list[PostingRequest]
+) -> None:
+    one_by_one = copy.deepcopy(state)
+    before = copy.deepcopy(state)
+    expected, refusals = [], 0
+    for request in batch:
+        try:
+            expected.append(one_by_one.decide(request))
+        except Exception:  # noqa: BLE001 - any refusal sends the batch to decide_all
+            refusals += 1
+    whole = decide_whole(state, batch)
+    event("accepted whole" if whole else "refused one by one" if refusals else "declined: not homogeneous")
+    if whole is None:
+        assert refusals or not _homogeneous(batch)  # exact: no batch that one by one accepts whole is declined
+        assert state.balances == before.balances and state.outstanding == before.outstanding  # nothing applied
+        return
+    assert refusals == 0
+    assert whole.postings() == expected
+    assert {k: v for k, v in state.balances.items() if v} == {k: v for k, v in one_by_one.balances.items() if v}
+    assert state.outstanding == one_by_one.outstanding
+    net = dict(zip(whole.accounts, whole.deltas.tolist(), strict=True))
+    for key in set(state.balances) | set(before.balances):
+        moved = net.get(key[0], 0) if key[1] == whole.asset_id else 0
+        assert state.balances.get(key, 0) - before.balances.get(key, 0) == moved
+
+
+def test_a_transfer_batch_that_spends_what_it_received_earlier_is_accepted_whole_and_the_reverse_is_not() -> None:
+    asset = AssetState("active", 2, None, "iss", "red", 0)
+    state = LedgerState({"ast": asset}, {"wal_a", "wal_b", "wal_c"}, {}, {("wal_a", "ast"): 100})
+    receive_then_spend = [PostingRequest("t0", "transfer", "ast", 100, "wal_a", "wal_b")] + [
+        PostingRequest(f"t{i}", "transfer", "ast", 10, "wal_b", "wal_c") for i in range(1, 11)
+    ]
+    assert decide_whole(copy.deepcopy(state), receive_then_spend) is not None
+    spend_then_receive = receive_then_spend[1:] + receive_then_spend[:1]
+    assert decide_whole(state, spend_then_receive) is None
+    accepted, refused = state.decide_all(spend_then_receive)
+    assert len(refused) == 10 and len(accepted) == 1

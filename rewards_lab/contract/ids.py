@@ -9,6 +9,14 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Sequence
+
+import numpy as np
+
+_HEX_VALUES = np.full(256, -1, dtype=np.int64)
+_HEX_VALUES[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16)
+_HEX_VALUES[np.frombuffer(b"ABCDEF", dtype=np.uint8)] = np.arange(10, 16)
+_NIBBLE_SHIFTS = np.arange(44, -1, -4, dtype=np.int64)  # 12 hex digits, most significant first
 
 PREFIXES: dict[str, str] = {
     "organization": "org",
@@ -86,6 +94,26 @@ def new_ids(kind: str, count: int) -> list[str]:
     """`count` fresh ids in increasing order (the batch path's form of `new_id`)."""
     prefix = PREFIXES[kind]
     return [f"{prefix}_{_encode(value)}" for value in _GENERATOR.next_values(count)]
+
+
+def time_ms_column(resource_ids: Sequence[str]) -> np.ndarray:
+    """`time_ms_of` for many ids of one kind at once (int64): the batch path's `id_time_ms` column.
+
+    Raises ValueError for an id that is not one of ours (the store needs the millisecond of every id it holds).
+    """
+    try:
+        raw = np.array(resource_ids, dtype="S")
+    except UnicodeEncodeError:
+        raw = np.array([], dtype="S1")
+    if raw.dtype.itemsize == 36 and len(raw):  # three-letter prefix, "_", 32 hex digits: all of them
+        digits = _HEX_VALUES[raw.view(np.uint8).reshape(len(raw), 36)[:, 4:16]]
+        if digits.min() >= 0 and (raw.view(np.uint8).reshape(len(raw), 36)[:, 3] == ord("_")).all():
+            column: np.ndarray = (digits << _NIBBLE_SHIFTS).sum(axis=1)
+            return column
+    found = [time_ms_of(resource_id) for resource_id in resource_ids]
+    if None in found:
+        raise ValueError("not an id of this service")
+    return np.array(found, dtype=np.int64)
 
 
 def time_ms_of(resource_id: str) -> int | None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
@@ -13,6 +12,7 @@ from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.ledger import Posting
 from rewards_lab.domain.money import format_amount, parse_amount
+from rewards_lab.domain.posting_batch import AcceptedBatch, decide_whole
 from rewards_lab.domain.posting_policy import LedgerState, PostingRequest
 from rewards_lab.service import presenters
 from rewards_lab.service.writes import run_write
@@ -22,10 +22,23 @@ from rewards_lab.store.uow import Repositories, reader
 TRANSACTION_SORTS = ("created_at", "amount_minor")
 
 
-@dataclass(frozen=True, slots=True)
 class BatchOutcome:
-    accepted: list[Posting]
-    rejected: list[tuple[PostingRequest, ServiceError]]
+    """What a batch wrote and what it refused. A batch accepted whole keeps its postings in columns and makes the
+    `Posting` tuples only when asked (callers such as the benchmark and the event worker never ask)."""
+
+    def __init__(
+        self,
+        accepted: list[Posting] | AcceptedBatch,
+        rejected: list[tuple[PostingRequest, ServiceError]],
+    ) -> None:
+        self._accepted = accepted
+        self.rejected = rejected
+
+    @property
+    def accepted(self) -> list[Posting]:
+        if isinstance(self._accepted, AcceptedBatch):
+            self._accepted = self._accepted.postings()
+        return self._accepted
 
 
 def load_state(uow: Repositories, scope: Scope, requests: Sequence[PostingRequest]) -> LedgerState:
@@ -55,6 +68,10 @@ def apply_postings(
     Runs inside the caller's unit of work; the store's constraints assert the invariants again as it writes.
     """
     state = state or load_state(uow, scope, requests)
+    whole = decide_whole(state, requests)
+    if whole is not None:  # a homogeneous batch, all of it accepted: decided and written column-wise
+        uow.ledger.remember(scope, state, uow.ledger.write_batch(scope, whole))
+        return BatchOutcome(whole, [])
     accepted, rejected = state.decide_all(requests)
     write_accepted(uow, scope, state, accepted)
     return BatchOutcome(accepted, rejected)

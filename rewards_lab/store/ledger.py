@@ -18,13 +18,15 @@ from dataclasses import replace
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.contract.ids import time_ms_of
+from rewards_lab.contract.ids import time_ms_column, time_ms_of
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.ledger import Posting
+from rewards_lab.domain.posting_batch import AcceptedBatch
 from rewards_lab.domain.posting_policy import ORDINARY_WALLET, AssetState, LedgerState, WalletState
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.ledger_cache import BalanceKey, LedgerCache
@@ -48,6 +50,7 @@ _TXN_SCHEMA = pa.schema(
         ("destination_account_id", pa.string()),
         ("memo", pa.string()),
         ("execution_id", pa.string()),
+        ("id_time_ms", pa.int64()),
     ]
 )
 _DELTA_SCHEMA = pa.schema(
@@ -55,7 +58,7 @@ _DELTA_SCHEMA = pa.schema(
 )
 _INSERT_TRANSACTIONS = (
     "INSERT INTO transactions SELECT id, ?, ?, kind, asset_id, amount_minor, source_account_id, "
-    "destination_account_id, memo, execution_id, ?, ('0x' || substr(id, 5, 12))::BIGINT FROM txn_batch"
+    "destination_account_id, memo, execution_id, ?, id_time_ms FROM txn_batch"
 )
 _UPDATE_BALANCES = (
     "UPDATE balances SET balance_minor = balance_minor + d.delta, floor_minor = floor_minor + d.floor_delta, "
@@ -73,10 +76,41 @@ _INSERT_BALANCES = (
 def postings_table(postings: Sequence[Posting]) -> pa.Table:
     if not postings:
         return _TXN_SCHEMA.empty_table()
-    columns = list(zip(*postings, strict=True))  # Posting's fields are in _TXN_SCHEMA's order
+    columns: list[Any] = list(zip(*postings, strict=True))  # Posting's fields are in _TXN_SCHEMA's order
+    columns.append(time_ms_column(columns[0]))
     return pa.Table.from_arrays(
         [pa.array(column, type=f.type) for column, f in zip(columns, _TXN_SCHEMA, strict=True)], schema=_TXN_SCHEMA
     )
+
+
+def batch_tables(batch: AcceptedBatch) -> tuple[pa.Table, pa.Table]:
+    """`postings_table` and `deltas_table` of a batch the policy accepted whole, straight from its columns."""
+    size = len(batch.transaction_ids)
+    transactions = pa.Table.from_arrays(
+        [
+            pa.array(batch.transaction_ids, pa.string()),
+            pa.array(batch.kinds, pa.string()),
+            pa.array([batch.asset_id] * size, pa.string()),
+            pa.array(batch.amounts, pa.int64()),
+            pa.array(batch.sources, pa.string()),
+            pa.array(batch.destinations, pa.string()),
+            pa.array(batch.memos, pa.string()),
+            pa.array(batch.execution_ids, pa.string()),
+            pa.array(time_ms_column(batch.transaction_ids), pa.int64()),
+        ],
+        schema=_TXN_SCHEMA,
+    )
+    accounts = len(batch.accounts)
+    deltas = pa.Table.from_arrays(
+        [
+            pa.array(batch.accounts, pa.string()),
+            pa.array([batch.asset_id] * accounts, pa.string()),
+            pa.array(batch.deltas, pa.int64()),
+            pa.array(np.zeros(accounts, dtype=np.int64), pa.int64()),  # no redemption: no floor moves
+        ],
+        schema=_DELTA_SCHEMA,
+    )
+    return transactions, deltas
 
 
 def deltas_table(postings: Sequence[Posting], issuance_accounts: Mapping[str, str]) -> pa.Table:
@@ -142,6 +176,11 @@ class LedgerRepository:
         deltas = deltas_table(postings, issuance_accounts)
         self.write_tables(scope, postings_table(postings), deltas)
         return list(zip(deltas["account_id"].to_pylist(), deltas["asset_id"].to_pylist(), strict=True))
+
+    def write_batch(self, scope: Scope, batch: AcceptedBatch) -> list[BalanceKey]:
+        """`write_postings` for a batch the policy accepted whole (`domain.posting_batch`)."""
+        self.write_tables(scope, *batch_tables(batch))
+        return [(account, batch.asset_id) for account in batch.accounts]
 
     def write_tables(self, scope: Scope, txn_batch: pa.Table, balance_deltas: pa.Table) -> None:
         """The database half of `write_postings`, for callers that build the Arrow tables elsewhere."""

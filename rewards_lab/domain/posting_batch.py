@@ -1,0 +1,191 @@
+"""A homogeneous batch decided whole, with numpy: the batch path's common case, without per-posting Python.
+
+`decide_whole` takes a batch in which every request is an issue/reward of one asset, or every request is a
+transfer of one asset, and decides whether the sequential policy (`LedgerState.decide`, one request after the
+other) would accept every one of them. If so it applies the whole batch to the state and returns it in columns,
+ready for the store; if not (or the batch is of another shape) it returns None and `decide_all` decides it one
+by one, so refusals, their order and their errors never come from here.
+
+The test is exact, not merely sufficient: issues are accepted whole iff outstanding supply plus the batch's total
+stays within the ceiling (amounts are positive, so the running supply only rises); transfers iff each account's
+running balance, taken in request order, never goes below zero. Amounts are summed in int64 only when no sum can
+overflow it (checked first); anything larger goes to the sequential path with Python's integers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import repeat
+
+import numpy as np
+
+from rewards_lab.domain.ledger import Posting
+from rewards_lab.domain.posting_policy import LedgerState, PostingRequest, WalletState
+
+MIN_WHOLE = 8  # below this, one by one is as cheap as setting up the arrays
+_INT64_SAFE = 2**62
+_ISSUING = frozenset(("issue", "reward"))
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedBatch:
+    """Every request of a batch, accepted, in columns (request order); and the net change of each account."""
+
+    asset_id: str
+    transaction_ids: list[str]
+    kinds: list[str]
+    amounts: np.ndarray  # int64
+    sources: list[str]
+    destinations: list[str]
+    memos: list[str | None]
+    execution_ids: list[str | None]
+    accounts: list[str]  # every account whose balance the batch moves
+    deltas: np.ndarray  # int64, the net change of `accounts[i]`
+
+    def postings(self) -> list[Posting]:
+        return list(
+            map(
+                Posting,
+                self.transaction_ids,
+                self.kinds,
+                repeat(self.asset_id),
+                self.amounts.tolist(),
+                self.sources,
+                self.destinations,
+                self.memos,
+                self.execution_ids,
+            )
+        )
+
+
+def decide_whole(state: LedgerState, requests: Sequence[PostingRequest]) -> AcceptedBatch | None:
+    """The batch accepted whole and applied to `state`, or None (nothing applied) for `decide_all` to decide."""
+    if len(requests) < MIN_WHOLE:
+        return None
+    columns = map(list, zip(*requests, strict=True))
+    ids, kinds, asset_ids, amounts, wallet_ids, to_wallet_ids, memos, execution_ids = columns
+    asset_id = asset_ids[0]
+    if asset_ids.count(asset_id) != len(asset_ids):
+        return None
+    asset = state.assets.get(asset_id)
+    if asset is None or asset.status != "active":
+        return None
+    kind_set = set(kinds)
+    if kind_set <= _ISSUING:
+        return _issue_whole(state, ids, kinds, asset_id, amounts, wallet_ids, memos, execution_ids)
+    if kind_set == {"transfer"}:
+        return _transfer_whole(state, ids, kinds, asset_id, amounts, wallet_ids, to_wallet_ids, memos, execution_ids)
+    return None
+
+
+def _amounts(amounts: list[int]) -> np.ndarray | None:
+    """The amounts as int64 when all are positive and no sum of them can overflow; else None."""
+    if min(amounts) <= 0 or max(amounts) * len(amounts) >= _INT64_SAFE:
+        return None
+    return np.array(amounts, dtype=np.int64)
+
+
+def _codes(wallet_ids: list[str], index: dict[str, int]) -> list[int]:
+    """Each wallet's position in `index`, adding the ones not there yet (in order of first appearance)."""
+    setdefault = index.setdefault
+    return [setdefault(wallet_id, len(index)) for wallet_id in wallet_ids]
+
+
+def _issue_whole(
+    state: LedgerState,
+    ids: list[str],
+    kinds: list[str],
+    asset_id: str,
+    amounts: list[int],
+    wallet_ids: list[str],
+    memos: list[str | None],
+    execution_ids: list[str | None],
+) -> AcceptedBatch | None:
+    amount = _amounts(amounts)
+    if amount is None:
+        return None
+    wallets = set(wallet_ids)
+    if not wallets <= state.known_wallets:
+        return None
+    if any(state.wallets[w].status == "frozen" for w in wallets.intersection(state.wallets)):
+        return None  # receiving needs only an unfrozen wallet; its transfer policy does not matter
+    asset = state.assets[asset_id]
+    total = int(amount.sum())
+    ceiling = asset.supply_ceiling_minor
+    if ceiling is not None and state.outstanding[asset_id] + total > ceiling:
+        return None
+    index: dict[str, int] = {}
+    codes = _codes(wallet_ids, index)
+    received = np.zeros(len(index), dtype=np.int64)
+    np.add.at(received, codes, amount)
+    accounts = [*index, asset.issuance_account_id]
+    deltas = np.append(received, -total)
+    _apply(state, asset_id, accounts, deltas)
+    state.outstanding[asset_id] += total
+    sources = [asset.issuance_account_id] * len(ids)
+    return AcceptedBatch(asset_id, ids, kinds, amount, sources, wallet_ids, memos, execution_ids, accounts, deltas)
+
+
+def _transfer_whole(
+    state: LedgerState,
+    ids: list[str],
+    kinds: list[str],
+    asset_id: str,
+    amounts: list[int],
+    wallet_ids: list[str],
+    to_wallet_ids: list[str | None],
+    memos: list[str | None],
+    execution_ids: list[str | None],
+) -> AcceptedBatch | None:
+    amount = _amounts(amounts)
+    if amount is None:
+        return None
+    if any(a == b for a, b in zip(wallet_ids, to_wallet_ids, strict=True)) or None in to_wallet_ids:
+        return None
+    destinations: list[str] = to_wallet_ids  # type: ignore[assignment]  # no None, checked above
+    senders, receivers = set(wallet_ids), set(destinations)
+    if not senders <= state.known_wallets or not receivers <= state.known_wallets:
+        return None
+    unusual = state.wallets  # the known wallets that are not active and open
+    if any(not _can_send(unusual[w]) for w in senders.intersection(unusual)):
+        return None
+    if any(not _can_receive(unusual[w]) for w in receivers.intersection(unusual)):
+        return None
+    index: dict[str, int] = {}
+    codes = np.array(_codes(wallet_ids, index) + _codes(destinations, index), dtype=np.int64)
+    held = [state.balances.get((wallet_id, asset_id), 0) for wallet_id in index]
+    if max(held) >= _INT64_SAFE or min(held) < 0:
+        return None
+    # Every leg in request order (a transfer's two legs touch two different accounts), grouped by account.
+    size = len(ids)
+    legs = np.concatenate([-amount, amount])
+    order = np.lexsort((np.tile(np.arange(size), 2), codes))
+    sorted_codes, sorted_legs = codes[order], legs[order]
+    running = np.cumsum(sorted_legs)
+    starts = np.flatnonzero(np.concatenate([[True], sorted_codes[1:] != sorted_codes[:-1]]))
+    before = running[starts] - sorted_legs[starts]  # the cumulative sum before each account's first leg
+    lengths = np.diff(np.append(starts, len(sorted_codes)))
+    initial = np.array(held, dtype=np.int64)
+    if (running - np.repeat(before, lengths) + np.repeat(initial, lengths)).min() < 0:
+        return None  # some account would go below zero at some point: decided one by one
+    deltas = running[starts + lengths - 1] - before
+    accounts = list(index)
+    _apply(state, asset_id, accounts, deltas)
+    return AcceptedBatch(asset_id, ids, kinds, amount, wallet_ids, destinations, memos, execution_ids, accounts, deltas)
+
+
+def _can_send(wallet: WalletState) -> bool:
+    return wallet.status != "frozen" and wallet.transfer_policy == "open"
+
+
+def _can_receive(wallet: WalletState) -> bool:
+    return wallet.status != "frozen" and wallet.transfer_policy != "closed"
+
+
+def _apply(state: LedgerState, asset_id: str, accounts: list[str], deltas: np.ndarray) -> None:
+    balances = state.balances
+    get = balances.get
+    for account, delta in zip(accounts, deltas.tolist(), strict=True):
+        key = (account, asset_id)
+        balances[key] = get(key, 0) + delta
