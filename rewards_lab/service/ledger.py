@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 
 from rewards_lab.contract import requests as rq
@@ -47,11 +48,22 @@ def load_state(uow: Repositories, scope: Scope, requests: Sequence[PostingReques
     The single writer keeps what it has seen committed (`store.ledger_cache`), so in steady state a batch reads
     nothing; what it has not seen it reads in at most three queries.
     """
-    wallet_ids = sorted({w for q in requests for w in (q.wallet_id, q.to_wallet_id) if w is not None})
-    asset_ids = sorted({q.asset_id for q in requests})
-    keys = {(q.wallet_id, q.asset_id) for q in requests}
-    keys |= {(q.to_wallet_id, q.asset_id) for q in requests if q.to_wallet_id is not None}
-    return uow.ledger.ledger_state(scope, wallet_ids, asset_ids, keys)
+    if not requests:
+        return uow.ledger.ledger_state(scope, [], {})
+    _, _, asset_column, _, wallet_column, to_wallet_column, _, _ = zip(*requests, strict=True)
+    wallet_ids = set(wallet_column)
+    wallet_ids.update(to_wallet_column)
+    wallet_ids.discard(None)
+    accounts: dict[str, set[str]]
+    if len(set(asset_column)) == 1:  # the common batch: every wallet's balance of the one asset
+        accounts = {asset_column[0]: wallet_ids}
+    else:
+        accounts = defaultdict(set)
+        for asset_id, wallet_id, to_wallet_id in zip(asset_column, wallet_column, to_wallet_column, strict=True):
+            accounts[asset_id].add(wallet_id)
+            if to_wallet_id is not None:
+                accounts[asset_id].add(to_wallet_id)
+    return uow.ledger.ledger_state(scope, wallet_ids, accounts)
 
 
 def write_accepted(uow: Repositories, scope: Scope, state: LedgerState, accepted: Sequence[Posting]) -> None:

@@ -13,7 +13,7 @@ the caller's transaction rolls back, so nothing partial is ever committed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -201,11 +201,12 @@ class LedgerRepository:
 
     # the state the posting policy decides against ---------------------------------------------------------
     def ledger_state(
-        self, scope: Scope, wallet_ids: Iterable[str], asset_ids: Iterable[str], balance_keys: Iterable[BalanceKey]
+        self, scope: Scope, wallet_ids: Collection[str], accounts: Mapping[str, Collection[str]]
     ) -> LedgerState:
-        """The policy's view of these wallets, assets and balances: from the writer's cache where it has them,
-        from the database (in at most three queries) where it does not; what is read is remembered at once (in
-        the unit of work's pending layer, kept only if it commits)."""
+        """The policy's view of these wallets, of these assets and of the balances of `accounts` (asset id ->
+        account ids) in them: from the writer's cache where it has them, from the database (in at most three
+        queries) where it does not; what is read is remembered at once (in the unit of work's pending layer, kept
+        only if it commits)."""
         cache = self._cache()
         states, to_read = cache.wallets(scope, wallet_ids)
         if to_read:
@@ -215,7 +216,7 @@ class LedgerRepository:
         unusual = {w: state for w, state in states.items() if state is not ORDINARY_WALLET and state != ORDINARY_WALLET}
         assets: dict[str, AssetState] = {}
         missing_assets = []
-        for asset_id in asset_ids:
+        for asset_id in accounts:
             cached = cache.asset(scope, asset_id)
             if cached is None:
                 missing_assets.append(asset_id)
@@ -225,11 +226,15 @@ class LedgerRepository:
             read_assets = self._read_assets(scope, missing_assets)
             cache.remember(scope, {}, read_assets, {})
             assets.update(read_assets)
-        keys = set(balance_keys)
-        for asset_id, asset in assets.items():
-            keys.add((asset.issuance_account_id, asset_id))
-            keys.add((asset.redemption_account_id, asset_id))
-        balances, unread = cache.balances(scope, keys)
+        balances: dict[BalanceKey, int] = {}
+        unread: list[BalanceKey] = []
+        for asset_id, account_ids in accounts.items():
+            asset = assets.get(asset_id)
+            if asset is not None:
+                account_ids = [*account_ids, asset.issuance_account_id, asset.redemption_account_id]
+            found, unknown = cache.balances(scope, asset_id, account_ids)
+            balances.update({(account_id, asset_id): value for account_id, value in found.items()})
+            unread.extend((account_id, asset_id) for account_id in unknown)
         if unread:
             read_balances = self._read_balances(scope, unread)
             cache.remember(scope, {}, {}, read_balances)

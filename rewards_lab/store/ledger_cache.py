@@ -17,7 +17,7 @@ thousand entries: per-entry Python work here was a fifth of the batch path's CPU
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from rewards_lab.contract.scope import Scope
@@ -31,10 +31,20 @@ DEFAULT_MAX_ENTRIES = 2_000_000
 class _Layer:
     wallets: dict[str, WalletState] = field(default_factory=dict)
     assets: dict[str, AssetState] = field(default_factory=dict)
-    balances: dict[BalanceKey, int] = field(default_factory=dict)
+    # asset id -> account id -> balance: str -> int dicts hold no object the garbage collector tracks, where
+    # (account, asset) tuple keys made every full collection walk the whole cache (1.5 ms of a 1,000-posting batch)
+    balances: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def size(self) -> int:
-        return len(self.wallets) + len(self.assets) + len(self.balances)
+        return len(self.wallets) + len(self.assets) + sum(map(len, self.balances.values()))
+
+    def add_balances(self, balances: Mapping[BalanceKey, int]) -> None:
+        per_asset = self.balances
+        for (account_id, asset_id), value in balances.items():
+            held = per_asset.get(asset_id)
+            if held is None:
+                held = per_asset[asset_id] = {}
+            held[account_id] = value
 
 
 _EMPTY = _Layer()
@@ -63,7 +73,8 @@ class LedgerCache:
             committed = self._committed.setdefault(scope, _Layer())
             committed.wallets.update(layer.wallets)
             committed.assets.update(layer.assets)
-            committed.balances.update(layer.balances)
+            for asset_id, held in layer.balances.items():
+                committed.balances.setdefault(asset_id, {}).update(held)
         if sum(layer.size() for layer in self._committed.values()) > self.max_entries:
             self._committed = {}
 
@@ -75,20 +86,15 @@ class LedgerCache:
     def _pending_layer(self, scope: Scope) -> _Layer:
         return self._pending.get(scope, _EMPTY) if self._pending is not None else _EMPTY
 
-    def wallets(self, scope: Scope, wallet_ids: Iterable[str]) -> tuple[dict[str, WalletState], list[str]]:
+    def wallets(self, scope: Scope, wallet_ids: Collection[str]) -> tuple[dict[str, WalletState], list[str]]:
         """(states of the wallets known in this scope, ids the cache cannot answer for)."""
         committed = self._committed.get(scope, _EMPTY).wallets
         pending, forgotten = self._pending_layer(scope).wallets, self._forgotten
-        found: dict[str, WalletState] = {}
+        if not pending and not forgotten:  # the common case: the committed layer answers alone
+            found = {w: committed[w] for w in wallet_ids if w in committed}
+            return found, [w for w in wallet_ids if w not in found]
+        found = {}
         unknown: list[str] = []
-        if not pending and not forgotten:  # the common case: one dict lookup per id
-            for wallet_id in wallet_ids:
-                state = committed.get(wallet_id)
-                if state is None:
-                    unknown.append(wallet_id)
-                else:
-                    found[wallet_id] = state
-            return found, unknown
         for wallet_id in wallet_ids:
             state = pending.get(wallet_id)
             if state is None and wallet_id not in forgotten:
@@ -105,21 +111,14 @@ class LedgerCache:
             found = self._committed.get(scope, _EMPTY).assets.get(asset_id)
         return found
 
-    def balances(self, scope: Scope, keys: Iterable[BalanceKey]) -> tuple[dict[BalanceKey, int], list[BalanceKey]]:
-        """(known balances, keys the cache cannot answer for)."""
-        committed = self._committed.get(scope, _EMPTY).balances
-        pending = self._pending_layer(scope).balances
-        known: dict[BalanceKey, int] = {}
-        unknown: list[BalanceKey] = []
-        for key in keys:
-            value = pending.get(key)
-            if value is None:
-                value = committed.get(key)
-            if value is None:
-                unknown.append(key)
-            else:
-                known[key] = value
-        return known, unknown
+    def balances(self, scope: Scope, asset_id: str, account_ids: Collection[str]) -> tuple[dict[str, int], list[str]]:
+        """(known balances of these accounts in this asset, accounts the cache cannot answer for)."""
+        committed = self._committed.get(scope, _EMPTY).balances.get(asset_id, {})
+        pending = self._pending_layer(scope).balances.get(asset_id)
+        if pending:
+            committed = {**committed, **pending}
+        found = {a: committed[a] for a in account_ids if a in committed}
+        return found, [a for a in account_ids if a not in found]
 
     # writes: into the pending layer of the current unit of work --------------------------------------------
     def remember(
@@ -141,7 +140,7 @@ class LedgerCache:
             assets = {k: v for k, v in assets.items() if k not in forgotten}
         layer.wallets.update(wallets)
         layer.assets.update(assets)
-        layer.balances.update(balances)
+        layer.add_balances(balances)
 
     def forget(self, resource_id: str) -> None:
         """A wallet's or asset's status changed: read it from the database from now on."""
