@@ -4,12 +4,16 @@ Times, each in a fresh subprocess (so that its peak memory, ru_maxrss, is its ow
 - replay without a supply ceiling, and with a binding one, from reading the file to the issuance table and its
   daily and per-customer summaries. The issuance table is stored as one row per event with the amount of every
   rule action (docs/decisions.md, "Replay performance (session 3)"); materialising it as one row per issuance
-  (Arrow, in processing order) and writing it to Parquet are timed separately;
-- a hand-written SQL query computing the same per-event totals (and daily and per-customer totals) for the same
-  rules, and the ratio general / hand-written. The totals of both are checked equal.
+  (Arrow, in processing order) and writing it to Parquet are timed separately (first round only);
+- a hand-written SQL query computing the same per-event totals, daily totals and per-customer totals (every
+  customer, unsorted, as the replay's `per_customer()`) for the same rules, and the ratio general /
+  hand-written. The totals and the top customers of both are checked equal (outside the timed part).
+Each round runs the replay without a ceiling, the hand-written query and the replay with a ceiling, one after
+the other, so that the machine's load hits them alike; `--repeat N` runs N rounds and reports medians (the
+ratio is the median of each round's ratio). Every run prints its stages' wall-clock and CPU time.
 The events are generated once and cached under data/bench/ (gitignored).
 
-    python benchmarks/replay.py [--events 10000000] [--customers 1000000]
+    python benchmarks/replay.py [--events 10000000] [--customers 1000000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -51,6 +56,7 @@ HAND_TOTAL = """
       + (CASE WHEN photos > 4 THEN 500 ELSE 0 END)
     WHEN type = 'referral.converted' THEN 2500 + (CASE WHEN amount >= 0 THEN 500 ELSE 0 END)
     ELSE 0 END"""
+TOP = 5  # top customers compared between the replay and the hand-written query
 
 
 def events_file(n_events: int, n_customers: int) -> Path:
@@ -80,9 +86,22 @@ def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def measure_replay(path: Path, ceiling: str | None) -> dict[str, object]:
+class Stages:
+    """Wall-clock and CPU time of consecutive stages: `mark(label)` ends the stage begun at the previous mark."""
+
+    def __init__(self) -> None:
+        self.last = (time.perf_counter(), _cpu())
+        self.stages: dict[str, list[float]] = {}
+
+    def mark(self, label: str) -> None:
+        now = (time.perf_counter(), _cpu())
+        self.stages[label] = [now[0] - self.last[0], now[1] - self.last[1]]
+        self.last = now
+
+
+def measure_replay(path: Path, ceiling: str | None, output: bool) -> dict[str, object]:
     from rewards_lab.lab.programme_file import load_programme
-    from rewards_lab.lab.replay import replay
+    from rewards_lab.lab.replay import STEPS, replay
 
     definition = load_programme(PROGRAMME)
     if ceiling is not None:
@@ -90,28 +109,23 @@ def measure_replay(path: Path, ceiling: str | None) -> dict[str, object]:
             update={"asset": definition.asset.model_copy(update={"supply_ceiling": ceiling})}
         )
     started, cpu = time.perf_counter(), _cpu()
-    result = replay(path, definition, progress=False)
+    stages = Stages()
+    result = replay(path, definition, progress=lambda done, _total: stages.mark(STEPS[done - 1]))
     replayed = time.perf_counter() - started
+    stages.mark("return")
     daily = result.daily()
+    stages.mark("daily()")
     customers = result.per_customer()
+    stages.mark("per_customer()")
     total, cpu = time.perf_counter() - started, _cpu() - cpu
     peak = _peak_mib()
     totals = result.totals()
-    materialised = time.perf_counter()
-    rows = sum(batch.num_rows for batch in result.batches())
-    materialise_seconds = time.perf_counter() - materialised
-    with tempfile.TemporaryDirectory() as directory:
-        written = time.perf_counter()
-        result.write(Path(directory) / "issuances.parquet")
-        write_seconds = time.perf_counter() - written
-    top = customers.head(5)
-    return {
+    top = result.per_customer(top=TOP)
+    measured: dict[str, object] = {
         "seconds": total,
         "cpu_seconds": cpu,
         "replay_seconds": replayed,
-        "write_seconds": write_seconds,
-        "materialise_seconds": materialise_seconds,
-        "rows": rows,
+        "stages": stages.stages,
         "events": result.events_processed,
         "issued": str(totals["issued"]),
         "issuances": totals["issuances"],
@@ -120,8 +134,17 @@ def measure_replay(path: Path, ceiling: str | None) -> dict[str, object]:
         "customers": len(customers),
         "top_customers": {str(c): str(v) for c, v in zip(top["customer_id"], top["issued"], strict=True)},
         "peak_mib": peak,
-        "peak_with_write_mib": _peak_mib(),
     }
+    if output:
+        materialised = time.perf_counter()
+        measured["rows"] = sum(batch.num_rows for batch in result.batches())
+        measured["materialise_seconds"] = time.perf_counter() - materialised
+        with tempfile.TemporaryDirectory() as directory:
+            written = time.perf_counter()
+            result.write(Path(directory) / "issuances.parquet")
+            measured["write_seconds"] = time.perf_counter() - written
+        measured["peak_with_write_mib"] = _peak_mib()
+    return measured
 
 
 def measure_hand(path: Path) -> dict[str, object]:
@@ -130,78 +153,128 @@ def measure_hand(path: Path) -> dict[str, object]:
     con = duckdb.connect()
     con.execute("SET preserve_insertion_order = false")
     started, cpu = time.perf_counter(), _cpu()
+    stages = Stages()
     con.execute(
         f"CREATE TEMP TABLE totals AS SELECT file_row_number AS pos, customer_id, "
         f"CAST(epoch_us(occurred_at) // 86400000000 AS INTEGER) AS day, {HAND_TOTAL} AS total "
         f"FROM read_parquet('{path}', file_row_number = true)"
     )
+    stages.mark("per-event totals")
     con.sql("SELECT day, sum(total) FROM totals GROUP BY day ORDER BY day").fetchall()
-    top = con.sql(
-        "SELECT customer_id, sum(total) AS issued FROM totals GROUP BY customer_id ORDER BY issued DESC, customer_id"
-    ).to_arrow_table()
+    stages.mark("daily")
+    customers = con.sql("SELECT customer_id, sum(total) AS issued FROM totals GROUP BY customer_id").to_arrow_table()
+    stages.mark("per customer")
     seconds, cpu = time.perf_counter() - started, _cpu() - cpu
     ((issued, events),) = con.sql("SELECT sum(total), count(*) FROM totals").fetchall()
-    head = top.slice(0, 5).to_pylist()
+    top = con.sql(
+        f"SELECT customer_id, sum(total) AS issued FROM totals GROUP BY customer_id "
+        f"ORDER BY issued DESC, customer_id LIMIT {TOP}"
+    ).fetchall()
     return {
         "seconds": seconds,
         "cpu_seconds": cpu,
+        "stages": stages.stages,
         "events": int(events),
+        "customers": customers.num_rows,
         "issued_minor": int(issued),
-        "top_customers": {row["customer_id"]: int(row["issued"]) for row in head},
+        "top_customers": {customer: int(total) for customer, total in top},
         "peak_mib": _peak_mib(),
     }
 
 
-def _run(mode: str, path: Path, ceiling: str | None = None) -> dict[str, object]:
+def _run(mode: str, path: Path, ceiling: str | None = None, output: bool = False) -> dict[str, object]:
     command = [sys.executable, __file__, "--measure", mode, "--file", str(path)]
     if ceiling:
         command += ["--ceiling", ceiling]
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    result: dict[str, object] = json.loads(output.strip().splitlines()[-1])
+    if output:
+        command += ["--output"]
+    text = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    result: dict[str, object] = json.loads(text.strip().splitlines()[-1])
     return result
+
+
+def _f(run: dict[str, object], key: str) -> float:
+    return float(str(run[key]))
+
+
+def _stage_line(run: dict[str, object]) -> str:
+    stages = run["stages"]
+    assert isinstance(stages, dict)
+    return "; ".join(f"{label} {wall:.2f}/{cpu:.2f}" for label, (wall, cpu) in stages.items())
+
+
+def _load() -> str:
+    one, five, _ = (float(x) for x in Path("/proc/loadavg").read_text().split()[:3])
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min)"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--customers", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3, help="rounds (replay, hand-written, replay with ceiling)")
     parser.add_argument("--measure", choices=["replay", "hand"], help=argparse.SUPPRESS)
     parser.add_argument("--file", help=argparse.SUPPRESS)
     parser.add_argument("--ceiling", help=argparse.SUPPRESS)
+    parser.add_argument("--output", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure == "replay":
-        print(json.dumps(measure_replay(Path(args.file), args.ceiling)))
+        print(json.dumps(measure_replay(Path(args.file), args.ceiling, args.output)))
         return
     if args.measure == "hand":
         print(json.dumps(measure_hand(Path(args.file))))
         return
 
     path = events_file(args.events, args.customers)
-    free = _run("replay", path)
-    issued_minor = int(round(float(str(free["issued"])) * 100))
-    ceiling = f"{issued_minor // 100 // 3}"  # binds about a third of the way through the history
-    bound = _run("replay", path, ceiling)
-    hand = _run("hand", path)
-    exact_free = str(free["issued"]).replace(".", "")
-    assert int(exact_free) == hand["issued_minor"], (free["issued"], hand["issued_minor"])
-    n = int(str(free["events"]))
-    print(f"events: {n:,} from {path.name}; 20 rules; 4 event types")
-    for label, run in (("replay, no ceiling", free), (f"replay, ceiling {ceiling}", bound), ("hand-written SQL", hand)):
-        seconds = float(str(run["seconds"]))
-        cpu = float(str(run["cpu_seconds"]))
-        print(
-            f"{label:<28} {seconds:8.2f} s (CPU {cpu:6.2f} s)  {n / seconds:12,.0f} events/s  "
-            f"peak {float(str(run['peak_mib'])):7.0f} MiB"
-        )
-        if "write_seconds" in run:
+    print(f"before: {_load()}")
+    runs: dict[str, list[dict[str, object]]] = {"free": [], "hand": [], "bound": []}
+    ceiling = ""
+    for round_ in range(args.repeat):
+        first = round_ == 0
+        runs["free"].append(_run("replay", path, output=first))
+        if first:
+            issued_minor = int(str(runs["free"][0]["issued"]).replace(".", ""))
+            ceiling = f"{issued_minor // 100 // 3}"  # binds about a third of the way through the history
+        runs["hand"].append(_run("hand", path))
+        runs["bound"].append(_run("replay", path, ceiling, output=first))
+        free, hand = runs["free"][-1], runs["hand"][-1]
+        assert int(str(free["issued"]).replace(".", "")) == hand["issued_minor"], (free["issued"], hand)
+        assert free["customers"] == hand["customers"], (free["customers"], hand["customers"])
+        hand_top = hand["top_customers"]
+        assert isinstance(hand_top, dict)
+        expected_top = {c: f"{v // 100}.{v % 100:02d}" for c, v in hand_top.items()}
+        assert free["top_customers"] == expected_top, (free["top_customers"], expected_top)
+        print(f"round {round_ + 1}: {_load()}")
+        for label, run in (
+            ("replay, no ceiling", free),
+            ("hand-written SQL", hand),
+            ("replay, ceiling", runs["bound"][-1]),
+        ):
+            seconds, cpu = _f(run, "seconds"), _f(run, "cpu_seconds")
+            print(f"  {label:<20} {seconds:6.2f} s (CPU {cpu:6.2f} s); stages, wall/CPU s: {_stage_line(run)}")
+    n = int(str(runs["free"][0]["events"]))
+    print(f"events: {n:,} from {path.name}; 20 rules; 4 event types; median of {args.repeat} round(s)")
+    labels = (("replay, no ceiling", "free"), (f"replay, ceiling {ceiling}", "bound"), ("hand-written SQL", "hand"))
+    for label, mode in labels:
+        seconds = statistics.median(_f(run, "seconds") for run in runs[mode])
+        cpu = statistics.median(_f(run, "cpu_seconds") for run in runs[mode])
+        peak = max(_f(run, "peak_mib") for run in runs[mode])
+        print(f"{label:<28} {seconds:8.2f} s (CPU {cpu:6.2f} s)  {n / seconds:12,.0f} events/s  peak {peak:7.0f} MiB")
+        first_run = runs[mode][0]
+        if "write_seconds" in first_run:
             print(
-                f"{'':<28} {run['rows']:,} issuance rows materialised (Arrow, in order): "
-                f"{float(str(run['materialise_seconds'])):.2f} s; written to Parquet: "
-                f"{float(str(run['write_seconds'])):.2f} s; {run['issuances']:,} issued, {run['failed']:,} failed"
+                f"{'':<28} {first_run['rows']:,} issuance rows materialised (Arrow, in order): "
+                f"{_f(first_run, 'materialise_seconds'):.2f} s; written to Parquet: "
+                f"{_f(first_run, 'write_seconds'):.2f} s (peak {_f(first_run, 'peak_with_write_mib'):.0f} MiB); "
+                f"{first_run['issuances']:,} issued, {first_run['failed']:,} failed"
             )
-    wall = float(str(free["seconds"])) / float(str(hand["seconds"]))
-    cpu_ratio = float(str(free["cpu_seconds"])) / float(str(hand["cpu_seconds"]))
-    print(f"ratio general / hand-written (no ceiling): {wall:.2f} wall-clock, {cpu_ratio:.2f} CPU time")
+    pairs = list(zip(runs["free"], runs["hand"], strict=True))
+    wall = statistics.median(_f(f, "seconds") / _f(h, "seconds") for f, h in pairs)
+    cpu_ratio = statistics.median(_f(f, "cpu_seconds") / _f(h, "cpu_seconds") for f, h in pairs)
+    print(
+        f"ratio general / hand-written (no ceiling, median of rounds): {wall:.2f} wall-clock, {cpu_ratio:.2f} CPU time"
+    )
+    print(f"after: {_load()}")
 
 
 if __name__ == "__main__":

@@ -316,11 +316,16 @@ def test_daily_per_customer_and_write(tmp_path: Path) -> None:
             "issuances": 2,
         },
     ]
-    customers = result.per_customer()
-    assert customers.to_dict("records") == [
+    expected = [
         {"customer_id": "alice", "issued": Decimal("30.00"), "issuances": 2},
         {"customer_id": "bob", "issued": Decimal("5.00"), "issuances": 1},
     ]
+    customers = result.per_customer()
+    assert sorted(customers.to_dict("records"), key=lambda r: r["customer_id"]) == expected
+    assert str(customers["issued"].dtype) == "decimal128(38, 2)[pyarrow]"  # exact, no Decimal per row
+    assert customers["issued"].sum() == Decimal("35.00")
+    assert result.per_customer(top=2).to_dict("records") == expected  # largest first
+    assert result.per_customer(top=1).to_dict("records") == expected[:1]
     parquet = result.write(tmp_path / "out" / "issuances.parquet")
     assert pq.read_table(parquet).column_names == list(ISSUANCE_COLUMNS)
     assert pq.read_table(parquet)["external_event_id"].to_pylist() == ["e2", "e1", "e3", "e4"]

@@ -24,7 +24,7 @@ from rewards_lab.lab.replay_ceiling import resolve
 from rewards_lab.lab.replay_inputs import open_events
 from rewards_lab.lab.replay_order import input_in_order, order_events
 from rewards_lab.lab.replay_sql import TOO_LARGE, compile_programme, referenced_fields, rule_specs
-from rewards_lab.lab.synthetic import generate_events
+from rewards_lab.lab.synthetic import ALL_TYPES, generate_events
 from tests.test_replay import _check_summaries
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,7 +79,8 @@ def _with_ceiling(definition: ProgrammeDefinition, ceiling: int) -> ProgrammeDef
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("store") / "events.parquet"
-    pq.write_table(generate_events(40_000, 3_000, seed=3), path, row_group_size=5_000)
+    # every event type: booking.completed has no rule in the benchmark programme (stored with NULL amounts)
+    pq.write_table(generate_events(40_000, 3_000, seed=3, types=ALL_TYPES), path, row_group_size=5_000)
     return path
 
 
