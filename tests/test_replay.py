@@ -336,6 +336,21 @@ def test_daily_per_customer_and_write(tmp_path: Path) -> None:
     assert caught.value.details["field"] == "out"
 
 
+def test_top_customers_are_largest_first_with_ties_by_customer_id() -> None:
+    events = [
+        {**_event(f"e{n}", n, "review.posted"), "customer_id": customer}
+        for n, customer in enumerate(["carol", "bob", "bob", "alice", "dave", "alice"])
+    ]
+    result = replay(pd.DataFrame(events), _programme(ceiling=None))
+    top = result.per_customer(top=3)
+    assert [(r["customer_id"], r["issued"]) for r in top.to_dict("records")] == [
+        ("alice", Decimal("10.00")),
+        ("bob", Decimal("10.00")),
+        ("carol", Decimal("5.00")),
+    ]
+    assert len(result.per_customer()) == 4 and result.per_customer(top=10)["customer_id"].tolist()[-1] == "dave"
+
+
 def test_progress_reports_every_step() -> None:
     calls: list[tuple[int, int]] = []
     replay(pd.DataFrame(STREAM), _programme(), progress=lambda done, total: calls.append((done, total)))
