@@ -82,7 +82,8 @@ def apply_postings(
     state = state or load_state(uow, scope, requests)
     whole = decide_whole(state, requests)
     if whole is not None:  # a homogeneous batch, all of it accepted: decided and written column-wise
-        uow.ledger.remember(scope, state, uow.ledger.write_batch(scope, whole))
+        uow.ledger.write_batch(scope, whole)
+        uow.ledger.remember_batch(scope, state, whole)
         return BatchOutcome(whole, [])
     accepted, rejected = state.decide_all(requests)
     write_accepted(uow, scope, state, accepted)

@@ -177,10 +177,9 @@ class LedgerRepository:
         self.write_tables(scope, postings_table(postings), deltas)
         return list(zip(deltas["account_id"].to_pylist(), deltas["asset_id"].to_pylist(), strict=True))
 
-    def write_batch(self, scope: Scope, batch: AcceptedBatch) -> list[BalanceKey]:
+    def write_batch(self, scope: Scope, batch: AcceptedBatch) -> None:
         """`write_postings` for a batch the policy accepted whole (`domain.posting_batch`)."""
         self.write_tables(scope, *batch_tables(batch))
-        return [(account, batch.asset_id) for account in batch.accounts]
 
     def write_tables(self, scope: Scope, txn_batch: pa.Table, balance_deltas: pa.Table) -> None:
         """The database half of `write_postings`, for callers that build the Arrow tables elsewhere."""
@@ -247,6 +246,11 @@ class LedgerRepository:
         assets = {a: replace(s, outstanding_minor=state.outstanding[a]) for a, s in state.assets.items()}
         balances = state.balances
         self._cache().remember(scope, {}, assets, {key: balances[key] for key in changed})
+
+    def remember_batch(self, scope: Scope, state: LedgerState, batch: AcceptedBatch) -> None:
+        """`remember` after a batch accepted whole: its accounts' new balances, straight from its columns."""
+        self.remember(scope, state, [])
+        self._cache().remember_balances(scope, batch.asset_id, dict(zip(batch.accounts, batch.balances, strict=True)))
 
     def _cache(self) -> LedgerCache:
         # Without a database (a bare connection) a scratch cache outside any unit of work remembers nothing.

@@ -142,6 +142,15 @@ class LedgerCache:
         layer.assets.update(assets)
         layer.add_balances(balances)
 
+    def remember_balances(self, scope: Scope, asset_id: str, balances: Mapping[str, int]) -> None:
+        """`remember` for the balances of many accounts in one asset (a batch accepted whole)."""
+        if self._pending is None:
+            return
+        layer = self._pending.get(scope)
+        if layer is None:
+            layer = self._pending[scope] = _Layer()
+        layer.balances.setdefault(asset_id, {}).update(balances)
+
     def forget(self, resource_id: str) -> None:
         """A wallet's or asset's status changed: read it from the database from now on."""
         self._drop(resource_id)
