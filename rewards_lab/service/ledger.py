@@ -72,6 +72,12 @@ def write_accepted(uow: Repositories, scope: Scope, state: LedgerState, accepted
     uow.ledger.remember(scope, state, changed)
 
 
+def write_whole(uow: Repositories, scope: Scope, state: LedgerState, whole: AcceptedBatch) -> None:
+    """`write_accepted` for a batch `decide_whole` accepted: written and remembered from its columns."""
+    uow.ledger.write_batch(scope, whole)
+    uow.ledger.remember_batch(scope, state, whole)
+
+
 def apply_postings(
     uow: Repositories, scope: Scope, requests: Sequence[PostingRequest], state: LedgerState | None = None
 ) -> BatchOutcome:
@@ -82,8 +88,7 @@ def apply_postings(
     state = state or load_state(uow, scope, requests)
     whole = decide_whole(state, requests)
     if whole is not None:  # a homogeneous batch, all of it accepted: decided and written column-wise
-        uow.ledger.write_batch(scope, whole)
-        uow.ledger.remember_batch(scope, state, whole)
+        write_whole(uow, scope, state, whole)
         return BatchOutcome(whole, [])
     accepted, rejected = state.decide_all(requests)
     write_accepted(uow, scope, state, accepted)
