@@ -49,7 +49,7 @@ def load_state(uow: Repositories, scope: Scope, requests: Sequence[PostingReques
     nothing; what it has not seen it reads in at most three queries.
     """
     if not requests:
-        return uow.ledger.ledger_state(scope, [], {})
+        return uow.ledger.ledger_state(scope, set(), {})
     _, _, asset_column, _, wallet_column, to_wallet_column, _, _ = zip(*requests, strict=True)
     wallet_ids = set(wallet_column)
     wallet_ids.update(to_wallet_column)

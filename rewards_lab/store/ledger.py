@@ -199,20 +199,18 @@ class LedgerRepository:
             ) from error
 
     # the state the posting policy decides against ---------------------------------------------------------
-    def ledger_state(
-        self, scope: Scope, wallet_ids: Collection[str], accounts: Mapping[str, Collection[str]]
-    ) -> LedgerState:
+    def ledger_state(self, scope: Scope, wallet_ids: set[str], accounts: Mapping[str, Collection[str]]) -> LedgerState:
         """The policy's view of these wallets, of these assets and of the balances of `accounts` (asset id ->
         account ids) in them: from the writer's cache where it has them, from the database (in at most three
         queries) where it does not; what is read is remembered at once (in the unit of work's pending layer, kept
         only if it commits)."""
         cache = self._cache()
-        states, to_read = cache.wallets(scope, wallet_ids)
+        known, unusual, to_read = cache.wallets(scope, wallet_ids)
         if to_read:
             read = self._read_wallets(scope, to_read)
             cache.remember(scope, read, {}, {})
-            states.update(read)
-        unusual = {w: state for w, state in states.items() if state is not ORDINARY_WALLET and state != ORDINARY_WALLET}
+            known.update(read)
+            unusual.update({w: state for w, state in read.items() if state != ORDINARY_WALLET})
         assets: dict[str, AssetState] = {}
         missing_assets = []
         for asset_id in accounts:
@@ -238,7 +236,7 @@ class LedgerRepository:
             read_balances = self._read_balances(scope, unread)
             cache.remember(scope, {}, {}, read_balances)
             balances.update(read_balances)
-        return LedgerState(assets, set(states), unusual, balances)
+        return LedgerState(assets, known, unusual, balances)
 
     def remember(self, scope: Scope, state: LedgerState, changed: Iterable[BalanceKey]) -> None:
         """After a successful write: the balances it `changed` and the assets' outstanding supply, as the state
