@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import duckdb
@@ -147,6 +148,7 @@ class LedgerRepository:
     def __init__(self, con: duckdb.DuckDBPyConnection, database: Database | None = None) -> None:
         self.con = con
         self.database = database
+        self.written_at: datetime | None = None  # `created_at` of the transactions written last
 
     def _fault(self, point: str) -> None:
         if self.database is not None:
@@ -184,7 +186,7 @@ class LedgerRepository:
     def write_tables(self, scope: Scope, txn_batch: pa.Table, balance_deltas: pa.Table) -> None:
         """The database half of `write_postings`, for callers that build the Arrow tables elsewhere."""
         con = self.con
-        now = utcnow()
+        now = self.written_at = utcnow()
         # DuckDB reads `txn_batch` and `balance_deltas` by their names in this frame (a replacement scan).
         try:
             con.execute(_INSERT_TRANSACTIONS, [*scope.params, now])
@@ -249,6 +251,10 @@ class LedgerRepository:
         """`remember` after a batch accepted whole: its accounts' new balances, straight from its columns."""
         self.remember(scope, state, [])
         self._cache().remember_balances(scope, batch.asset_id, dict(zip(batch.accounts, batch.balances, strict=True)))
+
+    def cached_decimals(self, scope: Scope, asset_id: str) -> int | None:
+        asset = self._cache().asset(scope, asset_id)
+        return None if asset is None else asset.decimals
 
     def _cache(self) -> LedgerCache:
         # Without a database (a bare connection) a scratch cache outside any unit of work remembers nothing.
