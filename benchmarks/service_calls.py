@@ -28,14 +28,17 @@ def _measure(label: str, calls: int, call: Callable[[int], object]) -> None:
     for index in range(20):  # warm up
         call(-1 - index)
     durations = []
+    cpu_started = time.process_time()
     for index in range(calls):
         started = time.perf_counter()
         call(index)
         durations.append((time.perf_counter() - started) * 1000)
+    cpu_ms = (time.process_time() - cpu_started) * 1000 / calls
     durations.sort()
     print(
         f"{label:10s} n={calls}: p50 {statistics.median(durations):6.2f} ms  p99 {_percentile(durations, 0.99):6.2f} ms"
-        f"  max {durations[-1]:6.2f} ms  {calls / (sum(durations) / 1000):7.0f} calls/s"
+        f"  max {durations[-1]:6.2f} ms  {calls / (sum(durations) / 1000):7.0f} calls/s  CPU {cpu_ms:5.2f} ms/call",
+        flush=True,
     )
 
 

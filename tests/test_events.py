@@ -203,3 +203,28 @@ def test_ceiling_is_enforced_in_event_order_within_a_batch(world: World, shop: d
     failed = events.list_events(world.db, world.scope, PageRequest(limit=100), status="failed").data
     assert sorted(e.external_event_id for e in failed) == [f"c-{i:02d}" for i in range(20, 30)]
     assert assets.get_asset(world.db, world.scope, shop["asset"].id).outstanding_supply == "100.00"
+
+
+def test_a_batch_of_events_within_the_ceiling_is_issued_whole_with_every_execution_recorded(
+    world: World, shop: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken: list[bool] = []
+    decide = events.decide_whole
+
+    def spy(*args: Any) -> Any:
+        whole = decide(*args)
+        taken.append(whole is not None)
+        return whole
+
+    monkeypatch.setattr(events, "decide_whole", spy)
+    for index in range(15):  # 15 x 5.00 within the 100.00 ceiling
+        events.submit_event(world.db, world.scope, _event(f"w-{index:02d}", amount=Decimal("100")))
+    report = events.process_all(world.db)
+    assert (report.issued, report.refused, report.failed) == (15, 0, 0)
+    assert taken and all(taken)  # decided whole, not one by one
+    assert _balance(world, shop["wallet"].id) == "75.00"
+    rows = reader(world.db).con.execute("SELECT transaction_id FROM reward_executions").fetchall()
+    found = {row[0] for row in rows}
+    assert len(found) == 15 and None not in found
+    for transaction_id in found:
+        assert ledger.get_transaction(world.db, world.scope, transaction_id).amount == "5.00"

@@ -101,3 +101,25 @@ def test_verify_ledger_reports_a_duplicate_transaction_id(world: World) -> None:
         tx.execute("INSERT INTO transactions SELECT * FROM original")
         shift_balances(tx, -100)
     assert verify_ledger(world.db.reader()).ok
+
+
+def test_a_single_call_answers_exactly_what_a_later_read_returns(world: World) -> None:
+    asset, giver, taker = world.asset(), world.wallet(), world.wallet()
+    answers = [
+        ledger.issue(world.db, world.scope, asset.id, rq.IssueRequest(wallet_id=giver.id, amount="5.25", reason="r")),
+        ledger.redeem(
+            world.db, world.scope, asset.id, rq.RedemptionRequest(wallet_id=giver.id, amount="1.00", reference="x")
+        ),
+        ledger.transfer(
+            world.db,
+            world.scope,
+            asset.id,
+            rq.TransferRequest(from_wallet_id=giver.id, to_wallet_id=taker.id, amount="2.50"),
+        ),
+    ]
+    world.db.ledger_cache.clear()  # and with decimals read from the database rather than the cache
+    answers.append(
+        ledger.issue(world.db, world.scope, asset.id, rq.IssueRequest(wallet_id=taker.id, amount="0.01", reason="s"))
+    )
+    for answer in answers:
+        assert ledger.get_transaction(world.db, world.scope, answer.id) == answer

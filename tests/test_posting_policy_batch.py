@@ -155,6 +155,8 @@ def test_decide_whole_accepts_exactly_the_batches_decided_one_by_one_without_a_r
     assert whole.postings() == expected
     assert {k: v for k, v in state.balances.items() if v} == {k: v for k, v in one_by_one.balances.items() if v}
     assert state.outstanding == one_by_one.outstanding
+    for account, balance in zip(whole.accounts, whole.balances, strict=True):
+        assert one_by_one.balances.get((account, whole.asset_id), 0) == balance
     net = dict(zip(whole.accounts, whole.deltas.tolist(), strict=True))
     for key in set(state.balances) | set(before.balances):
         moved = net.get(key[0], 0) if key[1] == whole.asset_id else 0

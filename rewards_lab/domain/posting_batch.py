@@ -42,6 +42,7 @@ class AcceptedBatch:
     execution_ids: list[str | None]
     accounts: list[str]  # every account whose balance the batch moves
     deltas: np.ndarray  # int64, the net change of `accounts[i]`
+    balances: list[int]  # the balance of `accounts[i]` after the batch
 
     def postings(self) -> list[Posting]:
         return list(
@@ -86,10 +87,16 @@ def _amounts(amounts: list[int]) -> np.ndarray | None:
     return np.array(amounts, dtype=np.int64)
 
 
+def _index(*columns: list[str]) -> dict[str, int]:
+    """Each distinct wallet of these columns -> its position, in order of first appearance."""
+    unique = dict.fromkeys(columns[0])
+    for column in columns[1:]:
+        unique.update(dict.fromkeys(column))
+    return {wallet_id: position for position, wallet_id in enumerate(unique)}
+
+
 def _codes(wallet_ids: list[str], index: dict[str, int]) -> list[int]:
-    """Each wallet's position in `index`, adding the ones not there yet (in order of first appearance)."""
-    setdefault = index.setdefault
-    return [setdefault(wallet_id, len(index)) for wallet_id in wallet_ids]
+    return list(map(index.__getitem__, wallet_ids))
 
 
 def _issue_whole(
@@ -115,16 +122,17 @@ def _issue_whole(
     ceiling = asset.supply_ceiling_minor
     if ceiling is not None and state.outstanding[asset_id] + total > ceiling:
         return None
-    index: dict[str, int] = {}
-    codes = _codes(wallet_ids, index)
+    index = _index(wallet_ids)
     received = np.zeros(len(index), dtype=np.int64)
-    np.add.at(received, codes, amount)
+    np.add.at(received, _codes(wallet_ids, index), amount)
     accounts = [*index, asset.issuance_account_id]
     deltas = np.append(received, -total)
-    _apply(state, asset_id, accounts, deltas)
+    balances = _apply(state, asset_id, accounts, deltas)
     state.outstanding[asset_id] += total
     sources = [asset.issuance_account_id] * len(ids)
-    return AcceptedBatch(asset_id, ids, kinds, amount, sources, wallet_ids, memos, execution_ids, accounts, deltas)
+    return AcceptedBatch(
+        asset_id, ids, kinds, amount, sources, wallet_ids, memos, execution_ids, accounts, deltas, balances
+    )
 
 
 def _transfer_whole(
@@ -152,9 +160,9 @@ def _transfer_whole(
         return None
     if any(not _can_receive(unusual[w]) for w in receivers.intersection(unusual)):
         return None
-    index: dict[str, int] = {}
+    index = _index(wallet_ids, destinations)
     codes = np.array(_codes(wallet_ids, index) + _codes(destinations, index), dtype=np.int64)
-    held = [state.balances.get((wallet_id, asset_id), 0) for wallet_id in index]
+    held = _held(state, asset_id, list(index))
     if max(held) >= _INT64_SAFE or min(held) < 0:
         return None
     # Every leg in request order (a transfer's two legs touch two different accounts), grouped by account.
@@ -171,8 +179,10 @@ def _transfer_whole(
         return None  # some account would go below zero at some point: decided one by one
     deltas = running[starts + lengths - 1] - before
     accounts = list(index)
-    _apply(state, asset_id, accounts, deltas)
-    return AcceptedBatch(asset_id, ids, kinds, amount, wallet_ids, destinations, memos, execution_ids, accounts, deltas)
+    balances = _apply(state, asset_id, accounts, deltas)
+    return AcceptedBatch(
+        asset_id, ids, kinds, amount, wallet_ids, destinations, memos, execution_ids, accounts, deltas, balances
+    )
 
 
 def _can_send(wallet: WalletState) -> bool:
@@ -183,9 +193,15 @@ def _can_receive(wallet: WalletState) -> bool:
     return wallet.status != "frozen" and wallet.transfer_policy != "closed"
 
 
-def _apply(state: LedgerState, asset_id: str, accounts: list[str], deltas: np.ndarray) -> None:
-    balances = state.balances
-    get = balances.get
-    for account, delta in zip(accounts, deltas.tolist(), strict=True):
-        key = (account, asset_id)
-        balances[key] = get(key, 0) + delta
+def _held(state: LedgerState, asset_id: str, accounts: list[str]) -> list[int]:
+    keys = [(account, asset_id) for account in accounts]
+    return list(map(state.balances.get, keys, repeat(0, len(keys))))
+
+
+def _apply(state: LedgerState, asset_id: str, accounts: list[str], deltas: np.ndarray) -> list[int]:
+    """Move the accounts' balances in the state by their deltas (Python integers: no overflow); the new ones."""
+    keys = [(account, asset_id) for account in accounts]
+    held = map(state.balances.get, keys, repeat(0, len(keys)))
+    balances = [h + d for h, d in zip(held, deltas.tolist(), strict=True)]
+    state.balances.update(zip(keys, balances, strict=True))
+    return balances

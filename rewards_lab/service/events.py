@@ -25,10 +25,11 @@ from rewards_lab.contract.ids import new_id, new_ids
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import format_amount
+from rewards_lab.domain.posting_batch import decide_whole
 from rewards_lab.domain.posting_policy import PostingRequest
 from rewards_lab.domain.rules import RuleSpec, evaluate_rules
 from rewards_lab.service import presenters
-from rewards_lab.service.ledger import load_state, write_accepted
+from rewards_lab.service.ledger import load_state, write_accepted, write_whole
 from rewards_lab.service.notifications import outbox_message
 from rewards_lab.service.programmes import compile_rows
 from rewards_lab.store.database import Database, utcnow
@@ -399,6 +400,7 @@ def _process_scope(uow: Repositories, scope: Scope, rows: list[Row]) -> ProcessR
 def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessReport:
     requests = [p.request for plan in plans if plan.blocker is None for p in plan.planned if p.request]
     state = load_state(uow, scope, requests)
+    whole = decide_whole(state, requests)  # every request accepted in one step, or None: decided one by one below
     report = ProcessReport()
     records: list[dict[str, Any]] = []
     messages: list[tuple[str, str, str, str]] = []
@@ -413,7 +415,8 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
                 record["error_code"] = plan.blocker.code if plan.blocker else "wallet_not_found"
             else:
                 try:
-                    accepted.append(state.decide(planned.request))
+                    if whole is None:
+                        accepted.append(state.decide(planned.request))
                     record.update(status="issued", transaction_id=planned.request.transaction_id)
                     messages.append(outbox_message("reward.issued", record["id"], _issued_payload(record)))
                     report.issued += 1
@@ -435,7 +438,10 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
         )
         report.failed += status == "failed"
         report.processed += status == "processed"
-    write_accepted(uow, scope, state, accepted)
+    if whole is not None:
+        write_whole(uow, scope, state, whole)
+    else:
+        write_accepted(uow, scope, state, accepted)
     # An event's executions are written in the transaction that counts its attempt, so an event never attempted
     # has none: its records are plainly inserted (DuckDB's ON CONFLICT costs several times an INSERT and grows
     # with the table); only a retried event's records may replace earlier ones.

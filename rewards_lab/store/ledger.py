@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import duckdb
@@ -147,6 +148,7 @@ class LedgerRepository:
     def __init__(self, con: duckdb.DuckDBPyConnection, database: Database | None = None) -> None:
         self.con = con
         self.database = database
+        self.written_at: datetime | None = None  # `created_at` of the transactions written last
 
     def _fault(self, point: str) -> None:
         if self.database is not None:
@@ -177,15 +179,14 @@ class LedgerRepository:
         self.write_tables(scope, postings_table(postings), deltas)
         return list(zip(deltas["account_id"].to_pylist(), deltas["asset_id"].to_pylist(), strict=True))
 
-    def write_batch(self, scope: Scope, batch: AcceptedBatch) -> list[BalanceKey]:
+    def write_batch(self, scope: Scope, batch: AcceptedBatch) -> None:
         """`write_postings` for a batch the policy accepted whole (`domain.posting_batch`)."""
         self.write_tables(scope, *batch_tables(batch))
-        return [(account, batch.asset_id) for account in batch.accounts]
 
     def write_tables(self, scope: Scope, txn_batch: pa.Table, balance_deltas: pa.Table) -> None:
         """The database half of `write_postings`, for callers that build the Arrow tables elsewhere."""
         con = self.con
-        now = utcnow()
+        now = self.written_at = utcnow()
         # DuckDB reads `txn_batch` and `balance_deltas` by their names in this frame (a replacement scan).
         try:
             con.execute(_INSERT_TRANSACTIONS, [*scope.params, now])
@@ -200,20 +201,18 @@ class LedgerRepository:
             ) from error
 
     # the state the posting policy decides against ---------------------------------------------------------
-    def ledger_state(
-        self, scope: Scope, wallet_ids: Collection[str], accounts: Mapping[str, Collection[str]]
-    ) -> LedgerState:
+    def ledger_state(self, scope: Scope, wallet_ids: set[str], accounts: Mapping[str, Collection[str]]) -> LedgerState:
         """The policy's view of these wallets, of these assets and of the balances of `accounts` (asset id ->
         account ids) in them: from the writer's cache where it has them, from the database (in at most three
         queries) where it does not; what is read is remembered at once (in the unit of work's pending layer, kept
         only if it commits)."""
         cache = self._cache()
-        states, to_read = cache.wallets(scope, wallet_ids)
+        known, unusual, to_read = cache.wallets(scope, wallet_ids)
         if to_read:
             read = self._read_wallets(scope, to_read)
             cache.remember(scope, read, {}, {})
-            states.update(read)
-        unusual = {w: state for w, state in states.items() if state is not ORDINARY_WALLET and state != ORDINARY_WALLET}
+            known.update(read)
+            unusual.update({w: state for w, state in read.items() if state != ORDINARY_WALLET})
         assets: dict[str, AssetState] = {}
         missing_assets = []
         for asset_id in accounts:
@@ -239,7 +238,7 @@ class LedgerRepository:
             read_balances = self._read_balances(scope, unread)
             cache.remember(scope, {}, {}, read_balances)
             balances.update(read_balances)
-        return LedgerState(assets, set(states), unusual, balances)
+        return LedgerState(assets, known, unusual, balances)
 
     def remember(self, scope: Scope, state: LedgerState, changed: Iterable[BalanceKey]) -> None:
         """After a successful write: the balances it `changed` and the assets' outstanding supply, as the state
@@ -247,6 +246,15 @@ class LedgerRepository:
         assets = {a: replace(s, outstanding_minor=state.outstanding[a]) for a, s in state.assets.items()}
         balances = state.balances
         self._cache().remember(scope, {}, assets, {key: balances[key] for key in changed})
+
+    def remember_batch(self, scope: Scope, state: LedgerState, batch: AcceptedBatch) -> None:
+        """`remember` after a batch accepted whole: its accounts' new balances, straight from its columns."""
+        self.remember(scope, state, [])
+        self._cache().remember_balances(scope, batch.asset_id, dict(zip(batch.accounts, batch.balances, strict=True)))
+
+    def cached_decimals(self, scope: Scope, asset_id: str) -> int | None:
+        asset = self._cache().asset(scope, asset_id)
+        return None if asset is None else asset.decimals
 
     def _cache(self) -> LedgerCache:
         # Without a database (a bare connection) a scratch cache outside any unit of work remembers nothing.

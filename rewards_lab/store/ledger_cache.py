@@ -21,7 +21,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from rewards_lab.contract.scope import Scope
-from rewards_lab.domain.posting_policy import AssetState, WalletState
+from rewards_lab.domain.posting_policy import ORDINARY_WALLET, AssetState, WalletState
 
 BalanceKey = tuple[str, str]  # (account id, asset id)
 DEFAULT_MAX_ENTRIES = 2_000_000
@@ -30,6 +30,7 @@ DEFAULT_MAX_ENTRIES = 2_000_000
 @dataclass(slots=True)
 class _Layer:
     wallets: dict[str, WalletState] = field(default_factory=dict)
+    unusual: dict[str, WalletState] = field(default_factory=dict)  # the wallets above that are not ordinary
     assets: dict[str, AssetState] = field(default_factory=dict)
     # asset id -> account id -> balance: str -> int dicts hold no object the garbage collector tracks, where
     # (account, asset) tuple keys made every full collection walk the whole cache (1.5 ms of a 1,000-posting batch)
@@ -37,6 +38,19 @@ class _Layer:
 
     def size(self) -> int:
         return len(self.wallets) + len(self.assets) + sum(map(len, self.balances.values()))
+
+    def add_wallets(self, wallets: Mapping[str, WalletState]) -> None:
+        self.wallets.update(wallets)
+        for wallet_id, state in wallets.items():
+            if state == ORDINARY_WALLET:
+                self.unusual.pop(wallet_id, None)
+            else:
+                self.unusual[wallet_id] = state
+
+    def drop(self, resource_id: str) -> None:
+        self.wallets.pop(resource_id, None)
+        self.unusual.pop(resource_id, None)
+        self.assets.pop(resource_id, None)
 
     def add_balances(self, balances: Mapping[BalanceKey, int]) -> None:
         per_asset = self.balances
@@ -71,7 +85,7 @@ class LedgerCache:
             self._drop(name)
         for scope, layer in pending.items():
             committed = self._committed.setdefault(scope, _Layer())
-            committed.wallets.update(layer.wallets)
+            committed.add_wallets(layer.wallets)
             committed.assets.update(layer.assets)
             for asset_id, held in layer.balances.items():
                 committed.balances.setdefault(asset_id, {}).update(held)
@@ -86,24 +100,27 @@ class LedgerCache:
     def _pending_layer(self, scope: Scope) -> _Layer:
         return self._pending.get(scope, _EMPTY) if self._pending is not None else _EMPTY
 
-    def wallets(self, scope: Scope, wallet_ids: Collection[str]) -> tuple[dict[str, WalletState], list[str]]:
-        """(states of the wallets known in this scope, ids the cache cannot answer for)."""
-        committed = self._committed.get(scope, _EMPTY).wallets
-        pending, forgotten = self._pending_layer(scope).wallets, self._forgotten
-        if not pending and not forgotten:  # the common case: the committed layer answers alone
-            found = {w: committed[w] for w in wallet_ids if w in committed}
-            return found, [w for w in wallet_ids if w not in found]
-        found = {}
-        unknown: list[str] = []
+    def wallets(self, scope: Scope, wallet_ids: set[str]) -> tuple[set[str], dict[str, WalletState], list[str]]:
+        """(the wallets known in this scope, the states of those among them that are not ordinary, the ids the
+        cache cannot answer for)."""
+        committed = self._committed.get(scope, _EMPTY)
+        pending, forgotten = self._pending_layer(scope), self._forgotten
+        if not pending.wallets and not forgotten:  # the common case: set operations on the committed layer
+            known = committed.wallets.keys() & wallet_ids
+            unusual = {w: committed.unusual[w] for w in committed.unusual.keys() & known}
+            return known, unusual, list(wallet_ids - known)
+        known, unusual, unknown = set(), {}, []
         for wallet_id in wallet_ids:
-            state = pending.get(wallet_id)
+            state = pending.wallets.get(wallet_id)
             if state is None and wallet_id not in forgotten:
-                state = committed.get(wallet_id)
+                state = committed.wallets.get(wallet_id)
             if state is None:
                 unknown.append(wallet_id)
-            else:
-                found[wallet_id] = state
-        return found, unknown
+                continue
+            known.add(wallet_id)
+            if state != ORDINARY_WALLET:
+                unusual[wallet_id] = state
+        return known, unusual, unknown
 
     def asset(self, scope: Scope, asset_id: str) -> AssetState | None:
         found = self._pending_layer(scope).assets.get(asset_id)
@@ -138,23 +155,30 @@ class LedgerCache:
         if forgotten:
             wallets = {k: v for k, v in wallets.items() if k not in forgotten}
             assets = {k: v for k, v in assets.items() if k not in forgotten}
-        layer.wallets.update(wallets)
+        layer.add_wallets(wallets)
         layer.assets.update(assets)
         layer.add_balances(balances)
+
+    def remember_balances(self, scope: Scope, asset_id: str, balances: Mapping[str, int]) -> None:
+        """`remember` for the balances of many accounts in one asset (a batch accepted whole)."""
+        if self._pending is None:
+            return
+        layer = self._pending.get(scope)
+        if layer is None:
+            layer = self._pending[scope] = _Layer()
+        layer.balances.setdefault(asset_id, {}).update(balances)
 
     def forget(self, resource_id: str) -> None:
         """A wallet's or asset's status changed: read it from the database from now on."""
         self._drop(resource_id)
         if self._pending is not None:
             for layer in self._pending.values():
-                layer.wallets.pop(resource_id, None)
-                layer.assets.pop(resource_id, None)
+                layer.drop(resource_id)
             self._forgotten.add(resource_id)
 
     def _drop(self, resource_id: str) -> None:
         for layer in self._committed.values():
-            layer.wallets.pop(resource_id, None)
-            layer.assets.pop(resource_id, None)
+            layer.drop(resource_id)
 
     def clear(self) -> None:
         self._committed = {}
