@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import repeat
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,6 +27,19 @@ from rewards_lab.domain.posting_policy import LedgerState, PostingRequest, Walle
 MIN_WHOLE = 8  # below this, one by one is as cheap as setting up the arrays
 _INT64_SAFE = 2**62
 _ISSUING = frozenset(("issue", "reward"))
+
+
+class _Columns(NamedTuple):
+    """A batch of `PostingRequest`s as columns (their fields, in their order)."""
+
+    ids: list[str]
+    kinds: list[str]
+    asset_ids: list[str]
+    amounts: list[int]
+    wallet_ids: list[str]
+    to_wallet_ids: list[str | None]
+    memos: list[str | None]
+    execution_ids: list[str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,19 +78,21 @@ def decide_whole(state: LedgerState, requests: Sequence[PostingRequest]) -> Acce
     """The batch accepted whole and applied to `state`, or None (nothing applied) for `decide_all` to decide."""
     if len(requests) < MIN_WHOLE:
         return None
-    columns = map(list, zip(*requests, strict=True))
-    ids, kinds, asset_ids, amounts, wallet_ids, to_wallet_ids, memos, execution_ids = columns
-    asset_id = asset_ids[0]
-    if asset_ids.count(asset_id) != len(asset_ids):
+    batch = _Columns(*map(list, zip(*requests, strict=True)))
+    asset_id = batch.asset_ids[0]
+    if batch.asset_ids.count(asset_id) != len(batch.asset_ids):
         return None
     asset = state.assets.get(asset_id)
     if asset is None or asset.status != "active":
         return None
-    kind_set = set(kinds)
+    amount = _amounts(batch.amounts)
+    if amount is None:
+        return None
+    kind_set = set(batch.kinds)
     if kind_set <= _ISSUING:
-        return _issue_whole(state, ids, kinds, asset_id, amounts, wallet_ids, memos, execution_ids)
+        return _issue_whole(state, batch, asset_id, amount)
     if kind_set == {"transfer"}:
-        return _transfer_whole(state, ids, kinds, asset_id, amounts, wallet_ids, to_wallet_ids, memos, execution_ids)
+        return _transfer_whole(state, batch, asset_id, amount)
     return None
 
 
@@ -99,19 +115,8 @@ def _codes(wallet_ids: list[str], index: dict[str, int]) -> list[int]:
     return list(map(index.__getitem__, wallet_ids))
 
 
-def _issue_whole(
-    state: LedgerState,
-    ids: list[str],
-    kinds: list[str],
-    asset_id: str,
-    amounts: list[int],
-    wallet_ids: list[str],
-    memos: list[str | None],
-    execution_ids: list[str | None],
-) -> AcceptedBatch | None:
-    amount = _amounts(amounts)
-    if amount is None:
-        return None
+def _issue_whole(state: LedgerState, batch: _Columns, asset_id: str, amount: np.ndarray) -> AcceptedBatch | None:
+    wallet_ids = batch.wallet_ids
     wallets = set(wallet_ids)
     if not wallets <= state.known_wallets:
         return None
@@ -129,26 +134,24 @@ def _issue_whole(
     deltas = np.append(received, -total)
     balances = _apply(state, asset_id, accounts, deltas)
     state.outstanding[asset_id] += total
-    sources = [asset.issuance_account_id] * len(ids)
+    sources = [asset.issuance_account_id] * len(batch.ids)
     return AcceptedBatch(
-        asset_id, ids, kinds, amount, sources, wallet_ids, memos, execution_ids, accounts, deltas, balances
+        asset_id,
+        batch.ids,
+        batch.kinds,
+        amount,
+        sources,
+        wallet_ids,
+        batch.memos,
+        batch.execution_ids,
+        accounts,
+        deltas,
+        balances,
     )
 
 
-def _transfer_whole(
-    state: LedgerState,
-    ids: list[str],
-    kinds: list[str],
-    asset_id: str,
-    amounts: list[int],
-    wallet_ids: list[str],
-    to_wallet_ids: list[str | None],
-    memos: list[str | None],
-    execution_ids: list[str | None],
-) -> AcceptedBatch | None:
-    amount = _amounts(amounts)
-    if amount is None:
-        return None
+def _transfer_whole(state: LedgerState, batch: _Columns, asset_id: str, amount: np.ndarray) -> AcceptedBatch | None:
+    wallet_ids, to_wallet_ids = batch.wallet_ids, batch.to_wallet_ids
     if any(a == b for a, b in zip(wallet_ids, to_wallet_ids, strict=True)) or None in to_wallet_ids:
         return None
     destinations: list[str] = to_wallet_ids  # type: ignore[assignment]  # no None, checked above
@@ -166,7 +169,7 @@ def _transfer_whole(
     if max(held) >= _INT64_SAFE or min(held) < 0:
         return None
     # Every leg in request order (a transfer's two legs touch two different accounts), grouped by account.
-    size = len(ids)
+    size = len(batch.ids)
     legs = np.concatenate([-amount, amount])
     order = np.lexsort((np.tile(np.arange(size), 2), codes))
     sorted_codes, sorted_legs = codes[order], legs[order]
@@ -181,7 +184,17 @@ def _transfer_whole(
     accounts = list(index)
     balances = _apply(state, asset_id, accounts, deltas)
     return AcceptedBatch(
-        asset_id, ids, kinds, amount, wallet_ids, destinations, memos, execution_ids, accounts, deltas, balances
+        asset_id,
+        batch.ids,
+        batch.kinds,
+        amount,
+        wallet_ids,
+        destinations,
+        batch.memos,
+        batch.execution_ids,
+        accounts,
+        deltas,
+        balances,
     )
 
 
