@@ -25,13 +25,14 @@ from starlette.types import Receive, Scope, Send
 from rewards_lab.api.context import authorise, parse_body, request_id_from
 from rewards_lab.api.envelope import API_VERSION, failure_text
 from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateState
+from rewards_lab.api.request_log import record_request
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.permissions import Permission
 from rewards_lab.service import events, presenters
 from rewards_lab.service.access import Principal
-from rewards_lab.service.request_log import LogRecord, RequestLogWriter
+from rewards_lab.service.request_log import RequestLogWriter
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = f"/{API_VERSION}/events"
@@ -119,20 +120,7 @@ class EventsHotPath:
             await send({"type": "http.response.body", "body": body})
         finally:
             principal: Principal | None = state.get("principal")
-            self.writer.record(
-                LogRecord(
-                    principal.scope.organization_id if principal else None,
-                    principal.scope.environment if principal else None,
-                    request_id,
-                    "POST",
-                    EVENTS_PATH,
-                    EVENTS_PATH,
-                    status,
-                    (time.perf_counter() - started) * 1000,
-                    principal.actor_id if principal else None,
-                    at,
-                )
-            )
+            record_request(self.writer, principal, request_id, "POST", EVENTS_PATH, EVENTS_PATH, status, started, at)
 
 
 class ServiceApp(FastAPI):

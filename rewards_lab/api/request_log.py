@@ -51,17 +51,33 @@ class RequestLogMiddleware:
                 template = API_PREFIX + template  # routes of the routers included under /v1 keep their own path
             elif template is None and status not in (404, 405):
                 template = path  # answered before routing (the POST /events fast path): a path without parameters
-            self.writer.record(
-                LogRecord(
-                    principal.scope.organization_id if principal else None,
-                    principal.scope.environment if principal else None,
-                    request_id,
-                    scope["method"],
-                    path,
-                    template,
-                    status,
-                    (time.perf_counter() - started) * 1000,
-                    principal.actor_id if principal else None,
-                    at,
-                )
-            )
+            record_request(self.writer, principal, request_id, scope["method"], path, template, status, started, at)
+
+
+def record_request(
+    writer: RequestLogWriter,
+    principal: Principal | None,
+    request_id: str,
+    method: str,
+    path: str,
+    template: str | None,
+    status: int,
+    started: float,
+    at: float,
+) -> None:
+    """One request into the log: its tenant and actor when it authenticated, its duration from `started`
+    (a `perf_counter` reading) and its wall-clock start `at`."""
+    writer.record(
+        LogRecord(
+            principal.scope.organization_id if principal else None,
+            principal.scope.environment if principal else None,
+            request_id,
+            method,
+            path,
+            template,
+            status,
+            (time.perf_counter() - started) * 1000,
+            principal.actor_id if principal else None,
+            at,
+        )
+    )
