@@ -349,6 +349,10 @@ def test_top_customers_are_largest_first_with_ties_by_customer_id() -> None:
         ("carol", Decimal("5.00")),
     ]
     assert len(result.per_customer()) == 4 and result.per_customer(top=10)["customer_id"].tolist()[-1] == "dave"
+    for bad in (0, -1, 2.5, "3", True):
+        with pytest.raises(ServiceError) as caught:
+            result.per_customer(top=bad)  # type: ignore[arg-type]
+        assert caught.value.code == "field_invalid" and caught.value.details["field"] == "top"
 
 
 def test_progress_reports_every_step() -> None:

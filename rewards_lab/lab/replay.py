@@ -168,8 +168,10 @@ class ReplayResult:
         Sorting every customer (about a million in the benchmark) would cost as much as grouping them, and
         building a Python `Decimal` per row more: `issued` is a pandas `ArrowDtype(decimal128)` column, exact,
         whose values come out as `Decimal` when read (`to_dict`, iteration, `sum()`)."""
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
+            raise ServiceError("field_invalid", f"top must be a whole number of at least 1, not {top!r}", field="top")
         inner = store.per_customer_sql(self._layout, self._name, self._boundary)
-        order = "" if top is None else f" ORDER BY c.issued DESC, c.customer_id LIMIT {int(top)}"
+        order = "" if top is None else f" ORDER BY c.issued DESC, c.customer_id LIMIT {top}"
         query = f"""
             SELECT c.customer_id, {self._amount("c.issued")} AS issued, CAST(c.issuances AS BIGINT) AS issuances
             FROM ({inner}) c WHERE c.issuances > 0{order}"""
