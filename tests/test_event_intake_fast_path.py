@@ -82,6 +82,7 @@ def test_the_hot_path_rendering_equals_the_models(db: Database, scope: Scope) ->
         fast = jsonutil.dumps({"data": presenters.event_fields(row)})
         model = jsonutil.dumps({"data": presenters.event(row).model_dump(mode="python")})
         assert fast == model
+        assert f'{{"data":{presenters.event_text(row)}}}' == model  # the text the hot path writes
 
 
 def test_ids_stay_increasing_and_unique_across_many_random_starts() -> None:

@@ -6,7 +6,7 @@ headers, handler), each with its `send` wrapper, Starlette `Request` and `Respon
 operation. `ServiceApp.__call__` sends POST /v1/events to `EventsHotPath`, ONE function that does what that chain
 did, in the same order and with the same functions: the request id (`request_id_from`), authentication and the
 header checks (`context.authorise`), the permission, the body (`context.parse_body`), the intake, then the
-envelope (`presenters.event_fields`, `envelope.failure_text`) with X-Request-ID and the RateLimit headers, and one
+envelope (`presenters.event_text`, `envelope.failure_text`) with X-Request-ID and the RateLimit headers, and one
 request-log record. The route stays declared (and documented) in the router, and answers the same when the hot
 path is off (`tests/test_hot_path.py` compares the two, errors included).
 """
@@ -83,8 +83,8 @@ class EventsHotPath:
         principal.require(Permission.EVENTS_WRITE.value)
         body = parse_body(await _read_body(receive), rq.EventCreate)
         stored = await app_state.intake.submit(principal.scope, events.prepare_event(body))  # after the commit
-        data = jsonutil.dumps(presenters.event_fields(stored))
-        return f'{{"data":{data},"meta":{{"request_id":{jsonutil.dumps(state["request_id"])}{_META_TAIL}'
+        data = presenters.event_text(stored)
+        return f'{{"data":{data},"meta":{{"request_id":{jsonutil.string(state["request_id"])}{_META_TAIL}'
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         at = time.time()

@@ -53,16 +53,6 @@ def _naive_utc(moment: datetime | None) -> datetime | None:
     return moment.replace(tzinfo=None)
 
 
-def _payload(body: rq.EventCreate) -> dict[str, Any]:
-    occurred = _naive_utc(body.occurred_at)
-    return {
-        "type": body.type,
-        "customer_id": body.customer_id,
-        "occurred_at": occurred.isoformat() if occurred else None,
-        "data": body.data,
-    }
-
-
 def submit_events(database: Database, scope: Scope, bodies: list[rq.EventCreate]) -> list[r.Event | ServiceError]:
     """Store many events durably in one transaction; per event, its result or the error refusing it.
 
@@ -113,15 +103,22 @@ def prepare_event(body: rq.EventCreate) -> PreparedEvent:
     data_text = jsonutil.dumps(body.data)
     if len(data_text) > rq.MAX_EVENT_DATA_BYTES:
         raise ServiceError("event_payload_too_large", field="data", limit_bytes=rq.MAX_EVENT_DATA_BYTES)
+    occurred = _naive_utc(body.occurred_at)
+    payload = {  # what the hash covers (see docs/decisions.md, "Duplicate events")
+        "type": body.type,
+        "customer_id": body.customer_id,
+        "occurred_at": occurred.isoformat() if occurred else None,
+        "data": body.data,
+    }
     return PreparedEvent(
         {
             "id": new_id("event"),
             "external_event_id": body.external_event_id,
             "type": body.type,
             "customer_id": body.customer_id,
-            "occurred_at": _naive_utc(body.occurred_at),
+            "occurred_at": occurred,
             "data": data_text,
-            "payload_hash": jsonutil.canonical_hash(_payload(body)),
+            "payload_hash": jsonutil.canonical_hash(payload),
         }
     )
 

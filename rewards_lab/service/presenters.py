@@ -138,6 +138,24 @@ def event_fields(row: Row) -> dict[str, Any]:
     }
 
 
+def event_text(row: Row) -> str:
+    """`jsonutil.dumps(event_fields(row))`, written directly for the hot path's usual answer (a stored event
+    without an error): the encoder's set-up and the dict cost more than the writing. Tests hold the two equal."""
+    if row["error_code"] or type(row["attempts"]) is not int:
+        return jsonutil.dumps(event_fields(row))
+    string = jsonutil.string
+    occurred, processed = row["occurred_at"], row["processed_at"]
+    occurred_text = "null" if occurred is None else '"' + occurred.isoformat() + 'Z"'
+    processed_text = "null" if processed is None else '"' + processed.isoformat() + 'Z"'
+    return (
+        f'{{"id":{string(row["id"])},"external_event_id":{string(row["external_event_id"])},'
+        f'"type":{string(row["type"])},"customer_id":{string(row["customer_id"])},'
+        f'"occurred_at":{occurred_text},"data":{row["data"]},'
+        f'"status":{string(row["status"])},"error":null,"attempts":{row["attempts"]},'
+        f'"received_at":"{row["received_at"].isoformat()}Z","processed_at":{processed_text}}}'
+    )
+
+
 def _iso_z(value: datetime | None) -> str | None:
     """A stored (naive UTC) time as `jsonutil.dumps` writes the aware one: ISO 8601 with Z."""
     return None if value is None else value.isoformat() + "Z"

@@ -1,0 +1,56 @@
+"""`jsonutil.canonical_text` writes what the canonical encoder writes for `_canonical(value)` (stored payload
+hashes decide duplicates, so the text must never change)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rewards_lab.contract import jsonutil
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.decimals(allow_nan=True, allow_infinity=True)
+    | st.floats(allow_nan=False)
+    | st.text()
+    | st.sampled_from([Decimal("0E-5"), Decimal("-0"), Decimal("42.50"), Decimal("1E+999999999"), Decimal("sNaN")])
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+        | st.dictionaries(st.integers(-3, 3) | st.text(max_size=2), inner, max_size=3)
+    ),
+    max_leaves=20,
+)
+
+
+def _reference(value: Any) -> str:
+    return str(jsonutil._CANONICAL_ENCODER.encode(jsonutil._canonical(value)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_VALUES)
+def test_canonical_text_is_the_encoder_s_text(value: Any) -> None:
+    assert jsonutil.canonical_text(value) == _reference(value)
+
+
+def test_canonical_text_on_an_event_payload_and_on_values_left_to_the_encoder() -> None:
+    payload = {
+        "type": "order.completed",
+        "customer_id": "c\u00e9\ud800",
+        "occurred_at": "2026-11-20T10:00:00",
+        "data": {"amount": Decimal("42.50"), "z": [1, 4.25, None, True, False], "\u2603": {"b": "x", "a": "y"}},
+    }
+    text = jsonutil.canonical_text(payload)
+    assert text == _reference(payload)
+    assert text.startswith('{"customer_id":"c\\u00e9\\ud800","data":{"amount":"number:425e-1","z":["number:1e0"')
+    odd = {1: Decimal("1.0"), "1": "one", "when": object.__new__(type("Odd", (), {"__str__": lambda s: "odd"}))}
+    assert jsonutil.canonical_text(odd) == _reference(odd) == '{"1":"one","when":"odd"}'
