@@ -54,3 +54,35 @@ def test_canonical_text_on_an_event_payload_and_on_values_left_to_the_encoder() 
     assert text.startswith('{"customer_id":"c\\u00e9\\ud800","data":{"amount":"number:425e-1","z":["number:1e0"')
     odd = {1: Decimal("1.0"), "1": "one", "when": object.__new__(type("Odd", (), {"__str__": lambda s: "odd"}))}
     assert jsonutil.canonical_text(odd) == _reference(odd) == '{"1":"one","when":"odd"}'
+
+
+_PLAIN = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+        | st.dictionaries(st.integers(-3, 3) | st.text(max_size=2), inner, max_size=3)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_PLAIN)
+def test_dumps_writes_what_the_encoder_writes(value: Any) -> None:
+    def outcome(write: Any) -> str:
+        try:
+            return str(write(value))
+        except ValueError as error:  # NaN and infinities are refused, as the encoder refuses them
+            return f"refused: {error}"
+
+    assert outcome(jsonutil.dumps) == outcome(jsonutil._ENCODER.encode)
+
+
+def test_dumps_of_values_left_to_the_encoder() -> None:
+    from datetime import UTC, datetime
+
+    value = {"when": datetime(2026, 1, 1, tzinfo=UTC), "raw": jsonutil.raw('{"a":1}'), "n": Decimal("-1E+3")}
+    assert jsonutil.dumps(value) == '{"when":"2026-01-01T00:00:00Z","raw":{"a":1},"n":-1E+3}'
+    assert jsonutil.dumps([1.5, (1, 2), {"k": "\u2603"}]) == '[1.5,[1,2],{"k":"\\u2603"}]'
