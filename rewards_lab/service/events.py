@@ -27,7 +27,8 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.posting_batch import decide_whole
 from rewards_lab.domain.posting_policy import PostingRequest
-from rewards_lab.domain.rules import RuleSpec, evaluate_rules
+from rewards_lab.domain.rules import RuleSpec
+from rewards_lab.domain.rules_batch import RuleMatch, match_rules
 from rewards_lab.service import presenters
 from rewards_lab.service.ledger import load_state, write_accepted, write_whole
 from rewards_lab.service.notifications import outbox_message
@@ -293,61 +294,83 @@ class _RuleBook:
             return _PUBLISHED.setdefault(self.uow.database, {})
 
 
+def _matches(book: _RuleBook, plans: list[_EventPlan]) -> list[list[tuple[str, RuleMatch]]]:
+    """Per plan, (version id, match) for every rule that matched its event, in the order of its versions, then
+    of their rules (`evaluate_rules`'s order): each version's rules are evaluated once, column-wise, over all
+    the events evaluated against that version (`rules_batch.match_rules`)."""
+    by_version: dict[str, list[int]] = {}
+    for index, plan in enumerate(plans):
+        for version_id in plan.versions:
+            by_version.setdefault(version_id, []).append(index)
+    data: dict[int, Any] = {}
+    found: dict[tuple[int, str], list[RuleMatch]] = {}
+    for version_id, indices in by_version.items():
+        for index in indices:
+            if index not in data:
+                data[index] = jsonutil.loads(plans[index].row["data"])
+        batch = [(plans[index].row["type"], data[index]) for index in indices]
+        for index, matches in zip(indices, match_rules(book.rules[version_id], batch), strict=True):
+            found[(index, version_id)] = matches
+    return [
+        [(version_id, match) for version_id in plan.versions for match in found[(index, version_id)]]
+        for index, plan in enumerate(plans)
+    ]
+
+
 def _plan_event(
     plan: _EventPlan,
     book: _RuleBook,
+    matched: list[tuple[str, RuleMatch]],
     customer: Row | None,
     wallet: Row | None,
     issued_keys: set[tuple[str, str, str, int]],
     existing_ids: dict[tuple[str, str, str, int], str],
 ) -> None:
     row = plan.row
-    data = jsonutil.loads(row["data"])
-    for version_id in plan.versions:
+    for version_id, verdict in matched:
         meta = book.meta[version_id]
-        for verdict in evaluate_rules(book.rules[version_id], row["type"], data):
-            if not verdict.matched:
+        inputs_text: str | None = None
+        for action in verdict.actions:
+            key = (row["id"], version_id, verdict.rule_id, action.action_index)
+            if (not action.issues and action.error_code is None) or key in issued_keys:
                 continue
-            inputs = {k: presenters.json_value(v) for k, v in verdict.inputs().items()}
-            for action in verdict.actions:
-                key = (row["id"], version_id, verdict.rule_id, action.action_index)
-                if (not action.issues and action.error_code is None) or key in issued_keys:
-                    continue
-                execution_id = existing_ids.get(key) or new_id("execution")
-                record = {
-                    "id": execution_id,
-                    "event_id": row["id"],
-                    "external_event_id": row["external_event_id"],
-                    "customer_id": customer["id"] if customer else row["customer_id"],
-                    "program_id": meta["program_id"],
-                    "version_id": version_id,
-                    "version_number": meta["number"],
-                    "rule_id": verdict.rule_id,
-                    "action_index": action.action_index,
-                    "asset_id": action.asset_id,
-                    "wallet_id": wallet["id"] if wallet else None,
-                    "amount_minor": action.amount_minor,
-                    "status": "failed",
-                    "error_code": None,
-                    "transaction_id": None,
-                    "inputs": jsonutil.dumps(inputs),
-                    "decimals": action.decimals,
-                }
-                request = None
-                if action.error_code is not None:  # refused before reaching the ledger (amount_too_large)
-                    record["error_code"] = action.error_code
-                    plan.error = plan.error or ServiceError(action.error_code, action.reason)
-                elif wallet is not None:
-                    request = PostingRequest(
-                        transaction_id="",
-                        kind="reward",
-                        asset_id=action.asset_id,
-                        amount_minor=action.amount_minor,
-                        wallet_id=wallet["id"],
-                        memo=f"{row['type']} {row['external_event_id']}",
-                        execution_id=execution_id,
-                    )
-                plan.planned.append(_Planned(record, request))
+            if inputs_text is None:  # the same provenance for every action of the rule
+                inputs_text = jsonutil.dumps({k: presenters.json_value(v) for k, v in verdict.inputs.items()})
+            execution_id = existing_ids.get(key) or new_id("execution")
+            record = {
+                "id": execution_id,
+                "event_id": row["id"],
+                "external_event_id": row["external_event_id"],
+                "customer_id": customer["id"] if customer else row["customer_id"],
+                "program_id": meta["program_id"],
+                "version_id": version_id,
+                "version_number": meta["number"],
+                "rule_id": verdict.rule_id,
+                "action_index": action.action_index,
+                "asset_id": action.asset_id,
+                "wallet_id": wallet["id"] if wallet else None,
+                "amount_minor": action.amount_minor,
+                "status": "failed",
+                "error_code": None,
+                "transaction_id": None,
+                "inputs": inputs_text,
+                "decimals": action.decimals,
+            }
+            request = None
+            if action.error_code is not None:  # refused before reaching the ledger (amount_too_large)
+                record["error_code"] = action.error_code
+                plan.error = plan.error or ServiceError(action.error_code, action.reason)
+            elif wallet is not None:
+                request = PostingRequest(
+                    transaction_id="",
+                    kind="reward",
+                    asset_id=action.asset_id,
+                    amount_minor=action.amount_minor,
+                    wallet_id=wallet["id"],
+                    memo=f"{row['type']} {row['external_event_id']}",
+                    execution_id=execution_id,
+                )
+            plan.planned.append(_Planned(record, request))
     if plan.planned:
         if customer is None:
             plan.blocker = ServiceError("customer_not_found", customer_id=row["customer_id"])
@@ -380,10 +403,10 @@ def _process_scope(uow: Repositories, scope: Scope, rows: list[Row]) -> ProcessR
         (e["event_id"], e["version_id"], e["rule_id"], e["action_index"]) for e in previous if e["status"] == "issued"
     }
     existing_ids = {(e["event_id"], e["version_id"], e["rule_id"], e["action_index"]): e["id"] for e in previous}
-    for plan in plans:
+    for plan, matched in zip(plans, _matches(book, plans), strict=True):
         customer = customers.get(plan.row["customer_id"])
         wallet = wallets.get(customer["id"]) if customer else None
-        _plan_event(plan, book, customer, wallet, issued_keys, existing_ids)
+        _plan_event(plan, book, matched, customer, wallet, issued_keys, existing_ids)
 
     requests = [p.request for plan in plans if plan.blocker is None for p in plan.planned if p.request]
     transaction_ids = iter(new_ids("transaction", len(requests)))
