@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -20,6 +21,9 @@ def _default(value: Any) -> Any:
         text = value.isoformat()
         return text[:-6] + "Z" if text.endswith("+00:00") else text
     return str(value)
+
+
+_ascii: Callable[[str], str] = encode_basestring_ascii  # simplejson's C function for `ensure_ascii` strings
 
 
 def string(text: str) -> str:
@@ -59,9 +63,12 @@ def _write_plain(value: Any) -> str:
     if kind is str:
         return string(value)
     if kind is dict:
-        if any(type(k) is not str for k in value):
-            raise _NotPlain
-        return "{" + ",".join([f"{string(k)}:{_write_plain(v)}" for k, v in value.items()]) + "}"
+        parts = []
+        for k, v in value.items():
+            if type(k) is not str:
+                raise _NotPlain
+            parts.append(f"{_ascii(k)}:{_ascii(v) if type(v) is str else _write_plain(v)}")
+        return "{" + ",".join(parts) + "}"
     if kind is Decimal:
         if not value.is_finite():
             raise _NotPlain
