@@ -86,3 +86,12 @@ def test_dumps_of_values_left_to_the_encoder() -> None:
     value = {"when": datetime(2026, 1, 1, tzinfo=UTC), "raw": jsonutil.raw('{"a":1}'), "n": Decimal("-1E+3")}
     assert jsonutil.dumps(value) == '{"when":"2026-01-01T00:00:00Z","raw":{"a":1},"n":-1E+3}'
     assert jsonutil.dumps([1.5, (1, 2), {"k": "\u2603"}]) == '[1.5,[1,2],{"k":"\\u2603"}]'
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.decimals(allow_nan=True, allow_infinity=True) | st.integers().map(Decimal))
+def test_the_number_read_from_its_text_is_the_number_read_from_its_digits(value: Decimal) -> None:
+    assert jsonutil._number_text(value) == jsonutil._canonical_number(value)
+    if value.is_finite():  # the same digits in the 0.000000x form and the scientific one
+        small = value.scaleb(-7)
+        assert jsonutil._number_text(small) == jsonutil._canonical_number(small)

@@ -137,6 +137,19 @@ def canonical_text(value: Any) -> str:
         return str(_CANONICAL_ENCODER.encode(_canonical(value)))
 
 
+def _number_text(value: Decimal) -> str:
+    """`_canonical_number`, read from the number's text instead of its digit tuple (about twice as fast).
+
+    A finite non-zero Decimal's text holds its coefficient's digits in order (with a sign, a point, an exponent
+    after "E", and leading zeros in the 0.00x form), so its digits without zeros at either end, and the
+    adjusted exponent, give the same canonical form.
+    """
+    if not value or not value.is_finite():
+        return _canonical_number(value)
+    digits = str(value).partition("E")[0].replace("-", "").replace(".", "").strip("0")
+    return f"number:{'-' if value.is_signed() else ''}{digits}e{value.adjusted() - len(digits) + 1}"
+
+
 class _NotPlain(Exception):
     """A value `_write_canonical` leaves to the encoder."""
 
@@ -144,14 +157,19 @@ class _NotPlain(Exception):
 def _write_canonical(value: Any) -> str:
     kind = type(value)
     if kind is str:
-        return string(value)
-    if kind is Decimal or kind is int:
-        return f'"{_canonical_number(Decimal(value))}"'
+        return _ascii(value)
+    if kind is Decimal:
+        return f'"{_number_text(value)}"'
+    if kind is int:
+        return f'"{_number_text(Decimal(value))}"'
     if kind is dict:
         if any(type(k) is not str for k in value):  # `_canonical` turns such keys into strings (may merge)
             raise _NotPlain
-        keys = sorted(value)
-        return "{" + ",".join(f"{encode_basestring_ascii(k)}:{_write_canonical(value[k])}" for k in keys) + "}"
+        parts = []
+        for k in sorted(value):
+            item = value[k]
+            parts.append(f"{_ascii(k)}:{_ascii(item) if type(item) is str else _write_canonical(item)}")
+        return "{" + ",".join(parts) + "}"
     if kind is list or kind is tuple:
         return "[" + ",".join([_write_canonical(item) for item in value]) + "]"
     if value is None:
