@@ -13,6 +13,7 @@ import logging
 import threading
 import weakref
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -31,7 +32,7 @@ from rewards_lab.domain.rules import RuleSpec
 from rewards_lab.domain.rules_batch import RuleMatch, match_rules
 from rewards_lab.service import presenters
 from rewards_lab.service.ledger import load_state, write_accepted, write_whole
-from rewards_lab.service.notifications import outbox_message
+from rewards_lab.service.notifications import outbox_messages
 from rewards_lab.service.programmes import compile_rows
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.events import EventRepository
@@ -325,6 +326,7 @@ def _plan_event(
     wallet: Row | None,
     issued_keys: set[tuple[str, str, str, int]],
     existing_ids: dict[tuple[str, str, str, int], str],
+    execution_ids: Iterator[str],
 ) -> None:
     row = plan.row
     for version_id, verdict in matched:
@@ -336,7 +338,7 @@ def _plan_event(
                 continue
             if inputs_text is None:  # the same provenance for every action of the rule
                 inputs_text = jsonutil.dumps({k: presenters.json_value(v) for k, v in verdict.inputs.items()})
-            execution_id = existing_ids.get(key) or new_id("execution")
+            execution_id = existing_ids.get(key) or next(execution_ids)
             record = {
                 "id": execution_id,
                 "event_id": row["id"],
@@ -403,10 +405,13 @@ def _process_scope(uow: Repositories, scope: Scope, rows: list[Row]) -> ProcessR
         (e["event_id"], e["version_id"], e["rule_id"], e["action_index"]) for e in previous if e["status"] == "issued"
     }
     existing_ids = {(e["event_id"], e["version_id"], e["rule_id"], e["action_index"]): e["id"] for e in previous}
-    for plan, matched in zip(plans, _matches(book, plans), strict=True):
+    matches = _matches(book, plans)
+    at_most = sum(a.issues or a.error_code is not None for m in matches for _, match in m for a in match.actions)
+    execution_ids = iter(new_ids("execution", at_most))  # one call for the batch; ids not needed are dropped
+    for plan, matched in zip(plans, matches, strict=True):
         customer = customers.get(plan.row["customer_id"])
         wallet = wallets.get(customer["id"]) if customer else None
-        _plan_event(plan, book, matched, customer, wallet, issued_keys, existing_ids)
+        _plan_event(plan, book, matched, customer, wallet, issued_keys, existing_ids, execution_ids)
 
     requests = [p.request for plan in plans if plan.blocker is None for p in plan.planned if p.request]
     transaction_ids = iter(new_ids("transaction", len(requests)))
@@ -423,7 +428,7 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
     whole = decide_whole(state, requests)  # every request accepted in one step, or None: decided one by one below
     report = ProcessReport()
     records: list[dict[str, Any]] = []
-    messages: list[tuple[str, str, str, str]] = []
+    issued: list[dict[str, Any]] = []
     outcomes: list[tuple[str, str, str | None, str | None, str]] = []
     accepted = []
     for plan in plans:
@@ -438,7 +443,7 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
                     if whole is None:
                         accepted.append(state.decide(planned.request))
                     record.update(status="issued", transaction_id=planned.request.transaction_id)
-                    messages.append(outbox_message("reward.issued", record["id"], _issued_payload(record)))
+                    issued.append(record)
                     report.issued += 1
                 except ServiceError as error:
                     record["error_code"] = error.code
@@ -468,7 +473,7 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
     retried = {plan.row["id"] for plan in plans if plan.row["attempts"] > 0}
     uow.executions.insert_many(scope, [record for record in records if record["event_id"] not in retried])
     uow.executions.upsert_many(scope, [record for record in records if record["event_id"] in retried])
-    uow.outbox.add_many(scope, messages)
+    uow.outbox.add_many(scope, outbox_messages("reward.issued", [(r["id"], _issued_payload(r)) for r in issued]))
     uow.events.mark_many(scope, outcomes)
     return report
 

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from rewards_lab.contract import jsonutil
-from rewards_lab.contract.ids import new_id
+from rewards_lab.contract.ids import new_id, new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.uow import Repositories
 
@@ -17,6 +17,12 @@ WEBHOOK_KINDS = ("reward.issued", "asset.paused", "wallet.frozen")
 def outbox_message(kind: str, resource_id: str, resource: BaseModel | dict[str, Any]) -> tuple[str, str, str, str]:
     body = resource.model_dump(mode="json") if isinstance(resource, BaseModel) else resource
     return (new_id("outbox"), kind, resource_id, jsonutil.dumps(body))
+
+
+def outbox_messages(kind: str, resources: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str, str, str]]:
+    """`outbox_message` for many resources of one kind, their ids made in one call (the event worker's form)."""
+    ids = new_ids("outbox", len(resources))
+    return [(i, kind, resource_id, jsonutil.dumps(body)) for i, (resource_id, body) in zip(ids, resources, strict=True)]
 
 
 def emit(uow: Repositories, scope: Scope, kind: str, resource_id: str, resource: BaseModel | dict[str, Any]) -> None:
