@@ -56,20 +56,8 @@ def test_canonical_text_on_an_event_payload_and_on_values_left_to_the_encoder() 
     assert jsonutil.canonical_text(odd) == _reference(odd) == '{"1":"one","when":"odd"}'
 
 
-_PLAIN = st.recursive(
-    _SCALARS,
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.tuples(inner, inner)
-        | st.dictionaries(st.text(max_size=6), inner, max_size=4)
-        | st.dictionaries(st.integers(-3, 3) | st.text(max_size=2), inner, max_size=3)
-    ),
-    max_leaves=20,
-)
-
-
 @settings(max_examples=400, deadline=None)
-@given(_PLAIN)
+@given(_VALUES)
 def test_dumps_writes_what_the_encoder_writes(value: Any) -> None:
     def outcome(write: Any) -> str:
         try:
