@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from rewards_lab.contract import jsonutil
-from rewards_lab.contract.ids import new_id, new_ids
+from rewards_lab.contract.ids import new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.uow import Repositories
 
@@ -16,7 +16,7 @@ WEBHOOK_KINDS = ("reward.issued", "asset.paused", "wallet.frozen")
 
 def outbox_message(kind: str, resource_id: str, resource: BaseModel | dict[str, Any]) -> tuple[str, str, str, str]:
     body = resource.model_dump(mode="json") if isinstance(resource, BaseModel) else resource
-    return (new_id("outbox"), kind, resource_id, jsonutil.dumps(body))
+    return outbox_messages(kind, [(resource_id, body)])[0]
 
 
 def outbox_messages(kind: str, resources: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str, str, str]]:

@@ -144,16 +144,19 @@ def event_text(row: Row) -> str:
     if row["error_code"] or type(row["attempts"]) is not int:
         return jsonutil.dumps(event_fields(row))
     string = jsonutil.string
-    occurred, processed = row["occurred_at"], row["processed_at"]
-    occurred_text = "null" if occurred is None else '"' + occurred.isoformat() + 'Z"'
-    processed_text = "null" if processed is None else '"' + processed.isoformat() + 'Z"'
     return (
         f'{{"id":{string(row["id"])},"external_event_id":{string(row["external_event_id"])},'
         f'"type":{string(row["type"])},"customer_id":{string(row["customer_id"])},'
-        f'"occurred_at":{occurred_text},"data":{row["data"]},'
+        f'"occurred_at":{_time_text(row["occurred_at"])},"data":{row["data"]},'
         f'"status":{string(row["status"])},"error":null,"attempts":{row["attempts"]},'
-        f'"received_at":"{row["received_at"].isoformat()}Z","processed_at":{processed_text}}}'
+        f'"received_at":{_time_text(row["received_at"])},"processed_at":{_time_text(row["processed_at"])}}}'
     )
+
+
+def _time_text(value: datetime | None) -> str:
+    """`_iso_z` as JSON text (a string, or null)."""
+    text = _iso_z(value)
+    return "null" if text is None else f'"{text}"'
 
 
 def _iso_z(value: datetime | None) -> str | None:
