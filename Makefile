@@ -68,7 +68,7 @@ pytest: setup
 test: lint typecheck pytest
 
 bench: setup
-	$(BIN)/python benchmarks/ledger_batch.py
+	$(BIN)/python benchmarks/ledger_batch.py --floor
 	$(BIN)/python benchmarks/service_calls.py
 
 bench-http: setup

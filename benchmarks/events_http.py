@@ -5,7 +5,9 @@ authentication, tenancy, deduplication and the envelope (rate limit set high), a
 event issues a reward; the load generator runs in its own process. While the load runs, a probe posts an event
 for a customer of its own and polls GET /wallets/{id}/balances until the reward shows (event -> visible balance).
 Afterwards the queue is drained, the server stopped, and the file checked: accepted events = processed events,
-one execution per event, the ledger verified. Prints figures; asserts only correctness.
+one execution per event, the ledger verified. Prints figures; asserts only correctness. Beside them: the share of
+both cores that was busy during the load (`machine_cpu_percent`; idle cores under saturation mean the server is
+bound by its GIL, not by the CPU) and a speed probe of the machine before and after (benchmarks/machine.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from machine import CpuShare, speed_probe  # noqa: E402  (benchmarks/machine.py, beside this script)
 
 from rewards_lab.contract import requests as rq  # noqa: E402
 from rewards_lab.contract.scope import Scope  # noqa: E402
@@ -215,7 +219,9 @@ def ours(folder: Path, load: Load, customers_n: int) -> dict[str, object]:
         probe.start()
         cpu_before = _cpu_seconds(server.pid)
         threads_before = _thread_cpu(server.pid)
+        machine_cpu = CpuShare().start()
         figures = _load(f"{base}/events", headers, load, customers_n)
+        figures["machine_cpu_percent"] = machine_cpu.stop()  # both cores: server, load generator and the rest
         stop.set()
         probe.join()
         drain_started = time.perf_counter()
@@ -283,6 +289,7 @@ def main() -> None:
     generator = pick_generator(args.generator)
     load = Load(generator, args.requests, args.seconds, args.connections)
     print(f"load: {generator}, {args.connections} connections, load average {os.getloadavg()[0]:.2f}")
+    print(f"speed probe: {speed_probe()} ms (fixed pure-Python work; lower is quicker)")
     print("(thread_cpu_ms_per_event includes the drain after the load and the probe's requests)")
     with tempfile.TemporaryDirectory() as folder:
         if not args.skip_baseline:
@@ -290,6 +297,7 @@ def main() -> None:
             print("  ", json.dumps(baseline(Path(folder), load)))
         print("rewards-lab serve, POST /v1/events:")
         print("  ", json.dumps(ours(Path(folder), load, args.customers)))
+    print(f"speed probe: {speed_probe()} ms")
 
 
 if __name__ == "__main__":

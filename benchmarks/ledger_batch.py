@@ -4,6 +4,10 @@ Each batch is one unit of work: `apply_postings` decides every posting with the 
 running state) and writes the accepted ones set-based through the store, whose CHECK constraints assert the
 invariants again; then it commits. Prints ledger transactions per second (each transaction is two entries),
 including every commit, and the per-batch latency.
+
+`--floor` also measures the database half alone: every batch is decided and turned into its Arrow tables before
+the clock starts, and the timed loop only runs the store's own statements (`write_tables`: INSERT, balance
+UPDATE) and the COMMIT of each batch, checkpoints included. No decision can make a batch quicker than that.
 """
 
 from __future__ import annotations
@@ -18,14 +22,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from machine import speed_probe  # benchmarks/machine.py, beside this script
+
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.ids import new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
+from rewards_lab.domain.posting_batch import decide_whole
 from rewards_lab.domain.posting_policy import PostingRequest
 from rewards_lab.service import assets, organizations
-from rewards_lab.service.ledger import apply_postings
+from rewards_lab.service.ledger import apply_postings, load_state
 from rewards_lab.store.database import Database
+from rewards_lab.store.ledger import batch_tables
 from rewards_lab.store.uow import unit_of_work
 from rewards_lab.store.verification import verify_ledger
 
@@ -64,6 +72,47 @@ def batches_of(
             ]
 
 
+def _summary(label: str, size: int, count: int, elapsed: float, cpu_ms: float, per_batch_ms: list[float]) -> str:
+    per_batch_ms.sort()
+    p99 = per_batch_ms[max(0, int(len(per_batch_ms) * 0.99) - 1)]
+    rate = size * count / elapsed
+    return (
+        f"{label:8s} batch={size:5d} x {count:4d}: {rate:9,.0f} transactions/s ({2 * rate:9,.0f} entries/s)"
+        f"  batch p50 {statistics.median(per_batch_ms):5.1f} ms  p99 {p99:5.1f} ms  CPU {cpu_ms:5.1f} ms/batch"
+    )
+
+
+def run_floor(kind: str, size: int, count: int, wallets: int) -> None:
+    """The database half alone: the batches' Arrow tables are built first; only the writes and commits are timed."""
+    with tempfile.TemporaryDirectory() as folder:
+        database = Database(Path(folder) / "bench.duckdb")
+        scope, asset_id, wallet_ids = prepare(database, wallets)
+        tables = []
+        with unit_of_work(database) as uow:  # decides against the starting state and writes nothing
+            for requests in batches_of(kind, asset_id, wallet_ids, size, count):
+                whole = decide_whole(load_state(uow, scope, requests), requests)
+                assert whole is not None, "every benchmark batch is accepted whole"
+                tables.append(batch_tables(whole))  # balance rows are deltas: valid in any order
+        gc.collect()
+        gc.freeze()
+        per_batch_ms: list[float] = []
+        cpu_started = time.process_time()
+        started = time.perf_counter()
+        for txn_batch, balance_deltas in tables:
+            batch_started = time.perf_counter()
+            with unit_of_work(database) as uow:
+                uow.ledger.write_tables(scope, txn_batch, balance_deltas)
+            per_batch_ms.append((time.perf_counter() - batch_started) * 1000)
+        elapsed = time.perf_counter() - started
+        cpu_ms = (time.process_time() - cpu_started) * 1000 / count
+        report = verify_ledger(database.reader())
+        assert report.ok, report.problems
+        assert report.transactions == wallets + size * count
+        database.close()
+        gc.unfreeze()
+    print(_summary(f"{kind} (database half alone)", size, count, elapsed, cpu_ms, per_batch_ms), flush=True)
+
+
 def run(kind: str, size: int, count: int, wallets: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         database = Database(Path(folder) / "bench.duckdb")
@@ -89,14 +138,7 @@ def run(kind: str, size: int, count: int, wallets: int) -> None:
         assert report.transactions == wallets + size * count
         database.close()
         gc.unfreeze()
-    per_batch_ms.sort()
-    p99 = per_batch_ms[max(0, int(len(per_batch_ms) * 0.99) - 1)]
-    rate = size * count / elapsed
-    print(
-        f"{kind:8s} batch={size:5d} x {count:4d}: {rate:9,.0f} transactions/s ({2 * rate:9,.0f} entries/s)"
-        f"  batch p50 {statistics.median(per_batch_ms):5.1f} ms  p99 {p99:5.1f} ms  CPU {cpu_ms:5.1f} ms/batch",
-        flush=True,
-    )
+    print(_summary(kind, size, count, elapsed, cpu_ms, per_batch_ms), flush=True)
 
 
 def main() -> None:
@@ -105,11 +147,16 @@ def main() -> None:
     parser.add_argument("--wallets", type=int, default=10_000)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000], help="batch sizes to measure")
     parser.add_argument("--kinds", nargs="+", choices=("issue", "transfer"), default=["issue", "transfer"])
+    parser.add_argument("--floor", action="store_true", help="also time the database half alone (see above)")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {platform.python_version()}, wallets={args.wallets}")
+    print(f"speed probe: {speed_probe()} ms (fixed pure-Python work; lower is quicker)")
     for size in args.sizes:
         for kind in args.kinds:
             run(kind, size, args.batches, args.wallets)
+            if args.floor:
+                run_floor(kind, size, args.batches, args.wallets)
+    print(f"speed probe: {speed_probe()} ms")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import speed_probe  # benchmarks/machine.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMME = ROOT / "benchmarks" / "replay_programme.json"
 CACHE = ROOT / "data" / "bench"
@@ -227,6 +229,7 @@ def main() -> None:
 
     path = events_file(args.events, args.customers)
     print(f"before: {_load()}")
+    print(f"speed probe: {speed_probe()} ms (fixed pure-Python work; lower is quicker)")
     runs: dict[str, list[dict[str, object]]] = {"free": [], "hand": [], "bound": []}
     ceiling = ""
     for round_ in range(args.repeat):
@@ -274,7 +277,7 @@ def main() -> None:
     print(
         f"ratio general / hand-written (no ceiling, median of rounds): {wall:.2f} wall-clock, {cpu_ratio:.2f} CPU time"
     )
-    print(f"after: {_load()}")
+    print(f"after: {_load()}; speed probe: {speed_probe()} ms")
 
 
 if __name__ == "__main__":

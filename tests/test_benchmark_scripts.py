@@ -1,0 +1,41 @@
+"""The benchmark scripts keep working: a tiny run of the batch posting benchmark, and its machine readings."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from machine import CpuShare, speed_probe  # noqa: E402
+
+
+def test_ledger_batch_benchmark_runs_both_halves_and_verifies_the_ledger() -> None:
+    command = [sys.executable, str(ROOT / "benchmarks" / "ledger_batch.py")]
+    command += ["--batches", "3", "--sizes", "10", "--wallets", "20", "--floor"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr  # the script asserts verify_ledger() and the row counts itself
+    line = re.compile(r"^(\w[\w ()]*?) batch=\s*10 x\s+3:\s+([\d,]+) transactions/s", re.M)
+    rates = {label.strip(): int(rate.replace(",", "")) for label, rate in line.findall(result.stdout)}
+    expected = {"issue", "issue (database half alone)", "transfer", "transfer (database half alone)"}
+    assert set(rates) == expected, result.stdout
+    assert all(rate > 0 for rate in rates.values())
+    assert re.search(r"^speed probe: \d+(\.\d)? ms", result.stdout, re.M), result.stdout
+
+
+def test_cpu_share_reads_an_idle_machine_as_mostly_idle_and_a_busy_one_as_busy() -> None:
+    idle = CpuShare().start()
+    time.sleep(0.3)
+    resting = idle.stop()
+    busy = CpuShare().start()
+    deadline = time.perf_counter() + 0.3
+    while time.perf_counter() < deadline:  # one core busy: at least a fifth of two cores' time (others may add)
+        pass
+    working = busy.stop()
+    assert abs(sum(resting.values()) - 100) < 1 and abs(sum(working.values()) - 100) < 1
+    assert working["user"] + working["system"] >= 20
+    assert speed_probe() > 0
