@@ -72,7 +72,7 @@ bench: setup
 	$(BIN)/python benchmarks/service_calls.py
 
 bench-http: setup
-	$(BIN)/python benchmarks/events_http.py
+	$(BIN)/python benchmarks/events_http.py --intake-only
 
 bench-replay: setup
 	$(BIN)/python benchmarks/replay.py

@@ -8,6 +8,8 @@ Afterwards the queue is drained, the server stopped, and the file checked: accep
 one execution per event, the ledger verified. Prints figures; asserts only correctness. Beside them: the share of
 both cores that was busy during the load (`machine_cpu_percent`; idle cores under saturation mean the server is
 bound by its GIL, not by the CPU) and a speed probe of the machine before and after (benchmarks/machine.py).
+`--intake-only` (3) runs the same server and load without the event and delivery workers: the intake alone, a
+bound on what the whole service can reach while it also processes every event (`make bench-http` runs it).
 """
 
 from __future__ import annotations
@@ -199,36 +201,41 @@ def _probe(base: str, headers: dict[str, str], wallet_id: str, stop: threading.E
             time.sleep(0.1)
 
 
-def ours(folder: Path, load: Load, customers_n: int) -> dict[str, object]:
-    db = folder / "service.duckdb"
-    boot, probe_wallet = _prepare(db, customers_n)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}/v1"
-    headers = {
+def _headers(boot: dict[str, object]) -> dict[str, str]:
+    return {
         "Authorization": f"Bearer {boot['api_keys']['sandbox']}",  # type: ignore[index]
         "X-Organization-ID": str(boot["organization_id"]),
         "X-Environment": "sandbox",
     }
-    command = [sys.executable, "-m", "rewards_lab.cli", "serve", "--db", str(db), "--port", str(port)]
-    server = subprocess.Popen(command + ["--log-level", "warning"], stderr=subprocess.DEVNULL)
+
+
+def _serve_under_load(
+    command: list[str], port: int, headers: dict[str, str], load: Load, customers_n: int, probe_wallet: str | None
+) -> tuple[dict[str, object], list[float]]:
+    """Start the server, run the load (and the probe, given its wallet), wait for the queue to drain when a
+    worker runs, and measure the server's CPU; the server is stopped before this returns."""
+    base = f"http://127.0.0.1:{port}/v1"
+    server = subprocess.Popen(command + ["--port", str(port), "--log-level", "warning"], stderr=subprocess.DEVNULL)
     probe_ms: list[float] = []
     try:
         _wait_up(f"{base}/openapi.json", server)
         stop = threading.Event()
         probe = threading.Thread(target=_probe, args=(base, headers, probe_wallet, stop, probe_ms))
-        probe.start()
+        if probe_wallet is not None:
+            probe.start()
         cpu_before = _cpu_seconds(server.pid)
         threads_before = _thread_cpu(server.pid)
         machine_cpu = CpuShare().start()
         figures = _load(f"{base}/events", headers, load, customers_n)
         figures["machine_cpu_percent"] = machine_cpu.stop()  # both cores: server, load generator and the rest
-        stop.set()
-        probe.join()
-        drain_started = time.perf_counter()
-        with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
-            while client.get("/events", params={"status": "received", "limit": 1}).json()["data"]:
-                time.sleep(0.1)
-        figures["drain_after_load_s"] = round(time.perf_counter() - drain_started, 2)
+        if probe_wallet is not None:
+            stop.set()
+            probe.join()
+            drain_started = time.perf_counter()
+            with httpx.Client(base_url=base, headers=headers, timeout=30) as client:
+                while client.get("/events", params={"status": "received", "limit": 1}).json()["data"]:
+                    time.sleep(0.1)
+            figures["drain_after_load_s"] = round(time.perf_counter() - drain_started, 2)
         cpu = _cpu_seconds(server.pid) - cpu_before
         requests_n = max(1, int(figures["requests"]))  # type: ignore[call-overload]
         figures["server_cpu_ms_per_event"] = round(cpu * 1000 / requests_n, 3)
@@ -240,6 +247,22 @@ def ours(folder: Path, load: Load, customers_n: int) -> dict[str, object]:
     finally:
         server.terminate()
         server.wait(60)
+    return figures, probe_ms
+
+
+def _stored_within_bounds(figures: dict[str, object], load: Load, received: int) -> None:
+    """Every accepted event is stored. wrk stops on time: requests still in flight then (at most one per
+    connection) may be stored without their answer being counted; the Python generator waits for all."""
+    accepted = int(figures["accepted"])  # type: ignore[call-overload]
+    in_flight = load.connections if load.generator == "wrk" else 0
+    assert accepted <= received <= accepted + in_flight, (received, accepted)
+
+
+def ours(folder: Path, load: Load, customers_n: int) -> dict[str, object]:
+    db = folder / "service.duckdb"
+    boot, probe_wallet = _prepare(db, customers_n)
+    command = [sys.executable, "-m", "rewards_lab.cli", "serve", "--db", str(db)]
+    figures, probe_ms = _serve_under_load(command, free_port(), _headers(boot), load, customers_n, probe_wallet)
     with Database(db) as database:
         (received, processed, executions, distinct_events, lag_p50, lag_p99) = (
             database.reader()
@@ -254,11 +277,8 @@ def ours(folder: Path, load: Load, customers_n: int) -> dict[str, object]:
             .fetchone()
         )
         report = verify_ledger(database.reader())
-    accepted = int(figures["accepted"])  # type: ignore[call-overload]
-    # Every accepted event is stored and processed. wrk stops on time: requests still in flight then (at most one
-    # per connection) may be stored without their answer being counted; the Python generator waits for all.
-    in_flight = load.connections if load.generator == "wrk" else 0
-    assert received == processed and accepted <= received <= accepted + in_flight, (received, accepted, processed)
+    _stored_within_bounds(figures, load, received)
+    assert received == processed, (received, processed)  # and every stored event is processed
     assert executions == distinct_events, (executions, distinct_events)  # one execution per processed event
     figures.update(
         events_stored=received,
@@ -276,6 +296,30 @@ def ours(folder: Path, load: Load, customers_n: int) -> dict[str, object]:
     return figures
 
 
+def intake_only(folder: Path, load: Load, customers_n: int) -> dict[str, object]:
+    """The same server and load without the event and delivery workers (benchmarks/intake_only_server.py):
+    authentication, tenancy, deduplication, durable group commit and the envelope, and no processing. What this
+    reaches bounds what the whole service can reach while it also processes every event."""
+    db = folder / "intake.duckdb"
+    boot, _ = _prepare(db, customers_n)
+    command = [sys.executable, str(ROOT / "benchmarks" / "intake_only_server.py"), "--db", str(db)]
+    figures, _ = _serve_under_load(command, free_port(), _headers(boot), load, customers_n, None)
+    with Database(db) as database:
+        row = (
+            database.reader()
+            .execute(
+                "SELECT count(*), count(*) FILTER (status = 'received') FROM events WHERE external_event_id LIKE 'ev-%'"
+            )
+            .fetchone()
+        )
+    assert row is not None
+    received, unprocessed = int(row[0]), int(row[1])
+    _stored_within_bounds(figures, load, received)
+    assert unprocessed == received, (unprocessed, received)  # nothing processed them
+    figures.update(events_stored=received)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--generator", choices=("auto", "wrk", "python"), default="auto")
@@ -284,6 +328,9 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--customers", type=int, default=1000)
     parser.add_argument("--skip-baseline", action="store_true")
+    parser.add_argument(
+        "--intake-only", action="store_true", help="also run the server without its workers (intake alone)"
+    )
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}")
     generator = pick_generator(args.generator)
@@ -297,6 +344,9 @@ def main() -> None:
             print("  ", json.dumps(baseline(Path(folder), load)))
         print("rewards-lab serve, POST /v1/events:")
         print("  ", json.dumps(ours(Path(folder), load, args.customers)))
+        if args.intake_only:
+            print("the same server without its workers (intake alone, no event processed):")
+            print("  ", json.dumps(intake_only(Path(folder), load, args.customers)))
     print(f"speed probe: {speed_probe()} ms")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -39,3 +40,18 @@ def test_cpu_share_reads_an_idle_machine_as_mostly_idle_and_a_busy_one_as_busy()
     assert abs(sum(resting.values()) - 100) < 1 and abs(sum(working.values()) - 100) < 1
     assert working["user"] + working["system"] >= 20
     assert speed_probe() > 0
+
+
+def test_events_benchmark_checks_the_service_and_the_intake_alone_on_a_small_load() -> None:
+    command = [sys.executable, str(ROOT / "benchmarks" / "events_http.py"), "--skip-baseline", "--intake-only"]
+    command += ["--generator", "python", "--requests", "120", "--connections", "8", "--customers", "5"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    # The script asserts: every accepted event stored; with workers, each processed once and the ledger verified;
+    # without them, none processed.
+    assert result.returncode == 0, result.stderr[-3000:]
+    figures = [json.loads(line) for line in result.stdout.splitlines() if line.strip().startswith("{")]
+    service, intake = figures
+    assert service["accepted"] == service["events_stored"] == service["processed"] == 120
+    assert service["ledger_ok"] is True
+    assert intake["accepted"] == intake["events_stored"] == 120 and "processed" not in intake
+    assert set(intake["thread_cpu_ms_per_event"]).isdisjoint({"event-worker", "delivery-worker"})
