@@ -19,9 +19,11 @@ import random
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 from machine import speed_probe  # benchmarks/machine.py, beside this script
 
 from rewards_lab.contract import requests as rq
@@ -34,7 +36,7 @@ from rewards_lab.service import assets, organizations
 from rewards_lab.service.ledger import apply_postings, load_state
 from rewards_lab.store.database import Database
 from rewards_lab.store.ledger import batch_tables
-from rewards_lab.store.uow import unit_of_work
+from rewards_lab.store.uow import Repositories, unit_of_work
 from rewards_lab.store.verification import verify_ledger
 
 
@@ -82,26 +84,56 @@ def _summary(label: str, size: int, count: int, elapsed: float, cpu_ms: float, p
     )
 
 
-def run_floor(kind: str, size: int, count: int, wallets: int) -> None:
-    """The database half alone: the batches' Arrow tables are built first; only the writes and commits are timed."""
+Step = Callable[[Repositories, Any], None]
+
+
+def _whole_path(
+    _database: Database, scope: Scope, kind: str, asset_id: str, wallet_ids: list[str], size: int, count: int
+) -> tuple[list[Any], Step]:
+    """The batches as requests; each step decides and writes one through `apply_postings`."""
+
+    def step(uow: Repositories, requests: list[PostingRequest]) -> None:
+        outcome = apply_postings(uow, scope, requests)
+        assert not outcome.rejected, outcome.rejected[:1]
+
+    return list(batches_of(kind, asset_id, wallet_ids, size, count)), step
+
+
+def _database_half(
+    database: Database, scope: Scope, kind: str, asset_id: str, wallet_ids: list[str], size: int, count: int
+) -> tuple[list[Any], Step]:
+    """The batches decided and turned into Arrow tables up front; each step only writes one (`write_tables`)."""
+    tables = []
+    with unit_of_work(database) as uow:  # decides against the starting state and writes nothing
+        for requests in batches_of(kind, asset_id, wallet_ids, size, count):
+            whole = decide_whole(load_state(uow, scope, requests), requests)
+            assert whole is not None, "every benchmark batch is accepted whole"
+            tables.append(batch_tables(whole))  # balance rows are deltas: valid in any order
+
+    def step(uow: Repositories, batch: tuple[pa.Table, pa.Table]) -> None:
+        uow.ledger.write_tables(scope, *batch)
+
+    return tables, step
+
+
+def run(kind: str, size: int, count: int, wallets: int, *, database_half_alone: bool = False) -> None:
+    """Time `count` batches of `size`, each its own unit of work (committed), then verify the ledger."""
+    build = _database_half if database_half_alone else _whole_path
     with tempfile.TemporaryDirectory() as folder:
         database = Database(Path(folder) / "bench.duckdb")
         scope, asset_id, wallet_ids = prepare(database, wallets)
-        tables = []
-        with unit_of_work(database) as uow:  # decides against the starting state and writes nothing
-            for requests in batches_of(kind, asset_id, wallet_ids, size, count):
-                whole = decide_whole(load_state(uow, scope, requests), requests)
-                assert whole is not None, "every benchmark batch is accepted whole"
-                tables.append(batch_tables(whole))  # balance rows are deltas: valid in any order
+        work, step = build(database, scope, kind, asset_id, wallet_ids, size, count)
+        # The pre-built work stays alive through the run, which a service never holds; frozen, the garbage
+        # collector's full passes no longer walk it inside the timed batches.
         gc.collect()
         gc.freeze()
         per_batch_ms: list[float] = []
         cpu_started = time.process_time()
         started = time.perf_counter()
-        for txn_batch, balance_deltas in tables:
+        for item in work:
             batch_started = time.perf_counter()
             with unit_of_work(database) as uow:
-                uow.ledger.write_tables(scope, txn_batch, balance_deltas)
+                step(uow, item)
             per_batch_ms.append((time.perf_counter() - batch_started) * 1000)
         elapsed = time.perf_counter() - started
         cpu_ms = (time.process_time() - cpu_started) * 1000 / count
@@ -110,35 +142,8 @@ def run_floor(kind: str, size: int, count: int, wallets: int) -> None:
         assert report.transactions == wallets + size * count
         database.close()
         gc.unfreeze()
-    print(_summary(f"{kind} (database half alone)", size, count, elapsed, cpu_ms, per_batch_ms), flush=True)
-
-
-def run(kind: str, size: int, count: int, wallets: int) -> None:
-    with tempfile.TemporaryDirectory() as folder:
-        database = Database(Path(folder) / "bench.duckdb")
-        scope, asset_id, wallet_ids = prepare(database, wallets)
-        work = list(batches_of(kind, asset_id, wallet_ids, size, count))
-        # The pre-built work (count x size request tuples) stays alive through the run, which a service never
-        # holds; frozen, the garbage collector's full passes no longer walk it inside the timed batches.
-        gc.collect()
-        gc.freeze()
-        per_batch_ms: list[float] = []
-        cpu_started = time.process_time()
-        started = time.perf_counter()
-        for requests in work:
-            batch_started = time.perf_counter()
-            with unit_of_work(database) as uow:
-                outcome = apply_postings(uow, scope, requests)
-            per_batch_ms.append((time.perf_counter() - batch_started) * 1000)
-            assert not outcome.rejected, outcome.rejected[:1]
-        elapsed = time.perf_counter() - started
-        cpu_ms = (time.process_time() - cpu_started) * 1000 / count
-        report = verify_ledger(database.reader())
-        assert report.ok, report.problems
-        assert report.transactions == wallets + size * count
-        database.close()
-        gc.unfreeze()
-    print(_summary(kind, size, count, elapsed, cpu_ms, per_batch_ms), flush=True)
+    label = f"{kind} (database half alone)" if database_half_alone else kind
+    print(_summary(label, size, count, elapsed, cpu_ms, per_batch_ms), flush=True)
 
 
 def main() -> None:
@@ -155,7 +160,7 @@ def main() -> None:
         for kind in args.kinds:
             run(kind, size, args.batches, args.wallets)
             if args.floor:
-                run_floor(kind, size, args.batches, args.wallets)
+                run(kind, size, args.batches, args.wallets, database_half_alone=True)
     print(f"speed probe: {speed_probe()} ms")
 
 
