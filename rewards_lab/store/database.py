@@ -18,6 +18,7 @@ import duckdb
 
 from rewards_lab.store.ledger_cache import LedgerCache
 from rewards_lab.store.schema import MIGRATIONS
+from rewards_lab.store.secret_box import SecretBox, key_for_database
 
 
 def utcnow() -> datetime:
@@ -28,10 +29,14 @@ def utcnow() -> datetime:
 class Database:
     """One DuckDB database (a file, or `:memory:`) owned by this process."""
 
-    def __init__(self, path: str | Path = ":memory:", *, threads: int | None = 1) -> None:
+    def __init__(
+        self, path: str | Path = ":memory:", *, threads: int | None = 1, secret_key: bytes | None = None
+    ) -> None:
         """`threads=1` suits the service's many small statements (a second thread only adds hand-off cost);
-        analytical users (replay) pass None for DuckDB's default of one thread per core."""
+        analytical users (replay) pass None for DuckDB's default of one thread per core. `secret_key` seals
+        stored secrets (default: `secret_box.key_for_database`)."""
         self.path = str(path)
+        self.secret_box = SecretBox(secret_key if secret_key is not None else key_for_database(self.path))
         config: dict[str, Any] = {}
         if threads is not None:
             config["threads"] = threads
