@@ -592,13 +592,13 @@ def _bisect(
 def _mark_broken(database: Database, scope: Scope, event_id: str, versions: list[str] | None) -> None:
     """Mark an event that fails alone `failed` (`internal_error`), with the versions it was planned against
     (resolved again if it failed before planning); if even that fails, with none: a replay resolves them."""
-    recorded: str | None = None
     try:
         with unit_of_work(database) as uow:
+            row = uow.events.get(scope, event_id)
+            if row is None or row["status"] != "received":
+                return  # settled meanwhile by someone else: nothing to mark
             if versions is None:
-                row = uow.events.get(scope, event_id)
-                if row is not None:
-                    versions = _RuleBook(uow, scope).live_versions([row["type"]]).get(row["type"], [])
+                versions = _RuleBook(uow, scope).live_versions([row["type"]]).get(row["type"], [])
             recorded = None if not versions else jsonutil.dumps(versions)
             uow.events.mark_many(scope, [(event_id, "failed", "internal_error", INTERNAL_FAILURE_MESSAGE, recorded)])
         return
