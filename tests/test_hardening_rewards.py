@@ -242,3 +242,18 @@ def test_an_id_always_names_its_customer_even_if_an_older_external_id_equals_it(
     assert customers.get_customer(db, scope, victim.id).id == victim.id
     executions = events.list_executions(db, scope, PageRequest(), customer_id=victim.id).data
     assert [e.customer_id for e in executions] == [victim.id]
+
+
+def test_events_are_listed_by_customer_whichever_name_each_event_used(world: World) -> None:
+    db, scope = world.db, world.scope
+    customer = world.customer("named-twice")
+    other = world.customer("someone-else")
+    by_id = events.submit_event(db, scope, _event("n-1", customer.id))
+    by_external = events.submit_event(db, scope, _event("n-2", "named-twice"))
+    events.submit_event(db, scope, _event("n-3", other.id))
+    unknown = events.submit_event(db, scope, _event("n-4", "not-yet-a-customer"))
+    for reference in (customer.id, "named-twice"):
+        listed = events.list_events(db, scope, PageRequest(), customer_id=reference).data
+        assert sorted(e.id for e in listed) == sorted([by_id.id, by_external.id])
+    listed = events.list_events(db, scope, PageRequest(), customer_id="not-yet-a-customer").data
+    assert [e.id for e in listed] == [unknown.id]  # no such customer: the reference as sent, as before

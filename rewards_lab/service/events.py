@@ -650,7 +650,12 @@ def list_events(
     customer_id: str | None = None,
 ) -> r.Page[r.Event]:
     sort = check_page_request(page, EVENT_SORTS)
-    rows = reader(database).events.page(scope, page, sort, {"status": status, "type": type, "customer_id": customer_id})
+    uow = reader(database)
+    references: list[str] | None = None
+    if customer_id:  # the customer's events, whichever of its two names each event used (an id wins)
+        customer = uow.customers.resolve_many(scope, [customer_id]).get(customer_id)
+        references = sorted({customer["id"], customer["external_id"]}) if customer else [customer_id]
+    rows = uow.events.page(scope, page, sort, {"status": status, "type": type, "customer_refs": references})
     return r.Page[r.Event](
         data=[presenters.event(x) for x in rows.rows], next_cursor=rows.next_cursor, has_more=rows.has_more
     )

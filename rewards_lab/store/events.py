@@ -164,10 +164,13 @@ class EventRepository:
     def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
         sql = f"SELECT * FROM events WHERE {TENANT}"
         params: list[Any] = list(scope.params)
-        for name in ("status", "type", "customer_id"):
+        for name in ("status", "type"):
             if filters.get(name):
                 sql += f" AND {name} = ?"
                 params.append(filters[name])
+        if filters.get("customer_refs"):  # the references (id, external_id) of one customer
+            sql += " AND customer_id IN (SELECT unnest(?))"
+            params.append(filters["customer_refs"])
         return paginate(self.con, list_name="events", select_sql=sql, params=params, page=page, sort=sort)
 
     def activity(self, scope: Scope, customer_refs: list[str], since: datetime) -> list[Row]:
