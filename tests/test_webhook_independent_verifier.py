@@ -16,6 +16,7 @@ from rewards_lab.webhooks import SIGNATURE_HEADER
 from tests.live_server import LiveServer, start_server
 from tests.webhook_receiver import Receiver, ok, rewarding_world
 
+ALLOW_PRIVATE = ("--allow-private-webhook-targets",)
 NODE_PREFIX = Path(__file__).resolve().parent.parent / ".cache" / "node"
 PACKAGE = "@octokit/webhooks-methods"
 VERIFY_SCRIPT = """
@@ -57,7 +58,8 @@ def _node_verify(script: Path, cases: list[dict[str, str]]) -> list[bool]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    live = start_server(tmp_path_factory.mktemp("verifier") / "service.duckdb")
+    # the receiver listens on 127.0.0.1: the operator's setting for private targets is on
+    live = start_server(tmp_path_factory.mktemp("verifier") / "service.duckdb", serve_args=ALLOW_PRIVATE)
     yield live
     live.stop()
 
