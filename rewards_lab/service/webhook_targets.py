@@ -76,10 +76,10 @@ def _embedded_ipv4(address: IPAddress) -> list[ipaddress.IPv4Address]:
 
 
 def _refusal_of_one(address: IPAddress, allow_private: bool) -> str | None:
+    if any(address in net for net in PRIVATE_NETWORKS if net.version == address.version):  # first: ::1 is in ::/96
+        return None if allow_private else "a loopback or private address"
     if any(address in net for net in ALWAYS_REFUSED_NETWORKS if net.version == address.version):
         return "a reserved, link-local, multicast or unspecified address"
-    if any(address in net for net in PRIVATE_NETWORKS if net.version == address.version):
-        return None if allow_private else "a loopback or private address"
     if not address.is_global or address.is_multicast or address.is_reserved:
         return "an address that is not publicly routable"
     return None
