@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rewards_lab.webhooks import SIGNATURE_HEADER, sign, verify
+from rewards_lab.webhooks import SIGNATURE_HEADER, TIMESTAMPED_SIGNATURE_HEADER, sign, sign_timestamped, verify
 from tests.live_server import LiveServer, bootstrap, free_port, start_server
 from tests.webhook_receiver import Receiver, ok, rewarding_world, wait_until
 
@@ -314,13 +315,26 @@ def test_the_documented_python_receiver_accepts_our_deliveries_and_refuses_forge
             assert namespace["seen"] == {reward["id"], test["id"]}
             # a forged body, a wrong signature: 401; the same delivery again is acknowledged and not handled twice
             raw = reward["body"].encode()
+            secret = endpoint["signing_secret"]
             target = f"http://127.0.0.1:{port}/hooks"
-            forged = httpx.post(target, content=raw + b" ", headers={SIGNATURE_HEADER: sign(raw, "x")}, timeout=5)
-            assert forged.status_code == 401
-            unsigned = httpx.post(target, content=raw, timeout=5)
-            assert unsigned.status_code == 401
-            again = httpx.post(target, content=raw, headers={SIGNATURE_HEADER: sign(raw, endpoint["signing_secret"])})
-            assert again.status_code == 204 and namespace["seen"] == {reward["id"], test["id"]}
+
+            def post(headers: dict[str, str]) -> int:
+                return httpx.post(target, content=raw, headers=headers, timeout=5).status_code
+
+            forged = httpx.post(
+                target, content=raw + b" ", headers={TIMESTAMPED_SIGNATURE_HEADER: sign_timestamped(raw, ["x"])}
+            )
+            assert forged.status_code == 401 and post({}) == 401
+            stale = sign_timestamped(raw, [secret], int(time.time()) - 600)  # captured 10 minutes ago
+            assert post({TIMESTAMPED_SIGNATURE_HEADER: stale, SIGNATURE_HEADER: sign(raw, secret)}) == 401
+            assert post({TIMESTAMPED_SIGNATURE_HEADER: sign_timestamped(raw, [secret])}) == 204
+            assert namespace["seen"] == {reward["id"], test["id"]}
+            namespace["TIMESTAMPED"] = False  # the documented switch to the GitHub-style header
+            assert post({SIGNATURE_HEADER: sign(raw, "x")}) == 401
+            assert post({SIGNATURE_HEADER: sign(raw, secret)}) == 204 and namespace["seen"] == {
+                reward["id"],
+                test["id"],
+            }
         finally:
             receiver.shutdown()
             receiver.server_close()
