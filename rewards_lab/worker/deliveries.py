@@ -1,9 +1,12 @@
 """The delivery worker: fans outbox messages out to endpoint deliveries and sends the due ones.
 
 One loop thread does the database side (fan-out, picking due deliveries); a small pool sends the HTTP
-requests, at most `concurrency` at once, so that a slow receiver delays only its own deliveries. A request is
-never sent inside a database transaction: the attempt is recorded afterwards in a short one. Deliveries live
-in the database, so stopping (or a crash) loses nothing: a restart picks every pending delivery up again.
+requests, at most `concurrency` at once, `per_tenant` for one organization and `per_endpoint` to one endpoint,
+and none to an endpoint whose circuit is open, so that slow receivers delay only their own deliveries. Every
+connection goes through `safe_transport` (resolved, checked, pinned; one deadline per attempt). A request is
+never sent inside a database transaction: the attempt is recorded afterwards in a short one, as a coarse error
+class. Deliveries live in the database, so stopping (or a crash) loses nothing: a restart picks every pending
+delivery up again.
 """
 
 from __future__ import annotations
