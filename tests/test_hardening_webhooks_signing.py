@@ -12,8 +12,10 @@ import hmac
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import duckdb
 import httpx
 import pytest
 from hypothesis import given
@@ -37,7 +39,7 @@ from rewards_lab.webhooks import (
     verify_timestamped,
 )
 from rewards_lab.worker.deliveries import DeliveryWorker
-from tests.live_server import LiveServer, start_server
+from tests.live_server import LiveServer, bootstrap, cli, free_port, spawn, start_server, wait_until_serving
 from tests.webhook_receiver import Receiver, ok
 
 BODY = b'{"id":"dlv_1","kind":"reward.issued","data":{"amount":"2.12"}}'
@@ -254,3 +256,49 @@ def test_the_client_rotates(server: LiveServer) -> None:
         hook = c.create_webhook("https://hooks.example.com/c", ["reward.issued"])
         rotated = c.rotate_webhook_secret(hook.id, grace_period_s=60)
         assert rotated.signing_secret != hook.signing_secret and rotated.previous_secret_expires_at is not None
+
+
+def test_a_database_from_before_migration_8_upgrades_and_its_plaintext_secret_still_signs(tmp_path: Path) -> None:
+    """The file as the previous release left it (no previous-secret columns, the secret in plain text, a raw
+    attempt error), served by this release: migrated on open, sealed when the worker starts, still signing with
+    the same secret, and the old error shown as its class."""
+    db_path = tmp_path / "service.duckdb"
+    boot = bootstrap(db_path, "Acme")
+    receiver = Receiver()
+    try:
+        scope = Scope(str(boot["organization_id"]), "sandbox")
+        with Database(str(db_path)) as database:
+            body = validate(rq.WebhookCreate, {"url": receiver.url, "events": ["reward.issued"]})
+            created = hooks.create_webhook(database, scope, body, allow_private=True)
+            old = hooks.send_test(database, scope, created.id)
+        with duckdb.connect(str(db_path)) as con:  # back to the previous release's shape
+            con.execute("UPDATE webhook_endpoints SET signing_secret = ?", [created.signing_secret])
+            con.execute("ALTER TABLE webhook_endpoints DROP COLUMN previous_signing_secret")
+            con.execute("ALTER TABLE webhook_endpoints DROP COLUMN previous_secret_expires_at")
+            con.execute(
+                "INSERT INTO webhook_attempts VALUES (?, 1, ?, ?, now()::TIMESTAMP, 3, NULL, ?, false)",
+                [old.id, *scope.params, "connection failed: [Errno 113] No route to host"],
+            )
+            con.execute("UPDATE webhook_deliveries SET status = 'failed', attempt_count = 1 WHERE id = ?", [old.id])
+            con.execute("DELETE FROM schema_migrations WHERE version = 8")
+        keys = boot["api_keys"]
+        assert isinstance(keys, dict)
+        port = free_port()
+        log = (tmp_path / "serve.log").open("wb")
+        process = spawn(cli("serve", "--db", str(db_path), "--port", str(port), "--allow-private-webhook-targets"), log)
+        live = LiveServer(db_path, f"http://127.0.0.1:{port}/v1", scope.organization_id, keys, process, log)
+        wait_until_serving(live.base_url, process, log)
+        try:
+            with httpx.Client(base_url=live.base_url, headers=live.headers(), timeout=10) as http:
+                shown = ok(http.get(f"/webhooks/{created.id}/deliveries/{old.id}"))
+                assert [a["error"] for a in shown["attempts"]] == ["connection"]
+                got = _test_delivery(http, receiver, created.id)
+                assert verify(got.raw, got.headers[SIGNATURE_HEADER], created.signing_secret)
+                assert verify_timestamped(got.raw, got.headers[TIMESTAMPED_SIGNATURE_HEADER], created.signing_secret)
+        finally:
+            live.stop()
+        with duckdb.connect(str(db_path), read_only=True) as con:
+            row = con.execute("SELECT signing_secret FROM webhook_endpoints WHERE id = ?", [created.id]).fetchone()
+        assert row is not None and row[0].startswith("aesgcm1:") and created.signing_secret not in row[0]
+    finally:
+        receiver.close()
