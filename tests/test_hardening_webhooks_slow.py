@@ -175,3 +175,6 @@ def test_due_deliveries_are_capped_per_organization(db: Database, scope: Scope) 
     assert sum(row["endpoint_id"] == theirs for row in rows) == 1
     skipped = deliveries.due(db, 100, [], per_endpoint=2, per_tenant=10, exclude_endpoints=mine[:2])
     assert {row["endpoint_id"] for row in skipped} == {mine[2], theirs}
+    hooks.disable_webhook(db, scope, mine[0])  # a disabled endpoint's deliveries still come, to end failed unsent
+    skipped = deliveries.due(db, 100, [], per_endpoint=2, per_tenant=10, exclude_endpoints=mine[:2])
+    assert {row["endpoint_id"] for row in skipped} == {mine[0], mine[2], theirs}

@@ -135,8 +135,9 @@ class WebhookRepository:
         exclude_endpoints: list[str],
     ) -> list[Row]:
         """Pending deliveries whose next attempt is due, oldest first, at most `per_endpoint` of each endpoint and
-        then `per_tenant` of each organization (so that one backlog never hides another's), none to an endpoint in
-        `exclude_endpoints`, with their endpoint's url, sealed secrets and status."""
+        then `per_tenant` of each organization (so that one backlog never hides another's), none to an enabled
+        endpoint in `exclude_endpoints` (a disabled one's still come, to end failed unsent), with their endpoint's
+        url, sealed secrets and status."""
         return fetch_all(
             self.con,
             "WITH ranked AS (SELECT d.id, d.organization_id, d.environment, d.endpoint_id, d.kind, d.body, "
@@ -145,7 +146,7 @@ class WebhookRepository:
             "row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) AS endpoint_rank "
             "FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id "
             "WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND d.id NOT IN (SELECT unnest(?)) "
-            "AND d.endpoint_id NOT IN (SELECT unnest(?))) "
+            "AND (e.status <> 'enabled' OR d.endpoint_id NOT IN (SELECT unnest(?)))) "
             "SELECT * EXCLUDE (endpoint_rank) FROM ranked WHERE endpoint_rank <= ? "
             "QUALIFY row_number() OVER (PARTITION BY organization_id ORDER BY next_attempt_at, id) <= ? "
             "ORDER BY next_attempt_at, id LIMIT ?",

@@ -230,6 +230,9 @@ class DeliveryWorker:
             record_outcome(self.database, self.settings, delivery, outcome)
         except Exception:  # noqa: BLE001 - the delivery stays pending and is tried again
             log.exception("delivery %s could not be attempted", delivery["id"])
+            # e.g. a secret that does not open with the operator's key: counted, so that the endpoint's circuit
+            # opens instead of the loop retrying it every cycle
+            self.breakers.record(delivery["endpoint_id"], succeeded=False)
         finally:
             with self._lock:
                 self._in_flight.pop(delivery["id"], None)
