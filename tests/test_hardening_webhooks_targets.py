@@ -284,3 +284,15 @@ def _answer_in_plain_text(listener: socket.socket) -> None:
     connection, _ = listener.accept()
     with connection:
         connection.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+
+def test_the_setting_is_off_unless_the_operator_turns_it_on() -> None:
+    from rewards_lab.service.webhook_targets import private_targets_allowed
+
+    assert not private_targets_allowed({}) and not DeliverySettings.from_env({}).allow_private_targets
+    for off in ("", "0", "false", "no", "2"):
+        assert not private_targets_allowed({"REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE": off})
+    for on in ("1", "true", "YES", " on "):
+        assert private_targets_allowed({"REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE": on})
+    assert DeliverySettings.from_env({"REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE": "1"}).allow_private_targets
+    assert not DeliverySettings().allow_private_targets
