@@ -240,7 +240,7 @@ def replay_delivery(
     database: Database, scope: Scope, webhook_id: str, delivery_id: str, *, idempotency_key: str | None = None
 ) -> r.WebhookDelivery:
     """A failed delivery goes back to `pending`, due now, with the retry schedule from its start. The same body
-    (same delivery id, same signature) is sent again; its earlier attempts stay listed."""
+    (same delivery id; signed afresh, with a new timestamp) is sent again; its earlier attempts stay listed."""
 
     def write(uow: Repositories) -> r.WebhookDelivery:
         endpoint = _endpoint_row(uow, scope, webhook_id)
