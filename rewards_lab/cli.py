@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,10 +50,15 @@ def _serve(args: argparse.Namespace) -> int:
 
     from rewards_lab.api.app import create_app
     from rewards_lab.service.deliveries import DeliverySettings
+    from rewards_lab.service.webhook_targets import ALLOW_PRIVATE_ENV
 
     Path(args.db).parent.mkdir(parents=True, exist_ok=True)
+    if args.allow_private_webhook_targets:
+        # one setting for registration (read from the environment) and the sender (DeliverySettings below)
+        os.environ[ALLOW_PRIVATE_ENV] = "1"
     try:
-        settings = DeliverySettings.from_env()  # REWARDS_LAB_WEBHOOK_RETRY_DELAYS, REWARDS_LAB_WEBHOOK_TIMEOUT_S
+        # REWARDS_LAB_WEBHOOK_RETRY_DELAYS, REWARDS_LAB_WEBHOOK_TIMEOUT_S, REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE
+        settings = DeliverySettings.from_env()
     except ValueError as error:
         print(f"rewards-lab serve: {error}", file=sys.stderr)
         return 2
@@ -158,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="most events the worker processes in one transaction (1-10000; default 1000)",
     )
     serve.add_argument("--session-lifetime-s", type=int, default=12 * 3600, help="login session lifetime")
+    serve.add_argument(
+        "--allow-private-webhook-targets",
+        action="store_true",
+        help="let webhooks reach loopback and private addresses (local development only; "
+        "same as REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE=1)",
+    )
     serve.set_defaults(run=_serve)
     bootstrap = commands.add_parser("bootstrap", help="create an organization and one API key per environment")
     bootstrap.add_argument("--db", required=True)
