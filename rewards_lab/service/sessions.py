@@ -27,6 +27,7 @@ from rewards_lab.service.access import ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE, Prin
 from rewards_lab.service.login_guard import LoginGuard
 from rewards_lab.service.passwords import dummy_hash, hash_password, verify_password
 from rewards_lab.service.presenters import utc
+from rewards_lab.store.accounts import totp_context
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
 from rewards_lab.store.uow import reader, unit_of_work
@@ -84,7 +85,10 @@ def create_owner_account(
     """An owner (every permission) of the organization; returns the account and, with `totp`, the TOTP secret
     (base32, to be shown once for the authenticator app)."""
     normalized = check_new_account(database, email, password)
+    account_id = new_id("user")
     totp_secret = pyotp.random_base32() if totp else None
+    # Sealed before it reaches the database: the plain secret is only ever returned here, to be shown once.
+    sealed = database.secret_box.seal(totp_secret, context=totp_context(account_id)) if totp_secret else None
     password_hash = hash_password(password)
     with unit_of_work(database) as uow:
         if uow.organizations.get(organization_id) is None:
@@ -92,7 +96,7 @@ def create_owner_account(
         if uow.accounts.by_email(normalized) is not None:
             raise ServiceError("field_invalid", "an account with this email exists", field="email")
         row = uow.accounts.add(
-            new_id("user"), organization_id, normalized, "owner", sorted(ALL_PERMISSIONS), password_hash, totp_secret
+            account_id, organization_id, normalized, "owner", sorted(ALL_PERMISSIONS), password_hash, sealed
         )
     return _account(row), totp_secret
 
@@ -131,7 +135,8 @@ def login(
     if row["totp_secret"] is not None:
         if not body.totp_code:
             raise ServiceError("second_factor_required", "send totp_code from the authenticator app", field="totp_code")
-        step = _totp_step(row["totp_secret"], body.totp_code, row["totp_last_step"], time.time())
+        secret = database.secret_box.open(row["totp_secret"], context=totp_context(row["id"]))
+        step = _totp_step(secret, body.totp_code, row["totp_last_step"], time.time())
         if step is None:
             guard.failed(email, address)
             raise ServiceError("second_factor_invalid", field="totp_code")
