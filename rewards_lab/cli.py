@@ -11,6 +11,8 @@ from pathlib import Path
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
 
+LOCAL_PROXIES = "127.0.0.1,::1"
+
 
 def _demo(args: argparse.Namespace) -> int:
     from rewards_lab.demo import main as demo
@@ -66,7 +68,18 @@ def _serve(args: argparse.Namespace) -> int:
             session_lifetime_s=args.session_lifetime_s,
         )
         # No uvicorn access log: the service's own request log records every /v1 request (and costs less).
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+        # Proxy trust is explicit: by default X-Forwarded-For is ignored and every limit counts the socket peer
+        # (uvicorn's own default trusts 127.0.0.1, or $FORWARDED_ALLOW_IPS; neither is consulted here).
+        trusted = args.forwarded_allow_ips or (LOCAL_PROXIES if args.proxy_headers else "")
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            access_log=False,
+            proxy_headers=args.proxy_headers or bool(trusted),
+            forwarded_allow_ips=trusted,
+        )
     return 0
 
 
@@ -158,6 +171,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="most events the worker processes in one transaction (1-10000; default 1000)",
     )
     serve.add_argument("--session-lifetime-s", type=int, default=12 * 3600, help="login session lifetime")
+    serve.add_argument(
+        "--forwarded-allow-ips",
+        default=None,
+        help="comma-separated addresses or networks of the reverse proxies whose X-Forwarded-For/-Proto are "
+        "trusted (implies --proxy-headers; default: none, the socket peer is the client)",
+    )
+    serve.add_argument(
+        "--proxy-headers",
+        action="store_true",
+        help=f"read X-Forwarded-For/-Proto from the --forwarded-allow-ips proxies, or when none is given from a "
+        f"proxy on this host ({LOCAL_PROXIES}) (default: off)",
+    )
     serve.set_defaults(run=_serve)
     bootstrap = commands.add_parser("bootstrap", help="create an organization and one API key per environment")
     bootstrap.add_argument("--db", required=True)

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rewards_lab.api import openapi_doc
+from rewards_lab.api.address_gate import AddressGate
 from rewards_lab.api.context import request_id_of
 from rewards_lab.api.developer_routes import router as developer_router
 from rewards_lab.api.envelope import API_VERSION, failure
@@ -127,6 +128,7 @@ def create_app(
     app.openapi = openapi  # type: ignore[method-assign]
 
     app.hot_path = EventsHotPath(app.state, request_log)  # POST /v1/events, before FastAPI's stack
+    app.add_middleware(AddressGate)  # inside ResponseHeaders: refuses spent addresses before authentication
     app.add_middleware(ResponseHeaders)  # added last, so outermost: its headers go on every response
     app.add_middleware(RequestLogMiddleware, writer=request_log)  # outermost of all: every status and duration
 

@@ -124,23 +124,23 @@ def login(
     is optional here (the account names its organization) but, when sent, must be the account's.
 
     An unknown email and a wrong password are the same `credentials_invalid` and cost the same time. The second
-    factor is asked for only after a correct password, and a code is accepted once."""
+    factor is asked for only after a correct password, and a code is accepted once. While `guard` holds the
+    account or the address in backoff every attempt is `rate_limit_exceeded`, the right password included."""
     email = body.email.strip().lower()
-    guard.check(email, address)
+    guard.admit(email, address)  # refused while in backoff, before the password is looked at; else a failure...
     row = reader(database).accounts.by_email(email)
     if not verify_password(body.password, row["password_hash"] if row else dummy_hash()) or row is None:
-        guard.failed(email, address)
         raise ServiceError("credentials_invalid", "the email or the password is wrong", field="password")
     step: int | None = None
     if row["totp_secret"] is not None:
         if not body.totp_code:
+            guard.not_a_guess(email, address)  # ...given back: the right password, the code still to come
             raise ServiceError("second_factor_required", "send totp_code from the authenticator app", field="totp_code")
         secret = database.secret_box.open(row["totp_secret"], context=totp_context(row["id"]))
         step = _totp_step(secret, body.totp_code, row["totp_last_step"], time.time())
         if step is None:
-            guard.failed(email, address)
             raise ServiceError("second_factor_invalid", field="totp_code")
-    guard.succeeded(email)
+    guard.succeeded(email, address)  # ...or cleared: the right credentials
     if organization_id is not None and organization_id != row["organization_id"]:
         raise ServiceError("organization_mismatch", field="X-Organization-ID")
     token = f"{SESSION_PREFIX}{secrets.token_urlsafe(32)}"
