@@ -46,6 +46,13 @@ def _batch_size(text: str) -> int:
     return value
 
 
+def _per_minute(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 1_000_000:
+        raise argparse.ArgumentTypeError("must be between 1 and 1000000")
+    return value
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -66,6 +73,7 @@ def _serve(args: argparse.Namespace) -> int:
             delivery_settings=settings,
             worker_batch_size=args.worker_batch_size,
             session_lifetime_s=args.session_lifetime_s,
+            unauthenticated_limit_per_minute=args.unauthenticated_limit_per_minute,
         )
         # No uvicorn access log: the service's own request log records every /v1 request (and costs less).
         # Proxy trust is explicit: by default X-Forwarded-For is ignored and every limit counts the socket peer
@@ -171,6 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="most events the worker processes in one transaction (1-10000; default 1000)",
     )
     serve.add_argument("--session-lifetime-s", type=int, default=12 * 3600, help="login session lifetime")
+    serve.add_argument(
+        "--unauthenticated-limit-per-minute",
+        type=_per_minute,
+        default=100,
+        help="requests per minute one client address may make without valid credentials before every request "
+        "from it is refused until the minute ends (1-1000000; default 100)",
+    )
     serve.add_argument(
         "--forwarded-allow-ips",
         default=None,

@@ -125,7 +125,7 @@ def test_a_flood_of_new_addresses_resets_no_counter() -> None:
 
 def test_new_keys_past_the_table_share_one_counter_and_old_windows_make_room() -> None:
     now = [600.0]
-    limiter = RateLimiter(max_buckets=3, clock=lambda: now[0])
+    limiter = RateLimiter(max_buckets=3, clock=lambda: now[0], unauthenticated_limit_per_minute=2)
     for number in range(3):
         limiter.charge(f"address/127.0.1.{number}", 2)
     assert not limiter.charge("address/127.0.2.1", 2).exceeded  # past the table: the shared overflow counter
@@ -140,13 +140,16 @@ def test_new_keys_past_the_table_share_one_counter_and_old_windows_make_room() -
 
 @pytest.mark.parametrize("trusted", [False, True])
 def test_x_forwarded_for_counts_only_from_a_proxy_the_operator_trusts(tmp_path: Path, trusted: bool) -> None:
-    serve_args = ("--forwarded-allow-ips", "127.0.0.1") if trusted else ()
+    # The operator's budget per address (5 here) replaces the default.
+    serve_args = ("--unauthenticated-limit-per-minute", "5")
+    serve_args += ("--forwarded-allow-ips", "127.0.0.1") if trusted else ()
     live = start_server(tmp_path / "proxy.duckdb", "Proxy", serve_args=serve_args)
     try:
         _early_in_a_window()
         wrong = {"Authorization": "Bearer rlk_guessed"}
         with httpx.Client(base_url=live.base_url, timeout=10) as http:
-            _spend(lambda: http.get("/customers", headers={**wrong, "X-Forwarded-For": "127.0.0.20"}))
+            sent = _spend(lambda: http.get("/customers", headers={**wrong, "X-Forwarded-For": "127.0.0.20"}))
+            assert sent == 5 + 1
             other = http.get("/customers", headers={**wrong, "X-Forwarded-For": "127.0.0.21"})
             if trusted:  # behind a trusted proxy each client has its own budget
                 assert other.status_code == 401, other.text

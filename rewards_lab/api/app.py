@@ -20,7 +20,12 @@ from rewards_lab.api.context import request_id_of
 from rewards_lab.api.developer_routes import router as developer_router
 from rewards_lab.api.envelope import API_VERSION, failure
 from rewards_lab.api.hot_path import EventsHotPath, ServiceApp
-from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateLimiter, RateState
+from rewards_lab.api.rate_limits import (
+    PUBLIC_LIMIT_PER_MINUTE,
+    UNAUTHENTICATED_LIMIT_PER_MINUTE,
+    RateLimiter,
+    RateState,
+)
 from rewards_lab.api.request_log import RequestLogMiddleware
 from rewards_lab.api.routes import REQUEST_MODELS, router
 from rewards_lab.contract.errors import ServiceError
@@ -73,6 +78,7 @@ def create_app(
     delivery_settings: DeliverySettings | None = None,
     session_lifetime_s: int = DEFAULT_SESSION_LIFETIME_S,
     worker_batch_size: int = DEFAULT_BATCH_SIZE,
+    unauthenticated_limit_per_minute: int = UNAUTHENTICATED_LIMIT_PER_MINUTE,
 ) -> FastAPI:
     worker = EventWorker(database, worker_batch_size) if run_worker else None
     deliveries = DeliveryWorker(database, delivery_settings) if run_worker else None
@@ -110,7 +116,7 @@ def create_app(
     app.state.worker = worker
     app.state.intake = intake
     app.state.delivery_worker = deliveries
-    app.state.rate_limiter = RateLimiter()
+    app.state.rate_limiter = RateLimiter(unauthenticated_limit_per_minute=unauthenticated_limit_per_minute)
     app.state.login_guard = LoginGuard()
     app.state.session_lifetime_s = session_lifetime_s
     app.state.request_log = request_log

@@ -27,7 +27,8 @@ from rewards_lab.service.client_address import client_key
 WINDOW_S = 60
 PUBLIC_LIMIT_PER_MINUTE = 100
 # Requests per minute one client address may make without authenticating successfully (missing or wrong
-# credentials, failed logins, unknown paths, the OpenAPI document). Past it, EVERY request from the address is
+# credentials, failed logins, unknown paths, the OpenAPI document); `serve --unauthenticated-limit-per-minute`
+# changes it (e.g. many clients behind one NAT address, or a fuzzing test). Past it, EVERY request from the address is
 # refused before authentication until the window ends: guessing keys or passwords costs a window per budget.
 UNAUTHENTICATED_LIMIT_PER_MINUTE = PUBLIC_LIMIT_PER_MINUTE
 HEALTH_LIMIT_PER_MINUTE = 600  # per address, for the health probes of load balancers (10 a second)
@@ -79,7 +80,16 @@ def _normalised(bucket: str, family: str) -> str:
 
 
 class RateLimiter:
-    def __init__(self, max_buckets: int = MAX_BUCKETS, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        max_buckets: int = MAX_BUCKETS,
+        clock: Callable[[], float] = time.time,
+        *,
+        unauthenticated_limit_per_minute: int = UNAUTHENTICATED_LIMIT_PER_MINUTE,
+    ) -> None:
+        """`unauthenticated_limit_per_minute` is the operator's budget per address (`rewards-lab serve
+        --unauthenticated-limit-per-minute`): it replaces the limit callers pass for `address/` buckets."""
+        self.unauthenticated_limit_per_minute = unauthenticated_limit_per_minute
         self._lock = threading.Lock()
         self._max_buckets = max_buckets
         self._clock = clock
@@ -103,8 +113,12 @@ class RateLimiter:
         entry = table.get(key)
         return entry[1] if entry is not None and entry[0] == window else 0
 
+    def _limit(self, bucket: str, limit: int) -> int:
+        return self.unauthenticated_limit_per_minute if bucket.startswith(ADDRESS_PREFIX) else limit
+
     def charge(self, bucket: str, limit: int) -> RateState:
         """Count one request against `bucket`; `exceeded` once more than `limit` arrive in this window."""
+        limit = self._limit(bucket, limit)
         now = self._clock()
         window = int(now // WINDOW_S)
         with self._lock:
@@ -116,6 +130,7 @@ class RateLimiter:
 
     def peek(self, bucket: str, limit: int) -> RateState:
         """The state of `bucket` without counting; `exceeded` when its budget is spent (the next is over)."""
+        limit = self._limit(bucket, limit)
         now = self._clock()
         window = int(now // WINDOW_S)
         with self._lock:
