@@ -53,6 +53,13 @@ def _per_minute(text: str) -> int:
     return value
 
 
+def _megabytes(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -74,6 +81,7 @@ def _serve(args: argparse.Namespace) -> int:
             worker_batch_size=args.worker_batch_size,
             session_lifetime_s=args.session_lifetime_s,
             unauthenticated_limit_per_minute=args.unauthenticated_limit_per_minute,
+            min_free_disk_bytes=args.min_free_disk_mb * 1_048_576,
         )
         # No uvicorn access log: the service's own request log records every /v1 request (and costs less).
         # Proxy trust is explicit: by default X-Forwarded-For is ignored and every limit counts the socket peer
@@ -185,6 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=100,
         help="requests per minute one client address may make without valid credentials before every request "
         "from it is refused until the minute ends (1-1000000; default 100)",
+    )
+    serve.add_argument(
+        "--min-free-disk-mb",
+        type=_megabytes,
+        default=256,
+        help="GET /v1/health/ready answers 503 when the database's filesystem has less free space (default 256)",
     )
     serve.add_argument(
         "--forwarded-allow-ips",

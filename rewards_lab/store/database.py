@@ -175,6 +175,19 @@ class Database:
             self._local.cursor = cursor
         return cursor
 
+    def probe_write(self, timeout_s: float) -> bool:
+        """Readiness: one tiny transaction through the single writer (an upsert of the one `health_probe` row,
+        committed, so the write-ahead log really takes it). False when the writer stays busy for `timeout_s`
+        (a wedged writer is not ready either); a database that refuses the write raises."""
+        if not self._write_lock.acquire(timeout=timeout_s):
+            return False
+        try:
+            with self.transaction() as tx:
+                tx.execute("INSERT OR REPLACE INTO health_probe VALUES (1, ?)", [utcnow()])
+        finally:
+            self._write_lock.release()
+        return True
+
     def fault(self, point: str) -> None:
         if self.fault_hook is not None:
             self.fault_hook(point)
