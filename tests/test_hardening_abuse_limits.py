@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from rewards_lab.api.rate_limits import MAX_BUCKETS, UNAUTHENTICATED_LIMIT_PER_MINUTE, WINDOW_S, RateLimiter
+from rewards_lab.service.client_address import client_key
 from tests.live_server import LiveServer, start_server
 
 EMAIL, PASSWORD = "owner@limits.test", "the owner's long passphrase"
@@ -157,3 +158,10 @@ def test_x_forwarded_for_counts_only_from_a_proxy_the_operator_trusts(tmp_path: 
                 _refused(other)
     finally:
         live.stop()
+
+
+def test_clients_are_counted_per_ipv4_address_and_per_ipv6_64() -> None:
+    assert client_key("127.0.0.9") == "127.0.0.9"
+    assert client_key("2001:db8:1:2:aaaa::1") == client_key("2001:db8:1:2:bbbb::2") == "2001:db8:1:2::/64"
+    assert client_key("2001:db8:1:3::1") != client_key("2001:db8:1:2::1")
+    assert client_key("::ffff:127.0.0.9") == "127.0.0.9" and client_key("unknown") == "unknown"
