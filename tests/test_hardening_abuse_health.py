@@ -4,11 +4,13 @@ failing checks when not. No credentials, no tenant data."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import duckdb
 import httpx
 
+from rewards_lab.api.rate_limits import HEALTH_LIMIT_PER_MINUTE, WINDOW_S
 from rewards_lab.service.health import readiness
 from rewards_lab.store.database import Database
 from tests.live_server import start_server
@@ -58,3 +60,19 @@ def test_a_database_that_refuses_writes_is_not_ready_and_says_so_without_raw_err
     report = readiness(database, {"events": (False, None)}, min_free_disk_bytes=1)
     assert report.status == "not_ready" and report.failing == ["database_write", "workers"]
     assert report.database_write.reason == "the database refused a test write"
+
+
+def test_probes_have_their_own_budget_and_only_readiness_is_refused_over_it(tmp_path: Path) -> None:
+    live = start_server(tmp_path / "probes.duckdb", "Probes", serve_args=("--unauthenticated-limit-per-minute", "2"))
+    try:
+        left_s = WINDOW_S - time.time() % WINDOW_S
+        if left_s < 20:  # no window ends while the budget is spent (bounded: one short sleep)
+            time.sleep(left_s + 0.2)
+        with httpx.Client(base_url=live.base_url, timeout=10) as http:
+            statuses = [http.get("/health/ready").status_code for _ in range(HEALTH_LIMIT_PER_MINUTE + 1)]
+            assert statuses.count(200) == HEALTH_LIMIT_PER_MINUTE and statuses[-1] == 429
+            assert http.get("/health").status_code == 200  # liveness only reads: never refused
+            # Probes did not spend the address's budget for requests without credentials (2 here).
+            assert http.get("/customers").status_code == 401
+    finally:
+        live.stop()

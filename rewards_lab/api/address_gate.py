@@ -4,9 +4,9 @@ A pure ASGI middleware inside `ResponseHeaders` (which counts every request that
 address, `rate_limits.address_bucket`). Before the request reaches authentication, the gate looks at that count:
 once the address has spent `UNAUTHENTICATED_LIMIT_PER_MINUTE` in this window, every request from it is answered
 429 `rate_limit_exceeded` at once (valid credentials included: the check comes before anything is looked up).
-The health probes are counted in a budget of their own (`HEALTH_LIMIT_PER_MINUTE`), so a load balancer's polling
-and a client's failures never spend each other's. POST /v1/events, served before this stack, calls
-`refuse_spent_address` itself.
+The health probes are counted in a budget of their own (`HEALTH_LIMIT_PER_MINUTE`), so a load balancer's
+polling and a client's failures never spend each other's; only readiness (which writes) is refused over it.
+POST /v1/events, served before this stack, calls `refuse_spent_address` itself.
 
 The address is the socket peer unless the operator trusts a proxy (`rewards-lab serve --forwarded-allow-ips`).
 """
@@ -29,7 +29,8 @@ from rewards_lab.api.rate_limits import (
 )
 from rewards_lab.contract.errors import ServiceError
 
-HEALTH_PATHS = frozenset({"/v1/health", "/v1/health/ready"})
+READINESS_PATH = "/v1/health/ready"
+HEALTH_PATHS = frozenset({"/v1/health", READINESS_PATH})
 
 
 def client_host(scope: Scope) -> str:
@@ -76,7 +77,8 @@ class AddressGate:
         if scope["path"] in HEALTH_PATHS:
             rate = limiter.charge(HEALTH_PREFIX + client_host(scope), HEALTH_LIMIT_PER_MINUTE)
             state["rate"] = rate  # so ResponseHeaders shows (and does not charge the address with) this budget
-            refusal = _refusal(rate) if rate.exceeded else None
+            # Liveness only reads and was never refused; readiness writes a row, so it is refused over budget.
+            refusal = _refusal(rate) if rate.exceeded and scope["path"] == READINESS_PATH else None
         else:
             try:
                 refuse_spent_address(limiter, scope, state)
