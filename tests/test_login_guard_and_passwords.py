@@ -71,6 +71,16 @@ def test_the_guard_backs_off_exponentially_per_account_and_address_and_never_loc
     guard.not_a_guess("a@x.test", "10.0.0.1")
 
 
+def test_a_failures_wait_runs_from_its_answer_not_from_its_admission() -> None:
+    clock = _Clock()
+    guard = LoginGuard(per_account_address=Backoff(1, 60.0), clock=clock)
+    guard.admit("slow@x.test", "10.0.0.1")
+    clock.now += 5.0  # checking the password took long (a busy host)
+    guard.failed("slow@x.test", "10.0.0.1")
+    clock.now += 0.5
+    assert _refused_for(guard, "slow@x.test", "10.0.0.1") == 1
+
+
 def test_a_flood_of_new_keys_never_resets_a_backoff_and_memory_stays_bounded() -> None:
     clock = _Clock()
     guard = LoginGuard(per_account_address=Backoff(1, 60.0), max_tracked=50, forget_after_s=100.0, clock=clock)

@@ -17,7 +17,8 @@ delays the owner by at most that minute (the owner's own address has its own cou
 
 An attempt counts as a failure from the moment it is admitted (so that concurrent attempts cannot all slip past
 the check before the first failure is recorded) and is given back when it turns out not to be a guess: a right
-password clears the account's counts (the address keeps its own, less this attempt).
+password clears the account's counts (the address keeps its own, less this attempt). A failed attempt's wait runs
+from its answer (`failed`).
 
 Memory is bounded (`MAX_TRACKED` keys, ~250 bytes each). A key with no failure for `FORGET_AFTER_S` is forgotten;
 keys are kept in order of their last failure, so the forgettable ones are at the front. When the table is full of
@@ -144,6 +145,16 @@ class LoginGuard:
                 else:
                     shared = self._overflow.get(kind)
                     self._overflow[kind] = _Record((shared.failures if shared else 0) + 1, now)
+
+    def failed(self, email: str, address: str) -> None:
+        """The attempt (counted at admission) failed: its wait runs from now, when the failure is answered, not
+        from its admission (checking a password takes a while on a busy host)."""
+        now = self._clock()
+        with self._lock:
+            for _, key in self._keys(email, address):
+                record = self._records.pop(key, None)
+                if record is not None:
+                    self._records[key] = _Record(record.failures, max(now, record.last_failure_at))
 
     def _give_back(self, key: str) -> None:
         record = self._records.get(key)

@@ -130,6 +130,7 @@ def login(
     guard.admit(email, address)  # refused while in backoff, before the password is looked at; else a failure...
     row = reader(database).accounts.by_email(email)
     if not verify_password(body.password, row["password_hash"] if row else dummy_hash()) or row is None:
+        guard.failed(email, address)
         raise ServiceError("credentials_invalid", "the email or the password is wrong", field="password")
     step: int | None = None
     if row["totp_secret"] is not None:
@@ -139,6 +140,7 @@ def login(
         secret = database.secret_box.open(row["totp_secret"], context=totp_context(row["id"]))
         step = _totp_step(secret, body.totp_code, row["totp_last_step"], time.time())
         if step is None:
+            guard.failed(email, address)
             raise ServiceError("second_factor_invalid", field="totp_code")
     guard.succeeded(email, address)  # ...or cleared: the right credentials
     if organization_id is not None and organization_id != row["organization_id"]:
