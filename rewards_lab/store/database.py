@@ -7,6 +7,7 @@ transaction use a per-thread cursor and never wait for the writer (DuckDB's MVCC
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from rewards_lab.store.ledger_cache import LedgerCache
 from rewards_lab.store.schema import MIGRATIONS
 from rewards_lab.store.secret_box import SecretBox, key_for_database
 
+log = logging.getLogger(__name__)
 PRIVATE_FILE_MODE = 0o600
 _PRIVATE_UMASK = 0o077
 
@@ -39,6 +41,8 @@ def make_files_private(path: str) -> None:
                 existing.chmod(PRIVATE_FILE_MODE)
         except FileNotFoundError:
             continue
+        except PermissionError:  # another user's file: DuckDB says what it thinks of opening it
+            log.warning("cannot make %s private (not its owner)", existing)
 
 
 def utcnow() -> datetime:
