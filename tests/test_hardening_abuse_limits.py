@@ -12,7 +12,9 @@ from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
+from rewards_lab import cli
 from rewards_lab.api.rate_limits import MAX_BUCKETS, UNAUTHENTICATED_LIMIT_PER_MINUTE, WINDOW_S, RateLimiter
 from rewards_lab.service.client_address import client_key
 from tests.live_server import LiveServer, start_server
@@ -155,7 +157,10 @@ def test_a_tenant_over_its_plan_is_told_when_to_retry(server: LiveServer) -> Non
 
 
 @pytest.mark.parametrize("trusted", [False, True])
-def test_x_forwarded_for_counts_only_from_a_proxy_the_operator_trusts(tmp_path: Path, trusted: bool) -> None:
+def test_x_forwarded_for_counts_only_from_a_proxy_the_operator_trusts(
+    tmp_path: Path, trusted: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "*")  # uvicorn's own setting is not consulted: only the flag counts
     # The operator's budget per address (5 here) replaces the default.
     serve_args = ("--unauthenticated-limit-per-minute", "5")
     serve_args += ("--forwarded-allow-ips", "127.0.0.1") if trusted else ()
@@ -180,3 +185,16 @@ def test_clients_are_counted_per_ipv4_address_and_per_ipv6_64() -> None:
     assert client_key("2001:db8:1:2:aaaa::1") == client_key("2001:db8:1:2:bbbb::2") == "2001:db8:1:2::/64"
     assert client_key("2001:db8:1:3::1") != client_key("2001:db8:1:2::1")
     assert client_key("::ffff:127.0.0.9") == "127.0.0.9" and client_key("unknown") == "unknown"
+
+
+def test_serve_trusts_no_proxy_unless_told(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[dict[str, Any]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: seen.append(options))
+    db = str(tmp_path / "flags.duckdb")
+    for flags in ([], ["--proxy-headers"], ["--forwarded-allow-ips", "10.0.0.5,10.1.0.0/16"]):
+        assert cli.main(["serve", "--db", db, *flags]) == 0
+    assert [(options["proxy_headers"], options["forwarded_allow_ips"]) for options in seen] == [
+        (False, ""),
+        (True, "127.0.0.1,::1"),
+        (True, "10.0.0.5,10.1.0.0/16"),
+    ]
