@@ -12,6 +12,8 @@ from pathlib import Path
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
 
+LOCAL_PROXIES = "127.0.0.1,::1"
+
 
 def _demo(args: argparse.Namespace) -> int:
     from rewards_lab.demo import main as demo
@@ -45,6 +47,20 @@ def _batch_size(text: str) -> int:
     return value
 
 
+def _per_minute(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 1_000_000:
+        raise argparse.ArgumentTypeError("must be between 1 and 1000000")
+    return value
+
+
+def _megabytes(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -70,9 +86,22 @@ def _serve(args: argparse.Namespace) -> int:
             delivery_settings=settings,
             worker_batch_size=args.worker_batch_size,
             session_lifetime_s=args.session_lifetime_s,
+            unauthenticated_limit_per_minute=args.unauthenticated_limit_per_minute,
+            min_free_disk_bytes=args.min_free_disk_mb * 1_048_576,
         )
         # No uvicorn access log: the service's own request log records every /v1 request (and costs less).
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+        # Proxy trust is explicit: by default X-Forwarded-For is ignored and every limit counts the socket peer
+        # (uvicorn's own default trusts 127.0.0.1, or $FORWARDED_ALLOW_IPS; neither is consulted here).
+        trusted = args.forwarded_allow_ips or (LOCAL_PROXIES if args.proxy_headers else "")
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            access_log=False,
+            proxy_headers=args.proxy_headers or bool(trusted),
+            forwarded_allow_ips=trusted,
+        )
     return 0
 
 
@@ -169,6 +198,31 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="let webhooks reach loopback and private addresses (local development only; "
         "same as REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE=1)",
+    )
+    serve.add_argument(
+        "--unauthenticated-limit-per-minute",
+        type=_per_minute,
+        default=100,
+        help="requests per minute one client address may make without valid credentials before every request "
+        "from it is refused until the minute ends (1-1000000; default 100)",
+    )
+    serve.add_argument(
+        "--min-free-disk-mb",
+        type=_megabytes,
+        default=256,
+        help="GET /v1/health/ready answers 503 when the database's filesystem has less free space (default 256)",
+    )
+    serve.add_argument(
+        "--forwarded-allow-ips",
+        default=None,
+        help="comma-separated addresses or networks of the reverse proxies whose X-Forwarded-For/-Proto are "
+        "trusted (implies --proxy-headers; default: none, the socket peer is the client)",
+    )
+    serve.add_argument(
+        "--proxy-headers",
+        action="store_true",
+        help=f"read X-Forwarded-For/-Proto from the --forwarded-allow-ips proxies, or when none is given from a "
+        f"proxy on this host ({LOCAL_PROXIES}) (default: off)",
     )
     serve.set_defaults(run=_serve)
     bootstrap = commands.add_parser("bootstrap", help="create an organization and one API key per environment")

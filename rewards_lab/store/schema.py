@@ -222,4 +222,12 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        9,
+        "health_probe: one row that GET /v1/health/ready rewrites to prove the database takes writes",
+        ["CREATE TABLE health_probe (id INTEGER PRIMARY KEY, written_at TIMESTAMP NOT NULL)"],
+    )
+)
+
 LATEST_VERSION = max(version for version, _, _ in MIGRATIONS)
