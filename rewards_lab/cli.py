@@ -47,6 +47,7 @@ def _batch_size(text: str) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from rewards_lab.api import body_limit as limits
     from rewards_lab.api.app import create_app
     from rewards_lab.service.deliveries import DeliverySettings
 
@@ -66,7 +67,17 @@ def _serve(args: argparse.Namespace) -> int:
             session_lifetime_s=args.session_lifetime_s,
         )
         # No uvicorn access log: the service's own request log records every /v1 request (and costs less).
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+        # uvicorn's own connection, keep-alive and header limits (api/body_limit.py; the body limit is the app's).
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            access_log=False,
+            limit_concurrency=limits.MAX_CONCURRENCY,
+            timeout_keep_alive=limits.KEEP_ALIVE_TIMEOUT_S,
+            h11_max_incomplete_event_size=limits.MAX_HEADER_BYTES,
+        )
     return 0
 
 
