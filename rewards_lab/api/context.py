@@ -116,8 +116,10 @@ def parse_body(raw: bytes, model: type[ModelT]) -> ModelT:
         raise ServiceError("request_too_large", limit_bytes=MAX_BODY_BYTES)
     try:
         data: Any = jsonutil.loads_request(raw) if raw else {}
-    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested beyond the parser's depth
+    except ValueError:  # not JSON, or not UTF-8
         raise ServiceError("request_malformed") from None
+    except RecursionError:  # nested beyond the parser's reach (about 950 levels; the C parser checks its depth)
+        raise ServiceError("request_malformed", "the request body nests deeper than the service reads") from None
     return validate(model, data)
 
 
