@@ -252,7 +252,9 @@ def test_huge_exponents_in_thresholds_and_rates(
     _refused(http.patch(f"/reward-rules/{world['rule']}", content=patch), 422, "field_invalid", field)
 
 
-@pytest.mark.parametrize("number", ["1e99999999999999999999999999", "1e1000000", "-1e-1000000", HUGE, "0e99999"])
+@pytest.mark.parametrize(
+    "number", ["1e99999999999999999999999999", "1e1000000000", "-1e-1000000000", HUGE, "0e1000000000", "1" * 101]
+)
 def test_huge_numbers_in_event_data(http: httpx.Client, world: dict[str, str], number: str) -> None:
     event = (
         '{"type": "order.completed", "external_event_id": "hostile-number", "customer_id": "hostile-1", '
@@ -262,6 +264,28 @@ def test_huge_numbers_in_event_data(http: httpx.Client, world: dict[str, str], n
     simulation = f'{{"event": {{"type": "order.completed", "amount": {number}}}}}'
     simulate = f"/reward-rules/{world['rule']}/simulate"
     _refused(http.post(simulate, content=simulation), 422, "field_invalid", "event.amount")
+
+
+def test_the_largest_accepted_numbers_never_crash_simulate_or_the_worker(
+    http: httpx.Client, world: dict[str, str]
+) -> None:
+    """1E+999999999 is within the limit (event data has always taken it): it is evaluated, never a 500."""
+    simulation = '{"event": {"type": "order.completed", "amount": 1e999999999}}'
+    assert http.post(f"/reward-rules/{world['rule']}/simulate", content=simulation).status_code == 200
+    event = _ok(
+        http.post(
+            "/events",
+            content=(
+                '{"type": "order.completed", "external_event_id": "largest", "customer_id": "hostile-1", '
+                '"data": {"amount": 1e999999999}}'
+            ),
+        )
+    )
+    deadline = time.monotonic() + SOCKET_TIMEOUT_S
+    while (stored := _ok(http.get(f"/events/{event['id']}")))["status"] == "received":
+        assert time.monotonic() < deadline, "the worker never evaluated the event"
+        time.sleep(0.05)
+    assert stored["status"] == "failed" and stored["error"]["code"] == "amount_too_large", stored
 
 
 # ---- nesting ------------------------------------------------------------------------------------------------------

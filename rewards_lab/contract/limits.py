@@ -5,9 +5,11 @@ names the offending field (`docs/security.md`, "Bad input", lists them with thei
 
 - a request body: at most `MAX_BODY_BYTES`, refused on `Content-Length` before it is read and cut while it is
   read (chunked bodies) by `api/body_limit.py` (`request_too_large`, HTTP 413);
-- a JSON number anywhere in a body: at most `MAX_NUMBER_CHARS` characters and a magnitude whose decimal
-  exponent lies within +-`MAX_NUMBER_EXPONENT` (so every accepted number is also a finite binary double); the
-  parser (`jsonutil.loads`) reads any other number as NaN, which every validator refuses by field;
+- a JSON number anywhere in a body: at most `MAX_NUMBER_CHARS` characters and a decimal exponent within
+  +-`MAX_NUMBER_EXPONENT` (the largest `1E+999999999` that event data has always accepted and returns as sent,
+  docs/decisions.md; `Decimal` itself cannot even read 1e99999999999999999999); the request parser
+  (`jsonutil.loads_request`) reads any other number as NaN, which every validator refuses by field. Fields
+  with a meaning have tighter limits (amounts, rates, thresholds: `domain/money.py`);
 - free-form JSON (an event's `data`, a simulation's `event`): at most `MAX_DATA_DEPTH` levels of objects and
   arrays, `MAX_DATA_KEYS` keys per object, `MAX_DATA_ITEMS` items per array, `MAX_DATA_KEY_CHARS` characters per
   key and `MAX_DATA_STRING_CHARS` per string (`field_invalid`, `details.field` such as `data.a.b.c`); an
@@ -27,14 +29,14 @@ from rewards_lab.contract.errors import ServiceError
 
 MAX_BODY_BYTES = 1_048_576
 MAX_NUMBER_CHARS = 100
-MAX_NUMBER_EXPONENT = 300
+MAX_NUMBER_EXPONENT = 999_999_999
 MAX_DATA_DEPTH = 16
 MAX_DATA_KEYS = 1_000
 MAX_DATA_ITEMS = 10_000
 MAX_DATA_KEY_CHARS = 255
 MAX_DATA_STRING_CHARS = 16_384  # = an event's whole data (requests.MAX_EVENT_DATA_BYTES): no longer string fits it
 MAX_CURSOR_CHARS = 1_024
-_MAX_INT = 10 ** (MAX_NUMBER_EXPONENT + 1)  # an int at or beyond this has an exponent over MAX_NUMBER_EXPONENT
+_MAX_INT = 10**MAX_NUMBER_CHARS  # an int at or beyond this has more digits than a number may have characters
 
 
 def number_in_range(value: Decimal) -> bool:
@@ -78,14 +80,14 @@ def _check(value: Any, path: str, depth: int, long_string_code: str) -> None:
         _check_container(value, path, depth, MAX_DATA_ITEMS, "items")
         for index, item in enumerate(value):
             _check(item, f"{path}[{index}]", depth + 1, long_string_code)
-    elif kind is Decimal:
-        if not number_in_range(value):
+    elif kind is Decimal:  # from the parser (NaN when out of range) or a Python caller (any Decimal)
+        if not number_in_range(value) or len(value.as_tuple().digits) > MAX_NUMBER_CHARS:
             raise _refuse(path, _NUMBER_RULE)
     elif kind is int:
         if not -_MAX_INT < value < _MAX_INT:
             raise _refuse(path, _NUMBER_RULE)
     elif kind is float:
-        if not number_in_range(Decimal(repr(value))):  # nan, inf and repr's digits: never an exception
+        if not number_in_range(Decimal(repr(value))):  # nan, inf: refused; never an exception
             raise _refuse(path, _NUMBER_RULE)
     elif value is not None and kind is not bool:
         raise _refuse(path, "must be a JSON value")
