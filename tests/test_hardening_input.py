@@ -288,6 +288,16 @@ def test_the_largest_accepted_numbers_never_crash_simulate_or_the_worker(
     assert stored["status"] == "failed" and stored["error"]["code"] == "amount_too_large", stored
 
 
+def test_dates_and_query_values_out_of_range(http: httpx.Client) -> None:
+    """Valid ISO 8601 text whose UTC value is past year 9999 (OverflowError), and thousand-digit query numbers."""
+    for instant in ("9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:59"):
+        body = {"type": "t", "external_event_id": "far", "customer_id": "hostile-1", "occurred_at": instant}
+        _refused(http.post("/events", json=body), 422, "field_invalid", "occurred_at")
+        _refused(http.get("/developer/logs", params={"from": instant}), 422, "period_invalid", "from")
+    _refused(http.get("/customers", params={"limit": HUGE}), 422, "field_invalid", "limit")
+    _refused(http.get("/developer/logs", params={"status": HUGE}), 422, "field_invalid", "status")
+
+
 # ---- nesting ------------------------------------------------------------------------------------------------------
 
 

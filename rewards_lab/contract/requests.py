@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -92,7 +92,19 @@ def _date_time(value: object) -> object:
     return value
 
 
-DateTime = Annotated[datetime, BeforeValidator(_date_time)]
+def _in_utc_range(value: datetime) -> datetime:
+    """A date-time that stays within years 1-9999 in UTC: `9999-12-31T23:59:59-23:59` is a valid ISO 8601 text,
+    but converting it to UTC (as the service stores it) raises OverflowError."""
+    if value.tzinfo is not None:
+        try:
+            value.astimezone(UTC)
+        except OverflowError:
+            message = "must be a date-time between years 1 and 9999 in UTC"
+            raise custom_error(ServiceError("field_invalid", message)) from None
+    return value
+
+
+DateTime = Annotated[datetime, BeforeValidator(_date_time), AfterValidator(_in_utc_range)]
 
 
 def _free_json(field: str, long_string_code: str = "field_invalid") -> Any:
