@@ -49,6 +49,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from rewards_lab.api import body_limit as limits
     from rewards_lab.api.app import create_app
+    from rewards_lab.api.http_protocol import BoundedHttpToolsProtocol
     from rewards_lab.service.deliveries import DeliverySettings
 
     Path(args.db).parent.mkdir(parents=True, exist_ok=True)
@@ -67,16 +68,17 @@ def _serve(args: argparse.Namespace) -> int:
             session_lifetime_s=args.session_lifetime_s,
         )
         # No uvicorn access log: the service's own request log records every /v1 request (and costs less).
-        # uvicorn's own connection, keep-alive and header limits (api/body_limit.py; the body limit is the app's).
+        # uvicorn's own connection, keep-alive and request-head limits (api/body_limit.py, api/http_protocol.py);
+        # the body limit is the application's own.
         uvicorn.run(
             app,
             host=args.host,
             port=args.port,
             log_level=args.log_level,
             access_log=False,
+            http=BoundedHttpToolsProtocol,  # httptools with a bounded request head (size and deadline)
             limit_concurrency=limits.MAX_CONCURRENCY,
             timeout_keep_alive=limits.KEEP_ALIVE_TIMEOUT_S,
-            h11_max_incomplete_event_size=limits.MAX_HEADER_BYTES,
         )
     return 0
 

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from rewards_lab.api.http_protocol import HEAD_TIMEOUT_S
 from rewards_lab.contract.errors import REGISTRY
 from rewards_lab.contract.limits import MAX_BODY_BYTES
 from tests.live_server import LiveServer, cli, start_server
@@ -191,6 +192,27 @@ def test_a_chunked_body_within_the_limit_is_read(server: LiveServer, http: httpx
 
     response = http.post("/customers", content=chunks())
     assert response.status_code == 201, response.text
+
+
+def test_a_request_head_over_the_limit_is_refused(server: LiveServer, http: httpx.Client) -> None:
+    """httptools has no header limit of its own: 200 KB of headers get uvicorn's 400 and a closed connection."""
+    junk = b"".join(b"X-Junk-%d: %s\r\n" % (index, b"a" * 1000) for index in range(200))
+    with _connect(server) as sock:
+        sock.sendall(b"GET /v1/customers HTTP/1.1\r\nHost: 127.0.0.1\r\n" + junk + b"\r\n")
+        answer = sock.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+        assert b"connection: close" in answer.lower()
+    assert http.get("/customers").status_code == 200
+
+
+def test_a_request_head_that_never_ends_is_closed(server: LiveServer) -> None:
+    """One header line and then nothing: the connection is closed once the head's deadline passes."""
+    started = time.monotonic()
+    with _connect(server) as sock:
+        sock.sendall(b"GET /v1/customers HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: 1")
+        sock.settimeout(HEAD_TIMEOUT_S + 10)
+        assert sock.recv(1024) == b""  # closed by the server, no answer
+    assert time.monotonic() - started < HEAD_TIMEOUT_S + 10
 
 
 # ---- numbers ------------------------------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ it dispatches, so nothing reads a body around it):
   any other error (envelope, X-Request-ID, RateLimit headers), and the answer then carries `Connection: close`:
   uvicorn closes the connection after it instead of reading (and discarding) the rest of the body.
 
-The uvicorn settings of `rewards-lab serve` (`MAX_CONCURRENCY`, `KEEP_ALIVE_TIMEOUT_S`, `MAX_HEADER_BYTES`)
-bound what reaches the application at all.
+The uvicorn settings of `rewards-lab serve` (`MAX_CONCURRENCY`, `KEEP_ALIVE_TIMEOUT_S`, and the protocol of
+`api/http_protocol.py`) bound what reaches the application at all.
 """
 
 from __future__ import annotations
@@ -23,12 +23,10 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.limits import MAX_BODY_BYTES
 
 # uvicorn's own limits for `rewards-lab serve` (docs/security.md): connections and tasks at once beyond which it
-# answers 503 (a process on two cores serves the benchmark's 64 connections with room to spare), seconds an
-# idle keep-alive connection stays open, and (h11 only; httptools has no such setting) the largest request
-# line plus headers.
+# answers 503 (a process on two cores serves the benchmark's 64 connections with room to spare), and seconds an
+# idle keep-alive connection stays open. The request head's size and deadline: `api/http_protocol.py`.
 MAX_CONCURRENCY = 1_024
 KEEP_ALIVE_TIMEOUT_S = 5
-MAX_HEADER_BYTES = 16_384
 _CLOSE = (b"connection", b"close")
 
 
