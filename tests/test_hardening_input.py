@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rewards_lab.api.http_protocol import HEAD_TIMEOUT_S
+from rewards_lab.api.http_protocol import BODY_TIMEOUT_S, HEAD_TIMEOUT_S
 from rewards_lab.contract.errors import REGISTRY
 from rewards_lab.contract.limits import MAX_BODY_BYTES
 from tests.live_server import LiveServer, cli, start_server
@@ -213,6 +213,24 @@ def test_a_request_head_that_never_ends_is_closed(server: LiveServer) -> None:
         sock.settimeout(HEAD_TIMEOUT_S + 10)
         assert sock.recv(1024) == b""  # closed by the server, no answer
     assert time.monotonic() - started < HEAD_TIMEOUT_S + 10
+
+
+def test_a_body_that_trickles_is_closed_at_its_deadline(server: LiveServer, http: httpx.Client) -> None:
+    """Content-Length 1,000 and ten bytes, then nothing (on a route and on the hot path at once): each connection
+    is closed once the body's deadline passes (the body limit bounds its memory, the deadline its time)."""
+    started = time.monotonic()
+    sockets = [_connect(server) for _ in range(2)]
+    try:
+        for sock, path in zip(sockets, ["/customers", "/events"], strict=True):
+            sock.sendall(_head(server, "POST", path, {"Content-Length": "1000"}) + b'{"a": "b",')
+            sock.settimeout(BODY_TIMEOUT_S + 10)
+        for sock in sockets:
+            assert sock.recv(1024) == b""
+    finally:
+        for sock in sockets:
+            sock.close()
+    assert time.monotonic() - started < BODY_TIMEOUT_S + 10
+    assert http.get("/customers").status_code == 200
 
 
 # ---- numbers ------------------------------------------------------------------------------------------------------
