@@ -101,9 +101,6 @@ class EventsHotPath:
                 status = 202
             except ServiceError as error:
                 text, status = failure_text(error, request_id), error.http_status
-            except ClientDisconnect:  # gone before its body arrived (or cut by its deadline): nobody to answer
-                status = 499  # recorded as nginx does: client closed request
-                return
             except Exception:  # noqa: BLE001 - never a stack trace to the client
                 log.exception("unexpected error on POST %s", EVENTS_PATH)
                 internal = ServiceError("internal_error")
