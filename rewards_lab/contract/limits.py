@@ -49,8 +49,13 @@ _NUMBER_RULE = (
 )
 
 
-def _refuse(path: str, message: str) -> ServiceError:
-    return ServiceError("field_invalid", message, field=path)
+class _Refused(Exception):
+    """A limit broken somewhere below: the path is collected as the walk unwinds (built only on failure)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+        self.parts: list[str] = []
 
 
 def check_data(value: Any, path: str, long_string_code: str = "field_invalid") -> None:
@@ -59,42 +64,71 @@ def check_data(value: Any, path: str, long_string_code: str = "field_invalid") -
     Recursive, but never deeper than MAX_DATA_DEPTH + 1 calls: a value nested deeper is refused at the limit.
     Accepts what `jsonutil.loads` produces (dict, list, str, int, Decimal, bool, None) and Python floats. A
     string over MAX_DATA_STRING_CHARS is `long_string_code` (an event's data: `event_payload_too_large`, the code
-    its total size has always had).
+    its total size has always had). On the hot path: scalars are checked by `_fits` in their container's loop
+    and no path text is made unless a limit is broken.
     """
-    _check(value, path, 0, long_string_code)
+    try:
+        _leaf(value, 0, long_string_code)
+    except _Refused as refused:
+        field = path + "".join(reversed(refused.parts))
+        details = {"limit_chars": MAX_DATA_STRING_CHARS} if refused.code != "field_invalid" else {}
+        raise ServiceError(refused.code, refused.message, field=field, **details) from None
 
 
-def _check(value: Any, path: str, depth: int, long_string_code: str) -> None:
+def _leaf(value: Any, depth: int, long_string_code: str) -> None:
     kind = type(value)
     if kind is str:
         if len(value) > MAX_DATA_STRING_CHARS:
-            message = f"strings are limited to {MAX_DATA_STRING_CHARS} characters"
-            raise ServiceError(long_string_code, message, field=path, limit_chars=MAX_DATA_STRING_CHARS)
+            raise _Refused(long_string_code, f"strings are limited to {MAX_DATA_STRING_CHARS} characters")
     elif kind is dict:
-        _check_container(value, path, depth, MAX_DATA_KEYS, "keys")
+        if depth >= MAX_DATA_DEPTH:
+            raise _Refused("field_invalid", f"objects and arrays nest at most {MAX_DATA_DEPTH} levels deep")
+        if len(value) > MAX_DATA_KEYS:
+            raise _Refused("field_invalid", f"at most {MAX_DATA_KEYS} keys")
         for key, item in value.items():
             if type(key) is not str or len(key) > MAX_DATA_KEY_CHARS:
-                raise _refuse(path, f"keys are strings of at most {MAX_DATA_KEY_CHARS} characters")
-            _check(item, f"{path}.{key}", depth + 1, long_string_code)
+                raise _Refused("field_invalid", f"keys are strings of at most {MAX_DATA_KEY_CHARS} characters")
+            if _fits(item):
+                continue
+            try:
+                _leaf(item, depth + 1, long_string_code)
+            except _Refused as refused:
+                refused.parts.append(f".{key}")
+                raise
     elif kind is list:
-        _check_container(value, path, depth, MAX_DATA_ITEMS, "items")
+        if depth >= MAX_DATA_DEPTH:
+            raise _Refused("field_invalid", f"objects and arrays nest at most {MAX_DATA_DEPTH} levels deep")
+        if len(value) > MAX_DATA_ITEMS:
+            raise _Refused("field_invalid", f"at most {MAX_DATA_ITEMS} items")
         for index, item in enumerate(value):
-            _check(item, f"{path}[{index}]", depth + 1, long_string_code)
-    elif kind is Decimal:  # from the parser (NaN when out of range) or a Python caller (any Decimal)
-        if not number_in_range(value) or len(value.as_tuple().digits) > MAX_NUMBER_CHARS:
-            raise _refuse(path, _NUMBER_RULE)
+            if _fits(item):
+                continue
+            try:
+                _leaf(item, depth + 1, long_string_code)
+            except _Refused as refused:
+                refused.parts.append(f"[{index}]")
+                raise
+    elif kind is Decimal:  # the parser's (NaN when out of range or over MAX_NUMBER_CHARS) or a Python caller's
+        if not number_in_range(value):
+            raise _Refused("field_invalid", _NUMBER_RULE)
     elif kind is int:
         if not -_MAX_INT < value < _MAX_INT:
-            raise _refuse(path, _NUMBER_RULE)
+            raise _Refused("field_invalid", _NUMBER_RULE)
     elif kind is float:
         if not number_in_range(Decimal(repr(value))):  # nan, inf: refused; never an exception
-            raise _refuse(path, _NUMBER_RULE)
+            raise _Refused("field_invalid", _NUMBER_RULE)
     elif value is not None and kind is not bool:
-        raise _refuse(path, "must be a JSON value")
+        raise _Refused("field_invalid", "must be a JSON value")
 
 
-def _check_container(value: dict[Any, Any] | list[Any], path: str, depth: int, most: int, what: str) -> None:
-    if depth >= MAX_DATA_DEPTH:
-        raise _refuse(path, f"objects and arrays nest at most {MAX_DATA_DEPTH} levels deep")
-    if len(value) > most:
-        raise _refuse(path, f"at most {most} {what}")
+def _fits(item: Any) -> bool:
+    """True for a scalar within its limits (the common case, checked in one small call: this runs on the hot
+    path); False for containers and for anything `_leaf` must look at closer (and refuse with its reason)."""
+    kind = type(item)
+    if kind is str:
+        return len(item) <= MAX_DATA_STRING_CHARS
+    if kind is int:
+        return bool(-_MAX_INT < item < _MAX_INT)
+    if kind is Decimal:
+        return number_in_range(item)
+    return item is None or kind is bool
