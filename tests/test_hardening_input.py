@@ -336,6 +336,9 @@ def test_dates_and_query_values_out_of_range(http: httpx.Client) -> None:
         _refused(http.get("/developer/logs", params={"from": instant}), 422, "period_invalid", "from")
     _refused(http.get("/customers", params={"limit": HUGE}), 422, "field_invalid", "limit")
     _refused(http.get("/developer/logs", params={"status": HUGE}), 422, "field_invalid", "status")
+    _refused(http.get(f"/customers/{'c' * 5000}"), 404, "customer_not_found")
+    for forged_id in ("txn_" + "z" * 32, "txn_" + "f" * 32, "txn_"):
+        _refused(http.get(f"/transactions/{forged_id}"), 404, "transaction_not_found")
 
 
 # ---- nesting ------------------------------------------------------------------------------------------------------
