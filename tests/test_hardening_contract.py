@@ -317,3 +317,14 @@ def test_integral_numbers_and_an_empty_cursor_are_accepted_as_the_document_says(
     assert listed.status_code == 200 and listed.json()["data"][0]["symbol"] == "MI", listed.text
     for refused in (fraction, enormous):
         assert refused.status_code == 422 and refused.json()["error"]["details"]["field"] == "limit"
+
+
+def test_a_webhook_url_is_an_rfc_3986_uri_as_the_document_says(faulty: LiveServer) -> None:
+    with httpx.Client(base_url=faulty.base_url, headers=faulty.headers(), timeout=10) as http:
+        for url in ("https://\x0f\xa9h", "https://exa mple.test/hook", "https://hooks.test/%zz"):
+            refused = http.post("/webhooks", json={"url": url, "events": ["asset.paused"]})
+            assert refused.status_code == 422, (url, refused.text)
+            assert refused.json()["error"]["code"] == "webhook_url_invalid"
+            assert refused.json()["error"]["details"]["field"] == "url"
+        scheme = http.post("/webhooks", json={"url": "ftp://hooks.test/x", "events": ["asset.paused"]})
+    assert scheme.status_code == 422 and scheme.json()["error"]["code"] == "webhook_url_invalid"

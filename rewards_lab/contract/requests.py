@@ -19,6 +19,7 @@ from pydantic import (
     Tag,
     WithJsonSchema,
 )
+from rfc3986_validator import validate_rfc3986  # type: ignore[import-untyped]
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.permissions import Permission
@@ -285,6 +286,14 @@ class TransferRequest(RequestModel):
     reference: Annotated[str, Field(max_length=500)] | None = None
 
 
+def _uri(value: str) -> str:
+    """An RFC 3986 URI, by the rule JSON Schema's `format: uri` is checked with (the document declares it): no
+    spaces, control or non-ASCII characters, well-formed percent escapes. Scheme and host rules are the service's."""
+    if not validate_rfc3986(value, rule="URI"):
+        raise custom_error(ServiceError("webhook_url_invalid", "the URL is not a valid URI (RFC 3986)"))
+    return value
+
+
 WEBHOOK_EVENT_KINDS = ("reward.issued", "asset.paused", "wallet.frozen")
 
 
@@ -294,6 +303,7 @@ class WebhookCreate(RequestModel):
     url: Annotated[
         str,
         Field(min_length=8, max_length=2000),
+        AfterValidator(_uri),
         # The scheme rule (http or https, any case); which hosts an environment allows is beyond a schema.
         WithJsonSchema(
             {
