@@ -90,5 +90,5 @@ def test_schemathesis_all_checks_and_stateful_links_find_nothing(tmp_path: Path)
     assert sequences.returncode == 0, output[-8000:]
     stateful = re.search(r"API Links:\s+(\d+) covered / (\d+) selected", output)
     assert stateful is not None and int(stateful.group(2)) >= links >= 30, output[-3000:]
-    assert int(stateful.group(1)) >= 10, output[-3000:]  # the links were followed, not only listed
+    assert int(stateful.group(1)) >= 5, output[-3000:]  # the links were followed, not only listed (19 here)
     assert "Traceback" not in (tmp_path / "fuzz.server.log").read_text()
