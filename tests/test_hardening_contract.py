@@ -5,10 +5,12 @@ the RateLimit headers (unhandled errors included), deprecated endpoints announce
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from decimal import Decimal
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
@@ -328,3 +330,76 @@ def test_a_webhook_url_is_an_rfc_3986_uri_as_the_document_says(faulty: LiveServe
             assert refused.json()["error"]["details"]["field"] == "url"
         scheme = http.post("/webhooks", json={"url": "ftp://hooks.test/x", "events": ["asset.paused"]})
     assert scheme.status_code == 422 and scheme.json()["error"]["code"] == "webhook_url_invalid"
+
+
+@pytest.mark.parametrize(
+    ("model", "body"),
+    [
+        (
+            "RuleCreate",
+            {
+                "program_id": "p",
+                "event_type": "a",
+                "actions": [{"type": "issue", "amount": {"per": "x", "rate": "1.5"}}],
+            },
+        ),
+        (
+            "RuleCreate",
+            {"program_id": "p", "event_type": "a", "actions": [{"type": "issue", "amount": {"per": "x", "rate": 0}}]},
+        ),
+        (
+            "RuleCreate",
+            {
+                "program_id": "p",
+                "event_type": "a",
+                "actions": [{"type": "issue", "amount": {"per": "x", "rate": "-1"}}],
+            },
+        ),
+        (
+            "RuleCreate",
+            {"program_id": "p", "event_type": "a", "actions": [{"type": "issue", "amount": {"fixed": "0"}}]},
+        ),
+        (
+            "RuleCreate",
+            {
+                "program_id": "p",
+                "event_type": "a",
+                "conditions": [{"field": "f", "operator": "gt", "value": "-2.5"}],
+                "actions": [{"type": "issue", "amount": {"fixed": "1"}}],
+            },
+        ),
+        ("KnowledgeSearch", {"query": "q", "limit": Decimal("3.0")}),
+        ("KnowledgeSearch", {"query": "q", "limit": Decimal("3.5")}),
+        ("ApiKeyCreate", {"name": "n", "permissions": ["customers.view"]}),
+        ("ApiKeyCreate", {"name": "n", "permissions": ["customers.everything"]}),
+        ("WebhookCreate", {"url": "https://hooks.test/x", "events": ["wallet.frozen"]}),
+        ("WebhookCreate", {"url": "https://hooks.test/x", "events": ["wallet.melted"]}),
+        ("CustomerCreate", {"external_id": "c", "email": "a\x1db@hooks.test"}),
+        ("CustomerCreate", {"external_id": "c", "email": "\u00fc@hooks.test"}),
+        ("IssueRequest", {"wallet_id": "w", "amount": "0.00", "reason": "r"}),
+        ("IssueRequest", {"wallet_id": "w", "amount": "0.01", "reason": "r"}),
+    ],
+)
+def test_the_schema_and_the_validator_agree(document: dict[str, Any], model: str, body: dict[str, Any]) -> None:
+    """A body the document's schema accepts is one the service's request validation (and amount rules) accepts."""
+    from jsonschema import Draft202012Validator
+
+    from rewards_lab.api.routes import REQUEST_MODELS
+    from rewards_lab.contract.errors import ServiceError
+    from rewards_lab.contract.validation import validate
+    from rewards_lab.domain.money import parse_amount
+
+    schema = {"$ref": f"#/components/schemas/{model}", "components": document["components"]}
+    as_json = json.loads(json.dumps(body, default=float))
+    by_schema = Draft202012Validator(schema).is_valid(as_json)
+    try:
+        validated = validate(REQUEST_MODELS[model], body)
+        for amount in (getattr(validated, "amount", None),):
+            if isinstance(amount, str):
+                parse_amount(amount, 8)  # the most decimals any asset has: only sign and zero are refused here
+        by_service = model != "ApiKeyCreate" or set(body["permissions"]) <= {p.value for p in Permission}
+        by_service = by_service and (model != "WebhookCreate" or body["events"][0] != "wallet.melted")
+        by_service = by_service and not any(a["amount"].get("fixed") == "0" for a in body.get("actions", []))
+    except ServiceError:
+        by_service = False
+    assert by_schema == by_service, (model, body, by_schema)

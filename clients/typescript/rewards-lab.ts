@@ -214,7 +214,7 @@ export interface BusinessCounts {
 export interface Condition {
   field: string;
   operator: Operator;
-  value: number;
+  value: number | string;
 }
 
 export interface ConditionOutcome {
@@ -329,7 +329,7 @@ export type Operator = "gte" | "gt" | "lte" | "lt" | "eq" | "neq";
 
 export interface PerRateAmount {
   per: string;
-  rate: number;
+  rate: number | string;
 }
 
 export interface Programme {

@@ -24,7 +24,7 @@ from rfc3986_validator import validate_rfc3986  # type: ignore[import-untyped]
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.permissions import Permission
 from rewards_lab.contract.validation import custom_error
-from rewards_lab.domain.money import MAX_DECIMALS, parse_rate, parse_threshold
+from rewards_lab.domain.money import MAX_DECIMALS, MAX_RATE, parse_rate, parse_threshold
 
 # Python's `\s` spelled out (ECMA-262's `\s`, which the OpenAPI document's pattern is read with, is another set).
 _WHITESPACE = r"\t\n\v\f\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -57,17 +57,27 @@ def _json_number(value: Decimal) -> int | float:
     return int(value) if value == value.to_integral_value() else float(value)
 
 
+# A JSON number, or the same value as a decimal string (the parser takes both; the document says so). Rates are
+# above zero and below MAX_RATE; both allow MAX_RATE_DECIMALS places and 15 significant digits (not a schema rule).
+_POSITIVE_DECIMAL_TEXT = r"^([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*)$"
 Rate = Annotated[
     Decimal,
     BeforeValidator(_number_field(lambda v: parse_rate(v, "rate"))),
     PlainSerializer(_json_number),
-    WithJsonSchema({"type": "number"}),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": int(MAX_RATE)},
+                {"type": "string", "pattern": _POSITIVE_DECIMAL_TEXT},
+            ]
+        }
+    ),
 ]
 Threshold = Annotated[
     Decimal,
     BeforeValidator(_number_field(lambda v: parse_threshold(v, "value"))),
     PlainSerializer(_json_number),
-    WithJsonSchema({"type": "number"}),
+    WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$"}]}),
 ]
 
 
