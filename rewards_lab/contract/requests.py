@@ -129,14 +129,20 @@ def _whole_number(value: object) -> object:
 MAX_WHOLE_NUMBER_DIGITS = 20  # beyond this an "integral" number is no count or size the service takes
 
 
-def whole_number(minimum: int, maximum: int) -> Any:
-    """An integer field in [minimum, maximum] that also takes 14.0 for 14 (as its JSON Schema says it does)."""
-    return Annotated[
-        int,
-        BeforeValidator(_whole_number),
-        Field(ge=minimum, le=maximum, strict=True),
-        WithJsonSchema({"type": "integer", "minimum": minimum, "maximum": maximum}),
-    ]
+def _whole_number_schema(minimum: int, maximum: int) -> WithJsonSchema:
+    return WithJsonSchema({"type": "integer", "minimum": minimum, "maximum": maximum})
+
+
+# Integer fields that also take 14.0 for 14, as their JSON Schema (`integer`) says they do.
+Decimals = Annotated[
+    int,
+    BeforeValidator(_whole_number),
+    Field(ge=0, le=MAX_DECIMALS, strict=True),
+    _whole_number_schema(0, MAX_DECIMALS),
+]
+SearchLimit = Annotated[
+    int, BeforeValidator(_whole_number), Field(ge=1, le=20, strict=True), _whole_number_schema(1, 20)
+]
 
 
 # A permission code: the JSON Schema names them all (an unknown one is still `permission_unknown`, not a type error).
@@ -193,7 +199,7 @@ class AssetCreate(RequestModel):
     name: Name
     symbol: Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9]{0,11}$")]
     type: AssetType
-    decimals: whole_number(0, MAX_DECIMALS)  # type: ignore[valid-type]
+    decimals: Decimals
     supply_ceiling: DecimalString | None = None
 
 
@@ -340,7 +346,7 @@ class ApiKeyCreate(RequestModel):
 
 class KnowledgeSearch(RequestModel):
     query: Annotated[str, Field(min_length=1, max_length=500)]
-    limit: whole_number(1, 20) = 5  # type: ignore[valid-type]
+    limit: SearchLimit = 5
 
 
 class MessageCreate(RequestModel):
