@@ -255,7 +255,8 @@ def test_every_response_declares_its_headers_and_every_failure_its_status_and_co
             codes = set(spec["x-error-codes"])
             assert {"rate_limit_exceeded", "internal_error"} <= codes and codes <= set(REGISTRY), (method, path)
             declared: set[str] = set()
-            for status, response in spec["responses"].items():
+            for status, raw in spec["responses"].items():
+                response = _resolve(document, raw)
                 headers = set(response["headers"])
                 assert {"X-Request-ID", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} <= headers
                 assert ({"Deprecation", "Sunset", "Link"} <= headers) is bool(spec.get("deprecated")), (method, path)

@@ -16,6 +16,8 @@ it names), so that a fuzzer (tests/test_schemathesis.py) can tell it from a sche
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import typing
 from collections.abc import Callable
@@ -337,6 +339,7 @@ def finish(document: dict[str, Any], request_models: dict[str, type[BaseModel]])
         "`method_not_allowed` with `Allow` for a method the path does not have), in the envelope",
         "content": {"application/json": {"schema": {"$ref": REF.format(model="ErrorEnvelope")}}},
     }
+    shared: dict[str, Any] = {}
     for path, item in document["paths"].items():
         for method, spec in item.items():
             marker = spec.pop(_MARKER, None)
@@ -354,11 +357,14 @@ def finish(document: dict[str, Any], request_models: dict[str, type[BaseModel]])
                         "application/json": {"schema": _envelope(output_names[marker["model"]], marker["shape"])}
                     },
                 }
-            _declare_headers_and_failures(path, method, spec, failure)
+            _declare_headers_and_failures(path, method, spec, failure, shared)
+    components["responses"] = dict(sorted(shared.items()))
     _links(document["paths"])
 
 
-def _declare_headers_and_failures(path: str, method: str, spec: dict[str, Any], failure: dict[str, Any]) -> None:
+def _declare_headers_and_failures(
+    path: str, method: str, spec: dict[str, Any], failure: dict[str, Any], shared: dict[str, Any]
+) -> None:
     """Request headers as parameters, failures by status with their codes, response headers on every answer."""
     codes = sorted(set(spec.get("x-error-codes", [])) | set(ALWAYS_POSSIBLE))
     spec["x-error-codes"] = codes
@@ -379,3 +385,13 @@ def _declare_headers_and_failures(path: str, method: str, spec: dict[str, Any], 
         headers |= {name: {"$ref": f"#/components/headers/{name}"} for name in deprecation_headers()}
     for status, response in list(responses.items()):
         responses[status] = {**response, "headers": headers}
+        if status[0] in "345":  # failures repeat across operations: each distinct one is written once
+            responses[status] = _shared_response(shared, status, responses[status])
+
+
+def _shared_response(shared: dict[str, Any], status: str, response: dict[str, Any]) -> dict[str, str]:
+    """A `$ref` to `components.responses`, named by status and a digest of the response (stable across runs)."""
+    digest = hashlib.sha256(json.dumps(response, sort_keys=True).encode()).hexdigest()[:10]
+    name = f"Failure{status}-{digest}"
+    shared.setdefault(name, response)
+    return {"$ref": f"#/components/responses/{name}"}
