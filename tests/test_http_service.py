@@ -104,7 +104,7 @@ def test_every_failure_has_the_envelope(server: LiveServer) -> None:
         _error(http.post("/customers", json=[1, 2]), 422, "field_invalid")
         _error(http.post("/customers", content=b"{" + b" " * 1_100_000 + b"}"), 413, "request_too_large")
         _error(http.get("/no/such/path"), 404, "route_not_found")
-        _error(http.delete("/customers"), 404, "route_not_found")
+        _error(http.delete("/customers"), 405, "method_not_allowed")  # the path exists (issue 14: was 404)
         _error(http.get("/customers/cus_missing"), 404, "customer_not_found")
     with httpx.Client(base_url=server.base_url, timeout=10) as plain:
         _check_headers(server, plain)
@@ -155,7 +155,7 @@ def test_financial_writes_need_an_idempotency_key(server: LiveServer) -> None:
 def test_the_openapi_document_declares_permission_idempotency_and_codes(server: LiveServer) -> None:
     document = httpx.get(f"{server.base_url}/openapi.json", timeout=10).json()
     assert document["openapi"].startswith("3.1")
-    issue = document["paths"]["/v1/assets/{asset_id}/issue"]["post"]
+    issue = document["paths"]["/assets/{asset_id}/issue"]["post"]
     assert issue["x-permission"] == "ledger.issue" and issue["x-idempotent"] == "required"
     assert {"asset_supply_exhausted", "idempotency_key_reused", "idempotency_key_required"} <= set(
         issue["x-error-codes"]
@@ -266,15 +266,15 @@ def test_every_operation_declares_permission_idempotency_and_registered_codes(se
     assert len(operations) >= 30
     for path, method, spec in operations:
         # Only logging in and out need no permission (no principal yet; ending one's own session).
-        ungated = path in ("/v1/auth/login", "/v1/auth/logout")
+        ungated = path in ("/auth/login", "/auth/logout")  # paths relative to servers[0].url, /v1
         assert spec.get("x-permission") in ALL_PERMISSIONS or (ungated and "x-permission" not in spec), (method, path)
         assert spec["x-idempotent"] in ("required", "optional", "none"), (method, path)
         assert spec["x-error-codes"] and set(spec["x-error-codes"]) <= set(REGISTRY), (method, path)
     financial = {(p, m) for p, m, s in operations if s["x-idempotent"] == "required"}
     assert financial == {
-        ("/v1/assets/{asset_id}/issue", "post"),
-        ("/v1/assets/{asset_id}/redemptions", "post"),
-        ("/v1/assets/{asset_id}/transfers", "post"),
+        ("/assets/{asset_id}/issue", "post"),
+        ("/assets/{asset_id}/redemptions", "post"),
+        ("/assets/{asset_id}/transfers", "post"),
     }
 
 
@@ -378,7 +378,7 @@ def test_the_live_openapi_document_is_valid_and_types_every_body(server: LiveSer
     document = httpx.get(f"{server.base_url}/openapi.json", timeout=10).json()
     validate(document)  # raises on any violation of OpenAPI 3.1
     schemas = document["components"]["schemas"]
-    create_rule = document["paths"]["/v1/reward-rules"]["post"]
+    create_rule = document["paths"]["/reward-rules"]["post"]
     ref = create_rule["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     assert ref == "#/components/schemas/RuleCreate"
     assert schemas["RuleCreate"]["additionalProperties"] is False
@@ -411,14 +411,15 @@ def test_ai_endpoints_answer_from_the_documentation_and_the_old_ones_announce_th
         assert nothing["sources"] == [] and "Nothing" in nothing["content"]
         old = http.post("/ai/search", json={"query": "asset paused", "limit": 3})
         assert old.status_code == 200 and old.json()["data"] == body["data"]
-        assert old.headers["Deprecation"] == "true" and old.headers["Sunset"] == "Sat, 06 Feb 2027 00:00:00 GMT"
+        assert old.headers["Deprecation"] == "@1795305600"  # RFC 9745 (issue 14: was "true")
+        assert old.headers["Sunset"] == "Sat, 06 Feb 2027 00:00:00 GMT"
         assert "/v1/ai/knowledge/search" in old.headers["Link"]
         old_message = http.post("/ai/messages", json={"content": "rate limit"})
         assert old_message.status_code == 201 and old_message.headers["Sunset"]
         _error(http.post("/ai/knowledge/search", json={"query": ""}), 422, "field_invalid")
     document = httpx.get(f"{server.base_url}/openapi.json", timeout=10).json()
-    assert document["paths"]["/v1/ai/search"]["post"]["deprecated"] is True
-    assert "deprecated" not in document["paths"]["/v1/ai/knowledge/search"]["post"]
+    assert document["paths"]["/ai/search"]["post"]["deprecated"] is True
+    assert "deprecated" not in document["paths"]["/ai/knowledge/search"]["post"]
 
 
 def test_rules_are_edited_in_the_draft_only(server: LiveServer) -> None:

@@ -22,7 +22,7 @@ export interface ListEnvelope<T> {
   meta: Meta;
 }
 
-export type ErrorType = "validation_error" | "authentication_error" | "authorization_error" | "not_found" | "conflict" | "idempotency_error" | "rate_limit_error" | "service_error";
+export type ErrorType = "validation_error" | "authentication_error" | "authorization_error" | "not_found" | "method_not_allowed" | "conflict" | "idempotency_error" | "rate_limit_error" | "service_error";
 
 export type ErrorCode =
   | "amount_invalid"
@@ -61,6 +61,7 @@ export type ErrorCode =
   | "internal_error"
   | "invalid_state_transition"
   | "ledger_unbalanced"
+  | "method_not_allowed"
   | "organization_mismatch"
   | "organization_not_found"
   | "period_invalid"
@@ -145,7 +146,7 @@ export interface ApiKey {
 /** A new key of the caller's organization and environment, holding at most the caller's permissions. */
 export interface ApiKeyCreate {
   name: string;
-  permissions: string[];
+  permissions: ("ai.use" | "assets.edit" | "assets.view" | "customers.create" | "customers.view" | "developers.api_keys.manage" | "developers.logs.view" | "developers.usage.view" | "developers.webhooks.manage" | "developers.webhooks.view" | "events.view" | "events.write" | "ledger.issue" | "ledger.redeem" | "ledger.transfer" | "ledger.view" | "rewards.activate" | "rewards.edit" | "rewards.view" | "wallets.manage" | "wallets.view")[];
 }
 
 /** Returned once, at creation: the only time the secret is ever shown. */
@@ -213,7 +214,7 @@ export interface BusinessCounts {
 export interface Condition {
   field: string;
   operator: Operator;
-  value: number;
+  value: number | string;
 }
 
 export interface ConditionOutcome {
@@ -328,7 +329,7 @@ export type Operator = "gte" | "gt" | "lte" | "lt" | "eq" | "neq";
 
 export interface PerRateAmount {
   per: string;
-  rate: number;
+  rate: number | string;
 }
 
 export interface Programme {
@@ -550,7 +551,7 @@ export interface WebhookAttempt {
 /** The seed's shape: `url` and the event kinds to deliver. The signing secret is returned once. */
 export interface WebhookCreate {
   url: string;
-  events: string[];
+  events: ("reward.issued" | "asset.paused" | "wallet.frozen")[];
 }
 
 /** One message to one endpoint. `body` is the exact JSON sent (and signed) on every attempt. */
@@ -592,541 +593,541 @@ export interface Operations {
   "POST /customers": {
     path: Record<string, never>;
     query: Record<string, never>;
-    headers: { "Idempotency-Key"?: string };
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: CustomerCreate;
     response: Envelope<Customer>;
     permission: "customers.create";
     idempotent: "optional";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "customer_already_exists" | "customer_email_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_reused" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "customer_already_exists" | "customer_email_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "GET /customers": {
     path: Record<string, never>;
     query: { limit?: number; cursor?: string; sort?: "created_at" | "external_id"; direction?: "asc" | "desc"; external_id?: string };
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: ListEnvelope<Customer>;
     permission: "customers.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "sort_field_invalid";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "sort_field_invalid";
   };
   "GET /customers/{customer_id}": {
     path: { customer_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<Customer>;
     permission: "customers.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "customer_not_found" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "customer_not_found" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "GET /customers/{customer_id}/segments": {
     path: { customer_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<CustomerSegments>;
     permission: "customers.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "customer_not_found" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "customer_not_found" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "POST /wallets": {
     path: Record<string, never>;
     query: Record<string, never>;
-    headers: { "Idempotency-Key"?: string };
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: WalletCreate;
     response: Envelope<Wallet>;
     permission: "customers.create";
     idempotent: "optional";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "customer_not_found" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_reused" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "customer_not_found" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "GET /wallets": {
     path: Record<string, never>;
     query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; customer_id?: string; status?: string };
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: ListEnvelope<Wallet>;
     permission: "wallets.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "sort_field_invalid";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "sort_field_invalid";
   };
   "GET /wallets/{wallet_id}": {
     path: { wallet_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<Wallet>;
     permission: "wallets.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "wallet_not_found";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "wallet_not_found";
   };
   "GET /wallets/{wallet_id}/balances": {
     path: { wallet_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<WalletBalances>;
     permission: "wallets.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "wallet_not_found";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "wallet_not_found";
   };
   "POST /wallets/{wallet_id}/freeze": {
     path: { wallet_id: string };
     query: Record<string, never>;
-    headers: { "Idempotency-Key"?: string };
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<Wallet>;
     permission: "wallets.manage";
     idempotent: "optional";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_reused" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "wallet_not_found";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "wallet_not_found";
   };
   "POST /wallets/{wallet_id}/unfreeze": {
     path: { wallet_id: string };
     query: Record<string, never>;
-    headers: { "Idempotency-Key"?: string };
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<Wallet>;
     permission: "wallets.manage";
     idempotent: "optional";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_reused" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "wallet_not_found";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "wallet_not_found";
   };
   "POST /assets": {
     path: Record<string, never>;
     query: Record<string, never>;
-    headers: { "Idempotency-Key"?: string };
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: AssetCreate;
     response: Envelope<Asset>;
     permission: "assets.edit";
     idempotent: "optional";
-    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_reused" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "GET /assets": {
     path: Record<string, never>;
     query: { limit?: number; cursor?: string; sort?: "created_at" | "symbol" | "name"; direction?: "asc" | "desc"; status?: string };
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: ListEnvelope<Asset>;
     permission: "assets.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "sort_field_invalid";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "sort_field_invalid";
   };
   "GET /assets/{asset_id}": {
     path: { asset_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<Asset>;
     permission: "assets.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "asset_not_found" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "asset_not_found" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "POST /assets/{asset_id}/activate": {
     path: { asset_id: string };
     query: Record<string, never>;
-    headers: { "Idempotency-Key"?: string };
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<Asset>;
     permission: "assets.edit";
     idempotent: "optional";
-    errors: "api_key_revoked" | "asset_not_found" | "asset_symbol_taken" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_reused" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "asset_not_found" | "asset_symbol_taken" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "POST /assets/{asset_id}/pause": {
     path: { asset_id: string };
     query: Record<string, never>;
-    headers: { "Idempotency-Key"?: string };
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<Asset>;
     permission: "assets.edit";
     idempotent: "optional";
-    errors: "api_key_revoked" | "asset_not_found" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_reused" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "asset_not_found" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "POST /assets/{asset_id}/resume": {
     path: { asset_id: string };
     query: Record<string, never>;
-    headers: { "Idempotency-Key"?: string };
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<Asset>;
     permission: "assets.edit";
     idempotent: "optional";
-    errors: "api_key_revoked" | "asset_not_found" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_reused" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "asset_not_found" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "POST /assets/{asset_id}/issue": {
     path: { asset_id: string };
     query: Record<string, never>;
-    headers: { "Idempotency-Key": string };
+    headers: { "Idempotency-Key": string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: IssueRequest;
     response: Envelope<LedgerTransaction>;
     permission: "ledger.issue";
     idempotent: "required";
-    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "asset_not_active" | "asset_not_found" | "asset_paused" | "asset_supply_exhausted" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_required" | "idempotency_key_reused" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked" | "wallet_frozen" | "wallet_not_found";
+    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "asset_not_active" | "asset_not_found" | "asset_paused" | "asset_supply_exhausted" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_required" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked" | "wallet_frozen" | "wallet_not_found";
   };
   "POST /assets/{asset_id}/redemptions": {
     path: { asset_id: string };
     query: Record<string, never>;
-    headers: { "Idempotency-Key": string };
+    headers: { "Idempotency-Key": string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: RedemptionRequest;
     response: Envelope<LedgerTransaction>;
     permission: "ledger.redeem";
     idempotent: "required";
-    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "asset_not_active" | "asset_not_found" | "asset_paused" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_required" | "idempotency_key_reused" | "insufficient_balance" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked" | "wallet_frozen" | "wallet_not_found";
+    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "asset_not_active" | "asset_not_found" | "asset_paused" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_required" | "idempotency_key_reused" | "idempotency_request_in_progress" | "insufficient_balance" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked" | "wallet_frozen" | "wallet_not_found";
   };
   "POST /assets/{asset_id}/transfers": {
     path: { asset_id: string };
     query: Record<string, never>;
-    headers: { "Idempotency-Key": string };
+    headers: { "Idempotency-Key": string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: TransferRequest;
     response: Envelope<LedgerTransaction>;
     permission: "ledger.transfer";
     idempotent: "required";
-    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "asset_not_active" | "asset_not_found" | "asset_paused" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_required" | "idempotency_key_reused" | "insufficient_balance" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked" | "transfer_same_wallet" | "wallet_frozen" | "wallet_not_found" | "wallet_policy_violation";
+    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "asset_not_active" | "asset_not_found" | "asset_paused" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_required" | "idempotency_key_reused" | "idempotency_request_in_progress" | "insufficient_balance" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked" | "transfer_same_wallet" | "wallet_frozen" | "wallet_not_found" | "wallet_policy_violation";
   };
   "GET /transactions": {
     path: Record<string, never>;
     query: { limit?: number; cursor?: string; sort?: "created_at" | "amount_minor"; direction?: "asc" | "desc"; wallet_id?: string; asset_id?: string; kind?: string };
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: ListEnvelope<LedgerTransaction>;
     permission: "ledger.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "sort_field_invalid";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "sort_field_invalid";
   };
   "GET /transactions/{transaction_id}": {
     path: { transaction_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<LedgerTransaction>;
     permission: "ledger.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "transaction_not_found";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "transaction_not_found";
   };
   "POST /reward-programs": {
     path: Record<string, never>;
     query: Record<string, never>;
-    headers: { "Idempotency-Key"?: string };
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: ProgrammeCreate;
     response: Envelope<Programme>;
     permission: "rewards.edit";
     idempotent: "optional";
-    errors: "api_key_revoked" | "asset_not_found" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_reused" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "asset_not_found" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "GET /reward-programs": {
     path: Record<string, never>;
     query: { limit?: number; cursor?: string; sort?: "created_at" | "name"; direction?: "asc" | "desc"; asset_id?: string };
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: ListEnvelope<Programme>;
     permission: "rewards.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "sort_field_invalid";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "sort_field_invalid";
   };
   "GET /reward-programs/{program_id}": {
     path: { program_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<Programme>;
     permission: "rewards.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "GET /reward-programs/{program_id}/versions": {
     path: { program_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: ListEnvelope<ProgrammeVersion>;
     permission: "rewards.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "POST /reward-programs/{program_id}/publish": {
     path: { program_id: string };
     query: Record<string, never>;
-    headers: { "Idempotency-Key"?: string };
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<PublishResult>;
     permission: "rewards.activate";
     idempotent: "optional";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_reused" | "organization_mismatch" | "permission_denied" | "programme_draft_empty" | "programme_not_found" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_draft_empty" | "programme_not_found" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "POST /reward-rules": {
     path: Record<string, never>;
     query: Record<string, never>;
-    headers: { "Idempotency-Key"?: string };
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: RuleCreate;
     response: Envelope<Rule>;
     permission: "rewards.edit";
     idempotent: "optional";
-    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "asset_not_found" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_reused" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "request_malformed" | "request_too_large" | "rule_asset_mismatch" | "session_expired" | "session_revoked";
+    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "asset_not_found" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "rule_asset_mismatch" | "session_expired" | "session_revoked";
   };
   "GET /reward-rules/{rule_id}": {
     path: { rule_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<Rule>;
     permission: "rewards.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "rule_not_found" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "rule_not_found" | "session_expired" | "session_revoked";
   };
   "PATCH /reward-rules/{rule_id}": {
     path: { rule_id: string };
     query: Record<string, never>;
-    headers: { "Idempotency-Key"?: string };
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: RuleUpdate;
     response: Envelope<Rule>;
     permission: "rewards.edit";
     idempotent: "optional";
-    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_reused" | "organization_mismatch" | "permission_denied" | "programme_version_immutable" | "request_malformed" | "request_too_large" | "rule_asset_mismatch" | "rule_not_found" | "session_expired" | "session_revoked";
+    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_version_immutable" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "rule_asset_mismatch" | "rule_not_found" | "session_expired" | "session_revoked";
   };
   "DELETE /reward-rules/{rule_id}": {
     path: { rule_id: string };
     query: Record<string, never>;
-    headers: { "Idempotency-Key"?: string };
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<Rule>;
     permission: "rewards.edit";
     idempotent: "optional";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_reused" | "organization_mismatch" | "permission_denied" | "programme_version_immutable" | "rule_not_found" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_version_immutable" | "rate_limit_exceeded" | "rule_not_found" | "session_expired" | "session_revoked";
   };
   "POST /reward-rules/{rule_id}/simulate": {
     path: { rule_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: SimulationRequest;
     response: Envelope<Simulation>;
     permission: "rewards.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "rule_not_found" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "rule_not_found" | "session_expired" | "session_revoked";
   };
   "GET /events": {
     path: Record<string, never>;
     query: { limit?: number; cursor?: string; sort?: "received_at" | "occurred_at"; direction?: "asc" | "desc"; status?: string; type?: string; customer_id?: string };
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: ListEnvelope<Event>;
     permission: "events.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "sort_field_invalid";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "sort_field_invalid";
   };
   "POST /events": {
     path: Record<string, never>;
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: EventCreate;
     response: Envelope<Event>;
     permission: "events.write";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "event_duplicate_mismatch" | "event_payload_too_large" | "field_invalid" | "field_required" | "field_unknown" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "event_duplicate_mismatch" | "event_payload_too_large" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "GET /events/{event_id}": {
     path: { event_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<Event>;
     permission: "events.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "event_not_found" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "event_not_found" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "POST /events/{event_id}/replay": {
     path: { event_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<Event>;
     permission: "events.write";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "event_not_found" | "event_not_replayable" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "event_not_found" | "event_not_replayable" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "GET /reward-executions": {
     path: Record<string, never>;
     query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; customer_id?: string; event_id?: string; status?: string };
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: ListEnvelope<RewardExecution>;
     permission: "rewards.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "sort_field_invalid";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "sort_field_invalid";
   };
   "POST /webhooks": {
     path: Record<string, never>;
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: WebhookCreate;
     response: Envelope<WebhookEndpointCreated>;
     permission: "developers.webhooks.manage";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked" | "webhook_event_kind_invalid" | "webhook_url_invalid";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked" | "webhook_event_kind_invalid" | "webhook_url_invalid";
   };
   "GET /webhooks": {
     path: Record<string, never>;
     query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; status?: string };
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: ListEnvelope<WebhookEndpoint>;
     permission: "developers.webhooks.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "sort_field_invalid";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "sort_field_invalid";
   };
   "GET /webhooks/{webhook_id}": {
     path: { webhook_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<WebhookEndpoint>;
     permission: "developers.webhooks.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "webhook_not_found";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "webhook_not_found";
   };
   "DELETE /webhooks/{webhook_id}": {
     path: { webhook_id: string };
     query: Record<string, never>;
-    headers: { "Idempotency-Key"?: string };
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<WebhookEndpoint>;
     permission: "developers.webhooks.manage";
     idempotent: "optional";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_reused" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "webhook_not_found";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "webhook_not_found";
   };
   "POST /webhooks/{webhook_id}/test": {
     path: { webhook_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<WebhookDelivery>;
     permission: "developers.webhooks.manage";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "webhook_not_found";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "webhook_not_found";
   };
   "GET /webhooks/{webhook_id}/deliveries": {
     path: { webhook_id: string };
     query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; status?: string };
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: ListEnvelope<WebhookDelivery>;
     permission: "developers.webhooks.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "sort_field_invalid" | "webhook_not_found";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "sort_field_invalid" | "webhook_not_found";
   };
   "GET /webhooks/{webhook_id}/deliveries/{delivery_id}": {
     path: { webhook_id: string; delivery_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<WebhookDelivery>;
     permission: "developers.webhooks.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "webhook_delivery_not_found" | "webhook_not_found";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "webhook_delivery_not_found" | "webhook_not_found";
   };
   "POST /webhooks/{webhook_id}/deliveries/{delivery_id}/replay": {
     path: { webhook_id: string; delivery_id: string };
     query: Record<string, never>;
-    headers: { "Idempotency-Key"?: string };
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<WebhookDelivery>;
     permission: "developers.webhooks.manage";
     idempotent: "optional";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_reused" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "webhook_delivery_not_found" | "webhook_delivery_not_replayable" | "webhook_not_found";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "webhook_delivery_not_found" | "webhook_delivery_not_replayable" | "webhook_not_found";
   };
   "POST /developer/api-keys": {
     path: Record<string, never>;
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: ApiKeyCreate;
     response: Envelope<ApiKeyCreated>;
     permission: "developers.api_keys.manage";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "organization_mismatch" | "permission_denied" | "permission_escalation" | "permission_unknown" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "permission_escalation" | "permission_unknown" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "DELETE /developer/api-keys/{key_id}": {
     path: { key_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<ApiKey>;
     permission: "developers.api_keys.manage";
     idempotent: "none";
-    errors: "api_key_already_revoked" | "api_key_not_found" | "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked";
+    errors: "api_key_already_revoked" | "api_key_not_found" | "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "POST /ai/knowledge/search": {
     path: Record<string, never>;
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: KnowledgeSearch;
     response: ListEnvelope<KnowledgeHit>;
     permission: "ai.use";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "POST /ai/conversations/{conversation_id}/messages": {
     path: { conversation_id: string };
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: MessageCreate;
     response: Envelope<AssistantMessage>;
     permission: "ai.use";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "POST /ai/search": {
     path: Record<string, never>;
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: KnowledgeSearch;
     response: ListEnvelope<KnowledgeHit>;
     permission: "ai.use";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "POST /ai/messages": {
     path: Record<string, never>;
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: MessageCreate;
     response: Envelope<AssistantMessage>;
     permission: "ai.use";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "POST /auth/login": {
     path: Record<string, never>;
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID"?: string; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: LoginRequest;
     response: Envelope<SessionCreated>;
     permission: null;
     idempotent: "none";
-    errors: "credentials_invalid" | "field_invalid" | "field_required" | "field_unknown" | "organization_mismatch" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "second_factor_invalid" | "second_factor_required";
+    errors: "credentials_invalid" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "second_factor_invalid" | "second_factor_required";
   };
   "POST /auth/logout": {
     path: Record<string, never>;
     query: Record<string, never>;
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<Session>;
     permission: null;
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "GET /developer/logs": {
     path: Record<string, never>;
     query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; status?: string; path?: string; request_id?: string; from?: string; to?: string };
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: ListEnvelope<RequestLogEntry>;
     permission: "developers.logs.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "period_invalid" | "permission_denied" | "session_expired" | "session_revoked" | "sort_field_invalid";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "period_invalid" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "sort_field_invalid";
   };
   "GET /developer/usage": {
     path: Record<string, never>;
     query: { from?: string; to?: string };
-    headers: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: Envelope<Usage>;
     permission: "developers.usage.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "period_invalid" | "permission_denied" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "period_invalid" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
 }

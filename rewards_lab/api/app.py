@@ -7,16 +7,18 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rewards_lab.api import openapi_doc
 from rewards_lab.api.address_gate import AddressGate
 from rewards_lab.api.context import request_id_of
+from rewards_lab.api.deprecations import RAW_HEADERS_BY_PATH
 from rewards_lab.api.developer_routes import router as developer_router
 from rewards_lab.api.envelope import API_VERSION, failure
 from rewards_lab.api.health_routes import router as health_router
@@ -46,7 +48,12 @@ log = logging.getLogger(__name__)
 
 class ResponseHeaders:
     """Pure ASGI middleware (cheaper than BaseHTTPMiddleware): X-Request-ID and the RateLimit headers on every
-    response. Requests that never authenticated are counted per client address at the Public plan's limit."""
+    response, and `Deprecation`, `Sunset` and `Link` on every response of a deprecated path (api.deprecations).
+    Requests that never authenticated are counted per client address at the Public plan's limit.
+
+    It also answers what nothing inside answered: an exception that escapes the app before the response started
+    becomes the `internal_error` envelope here, with these headers (left to Starlette's outermost error layer, it
+    would be answered without them)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -55,9 +62,12 @@ class ResponseHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = False
 
         async def send_with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":  # raw header pairs: no Request or MutableHeaders per call
+                started = True
                 state: dict[str, Any] = scope.setdefault("state", {})
                 request_id: str = state.get("request_id") or request_id_of(Request(scope))
                 rate: RateState | None = state.get("rate")
@@ -66,11 +76,41 @@ class ResponseHeaders:
                     address = client[0] if client else "unknown"
                     rate = scope["app"].state.rate_limiter.charge(f"address/{address}", PUBLIC_LIMIT_PER_MINUTE)
                 ours = [(b"x-request-id", request_id.encode("latin-1")), *rate.raw_headers()]
+                ours += RAW_HEADERS_BY_PATH.get(scope["path"], [])
                 names = {name for name, _ in ours}
                 message["headers"] = [pair for pair in message.get("headers", ()) if pair[0] not in names] + ours
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            if started:  # too late for an envelope: the server closes the connection
+                raise
+            log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
+            request_id = request_id_of(Request(scope))
+            await failure(ServiceError("internal_error"), request_id)(scope, receive, send_with_headers)
+
+
+class MethodTable:
+    """Path pattern -> the methods of its operations, over the routers mounted under /v1. Starlette's own 405
+    names only the first route whose path matches, and routes of one path are separate routes here."""
+
+    def __init__(self, *routers: APIRouter) -> None:
+        by_pattern: dict[str, set[str]] = {}
+        for mounted in routers:
+            for route in mounted.routes:
+                methods = getattr(route, "methods", None)
+                path = getattr(route, "path", None)
+                if methods and path is not None:
+                    by_pattern.setdefault(f"/{API_VERSION}{path}", set()).update(methods)
+        self.entries = [(compile_path(pattern)[0], sorted(methods)) for pattern, methods in by_pattern.items()]
+
+    def allowed(self, path: str) -> list[str]:
+        methods: set[str] = set()
+        for regex, route_methods in self.entries:
+            if regex.match(path):
+                methods.update(route_methods)
+        return sorted(methods)
 
 
 def create_app(
@@ -127,6 +167,7 @@ def create_app(
     app.include_router(developer_router, prefix=f"/{API_VERSION}")
     app.include_router(health_router, prefix=f"/{API_VERSION}")  # readiness
     app.state.min_free_disk_bytes = min_free_disk_bytes
+    methods = MethodTable(router, developer_router)
 
     def openapi() -> dict[str, Any]:
         """FastAPI's document, plus the schemas of the bodies the handlers parse and of the typed responses."""
@@ -155,7 +196,13 @@ def create_app(
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> Response:
-        if error.status_code in (404, 405):
+        if error.status_code == 405:
+            allowed = methods.allowed(request.url.path)
+            detail = f"{request.url.path} has no operation {request.method}; it has {', '.join(allowed)}"
+            response = failure(ServiceError("method_not_allowed", detail, allowed=allowed), request_id_of(request))
+            response.headers["Allow"] = ", ".join(allowed)
+            return response
+        if error.status_code == 404:
             detail = f"no operation {request.method} {request.url.path}"
             return failure(ServiceError("route_not_found", detail), request_id_of(request))
         return failure(ServiceError("internal_error"), request_id_of(request))

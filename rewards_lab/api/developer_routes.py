@@ -99,7 +99,21 @@ async def logout(request: Request) -> Response:
     "/developer/logs",
     openapi_extra=operation(Permission.LOGS_VIEW, errors=(*PAGE_CODES, "period_invalid"))
     | responds(200, list[d.RequestLogEntry])
-    | query_parameters("status", "path", "request_id", "from", "to", listing=True, sorts=request_log.LOG_SORTS),
+    | query_parameters(
+        "status",
+        "path",
+        "request_id",
+        "from",
+        "to",
+        listing=True,
+        sorts=request_log.LOG_SORTS,
+        typed={
+            "status": {"type": "string", "pattern": "^[1-5]([0-9]{2}|[xX]{2})$"},
+            "path": {"type": "string", "pattern": "^/"},
+            "from": {"type": "string", "format": "date-time"},
+            "to": {"type": "string", "format": "date-time"},
+        },
+    ),
 )
 async def list_request_logs(request: Request) -> Response:
     principal = _authorised(request, Permission.LOGS_VIEW)
@@ -125,7 +139,7 @@ async def list_request_logs(request: Request) -> Response:
     "/developer/usage",
     openapi_extra=operation(Permission.USAGE_VIEW, errors=("period_invalid",))
     | responds(200, d.Usage)
-    | query_parameters("from", "to"),
+    | query_parameters("from", "to", typed={name: {"type": "string", "format": "date"} for name in ("from", "to")}),
 )
 async def api_usage(request: Request) -> Response:
     principal = _authorised(request, Permission.USAGE_VIEW)

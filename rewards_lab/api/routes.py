@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from rewards_lab.api.context import database_of, json_body, principal_of, request_id_of
+from rewards_lab.api.deprecations import deprecated_operation
 from rewards_lab.api.envelope import success
 from rewards_lab.api.openapi_doc import idempotency_header, query_parameters, responds, responds_like
 from rewards_lab.contract import requests as rq
@@ -72,7 +73,8 @@ def operation(
     if isinstance(body, Permission):
         body, permission = None, body
     assert permission is not None
-    codes = sorted(set(AUTH_CODES) | set(errors) | ({"idempotency_key_reused"} if idempotent != "none" else set()))
+    keyed = {"idempotency_key_reused", "idempotency_key_invalid", "idempotency_request_in_progress"}
+    codes = sorted(set(AUTH_CODES) | set(errors) | (keyed if idempotent != "none" else set()))
     if idempotent == "required":
         codes = sorted(set(codes) | {"idempotency_key_required"})
     assert set(codes) <= set(REGISTRY), set(codes) - set(REGISTRY)
@@ -99,20 +101,32 @@ def _idempotency_key(request: Request, *, required: bool) -> str | None:
     return key
 
 
+MAX_LIMIT_TEXT_CHARS = 20  # a `limit` longer than this is no number the schema allows (1..100)
+_INTEGRAL_RE = re.compile(r"[+-]?[0-9]+(\.0*)?")
+
+
+def _limit(raw: str | None) -> int:
+    """`limit` from the query: the document declares an integer, and JSON Schema counts `14.0` as the integer 14,
+    so an integral decimal is accepted as well; range checks stay with `check_page_request`."""
+    if raw is None:
+        return DEFAULT_LIMIT
+    if len(raw) > MAX_LIMIT_TEXT_CHARS or not _INTEGRAL_RE.fullmatch(raw):
+        raise ServiceError("field_invalid", "limit must be a whole number", field="limit")
+    return int(raw.partition(".")[0])
+
+
 def _page(request: Request) -> PageRequest:
-    """Cursor pagination from the query: `limit` (default 25, max 100), `cursor`, `sort`, `direction`."""
+    """Cursor pagination from the query: `limit` (default 25, max 100), `cursor` (an empty one is no cursor: the
+    first page), `sort`, `direction`."""
     query = request.query_params
-    raw_limit = query.get("limit")
-    try:
-        limit = int(raw_limit) if raw_limit is not None else DEFAULT_LIMIT
-    except ValueError:
-        raise ServiceError("field_invalid", "limit must be a whole number", field="limit") from None
+    limit = _limit(query.get("limit"))
+    cursor = query.get("cursor") or None
     direction = query.get("direction", "asc")
     key = database_of(request).secret_box.derive_key(CURSOR_KEY_LABEL)  # cursors signed under the database's key
     if direction == "asc":
-        return PageRequest(limit, query.get("cursor"), query.get("sort"), "asc", key)
+        return PageRequest(limit, cursor, query.get("sort"), "asc", key)
     if direction == "desc":
-        return PageRequest(limit, query.get("cursor"), query.get("sort"), "desc", key)
+        return PageRequest(limit, cursor, query.get("sort"), "desc", key)
     raise ServiceError("field_invalid", "direction must be asc or desc", field="direction")
 
 
@@ -614,17 +628,16 @@ async def revoke_api_key(request: Request, key_id: str) -> Response:
     return success(result, request_id_of(request))
 
 
-# AI: knowledge search and answers without a model (service.knowledge), and their deprecated predecessors.
-SUNSET = "Sat, 06 Feb 2027 00:00:00 GMT"
+# AI: knowledge search and answers without a model (service.knowledge), and their deprecated predecessors (their
+# Deprecation, Sunset and Link headers go on every answer of their paths: api.app.ResponseHeaders, api.deprecations).
 AI_CODES = tuple(BODY_CODES)
 HITS = list[r.KnowledgeHit]
 
 
-def _deprecated(response: Response, successor: str) -> Response:
-    response.headers["Deprecation"] = "true"
-    response.headers["Sunset"] = SUNSET
-    response.headers["Link"] = f'</v1{successor}>; rel="successor-version"'
-    return response
+def _deprecation_note(path: str) -> str:
+    deprecation = deprecated_operation(path, "POST")
+    assert deprecation is not None
+    return deprecation.description()
 
 
 @router.post(
@@ -651,29 +664,26 @@ async def conversation_message(request: Request, conversation_id: str) -> Respon
 @router.post(
     "/ai/search",
     deprecated=True,
+    description=_deprecation_note("/ai/search"),
     openapi_extra=operation(rq.KnowledgeSearch, Permission.AI_USE, errors=AI_CODES)
     | responds(200, list[r.KnowledgeHit]),
 )
 async def deprecated_search(request: Request) -> Response:
     _authorised(request, Permission.AI_USE)
     body = await json_body(request, rq.KnowledgeSearch)
-    response = success(
-        knowledge.search(body.query, body.limit), request_id_of(request), next_cursor=None, has_more=False
-    )
-    return _deprecated(response, "/ai/knowledge/search")
+    return success(knowledge.search(body.query, body.limit), request_id_of(request), next_cursor=None, has_more=False)
 
 
 @router.post(
     "/ai/messages",
     deprecated=True,
+    description=_deprecation_note("/ai/messages"),
     openapi_extra=operation(rq.MessageCreate, Permission.AI_USE, errors=AI_CODES) | responds(201, r.AssistantMessage),
 )
 async def deprecated_message(request: Request) -> Response:
     _authorised(request, Permission.AI_USE)
     body = await json_body(request, rq.MessageCreate)
-    return _deprecated(
-        success(knowledge.answer(None, body.content), request_id_of(request), 201), "/ai/conversations/{id}/messages"
-    )
+    return success(knowledge.answer(None, body.content), request_id_of(request), 201)
 
 
 @router.get("/health", include_in_schema=False)

@@ -8,6 +8,8 @@ import json
 import uuid
 from typing import Any
 
+from rewards_lab.artefacts._document import parameters
+
 POSTMAN_SCHEMA = "https://schema.getpostman.com/json/collection/v2.1.0/collection.json"
 VARIABLES = {
     "baseUrl": "http://127.0.0.1:8000/v1",
@@ -86,10 +88,11 @@ class _Examples:
         return None
 
 
-def _request(path: str, method: str, spec: dict[str, Any], prefix: str, examples: _Examples) -> dict[str, Any]:
+def _request(
+    path: str, method: str, spec: dict[str, Any], prefix: str, examples: _Examples, parameters: list[dict[str, Any]]
+) -> dict[str, Any]:
     relative = path.removeprefix(prefix)
     segments = [f":{s[1:-1]}" if s.startswith("{") and s.endswith("}") else s for s in relative.strip("/").split("/")]
-    parameters = spec.get("parameters", [])
     query = [
         {"key": p["name"], "value": str(p.get("schema", {}).get("default", "")), "disabled": True}
         for p in parameters
@@ -141,7 +144,7 @@ def _description(spec: dict[str, Any]) -> str:
         f"Error codes: {', '.join(spec.get('x-error-codes', []))}.",
     ]
     if spec.get("deprecated"):
-        lines.insert(0, "Deprecated: answers with Deprecation and Sunset headers.")
+        lines.insert(0, "Deprecated: every answer carries Deprecation, Sunset and Link headers.")
     return "\n\n".join(lines)
 
 
@@ -151,7 +154,8 @@ def generate(document: dict[str, Any], prefix: str = "/v1") -> dict[str, Any]:
     for path, item in document["paths"].items():
         area = path.removeprefix(prefix).strip("/").split("/")[0] or "root"
         for method, spec in item.items():
-            folders.setdefault(area, []).append(_request(path, method, spec, prefix, examples))
+            request = _request(path, method, spec, prefix, examples, parameters(document, spec))
+            folders.setdefault(area, []).append(request)
     title = document["info"]["title"]
     return {
         "info": {

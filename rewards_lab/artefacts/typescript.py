@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from rewards_lab.artefacts._document import parameters
 from rewards_lab.contract.errors import REGISTRY, ErrorType
 
 _IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*")
@@ -127,10 +128,10 @@ def _operations(document: dict[str, Any], prefix: str) -> list[str]:
         for method, spec in item.items():
             relative = path.removeprefix(prefix) or "/"
             body = spec.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
-            parameters = spec.get("parameters", [])
+            declared = parameters(document, spec)
 
-            def params(where: str, parameters: list[dict[str, Any]] = parameters) -> str:
-                chosen = [p for p in parameters if p["in"] == where]
+            def params(where: str, declared: list[dict[str, Any]] = declared) -> str:
+                chosen = [p for p in declared if p["in"] == where]
                 if not chosen:
                     return "Record<string, never>"
                 fields = "; ".join(

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import sys
 import uuid
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, Generic, TypeVar
 
 import httpx
@@ -35,12 +38,47 @@ ENVIRONMENTS = ("sandbox", "production")
 
 
 class DeprecatedEndpointWarning(DeprecationWarning):
-    """The service announced (`Deprecation`, `Sunset` headers) that the endpoint called will be removed."""
+    """The service announced (`Deprecation`, `Sunset` headers) that the endpoint called will be removed.
 
-    def __init__(self, method: str, path: str, sunset: str | None, link: str | None) -> None:
+    `sunset` and `link` are the headers as sent; `deprecated_at` (RFC 9745 `@<epoch>`), `sunset_at` (RFC 8594
+    HTTP-date), `successor` (`rel="successor-version"`) and `deprecation_info` (`rel="deprecation"`) are read
+    from them, None where absent or in another form (an older server sent `Deprecation: true`)."""
+
+    def __init__(
+        self, method: str, path: str, sunset: str | None, link: str | None, deprecation: str | None = None
+    ) -> None:
         self.method, self.path, self.sunset, self.link = method, path, sunset, link
-        successor = f"; successor: {link}" if link else ""
-        super().__init__(f"{method} {path} is deprecated (sunset {sunset or 'not announced'}){successor}")
+        self.deprecated_at = _epoch(deprecation)
+        self.sunset_at = _http_date(sunset)
+        links = _links(link)
+        self.successor, self.deprecation_info = links.get("successor-version"), links.get("deprecation")
+        when = f"{self.sunset_at:%Y-%m-%d}" if self.sunset_at else (sunset or "not announced")
+        successor = f"; successor: {self.successor or link}" if link else ""
+        super().__init__(f"{method} {path} is deprecated (sunset {when}){successor}")
+
+
+def _epoch(value: str | None) -> datetime | None:
+    """RFC 9745's `@<seconds since the epoch>`."""
+    if value is None or not re.fullmatch(r"@-?[0-9]{1,12}", value.strip()):
+        return None
+    return datetime.fromtimestamp(int(value.strip()[1:]), UTC)
+
+
+def _http_date(value: str | None) -> datetime | None:
+    try:
+        return parsedate_to_datetime(value) if value else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _links(value: str | None) -> dict[str, str]:
+    """RFC 8288 `<target>; rel="name"` entries of a Link header by relation (targets never contain `>`)."""
+    found: dict[str, str] = {}
+    for target, params in re.findall(r"<([^>]*)>\s*((?:;[^,<]*)*)", value or ""):
+        rel = re.search(r'rel\s*=\s*"?([^";]+)"?', params)
+        for name in rel.group(1).split() if rel else ():
+            found.setdefault(name.lower(), target)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,9 +215,11 @@ def _caller_level() -> int:
 
 
 def _warn_deprecation(prepared: Prepared, response: httpx.Response, path: str) -> None:
-    if "Deprecation" in response.headers or "Sunset" in response.headers:
+    """On every answer that announces a deprecation, failures included (the service sends the headers on all)."""
+    headers = response.headers
+    if "Deprecation" in headers or "Sunset" in headers:
         warning = DeprecatedEndpointWarning(
-            prepared.method, path, response.headers.get("Sunset"), response.headers.get("Link")
+            prepared.method, path, headers.get("Sunset"), headers.get("Link"), headers.get("Deprecation")
         )
         warnings.warn(warning, stacklevel=_caller_level())
 
@@ -187,6 +227,7 @@ def _warn_deprecation(prepared: Prepared, response: httpx.Response, path: str) -
 def parse_response(call: Call[T], prepared: Prepared, response: httpx.Response) -> T | ApiError:
     """The call's result from a success envelope, or the exception a failure envelope stands for."""
     request_id = response.headers.get("X-Request-ID", prepared.request_id)
+    _warn_deprecation(prepared, response, call.path)
     try:
         body = jsonutil.loads(response.content)
     except ValueError:
@@ -208,7 +249,6 @@ def parse_response(call: Call[T], prepared: Prepared, response: httpx.Response) 
             request_id=request_id,
             http_status=response.status_code,
         )
-    _warn_deprecation(prepared, response, call.path)
     try:
         return call.parse(body if call.listing else body["data"])
     except (ValueError, TypeError) as error:  # pydantic's ValidationError is a ValueError

@@ -61,6 +61,12 @@ class NotFoundError(ApiError):
     error_type = ErrorType.NOT_FOUND.value
 
 
+class MethodNotAllowedError(ApiError):
+    """The path exists but not with this method (405); `details.allowed` lists the methods it has."""
+
+    error_type = ErrorType.METHOD_NOT_ALLOWED.value
+
+
 class ConflictError(ApiError):
     error_type = ErrorType.CONFLICT.value
 
@@ -96,6 +102,7 @@ ERROR_CLASSES: dict[str, type[ApiError]] = {
         AuthenticationError,
         AuthorizationError,
         NotFoundError,
+        MethodNotAllowedError,
         ConflictError,
         IdempotencyError,
         RateLimitError,

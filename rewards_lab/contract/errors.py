@@ -17,6 +17,7 @@ class ErrorType(StrEnum):
     AUTHENTICATION = "authentication_error"
     AUTHORIZATION = "authorization_error"
     NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"  # the path exists; the method is not one of its operations
     CONFLICT = "conflict"
     IDEMPOTENCY = "idempotency_error"
     RATE_LIMIT = "rate_limit_error"
@@ -28,6 +29,7 @@ HTTP_STATUS_BY_TYPE: dict[ErrorType, int] = {
     ErrorType.AUTHENTICATION: 401,
     ErrorType.AUTHORIZATION: 403,
     ErrorType.NOT_FOUND: 404,
+    ErrorType.METHOD_NOT_ALLOWED: 405,
     ErrorType.CONFLICT: 409,
     ErrorType.IDEMPOTENCY: 409,
     ErrorType.RATE_LIMIT: 429,
@@ -126,6 +128,10 @@ REGISTRY: dict[str, ErrorCode] = {
             "api_key_not_found": "The API key does not exist.",
             "conversation_not_found": "The conversation does not exist.",
         },
+    ),
+    **_codes(
+        ErrorType.METHOD_NOT_ALLOWED,
+        {"method_not_allowed": "The path exists but has no operation for this method; the Allow header lists them."},
     ),
     **_codes(
         ErrorType.CONFLICT,

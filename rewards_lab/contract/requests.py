@@ -19,13 +19,19 @@ from pydantic import (
     Tag,
     WithJsonSchema,
 )
+from rfc3986_validator import validate_rfc3986  # type: ignore[import-untyped]
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.limits import check_data
+from rewards_lab.contract.permissions import Permission
 from rewards_lab.contract.validation import custom_error
-from rewards_lab.domain.money import MAX_DECIMALS, parse_rate, parse_threshold
+from rewards_lab.domain.money import MAX_DECIMALS, MAX_RATE, parse_rate, parse_threshold
 
-_EMAIL_RE = re.compile(r"^[^@\s]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9-]{1,63})+$")
+# Python's `\s` spelled out (ECMA-262's `\s`, which the OpenAPI document's pattern is read with, is another set).
+_WHITESPACE = r"\t\n\v\f\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+_EMAIL_RE = re.compile(
+    rf"^[^@{_WHITESPACE}]{{1,64}}@[A-Za-z0-9](?:[A-Za-z0-9-]{{0,61}}[A-Za-z0-9])?(?:\.[A-Za-z0-9-]{{1,63}})+$"
+)
 _DECIMAL_STRING_RE = re.compile(r"-?[0-9]+(\.[0-9]+)?")  # used with fullmatch: ASCII digits, nothing after
 MAX_EVENT_DATA_BYTES = 16_384
 MAX_RULES_CONDITIONS = 20
@@ -52,17 +58,27 @@ def _json_number(value: Decimal) -> int | float:
     return int(value) if value == value.to_integral_value() else float(value)
 
 
+# A JSON number, or the same value as a decimal string (the parser takes both; the document says so). Rates are
+# above zero and below MAX_RATE; both allow MAX_RATE_DECIMALS places and 15 significant digits (not a schema rule).
+_POSITIVE_DECIMAL_TEXT = r"^([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*)$"
 Rate = Annotated[
     Decimal,
     BeforeValidator(_number_field(lambda v: parse_rate(v, "rate"))),
     PlainSerializer(_json_number),
-    WithJsonSchema({"type": "number"}),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": int(MAX_RATE)},
+                {"type": "string", "pattern": _POSITIVE_DECIMAL_TEXT},
+            ]
+        }
+    ),
 ]
 Threshold = Annotated[
     Decimal,
     BeforeValidator(_number_field(lambda v: parse_threshold(v, "value"))),
     PlainSerializer(_json_number),
-    WithJsonSchema({"type": "number"}),
+    WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$"}]}),
 ]
 
 
@@ -75,7 +91,14 @@ def _decimal_string(value: object) -> str:
 DecimalString = Annotated[
     str,
     BeforeValidator(_decimal_string),
-    WithJsonSchema({"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$", "examples": ["12.50"]}),
+    # Every use is an amount, which must be above zero (`amount_not_positive`), so the document says so.
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": r"^([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*)$",
+            "examples": ["12.50"],
+        }
+    ),
 ]
 # ISO 8601 / RFC 3339 date-times only (a JSON number is not a time, though pydantic would read it as epoch seconds).
 _DATE_TIME_RE = re.compile(
@@ -121,6 +144,37 @@ def _free_json(field: str, long_string_code: str = "field_invalid") -> Any:
 
 
 Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def _whole_number(value: object) -> object:
+    """JSON Schema's `integer` counts 14.0 as 14: an integral number (parsed as a Decimal) becomes an int.
+    Anything else goes on to strict int validation, which refuses strings, booleans and fractions."""
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return int(value) if abs(value.adjusted()) < MAX_WHOLE_NUMBER_DIGITS else value
+    return value
+
+
+MAX_WHOLE_NUMBER_DIGITS = 20  # beyond this an "integral" number is no count or size the service takes
+
+
+def _whole_number_schema(minimum: int, maximum: int) -> WithJsonSchema:
+    return WithJsonSchema({"type": "integer", "minimum": minimum, "maximum": maximum})
+
+
+# Integer fields that also take 14.0 for 14, as their JSON Schema (`integer`) says they do.
+Decimals = Annotated[
+    int,
+    BeforeValidator(_whole_number),
+    Field(ge=0, le=MAX_DECIMALS, strict=True),
+    _whole_number_schema(0, MAX_DECIMALS),
+]
+SearchLimit = Annotated[
+    int, BeforeValidator(_whole_number), Field(ge=1, le=20, strict=True), _whole_number_schema(1, 20)
+]
+
+
+# A permission code: the JSON Schema names them all (an unknown one is still `permission_unknown`, not a type error).
+PermissionCode = Annotated[str, WithJsonSchema({"type": "string", "enum": sorted(p.value for p in Permission)})]
 Identifier = Annotated[str, Field(min_length=1, max_length=255)]
 FieldName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
 EventType = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")]
@@ -173,7 +227,7 @@ class AssetCreate(RequestModel):
     name: Name
     symbol: Annotated[str, Field(pattern=r"^[A-Z][A-Z0-9]{0,11}$")]
     type: AssetType
-    decimals: Annotated[int, Field(ge=0, le=MAX_DECIMALS, strict=True)]
+    decimals: Decimals
     supply_ceiling: DecimalString | None = None
 
 
@@ -276,14 +330,39 @@ class TransferRequest(RequestModel):
     reference: Annotated[str, Field(max_length=500)] | None = None
 
 
+def _uri(value: str) -> str:
+    """An RFC 3986 URI, by the rule JSON Schema's `format: uri` is checked with (the document declares it): no
+    spaces, control or non-ASCII characters, well-formed percent escapes. Scheme and host rules are the service's."""
+    if not validate_rfc3986(value, rule="URI"):
+        raise custom_error(ServiceError("webhook_url_invalid", "the URL is not a valid URI (RFC 3986)"))
+    return value
+
+
 WEBHOOK_EVENT_KINDS = ("reward.issued", "asset.paused", "wallet.frozen")
 
 
 class WebhookCreate(RequestModel):
     """The seed's shape: `url` and the event kinds to deliver. The signing secret is returned once."""
 
-    url: Annotated[str, Field(min_length=8, max_length=2000)]
-    events: Annotated[list[str], Field(min_length=1, max_length=len(WEBHOOK_EVENT_KINDS))]
+    url: Annotated[
+        str,
+        Field(min_length=8, max_length=2000),
+        AfterValidator(_uri),
+        # The scheme rule (http or https, any case); which hosts an environment allows is beyond a schema.
+        WithJsonSchema(
+            {
+                "type": "string",
+                "minLength": 8,
+                "maxLength": 2000,
+                "format": "uri",
+                "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://",
+            }
+        ),
+    ]
+    events: Annotated[
+        list[Annotated[str, WithJsonSchema({"type": "string", "enum": list(WEBHOOK_EVENT_KINDS)})]],
+        Field(min_length=1, max_length=len(WEBHOOK_EVENT_KINDS)),
+    ]
 
 
 WEBHOOK_ROTATION_GRACE_S = 24 * 3600  # default: the previous secret signs for a day after a rotation
@@ -301,12 +380,12 @@ class ApiKeyCreate(RequestModel):
     """A new key of the caller's organization and environment, holding at most the caller's permissions."""
 
     name: Annotated[str, Field(min_length=1, max_length=200)]
-    permissions: Annotated[list[str], Field(min_length=1, max_length=100)]
+    permissions: Annotated[list[PermissionCode], Field(min_length=1, max_length=100)]
 
 
 class KnowledgeSearch(RequestModel):
     query: Annotated[str, Field(min_length=1, max_length=500)]
-    limit: Annotated[int, Field(ge=1, le=20, strict=True)] = 5
+    limit: SearchLimit = 5
 
 
 class MessageCreate(RequestModel):
