@@ -49,10 +49,16 @@ def _serve(args: argparse.Namespace) -> int:
 
     from rewards_lab.api.app import create_app
     from rewards_lab.service.deliveries import DeliverySettings
+    from rewards_lab.service.retention import RetentionSettings
 
     Path(args.db).parent.mkdir(parents=True, exist_ok=True)
     try:
         settings = DeliverySettings.from_env()  # REWARDS_LAB_WEBHOOK_RETRY_DELAYS, REWARDS_LAB_WEBHOOK_TIMEOUT_S
+    except ValueError as error:
+        print(f"rewards-lab serve: {error}", file=sys.stderr)
+        return 2
+    try:
+        retention = RetentionSettings.from_env()  # REWARDS_LAB_RETENTION_* (service/retention.py)
     except ValueError as error:
         print(f"rewards-lab serve: {error}", file=sys.stderr)
         return 2
@@ -64,6 +70,7 @@ def _serve(args: argparse.Namespace) -> int:
             delivery_settings=settings,
             worker_batch_size=args.worker_batch_size,
             session_lifetime_s=args.session_lifetime_s,
+            retention_settings=retention,
         )
         # No uvicorn access log: the service's own request log records every /v1 request (and costs less).
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
@@ -182,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--opening-supply", default="0", help="outstanding supply before the first event")
     replay.set_defaults(run=_replay)
     _client_commands(commands)
+    _operator_commands(commands)
     return parser
 
 
@@ -191,6 +199,13 @@ def _client_commands(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
     cli_push.configure(commands.add_parser("push", help="push a programme file to a live /v1 deployment"))
     cli_api.configure(commands.add_parser("api", help="call the /v1 API: one subcommand per operation"))
+
+
+def _operator_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`retention`, `backup` and `restore`: over a database file no service has open."""
+    from rewards_lab import cli_ops
+
+    cli_ops.configure(commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,84 @@
+"""The audit of authentication events: one row per event, written synchronously; read per tenant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.queries import Row, RowPage, fetch_one, paginate
+
+COLUMNS = (
+    "id",
+    "organization_id",
+    "environment",
+    "kind",
+    "outcome",
+    "reason",
+    "status",
+    "actor_id",
+    "subject_id",
+    "request_id",
+    "method",
+    "path",
+    "address",
+    "sdk_version",
+    "created_at",
+)
+_INSERT = f"INSERT INTO auth_audit ({', '.join(COLUMNS)}) VALUES ({', '.join('?' for _ in COLUMNS)})"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditFilter:
+    kind: str | None = None
+    outcome: str | None = None
+    since: datetime | None = None  # inclusive, naive UTC
+    until: datetime | None = None  # exclusive, naive UTC
+
+
+class AuthAuditRepository:
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def add(self, row: dict[str, Any]) -> None:
+        """One event; `row` holds every column of COLUMNS."""
+        self.con.execute(_INSERT, [row[column] for column in COLUMNS])
+
+    def page(self, scope: Scope, where: AuditFilter, page: PageRequest) -> RowPage:
+        """The organization's events in this environment, and its organization-wide ones (environment NULL)."""
+        clauses = ["organization_id = ?", "(environment = ? OR environment IS NULL)"]
+        params: list[Any] = [*scope.params]
+        for column, value in (("kind", where.kind), ("outcome", where.outcome)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if where.since is not None:
+            clauses.append("created_at >= ?")
+            params.append(where.since)
+        if where.until is not None:
+            clauses.append("created_at < ?")
+            params.append(where.until)
+        select_sql = f"SELECT * FROM auth_audit WHERE {' AND '.join(clauses)}"
+        return paginate(
+            self.con, list_name="auth_audit", select_sql=select_sql, params=params, page=page, sort="created_at"
+        )
+
+    def api_key_owner(self, key_id: str) -> Row | None:
+        """The tenant of an API key (to file a refused request under it), whatever its state."""
+        return fetch_one(self.con, "SELECT organization_id, environment FROM api_keys WHERE id = ?", [key_id])
+
+    def session_owner(self, session_id: str) -> Row | None:
+        return fetch_one(
+            self.con, "SELECT organization_id, account_id AS actor_id FROM sessions WHERE id = ?", [session_id]
+        )
+
+    def account_by_email(self, email: str) -> Row | None:
+        return fetch_one(self.con, "SELECT id, organization_id FROM accounts WHERE email = ?", [email])
+
+    def delete_before(self, cutoff: datetime) -> int:
+        row = self.con.execute("DELETE FROM auth_audit WHERE created_at < ?", [cutoff]).fetchone()
+        return int(row[0]) if row else 0
