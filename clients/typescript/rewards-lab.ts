@@ -197,6 +197,25 @@ export interface AssistantMessage {
   sources: KnowledgeHit[];
 }
 
+/** One authentication event, written durably before the answer (or with the action itself). `reason` is the
+error code of a refusal (`credentials_invalid`, `permission_denied`...), never a credential. */
+export interface AuthAuditEntry {
+  id: string;
+  kind: "login" | "logout" | "api_key_created" | "api_key_revoked" | "access_denied";
+  outcome: "succeeded" | "failed";
+  reason: string | null;
+  status: number | null;
+  actor_id: string | null;
+  subject_id: string | null;
+  environment: "sandbox" | "production" | null;
+  request_id: string | null;
+  method: string | null;
+  path: string | null;
+  address: string | null;
+  sdk_version: string | null;
+  created_at: string;
+}
+
 export interface Balance {
   asset_id: string;
   symbol: string;
@@ -380,6 +399,7 @@ export interface RequestLogEntry {
   principal_id: string | null;
   environment: "sandbox" | "production";
   created_at: string;
+  sdk_version?: string | null;
 }
 
 export interface RewardExecution {
@@ -498,6 +518,7 @@ export interface Usage {
   days: UsageDay[];
   operations: UsageOperation[];
   business: BusinessCounts;
+  sdk_versions?: UsageSdkVersion[];
 }
 
 export interface UsageDay {
@@ -511,6 +532,14 @@ export interface UsageOperation {
   operation: string;
   status_class: string;
   requests: number;
+}
+
+/** Requests of one SDK version over the period (null: requests that sent no X-SDK-Version). */
+export interface UsageSdkVersion {
+  sdk_version: string | null;
+  total: number;
+  by_status_class: { [key: string]: number };
+  last_seen_at: string | null;
 }
 
 export interface Wallet {
@@ -1111,7 +1140,7 @@ export interface Operations {
   };
   "GET /developer/logs": {
     path: Record<string, never>;
-    query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; status?: string; path?: string; request_id?: string; from?: string; to?: string };
+    query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; status?: string; path?: string; request_id?: string; from?: string; to?: string; sdk_version?: string };
     headers: Record<string, never>;
     body: never;
     response: ListEnvelope<RequestLogEntry>;
@@ -1128,5 +1157,15 @@ export interface Operations {
     permission: "developers.usage.view";
     idempotent: "none";
     errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "period_invalid" | "permission_denied" | "session_expired" | "session_revoked";
+  };
+  "GET /developer/audit": {
+    path: Record<string, never>;
+    query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; kind?: string; outcome?: string; from?: string; to?: string };
+    headers: Record<string, never>;
+    body: never;
+    response: ListEnvelope<AuthAuditEntry>;
+    permission: "developers.logs.view";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "organization_mismatch" | "period_invalid" | "permission_denied" | "session_expired" | "session_revoked" | "sort_field_invalid";
   };
 }
