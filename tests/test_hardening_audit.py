@@ -195,9 +195,7 @@ def test_the_tenant_reads_its_audit_with_filters_and_the_permission(live: LiveSe
         again.stop()
 
 
-def test_a_full_request_log_queue_counts_what_it_refuses_and_keeps_what_it_holds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_full_request_log_queue_counts_what_it_drops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(request_log, "MAX_BUFFERED", 3)
     with Database(tmp_path / "log.duckdb") as database:
         writer = RequestLogWriter(database)
@@ -206,7 +204,7 @@ def test_a_full_request_log_queue_counts_what_it_refuses_and_keeps_what_it_holds
         assert writer.dropped == 2 and writer.queued() == 3
         assert writer.flush() == 3
         stored = database.reader().execute("SELECT request_id FROM request_log ORDER BY id").fetchall()
-        assert [row[0] for row in stored] == ["r0", "r1", "r2"]  # the oldest are kept, nothing vanished unseen
+        assert [row[0] for row in stored] == ["r2", "r3", "r4"]  # the oldest went, and were counted
 
 
 def test_a_failed_flush_puts_its_records_back(tmp_path: Path) -> None:

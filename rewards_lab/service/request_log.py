@@ -4,8 +4,8 @@ Requests append a small record to an in-memory queue (no I/O); a background thre
 `request_log` table in one INSERT at least every second and once more at shutdown. Records hold no bodies, no
 query strings and no headers other than the request id and the SDK version, so no secret can land in the log.
 
-The queue is bounded (`MAX_BUFFERED` records, about 60 MB): if writing falls behind by more than that, new
-records are refused rather than letting memory grow or requests wait. Nothing is dropped silently: every refused
+The queue is bounded (`MAX_BUFFERED` records, about 60 MB): if writing falls behind by more than that, the oldest
+records are dropped rather than letting memory grow or requests wait. Nothing is dropped silently: every dropped
 record is counted (`dropped`, shown in `GET /v1/health` as `request_log_dropped`) and logged once per flush
 interval. Records still queued when the process dies are lost (at most about one second of traffic); the
 events that must survive a crash (authentication, 401 and 403) are written durably by `service.auth_audit`.
@@ -77,7 +77,7 @@ class RequestLogWriter:
     def __init__(self, database: Database, flush_interval_s: float = FLUSH_INTERVAL_S) -> None:
         self.database = database
         self.flush_interval_s = flush_interval_s
-        self.dropped = 0  # records refused because the queue was full (since start)
+        self.dropped = 0  # records dropped because the queue was full or a write failed past the bound (since start)
         self._dropped_reported = 0
         self._queue: deque[LogRecord] = deque()
         self._stop = threading.Event()
@@ -85,8 +85,8 @@ class RequestLogWriter:
 
     def record(self, record: LogRecord) -> None:
         if len(self._queue) >= MAX_BUFFERED:
-            self.dropped += 1  # the queue keeps what it holds; the count is shown in /v1/health
-            return
+            self._queue.popleft()  # the oldest goes, counted (shown in /v1/health): the newest say most of now
+            self.dropped += 1
         self._queue.append(record)
 
     def queued(self) -> int:
@@ -121,10 +121,10 @@ class RequestLogWriter:
         return len(batch)
 
     def _requeue(self, batch: list[LogRecord]) -> None:
-        """A failed write puts its records back in front (oldest first), as far as the bound allows; the rest
-        are counted as dropped."""
+        """A failed write puts its records back in front, as far as the bound allows; the oldest of them that
+        do not fit are counted as dropped."""
         room = max(0, MAX_BUFFERED - len(self._queue))
-        kept = batch[:room]
+        kept = batch[len(batch) - room :] if room else []
         self.dropped += len(batch) - len(kept)
         self._queue.extendleft(reversed(kept))
 
