@@ -1160,7 +1160,7 @@ export interface Operations {
   };
   "GET /developer/audit": {
     path: Record<string, never>;
-    query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; kind?: string; outcome?: string; from?: string; to?: string };
+    query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; kind?: "login" | "logout" | "api_key_created" | "api_key_revoked" | "access_denied"; outcome?: "succeeded" | "failed"; from?: string; to?: string };
     headers: Record<string, never>;
     body: never;
     response: ListEnvelope<AuthAuditEntry>;

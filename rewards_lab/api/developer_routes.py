@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -131,11 +132,23 @@ async def api_usage(request: Request) -> Response:
     return success(result, request_id_of(request))
 
 
+def _enumerated(declared: dict[str, Any], **choices: tuple[str, ...]) -> dict[str, Any]:
+    """Declared query parameters, with the values of the named ones enumerated in their schema."""
+    for parameter in declared["parameters"]:
+        if parameter["name"] in choices:
+            parameter["schema"] = {"type": "string", "enum": list(choices[parameter["name"]])}
+    return declared
+
+
 @router.get(
     "/developer/audit",
     openapi_extra=operation(Permission.LOGS_VIEW, errors=(*PAGE_CODES, "period_invalid"))
     | responds(200, list[d.AuthAuditEntry])
-    | query_parameters("kind", "outcome", "from", "to", listing=True, sorts=auth_audit.AUDIT_SORTS),
+    | _enumerated(
+        query_parameters("kind", "outcome", "from", "to", listing=True, sorts=auth_audit.AUDIT_SORTS),
+        kind=auth_audit.KINDS,
+        outcome=auth_audit.OUTCOMES,
+    ),
 )
 async def list_auth_audit(request: Request) -> Response:
     """Authentication events (logins, logouts, API key changes, 401 and 403 answers), durable and complete."""
