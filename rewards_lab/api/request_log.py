@@ -69,9 +69,13 @@ class RequestLogMiddleware:
         scope.setdefault("state", {})["request_id"] = request_id  # what `request_id_of` returns from now on
         sdk_version = sdk_version_of(scope)
         status = 500
-        audited = AuditedResponse(self.writer, scope, send, request_id, sdk_version)
-        if path == LOGIN_PATH:
-            receive = audited.capture_login(receive)
+        if path in (LOGIN_PATH, LOGOUT_PATH):  # every answer audited
+            audited = AuditedResponse(self.writer, scope, send, request_id, sdk_version)
+            forward: Send = audited.send
+            if path == LOGIN_PATH:
+                receive = audited.capture_login(receive)
+        else:  # only a 401 or 403
+            forward = audit_send(self.writer, scope, send, request_id, sdk_version)
         if path.startswith(API_KEYS_PATH):  # key creation and revocation are audited by the service, with this
             auth_audit.REQUEST.set(
                 auth_audit.RequestContext(
@@ -83,7 +87,7 @@ class RequestLogMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
-            await audited.send(message)
+            await forward(message)
 
         try:
             await self.app(scope, receive, send_and_note)
@@ -216,7 +220,18 @@ def _text(value: Any) -> str | None:
 def audit_send(writer: RequestLogWriter, scope: Scope, send: Send, request_id: str, sdk: str | None) -> Send:
     """`send`, auditing a 401 or 403 answer before it leaves (for the POST /events hot path, which answers in
     front of the middleware)."""
-    return AuditedResponse(writer, scope, send, request_id, sdk).send
+    audited: AuditedResponse | None = None
+
+    async def send_audited(message: Message) -> None:
+        nonlocal audited
+        if audited is None:  # the common case costs one test per message: nothing is made for a 2xx
+            if message["type"] != "http.response.start" or message["status"] not in AUDITED_STATUSES:
+                await send(message)
+                return
+            audited = AuditedResponse(writer, scope, send, request_id, sdk)
+        await audited.send(message)
+
+    return send_audited
 
 
 def record_request(
