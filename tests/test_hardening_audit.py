@@ -222,3 +222,41 @@ def test_a_failed_flush_puts_its_records_back(tmp_path: Path) -> None:
 def test_health_shows_the_request_log_drop_count(live: LiveServer) -> None:
     health = httpx.get(f"{live.base_url}/health", timeout=10).json()["data"]
     assert health["request_log_dropped"] == 0 and health["workers"]["retention"]["alive"] is True
+
+
+def test_a_login_that_crashes_before_answering_is_audited_as_failed(tmp_path: Path) -> None:
+    """In process: the app behind the middleware raises before it sends anything (the server's outer error
+    layer answers 500); the attempt is still in the audit, under the account its email names."""
+    import asyncio
+
+    from rewards_lab.api.request_log import RequestLogMiddleware
+    from rewards_lab.service.organizations import create_organization
+    from rewards_lab.service.sessions import create_owner_account
+
+    async def crashing_app(scope: Any, receive: Any, send: Any) -> None:
+        await receive()
+        raise RuntimeError("boom")
+
+    with Database(tmp_path / "crash.duckdb") as database:
+        org = create_organization(database, "Crash")
+        account, _ = create_owner_account(database, org["id"], EMAIL, PASSWORD)
+        middleware = RequestLogMiddleware(crashing_app, RequestLogWriter(database))
+        body = b'{"email": "%s", "password": "%s"}' % (EMAIL.encode(), PASSWORD.encode())
+        scope = {"type": "http", "method": "POST", "path": "/v1/auth/login", "headers": [], "client": ("10.0.0.9", 1)}
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            raise AssertionError("nothing is sent")
+
+        with pytest.raises(RuntimeError, match="boom"):
+            asyncio.run(middleware(scope, receive, send))
+        row = (
+            database.reader()
+            .execute("SELECT kind, outcome, status, organization_id, actor_id, address FROM auth_audit")
+            .fetchall()
+        )
+        assert row == [("login", "failed", 500, org["id"], account.id, "10.0.0.9")]
+        stored = database.reader().execute("SELECT * FROM auth_audit").fetchall()
+        assert PASSWORD not in str(stored)

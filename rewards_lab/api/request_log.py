@@ -69,6 +69,7 @@ class RequestLogMiddleware:
         scope.setdefault("state", {})["request_id"] = request_id  # what `request_id_of` returns from now on
         sdk_version = sdk_version_of(scope)
         status = 500
+        audited: AuditedResponse | None = None
         if path in (LOGIN_PATH, LOGOUT_PATH):  # every answer audited
             audited = AuditedResponse(self.writer, scope, send, request_id, sdk_version)
             forward: Send = audited.send
@@ -102,6 +103,8 @@ class RequestLogMiddleware:
             record_request(
                 self.writer, principal, request_id, scope["method"], path, template, status, started, at, sdk_version
             )
+            if audited is not None:
+                await audited.finish()  # a login or logout that crashed before answering is audited too
 
 
 class AuditedResponse:
@@ -119,6 +122,7 @@ class AuditedResponse:
         self.held: list[Message] | None = None
         self.body = bytearray()
         self.login_body: bytearray | None = None
+        self.audited = False
 
     def capture_login(self, receive: Receive) -> Receive:
         """`receive`, keeping a copy of the first bytes of the body (for the attempted email)."""
@@ -153,7 +157,14 @@ class AuditedResponse:
         for item in held:
             await self.downstream(item)
 
+    async def finish(self) -> None:
+        """After the app: a login or logout whose answer never completed (an unexpected error, answered as 500
+        by the server's outer layer) is audited as failed."""
+        if not self.audited:
+            await self._audit(500)
+
     async def _audit(self, status: int) -> None:
+        self.audited = True
         event, email = self._event(status)
         try:
             await run_in_threadpool(auth_audit.write, self.writer.database, event, email=email)
