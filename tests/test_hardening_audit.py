@@ -65,7 +65,11 @@ def test_logins_survive_a_crash_right_after_the_answer_and_hold_no_password(live
         assert wrong.status_code == 401
         unknown = http.post("/auth/login", json={"email": "nobody@audit.test", "password": PASSWORD})
         assert unknown.status_code == 401
-        session = http.post("/auth/login", json={"email": EMAIL.upper(), "password": PASSWORD})
+        malformed = http.post("/auth/login", content=b'{"email": "' + EMAIL.encode() + b'", not json')
+        assert malformed.status_code == 422
+        session = http.post(
+            "/auth/login", json={"email": EMAIL.upper(), "password": PASSWORD}, headers={"X-SDK-Version": "acme-js/3"}
+        )
         assert session.status_code == 201
     _killed(live)  # right after the last answer
     rows = _rows(live.db)
@@ -73,14 +77,17 @@ def test_logins_survive_a_crash_right_after_the_answer_and_hold_no_password(live
     assert [(r["outcome"], r["reason"], r["status"]) for r in logins] == [
         ("failed", "credentials_invalid", 401),
         ("failed", "credentials_invalid", 401),
+        ("failed", "request_malformed", 422),
         ("succeeded", None, 201),
     ]
     created = session.json()["data"]
     account_id = created["account"]["id"]
     assert logins[0]["organization_id"] == live.organization_id and logins[0]["actor_id"] == account_id
     assert logins[1]["organization_id"] is None and logins[1]["actor_id"] is None  # an unknown email: nobody's
-    assert logins[2]["organization_id"] == live.organization_id and logins[2]["actor_id"] == account_id
-    assert logins[2]["subject_id"] == created["id"] and logins[2]["environment"] is None
+    assert logins[2]["organization_id"] is None  # an unreadable body names nobody
+    assert logins[3]["organization_id"] == live.organization_id and logins[3]["actor_id"] == account_id
+    assert logins[3]["subject_id"] == created["id"] and logins[3]["environment"] is None
+    assert logins[3]["sdk_version"] == "acme-js/3" and logins[0]["sdk_version"] is None
     assert all(r["address"] == "127.0.0.1" and r["request_id"] for r in logins)
     stored = " ".join(str(value) for row in rows for value in row.values())
     assert PASSWORD not in stored and "not the password" not in stored and created["token"] not in stored
