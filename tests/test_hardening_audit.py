@@ -267,3 +267,29 @@ def test_a_login_that_crashes_before_answering_is_audited_as_failed(tmp_path: Pa
         assert row == [("login", "failed", 500, org["id"], account.id, "10.0.0.9")]
         stored = database.reader().execute("SELECT * FROM auth_audit").fetchall()
         assert PASSWORD not in str(stored)
+
+
+def test_concurrent_audited_answers_share_commits_and_each_waits_for_its_own(tmp_path: Path) -> None:
+    """Group commit: 200 refusals at once are all committed before their awaits return, in far fewer
+    transactions than rows (a transaction each would hold the database for milliseconds apiece)."""
+    import asyncio
+
+    from rewards_lab.service.auth_audit import AuditEvent, AuditWriter
+
+    with Database(tmp_path / "group.duckdb") as database:
+        writer = AuditWriter(database)
+        writer.start()
+        try:
+
+            async def flood() -> None:
+                events = [
+                    AuditEvent("access_denied", "failed", reason="credentials_invalid", status=401, request_id=f"r{n}")
+                    for n in range(200)
+                ]
+                await asyncio.gather(*(writer.write(event) for event in events))
+
+            asyncio.run(flood())
+            (count,) = database.reader().execute("SELECT count(DISTINCT request_id) FROM auth_audit").fetchone() or (0,)
+            assert count == 200 and 1 <= writer.batches < 200
+        finally:
+            writer.stop()

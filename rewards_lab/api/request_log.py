@@ -18,7 +18,6 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rewards_lab.api.context import request_id_from
@@ -167,7 +166,7 @@ class AuditedResponse:
         self.audited = True
         event, email = self._event(status)
         try:
-            await run_in_threadpool(auth_audit.write, self.writer.database, event, email=email)
+            await self.writer.audit.write(event, email)
         except Exception:  # noqa: BLE001 - logged loudly; the answer still goes (the client would retry anyway)
             log.exception("writing the authentication audit failed (%s %s)", event.kind, event.reason)
 

@@ -13,9 +13,15 @@ pool carries into the service call), so that events written by the service carry
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import queue
+import threading
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
+
+import duckdb
 
 from rewards_lab.contract import developer as d
 from rewards_lab.contract import resources as r
@@ -24,13 +30,15 @@ from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
 from rewards_lab.service.presenters import utc
-from rewards_lab.service.request_log import _instant
 from rewards_lab.store.auth_audit import AuditFilter, AuthAuditRepository
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
 from rewards_lab.store.uow import Repositories, reader, unit_of_work
+from rewards_lab.threads import name_os_thread
 
+log = logging.getLogger(__name__)
 Outcome = Literal["succeeded", "failed"]
+MAX_AUDIT_BATCH = 1000  # most audited answers committed in one transaction
 AUDIT_SORTS = ("created_at",)
 KINDS = ("login", "logout", "api_key_created", "api_key_revoked", "access_denied")
 OUTCOMES = ("succeeded", "failed")
@@ -93,17 +101,123 @@ def _with_request(event: AuditEvent) -> AuditEvent:
 
 def add(uow: Repositories, event: AuditEvent) -> None:
     """Write `event` inside the caller's unit of work: it commits (or not) with the action it records."""
-    row: dict[str, Any] = asdict(_with_request(event))
+    _add_row(AuthAuditRepository(uow.con), _with_request(event))
+
+
+def _add_row(repository: AuthAuditRepository, event: AuditEvent) -> None:
+    repository.add(_row(event))
+
+
+def _row(event: AuditEvent) -> dict[str, Any]:
+    row: dict[str, Any] = asdict(event)
     row["id"] = new_id("auth_audit")
     row["created_at"] = utcnow()
-    AuthAuditRepository(uow.con).add(row)
+    return row
 
 
 def write(database: Database, event: AuditEvent, *, email: str | None = None) -> None:
     """Commit `event` in a transaction of its own, filing it under the tenant it concerns when the event itself
     does not say: the account an attempted `email` names, or the owner of the key or session in `subject_id`."""
     with unit_of_work(database) as uow:
-        add(uow, _attributed(AuthAuditRepository(uow.con), event, email))
+        repository = AuthAuditRepository(uow.con)
+        _add_row(repository, _with_request(_attributed(repository, event, email)))
+
+
+def write_many(con: duckdb.DuckDBPyConnection, events: list[tuple[AuditEvent, str | None]]) -> None:
+    """Commit many (event, attempted email) in ONE transaction on `con`, a cursor of the calling thread's own:
+    the table is append-only and touched by no other writer but retention (which deletes only old rows), so this
+    transaction needs neither the single writer's lock nor waits for an event batch."""
+    repository = AuthAuditRepository(con)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        repository.add_many([_row(_attributed(repository, event, email)) for event, email in events])
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+@dataclass(slots=True)
+class _Pending:
+    event: AuditEvent
+    email: str | None
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[None]
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():  # the request was cancelled (client gone); the row is committed all the same
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+
+
+class AuditWriter:
+    """Group commit for audited answers: each request hands its event over and awaits the commit; one thread
+    writes everything queued in one transaction (one write-ahead-log sync for a whole flood of 401s, where a
+    transaction each would hold the database for milliseconds apiece)."""
+
+    def __init__(self, database: Database, max_batch: int = MAX_AUDIT_BATCH) -> None:
+        self.database = database
+        self.max_batch = max_batch
+        self.batches = 0
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="auth-audit", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Write what is queued, then end the thread."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(timeout_s)
+
+    async def write(self, event: AuditEvent, email: str | None = None) -> None:
+        """Returns once `event` is committed; raises what the commit raised."""
+        if not self._thread.is_alive():  # not started (or stopped): a transaction of its own
+            await asyncio.to_thread(write, self.database, event, email=email)
+            return
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._queue.put(_Pending(event, email, loop, future))
+        await future
+
+    def _run(self) -> None:
+        name_os_thread()
+        con = self.database.reader()  # this thread's own cursor, so its own transactions
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            batch: list[_Pending] = []
+            if first is None:
+                stopping = True
+            else:
+                batch.append(first)
+            while len(batch) < self.max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                else:
+                    batch.append(item)
+            if batch:
+                self._commit(con, batch)
+
+    def _commit(self, con: duckdb.DuckDBPyConnection, batch: list[_Pending]) -> None:
+        error: BaseException | None = None
+        try:
+            write_many(con, [(item.event, item.email) for item in batch])
+            self.batches += 1
+        except Exception as failure:  # noqa: BLE001 - every waiting request gets an answer
+            log.exception("writing %d authentication audit rows failed", len(batch))
+            error = failure
+        for item in batch:
+            item.loop.call_soon_threadsafe(_settle, item.future, error)
 
 
 def _attributed(repository: AuthAuditRepository, event: AuditEvent, email: str | None) -> AuditEvent:
@@ -146,6 +260,8 @@ def list_audit(
 ) -> r.Page[d.AuthAuditEntry]:
     """The tenant's authentication events (this environment's and the organization-wide ones), newest first
     unless `direction=asc`; committed before each answer, so complete at once."""
+    from rewards_lab.service.request_log import _instant  # here: request_log imports this module
+
     check_page_request(page, AUDIT_SORTS)
     where = AuditFilter(
         kind=_choice(kind, KINDS, "kind"),

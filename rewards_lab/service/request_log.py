@@ -27,6 +27,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
+from rewards_lab.service.auth_audit import AuditWriter
 from rewards_lab.service.presenters import utc
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
@@ -82,6 +83,8 @@ class RequestLogWriter:
         self._queue: deque[LogRecord] = deque()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="request-log", daemon=True)
+        # The durable half of the access audit trail (authentication events), started and stopped with the log.
+        self.audit = AuditWriter(database)
 
     def record(self, record: LogRecord) -> None:
         if len(self._queue) >= MAX_BUFFERED:
@@ -93,10 +96,12 @@ class RequestLogWriter:
         return len(self._queue)
 
     def start(self) -> None:
+        self.audit.start()
         self._thread.start()
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop the thread, then write whatever is still queued."""
+        """Stop the thread, then write whatever is still queued (audit rows included)."""
+        self.audit.stop(timeout_s)
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout_s)

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
@@ -29,7 +30,10 @@ COLUMNS = (
     "sdk_version",
     "created_at",
 )
-_INSERT = f"INSERT INTO auth_audit ({', '.join(COLUMNS)}) VALUES ({', '.join('?' for _ in COLUMNS)})"
+_SCHEMA = pa.schema(
+    [(column, pa.int32() if column == "status" else pa.string()) for column in COLUMNS[:-1]]
+    + [("created_at", pa.timestamp("us"))]
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +50,19 @@ class AuthAuditRepository:
 
     def add(self, row: dict[str, Any]) -> None:
         """One event; `row` holds every column of COLUMNS."""
-        self.con.execute(_INSERT, [row[column] for column in COLUMNS])
+        self.add_many([row])
+
+    def add_many(self, rows: list[dict[str, Any]]) -> None:
+        """Every row in ONE statement from an Arrow table (DuckDB binds a parameter list slowly: ~0.4 ms a row)."""
+        if not rows:
+            return
+        table = pa.Table.from_pydict({column: [row[column] for row in rows] for column in COLUMNS}, schema=_SCHEMA)
+        self.con.register("auth_audit_batch", table)
+        try:
+            names = ", ".join(COLUMNS)
+            self.con.execute(f"INSERT INTO auth_audit ({names}) SELECT {names} FROM auth_audit_batch")
+        finally:
+            self.con.unregister("auth_audit_batch")
 
     def page(self, scope: Scope, where: AuditFilter, page: PageRequest) -> RowPage:
         """The organization's events in this environment, and its organization-wide ones (environment NULL)."""
