@@ -2,8 +2,8 @@
 
 Unlike the request log (batched in memory, at most about a second of it lost in a crash), every event here is
 committed before the client hears the answer: API key creation and revocation in the same transaction as the
-change itself (`add`), logins, logouts and every 401 or 403 answer in a transaction of their own that the HTTP
-layer awaits before it sends the response (`write`). A row never holds a password, token, key secret or second
+change itself (`add`), logins, logouts and every 401 or 403 answer by `AuditWriter` (group commit), whose
+commit the HTTP layer awaits before it sends the response. A row never holds a password, token, key secret or second
 factor: `reason` is the registered error code of a refusal, and an attempted email is used only to find the
 account it names (an email that names no account is not stored at all).
 
