@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
+
+LOCAL_PROXIES = "127.0.0.1,::1"
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -44,16 +47,35 @@ def _batch_size(text: str) -> int:
     return value
 
 
+def _per_minute(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 1_000_000:
+        raise argparse.ArgumentTypeError("must be between 1 and 1000000")
+    return value
+
+
+def _megabytes(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from rewards_lab.api.app import create_app
     from rewards_lab.service.deliveries import DeliverySettings
     from rewards_lab.service.retention import RetentionSettings
+    from rewards_lab.service.webhook_targets import ALLOW_PRIVATE_ENV
 
     Path(args.db).parent.mkdir(parents=True, exist_ok=True)
+    if args.allow_private_webhook_targets:
+        # one setting for registration (read from the environment) and the sender (DeliverySettings below)
+        os.environ[ALLOW_PRIVATE_ENV] = "1"
     try:
-        settings = DeliverySettings.from_env()  # REWARDS_LAB_WEBHOOK_RETRY_DELAYS, REWARDS_LAB_WEBHOOK_TIMEOUT_S
+        # REWARDS_LAB_WEBHOOK_RETRY_DELAYS, REWARDS_LAB_WEBHOOK_TIMEOUT_S, REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE
+        settings = DeliverySettings.from_env()
     except ValueError as error:
         print(f"rewards-lab serve: {error}", file=sys.stderr)
         return 2
@@ -71,9 +93,22 @@ def _serve(args: argparse.Namespace) -> int:
             worker_batch_size=args.worker_batch_size,
             session_lifetime_s=args.session_lifetime_s,
             retention_settings=retention,
+            unauthenticated_limit_per_minute=args.unauthenticated_limit_per_minute,
+            min_free_disk_bytes=args.min_free_disk_mb * 1_048_576,
         )
         # No uvicorn access log: the service's own request log records every /v1 request (and costs less).
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+        # Proxy trust is explicit: by default X-Forwarded-For is ignored and every limit counts the socket peer
+        # (uvicorn's own default trusts 127.0.0.1, or $FORWARDED_ALLOW_IPS; neither is consulted here).
+        trusted = args.forwarded_allow_ips or (LOCAL_PROXIES if args.proxy_headers else "")
+        uvicorn.run(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            access_log=False,
+            proxy_headers=args.proxy_headers or bool(trusted),
+            forwarded_allow_ips=trusted,
+        )
     return 0
 
 
@@ -165,6 +200,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="most events the worker processes in one transaction (1-10000; default 1000)",
     )
     serve.add_argument("--session-lifetime-s", type=int, default=12 * 3600, help="login session lifetime")
+    serve.add_argument(
+        "--allow-private-webhook-targets",
+        action="store_true",
+        help="let webhooks reach loopback and private addresses (local development only; "
+        "same as REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE=1)",
+    )
+    serve.add_argument(
+        "--unauthenticated-limit-per-minute",
+        type=_per_minute,
+        default=100,
+        help="requests per minute one client address may make without valid credentials before every request "
+        "from it is refused until the minute ends (1-1000000; default 100)",
+    )
+    serve.add_argument(
+        "--min-free-disk-mb",
+        type=_megabytes,
+        default=256,
+        help="GET /v1/health/ready answers 503 when the database's filesystem has less free space (default 256)",
+    )
+    serve.add_argument(
+        "--forwarded-allow-ips",
+        default=None,
+        help="comma-separated addresses or networks of the reverse proxies whose X-Forwarded-For/-Proto are "
+        "trusted (implies --proxy-headers; default: none, the socket peer is the client)",
+    )
+    serve.add_argument(
+        "--proxy-headers",
+        action="store_true",
+        help=f"read X-Forwarded-For/-Proto from the --forwarded-allow-ips proxies, or when none is given from a "
+        f"proxy on this host ({LOCAL_PROXIES}) (default: off)",
+    )
     serve.set_defaults(run=_serve)
     bootstrap = commands.add_parser("bootstrap", help="create an organization and one API key per environment")
     bootstrap.add_argument("--db", required=True)

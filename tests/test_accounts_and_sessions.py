@@ -132,7 +132,7 @@ def test_sessions_expire_and_failed_logins_are_throttled(tmp_path: Path) -> None
         time.sleep(2.5)
         expired = httpx.get(f"{live.base_url}/customers", headers=headers, timeout=10)
         assert _error(expired, 401, "session_expired")["type"] == "authentication_error"
-        # Five wrong passwords, then even the right one is refused until the window passes.
+        # Five wrong passwords, then even the right one is refused until the backoff passes (1 s, then doubling).
         for _ in range(5):
             _error(_login(live, email=email, password="not the password"), 401, "credentials_invalid")
         locked = _error(_login(live, email=email, password=password), 429, "rate_limit_exceeded")

@@ -28,7 +28,16 @@ OWNER_PASSWORD = "correct horse battery staple"
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     path = tmp_path_factory.mktemp("api_cli") / "api.duckdb"
-    server = start_server(path, "Acme", "--email", OWNER_EMAIL, "--password", OWNER_PASSWORD)
+    # the webhook test's receiver listens on 127.0.0.1: the operator's setting for private targets is on
+    server = start_server(
+        path,
+        "Acme",
+        "--email",
+        OWNER_EMAIL,
+        "--password",
+        OWNER_PASSWORD,
+        serve_args=("--allow-private-webhook-targets",),
+    )
     yield server
     server.stop()
 

@@ -119,6 +119,7 @@ def test_kill_9_mid_burst_loses_nothing_and_does_nothing_twice(
 ) -> None:
     # deliveries retry every ~1 s for a minute: long enough to still be pending across the kill and restart
     monkeypatch.setenv("REWARDS_LAB_WEBHOOK_RETRY_DELAYS", ",".join(["1"] * 60))
+    monkeypatch.setenv("REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE", "1")  # the receiver listens on 127.0.0.1
     db = tmp_path / "service.duckdb"
     live = start_server(db, "Acme", "--plan", "enterprise")
     port = free_port()  # the receiver is down until the restart: every delivery is refused and stays pending

@@ -4,6 +4,7 @@ body and headers) and answers from a script (a status code, or a delay before an
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -139,3 +140,55 @@ def rewarding_world(http: httpx.Client, customer: str = "user-42") -> dict[str, 
     ok(http.post("/reward-rules", json=rule), 201)
     ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
     return {"customer_id": customer_id, "wallet_id": wallet_id, "asset_id": asset["id"], "program_id": programme["id"]}
+
+
+class Dripper:
+    """A receiver that is slow on purpose: it reads the request, then sends `HTTP/1.1 200 OK ...` one byte every
+    `drip_s` seconds, for at most `max_s` seconds per connection (bounded), on 127.0.0.1. Counts connections."""
+
+    def __init__(self, drip_s: float = 0.3, max_s: float = 10.0) -> None:
+        self.drip_s, self.max_s = drip_s, max_s
+        self.connections = 0
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(32)
+        self._listener.settimeout(0.2)
+        self.port = int(self._listener.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/slow"
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                connection, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self._lock:
+                self.connections += 1
+            threading.Thread(target=self._drip, args=(connection,), daemon=True).start()
+
+    def _drip(self, connection: socket.socket) -> None:
+        answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Padding: " + b"x" * 200 + b"\r\n\r\nok"
+        deadline = time.monotonic() + self.max_s
+        with connection:
+            connection.settimeout(1.0)
+            try:
+                connection.recv(65536)  # the request (small)
+                for byte in answer:
+                    if self._closed.is_set() or time.monotonic() > deadline:
+                        return
+                    connection.sendall(bytes([byte]))
+                    time.sleep(self.drip_s)
+            except OSError:
+                return  # the sender gave up
+
+    def close(self) -> None:
+        self._closed.set()
+        self._listener.close()

@@ -603,6 +603,7 @@ export interface WebhookEndpoint {
   status: "enabled" | "disabled";
   secret_prefix: string;
   created_at: string;
+  previous_secret_expires_at?: string | null;
 }
 
 /** Returned once, at creation: the only time the signing secret is ever shown. */
@@ -613,6 +614,25 @@ export interface WebhookEndpointCreated {
   status: "enabled" | "disabled";
   secret_prefix: string;
   created_at: string;
+  previous_secret_expires_at?: string | null;
+  signing_secret: string;
+}
+
+/** A new signing secret; the previous one keeps signing for `grace_period_s` seconds (0: stops at once).
+The body may be empty. */
+export interface WebhookSecretRotate {
+  grace_period_s?: number;
+}
+
+/** Returned once, by a rotation: the only time the new signing secret is ever shown. */
+export interface WebhookSecretRotated {
+  id: string;
+  url: string;
+  events: string[];
+  status: "enabled" | "disabled";
+  secret_prefix: string;
+  created_at: string;
+  previous_secret_expires_at?: string | null;
   signing_secret: string;
 }
 
@@ -1017,6 +1037,16 @@ export interface Operations {
     permission: "developers.webhooks.manage";
     idempotent: "optional";
     errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_reused" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "session_expired" | "session_revoked" | "webhook_not_found";
+  };
+  "POST /webhooks/{webhook_id}/rotate-secret": {
+    path: { webhook_id: string };
+    query: Record<string, never>;
+    headers: Record<string, never>;
+    body: WebhookSecretRotate;
+    response: Envelope<WebhookSecretRotated>;
+    permission: "developers.webhooks.manage";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked" | "webhook_not_found";
   };
   "POST /webhooks/{webhook_id}/test": {
     path: { webhook_id: string };

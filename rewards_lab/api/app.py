@@ -15,16 +15,24 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rewards_lab.api import openapi_doc
+from rewards_lab.api.address_gate import AddressGate
 from rewards_lab.api.context import request_id_of
 from rewards_lab.api.developer_routes import router as developer_router
 from rewards_lab.api.envelope import API_VERSION, failure
+from rewards_lab.api.health_routes import router as health_router
 from rewards_lab.api.hot_path import EventsHotPath, ServiceApp
-from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateLimiter, RateState
+from rewards_lab.api.rate_limits import (
+    PUBLIC_LIMIT_PER_MINUTE,
+    UNAUTHENTICATED_LIMIT_PER_MINUTE,
+    RateLimiter,
+    RateState,
+)
 from rewards_lab.api.request_log import RequestLogMiddleware
 from rewards_lab.api.routes import REQUEST_MODELS, router
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.service.deliveries import DeliverySettings
 from rewards_lab.service.events import DEFAULT_BATCH_SIZE
+from rewards_lab.service.health import DEFAULT_MIN_FREE_DISK_MB
 from rewards_lab.service.login_guard import LoginGuard
 from rewards_lab.service.request_log import RequestLogWriter
 from rewards_lab.service.retention import RetentionSettings
@@ -75,6 +83,8 @@ def create_app(
     session_lifetime_s: int = DEFAULT_SESSION_LIFETIME_S,
     worker_batch_size: int = DEFAULT_BATCH_SIZE,
     retention_settings: RetentionSettings | None = None,
+    unauthenticated_limit_per_minute: int = UNAUTHENTICATED_LIMIT_PER_MINUTE,
+    min_free_disk_bytes: int = DEFAULT_MIN_FREE_DISK_MB * 1_048_576,
 ) -> FastAPI:
     worker = EventWorker(database, worker_batch_size) if run_worker else None
     deliveries = DeliveryWorker(database, delivery_settings) if run_worker else None
@@ -119,13 +129,15 @@ def create_app(
     app.state.worker = worker
     app.state.intake = intake
     app.state.delivery_worker = deliveries
-    app.state.rate_limiter = RateLimiter()
+    app.state.rate_limiter = RateLimiter(unauthenticated_limit_per_minute=unauthenticated_limit_per_minute)
     app.state.login_guard = LoginGuard()
     app.state.session_lifetime_s = session_lifetime_s
     app.state.request_log = request_log
     app.state.retention_worker = retention
     app.include_router(router, prefix=f"/{API_VERSION}")
     app.include_router(developer_router, prefix=f"/{API_VERSION}")
+    app.include_router(health_router, prefix=f"/{API_VERSION}")  # readiness
+    app.state.min_free_disk_bytes = min_free_disk_bytes
 
     def openapi() -> dict[str, Any]:
         """FastAPI's document, plus the schemas of the bodies the handlers parse and of the typed responses."""
@@ -138,6 +150,7 @@ def create_app(
     app.openapi = openapi  # type: ignore[method-assign]
 
     app.hot_path = EventsHotPath(app.state, request_log)  # POST /v1/events, before FastAPI's stack
+    app.add_middleware(AddressGate)  # inside ResponseHeaders: refuses spent addresses before authentication
     app.add_middleware(ResponseHeaders)  # added last, so outermost: its headers go on every response
     app.add_middleware(RequestLogMiddleware, writer=request_log)  # outermost of all: every status and duration
 

@@ -10,7 +10,7 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from rewards_lab.api.context import database_of, json_body, principal_of, request_id_of
-from rewards_lab.api.envelope import success
+from rewards_lab.api.envelope import failure, success
 from rewards_lab.api.openapi_doc import query_parameters, responds
 from rewards_lab.api.routes import BODY_CODES, PAGE_CODES, REQUEST_MODELS, _authorised, _list, _page, operation
 from rewards_lab.contract import developer as d
@@ -52,16 +52,24 @@ REQUEST_MODELS["LoginRequest"] = d.LoginRequest
 async def login(request: Request) -> Response:
     body = await json_body(request, d.LoginRequest)
     guard: LoginGuard = request.app.state.login_guard
+    # The socket peer, or the client a trusted proxy names (`rewards-lab serve --forwarded-allow-ips`).
     address = request.client.host if request.client else "unknown"
-    result = await run_in_threadpool(
-        sessions.login,
-        database_of(request),
-        guard,
-        body,
-        address=address,
-        organization_id=request.headers.get("x-organization-id"),
-        lifetime_s=request.app.state.session_lifetime_s,
-    )
+    try:
+        result = await run_in_threadpool(
+            sessions.login,
+            database_of(request),
+            guard,
+            body,
+            address=address,
+            organization_id=request.headers.get("x-organization-id"),
+            lifetime_s=request.app.state.session_lifetime_s,
+        )
+    except ServiceError as error:
+        if error.code != "rate_limit_exceeded":
+            raise
+        refused = failure(error, request_id_of(request))
+        refused.headers["Retry-After"] = str(error.details["retry_after_s"])
+        return refused
     return success(result, request_id_of(request), 201)
 
 

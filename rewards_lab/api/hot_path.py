@@ -22,6 +22,7 @@ from starlette.datastructures import State
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
+from rewards_lab.api.address_gate import refuse_spent_address, retry_after_header
 from rewards_lab.api.context import authorise, parse_body, request_id_from
 from rewards_lab.api.envelope import API_VERSION, failure_text
 from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateState
@@ -72,6 +73,7 @@ class EventsHotPath:
     async def _accept(self, scope: Scope, receive: Receive, headers: dict[bytes, str], state: dict[str, Any]) -> str:
         """The event's envelope (202), after the commit; raises ServiceError exactly as `routes.submit_event`."""
         app_state = self.state
+        refuse_spent_address(app_state.rate_limiter, scope, state)  # before authentication, as AddressGate
         principal = authorise(
             app_state.database,
             app_state.rate_limiter,
@@ -118,6 +120,8 @@ class EventsHotPath:
                 (b"x-request-id", request_id.encode("latin-1")),
                 *rate.raw_headers(),
             ]
+            if status == 429:
+                response_headers = retry_after_header(response_headers, state)
             await send({"type": "http.response.start", "status": status, "headers": response_headers})
             await send({"type": "http.response.body", "body": body})
         finally:

@@ -512,6 +512,15 @@ expose(
 )
 expose(
     "POST",
+    "/webhooks/{webhook_id}/rotate-secret",
+    "rotate_webhook_secret",
+    hooks.rotate_secret,
+    P.WEBHOOKS_MANAGE,
+    body=rq.WebhookSecretRotate,
+    errors=(*BODY_CODES, "webhook_not_found", "invalid_state_transition"),
+)
+expose(
+    "POST",
     "/webhooks/{webhook_id}/test",
     "test_webhook",
     hooks.send_test,

@@ -120,6 +120,7 @@ class _Operations:
     list_webhooks = _Operation(ops.list_webhooks)
     iter_webhooks = _Pages(ops.list_webhooks)
     disable_webhook = _Operation(ops.disable_webhook)
+    rotate_webhook_secret = _Operation(ops.rotate_webhook_secret)
     test_webhook = _Operation(ops.test_webhook)
     list_webhook_deliveries = _Operation(ops.list_webhook_deliveries)
     get_webhook_delivery = _Operation(ops.get_webhook_delivery)

@@ -360,6 +360,13 @@ def disable_webhook(webhook_id: str, *, idempotency_key: str | None = None) -> C
     return _write(f"/webhooks/{_id(webhook_id)}", _model(r.WebhookEndpoint), None, idempotency_key, "DELETE")
 
 
+def rotate_webhook_secret(webhook_id: str, *, grace_period_s: int | None = None) -> Call[r.WebhookSecretRotated]:
+    """A new signing secret, in the result once; the previous one keeps signing for `grace_period_s` (server
+    default: a day). Not resent without an answer (a resend would rotate again and end the first new secret)."""
+    body = {} if grace_period_s is None else {"grace_period_s": grace_period_s}
+    return Call("POST", f"/webhooks/{_id(webhook_id)}/rotate-secret", _model(r.WebhookSecretRotated), body=body)
+
+
 def test_webhook(webhook_id: str) -> Call[r.WebhookDelivery]:
     """Queues a signed test delivery; the result is the delivery record."""
     return Call("POST", f"/webhooks/{_id(webhook_id)}/test", _model(r.WebhookDelivery))

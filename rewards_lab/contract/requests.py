@@ -258,6 +258,17 @@ class WebhookCreate(RequestModel):
     events: Annotated[list[str], Field(min_length=1, max_length=len(WEBHOOK_EVENT_KINDS))]
 
 
+WEBHOOK_ROTATION_GRACE_S = 24 * 3600  # default: the previous secret signs for a day after a rotation
+WEBHOOK_ROTATION_MAX_GRACE_S = 7 * 24 * 3600
+
+
+class WebhookSecretRotate(RequestModel):
+    """A new signing secret; the previous one keeps signing for `grace_period_s` seconds (0: stops at once).
+    The body may be empty."""
+
+    grace_period_s: Annotated[int, Field(ge=0, le=WEBHOOK_ROTATION_MAX_GRACE_S)] = WEBHOOK_ROTATION_GRACE_S
+
+
 class ApiKeyCreate(RequestModel):
     """A new key of the caller's organization and environment, holding at most the caller's permissions."""
 

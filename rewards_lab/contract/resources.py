@@ -222,10 +222,18 @@ class WebhookEndpoint(Resource):
     status: Literal["enabled", "disabled"]
     secret_prefix: str  # the first characters of the signing secret, to tell secrets apart
     created_at: datetime
+    # After a rotation: until then the previous secret signs deliveries too (None: only the current one signs).
+    previous_secret_expires_at: datetime | None = None
 
 
 class WebhookEndpointCreated(WebhookEndpoint):
     """Returned once, at creation: the only time the signing secret is ever shown."""
+
+    signing_secret: str
+
+
+class WebhookSecretRotated(WebhookEndpoint):
+    """Returned once, by a rotation: the only time the new signing secret is ever shown."""
 
     signing_secret: str
 
@@ -237,7 +245,7 @@ class WebhookAttempt(Resource):
     attempted_at: datetime
     duration_ms: int
     status_code: int | None
-    error: str | None  # "timeout", "connection refused", "HTTP 500"...
+    error: str | None  # a coarse class: "timeout", "refused", "tls", "dns", "blocked_address", "http_5xx"...
     succeeded: bool
 
 

@@ -22,7 +22,8 @@ from typing import NamedTuple
 import numpy as np
 
 from rewards_lab.domain.ledger import Posting
-from rewards_lab.domain.posting_policy import LedgerState, PostingRequest, WalletState
+from rewards_lab.domain.money import MAX_AMOUNT_MINOR
+from rewards_lab.domain.posting_policy import MAX_ISSUED_MINOR, LedgerState, PostingRequest, WalletState
 
 MIN_WHOLE = 8  # below this, one by one is as cheap as setting up the arrays
 _INT64_SAFE = 2**62
@@ -98,7 +99,8 @@ def decide_whole(state: LedgerState, requests: Sequence[PostingRequest]) -> Acce
 
 def _amounts(amounts: list[int]) -> np.ndarray | None:
     """The amounts as int64 when all are positive and no sum of them can overflow; else None."""
-    if min(amounts) <= 0 or max(amounts) * len(amounts) >= _INT64_SAFE:
+    largest = max(amounts)
+    if min(amounts) <= 0 or largest > MAX_AMOUNT_MINOR or largest * len(amounts) >= _INT64_SAFE:
         return None
     return np.array(amounts, dtype=np.int64)
 
@@ -126,6 +128,8 @@ def _issue_whole(state: LedgerState, batch: _Columns, asset_id: str, amount: np.
     total = int(amount.sum())
     ceiling = asset.supply_ceiling_minor
     if ceiling is not None and state.outstanding[asset_id] + total > ceiling:
+        return None
+    if state.issued(asset_id) + total > MAX_ISSUED_MINOR:
         return None
     index = _index(wallet_ids)
     received = np.zeros(len(index), dtype=np.int64)

@@ -14,9 +14,14 @@ from typing import Literal, NamedTuple
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.ledger import Posting, check_posting
+from rewards_lab.domain.money import MAX_AMOUNT_MINOR
 
 Kind = Literal["issue", "reward", "redemption", "transfer"]
 _KINDS = frozenset(("issue", "reward", "redemption", "transfer"))
+# The most one asset may ever have issued in total (minor units). No balance's magnitude can exceed it (a wallet
+# holds at most what was issued; the issuance account holds minus the total issued), so every balance fits the
+# store's HUGEINT and the batch's DECIMAL(38, 0) deltas. An issue past it is refused as `amount_too_large`.
+MAX_ISSUED_MINOR = 10**38 - 1
 
 
 class PostingRequest(NamedTuple):
@@ -71,14 +76,24 @@ class LedgerState:
         for asset_id, asset in self.assets.items():
             self.outstanding.setdefault(asset_id, asset.outstanding_minor)
 
+    def issued(self, asset_id: str) -> int:
+        """Everything the asset has issued so far: minus its issuance account's balance."""
+        return -self.balances.get((self.assets[asset_id].issuance_account_id, asset_id), 0)
+
     def issuance_accounts(self) -> dict[str, str]:
         return {asset_id: asset.issuance_account_id for asset_id, asset in self.assets.items()}
 
     def decide(self, request: PostingRequest) -> Posting:
         """The posting for `request`, applied to the running state; or raise the ServiceError refusing it."""
         asset = self._active_asset(request.asset_id)
+        if request.amount_minor > MAX_AMOUNT_MINOR:
+            raise ServiceError("amount_too_large", field="amount")
         if request.kind in ("issue", "reward"):
             self._usable_wallet(request.wallet_id)
+            if self.issued(request.asset_id) + request.amount_minor > MAX_ISSUED_MINOR:
+                raise ServiceError(
+                    "amount_too_large", "the asset's total issuance would pass the ledger's limit", field="amount"
+                )
             ceiling = asset.supply_ceiling_minor
             outstanding = self.outstanding[request.asset_id]
             if ceiling is not None and outstanding + request.amount_minor > ceiling:
@@ -134,7 +149,7 @@ class LedgerState:
         involved.discard(None)
         if not involved <= self.known_wallets or not involved.isdisjoint(self.wallets):
             return False
-        if min(amounts) <= 0 or not set(kinds) <= _KINDS:
+        if min(amounts) <= 0 or max(amounts) > MAX_AMOUNT_MINOR or not set(kinds) <= _KINDS:
             return False
         issued: dict[str, int] = defaultdict(int)
         taken: dict[tuple[str, str], int] = defaultdict(int)
@@ -148,6 +163,8 @@ class LedgerState:
             else:
                 taken[(wallet_id, asset_id)] += amount
         for asset_id, amount in issued.items():
+            if self.issued(asset_id) + amount > MAX_ISSUED_MINOR:
+                return False
             ceiling = assets[asset_id].supply_ceiling_minor
             if ceiling is not None and self.outstanding[asset_id] + amount > ceiling:
                 return False

@@ -64,7 +64,9 @@ def start_local_service(organization: str = "Lab") -> LocalService:
     )
     port = _free_port()
     log = (folder / "serve.log").open("wb")
-    process = subprocess.Popen(_command("serve", "--db", str(db), "--port", str(port)), stdout=log, stderr=log)
+    # a local service for notebooks: its webhooks may reach receivers on this machine (off in any deployment)
+    serve = _command("serve", "--db", str(db), "--port", str(port), "--allow-private-webhook-targets")
+    process = subprocess.Popen(serve, stdout=log, stderr=log)
     log.close()  # the child holds its own descriptor
     base_url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + START_TIMEOUT_S

@@ -1,11 +1,20 @@
-"""Customers, keyed by the client's external id, and their wallets."""
+"""Customers, keyed by the client's external id, and their wallets.
+
+A customer is named by its id or by its external_id wherever a request names one (`customer_id` of events, of
+wallets and of filters). The rule is unambiguous: a reference equal to a customer's id names that customer, and
+otherwise the customer with that external_id. An external_id shaped like a customer id (`cus_` and 32 hex digits)
+is refused when a customer is created, so no external_id can ever shadow another customer's id (see
+docs/decisions.md, "Hardening (issue 14): rewards").
+"""
 
 from __future__ import annotations
+
+import re
 
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.contract.ids import new_id
+from rewards_lab.contract.ids import PREFIXES, new_id
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.states import wallet_transition
@@ -17,11 +26,25 @@ from rewards_lab.store.uow import Repositories, reader
 
 CUSTOMER_SORTS = ("created_at", "external_id")
 WALLET_SORTS = ("created_at",)
+# The shape of the ids this service gives customers (`contract.ids`): an external_id may not take it.
+CUSTOMER_ID_SHAPE = re.compile(rf"{PREFIXES['customer']}_[0-9a-f]{{32}}")
+
+
+def check_external_id(external_id: str) -> None:
+    """Refuse an external_id that has the shape of a customer id: it could name another customer."""
+    if CUSTOMER_ID_SHAPE.fullmatch(external_id):
+        raise ServiceError(
+            "field_invalid",
+            "external_id must not have the shape of a customer id (cus_ and 32 hex digits)",
+            field="external_id",
+        )
 
 
 def create_customer(
     database: Database, scope: Scope, body: rq.CustomerCreate, *, idempotency_key: str | None = None
 ) -> r.Customer:
+    check_external_id(body.external_id)
+
     def write(uow: Repositories) -> r.Customer:
         existing = uow.customers.get_by_external_id(scope, body.external_id)
         if existing is not None:
@@ -42,7 +65,7 @@ def create_customer(
 
 
 def _customer_row(uow: Repositories, scope: Scope, reference: str) -> dict[str, object]:
-    """A customer by id, else by external id: the two ways clients name one."""
+    """A customer by id, else by external id: the two ways clients name one (`resolve_many`'s rule: an id wins)."""
     row = uow.customers.get(scope, reference) or uow.customers.get_by_external_id(scope, reference)
     if row is None:
         raise ServiceError("customer_not_found", customer_id=reference)

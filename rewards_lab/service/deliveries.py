@@ -18,6 +18,7 @@ from typing import Any
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.ids import new_id
 from rewards_lab.service.presenters import utc
+from rewards_lab.service.webhook_targets import private_targets_allowed
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
 from rewards_lab.store.uow import reader, unit_of_work
@@ -25,11 +26,41 @@ from rewards_lab.store.uow import reader, unit_of_work
 # Delays before the 2nd, 3rd... attempt: 9 attempts over about 23 hours, then the delivery is failed.
 DEFAULT_RETRY_DELAYS_S: tuple[float, ...] = (10, 60, 300, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600)
 DEFAULT_JITTER = 0.2  # each delay is multiplied by a uniform factor in [1 - jitter, 1 + jitter]
-DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_TIMEOUT_S = 10.0  # the TOTAL deadline of one attempt: resolve, connect, TLS, send, read the status
+DEFAULT_CONCURRENCY = 16  # requests in flight at once, over every tenant
+DEFAULT_PER_TENANT = 8  # of which at most this many for one organization (both environments)
+DEFAULT_PER_ENDPOINT = 4  # and at most this many to one endpoint
+DEFAULT_BREAKER_FAILURES = 5  # consecutive failed attempts that open an endpoint's circuit
+DEFAULT_BREAKER_COOL_DOWN_S = 60.0  # an open circuit lets one probe through after this long (half-open)
 FAN_OUT_BATCH = 500
 TEST_KIND = "webhook.test"
 ENV_RETRY_DELAYS = "REWARDS_LAB_WEBHOOK_RETRY_DELAYS"
 ENV_TIMEOUT = "REWARDS_LAB_WEBHOOK_TIMEOUT_S"
+
+# What an attempt's `error` may say: coarse classes only, never a receiver's or the network's text (which would
+# turn the delivery history into a scanner of the service's network).
+ERROR_CLASSES = (
+    "timeout",  # the attempt's total deadline passed (connect, TLS, send or the answer)
+    "refused",  # the connection was refused
+    "tls",  # the TLS handshake or the certificate failed
+    "dns",  # the host name did not resolve
+    "blocked_address",  # the host is, or resolves to, an address the sender may not reach
+    "connection",  # the connection failed or broke otherwise
+    "protocol",  # the answer was not HTTP
+    "http_3xx",  # a redirect: never followed
+    "http_4xx",
+    "http_5xx",
+    "http_other",
+    "endpoint_disabled",  # the endpoint was disabled before the attempt
+    "error",  # anything else
+)
+
+
+def status_error_class(status_code: int) -> str | None:
+    """None for a 2xx answer, else its class."""
+    if 200 <= status_code < 300:
+        return None
+    return {3: "http_3xx", 4: "http_4xx", 5: "http_5xx"}.get(status_code // 100, "http_other")
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +68,17 @@ class DeliverySettings:
     retry_delays_s: tuple[float, ...] = DEFAULT_RETRY_DELAYS_S
     jitter: float = DEFAULT_JITTER
     timeout_s: float = DEFAULT_TIMEOUT_S
-    concurrency: int = 8  # requests in flight at once
-    per_endpoint: int = 4  # of which at most this many to one endpoint: a slow receiver never stalls the others
+    concurrency: int = DEFAULT_CONCURRENCY
+    per_tenant: int = DEFAULT_PER_TENANT  # so that one organization's slow receivers never hold every slot
+    per_endpoint: int = DEFAULT_PER_ENDPOINT  # so that a slow receiver never stalls its tenant's other endpoints
+    breaker_failures: int = DEFAULT_BREAKER_FAILURES
+    breaker_cool_down_s: float = DEFAULT_BREAKER_COOL_DOWN_S
+    allow_private_targets: bool = False  # loopback and private receivers (local development only)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> DeliverySettings:
-        """`REWARDS_LAB_WEBHOOK_RETRY_DELAYS` (comma-separated seconds) and `REWARDS_LAB_WEBHOOK_TIMEOUT_S`."""
+        """`REWARDS_LAB_WEBHOOK_RETRY_DELAYS` (comma-separated seconds), `REWARDS_LAB_WEBHOOK_TIMEOUT_S` (the
+        total deadline of an attempt) and `REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE` (1 to allow private targets)."""
         env = os.environ if environ is None else environ
         delays = DEFAULT_RETRY_DELAYS_S
         if env.get(ENV_RETRY_DELAYS, "").strip():
@@ -50,7 +86,8 @@ class DeliverySettings:
         timeout = float(env[ENV_TIMEOUT]) if env.get(ENV_TIMEOUT, "").strip() else DEFAULT_TIMEOUT_S
         if any(delay < 0 for delay in delays) or timeout <= 0:
             raise ValueError("webhook retry delays must be >= 0 and the timeout > 0")
-        return cls(retry_delays_s=delays, timeout_s=timeout)
+        allow_private = private_targets_allowed(env)
+        return cls(retry_delays_s=delays, timeout_s=timeout, allow_private_targets=allow_private)
 
     def next_delay_s(self, attempts_in_round: int) -> float | None:
         """The delay before the next attempt after `attempts_in_round` failed ones; None when none is left."""
@@ -126,23 +163,49 @@ def fan_out(database: Database, limit: int = FAN_OUT_BATCH) -> int:
     return len(messages)
 
 
-def due(database: Database, limit: int, exclude: list[str], per_endpoint: int = FAN_OUT_BATCH) -> list[Row]:
-    """Up to `limit` due deliveries (oldest first), at most `per_endpoint` of any one endpoint, none in `exclude`."""
+def due(
+    database: Database,
+    limit: int,
+    exclude: list[str],
+    per_endpoint: int = FAN_OUT_BATCH,
+    *,
+    per_tenant: int = FAN_OUT_BATCH,
+    exclude_endpoints: list[str] | None = None,
+) -> list[Row]:
+    """Up to `limit` due deliveries (oldest first), at most `per_endpoint` of any one endpoint and `per_tenant` of
+    any one organization, none in `exclude`, none to an endpoint in `exclude_endpoints` (open circuits)."""
     if limit <= 0:
         return []
-    return reader(database).webhooks.due(utcnow(), limit, exclude, per_endpoint)
+    return reader(database).webhooks.due(utcnow(), limit, exclude, per_endpoint, per_tenant, exclude_endpoints or [])
 
 
-def pick_fair(candidates: list[Row], in_flight: Counter[str], free: int, per_endpoint: int) -> list[Row]:
-    """The candidates to send now: at most `free` in all, and no endpoint above `per_endpoint` in flight."""
+def pick_fair(
+    candidates: list[Row],
+    in_flight: Counter[str],
+    free: int,
+    per_endpoint: int,
+    *,
+    tenants_in_flight: Counter[str] | None = None,
+    per_tenant: int | None = None,
+    endpoint_limits: dict[str, int] | None = None,
+) -> list[Row]:
+    """The candidates to send now: at most `free` in all, no endpoint above `per_endpoint` in flight (or its own
+    limit in `endpoint_limits`: 1 for a half-open circuit), no organization above `per_tenant`."""
     counts = Counter(in_flight)
+    tenants = Counter(tenants_in_flight or {})
+    limits = endpoint_limits or {}
     picked: list[Row] = []
     for row in candidates:
         if len(picked) >= free:
             break
-        if counts[row["endpoint_id"]] < per_endpoint:
-            counts[row["endpoint_id"]] += 1
-            picked.append(row)
+        endpoint, tenant = row["endpoint_id"], row["organization_id"]
+        if counts[endpoint] >= limits.get(endpoint, per_endpoint):
+            continue
+        if per_tenant is not None and tenants[tenant] >= per_tenant:
+            continue
+        counts[endpoint] += 1
+        tenants[tenant] += 1
+        picked.append(row)
     return picked
 
 

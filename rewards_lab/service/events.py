@@ -384,18 +384,37 @@ def _plan_event(
             )
 
 
-def _process_scope(uow: Repositories, scope: Scope, rows: list[Row]) -> ProcessReport:
-    """Evaluate and issue for one tenant's events, in order, through one batch posting."""
+def _recorded_versions(row: Row) -> list[str] | None:
+    """The versions an event was evaluated against, or None when none are recorded: never attempted, or failed
+    by a server fault before anything was recorded (stored as NULL; before issue 14, as "[]"). A failed event
+    never has an empty list otherwise (an event that matched no version cannot fail), so "[]" means unknown."""
+    text = row["evaluated_versions"]
+    if text is None or text == "[]":
+        return None
+    return list(jsonutil.loads(text))
+
+
+def _process_scope(
+    uow: Repositories, scope: Scope, rows: list[Row], sink: list[list[_EventPlan]] | None = None
+) -> ProcessReport:
+    """Evaluate and issue for one tenant's events, in order, through one batch posting.
+
+    The events' plans (with the versions each is evaluated against) are appended to `sink` as soon as they
+    are made, so that a caller whose transaction fails still knows which versions were live for each event.
+    """
     book = _RuleBook(uow, scope)
-    live = book.live_versions(sorted({row["type"] for row in rows if row["evaluated_versions"] is None}))
+    recorded = [_recorded_versions(row) for row in rows]
+    live = book.live_versions(sorted({row["type"] for row, known in zip(rows, recorded, strict=True) if known is None}))
     plans = []
-    for row in rows:
-        if row["evaluated_versions"] is not None:
-            versions = list(jsonutil.loads(row["evaluated_versions"]))
+    for row, known in zip(rows, recorded, strict=True):
+        if known is not None:
+            versions = known
             book.load(versions)
         else:
             versions = list(live.get(row["type"], []))
         plans.append(_EventPlan(row, versions))
+    if sink is not None:
+        sink.append(plans)
 
     customers = uow.customers.resolve_many(scope, sorted({row["customer_id"] for row in rows}))
     wallets = uow.wallets.reward_wallets(scope, sorted({c["id"] for c in customers.values()}))
@@ -429,7 +448,7 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
     report = ProcessReport()
     records: list[dict[str, Any]] = []
     issued: list[dict[str, Any]] = []
-    outcomes: list[tuple[str, str, str | None, str | None, str]] = []
+    outcomes: list[tuple[str, str, str | None, str | None, str | None]] = []
     accepted = []
     for plan in plans:
         for planned in plan.planned:
@@ -502,37 +521,91 @@ def _by_scope(rows: list[Row]) -> dict[Scope, list[Row]]:
     return groups
 
 
+# What a tenant sees of an event that failed on a server fault (never the exception's own text).
+INTERNAL_FAILURE_MESSAGE = "The event could not be processed because of a server fault; it can be replayed."
+
+
 def process_pending(database: Database, limit: int = DEFAULT_BATCH_SIZE) -> ProcessReport:
     """Process up to `limit` received events (every tenant) in one database transaction.
 
-    Should one batch hit an unexpected error, its events are retried one per transaction, and an event that
-    still fails is marked `failed` with `internal_error` rather than blocking the queue.
+    Should the batch hit an unexpected error, it is rolled back and its events are processed again in smaller
+    transactions: each tenant's events on their own, and a failing group split in halves (in event order) until
+    the events that fail alone are found. Only those are marked `failed` with `internal_error` (a fixed message,
+    and the versions they were evaluated against, so that a replay issues what they should have), so one poisoned
+    event costs O(log n) extra transactions and never blocks the queue or another tenant's events.
     """
     limit = max(1, min(limit, MAX_BATCH_SIZE))
+    planned: list[list[_EventPlan]] = []
     try:
         with unit_of_work(database) as uow:
             report = ProcessReport()
             for scope, rows in _by_scope(uow.events.pending(limit)).items():
-                report.add(_process_scope(uow, scope, rows))
+                report.add(_process_scope(uow, scope, rows, planned))
             return report
     except Exception:
-        log.exception("event batch failed; processing its events one at a time")
-    return _process_one_by_one(database, limit)
+        log.exception("event batch failed; isolating the events that fail")
+    versions = {plan.row["id"]: plan.versions for plans in planned for plan in plans}
+    return _process_isolating(database, limit, versions)
 
 
-def _process_one_by_one(database: Database, limit: int) -> ProcessReport:
+def _process_isolating(database: Database, limit: int, versions: dict[str, list[str]]) -> ProcessReport:
     report = ProcessReport()
-    for row in reader(database).events.pending(limit):
-        scope = Scope(row["organization_id"], row["environment"])
+    groups = _by_scope(reader(database).events.pending(limit))
+    for scope, rows in groups.items():
+        _bisect(database, scope, [row["id"] for row in rows], versions, report, failed_whole=len(groups) == 1)
+    return report
+
+
+def _bisect(
+    database: Database,
+    scope: Scope,
+    event_ids: list[str],
+    versions: dict[str, list[str]],
+    report: ProcessReport,
+    *,
+    failed_whole: bool = False,
+) -> None:
+    """Process these events (of one tenant, in order) in one transaction; if it fails, each half in turn
+    (`failed_whole`: they just failed together, so go straight to the halves)."""
+    if not event_ids:
+        return
+    if not failed_whole:
+        planned: list[list[_EventPlan]] = []
         try:
             with unit_of_work(database) as uow:
-                report.add(_process_scope(uow, scope, [row]))
-        except Exception as error:  # noqa: BLE001 - one poisoned event must not block the rest
-            log.exception("event %s failed to process", row["id"])
-            with unit_of_work(database) as uow:
-                uow.events.mark_many(scope, [(row["id"], "failed", "internal_error", str(error)[:500], "[]")])
-            report.failed += 1
-    return report
+                part = _process_scope(uow, scope, uow.events.received(scope, event_ids), planned)
+            report.add(part)
+            return
+        except Exception:  # noqa: BLE001 - one poisoned event must not block the rest
+            log.exception("%d events failed together", len(event_ids))
+            versions.update({plan.row["id"]: plan.versions for plans in planned for plan in plans})
+    if len(event_ids) == 1:
+        log.error("event %s failed to process alone: marked failed (internal_error)", event_ids[0])
+        _mark_broken(database, scope, event_ids[0], versions.get(event_ids[0]))
+        report.failed += 1
+        return
+    middle = len(event_ids) // 2
+    _bisect(database, scope, event_ids[:middle], versions, report)
+    _bisect(database, scope, event_ids[middle:], versions, report)
+
+
+def _mark_broken(database: Database, scope: Scope, event_id: str, versions: list[str] | None) -> None:
+    """Mark an event that fails alone `failed` (`internal_error`), with the versions it was planned against
+    (resolved again if it failed before planning); if even that fails, with none: a replay resolves them."""
+    try:
+        with unit_of_work(database) as uow:
+            row = uow.events.get(scope, event_id)
+            if row is None or row["status"] != "received":
+                return  # settled meanwhile by someone else: nothing to mark
+            if versions is None:
+                versions = _RuleBook(uow, scope).live_versions([row["type"]]).get(row["type"], [])
+            recorded = None if not versions else jsonutil.dumps(versions)
+            uow.events.mark_many(scope, [(event_id, "failed", "internal_error", INTERNAL_FAILURE_MESSAGE, recorded)])
+        return
+    except Exception:  # noqa: BLE001 - fall through: record the failure without versions
+        log.exception("event %s: its versions could not be recorded", event_id)
+    with unit_of_work(database) as uow:
+        uow.events.mark_many(scope, [(event_id, "failed", "internal_error", INTERNAL_FAILURE_MESSAGE, None)])
 
 
 def process_all(database: Database, batch_size: int = DEFAULT_BATCH_SIZE) -> ProcessReport:
@@ -577,7 +650,12 @@ def list_events(
     customer_id: str | None = None,
 ) -> r.Page[r.Event]:
     sort = check_page_request(page, EVENT_SORTS)
-    rows = reader(database).events.page(scope, page, sort, {"status": status, "type": type, "customer_id": customer_id})
+    uow = reader(database)
+    references: list[str] | None = None
+    if customer_id:  # the customer's events, whichever of its two names each event used (an id wins)
+        customer = uow.customers.resolve_many(scope, [customer_id]).get(customer_id)
+        references = sorted({customer["id"], customer["external_id"]}) if customer else [customer_id]
+    rows = uow.events.page(scope, page, sort, {"status": status, "type": type, "customer_refs": references})
     return r.Page[r.Event](
         data=[presenters.event(x) for x in rows.rows], next_cursor=rows.next_cursor, has_more=rows.has_more
     )

@@ -1,62 +1,184 @@
-"""Brute-force guard for POST /auth/login: failed attempts counted per email and per client address.
+"""Brute-force guard for POST /auth/login: exponential backoff, never a lockout.
 
-After `per_email` failures for one email within the window, or `per_address` failures from one address, every
-further attempt is refused with `rate_limit_exceeded` (429, `details.retry_after_s`) *before* the password is
-checked, so that guessing cannot continue and the refusal says nothing about the password. A successful login
-clears the email's count. The server process owns its DuckDB file, so in-memory counters are the whole truth; a
-restart forgets them, which costs a guesser a restart per window at best.
+Failed attempts are counted under three keys, each with a number of free failures and then a wait that doubles
+with every further failure, up to a cap:
+
+| key                          | free failures | wait after that          | cap    |
+|------------------------------|---------------|--------------------------|--------|
+| account from one address     | 5             | 1 s, 2 s, 4 s, ...       | 15 min |
+| one address, all accounts    | 50            | 1 s, 2 s, 4 s, ...       | 15 min |
+| account from all addresses   | 20            | 1 s, 2 s, 4 s, ...       | 60 s   |
+
+While a key waits, every attempt under it is refused with `rate_limit_exceeded` (429, `details.retry_after_s`)
+*before* the password is checked, so the refusal says nothing about the password, right or wrong. Once the wait
+is over the next attempt is checked as usual: an owner can always log in again. Guessing from one address soon
+waits 15 minutes per guess; guessing from many addresses slows every guess at the account to one a minute, which
+delays the owner by at most that minute (the owner's own address has its own count).
+
+An attempt counts as a failure from the moment it is admitted (so that concurrent attempts cannot all slip past
+the check before the first failure is recorded) and is given back when it turns out not to be a guess: a right
+password clears the account's counts (the address keeps its own, less this attempt). A failed attempt's wait runs
+from its answer (`failed`).
+
+Memory is bounded (`MAX_TRACKED` keys, ~250 bytes each). A key with no failure for `FORGET_AFTER_S` is forgotten;
+keys are kept in order of their last failure, so the forgettable ones are at the front. When the table is full of
+keys that are not yet forgettable, a NEW key is counted under its kind's shared overflow key, and an untracked key
+is judged by that overflow key while the table is full: a flood of new keys delays newcomers, it never resets an
+existing count. The server process owns its DuckDB file, so in-memory counts are the whole truth; a restart
+forgets them.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.service.client_address import client_key
 
-WINDOW_S = 15 * 60
-FAILURES_PER_EMAIL = 5
-FAILURES_PER_ADDRESS = 50
+FIRST_DELAY_S = 1.0
+FREE_FAILURES_PER_ACCOUNT_ADDRESS = 5
+FREE_FAILURES_PER_ADDRESS = 50
+FREE_FAILURES_PER_ACCOUNT = 20
+MAX_DELAY_S = 15 * 60.0
+MAX_ACCOUNT_DELAY_S = 60.0
+FORGET_AFTER_S = 60 * 60.0  # longer than every cap: a key that waits is never forgotten
 MAX_TRACKED = 100_000
+OVERFLOW = "overflow"
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    free_failures: int
+    max_delay_s: float
+
+    def delay_s(self, failures: int) -> float:
+        """The wait after `failures` failures: none while free, then 1 s doubling up to the cap."""
+        if failures < self.free_failures:
+            return 0.0
+        exponent = min(failures - self.free_failures, 32)
+        return min(self.max_delay_s, FIRST_DELAY_S * 2.0**exponent)
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    failures: int
+    last_failure_at: float
+
+
 class LoginGuard:
-    per_email: int = FAILURES_PER_EMAIL
-    per_address: int = FAILURES_PER_ADDRESS
-    window_s: float = WINDOW_S
-    _failures: dict[str, tuple[int, float]] = field(default_factory=dict)  # key -> (count, window start)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(
+        self,
+        *,
+        per_account_address: Backoff | None = None,
+        per_address: Backoff | None = None,
+        per_account: Backoff | None = None,
+        forget_after_s: float = FORGET_AFTER_S,
+        max_tracked: int = MAX_TRACKED,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._rules = {
+            "pair": per_account_address or Backoff(FREE_FAILURES_PER_ACCOUNT_ADDRESS, MAX_DELAY_S),
+            "address": per_address or Backoff(FREE_FAILURES_PER_ADDRESS, MAX_DELAY_S),
+            "account": per_account or Backoff(FREE_FAILURES_PER_ACCOUNT, MAX_ACCOUNT_DELAY_S),
+        }
+        self._forget_after_s = forget_after_s
+        self._max_tracked = max_tracked
+        self._clock = clock
+        self._records: OrderedDict[str, _Record] = OrderedDict()  # in order of last failure
+        self._overflow: dict[str, _Record] = {}  # kind -> the shared count of keys that found no room
+        self._lock = threading.Lock()
 
-    def _count(self, key: str, now: float) -> tuple[int, float]:
-        count, start = self._failures.get(key, (0, now))
-        if now - start >= self.window_s:
-            return 0, now
-        return count, start
+    @staticmethod
+    def _keys(email: str, address: str) -> list[tuple[str, str]]:
+        network = client_key(address)
+        return [("pair", f"pair/{email}/{network}"), ("address", f"address/{network}"), ("account", f"account/{email}")]
 
-    def check(self, email: str, address: str) -> None:
-        now = time.monotonic()
+    def _forget_old(self, now: float) -> None:
+        while self._records:
+            key, record = next(iter(self._records.items()))
+            if now - record.last_failure_at < self._forget_after_s:
+                break
+            del self._records[key]
+        for kind, record in list(self._overflow.items()):
+            if now - record.last_failure_at >= self._forget_after_s:
+                del self._overflow[kind]
+
+    def _full(self) -> bool:
+        return len(self._records) >= self._max_tracked
+
+    def _record(self, kind: str, key: str) -> _Record | None:
+        record = self._records.get(key)
+        if record is None and self._full():
+            return self._overflow.get(kind)
+        return record
+
+    def admit(self, email: str, address: str) -> None:
+        """Refuse an attempt while any of its keys waits; otherwise count it as a failure until it is given back
+        (`succeeded`, `not_a_guess`)."""
+        now = self._clock()
         with self._lock:
-            for key, limit in ((f"email/{email}", self.per_email), (f"address/{address}", self.per_address)):
-                count, start = self._count(key, now)
-                if count >= limit:
-                    retry_after = max(1, int(start + self.window_s - now + 0.999))
-                    raise ServiceError(
-                        "rate_limit_exceeded",
-                        "too many failed logins; wait before trying again",
-                        retry_after_s=retry_after,
-                    )
+            self._forget_old(now)
+            keys = self._keys(email, address)
+            wait_s = 0.0
+            for kind, key in keys:
+                record = self._record(kind, key)
+                if record is not None:
+                    ready_at = record.last_failure_at + self._rules[kind].delay_s(record.failures)
+                    wait_s = max(wait_s, ready_at - now)
+            if wait_s > 0:
+                raise ServiceError(
+                    "rate_limit_exceeded",
+                    "too many failed logins; wait before trying again",
+                    retry_after_s=max(1, math.ceil(wait_s)),
+                )
+            for kind, key in keys:
+                if key in self._records:
+                    record = self._records.pop(key)
+                    self._records[key] = _Record(record.failures + 1, now)
+                elif not self._full():
+                    self._records[key] = _Record(1, now)
+                else:
+                    shared = self._overflow.get(kind)
+                    self._overflow[kind] = _Record((shared.failures if shared else 0) + 1, now)
 
     def failed(self, email: str, address: str) -> None:
-        now = time.monotonic()
+        """The attempt (counted at admission) failed: its wait runs from now, when the failure is answered, not
+        from its admission (checking a password takes a while on a busy host)."""
+        now = self._clock()
         with self._lock:
-            if len(self._failures) > MAX_TRACKED:
-                self._failures.clear()
-            for key in (f"email/{email}", f"address/{address}"):
-                count, start = self._count(key, now)
-                self._failures[key] = (count + 1, start)
+            for _, key in self._keys(email, address):
+                record = self._records.pop(key, None)
+                if record is not None:
+                    self._records[key] = _Record(record.failures, max(now, record.last_failure_at))
 
-    def succeeded(self, email: str) -> None:
+    def _give_back(self, key: str) -> None:
+        record = self._records.get(key)
+        if record is None:
+            return
+        if record.failures <= 1:
+            del self._records[key]
+        else:
+            self._records[key] = _Record(record.failures - 1, record.last_failure_at)
+
+    def succeeded(self, email: str, address: str) -> None:
+        """The right credentials: the account's counts are cleared; the address gives back this attempt."""
         with self._lock:
-            self._failures.pop(f"email/{email}", None)
+            pair, address_key, account = (key for _, key in self._keys(email, address))
+            self._records.pop(pair, None)
+            self._records.pop(account, None)
+            self._give_back(address_key)
+
+    def not_a_guess(self, email: str, address: str) -> None:
+        """The attempt was no guess (the right password, the second factor still to come): give it back."""
+        with self._lock:
+            for _, key in self._keys(email, address):
+                self._give_back(key)
+
+    def tracked(self) -> int:
+        with self._lock:
+            return len(self._records)

@@ -27,6 +27,7 @@ from rewards_lab.service.access import ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE, Prin
 from rewards_lab.service.login_guard import LoginGuard
 from rewards_lab.service.passwords import dummy_hash, hash_password, verify_password
 from rewards_lab.service.presenters import utc
+from rewards_lab.store.accounts import totp_context
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
 from rewards_lab.store.uow import reader, unit_of_work
@@ -84,7 +85,10 @@ def create_owner_account(
     """An owner (every permission) of the organization; returns the account and, with `totp`, the TOTP secret
     (base32, to be shown once for the authenticator app)."""
     normalized = check_new_account(database, email, password)
+    account_id = new_id("user")
     totp_secret = pyotp.random_base32() if totp else None
+    # Sealed before it reaches the database: the plain secret is only ever returned here, to be shown once.
+    sealed = database.secret_box.seal(totp_secret, context=totp_context(account_id)) if totp_secret else None
     password_hash = hash_password(password)
     with unit_of_work(database) as uow:
         if uow.organizations.get(organization_id) is None:
@@ -92,7 +96,7 @@ def create_owner_account(
         if uow.accounts.by_email(normalized) is not None:
             raise ServiceError("field_invalid", "an account with this email exists", field="email")
         row = uow.accounts.add(
-            new_id("user"), organization_id, normalized, "owner", sorted(ALL_PERMISSIONS), password_hash, totp_secret
+            account_id, organization_id, normalized, "owner", sorted(ALL_PERMISSIONS), password_hash, sealed
         )
     return _account(row), totp_secret
 
@@ -120,9 +124,10 @@ def login(
     is optional here (the account names its organization) but, when sent, must be the account's.
 
     An unknown email and a wrong password are the same `credentials_invalid` and cost the same time. The second
-    factor is asked for only after a correct password, and a code is accepted once."""
+    factor is asked for only after a correct password, and a code is accepted once. While `guard` holds the
+    account or the address in backoff every attempt is `rate_limit_exceeded`, the right password included."""
     email = body.email.strip().lower()
-    guard.check(email, address)
+    guard.admit(email, address)  # refused while in backoff, before the password is looked at; else a failure...
     row = reader(database).accounts.by_email(email)
     if not verify_password(body.password, row["password_hash"] if row else dummy_hash()) or row is None:
         guard.failed(email, address)
@@ -130,12 +135,14 @@ def login(
     step: int | None = None
     if row["totp_secret"] is not None:
         if not body.totp_code:
+            guard.not_a_guess(email, address)  # ...given back: the right password, the code still to come
             raise ServiceError("second_factor_required", "send totp_code from the authenticator app", field="totp_code")
-        step = _totp_step(row["totp_secret"], body.totp_code, row["totp_last_step"], time.time())
+        secret = database.secret_box.open(row["totp_secret"], context=totp_context(row["id"]))
+        step = _totp_step(secret, body.totp_code, row["totp_last_step"], time.time())
         if step is None:
             guard.failed(email, address)
             raise ServiceError("second_factor_invalid", field="totp_code")
-    guard.succeeded(email)
+    guard.succeeded(email, address)  # ...or cleared: the right credentials
     if organization_id is not None and organization_id != row["organization_id"]:
         raise ServiceError("organization_mismatch", field="X-Organization-ID")
     token = f"{SESSION_PREFIX}{secrets.token_urlsafe(32)}"

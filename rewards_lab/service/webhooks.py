@@ -1,14 +1,15 @@
-"""Webhook endpoints and their deliveries: register, list, disable, send a test, list deliveries, replay.
+"""Webhook endpoints and their deliveries: register, list, disable, rotate the secret, send a test, list
+deliveries, replay.
 
-The signing secret is returned once, by `create_webhook`. It is stored as given (the sender needs it for the
-HMAC) in a column no resource ever reads: every response is built by `_endpoint`, which has no secret field.
+The signing secret is returned once, by `create_webhook` (and a new one once by `rotate_secret`). It is stored
+sealed (`service/webhook_secrets.py`; the sender opens it for the HMAC) in a column no resource ever reads: every
+response is built by `_endpoint`, which has no secret field.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import secrets
-from urllib.parse import urlsplit
+from datetime import datetime, timedelta
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
@@ -17,8 +18,10 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service.deliveries import TEST_KIND, delivery_body
+from rewards_lab.service import webhook_secrets
+from rewards_lab.service.deliveries import ERROR_CLASSES, TEST_KIND, delivery_body
 from rewards_lab.service.presenters import utc
+from rewards_lab.service.webhook_targets import normalise_url, private_targets_allowed
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
@@ -38,7 +41,22 @@ def _endpoint(row: Row) -> r.WebhookEndpoint:
         status=row["status"],
         secret_prefix=row["secret_prefix"],
         created_at=utc(row["created_at"]),
+        previous_secret_expires_at=_grace_end(row),
     )
+
+
+def _grace_end(row: Row) -> datetime | None:
+    expires_at = row.get("previous_secret_expires_at")
+    if row.get("previous_signing_secret") is None or expires_at is None or expires_at <= utcnow():
+        return None
+    return utc(expires_at)
+
+
+def _error_class(stored: str | None) -> str | None:
+    """Only a coarse class ever leaves the service (rows from before the classes were migrated, see schema 8)."""
+    if stored is None or stored in ERROR_CLASSES:
+        return stored
+    return "error"
 
 
 def _delivery(row: Row, attempts: list[Row]) -> r.WebhookDelivery:
@@ -58,7 +76,7 @@ def _delivery(row: Row, attempts: list[Row]) -> r.WebhookDelivery:
                 attempted_at=utc(a["attempted_at"]),
                 duration_ms=a["duration_ms"],
                 status_code=a["status_code"],
-                error=a["error"],
+                error=_error_class(a["error"]),
                 succeeded=a["succeeded"],
             )
             for a in attempts
@@ -66,29 +84,17 @@ def _delivery(row: Row, attempts: list[Row]) -> r.WebhookDelivery:
     )
 
 
-def _check_url(scope: Scope, url: str) -> None:
-    """http(s) with a host; production endpoints must use https and may not name a loopback or private address."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ServiceError("webhook_url_invalid", "the URL must be http(s)://host/...", field="url")
-    if scope.environment != "production":
-        return
-    if parts.scheme != "https":
-        raise ServiceError("webhook_url_invalid", "production endpoints must use https", field="url")
-    host = parts.hostname
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        private = host == "localhost" or host.endswith(".localhost")
-    else:
-        private = address.is_private or address.is_loopback or address.is_link_local or address.is_reserved
-    if private:
-        raise ServiceError("webhook_url_invalid", "production endpoints must be public hosts", field="url")
+def _new_secret() -> str:
+    return SECRET_PREFIX + secrets.token_urlsafe(32)
 
 
-def create_webhook(database: Database, scope: Scope, body: rq.WebhookCreate) -> r.WebhookEndpointCreated:
-    """Register an endpoint; the answer is the only time its signing secret is shown."""
-    _check_url(scope, body.url)
+def create_webhook(
+    database: Database, scope: Scope, body: rq.WebhookCreate, *, allow_private: bool | None = None
+) -> r.WebhookEndpointCreated:
+    """Register an endpoint; the answer is the only time its signing secret is shown. The URL is normalised and
+    checked (`webhook_targets.normalise_url`); private targets follow the operator's setting unless told."""
+    allowed = private_targets_allowed() if allow_private is None else allow_private
+    url = normalise_url(body.url, scope.environment, allow_private=allowed)
     for index, kind in enumerate(body.events):
         if kind not in rq.WEBHOOK_EVENT_KINDS:
             raise ServiceError(
@@ -98,12 +104,41 @@ def create_webhook(database: Database, scope: Scope, body: rq.WebhookCreate) -> 
                 allowed=list(rq.WEBHOOK_EVENT_KINDS),
             )
     events = list(dict.fromkeys(body.events))
-    secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+    secret = _new_secret()
+    endpoint_id = new_id("webhook")
+    sealed = webhook_secrets.seal(database, endpoint_id, secret)
     with unit_of_work(database) as uow:
-        row = uow.webhooks.add_endpoint(
-            scope, new_id("webhook"), body.url, events, secret, secret[:VISIBLE_SECRET_LENGTH]
-        )
+        row = uow.webhooks.add_endpoint(scope, endpoint_id, url, events, sealed, secret[:VISIBLE_SECRET_LENGTH])
     return r.WebhookEndpointCreated(**_endpoint(row).model_dump(), signing_secret=secret)
+
+
+def rotate_secret(
+    database: Database, scope: Scope, webhook_id: str, body: rq.WebhookSecretRotate
+) -> r.WebhookSecretRotated:
+    """A new signing secret, shown once. The current one becomes the previous one and keeps signing (beside the
+    new one) for `grace_period_s`; a secret that was already previous stops signing now. Not idempotent on
+    purpose: a stored answer would keep the new secret in the idempotency table."""
+    secret = _new_secret()
+    with unit_of_work(database) as uow:
+        row = _endpoint_row(uow, scope, webhook_id)
+        if row["status"] != "enabled":
+            raise ServiceError("invalid_state_transition", "the endpoint is disabled", status=row["status"])
+        previous: str | None = None
+        expires_at: datetime | None = None
+        if body.grace_period_s > 0:
+            current = webhook_secrets.open_secret(database, webhook_id, str(row["signing_secret"]))
+            previous = webhook_secrets.seal(database, webhook_id, current, previous=True)
+            expires_at = utcnow() + timedelta(seconds=body.grace_period_s)
+        uow.webhooks.rotate_secret(
+            scope,
+            webhook_id,
+            secret=webhook_secrets.seal(database, webhook_id, secret),
+            secret_prefix=secret[:VISIBLE_SECRET_LENGTH],
+            previous_secret=previous,
+            previous_expires_at=expires_at,
+        )
+        updated = _endpoint_row(uow, scope, webhook_id)
+    return r.WebhookSecretRotated(**_endpoint(updated).model_dump(), signing_secret=secret)
 
 
 def _endpoint_row(uow: Repositories, scope: Scope, webhook_id: str) -> Row:
@@ -205,7 +240,7 @@ def replay_delivery(
     database: Database, scope: Scope, webhook_id: str, delivery_id: str, *, idempotency_key: str | None = None
 ) -> r.WebhookDelivery:
     """A failed delivery goes back to `pending`, due now, with the retry schedule from its start. The same body
-    (same delivery id, same signature) is sent again; its earlier attempts stay listed."""
+    (same delivery id; signed afresh, with a new timestamp) is sent again; its earlier attempts stay listed."""
 
     def write(uow: Repositories) -> r.WebhookDelivery:
         endpoint = _endpoint_row(uow, scope, webhook_id)

@@ -1,4 +1,5 @@
-"""Accounts (people) and their sessions. Passwords are stored as scrypt hashes, session tokens as SHA-256."""
+"""Accounts (people) and their sessions. Passwords are stored as scrypt hashes, session tokens as SHA-256, TOTP
+secrets sealed (`secret_box`, context `totp:<account id>`): the service reads them back to check codes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,21 @@ import duckdb
 
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.queries import Row, fetch_one
+from rewards_lab.store.secret_box import SEALED_PREFIX, SecretBox
+
+
+def totp_context(account_id: str) -> str:
+    """The associated data a TOTP secret is sealed under: a sealed value copied to another account never opens."""
+    return f"totp:{account_id}"
+
+
+def seal_plaintext_totp_secrets(con: duckdb.DuckDBPyConnection, box: SecretBox) -> int:
+    """Seal every TOTP secret still stored in plain text (a database written before sealing); how many."""
+    repository = AccountRepository(con)
+    found = repository.unsealed_totp_secrets()
+    for account_id, secret in found:
+        repository.set_totp_secret(account_id, box.seal(secret, context=totp_context(account_id)))
+    return len(found)
 
 
 class AccountRepository:
@@ -25,6 +41,7 @@ class AccountRepository:
         password_hash: str,
         totp_secret: str | None,
     ) -> Row:
+        """`totp_secret` is stored as given: the caller seals it (`totp_context`)."""
         self.con.execute(
             "INSERT INTO accounts VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)",
             [
@@ -48,6 +65,17 @@ class AccountRepository:
     def by_email(self, email: str) -> Row | None:
         """Emails are stored lower-cased; the caller lower-cases what it looks up."""
         return fetch_one(self.con, "SELECT * FROM accounts WHERE email = ?", [email])
+
+    def unsealed_totp_secrets(self) -> list[tuple[str, str]]:
+        """(account id, stored value) of TOTP secrets written before sealing existed (no sealed prefix)."""
+        rows = self.con.execute(
+            "SELECT id, totp_secret FROM accounts WHERE totp_secret IS NOT NULL AND NOT starts_with(totp_secret, ?)",
+            [SEALED_PREFIX],
+        ).fetchall()
+        return [(str(account_id), str(secret)) for account_id, secret in rows]
+
+    def set_totp_secret(self, account_id: str, sealed: str) -> None:
+        self.con.execute("UPDATE accounts SET totp_secret = ? WHERE id = ?", [sealed, account_id])
 
     def use_totp_step(self, account_id: str, step: int) -> None:
         self.con.execute("UPDATE accounts SET totp_last_step = ? WHERE id = ?", [step, account_id])

@@ -45,7 +45,10 @@ class CustomerRepository:
         )
 
     def resolve_many(self, scope: Scope, references: list[str]) -> dict[str, Row]:
-        """Map each reference (a customer id, else an external_id) to its customer row."""
+        """Map each reference to its customer row: the customer with that id, else the one with that external_id.
+
+        An id always wins: a reference that is a customer's id never names another customer, whatever external
+        ids exist (new external ids cannot take the id shape: `service.customers.check_external_id`)."""
         if not references:
             return {}
         rows = fetch_all(

@@ -7,6 +7,8 @@ transaction use a per-thread cursor and never wait for the writer (DuckDB's MVCC
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +21,28 @@ import duckdb
 from rewards_lab.store.ledger_cache import LedgerCache
 from rewards_lab.store.schema import MIGRATIONS
 from rewards_lab.store.secret_box import SecretBox, key_for_database
+
+log = logging.getLogger(__name__)
+PRIVATE_FILE_MODE = 0o600
+_PRIVATE_UMASK = 0o077
+
+
+def make_files_private(path: str) -> None:
+    """Files the store creates are readable by their owner only.
+
+    DuckDB creates the database file at connect and deletes and re-creates its write-ahead log (`<db>.wal`) at
+    every checkpoint, with the process's umask, so one `chmod` cannot hold: the process umask gains 077 (from now
+    on every file this process creates is private, which is what a service holding secrets wants) and the files
+    an older version left readable are narrowed to 0600."""
+    os.umask(os.umask(_PRIVATE_UMASK) | _PRIVATE_UMASK)
+    for existing in (Path(path), Path(f"{path}.wal")):
+        try:
+            if existing.stat().st_mode & 0o077:
+                existing.chmod(PRIVATE_FILE_MODE)
+        except FileNotFoundError:
+            continue
+        except PermissionError:  # another user's file: DuckDB says what it thinks of opening it
+            log.warning("cannot make %s private (not its owner)", existing)
 
 
 def utcnow() -> datetime:
@@ -36,10 +60,14 @@ class Database:
         analytical users (replay) pass None for DuckDB's default of one thread per core. `secret_key` seals
         stored secrets (default: `secret_box.key_for_database`)."""
         self.path = str(path)
+        in_memory = self.path.startswith(":memory:")
+        if not in_memory:
+            make_files_private(self.path)
         self.secret_box = SecretBox(secret_key if secret_key is not None else key_for_database(self.path))
         config: dict[str, Any] = {}
         if threads is not None:
             config["threads"] = threads
+        self._config = config
         self._connection = duckdb.connect(self.path, config=config)
         self._write_lock = threading.RLock()
         self._intake_lock = threading.Lock()
@@ -49,6 +77,35 @@ class Database:
         # Fault injection for crash tests: called by the ledger writer between its statements.
         self.fault_hook: Callable[[str], None] | None = None
         self.migrate()
+        self.seal_plaintext_secrets()
+
+    def seal_plaintext_secrets(self) -> None:
+        """After the migrations: seal secrets that a database written before sealing holds in plain text (a
+        no-op once done). DuckDB leaves an updated row's old version in free blocks of the file until it reuses
+        them, so when anything was sealed the file is rewritten (`_rewrite_file`): no copy of the plain text
+        stays on disk in it."""
+        from rewards_lab.store.accounts import seal_plaintext_totp_secrets  # accounts imports this module
+
+        with self.transaction() as tx:
+            sealed = seal_plaintext_totp_secrets(tx, self.secret_box)
+        if sealed and not self.path.startswith(":memory:"):
+            self._rewrite_file()
+
+    def _rewrite_file(self) -> None:
+        """Copy every table and view into a fresh file and put it in the old one's place (once, at open)."""
+        fresh = f"{self.path}.rewrite"
+        for leftover in (Path(fresh), Path(f"{fresh}.wal")):
+            leftover.unlink(missing_ok=True)
+        con = self._connection
+        (name,) = con.execute("SELECT current_database()").fetchone() or ("",)
+        quoted = fresh.replace("'", "''")
+        con.execute(f"ATTACH '{quoted}' AS rewrite_target")
+        con.execute(f'COPY FROM DATABASE "{name}" TO rewrite_target')
+        con.execute("DETACH rewrite_target")
+        con.close()
+        os.replace(fresh, self.path)
+        Path(f"{self.path}.wal").unlink(missing_ok=True)  # closed cleanly: checkpointed, nothing left to replay
+        self._connection = duckdb.connect(self.path, config=self._config)
 
     def migrate(self) -> None:
         con = self._connection
@@ -121,6 +178,19 @@ class Database:
             cursor = self._connection.cursor()
             self._local.cursor = cursor
         return cursor
+
+    def probe_write(self, timeout_s: float) -> bool:
+        """Readiness: one tiny transaction through the single writer (an upsert of the one `health_probe` row,
+        committed, so the write-ahead log really takes it). False when the writer stays busy for `timeout_s`
+        (a wedged writer is not ready either); a database that refuses the write raises."""
+        if not self._write_lock.acquire(timeout=timeout_s):
+            return False
+        try:
+            with self.transaction() as tx:
+                tx.execute("INSERT OR REPLACE INTO health_probe VALUES (1, ?)", [utcnow()])
+        finally:
+            self._write_lock.release()
+        return True
 
     def fault(self, point: str) -> None:
         if self.fault_hook is not None:

@@ -108,12 +108,25 @@ class EventRepository:
             [limit],
         )
 
+    def received(self, scope: Scope, event_ids: list[str]) -> list[Row]:
+        """`pending`'s columns for those of these events still `received`, in arrival order (the worker's retry
+        of a failed batch reads them again inside each smaller transaction)."""
+        return fetch_all(
+            self.con,
+            f"SELECT {', '.join(PENDING_COLUMNS)} FROM events WHERE {TENANT} AND status = 'received' "
+            "AND id IN (SELECT unnest(?)) ORDER BY id",
+            [*scope.params, event_ids],
+        )
+
     def count_by_status(self) -> dict[str, int]:
         rows = self.con.execute("SELECT status, count(*) FROM events GROUP BY status").fetchall()
         return {status: int(count) for status, count in rows}
 
-    def mark_many(self, scope: Scope, outcomes: list[tuple[str, str, str | None, str | None, str]]) -> None:
-        """Set (event id, status, error code, error message, evaluated versions JSON) for many events at once."""
+    def mark_many(self, scope: Scope, outcomes: list[tuple[str, str, str | None, str | None, str | None]]) -> None:
+        """Set (event id, status, error code, error message, evaluated versions JSON) for many events at once.
+
+        The versions are recorded once, at the first attempt that knows them, and kept by every later attempt
+        (a replay evaluates the same versions); none recorded is NULL, or "[]" in rows written before issue 14."""
         if not outcomes:
             return
         ids, statuses, codes, messages, versions = (list(column) for column in zip(*outcomes, strict=True))
@@ -139,7 +152,8 @@ class EventRepository:
         try:
             self.con.execute(
                 "UPDATE events SET status = o.status, error_code = o.error_code, error_message = o.error_message, "
-                "evaluated_versions = coalesce(events.evaluated_versions, o.versions), attempts = attempts + 1, "
+                "evaluated_versions = CASE WHEN coalesce(events.evaluated_versions, '[]') = '[]' THEN o.versions "
+                "ELSE events.evaluated_versions END, attempts = attempts + 1, "
                 "processed_at = ? FROM event_outcomes o "
                 "WHERE events.id = o.id AND events.organization_id = ? AND events.environment = ?",
                 [utcnow(), *scope.params],
@@ -150,10 +164,13 @@ class EventRepository:
     def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
         sql = f"SELECT * FROM events WHERE {TENANT}"
         params: list[Any] = list(scope.params)
-        for name in ("status", "type", "customer_id"):
+        for name in ("status", "type"):
             if filters.get(name):
                 sql += f" AND {name} = ?"
                 params.append(filters[name])
+        if filters.get("customer_refs"):  # the references (id, external_id) of one customer
+            sql += " AND customer_id IN (SELECT unnest(?))"
+            params.append(filters["customer_refs"])
         return paginate(self.con, list_name="events", select_sql=sql, params=params, page=page, sort=sort)
 
     def activity(self, scope: Scope, customer_refs: list[str], since: datetime) -> list[Row]:

@@ -57,18 +57,30 @@ _TXN_SCHEMA = pa.schema(
 _DELTA_SCHEMA = pa.schema(
     [("account_id", pa.string()), ("asset_id", pa.string()), ("delta", pa.int64()), ("floor_delta", pa.int64())]
 )
+# A batch's net change of one account is a sum of many amounts, so it can exceed int64 (ten rewards of 10**18
+# do). Such a batch's deltas travel as DECIMAL(38, 0) (exact; the store adds them to its HUGEINT balances).
+_WIDE_DELTA_SCHEMA = pa.schema(
+    [
+        ("account_id", pa.string()),
+        ("asset_id", pa.string()),
+        ("delta", pa.decimal128(38, 0)),
+        ("floor_delta", pa.decimal128(38, 0)),
+    ]
+)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _INSERT_TRANSACTIONS = (
     "INSERT INTO transactions SELECT id, ?, ?, kind, asset_id, amount_minor, source_account_id, "
     "destination_account_id, memo, execution_id, ?, id_time_ms FROM txn_batch"
 )
 _UPDATE_BALANCES = (
-    "UPDATE balances SET balance_minor = balance_minor + d.delta, floor_minor = floor_minor + d.floor_delta, "
+    "UPDATE balances SET balance_minor = balance_minor + CAST(d.delta AS HUGEINT), "
+    "floor_minor = floor_minor + CAST(d.floor_delta AS HUGEINT), "
     "updated_at = ? FROM balance_deltas d "
     "WHERE balances.account_id = d.account_id AND balances.asset_id = d.asset_id"
 )
 # The first movement of an (account, asset): its snapshot row starts here; a wallet's floor is zero.
 _INSERT_BALANCES = (
-    "INSERT INTO balances SELECT ?, ?, d.account_id, d.asset_id, d.delta, "
+    "INSERT INTO balances SELECT ?, ?, d.account_id, d.asset_id, CAST(d.delta AS HUGEINT), "
     "CASE WHEN starts_with(d.account_id, 'wal_') THEN 0 END, ? FROM balance_deltas d "
     "ANTI JOIN balances b ON b.account_id = d.account_id AND b.asset_id = d.asset_id"
 )
@@ -133,15 +145,22 @@ def deltas_table(postings: Sequence[Posting], issuance_accounts: Mapping[str, st
             deltas[key] = get(key, 0)
     keys = list(deltas)
     accounts, assets = zip(*keys, strict=True) if keys else ((), ())
+    changes = list(deltas.values())
+    floor_changes = [floors.get(k, 0) for k in keys]
+    schema = _DELTA_SCHEMA if _fit_int64(changes) and _fit_int64(floor_changes) else _WIDE_DELTA_SCHEMA
     return pa.Table.from_arrays(
         [
             pa.array(accounts, pa.string()),
             pa.array(assets, pa.string()),
-            pa.array(list(deltas.values()), pa.int64()),
-            pa.array([floors.get(k, 0) for k in keys], pa.int64()),
+            pa.array(changes, schema.field("delta").type),
+            pa.array(floor_changes, schema.field("floor_delta").type),
         ],
-        schema=_DELTA_SCHEMA,
+        schema=schema,
     )
+
+
+def _fit_int64(values: list[int]) -> bool:
+    return not values or (min(values) >= _INT64_MIN and max(values) <= _INT64_MAX)
 
 
 class LedgerRepository:
@@ -198,6 +217,10 @@ class LedgerRepository:
         except duckdb.ConstraintException as error:
             raise ServiceError(
                 "internal_error", "ledger invariant refused by the store", invariant=_invariant(str(error))
+            ) from error
+        except duckdb.OutOfRangeException as error:  # a HUGEINT balance overflowed: the policy's limit prevents it
+            raise ServiceError(
+                "internal_error", "ledger invariant refused by the store", invariant="balance_out_of_range"
             ) from error
 
     # the state the posting policy decides against ---------------------------------------------------------

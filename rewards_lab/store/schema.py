@@ -195,7 +195,41 @@ MIGRATIONS.append(
     )
 )
 
-# Migrations 7-9 belong to other parts of issue 14.
+MIGRATIONS.append(
+    (
+        8,
+        "webhooks: a rotated-out signing secret with the end of its grace period; attempt errors as coarse classes",
+        [
+            # Both secret columns hold sealed values (store/secret_box.py); rows from before sealing are sealed by
+            # service.webhook_secrets.seal_plaintext_secrets when the delivery worker starts.
+            "ALTER TABLE webhook_endpoints ADD COLUMN previous_signing_secret VARCHAR",
+            "ALTER TABLE webhook_endpoints ADD COLUMN previous_secret_expires_at TIMESTAMP",
+            # Attempts recorded raw network text ("connection failed: [Errno 111] ..."); keep only its class.
+            """UPDATE webhook_attempts SET error = CASE
+                WHEN error IN ('timeout', 'refused', 'tls', 'dns', 'blocked_address', 'connection', 'protocol',
+                               'http_3xx', 'http_4xx', 'http_5xx', 'http_other', 'endpoint_disabled', 'error')
+                    THEN error
+                WHEN error = 'connection refused' THEN 'refused'
+                WHEN error = 'endpoint disabled' THEN 'endpoint_disabled'
+                WHEN error LIKE 'HTTP 3%' THEN 'http_3xx'
+                WHEN error LIKE 'HTTP 4%' THEN 'http_4xx'
+                WHEN error LIKE 'HTTP 5%' THEN 'http_5xx'
+                WHEN error LIKE 'HTTP %' THEN 'http_other'
+                WHEN error LIKE 'connection failed:%' THEN 'connection'
+                ELSE 'error' END
+            WHERE error IS NOT NULL""",
+        ],
+    )
+)
+
+MIGRATIONS.append(
+    (
+        9,
+        "health_probe: one row that GET /v1/health/ready rewrites to prove the database takes writes",
+        ["CREATE TABLE health_probe (id INTEGER PRIMARY KEY, written_at TIMESTAMP NOT NULL)"],
+    )
+)
+
 MIGRATIONS.append(
     (
         10,

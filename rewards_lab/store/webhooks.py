@@ -13,6 +13,7 @@ from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate, scalar
+from rewards_lab.store.secret_box import SEALED_PREFIX
 
 TENANT = "organization_id = ? AND environment = ?"
 DELIVERY_COLUMNS = ("id", "organization_id", "environment", "endpoint_id", "outbox_id", "kind", "body")
@@ -26,8 +27,10 @@ class WebhookRepository:
     def add_endpoint(
         self, scope: Scope, endpoint_id: str, url: str, events: list[str], secret: str, secret_prefix: str
     ) -> Row:
+        """`secret` is the sealed signing secret."""
         self.con.execute(
-            "INSERT INTO webhook_endpoints VALUES (?, ?, ?, ?, ?, ?, ?, 'enabled', ?, NULL)",
+            "INSERT INTO webhook_endpoints (id, organization_id, environment, url, events, signing_secret, "
+            "secret_prefix, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'enabled', ?)",
             [endpoint_id, *scope.params, url, json.dumps(events), secret, secret_prefix, utcnow()],
         )
         row = self.endpoint(scope, endpoint_id)
@@ -51,6 +54,38 @@ class WebhookRepository:
         self.con.execute(
             f"UPDATE webhook_endpoints SET status = 'disabled', disabled_at = ? WHERE {TENANT} AND id = ?",
             [utcnow(), *scope.params, endpoint_id],
+        )
+
+    def rotate_secret(
+        self,
+        scope: Scope,
+        endpoint_id: str,
+        *,
+        secret: str,
+        secret_prefix: str,
+        previous_secret: str | None,
+        previous_expires_at: datetime | None,
+    ) -> None:
+        """Replace the (sealed) signing secret; the old one, sealed again, signs too until `previous_expires_at`."""
+        self.con.execute(
+            "UPDATE webhook_endpoints SET signing_secret = ?, secret_prefix = ?, previous_signing_secret = ?, "
+            f"previous_secret_expires_at = ? WHERE {TENANT} AND id = ?",
+            [secret, secret_prefix, previous_secret, previous_expires_at, *scope.params, endpoint_id],
+        )
+
+    def endpoints_with_plaintext_secrets(self) -> list[Row]:
+        return fetch_all(
+            self.con,
+            "SELECT id, signing_secret, previous_signing_secret FROM webhook_endpoints "
+            "WHERE NOT starts_with(signing_secret, ?) "
+            "OR (previous_signing_secret IS NOT NULL AND NOT starts_with(previous_signing_secret, ?)) ORDER BY id",
+            [SEALED_PREFIX, SEALED_PREFIX],
+        )
+
+    def store_sealed_secrets(self, endpoint_id: str, secret: str, previous_secret: str | None) -> None:
+        self.con.execute(
+            "UPDATE webhook_endpoints SET signing_secret = ?, previous_signing_secret = ? WHERE id = ?",
+            [secret, previous_secret, endpoint_id],
         )
 
     def enabled_endpoints(self) -> list[Row]:
@@ -90,18 +125,32 @@ class WebhookRepository:
             self.con, list_name=f"deliveries:{endpoint_id}", select_sql=sql, params=params, page=page, sort=sort
         )
 
-    def due(self, now: datetime, limit: int, exclude: list[str], per_endpoint: int) -> list[Row]:
-        """Pending deliveries whose next attempt is due, oldest first, at most `per_endpoint` of each endpoint
-        (so that one endpoint's backlog never hides another's), with their endpoint's url, secret and status."""
+    def due(
+        self,
+        now: datetime,
+        limit: int,
+        exclude: list[str],
+        per_endpoint: int,
+        per_tenant: int,
+        exclude_endpoints: list[str],
+    ) -> list[Row]:
+        """Pending deliveries whose next attempt is due, oldest first, at most `per_endpoint` of each endpoint and
+        then `per_tenant` of each organization (so that one backlog never hides another's), none to an enabled
+        endpoint in `exclude_endpoints` (a disabled one's still come, to end failed unsent), with their endpoint's
+        url, sealed secrets and status."""
         return fetch_all(
             self.con,
-            "SELECT d.id, d.organization_id, d.environment, d.endpoint_id, d.kind, d.body, d.attempt_count, "
-            "d.round_attempts, d.next_attempt_at, e.url, e.signing_secret, e.status AS endpoint_status "
+            "WITH ranked AS (SELECT d.id, d.organization_id, d.environment, d.endpoint_id, d.kind, d.body, "
+            "d.attempt_count, d.round_attempts, d.next_attempt_at, e.url, e.signing_secret, "
+            "e.previous_signing_secret, e.previous_secret_expires_at, e.status AS endpoint_status, "
+            "row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) AS endpoint_rank "
             "FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id "
             "WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND d.id NOT IN (SELECT unnest(?)) "
-            "QUALIFY row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) <= ? "
-            "ORDER BY d.next_attempt_at, d.id LIMIT ?",
-            [now, exclude, per_endpoint, limit],
+            "AND (e.status <> 'enabled' OR d.endpoint_id NOT IN (SELECT unnest(?)))) "
+            "SELECT * EXCLUDE (endpoint_rank) FROM ranked WHERE endpoint_rank <= ? "
+            "QUALIFY row_number() OVER (PARTITION BY organization_id ORDER BY next_attempt_at, id) <= ? "
+            "ORDER BY next_attempt_at, id LIMIT ?",
+            [now, exclude, exclude_endpoints, per_endpoint, per_tenant, limit],
         )
 
     def record_attempt(

@@ -1,1 +1,1 @@
-"""Background work inside the server process: the event worker (and, later, webhook delivery)."""
+"""Background work inside the server process: the event worker, the event intake and webhook delivery."""

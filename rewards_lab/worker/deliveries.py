@@ -1,9 +1,12 @@
 """The delivery worker: fans outbox messages out to endpoint deliveries and sends the due ones.
 
 One loop thread does the database side (fan-out, picking due deliveries); a small pool sends the HTTP
-requests, at most `concurrency` at once, so that a slow receiver delays only its own deliveries. A request is
-never sent inside a database transaction: the attempt is recorded afterwards in a short one. Deliveries live
-in the database, so stopping (or a crash) loses nothing: a restart picks every pending delivery up again.
+requests, at most `concurrency` at once, `per_tenant` for one organization and `per_endpoint` to one endpoint,
+and none to an endpoint whose circuit is open, so that slow receivers delay only their own deliveries. Every
+connection goes through `safe_transport` (resolved, checked, pinned; one deadline per attempt). A request is
+never sent inside a database transaction: the attempt is recorded afterwards in a short one, as a coarse error
+class. Deliveries live in the database, so stopping (or a crash) loses nothing: a restart picks every pending
+delivery up again.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
-import httpx
+import httpcore
 
 from rewards_lab.service.deliveries import (
     FAN_OUT_BATCH,
@@ -25,11 +28,22 @@ from rewards_lab.service.deliveries import (
     fan_out,
     pick_fair,
     record_outcome,
+    status_error_class,
 )
+from rewards_lab.service.webhook_secrets import seal_plaintext_secrets, signing_secrets
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
 from rewards_lab.threads import name_os_thread
-from rewards_lab.webhooks import SIGNATURE_HEADER, sign
+from rewards_lab.webhooks import SIGNATURE_HEADER, TIMESTAMPED_SIGNATURE_HEADER, sign, sign_timestamped
+from rewards_lab.worker.circuit_breaker import CircuitBreakers
+from rewards_lab.worker.safe_transport import (
+    BlockedAddress,
+    ConnectionRefused,
+    GuardedBackend,
+    ResolutionFailed,
+    TLSFailed,
+    attempt_deadline,
+)
 
 log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.05
@@ -42,13 +56,54 @@ DELIVERY_HEADER = "X-Rewards-Delivery"
 KIND_HEADER = "X-Rewards-Event"
 
 
-def send(client: httpx.Client, delivery: Row) -> AttemptOutcome:
-    """POST the stored body (exact bytes) with its signature; never raises for the receiver's failures."""
+def new_pool(settings: DeliverySettings) -> httpcore.ConnectionPool:
+    """The sender's connections: HTTP/1.1 through `GuardedBackend` (resolved, checked, pinned), no proxy, no
+    redirects, at most `concurrency` connections."""
+    return httpcore.ConnectionPool(
+        network_backend=GuardedBackend(allow_private=settings.allow_private_targets),
+        max_connections=settings.concurrency,
+        max_keepalive_connections=settings.concurrency,
+        keepalive_expiry=30.0,
+        http1=True,
+        http2=False,
+        retries=0,
+    )
+
+
+def error_class(failure: Exception) -> str:
+    """The coarse class of a failed attempt; the failure's own text is never kept."""
+    if isinstance(failure, BlockedAddress):
+        return "blocked_address"
+    if isinstance(failure, ResolutionFailed):
+        return "dns"
+    if isinstance(failure, httpcore.TimeoutException):
+        return "timeout"
+    if isinstance(failure, TLSFailed):
+        return "tls"
+    if isinstance(failure, ConnectionRefused):
+        return "refused"
+    if isinstance(failure, httpcore.ConnectError):
+        return "connection"
+    if isinstance(failure, httpcore.ReadError | httpcore.WriteError):
+        return "connection"
+    if isinstance(failure, httpcore.ProtocolError):
+        return "protocol"
+    return "error"
+
+
+def send(pool: httpcore.ConnectionPool, delivery: Row, secrets: list[str], timeout_s: float) -> AttemptOutcome:
+    """POST the stored body (exact bytes) with its signatures, within one total deadline; never raises for the
+    receiver's or the network's failures (they become a coarse class).
+
+    `secrets` are the signing secrets, current first. `X-Rewards-Signature` carries a `v1` per secret; the
+    GitHub-style `X-Rewards-Signature-256` carries the previous secret's while a rotation's grace period runs (a
+    receiver that knows only the old secret keeps working until it switches), else the current one's."""
     raw = str(delivery["body"]).encode()
-    headers = {
+    headers: dict[bytes | str, bytes | str] = {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
-        SIGNATURE_HEADER: sign(raw, str(delivery["signing_secret"])),
+        SIGNATURE_HEADER: sign(raw, secrets[-1]),
+        TIMESTAMPED_SIGNATURE_HEADER: sign_timestamped(raw, secrets),
         DELIVERY_HEADER: str(delivery["id"]),
         KIND_HEADER: str(delivery["kind"]),
     }
@@ -56,18 +111,18 @@ def send(client: httpx.Client, delivery: Row) -> AttemptOutcome:
     started = time.monotonic()
     status_code: int | None = None
     error: str | None = None
+    per_step = {"connect": timeout_s, "read": timeout_s, "write": timeout_s, "pool": timeout_s}
     try:
-        # streamed and closed unread: only the status matters, and a receiver cannot make us read a huge answer
-        with client.stream("POST", str(delivery["url"]), content=raw, headers=headers) as response:
-            status_code = response.status_code
-        if not 200 <= status_code < 300:
-            error = f"HTTP {status_code}"
-    except httpx.TimeoutException:
-        error = "timeout"
-    except httpx.ConnectError as failure:
-        error = "connection refused" if "refused" in str(failure).lower() else f"connection failed: {failure}"[:300]
-    except httpx.HTTPError as failure:
-        error = f"{type(failure).__name__}: {failure}"[:300]
+        with attempt_deadline(timeout_s):
+            # closed unread: only the status matters, and a receiver cannot make us read a huge answer
+            with pool.stream(
+                "POST", str(delivery["url"]), headers=headers, content=raw, extensions={"timeout": per_step}
+            ) as response:
+                status_code = response.status
+        error = status_error_class(status_code)
+    except Exception as failure:  # noqa: BLE001 - every failure of the attempt is recorded as its class
+        status_code = None
+        error = error_class(failure)
     duration_ms = int((time.monotonic() - started) * 1000)
     return AttemptOutcome(attempted_at, duration_ms, status_code, error)
 
@@ -77,12 +132,13 @@ class DeliveryWorker:
         self.database = database
         self.settings = settings or DeliverySettings()
         self.last_cycle_at: datetime | None = None
-        self._in_flight: dict[str, str] = {}  # delivery id -> endpoint id
+        self._in_flight: dict[str, tuple[str, str]] = {}  # delivery id -> (endpoint id, organization id)
+        self.breakers = CircuitBreakers(self.settings.breaker_failures, self.settings.breaker_cool_down_s)
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._pool: ThreadPoolExecutor | None = None
-        self._client: httpx.Client | None = None
+        self._connections: httpcore.ConnectionPool | None = None
         self._thread = threading.Thread(target=self._run, name="delivery-worker", daemon=True)
 
     @property
@@ -90,8 +146,14 @@ class DeliveryWorker:
         return self._thread.is_alive()
 
     def start(self) -> None:
+        try:
+            sealed = seal_plaintext_secrets(self.database)  # a database from before secrets were sealed
+            if sealed:
+                log.info("sealed the signing secrets of %d webhook endpoints", sealed)
+        except Exception:  # noqa: BLE001 - plaintext secrets still sign; the next start tries again
+            log.exception("webhook secrets could not be sealed")
         self._pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="webhook-send")
-        self._client = httpx.Client(timeout=self.settings.timeout_s, follow_redirects=False)
+        self._connections = new_pool(self.settings)
         self._thread.start()
 
     def notify(self) -> None:
@@ -101,11 +163,11 @@ class DeliveryWorker:
         """Stop picking deliveries; requests in flight finish (bounded by the timeout) and are recorded."""
         self._stop.set()
         self._wake.set()
-        if self._pool is None or self._client is None:
+        if self._pool is None or self._connections is None:
             return
         self._thread.join(timeout_s)
         self._pool.shutdown(wait=True)
-        self._client.close()
+        self._connections.close()
 
     def _run(self) -> None:
         name_os_thread()
@@ -126,14 +188,32 @@ class DeliveryWorker:
         dispatched = fan_out(self.database)
         with self._lock:
             exclude = sorted(self._in_flight)
-            busy = Counter(self._in_flight.values())
+            busy = Counter(endpoint for endpoint, _ in self._in_flight.values())
+            tenants = Counter(tenant for _, tenant in self._in_flight.values())
         free = self.settings.concurrency - len(exclude)
         per_endpoint = self.settings.per_endpoint
-        candidates = due(self.database, free * per_endpoint, exclude, per_endpoint)
-        picked = pick_fair(candidates, busy, free, per_endpoint)
+        skip, probe = self.breakers.blocked()  # open circuits wait; half-open ones send one probe
+        candidates = due(
+            self.database,
+            free * per_endpoint,
+            exclude,
+            per_endpoint,
+            per_tenant=self.settings.per_tenant,
+            exclude_endpoints=skip,
+        )
+        picked = pick_fair(
+            candidates,
+            busy,
+            free,
+            per_endpoint,
+            tenants_in_flight=tenants,
+            per_tenant=self.settings.per_tenant,
+            endpoint_limits=dict.fromkeys(probe, 1),
+        )
         for delivery in picked:
             with self._lock:
-                self._in_flight[delivery["id"]] = delivery["endpoint_id"]
+                self._in_flight[delivery["id"]] = (delivery["endpoint_id"], delivery["organization_id"])
+            self.breakers.started(delivery["endpoint_id"])
             assert self._pool is not None
             self._pool.submit(self._attempt, delivery)
         return dispatched  # none: wait, until a finished attempt or a new message wakes the loop
@@ -141,13 +221,18 @@ class DeliveryWorker:
     def _attempt(self, delivery: Row) -> None:
         try:
             if delivery["endpoint_status"] != "enabled":
-                outcome = AttemptOutcome(utcnow(), 0, None, "endpoint disabled")
+                outcome = AttemptOutcome(utcnow(), 0, None, "endpoint_disabled")
             else:
-                assert self._client is not None
-                outcome = send(self._client, delivery)
+                assert self._connections is not None
+                secrets = signing_secrets(self.database, delivery)
+                outcome = send(self._connections, delivery, secrets, self.settings.timeout_s)
+                self.breakers.record(delivery["endpoint_id"], outcome.succeeded)
             record_outcome(self.database, self.settings, delivery, outcome)
         except Exception:  # noqa: BLE001 - the delivery stays pending and is tried again
             log.exception("delivery %s could not be attempted", delivery["id"])
+            # e.g. a secret that does not open with the operator's key: counted, so that the endpoint's circuit
+            # opens instead of the loop retrying it every cycle
+            self.breakers.record(delivery["endpoint_id"], succeeded=False)
         finally:
             with self._lock:
                 self._in_flight.pop(delivery["id"], None)
