@@ -64,7 +64,9 @@ def _megabytes(text: str) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from rewards_lab.api import body_limit as limits
     from rewards_lab.api.app import create_app
+    from rewards_lab.api.http_protocol import BoundedHttpToolsProtocol
     from rewards_lab.service.deliveries import DeliverySettings
     from rewards_lab.service.retention import RetentionSettings
     from rewards_lab.service.webhook_targets import ALLOW_PRIVATE_ENV
@@ -100,6 +102,8 @@ def _serve(args: argparse.Namespace) -> int:
         # Proxy trust is explicit: by default X-Forwarded-For is ignored and every limit counts the socket peer
         # (uvicorn's own default trusts 127.0.0.1, or $FORWARDED_ALLOW_IPS; neither is consulted here).
         trusted = args.forwarded_allow_ips or (LOCAL_PROXIES if args.proxy_headers else "")
+        # uvicorn's own connection, keep-alive and request-head limits (api/body_limit.py, api/http_protocol.py);
+        # the body limit is the application's own.
         uvicorn.run(
             app,
             host=args.host,
@@ -108,6 +112,9 @@ def _serve(args: argparse.Namespace) -> int:
             access_log=False,
             proxy_headers=args.proxy_headers or bool(trusted),
             forwarded_allow_ips=trusted,
+            http=BoundedHttpToolsProtocol,  # httptools with a bounded request head (size and deadline)
+            limit_concurrency=limits.MAX_CONCURRENCY,
+            timeout_keep_alive=limits.KEEP_ALIVE_TIMEOUT_S,
         )
     return 0
 

@@ -102,7 +102,7 @@ def test_every_failure_has_the_envelope(server: LiveServer) -> None:
         )
         assert email["details"]["field"] == "email"
         _error(http.post("/customers", json=[1, 2]), 422, "field_invalid")
-        _error(http.post("/customers", content=b"{" + b" " * 1_100_000 + b"}"), 422, "request_too_large")
+        _error(http.post("/customers", content=b"{" + b" " * 1_100_000 + b"}"), 413, "request_too_large")
         _error(http.get("/no/such/path"), 404, "route_not_found")
         _error(http.delete("/customers"), 404, "route_not_found")
         _error(http.get("/customers/cus_missing"), 404, "customer_not_found")
@@ -491,7 +491,7 @@ def test_post_events_fast_path_keeps_every_rule_of_the_contract(server: LiveServ
         assert "ratelimit-limit" in unauthenticated.headers
         headers = server.headers()
         _error(http.post("/events", content=b"{not json", headers=headers), 422, "request_malformed")
-        _error(http.post("/events", content=b"x" * 1_048_577, headers=headers), 422, "request_too_large")
+        _error(http.post("/events", content=b"x" * 1_048_577, headers=headers), 413, "request_too_large")
         missing = _error(http.post("/events", json={"type": "order.completed"}, headers=headers), 422, "field_required")
         assert missing["details"]["field"] in {"external_event_id", "customer_id"}
         unknown = {"type": "a.b", "external_event_id": "f-1", "customer_id": "c", "colour": "red"}

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from rewards_lab.api.rate_limits import RateLimiter
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.limits import MAX_BODY_BYTES
 from rewards_lab.contract.scope import EnvironmentName
 from rewards_lab.contract.validation import validate
 from rewards_lab.service import sessions
@@ -19,7 +20,6 @@ from rewards_lab.service.access import Principal, authenticate
 from rewards_lab.store.database import Database
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
-MAX_BODY_BYTES = 1_048_576
 _REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 
 
@@ -109,13 +109,17 @@ def authorise(
 
 
 def parse_body(raw: bytes, model: type[ModelT]) -> ModelT:
-    """`json_body` on bytes already read."""
+    """`json_body` on bytes already read. The limit is enforced while reading (`body_limit.LimitedBody`); checked
+    again here for callers that read bodies another way. Numbers out of range are refused by field (see
+    `jsonutil.loads_request`)."""
     if len(raw) > MAX_BODY_BYTES:
         raise ServiceError("request_too_large", limit_bytes=MAX_BODY_BYTES)
     try:
-        data: Any = jsonutil.loads(raw) if raw else {}
-    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested beyond the parser's depth
+        data: Any = jsonutil.loads_request(raw) if raw else {}
+    except ValueError:  # not JSON, or not UTF-8
         raise ServiceError("request_malformed") from None
+    except RecursionError:  # nested beyond the parser's reach (about 950 levels; the C parser checks its depth)
+        raise ServiceError("request_malformed", "the request body nests deeper than the service reads") from None
     return validate(model, data)
 
 

@@ -23,6 +23,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
 from rewards_lab.api.address_gate import refuse_spent_address, retry_after_header
+from rewards_lab.api.body_limit import LimitedBody
 from rewards_lab.api.context import authorise, parse_body, request_id_from
 from rewards_lab.api.envelope import API_VERSION, failure_text
 from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateState
@@ -132,11 +133,15 @@ class EventsHotPath:
 
 
 class ServiceApp(FastAPI):
-    """FastAPI, plus `hot_path`: the ASGI app that answers POST /v1/events before FastAPI's stack."""
+    """FastAPI, plus `hot_path`: the ASGI app that answers POST /v1/events before FastAPI's stack, and the one
+    body limit (`body_limit.LimitedBody`) around both."""
 
     hot_path: EventsHotPath | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            limited = LimitedBody(scope, receive, send)
+            receive, send = limited.receive, limited.send
         if (
             self.hot_path is not None
             and scope["type"] == "http"

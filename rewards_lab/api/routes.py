@@ -23,7 +23,7 @@ from rewards_lab.api.openapi_doc import idempotency_header, query_parameters, re
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import REGISTRY, ServiceError
-from rewards_lab.contract.pagination import DEFAULT_LIMIT, PageRequest
+from rewards_lab.contract.pagination import CURSOR_KEY_LABEL, DEFAULT_LIMIT, PageRequest
 from rewards_lab.contract.permissions import Permission
 from rewards_lab.service import (
     access,
@@ -108,10 +108,11 @@ def _page(request: Request) -> PageRequest:
     except ValueError:
         raise ServiceError("field_invalid", "limit must be a whole number", field="limit") from None
     direction = query.get("direction", "asc")
+    key = database_of(request).secret_box.derive_key(CURSOR_KEY_LABEL)  # cursors signed under the database's key
     if direction == "asc":
-        return PageRequest(limit=limit, cursor=query.get("cursor"), sort=query.get("sort"), direction="asc")
+        return PageRequest(limit, query.get("cursor"), query.get("sort"), "asc", key)
     if direction == "desc":
-        return PageRequest(limit=limit, cursor=query.get("cursor"), sort=query.get("sort"), direction="desc")
+        return PageRequest(limit, query.get("cursor"), query.get("sort"), "desc", key)
     raise ServiceError("field_invalid", "direction must be asc or desc", field="direction")
 
 

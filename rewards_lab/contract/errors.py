@@ -34,6 +34,10 @@ HTTP_STATUS_BY_TYPE: dict[ErrorType, int] = {
     ErrorType.SERVICE: 500,
 }
 
+# The one code whose status is not its type's: a body over the limit is refused as RFC 9110's 413 (Content Too
+# Large), which proxies and HTTP clients understand without reading the envelope (docs/decisions.md).
+HTTP_STATUS_BY_CODE: dict[str, int] = {"request_too_large": 413}
+
 RETRYABLE_TYPES = frozenset({ErrorType.RATE_LIMIT, ErrorType.SERVICE})
 
 
@@ -45,7 +49,7 @@ class ErrorCode:
 
     @property
     def http_status(self) -> int:
-        return HTTP_STATUS_BY_TYPE[self.type]
+        return HTTP_STATUS_BY_CODE.get(self.code, HTTP_STATUS_BY_TYPE[self.type])
 
 
 def _codes(error_type: ErrorType, entries: dict[str, str]) -> dict[str, ErrorCode]:

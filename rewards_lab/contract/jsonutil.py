@@ -11,9 +11,48 @@ from typing import Any
 import simplejson
 from simplejson.encoder import encode_basestring_ascii
 
+from rewards_lab.contract.limits import MAX_NUMBER_CHARS, number_in_range
+
 
 def loads(text: str | bytes) -> Any:
+    """JSON with numbers as exact Decimal (non-integers) or int, for text the service wrote or trusts (stored
+    rows, the lab's files, a server's answers). Raises ValueError for text that is not JSON, for an integer of
+    over 4,300 digits and for an exponent beyond what Decimal holds (about 10**18), never ArithmeticError."""
     return _DECODER.decode(text)  # type: ignore[arg-type]  # simplejson decodes bytes as UTF-8 (untyped in stubs)
+
+
+def loads_request(text: str | bytes) -> Any:
+    """`loads` for a client's body. A number the service cannot hold (over `limits.MAX_NUMBER_CHARS` characters,
+    or a decimal exponent beyond +-`limits.MAX_NUMBER_EXPONENT`) is read as Decimal NaN instead of raised, so
+    that the validators refuse it as `field_invalid` naming its field (every one refuses a non-finite number).
+    Raises ValueError for text that is not JSON and RecursionError for nesting beyond the interpreter's stack."""
+    return _REQUEST_DECODER.decode(text)  # type: ignore[arg-type]
+
+
+def _exact_decimal(text: str) -> Decimal:
+    try:
+        return Decimal(text)
+    except ArithmeticError:  # InvalidOperation: an exponent beyond Decimal's range (e.g. 1e99999999999999999999)
+        raise ValueError("a number is out of range") from None
+
+
+_OUT_OF_RANGE = Decimal("NaN")
+
+
+def _bounded_decimal(text: str) -> Decimal:
+    """A JSON number with a fraction or exponent, exactly, or NaN when out of range."""
+    if len(text) > MAX_NUMBER_CHARS:
+        return _OUT_OF_RANGE
+    try:
+        number = Decimal(text)
+    except ArithmeticError:
+        return _OUT_OF_RANGE
+    return number if number_in_range(number) else _OUT_OF_RANGE
+
+
+def _bounded_int(text: str) -> int | Decimal:
+    """A JSON integer, or NaN beyond MAX_NUMBER_CHARS digits (`int()` refuses over 4,300, slowly)."""
+    return int(text) if len(text) <= MAX_NUMBER_CHARS else _OUT_OF_RANGE
 
 
 def _default(value: Any) -> Any:
@@ -39,7 +78,8 @@ def raw(text: str) -> Any:
 # Made once: `simplejson.loads`/`dumps` with any non-default option build a new JSONDecoder/JSONEncoder per call,
 # which cost more than the work itself on small documents (several calls per POST /events). Both are stateless
 # between calls (each `encode` makes its own C encoder), so one of each is shared by every thread.
-_DECODER = simplejson.JSONDecoder(parse_float=Decimal)  # what `simplejson.loads(text, use_decimal=True)` makes
+_DECODER = simplejson.JSONDecoder(parse_float=_exact_decimal)  # `simplejson.loads(text, use_decimal=True)`, safe
+_REQUEST_DECODER = simplejson.JSONDecoder(parse_float=_bounded_decimal, parse_int=_bounded_int)
 _ENCODER = simplejson.JSONEncoder(use_decimal=True, separators=(",", ":"), default=_default)
 _CANONICAL_ENCODER = simplejson.JSONEncoder(use_decimal=True, sort_keys=True, separators=(",", ":"), default=str)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.limits import check_data
 from rewards_lab.contract.validation import custom_error
 from rewards_lab.domain.money import MAX_DECIMALS, parse_rate, parse_threshold
 
@@ -91,7 +92,34 @@ def _date_time(value: object) -> object:
     return value
 
 
-DateTime = Annotated[datetime, BeforeValidator(_date_time)]
+def _in_utc_range(value: datetime) -> datetime:
+    """A date-time that stays within years 1-9999 in UTC: `9999-12-31T23:59:59-23:59` is a valid ISO 8601 text,
+    but converting it to UTC (as the service stores it) raises OverflowError."""
+    if value.tzinfo is not None:
+        try:
+            value.astimezone(UTC)
+        except OverflowError:
+            message = "must be a date-time between years 1 and 9999 in UTC"
+            raise custom_error(ServiceError("field_invalid", message)) from None
+    return value
+
+
+DateTime = Annotated[datetime, BeforeValidator(_date_time), AfterValidator(_in_utc_range)]
+
+
+def _free_json(field: str, long_string_code: str = "field_invalid") -> Any:
+    """A validator of free-form JSON (`limits.check_data`), run before pydantic looks inside it."""
+
+    def check(value: object) -> object:
+        try:
+            check_data(value, field, long_string_code)
+        except ServiceError as error:
+            raise custom_error(error, str(error.details.get("field", field))) from None
+        return value
+
+    return BeforeValidator(check)
+
+
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Identifier = Annotated[str, Field(min_length=1, max_length=255)]
 FieldName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
@@ -218,7 +246,7 @@ class RuleUpdate(RequestModel):
 class SimulationRequest(RequestModel):
     """The seed's shape: `event` holds `type` and the event's data fields as one flat object."""
 
-    event: dict[str, Any]
+    event: Annotated[dict[str, Any], _free_json("event")]
 
 
 class EventCreate(RequestModel):
@@ -226,7 +254,7 @@ class EventCreate(RequestModel):
     external_event_id: Identifier
     customer_id: Identifier
     occurred_at: DateTime | None = None
-    data: dict[str, Any] = {}
+    data: Annotated[dict[str, Any], _free_json("data", "event_payload_too_large")] = {}
 
 
 class IssueRequest(RequestModel):

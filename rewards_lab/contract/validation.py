@@ -38,7 +38,7 @@ def to_service_error(error: ValidationError, prefix: str = "") -> ServiceError:
     problems: list[dict[str, Any]] = []
     for item in error.errors(include_url=False, include_input=False):
         code = item["type"] if item["type"] in REGISTRY else _PYDANTIC_TO_CODE.get(item["type"], "field_invalid")
-        field = field_path(tuple(item["loc"]))
+        field = str(item.get("ctx", {}).get("service_field") or field_path(tuple(item["loc"])))  # ctx: see custom_error
         if prefix:
             field = f"{prefix}.{field}" if field else prefix
         message = str(item["msg"]).removeprefix("Value error, ")
@@ -57,6 +57,8 @@ def validate(model: type[ModelT], data: Any, prefix: str = "") -> ModelT:
         raise to_service_error(error, prefix) from None
 
 
-def custom_error(error: ServiceError) -> PydanticCustomError:
-    """Re-raise a domain ServiceError inside a pydantic validator, keeping its registered code."""
-    return PydanticCustomError(error.code, error.message.replace("{", "(").replace("}", ")"))
+def custom_error(error: ServiceError, field: str | None = None) -> PydanticCustomError:
+    """Re-raise a domain ServiceError inside a pydantic validator, keeping its registered code. `field`, when
+    given, is the full path to report (e.g. `data.a.b` inside free-form JSON) instead of the validator's own."""
+    message = error.message.replace("{", "(").replace("}", ")")
+    return PydanticCustomError(error.code, message, None if field is None else {"service_field": field})

@@ -17,6 +17,8 @@ MAX_DECIMALS = 8
 MAX_AMOUNT_MINOR = 10**18 - 1
 MAX_RATE_DECIMALS = 10
 MAX_RATE = Decimal(10**8)
+# A condition's threshold is below this in magnitude (15 integer digits, as MAX_SIGNIFICANT_DIGITS allows).
+MAX_THRESHOLD = Decimal(10**15)
 # Rates and thresholds are JSON numbers. With at most 15 significant digits a binary double reproduces their
 # decimal text exactly (DBL_DIG), so a client that parses them as floats still reads the exact value back.
 MAX_SIGNIFICANT_DIGITS = 15
@@ -25,6 +27,7 @@ MAX_SIGNIFICANT_DIGITS = 15
 _AMOUNT_RE = re.compile(r"(?P<sign>-?)(?P<int>[0-9]+)(?:\.(?P<frac>[0-9]+))?")
 # A product whose magnitude reaches this many digits is far beyond any amount; it is not computed in full.
 _MAX_PRODUCT_DIGITS = 40
+_MAX_AMOUNT_DIGITS = len(str(MAX_AMOUNT_MINOR))
 
 
 def parse_amount(text: object, decimals: int, field: str = "amount") -> int:
@@ -47,12 +50,13 @@ def parse_amount(text: object, decimals: int, field: str = "amount") -> int:
             field=field,
             decimals=decimals,
         )
-    minor = int(match.group("int") + frac.ljust(decimals, "0"))
-    if match.group("sign") or minor == 0:
+    digits = (match.group("int") + frac.ljust(decimals, "0")).lstrip("0")
+    if match.group("sign") or not digits:
         raise ServiceError("amount_not_positive", f"{field} must be greater than zero", field=field)
-    if minor > MAX_AMOUNT_MINOR:
+    # Counted before `int()`, which refuses over 4,300 digits (ValueError) and is quadratic below that.
+    if len(digits) > _MAX_AMOUNT_DIGITS or int(digits) > MAX_AMOUNT_MINOR:
         raise ServiceError("amount_too_large", f"{field} is larger than the ledger can hold", field=field)
-    return minor
+    return int(digits)
 
 
 def parse_ceiling(text: object, decimals: int, field: str = "supply_ceiling") -> int | None:
@@ -123,8 +127,13 @@ def parse_rate(value: object, field: str = "rate") -> Decimal:
 
 
 def parse_threshold(value: object, field: str = "value") -> Decimal:
-    """A condition's threshold: any number with at most MAX_RATE_DECIMALS places and 15 significant digits."""
+    """A condition's threshold: a number below MAX_THRESHOLD in magnitude, with at most MAX_RATE_DECIMALS places
+    and 15 significant digits."""
     number = _parse_number(value, field)
+    if number.copy_abs() >= MAX_THRESHOLD:  # compared, never computed (abs() rounds: Overflow for 1e1000000)
+        raise ServiceError(
+            "field_invalid", f"{field} must be between -{MAX_THRESHOLD} and {MAX_THRESHOLD}", field=field
+        )
     _check_digits(number, field)
     return number
 
@@ -142,8 +151,7 @@ def _parse_number(value: object, field: str) -> Decimal:
 
 
 def _check_digits(number: Decimal, field: str) -> None:
-    places = _places(number)
-    digits = len(number.normalize().as_tuple().digits)
+    places, digits = _shape(number)
     if places > MAX_RATE_DECIMALS or max(digits, places) > MAX_SIGNIFICANT_DIGITS:
         raise ServiceError(
             "field_invalid",
@@ -153,7 +161,15 @@ def _check_digits(number: Decimal, field: str) -> None:
         )
 
 
-def _places(number: Decimal) -> int:
-    exponent = number.normalize().as_tuple().exponent
-    assert isinstance(exponent, int)
-    return max(0, -exponent)
+def _shape(number: Decimal) -> tuple[int, int]:
+    """(decimal places, significant digits) of a finite number, trailing zeros dropped (1.50 -> (1, 2)).
+
+    Read from the digit tuple, never by arithmetic: `normalize()` raises Overflow for 1e1000000 and rounds
+    1e-1000000 to zero (no places) under the default context."""
+    _, digits, exponent = number.as_tuple()
+    assert isinstance(exponent, int)  # finite: `_parse_number` refuses NaN and infinities
+    significant = len("".join(map(str, digits)).rstrip("0"))
+    if significant == 0:
+        return 0, 0
+    exponent += len(digits) - significant
+    return max(0, -exponent), significant

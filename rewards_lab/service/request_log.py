@@ -159,10 +159,10 @@ def _instant(value: str | None, field: str) -> datetime | None:
         return None
     try:
         parsed = datetime.fromisoformat(value)
-    except ValueError:
+        if parsed.tzinfo is not None:
+            parsed = parsed.astimezone(UTC).replace(tzinfo=None)  # OverflowError past year 9999 (or before 1)
+    except (ValueError, OverflowError):
         raise ServiceError("period_invalid", f"{field} must be an ISO 8601 date-time", field=field) from None
-    if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
     return parsed
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import duckdb
@@ -36,8 +35,17 @@ class RowPage:
     has_more: bool
 
 
-def _cursor_value(value: Any) -> Any:
-    return value.isoformat() if isinstance(value, datetime) else value
+def _keyset(column: str, direction: str, sort_value: Any) -> str:
+    """The rows after the cursor's (sort value, id) in the page order, NULL sort values included.
+
+    The order is `column ASC NULLS LAST, id ASC`, or its exact reverse `column DESC NULLS FIRST, id DESC`; a
+    plain `column > ?` is never true for a NULL on either side, which dropped every row without a value."""
+    after = ">" if direction == "asc" else "<"
+    if sort_value is None:  # the cursor is among the NULLs: the rest of them, then (desc) every non-NULL row
+        rest = f"({column} IS NULL AND id {after} ?)"
+        return rest if direction == "asc" else f"({rest} OR {column} IS NOT NULL)"
+    later = f"{column} {after} ? OR ({column} = ? AND id {after} ?)"
+    return f"({later} OR {column} IS NULL)" if direction == "asc" else f"({later})"
 
 
 def paginate(
@@ -52,18 +60,21 @@ def paginate(
 ) -> RowPage:
     """Keyset pagination over `select_sql` (which must expose `id` and the sort column, and end in a WHERE).
 
-    Rows are ordered by (sort, id) so that equal sort values page deterministically; no offset is ever used.
+    Rows are ordered by (sort, id) so that equal sort values page deterministically, NULL sort values last in
+    ascending order (first in descending); every row appears on exactly one page. No offset is ever used. An
+    empty cursor is no cursor.
     """
     column = sort_sql or sort
-    comparison = ">" if page.direction == "asc" else "<"
-    order = "ASC" if page.direction == "asc" else "DESC"
+    order = "ASC NULLS LAST" if page.direction == "asc" else "DESC NULLS FIRST"
+    id_order = "ASC" if page.direction == "asc" else "DESC"
     sql = f"SELECT * FROM ({select_sql}) AS listed"
     args = list(params)
-    if page.cursor is not None:
-        position = decode_cursor(page.cursor, list_name, sort, page.direction)
-        sql += f" WHERE ({column} {comparison} ? OR ({column} = ? AND id {comparison} ?))"
-        args += [position.sort_value, position.sort_value, position.last_id]
-    sql += f" ORDER BY {column} {order}, id {order} LIMIT ?"
+    if page.cursor:
+        position = decode_cursor(page.cursor, list_name, sort, page.direction, page.cursor_key)
+        sql += f" WHERE {_keyset(column, page.direction, position.sort_value)}"
+        value = position.sort_value
+        args += [position.last_id] if value is None else [value, value, position.last_id]
+    sql += f" ORDER BY {column} {order}, id {id_order} LIMIT ?"
     args.append(page.limit + 1)
     rows = fetch_all(con, sql, args)
     has_more = len(rows) > page.limit
@@ -71,6 +82,6 @@ def paginate(
     next_cursor = None
     if has_more:
         last = rows[-1]
-        position = CursorPosition(_cursor_value(last[sort]), last["id"])
-        next_cursor = encode_cursor(list_name, sort, page.direction, position)
+        position = CursorPosition(last[sort], last["id"])
+        next_cursor = encode_cursor(list_name, sort, page.direction, position, page.cursor_key)
     return RowPage(rows, next_cursor, has_more)

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.hashes import SHA256
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 KEY_ENV = "REWARDS_LAB_SECRET_KEY"
 KEY_FILE_SUFFIX = ".secret-key"
@@ -80,6 +82,18 @@ class SecretBox:
         if len(key) != _KEY_BYTES:
             raise SecretKeyError(f"the key must be {_KEY_BYTES} bytes")
         self._aead = AESGCM(key)
+        self._key = key
+        self._derived: dict[str, bytes] = {}
+
+    def derive_key(self, label: str) -> bytes:
+        """A 32-byte key for another purpose (e.g. signing pagination cursors), derived from the operator's key
+        with HKDF-SHA256 and `label` as its info: independent of the sealing key and of every other label, and
+        stable for as long as the operator's key is."""
+        derived = self._derived.get(label)
+        if derived is None:
+            hkdf = HKDF(algorithm=SHA256(), length=_KEY_BYTES, salt=None, info=f"rewards_lab:{label}".encode())
+            derived = self._derived[label] = hkdf.derive(self._key)
+        return derived
 
     def seal(self, plaintext: str, *, context: str) -> str:
         nonce = secrets.token_bytes(_NONCE_BYTES)
