@@ -68,6 +68,7 @@ def _serve(args: argparse.Namespace) -> int:
     from rewards_lab.api.app import create_app
     from rewards_lab.api.http_protocol import BoundedHttpToolsProtocol
     from rewards_lab.service.deliveries import DeliverySettings
+    from rewards_lab.service.retention import RetentionSettings
     from rewards_lab.service.webhook_targets import ALLOW_PRIVATE_ENV
 
     Path(args.db).parent.mkdir(parents=True, exist_ok=True)
@@ -80,6 +81,11 @@ def _serve(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"rewards-lab serve: {error}", file=sys.stderr)
         return 2
+    try:
+        retention = RetentionSettings.from_env()  # REWARDS_LAB_RETENTION_* (service/retention.py)
+    except ValueError as error:
+        print(f"rewards-lab serve: {error}", file=sys.stderr)
+        return 2
     with Database(args.db) as database:
         # uvicorn handles SIGINT and SIGTERM: it stops accepting, finishes in-flight requests, then the app's
         # lifespan stops the event worker after its current batch.
@@ -88,6 +94,7 @@ def _serve(args: argparse.Namespace) -> int:
             delivery_settings=settings,
             worker_batch_size=args.worker_batch_size,
             session_lifetime_s=args.session_lifetime_s,
+            retention_settings=retention,
             unauthenticated_limit_per_minute=args.unauthenticated_limit_per_minute,
             min_free_disk_bytes=args.min_free_disk_mb * 1_048_576,
         )
@@ -255,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--opening-supply", default="0", help="outstanding supply before the first event")
     replay.set_defaults(run=_replay)
     _client_commands(commands)
+    _operator_commands(commands)
     return parser
 
 
@@ -264,6 +272,13 @@ def _client_commands(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
     cli_push.configure(commands.add_parser("push", help="push a programme file to a live /v1 deployment"))
     cli_api.configure(commands.add_parser("api", help="call the /v1 API: one subcommand per operation"))
+
+
+def _operator_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`retention`, `backup` and `restore`: over a database file no service has open."""
+    from rewards_lab import cli_ops
+
+    cli_ops.configure(commands)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -55,8 +55,9 @@ def test_the_request_id_is_echoed_and_findable_in_the_log(server: LiveServer) ->
         assert entry["principal_id"].startswith("key_") and 0 <= entry["duration_ms"] < 10_000
         assert set(entry) == {
             "id", "request_id", "method", "path", "operation", "status", "duration_ms", "principal_id",
-            "environment", "created_at",
+            "environment", "created_at", "sdk_version",
         }  # fmt: skip
+        assert entry["sdk_version"] is None  # httpx sends no X-SDK-Version
         generated = http.get("/customers/cus_missing")
         made = generated.headers["x-request-id"]
         assert made.startswith("req_") and _wait_logged(http, made, server.headers())["status"] == 404

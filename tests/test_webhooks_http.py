@@ -284,7 +284,7 @@ def test_health_reports_queues_and_workers_without_credentials(server: tuple[Liv
     response = httpx.get(f"{live.base_url}/health", timeout=10)
     health = ok(response, 200)
     queues = {"intake_waiting", "event_queue_depth", "outbox_undispatched", "pending_deliveries"}
-    assert set(health) == {"status", "workers", *queues}
+    assert set(health) == {"status", "workers", "request_log_dropped", *queues}
     assert health["status"] == "ok" and health["workers"]["events"]["alive"]
     assert health["workers"]["deliveries"]["alive"] and health["workers"]["deliveries"]["last_cycle_at"]
     assert all(isinstance(health[name], int) and health[name] >= 0 for name in queues)

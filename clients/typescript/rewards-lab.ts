@@ -198,6 +198,25 @@ export interface AssistantMessage {
   sources: KnowledgeHit[];
 }
 
+/** One authentication event, written durably before the answer (or with the action itself). `reason` is the
+error code of a refusal (`credentials_invalid`, `permission_denied`...), never a credential. */
+export interface AuthAuditEntry {
+  id: string;
+  kind: "login" | "logout" | "api_key_created" | "api_key_revoked" | "access_denied";
+  outcome: "succeeded" | "failed";
+  reason: string | null;
+  status: number | null;
+  actor_id: string | null;
+  subject_id: string | null;
+  environment: "sandbox" | "production" | null;
+  request_id: string | null;
+  method: string | null;
+  path: string | null;
+  address: string | null;
+  sdk_version: string | null;
+  created_at: string;
+}
+
 export interface Balance {
   asset_id: string;
   symbol: string;
@@ -381,6 +400,7 @@ export interface RequestLogEntry {
   principal_id: string | null;
   environment: "sandbox" | "production";
   created_at: string;
+  sdk_version?: string | null;
 }
 
 export interface RewardExecution {
@@ -499,6 +519,7 @@ export interface Usage {
   days: UsageDay[];
   operations: UsageOperation[];
   business: BusinessCounts;
+  sdk_versions?: UsageSdkVersion[];
 }
 
 export interface UsageDay {
@@ -512,6 +533,14 @@ export interface UsageOperation {
   operation: string;
   status_class: string;
   requests: number;
+}
+
+/** Requests of one SDK version over the period (null: requests that sent no X-SDK-Version). */
+export interface UsageSdkVersion {
+  sdk_version: string | null;
+  total: number;
+  by_status_class: { [key: string]: number };
+  last_seen_at: string | null;
 }
 
 export interface Wallet {
@@ -575,6 +604,7 @@ export interface WebhookEndpoint {
   status: "enabled" | "disabled";
   secret_prefix: string;
   created_at: string;
+  previous_secret_expires_at?: string | null;
 }
 
 /** Returned once, at creation: the only time the signing secret is ever shown. */
@@ -585,6 +615,25 @@ export interface WebhookEndpointCreated {
   status: "enabled" | "disabled";
   secret_prefix: string;
   created_at: string;
+  previous_secret_expires_at?: string | null;
+  signing_secret: string;
+}
+
+/** A new signing secret; the previous one keeps signing for `grace_period_s` seconds (0: stops at once).
+The body may be empty. */
+export interface WebhookSecretRotate {
+  grace_period_s?: number;
+}
+
+/** Returned once, by a rotation: the only time the new signing secret is ever shown. */
+export interface WebhookSecretRotated {
+  id: string;
+  url: string;
+  events: string[];
+  status: "enabled" | "disabled";
+  secret_prefix: string;
+  created_at: string;
+  previous_secret_expires_at?: string | null;
   signing_secret: string;
 }
 
@@ -990,6 +1039,16 @@ export interface Operations {
     idempotent: "optional";
     errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "webhook_not_found";
   };
+  "POST /webhooks/{webhook_id}/rotate-secret": {
+    path: { webhook_id: string };
+    query: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: WebhookSecretRotate;
+    response: Envelope<WebhookSecretRotated>;
+    permission: "developers.webhooks.manage";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked" | "webhook_not_found";
+  };
   "POST /webhooks/{webhook_id}/test": {
     path: { webhook_id: string };
     query: Record<string, never>;
@@ -1112,7 +1171,7 @@ export interface Operations {
   };
   "GET /developer/logs": {
     path: Record<string, never>;
-    query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; status?: string; path?: string; request_id?: string; from?: string; to?: string };
+    query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; status?: string; path?: string; request_id?: string; from?: string; to?: string; sdk_version?: string };
     headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: ListEnvelope<RequestLogEntry>;
@@ -1129,5 +1188,15 @@ export interface Operations {
     permission: "developers.usage.view";
     idempotent: "none";
     errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "period_invalid" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
+  };
+  "GET /developer/audit": {
+    path: Record<string, never>;
+    query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; kind?: "login" | "logout" | "api_key_created" | "api_key_revoked" | "access_denied"; outcome?: "succeeded" | "failed"; from?: string; to?: string };
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: never;
+    response: ListEnvelope<AuthAuditEntry>;
+    permission: "developers.logs.view";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "period_invalid" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "sort_field_invalid";
   };
 }

@@ -37,11 +37,13 @@ from rewards_lab.service.events import DEFAULT_BATCH_SIZE
 from rewards_lab.service.health import DEFAULT_MIN_FREE_DISK_MB
 from rewards_lab.service.login_guard import LoginGuard
 from rewards_lab.service.request_log import RequestLogWriter
+from rewards_lab.service.retention import RetentionSettings
 from rewards_lab.service.sessions import DEFAULT_SESSION_LIFETIME_S
 from rewards_lab.store.database import Database
 from rewards_lab.worker.deliveries import DeliveryWorker
 from rewards_lab.worker.event_intake import EventIntake
 from rewards_lab.worker.events import EventWorker
+from rewards_lab.worker.retention import RetentionWorker
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +122,7 @@ def create_app(
     delivery_settings: DeliverySettings | None = None,
     session_lifetime_s: int = DEFAULT_SESSION_LIFETIME_S,
     worker_batch_size: int = DEFAULT_BATCH_SIZE,
+    retention_settings: RetentionSettings | None = None,
     unauthenticated_limit_per_minute: int = UNAUTHENTICATED_LIMIT_PER_MINUTE,
     min_free_disk_bytes: int = DEFAULT_MIN_FREE_DISK_MB * 1_048_576,
 ) -> FastAPI:
@@ -127,6 +130,9 @@ def create_app(
     deliveries = DeliveryWorker(database, delivery_settings) if run_worker else None
     intake = EventIntake(database, on_stored=worker.notify if worker is not None else None)
     request_log = RequestLogWriter(database)
+    if retention_settings is not None:
+        retention_settings.apply_idempotency_window()
+    retention = RetentionWorker(database, retention_settings) if run_worker else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -136,6 +142,8 @@ def create_app(
         if deliveries is not None:
             deliveries.start()
         request_log.start()
+        if retention is not None:
+            retention.start()
         try:
             yield
         finally:
@@ -144,6 +152,8 @@ def create_app(
                 worker.stop()  # the batch in progress finishes (or is rolled back whole)
             if deliveries is not None:
                 deliveries.stop()  # requests in flight finish and are recorded; pending ones wait in the DB
+            if retention is not None:
+                retention.stop()  # after the chunk in progress (each is its own transaction)
             request_log.stop()  # writes what is still queued
             database.checkpoint()  # fold the write-ahead log into the file before the process ends
 
@@ -163,6 +173,7 @@ def create_app(
     app.state.login_guard = LoginGuard()
     app.state.session_lifetime_s = session_lifetime_s
     app.state.request_log = request_log
+    app.state.retention_worker = retention
     app.include_router(router, prefix=f"/{API_VERSION}")
     app.include_router(developer_router, prefix=f"/{API_VERSION}")
     app.include_router(health_router, prefix=f"/{API_VERSION}")  # readiness

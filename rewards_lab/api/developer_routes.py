@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -15,7 +16,7 @@ from rewards_lab.api.routes import BODY_CODES, PAGE_CODES, REQUEST_MODELS, _auth
 from rewards_lab.contract import developer as d
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.permissions import Permission
-from rewards_lab.service import request_log, sessions
+from rewards_lab.service import auth_audit, request_log, sessions
 from rewards_lab.service.login_guard import LoginGuard
 
 router = APIRouter()
@@ -105,6 +106,7 @@ async def logout(request: Request) -> Response:
         "request_id",
         "from",
         "to",
+        "sdk_version",
         listing=True,
         sorts=request_log.LOG_SORTS,
         typed={
@@ -131,6 +133,7 @@ async def list_request_logs(request: Request) -> Response:
         request_id=query.get("request_id"),
         since=query.get("from"),
         until=query.get("to"),
+        sdk_version=query.get("sdk_version"),
     )
     return _list(result, request)
 
@@ -148,3 +151,41 @@ async def api_usage(request: Request) -> Response:
         request_log.usage, database_of(request), principal.scope, since=query.get("from"), until=query.get("to")
     )
     return success(result, request_id_of(request))
+
+
+def _enumerated(declared: dict[str, Any], **choices: tuple[str, ...]) -> dict[str, Any]:
+    """Declared query parameters, with the values of the named ones enumerated in their schema."""
+    for parameter in declared["parameters"]:
+        if parameter["name"] in choices:
+            parameter["schema"] = {"type": "string", "enum": list(choices[parameter["name"]])}
+    return declared
+
+
+@router.get(
+    "/developer/audit",
+    openapi_extra=operation(Permission.LOGS_VIEW, errors=(*PAGE_CODES, "period_invalid"))
+    | responds(200, list[d.AuthAuditEntry])
+    | _enumerated(
+        query_parameters("kind", "outcome", "from", "to", listing=True, sorts=auth_audit.AUDIT_SORTS),
+        kind=auth_audit.KINDS,
+        outcome=auth_audit.OUTCOMES,
+    ),
+)
+async def list_auth_audit(request: Request) -> Response:
+    """Authentication events (logins, logouts, API key changes, 401 and 403 answers), durable and complete."""
+    principal = _authorised(request, Permission.LOGS_VIEW)
+    query = request.query_params
+    page = _page(request)
+    if "direction" not in query:
+        page = replace(page, direction="desc")  # newest first unless asked otherwise
+    result = await run_in_threadpool(
+        auth_audit.list_audit,
+        database_of(request),
+        principal.scope,
+        page,
+        kind=query.get("kind"),
+        outcome=query.get("outcome"),
+        since=query.get("from"),
+        until=query.get("to"),
+    )
+    return _list(result, request)

@@ -27,24 +27,24 @@ from rewards_lab.api.body_limit import LimitedBody
 from rewards_lab.api.context import authorise, parse_body, request_id_from
 from rewards_lab.api.envelope import API_VERSION, failure_text
 from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateState
-from rewards_lab.api.request_log import record_request
+from rewards_lab.api.request_log import audit_send, record_request
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.permissions import Permission
 from rewards_lab.service import events, presenters
 from rewards_lab.service.access import Principal
-from rewards_lab.service.request_log import RequestLogWriter
+from rewards_lab.service.request_log import RequestLogWriter, sdk_version_from
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = f"/{API_VERSION}/events"
-_WANTED = frozenset((b"x-request-id", b"authorization", b"x-organization-id", b"x-environment"))
+_WANTED = frozenset((b"x-request-id", b"authorization", b"x-organization-id", b"x-environment", b"x-sdk-version"))
 _JSON = (b"content-type", b"application/json")
 _META_TAIL = f',"version":"{API_VERSION}"}}}}'
 
 
 def _headers_of(scope: Scope) -> dict[bytes, str]:
-    """The four request headers the operation reads, first occurrence of each (as Starlette's `Headers.get`)."""
+    """The request headers the operation reads, first occurrence of each (as Starlette's `Headers.get`)."""
     found: dict[bytes, str] = {}
     for name, value in scope["headers"]:
         if name in _WANTED and name not in found:
@@ -96,6 +96,8 @@ class EventsHotPath:
         request_id = request_id_from(headers.get(b"x-request-id", ""))
         state: dict[str, Any] = scope.setdefault("state", {})
         state["request_id"] = request_id
+        sdk_version = sdk_version_from(headers.get(b"x-sdk-version", ""))
+        send = audit_send(self.writer, scope, send, request_id, sdk_version)  # 401 and 403 audited before sent
         status = 500
         try:
             try:
@@ -125,7 +127,9 @@ class EventsHotPath:
             await send({"type": "http.response.body", "body": body})
         finally:
             principal: Principal | None = state.get("principal")
-            record_request(self.writer, principal, request_id, "POST", EVENTS_PATH, EVENTS_PATH, status, started, at)
+            record_request(
+                self.writer, principal, request_id, "POST", EVENTS_PATH, EVENTS_PATH, status, started, at, sdk_version
+            )
 
 
 class ServiceApp(FastAPI):

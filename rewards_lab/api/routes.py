@@ -691,10 +691,17 @@ async def service_health(request: Request) -> Response:
     """For operators and load balancers: unauthenticated, no tenant data (queue depths, worker liveness).
     Outside the OpenAPI document, whose operations all declare a permission."""
     workers: dict[str, tuple[bool, Any]] = {}
-    for name, worker in (("events", request.app.state.worker), ("deliveries", request.app.state.delivery_worker)):
+    for name, worker in (
+        ("events", request.app.state.worker),
+        ("deliveries", request.app.state.delivery_worker),
+        ("retention", getattr(request.app.state, "retention_worker", None)),
+    ):
         if worker is not None:
             workers[name] = (worker.alive, getattr(worker, "last_cycle_at", None))
     intake = getattr(request.app.state, "intake", None)
     waiting = intake.depth() if intake is not None else 0
-    result = await run_in_threadpool(health, database_of(request), workers, waiting)
+    request_log = request.app.state.request_log
+    result = await run_in_threadpool(
+        health, database_of(request), workers, waiting, request_log_dropped=request_log.dropped
+    )
     return success(result, request_id_of(request))

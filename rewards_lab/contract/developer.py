@@ -59,6 +59,7 @@ class RequestLogEntry(_Resource):
     principal_id: str | None  # the API key's id, or the session's account id
     environment: Literal["sandbox", "production"]
     created_at: datetime
+    sdk_version: str | None = None  # X-SDK-Version as sent (validated, at most 64 characters); null when absent
 
 
 class StatusCounts(_Resource):
@@ -82,6 +83,15 @@ class BusinessCounts(_Resource):
     rewards_issued: int
 
 
+class UsageSdkVersion(_Resource):
+    """Requests of one SDK version over the period (null: requests that sent no X-SDK-Version)."""
+
+    sdk_version: str | None
+    total: int
+    by_status_class: dict[str, int]
+    last_seen_at: datetime | None
+
+
 class Usage(_Resource):
     period_from: date
     period_to: date  # inclusive
@@ -89,3 +99,27 @@ class Usage(_Resource):
     days: list[UsageDay]  # every day of the period, oldest first, zeros included
     operations: list[UsageOperation]
     business: BusinessCounts
+    sdk_versions: list[UsageSdkVersion] = []  # by X-SDK-Version, so that deprecations can be aimed at versions
+
+
+AuthAuditKind = Literal["login", "logout", "api_key_created", "api_key_revoked", "access_denied"]
+
+
+class AuthAuditEntry(_Resource):
+    """One authentication event, written durably before the answer (or with the action itself). `reason` is the
+    error code of a refusal (`credentials_invalid`, `permission_denied`...), never a credential."""
+
+    id: str
+    kind: AuthAuditKind
+    outcome: Literal["succeeded", "failed"]
+    reason: str | None
+    status: int | None  # the HTTP status answered
+    actor_id: str | None  # the account or API key that acted (or tried to)
+    subject_id: str | None  # the session or API key the event is about
+    environment: Literal["sandbox", "production"] | None  # null: organization-wide (a person's login, logout)
+    request_id: str | None
+    method: str | None
+    path: str | None
+    address: str | None  # the client address as the server saw it
+    sdk_version: str | None
+    created_at: datetime

@@ -37,6 +37,7 @@ PREFIXES: dict[str, str] = {
     "user": "usr",
     "session": "ses",
     "log_entry": "log",
+    "auth_audit": "aud",
     "request": "req",
     "conversation": "cnv",
     "message": "msg",

@@ -278,6 +278,7 @@ class Health(Resource):
     outbox_undispatched: int  # webhook messages not yet fanned out to endpoint deliveries
     pending_deliveries: int  # endpoint deliveries waiting for their first or next attempt
     workers: dict[str, WorkerHealth]
+    request_log_dropped: int = 0  # request-log records dropped since start because its queue was full
 
 
 class ApiKey(Resource):

@@ -20,6 +20,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.permissions import ALL_PERMISSIONS
 from rewards_lab.contract.scope import Scope
+from rewards_lab.service import auth_audit
 from rewards_lab.service.presenters import utc
 from rewards_lab.store.database import Database
 from rewards_lab.store.queries import Row
@@ -94,6 +95,17 @@ def create_api_key(
             permissions,
             creator.actor_id if creator else None,
         )
+        auth_audit.add(  # committed with the key itself
+            uow,
+            auth_audit.AuditEvent(
+                "api_key_created",
+                "succeeded",
+                scope.organization_id,
+                scope.environment,
+                actor_id=creator.actor_id if creator else None,
+                subject_id=row["id"],
+            ),
+        )
     return r.ApiKeyCreated(**_resource(row).model_dump(), secret=secret)
 
 
@@ -129,7 +141,8 @@ def _load_principal(database: Database, digest: str) -> Principal:
     return Principal(row["id"], scope, frozenset(json.loads(row["permissions"])), int(limit))
 
 
-def revoke_api_key(database: Database, scope: Scope, key_id: str) -> r.ApiKey:
+def revoke_api_key(database: Database, scope: Scope, key_id: str, *, revoker: Principal | None = None) -> r.ApiKey:
+    """Revoke a key for good; the revocation is audited in the same transaction (`revoker`: who did it)."""
     with unit_of_work(database) as uow:
         row = uow.api_keys.get(scope, key_id)
         if row is None:
@@ -137,6 +150,17 @@ def revoke_api_key(database: Database, scope: Scope, key_id: str) -> r.ApiKey:
         if row["revoked_at"] is not None:
             raise ServiceError("api_key_already_revoked", key_id=key_id)
         uow.api_keys.revoke(scope, key_id)
+        auth_audit.add(
+            uow,
+            auth_audit.AuditEvent(
+                "api_key_revoked",
+                "succeeded",
+                scope.organization_id,
+                scope.environment,
+                actor_id=revoker.actor_id if revoker else None,
+                subject_id=key_id,
+            ),
+        )
         updated = uow.api_keys.get(scope, key_id)
     forget_principals(database)
     assert updated is not None

@@ -22,12 +22,25 @@ WORKER_STALL_S = 60.0  # a live worker thread whose loop has not come round for 
 Workers = dict[str, tuple[bool, datetime | None]]
 
 
-def health(database: Database, workers: Workers, intake_waiting: int) -> r.Health:
+def health(
+    database: Database,
+    workers: Workers,
+    intake_waiting: int,
+    *,
+    request_log_dropped: int = 0,
+) -> r.Health:
     """`workers` maps a worker's name to (thread alive, its loop's last cycle as naive UTC); `intake_waiting` is
-    how many POST /events requests wait for the next group commit."""
+    how many POST /events requests wait for the next group commit; `request_log_dropped` how many request-log
+    records the full queue dropped since start."""
     states = {name: r.WorkerHealth(alive=alive, last_cycle_at=utc(last)) for name, (alive, last) in workers.items()}
     status = "ok" if all(state.alive for state in states.values()) else "degraded"
-    return r.Health(status=status, workers=states, intake_waiting=intake_waiting, **queue_depths(database))
+    return r.Health(
+        status=status,
+        workers=states,
+        intake_waiting=intake_waiting,
+        request_log_dropped=request_log_dropped,
+        **queue_depths(database),
+    )
 
 
 def _database_write(database: Database) -> ReadinessCheck:

@@ -2,9 +2,13 @@
 
 Requests append a small record to an in-memory queue (no I/O); a background thread writes the queue to the
 `request_log` table in one INSERT at least every second and once more at shutdown. Records hold no bodies, no
-query strings and no headers other than the request id, so no secret can land in the log. If writing falls
-behind by more than `MAX_BUFFERED` records, the oldest are dropped (counted in `dropped`) rather than letting
-memory grow or requests wait.
+query strings and no headers other than the request id and the SDK version, so no secret can land in the log.
+
+The queue is bounded (`MAX_BUFFERED` records, about 60 MB): if writing falls behind by more than that, the oldest
+records are dropped rather than letting memory grow or requests wait. Nothing is dropped silently: every dropped
+record is counted (`dropped`, shown in `GET /v1/health` as `request_log_dropped`) and logged once per flush
+interval. Records still queued when the process dies are lost (at most about one second of traffic); the
+events that must survive a crash (authentication, 401 and 403) are written durably by `service.auth_audit`.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
+from rewards_lab.service.auth_audit import AuditWriter
 from rewards_lab.service.presenters import utc
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.request_log import LogFilter
+from rewards_lab.store.queries import Row
+from rewards_lab.store.request_log import NO_SDK_VERSION, LogFilter
 from rewards_lab.store.uow import reader, unit_of_work
 from rewards_lab.threads import name_os_thread
 
@@ -36,6 +42,18 @@ DEFAULT_USAGE_DAYS = 30
 MAX_USAGE_DAYS = 366
 API_PREFIX = "/v1"
 _STATUS_RE = re.compile(r"([1-5])([0-9]{2}|xx)", re.IGNORECASE)
+MAX_SDK_VERSION_LENGTH = 64
+# A product token and version as SDKs send them (`rewards-lab-python/0.1.0`): letters, digits and . _ / + -
+_SDK_VERSION_RE = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._/+\-]{{0,{MAX_SDK_VERSION_LENGTH - 1}}}")
+
+
+def sdk_version_from(supplied: str) -> str | None:
+    """X-SDK-Version as stored: the value when it is a sane token of at most 64 characters, else None (absent,
+    malformed or too long: never truncated, which would credit requests to a version that did not send them).
+    `none` is the filter value of requests without a version, so a client sending it counts as sending none."""
+    if not supplied or len(supplied) > MAX_SDK_VERSION_LENGTH or supplied == NO_SDK_VERSION:
+        return None
+    return supplied if _SDK_VERSION_RE.fullmatch(supplied) else None
 
 
 class LogRecord(NamedTuple):
@@ -51,6 +69,7 @@ class LogRecord(NamedTuple):
     duration_ms: float
     principal_id: str | None
     at: float  # time.time() when the request arrived
+    sdk_version: str | None = None  # X-SDK-Version, validated by `sdk_version_from`
 
 
 class RequestLogWriter:
@@ -59,22 +78,30 @@ class RequestLogWriter:
     def __init__(self, database: Database, flush_interval_s: float = FLUSH_INTERVAL_S) -> None:
         self.database = database
         self.flush_interval_s = flush_interval_s
-        self.dropped = 0
+        self.dropped = 0  # records dropped because the queue was full or a write failed past the bound (since start)
+        self._dropped_reported = 0
         self._queue: deque[LogRecord] = deque()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="request-log", daemon=True)
+        # The durable half of the access audit trail (authentication events), started and stopped with the log.
+        self.audit = AuditWriter(database)
 
     def record(self, record: LogRecord) -> None:
         if len(self._queue) >= MAX_BUFFERED:
-            self._queue.popleft()
+            self._queue.popleft()  # the oldest goes, counted (shown in /v1/health): the newest say most of now
             self.dropped += 1
         self._queue.append(record)
 
+    def queued(self) -> int:
+        return len(self._queue)
+
     def start(self) -> None:
+        self.audit.start()
         self._thread.start()
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Stop the thread, then write whatever is still queued."""
+        """Stop the thread, then write whatever is still queued (audit rows included)."""
+        self.audit.stop(timeout_s)
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout_s)
@@ -90,9 +117,21 @@ class RequestLogWriter:
         # One id per batch and a sequence number: ids stay unique and sort by creation, at no cost per row.
         batch_id = new_id("log_entry")
         ids = [f"{batch_id}{index:06d}" for index in range(len(batch))]
-        with unit_of_work(self.database) as uow:
-            uow.request_log.add_batch(ids, batch)
+        try:
+            with unit_of_work(self.database) as uow:
+                uow.request_log.add_batch(ids, batch)
+        except Exception:
+            self._requeue(batch)
+            raise
         return len(batch)
+
+    def _requeue(self, batch: list[LogRecord]) -> None:
+        """A failed write puts its records back in front, as far as the bound allows; the oldest of them that
+        do not fit are counted as dropped."""
+        room = max(0, MAX_BUFFERED - len(self._queue))
+        kept = batch[len(batch) - room :] if room else []
+        self.dropped += len(batch) - len(kept)
+        self._queue.extendleft(reversed(kept))
 
     def _run(self) -> None:
         name_os_thread()
@@ -101,6 +140,13 @@ class RequestLogWriter:
                 self.flush()
             except Exception:  # noqa: BLE001 - the log must never stop the service
                 log.exception("request log flush failed")
+            self._report_drops()
+
+    def _report_drops(self) -> None:
+        dropped = self.dropped
+        if dropped > self._dropped_reported:
+            log.warning("request log queue full (%d records): %d records refused since start", MAX_BUFFERED, dropped)
+            self._dropped_reported = dropped
 
 
 # Reading -----------------------------------------------------------------------------------------------------
@@ -121,10 +167,24 @@ def _instant(value: str | None, field: str) -> datetime | None:
 
 
 def log_filter(
-    status: str | None, path: str | None, request_id: str | None, since: str | None, until: str | None
+    status: str | None,
+    path: str | None,
+    request_id: str | None,
+    since: str | None,
+    until: str | None,
+    sdk_version: str | None = None,
 ) -> LogFilter:
-    """`status` is exact (`404`) or a class (`4xx`); `path` is a prefix, taken under /v1 unless it starts with it."""
-    where = LogFilter(request_id=request_id, since=_instant(since, "from"), until=_instant(until, "to"))
+    """`status` is exact (`404`) or a class (`4xx`); `path` is a prefix, taken under /v1 unless it starts with it;
+    `sdk_version` is exact, `none` for requests that sent none."""
+    if sdk_version is not None and sdk_version != NO_SDK_VERSION and sdk_version_from(sdk_version) is None:
+        raise ServiceError(
+            "field_invalid",
+            f"sdk_version is an SDK version (letters, digits and ._/+-, at most {MAX_SDK_VERSION_LENGTH}) or none",
+            field="sdk_version",
+        )
+    where = LogFilter(
+        request_id=request_id, sdk_version=sdk_version, since=_instant(since, "from"), until=_instant(until, "to")
+    )
     if status is not None:
         matched = _STATUS_RE.fullmatch(status)
         if matched is None:
@@ -153,10 +213,11 @@ def list_logs(
     request_id: str | None = None,
     since: str | None = None,
     until: str | None = None,
+    sdk_version: str | None = None,
 ) -> r.Page[d.RequestLogEntry]:
     """The tenant's requests, newest first unless `direction=asc`; written within about a second."""
     check_page_request(page, LOG_SORTS)
-    where = log_filter(status, path, request_id, since, until)
+    where = log_filter(status, path, request_id, since, until, sdk_version)
     rows = reader(database).request_log.page(scope, where, page)
     return r.Page[d.RequestLogEntry](
         data=[
@@ -171,6 +232,7 @@ def list_logs(
                 principal_id=x["principal_id"],
                 environment=x["environment"],
                 created_at=utc(x["created_at"]),
+                sdk_version=x["sdk_version"],
             )
             for x in rows.rows
         ],
@@ -225,4 +287,22 @@ def usage(database: Database, scope: Scope, *, since: str | None = None, until: 
         business=d.BusinessCounts(
             events_received=int(business["events_received"]), rewards_issued=int(business["rewards_issued"])
         ),
+        sdk_versions=_per_sdk_version(repositories.request_log.per_sdk_version(scope, first, last)),
     )
+
+
+def _per_sdk_version(rows: list[Row]) -> list[d.UsageSdkVersion]:
+    """One entry per SDK version seen (null: requests without one), with its status classes and last request."""
+    versions: dict[str | None, d.UsageSdkVersion] = {}
+    for row in rows:
+        entry = versions.setdefault(
+            row["sdk_version"],
+            d.UsageSdkVersion(sdk_version=row["sdk_version"], total=0, by_status_class={}, last_seen_at=None),
+        )
+        requests = int(row["requests"])
+        entry.total += requests
+        entry.by_status_class[f"{row['status_class']}xx"] = requests
+        seen = utc(row["last_seen"])
+        if entry.last_seen_at is None or (seen is not None and seen > entry.last_seen_at):
+            entry.last_seen_at = seen
+    return list(versions.values())

@@ -1,6 +1,13 @@
-"""Idempotency keys: per (organization, environment, key), the body's hash and the original response."""
+"""Idempotency keys: per (organization, environment, key), the body's hash and the original response.
+
+A key is honoured for its retention window (`set_retention`; `service.retention` documents the default of 7 days)
+and treated as new afterwards, whether or not the retention job has deleted its row yet: `get` looks inside the
+window only, and `add` replaces an expired row of the same key.
+"""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import duckdb
 
@@ -8,20 +15,36 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.queries import Row, fetch_one
 
+DEFAULT_RETENTION = timedelta(hours=168)
+_retention: list[timedelta | None] = [DEFAULT_RETENTION]  # process-wide; None: keys never expire
+
+
+def set_retention(window: timedelta | None) -> None:
+    """How long a key is honoured (None: forever). Set once at start from the retention settings."""
+    _retention[0] = window
+
+
+def retention() -> timedelta | None:
+    return _retention[0]
+
 
 class IdempotencyRepository:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
 
     def get(self, scope: Scope, key: str) -> Row | None:
-        return fetch_one(
-            self.con,
-            "SELECT * FROM idempotency_keys WHERE organization_id = ? AND environment = ? AND key = ?",
-            [*scope.params, key],
-        )
+        """The stored request and response of `key`, unless it is older than the retention window."""
+        window = _retention[0]
+        sql = "SELECT * FROM idempotency_keys WHERE organization_id = ? AND environment = ? AND key = ?"
+        params: list[object] = [*scope.params, key]
+        if window is not None:
+            sql += " AND created_at >= ?"
+            params.append(utcnow() - window)
+        return fetch_one(self.con, sql, params)
 
     def add(self, scope: Scope, key: str, operation: str, request_hash: str, response: str, status_code: int) -> None:
+        """Store the key; an expired row of the same key (not yet deleted by the retention job) is replaced."""
         self.con.execute(
-            "INSERT INTO idempotency_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO idempotency_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [*scope.params, key, operation, request_hash, response, status_code, utcnow()],
         )

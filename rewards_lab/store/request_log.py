@@ -26,6 +26,7 @@ COLUMNS = (
     "duration_ms",
     "principal_id",
     "created_at",
+    "sdk_version",
 )
 _ARROW_SCHEMA = pa.schema(
     [
@@ -40,8 +41,20 @@ _ARROW_SCHEMA = pa.schema(
         ("duration_ms", pa.float64()),
         ("principal_id", pa.string()),
         ("created_at", pa.timestamp("us")),
+        ("sdk_version", pa.string()),
     ]
 )
+# The record's fields after `id`, in `LogRecord`'s order: the columns up to `principal_id`, then the arrival time
+# (epoch seconds), then the SDK version.
+_PLAIN = len(COLUMNS) - 3
+
+
+NO_SDK_VERSION = "none"  # the filter value that selects requests without an SDK version
+
+
+def _deleted(row: tuple[Any, ...] | None) -> int:
+    """The count DuckDB returns for a DELETE."""
+    return int(row[0]) if row else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +63,7 @@ class LogFilter:
     status_class: int | None = None  # 4 for 4xx
     path_prefix: str | None = None
     request_id: str | None = None
+    sdk_version: str | None = None  # exact; "none" for requests that sent no (valid) X-SDK-Version
     since: datetime | None = None  # inclusive, naive UTC
     until: datetime | None = None  # exclusive, naive UTC
 
@@ -59,18 +73,21 @@ class RequestLogRepository:
         self.con = con
 
     def add_batch(self, ids: list[str], records: Sequence[Sequence[Any]]) -> None:
-        """One INSERT for the whole batch, from an Arrow table. `records` hold the columns after `id`, in order,
-        with the time as epoch seconds (converted here without pandas: Arrow casts int64 microseconds)."""
+        """One INSERT for the whole batch, from an Arrow table. `records` hold the columns after `id` up to
+        `principal_id`, then the time as epoch seconds (converted here without pandas: Arrow casts int64
+        microseconds), then the SDK version."""
         columns = list(zip(*records, strict=True))
         arrays = [pa.array(ids, type=pa.string())]
-        for column, field in zip(columns[:-1], list(_ARROW_SCHEMA)[1:-1], strict=True):
+        for column, field in zip(columns[:_PLAIN], list(_ARROW_SCHEMA)[1 : 1 + _PLAIN], strict=True):
             arrays.append(pa.array(column, type=field.type))
-        micros = pa.array([int(at * 1_000_000) for at in columns[-1]], type=pa.int64())
+        micros = pa.array([int(at * 1_000_000) for at in columns[_PLAIN]], type=pa.int64())
         arrays.append(micros.cast(pa.timestamp("us")))
+        arrays.append(pa.array(columns[_PLAIN + 1], type=pa.string()))
         batch = pa.Table.from_arrays(arrays, schema=_ARROW_SCHEMA)
+        names = ", ".join(COLUMNS)
         self.con.register("request_log_batch", batch)
         try:
-            self.con.execute(f"INSERT INTO request_log SELECT {', '.join(COLUMNS)} FROM request_log_batch")
+            self.con.execute(f"INSERT INTO request_log ({names}) SELECT {names} FROM request_log_batch")
         finally:
             self.con.unregister("request_log_batch")
 
@@ -89,6 +106,11 @@ class RequestLogRepository:
         if where.request_id is not None:
             clauses.append("request_id = ?")
             params.append(where.request_id)
+        if where.sdk_version == NO_SDK_VERSION:
+            clauses.append("sdk_version IS NULL")
+        elif where.sdk_version is not None:
+            clauses.append("sdk_version = ?")
+            params.append(where.sdk_version)
         if where.since is not None:
             clauses.append("created_at >= ?")
             params.append(where.since)
@@ -119,6 +141,21 @@ class RequestLogRepository:
             "AND created_at >= ? AND created_at < CAST(? AS DATE) + INTERVAL 1 DAY GROUP BY ALL ORDER BY ALL",
             [*scope.params, first, last],
         )
+
+    def per_sdk_version(self, scope: Scope, first: date, last: date) -> list[Row]:
+        """(SDK version or NULL, status class, count) over [first, last]: whom a deprecation would reach."""
+        return fetch_all(
+            self.con,
+            "SELECT sdk_version, status // 100 AS status_class, count(*) AS requests, max(created_at) AS last_seen "
+            "FROM request_log WHERE organization_id = ? AND environment = ? "
+            "AND created_at >= ? AND created_at < CAST(? AS DATE) + INTERVAL 1 DAY GROUP BY ALL "
+            "ORDER BY sdk_version NULLS LAST, status_class",
+            [*scope.params, first, last],
+        )
+
+    def delete_before(self, cutoff: datetime) -> int:
+        """Retention: every row older than `cutoff` (naive UTC), every tenant; how many went."""
+        return _deleted(self.con.execute("DELETE FROM request_log WHERE created_at < ?", [cutoff]).fetchone())
 
     def business_counts(self, scope: Scope, first: date, last: date) -> Row:
         """Events received and rewards issued in the period: two counts over the tenant's rows."""

@@ -230,4 +230,25 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        10,
+        "audit: the durable audit of authentication events; the SDK version in the request log",
+        [
+            # Written synchronously (before the answer, or in the transaction of the action itself), one row per
+            # login (either outcome), logout, API key creation or revocation, and 401/403 answer. `environment`
+            # is NULL for organization-wide events (a person's login and logout); `organization_id` is NULL when
+            # nobody could be identified (an unknown email, an unknown key), so no tenant sees those rows.
+            # `reason` is the error code of a refusal, never a credential.
+            """CREATE TABLE auth_audit (
+                id VARCHAR NOT NULL, organization_id VARCHAR, environment VARCHAR, kind VARCHAR NOT NULL,
+                outcome VARCHAR NOT NULL, reason VARCHAR, status INTEGER, actor_id VARCHAR, subject_id VARCHAR,
+                request_id VARCHAR, method VARCHAR, path VARCHAR, address VARCHAR, sdk_version VARCHAR,
+                created_at TIMESTAMP NOT NULL)""",
+            # X-SDK-Version as the client sent it (validated and capped; NULL when absent or malformed).
+            "ALTER TABLE request_log ADD COLUMN sdk_version VARCHAR",
+        ],
+    )
+)
+
 LATEST_VERSION = max(version for version, _, _ in MIGRATIONS)

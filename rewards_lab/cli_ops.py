@@ -1,0 +1,84 @@
+"""Operator commands over a database file no service has open: `retention`, `backup`, `restore`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rewards_lab.store.backup import BackupError
+
+
+def _print(document: dict[str, Any]) -> None:
+    print(json.dumps(document, indent=2, default=str))
+
+
+def _retention(args: argparse.Namespace) -> int:
+    from rewards_lab.service.retention import RetentionSettings, run_once
+    from rewards_lab.store.backup import open_existing
+
+    try:
+        settings = RetentionSettings.from_env()
+        with open_existing(Path(args.db)) as database:
+            report = run_once(database, settings)
+    except (ValueError, BackupError) as error:
+        print(f"rewards-lab retention: {error}", file=sys.stderr)
+        return 2
+    _print({"deleted": report.deleted, "as_of": report.at})
+    return 0
+
+
+def _backup(args: argparse.Namespace) -> int:
+    from rewards_lab.store.backup import backup
+
+    try:
+        manifest = backup(args.db, args.out)
+    except BackupError as error:
+        print(f"rewards-lab backup: {error}", file=sys.stderr)
+        return 2
+    _print({"backup": str(Path(args.out)), **manifest.to_json()})
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    """Copy the backup into place, then open it (migrating it forward) and verify the ledger."""
+    from rewards_lab.store.backup import open_existing, restore
+    from rewards_lab.store.verification import verify_ledger
+
+    try:
+        manifest = restore(args.source, args.db, force=args.force)
+        with open_existing(Path(args.db)) as database:
+            report = verify_ledger(database.reader())
+    except BackupError as error:
+        print(f"rewards-lab restore: {error}", file=sys.stderr)
+        return 2
+    _print(
+        {
+            "restored": str(Path(args.db)),
+            "from": manifest.to_json(),
+            "verify": {"ok": report.ok, "problems": report.problems},
+        }
+    )
+    return 0 if report.ok else 1
+
+
+def configure(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `retention`, `backup` and `restore` to the `rewards-lab` command."""
+    retention = commands.add_parser(
+        "retention", help="delete rows past their retention window once (REWARDS_LAB_RETENTION_* settings)"
+    )
+    retention.add_argument("--db", required=True, help="DuckDB file (no service may have it open)")
+    retention.set_defaults(run=_retention)
+    backup = commands.add_parser(
+        "backup", help="a consistent copy of a stopped service's database and its secret key, into a new directory"
+    )
+    backup.add_argument("--db", required=True, help="DuckDB file (stop `serve` first: one process owns the file)")
+    backup.add_argument("--out", required=True, help="backup directory to create (must be new or empty)")
+    backup.set_defaults(run=_backup)
+    restore = commands.add_parser("restore", help="restore a backup to a database path, then verify the ledger")
+    restore.add_argument("--from", dest="source", required=True, help="backup directory made by `backup`")
+    restore.add_argument("--db", required=True, help="database file to create")
+    restore.add_argument("--force", action="store_true", help="overwrite an existing database (and its key file)")
+    restore.set_defaults(run=_restore)

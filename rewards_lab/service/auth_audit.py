@@ -1,0 +1,285 @@
+"""The audit of authentication events, written durably: it survives a crash right after the answer.
+
+Unlike the request log (batched in memory, at most about a second of it lost in a crash), every event here is
+committed before the client hears the answer: API key creation and revocation in the same transaction as the
+change itself (`add`), logins, logouts and every 401 or 403 answer by `AuditWriter` (group commit), whose
+commit the HTTP layer awaits before it sends the response. A row never holds a password, token, key secret or second
+factor: `reason` is the registered error code of a refusal, and an attempted email is used only to find the
+account it names (an email that names no account is not stored at all).
+
+The HTTP layer puts what it knows of the request into `REQUEST` (a context variable, which Starlette's thread
+pool carries into the service call), so that events written by the service carry the request id and address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal
+
+import duckdb
+
+from rewards_lab.contract import developer as d
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.ids import new_id
+from rewards_lab.contract.pagination import PageRequest, check_page_request
+from rewards_lab.contract.scope import Scope
+from rewards_lab.service.presenters import utc
+from rewards_lab.store.auth_audit import AuditFilter, AuthAuditRepository
+from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.queries import Row
+from rewards_lab.store.uow import Repositories, reader, unit_of_work
+from rewards_lab.threads import name_os_thread
+
+log = logging.getLogger(__name__)
+Outcome = Literal["succeeded", "failed"]
+MAX_AUDIT_BATCH = 1000  # most audited answers committed in one transaction
+AUDIT_SORTS = ("created_at",)
+KINDS = ("login", "logout", "api_key_created", "api_key_revoked", "access_denied")
+OUTCOMES = ("succeeded", "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """What the HTTP layer knows of the request being served."""
+
+    request_id: str | None = None
+    method: str | None = None
+    path: str | None = None
+    address: str | None = None
+    sdk_version: str | None = None
+    # The request's ASGI state: authentication leaves the principal there after this context is made, and an
+    # event written by the service without an actor is filed under that principal's actor.
+    state: dict[str, Any] | None = None
+
+    def actor_id(self) -> str | None:
+        principal = (self.state or {}).get("principal")
+        actor = getattr(principal, "actor_id", None)
+        return actor if isinstance(actor, str) else None
+
+
+REQUEST: ContextVar[RequestContext | None] = ContextVar("rewards_lab_audit_request", default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    kind: str
+    outcome: Outcome
+    organization_id: str | None = None
+    environment: str | None = None
+    reason: str | None = None
+    status: int | None = None
+    actor_id: str | None = None
+    subject_id: str | None = None
+    request_id: str | None = None
+    method: str | None = None
+    path: str | None = None
+    address: str | None = None
+    sdk_version: str | None = None
+
+
+def _with_request(event: AuditEvent) -> AuditEvent:
+    """The event, completed with the request in `REQUEST` where the caller did not say."""
+    context = REQUEST.get()
+    if context is None:
+        return event
+    return replace(
+        event,
+        request_id=event.request_id or context.request_id,
+        method=event.method or context.method,
+        path=event.path or context.path,
+        address=event.address or context.address,
+        sdk_version=event.sdk_version or context.sdk_version,
+        actor_id=event.actor_id or context.actor_id(),
+    )
+
+
+def add(uow: Repositories, event: AuditEvent) -> None:
+    """Write `event` inside the caller's unit of work: it commits (or not) with the action it records."""
+    _add_row(AuthAuditRepository(uow.con), _with_request(event))
+
+
+def _add_row(repository: AuthAuditRepository, event: AuditEvent) -> None:
+    repository.add(_row(event))
+
+
+def _row(event: AuditEvent) -> dict[str, Any]:
+    row: dict[str, Any] = asdict(event)
+    row["id"] = new_id("auth_audit")
+    row["created_at"] = utcnow()
+    return row
+
+
+def write(database: Database, event: AuditEvent, *, email: str | None = None) -> None:
+    """Commit `event` in a transaction of its own, filing it under the tenant it concerns when the event itself
+    does not say: the account an attempted `email` names, or the owner of the key or session in `subject_id`."""
+    with unit_of_work(database) as uow:
+        repository = AuthAuditRepository(uow.con)
+        _add_row(repository, _with_request(_attributed(repository, event, email)))
+
+
+def write_many(con: duckdb.DuckDBPyConnection, events: list[tuple[AuditEvent, str | None]]) -> None:
+    """Commit many (event, attempted email) in ONE transaction on `con`, a cursor of the calling thread's own:
+    the table is append-only and touched by no other writer but retention (which deletes only old rows), so this
+    transaction needs neither the single writer's lock nor waits for an event batch."""
+    repository = AuthAuditRepository(con)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        repository.add_many([_row(_attributed(repository, event, email)) for event, email in events])
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+@dataclass(slots=True)
+class _Pending:
+    event: AuditEvent
+    email: str | None
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[None]
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():  # the request was cancelled (client gone); the row is committed all the same
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
+
+
+class AuditWriter:
+    """Group commit for audited answers: each request hands its event over and awaits the commit; one thread
+    writes everything queued in one transaction (one write-ahead-log sync for a whole flood of 401s, where a
+    transaction each would hold the database for milliseconds apiece)."""
+
+    def __init__(self, database: Database, max_batch: int = MAX_AUDIT_BATCH) -> None:
+        self.database = database
+        self.max_batch = max_batch
+        self.batches = 0
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="auth-audit", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Write what is queued, then end the thread."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(timeout_s)
+
+    async def write(self, event: AuditEvent, email: str | None = None) -> None:
+        """Returns once `event` is committed; raises what the commit raised."""
+        if not self._thread.is_alive():  # not started (or stopped): a transaction of its own
+            await asyncio.to_thread(write, self.database, event, email=email)
+            return
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._queue.put(_Pending(event, email, loop, future))
+        await future
+
+    def _run(self) -> None:
+        name_os_thread()
+        con = self.database.reader()  # this thread's own cursor, so its own transactions
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            batch: list[_Pending] = []
+            if first is None:
+                stopping = True
+            else:
+                batch.append(first)
+            while len(batch) < self.max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                else:
+                    batch.append(item)
+            if batch:
+                self._commit(con, batch)
+
+    def _commit(self, con: duckdb.DuckDBPyConnection, batch: list[_Pending]) -> None:
+        error: BaseException | None = None
+        try:
+            write_many(con, [(item.event, item.email) for item in batch])
+            self.batches += 1
+        except Exception as failure:  # noqa: BLE001 - every waiting request gets an answer
+            log.exception("writing %d authentication audit rows failed", len(batch))
+            error = failure
+        for item in batch:
+            item.loop.call_soon_threadsafe(_settle, item.future, error)
+
+
+def _attributed(repository: AuthAuditRepository, event: AuditEvent, email: str | None) -> AuditEvent:
+    if event.organization_id is not None:
+        return event
+    if email is not None:
+        account = repository.account_by_email(email.strip().lower())
+        if account is not None:
+            return replace(event, organization_id=account["organization_id"], actor_id=account["id"])
+        return event
+    subject = event.subject_id or ""
+    if subject.startswith("key_"):
+        key = repository.api_key_owner(subject)
+        if key is not None:
+            return replace(
+                event, organization_id=key["organization_id"], environment=key["environment"], actor_id=subject
+            )
+    elif subject.startswith("ses_"):
+        session = repository.session_owner(subject)
+        if session is not None:
+            return replace(event, organization_id=session["organization_id"], actor_id=session["actor_id"])
+    return event
+
+
+def _choice(value: str | None, allowed: tuple[str, ...], field: str) -> str | None:
+    if value is not None and value not in allowed:
+        raise ServiceError("field_invalid", f"{field} is one of {', '.join(allowed)}", field=field)
+    return value
+
+
+def list_audit(
+    database: Database,
+    scope: Scope,
+    page: PageRequest,
+    *,
+    kind: str | None = None,
+    outcome: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+) -> r.Page[d.AuthAuditEntry]:
+    """The tenant's authentication events (this environment's and the organization-wide ones), newest first
+    unless `direction=asc`; committed before each answer, so complete at once."""
+    from rewards_lab.service.request_log import _instant  # here: request_log imports this module
+
+    check_page_request(page, AUDIT_SORTS)
+    where = AuditFilter(
+        kind=_choice(kind, KINDS, "kind"),
+        outcome=_choice(outcome, OUTCOMES, "outcome"),
+        since=_instant(since, "from"),
+        until=_instant(until, "to"),
+    )
+    if where.since is not None and where.until is not None and where.until <= where.since:
+        raise ServiceError("period_invalid", "to must be after from", field="to")
+    rows = AuthAuditRepository(reader(database).con).page(scope, where, page)
+    return r.Page[d.AuthAuditEntry](
+        data=[_entry(x) for x in rows.rows],
+        next_cursor=rows.next_cursor,
+        has_more=rows.has_more,
+    )
+
+
+def _entry(row: Row) -> d.AuthAuditEntry:
+    fields = {key: value for key, value in row.items() if key != "organization_id"}
+    fields["created_at"] = utc(row["created_at"])
+    return d.AuthAuditEntry(**fields)

@@ -1,0 +1,100 @@
+"""The audit of authentication events: one row per event, written synchronously; read per tenant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.queries import Row, RowPage, fetch_one, paginate
+
+COLUMNS = (
+    "id",
+    "organization_id",
+    "environment",
+    "kind",
+    "outcome",
+    "reason",
+    "status",
+    "actor_id",
+    "subject_id",
+    "request_id",
+    "method",
+    "path",
+    "address",
+    "sdk_version",
+    "created_at",
+)
+_SCHEMA = pa.schema(
+    [(column, pa.int32() if column == "status" else pa.string()) for column in COLUMNS[:-1]]
+    + [("created_at", pa.timestamp("us"))]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditFilter:
+    kind: str | None = None
+    outcome: str | None = None
+    since: datetime | None = None  # inclusive, naive UTC
+    until: datetime | None = None  # exclusive, naive UTC
+
+
+class AuthAuditRepository:
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def add(self, row: dict[str, Any]) -> None:
+        """One event; `row` holds every column of COLUMNS."""
+        self.add_many([row])
+
+    def add_many(self, rows: list[dict[str, Any]]) -> None:
+        """Every row in ONE statement from an Arrow table (DuckDB binds a parameter list slowly: ~0.4 ms a row)."""
+        if not rows:
+            return
+        table = pa.Table.from_pydict({column: [row[column] for row in rows] for column in COLUMNS}, schema=_SCHEMA)
+        self.con.register("auth_audit_batch", table)
+        try:
+            names = ", ".join(COLUMNS)
+            self.con.execute(f"INSERT INTO auth_audit ({names}) SELECT {names} FROM auth_audit_batch")
+        finally:
+            self.con.unregister("auth_audit_batch")
+
+    def page(self, scope: Scope, where: AuditFilter, page: PageRequest) -> RowPage:
+        """The organization's events in this environment, and its organization-wide ones (environment NULL)."""
+        clauses = ["organization_id = ?", "(environment = ? OR environment IS NULL)"]
+        params: list[Any] = [*scope.params]
+        for column, value in (("kind", where.kind), ("outcome", where.outcome)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if where.since is not None:
+            clauses.append("created_at >= ?")
+            params.append(where.since)
+        if where.until is not None:
+            clauses.append("created_at < ?")
+            params.append(where.until)
+        select_sql = f"SELECT * FROM auth_audit WHERE {' AND '.join(clauses)}"
+        return paginate(
+            self.con, list_name="auth_audit", select_sql=select_sql, params=params, page=page, sort="created_at"
+        )
+
+    def api_key_owner(self, key_id: str) -> Row | None:
+        """The tenant of an API key (to file a refused request under it), whatever its state."""
+        return fetch_one(self.con, "SELECT organization_id, environment FROM api_keys WHERE id = ?", [key_id])
+
+    def session_owner(self, session_id: str) -> Row | None:
+        return fetch_one(
+            self.con, "SELECT organization_id, account_id AS actor_id FROM sessions WHERE id = ?", [session_id]
+        )
+
+    def account_by_email(self, email: str) -> Row | None:
+        return fetch_one(self.con, "SELECT id, organization_id FROM accounts WHERE email = ?", [email])
+
+    def delete_before(self, cutoff: datetime) -> int:
+        row = self.con.execute("DELETE FROM auth_audit WHERE created_at < ?", [cutoff]).fetchone()
+        return int(row[0]) if row else 0

@@ -1,0 +1,161 @@
+"""Backup and restore of the DuckDB file: a checkpointed copy, its secret key, and a manifest.
+
+A backup is a directory (created 0700; every file in it 0600):
+
+- `rewards.duckdb`: the database file, copied after a CHECKPOINT while this process holds DuckDB's file lock, so
+  no other process can write during the copy and the write-ahead log is empty (everything is in the file). This
+  is why `serve` must be stopped first: DuckDB lets one process open a file, and a backup refuses to run
+  beside a writer rather than copy a file in motion.
+- `rewards.duckdb.secret-key`: the key that seals webhook and TOTP secrets (`store.secret_box`), when the
+  database uses a key file. Without it the sealed secrets of the copy never open again. When the operator
+  supplies `REWARDS_LAB_SECRET_KEY` instead, the key is not copied (the manifest says so) and the same variable
+  must be set to restore.
+- `manifest.json`: format, time, source path, size and SHA-256 of the copy, schema version, where the key is.
+
+A file copy (rather than DuckDB's EXPORT DATABASE) keeps everything exactly: tables, views, CHECK constraints,
+the migration history, byte for byte; restoring is a copy back, and a newer release migrates it forward on open.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.queries import scalar
+from rewards_lab.store.secret_box import KEY_ENV, KEY_FILE_SUFFIX
+
+DATABASE_NAME = "rewards.duckdb"
+KEY_NAME = DATABASE_NAME + KEY_FILE_SUFFIX
+MANIFEST_NAME = "manifest.json"
+FORMAT = 1
+_COPY_CHUNK_BYTES = 1 << 20
+
+
+class BackupError(RuntimeError):
+    """A backup or restore refused (the message says why and what to do)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    format: int
+    created_at: str
+    source: str
+    size_bytes: int
+    sha256: str
+    schema_version: int
+    secret_key: str  # "included" or "environment"
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def _private_copy(source: Path, target: Path) -> str:
+    """Copy `source` to a new file `target` created 0600; returns the SHA-256 of what was written."""
+    digest = hashlib.sha256()
+    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with source.open("rb") as reading, os.fdopen(descriptor, "wb") as writing:
+        while chunk := reading.read(_COPY_CHUNK_BYTES):
+            digest.update(chunk)
+            writing.write(chunk)
+        writing.flush()
+        os.fsync(writing.fileno())
+    return digest.hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as reading:
+        while chunk := reading.read(_COPY_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def open_existing(path: Path) -> Database:
+    if not path.is_file():
+        raise BackupError(f"no database at {path}")
+    try:
+        return Database(path)
+    except Exception as error:  # DuckDB's lock error when `serve` (or anything) has the file open
+        raise BackupError(f"cannot open {path} ({type(error).__name__}); stop `rewards-lab serve` first") from None
+
+
+def backup(db_path: str | Path, out_dir: str | Path) -> Manifest:
+    """A consistent copy of the database (and its key file) into `out_dir`, which must be new or empty."""
+    source = Path(db_path)
+    out = Path(out_dir)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BackupError(f"{out} exists and is not an empty directory")
+    with open_existing(source) as database:
+        database.checkpoint()  # the write-ahead log folded into the file: the file alone is the database
+        version = int(scalar(database.reader(), "SELECT max(version) FROM schema_migrations"))
+        out.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(out, 0o700)
+        digest = _private_copy(source, out / DATABASE_NAME)  # still holding the file lock: nobody writes
+    key_file = Path(str(source) + KEY_FILE_SUFFIX)
+    if os.environ.get(KEY_ENV):
+        where = "environment"
+    elif key_file.is_file():
+        _private_copy(key_file, out / KEY_NAME)
+        where = "included"
+    else:
+        raise BackupError(f"no secret key: neither {KEY_ENV} nor {key_file}")
+    manifest = Manifest(
+        FORMAT,
+        utcnow().isoformat() + "Z",
+        str(source.resolve()),
+        (out / DATABASE_NAME).stat().st_size,
+        digest,
+        version,
+        where,
+    )
+    descriptor = os.open(out / MANIFEST_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(manifest.to_json(), handle, indent=2)
+    return manifest
+
+
+def read_manifest(backup_dir: Path) -> Manifest:
+    try:
+        data = json.loads((backup_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+        manifest = Manifest(**data)
+    except (OSError, ValueError, TypeError) as error:
+        raise BackupError(f"{backup_dir} is not a backup ({MANIFEST_NAME}: {type(error).__name__})") from None
+    if manifest.format != FORMAT:
+        raise BackupError(f"backup format {manifest.format} is not {FORMAT}")
+    return manifest
+
+
+def restore(backup_dir: str | Path, db_path: str | Path, *, force: bool = False) -> Manifest:
+    """Copy a backup to `db_path` (refused if a database or key file is there, unless `force`). The copy's
+    SHA-256 is checked against the manifest before anything is replaced; the new file appears atomically."""
+    source = Path(backup_dir)
+    manifest = read_manifest(source)
+    target = Path(db_path)
+    key_target = Path(str(target) + KEY_FILE_SUFFIX)
+    wal = Path(str(target) + ".wal")
+    present = [path for path in (target, wal, key_target) if path.exists()]
+    if present and not force:
+        raise BackupError(f"{present[0]} exists; pass --force to overwrite it")
+    if manifest.secret_key == "environment" and not os.environ.get(KEY_ENV):
+        raise BackupError(f"this backup's secrets are sealed under {KEY_ENV}: set it as when the backup was made")
+    if _sha256(source / DATABASE_NAME) != manifest.sha256:
+        raise BackupError("the backup's database file does not match its manifest (damaged or altered)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(target.name + ".restoring")
+    staging.unlink(missing_ok=True)
+    if _private_copy(source / DATABASE_NAME, staging) != manifest.sha256:
+        staging.unlink(missing_ok=True)
+        raise BackupError("the copy does not match the manifest")
+    wal.unlink(missing_ok=True)  # a log of the database being replaced must never be replayed onto the copy
+    os.replace(staging, target)
+    if manifest.secret_key == "included":
+        key_staging = key_target.with_name(key_target.name + ".restoring")
+        key_staging.unlink(missing_ok=True)
+        _private_copy(source / KEY_NAME, key_staging)
+        os.replace(key_staging, key_target)
+    return manifest
