@@ -338,6 +338,13 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "webhooks",
+        "rotate-secret",
+        "a new signing secret (shown once); the previous one keeps signing for the grace period",
+        (ID, _a("--grace-period-s", type=int, help="seconds the previous secret still signs (default: a day)")),
+        lambda c, a: c.rotate_webhook_secret(a.id, grace_period_s=a.grace_period_s),
+    ),
+    Command(
+        "webhooks",
         "disable",
         "disable a webhook endpoint",
         (ID, KEY),
@@ -384,8 +391,22 @@ COMMANDS: tuple[Command, ...] = (
             request_id="one request",
             since="from this time (ISO 8601)",
             until="until this time (ISO 8601)",
+            sdk_version="X-SDK-Version sent (none: requests without one)",
         ),
-        lambda c, a: (c.list_logs, _filters(a, "status", "path", "request_id", "since", "until")),
+        lambda c, a: (c.list_logs, _filters(a, "status", "path", "request_id", "since", "until", "sdk_version")),
+        listing=True,
+    ),
+    Command(
+        "audit",
+        "list",
+        "the authentication audit (logins, logouts, API key changes, 401 and 403), newest first",
+        _page(
+            kind="login, logout, api_key_created, api_key_revoked or access_denied",
+            outcome="succeeded or failed",
+            since="from this time (ISO 8601)",
+            until="until this time (ISO 8601)",
+        ),
+        lambda c, a: (c.list_auth_audit, _filters(a, "kind", "outcome", "since", "until")),
         listing=True,
     ),
     Command(

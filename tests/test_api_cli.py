@@ -274,6 +274,9 @@ def test_webhooks_and_their_test_delivery(live: LiveServer) -> None:
         body, signature = _Receiver.received[-1]
         assert verify(body, signature, created["signing_secret"])
         assert [d["id"] for d in ok(live, "webhooks", "deliveries", created["id"])] == [delivery["id"]]
+        rotated = ok(live, "webhooks", "rotate-secret", created["id"], "--grace-period-s", "0")
+        assert rotated["signing_secret"].startswith("whsec_") and rotated["signing_secret"] != created["signing_secret"]
+        assert "signing_secret" not in ok(live, "webhooks", "get", created["id"])
         assert ok(live, "webhooks", "disable", created["id"])["status"] == "disabled"
         refused = failed(live, "webhooks", "test", created["id"])
         assert "error: conflict invalid_state_transition:" in refused
@@ -297,6 +300,20 @@ def test_request_logs_and_usage(live: LiveServer) -> None:
     assert usage["requests"]["total"] >= 2 and usage["requests"]["by_status_class"]["4xx"] >= 1
     table = api(live, "usage", "get", "--format", "table")
     assert table.returncode == 0 and table.stdout.splitlines()[0].split() == ["field", "value"]
+    # the client sends its X-SDK-Version: every request above carries one, none is without
+    assert ok(live, "logs", "list", "--sdk-version", misses[0]["sdk_version"], "--request-id", misses[0]["request_id"])
+    assert misses[0]["sdk_version"] and not ok(live, "logs", "list", "--sdk-version", "none")
+
+
+def test_the_authentication_audit_lists_denials(live: LiveServer) -> None:
+    failed(live, "customers", "list", key="rlk_sand_forged")  # 401: audited, but belongs to no tenant
+    no_permission = ok(live, "api-keys", "create", "--name", "reader", "--permissions", "wallets.view")
+    failed(live, "customers", "create", "--external-id", "denied-1", key=no_permission["secret"])
+    denied = ok(live, "audit", "list", "--kind", "access_denied", "--outcome", "failed")
+    assert [entry["actor_id"] for entry in denied if entry["path"] == "/v1/customers"] == [no_permission["id"]]
+    assert denied[0]["status"] == 403 and denied[0]["reason"] == "permission_denied", denied
+    created = ok(live, "audit", "list", "--kind", "api_key_created")
+    assert no_permission["id"] in [entry["subject_id"] for entry in created], created
 
 
 @pytest.mark.usefixtures("in_process")

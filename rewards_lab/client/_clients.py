@@ -129,6 +129,8 @@ class _Operations:
     revoke_api_key = _Operation(ops.revoke_api_key)
     list_logs = _Operation(ops.list_logs)
     iter_logs = _Pages(ops.list_logs)
+    list_auth_audit = _Operation(ops.list_auth_audit)
+    iter_auth_audit = _Pages(ops.list_auth_audit)
     usage = _Operation(ops.usage)
     login = _Operation(ops.login)
     logout = _Operation(ops.logout)

@@ -407,13 +407,35 @@ def list_logs(
     request_id: str | None = None,
     since: str | None = None,
     until: str | None = None,
+    sdk_version: str | None = None,
     limit: int | None = None,
     cursor: str | None = None,
 ) -> Call[Page[d.RequestLogEntry]]:
-    """Request logs, filterable by status (exact, or a class such as 4xx) and path; `since`/`until` are sent as
-    the query's `from` and `to`."""
-    filters = {"status": status, "path": path, "request_id": request_id, "from": since, "to": until}
+    """Request logs, filterable by status (exact, or a class such as 4xx), path and SDK version (`none`: requests
+    without one); `since`/`until` are sent as the query's `from` and `to`."""
+    filters = {
+        "status": status,
+        "path": path,
+        "request_id": request_id,
+        "from": since,
+        "to": until,
+        "sdk_version": sdk_version,
+    }
     return _list("/developer/logs", _model(d.RequestLogEntry), limit, cursor, **filters)
+
+
+def list_auth_audit(
+    *,
+    kind: str | None = None,
+    outcome: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> Call[Page[d.AuthAuditEntry]]:
+    """The durable audit of authentication events (logins, logouts, API key changes, 401 and 403), newest first."""
+    filters = {"kind": kind, "outcome": outcome, "from": since, "to": until}
+    return _list("/developer/audit", _model(d.AuthAuditEntry), limit, cursor, **filters)
 
 
 def usage(*, since: str | None = None, until: str | None = None) -> Call[d.Usage]:
