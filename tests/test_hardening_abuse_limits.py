@@ -121,22 +121,25 @@ def test_a_flood_of_new_addresses_resets_no_counter() -> None:
         limiter.charge(f"address/10.{number >> 16 & 255}.{number >> 8 & 255}.{number & 255}", 100)
     assert limiter.charge("address/127.0.0.9", UNAUTHENTICATED_LIMIT_PER_MINUTE).exceeded
     assert limiter.peek("address/127.0.0.9", UNAUTHENTICATED_LIMIT_PER_MINUTE).exceeded
-    assert limiter.tracked() == MAX_BUCKETS + 1  # the table and its overflow counter
+    assert limiter.tracked() == MAX_BUCKETS  # the newcomers took one another's one-request counters
 
 
-def test_new_keys_past_the_table_share_one_counter_and_old_windows_make_room() -> None:
+def test_new_keys_past_the_table_evict_one_request_counters_and_a_new_window_empties_it() -> None:
     now = [600.0]
     limiter = RateLimiter(max_buckets=3, clock=lambda: now[0], unauthenticated_limit_per_minute=2)
     for number in range(3):
         limiter.charge(f"address/127.0.1.{number}", 2)
-    assert not limiter.charge("address/127.0.2.1", 2).exceeded  # past the table: the shared overflow counter
-    assert not limiter.charge("address/127.0.2.2", 2).exceeded
-    assert limiter.charge("address/127.0.2.3", 2).exceeded  # the newcomers share its budget
+    limiter.charge("address/127.0.1.0", 2)  # two requests: never evicted by newcomers
+    assert not limiter.charge("address/127.0.2.1", 2).exceeded  # took 127.0.1.1's one-request counter
+    assert limiter.charge("address/127.0.1.0", 2).exceeded  # kept its count
+    assert not limiter.charge("address/127.0.2.2", 2).exceeded  # each newcomer is judged by its own counter
+    assert not limiter.charge("address/127.0.2.3", 2).exceeded
     assert not limiter.charge("org_1/sandbox", 2).exceeded  # tenants are counted in a table of their own
-    assert limiter.charge("address/::1", 2).exceeded  # IPv6 per /64: counted in the overflow too
+    assert not limiter.charge("address/::1", 2).exceeded  # IPv6 per /64
+    assert limiter.peek("address/127.0.1.0", 2).exceeded
     now[0] += WINDOW_S
-    assert not limiter.charge("address/127.0.2.3", 2).exceeded  # a new window: old counters made room
-    assert limiter.tracked() <= 3 + 1 + 1
+    assert not limiter.peek("address/127.0.1.0", 2).exceeded  # a new window: every budget whole again
+    assert limiter.tracked() == 0 and limiter.overflowed() == 0
 
 
 def test_a_tenant_over_its_plan_is_told_when_to_retry(server: LiveServer) -> None:

@@ -12,6 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -55,7 +56,8 @@ class ResponseHeaders:
 
     It also answers what nothing inside answered: an exception that escapes the app before the response started
     becomes the `internal_error` envelope here, with these headers (left to Starlette's outermost error layer, it
-    would be answered without them)."""
+    would be answered without them). A client that went away (`ClientDisconnect`) is no error and gets no answer:
+    it passes on to `RequestLogMiddleware`, which logs it as 499."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -85,6 +87,8 @@ class ResponseHeaders:
 
         try:
             await self.app(scope, receive, send_with_headers)
+        except ClientDisconnect:
+            raise
         except Exception:
             if started:  # too late for an envelope: the server closes the connection
                 raise

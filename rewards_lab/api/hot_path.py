@@ -7,8 +7,9 @@ operation. `ServiceApp.__call__` sends POST /v1/events to `EventsHotPath`, ONE f
 did, in the same order and with the same functions: the request id (`request_id_from`), authentication and the
 header checks (`context.authorise`), the permission, the body (`context.parse_body`), the intake, then the
 envelope (`presenters.event_text`, `envelope.failure_text`) with X-Request-ID and the RateLimit headers, and one
-request-log record. The route stays declared (and documented) in the router, and answers the same when the hot
-path is off (`tests/test_hot_path.py` compares the two, errors included).
+request-log record (499, with nothing sent, for a client that disconnects before its body is read, as the
+request-log middleware logs it on the other routes). The route stays declared (and documented) in the router,
+and answers the same when the hot path is off (`tests/test_hot_path.py` compares the two, errors included).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from rewards_lab.api.body_limit import LimitedBody
 from rewards_lab.api.context import authorise, parse_body, request_id_from
 from rewards_lab.api.envelope import API_VERSION, failure_text
 from rewards_lab.api.rate_limits import PUBLIC_LIMIT_PER_MINUTE, RateState
-from rewards_lab.api.request_log import audit_send, record_request
+from rewards_lab.api.request_log import CLIENT_CLOSED_REQUEST, audit_send, record_request
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import ServiceError
@@ -105,6 +106,9 @@ class EventsHotPath:
                 status = 202
             except ServiceError as error:
                 text, status = failure_text(error, request_id), error.http_status
+            except ClientDisconnect:  # gone before its body was read: nobody to answer, and no server error
+                status = CLIENT_CLOSED_REQUEST
+                return
             except Exception:  # noqa: BLE001 - never a stack trace to the client
                 log.exception("unexpected error on POST %s", EVENTS_PATH)
                 internal = ServiceError("internal_error")

@@ -6,12 +6,15 @@ families, each in a table of its own so that one family's flood never crowds out
 (unauthenticated and failed-authentication requests, `UNAUTHENTICATED_LIMIT_PER_MINUTE` per address),
 `health/...` (the health probes, `HEALTH_LIMIT_PER_MINUTE` per address) and tenants (every other bucket).
 
-Memory is bounded: a table holds at most `MAX_BUCKETS` counters. A counter of a past window is dropped when room
-is needed (the table is kept in order of last use, so those are at its front); when every counter belongs to the
-current window, a NEW bucket is counted in its family's shared overflow counter instead of being given one. A
-flood of new keys (many addresses) therefore never resets an existing counter; it only shares one budget among
-the newcomers until the window ends. Addresses are counted as `client_address.client_key` gives them (IPv6 per
-/64).
+Memory is bounded: a table holds at most `MAX_BUCKETS` counters, all of the current window (a new window empties
+the tables: fixed windows, so no older counter means anything). When a table is full, a NEW bucket takes the slot
+of the oldest counter that has counted ONE request (a flood of new keys churns among its own one-request counters);
+a counter that has counted more is never evicted, so a flood of new keys resets no counter that matters and a
+spent address stays refused. Only when every counter has counted more than one request is a new bucket left
+without a counter: its request is tallied in its family's `overflowed` count and answered as a fresh counter's
+first request. Nothing is ever refused by a shared counter: an address is refused before authentication only by
+ITS OWN spent counter (`peek`), so a client with a valid key from an address the table does not hold always
+reaches authentication. Addresses are counted as `client_address.client_key` gives them (IPv6 per /64).
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ HEALTH_LIMIT_PER_MINUTE = 600  # per address, for the health probes of load bala
 MAX_BUCKETS = 100_000  # counters per family (~250 bytes each, measured): about 25 MB per family at most
 ADDRESS_PREFIX = "address/"
 HEALTH_PREFIX = "health/"
-OVERFLOW = "overflow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,27 @@ def _normalised(bucket: str, family: str) -> str:
     return family + client_key(bucket[len(family) :])
 
 
+class _Table:
+    """The counters of one family in the current window, and the keys a newcomer may evict."""
+
+    __slots__ = ("counts", "overflowed", "singles")
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.singles: OrderedDict[str, None] = OrderedDict()  # keys counted once, oldest first
+        self.overflowed = 0  # requests of this window that found no counter (every counter counted more than one)
+
+    def make_room(self, max_buckets: int) -> bool:
+        """Room for one more counter, evicting the oldest one-request counter if the table is full."""
+        if len(self.counts) < max_buckets:
+            return True
+        if not self.singles:
+            return False
+        evicted, _ = self.singles.popitem(last=False)
+        del self.counts[evicted]
+        return True
+
+
 class RateLimiter:
     def __init__(
         self,
@@ -93,25 +116,19 @@ class RateLimiter:
         self._lock = threading.Lock()
         self._max_buckets = max_buckets
         self._clock = clock
-        self._tables: dict[str, OrderedDict[str, tuple[int, int]]] = {}  # family -> bucket -> (window, count)
+        self._window = -1
+        self._tables: dict[str, _Table] = {}  # family -> its counters in `_window`
 
-    def _slot(self, bucket: str, window: int) -> tuple[OrderedDict[str, tuple[int, int]], str]:
-        """The table and the key that count `bucket` in `window` (its own, or its family's overflow)."""
+    def _table(self, bucket: str, window: int) -> tuple[_Table, str]:
+        """The table of `bucket`'s family in `window` (emptied when a new window starts) and its key."""
+        if window > self._window:
+            self._window = window
+            self._tables = {}
         family = _family(bucket)
-        key = _normalised(bucket, family)
-        table = self._tables.setdefault(family, OrderedDict())
-        if key in table:
-            return table, key
-        while table and next(iter(table.values()))[0] < window:  # front: least recently used, oldest windows
-            table.popitem(last=False)
-        overflow = family + OVERFLOW
-        if len(table) - (overflow in table) >= self._max_buckets:
-            return table, overflow  # full of live counters: never evict one, share the overflow counter
-        return table, key
-
-    def _count(self, table: OrderedDict[str, tuple[int, int]], key: str, window: int) -> int:
-        entry = table.get(key)
-        return entry[1] if entry is not None and entry[0] == window else 0
+        table = self._tables.get(family)
+        if table is None:
+            table = self._tables[family] = _Table()
+        return table, _normalised(bucket, family)
 
     def _limit(self, bucket: str, limit: int) -> int:
         return self.unauthenticated_limit_per_minute if bucket.startswith(ADDRESS_PREFIX) else limit
@@ -122,20 +139,29 @@ class RateLimiter:
         now = self._clock()
         window = int(now // WINDOW_S)
         with self._lock:
-            table, key = self._slot(bucket, window)
-            count = self._count(table, key, window) + 1
-            table[key] = (window, count)
-            table.move_to_end(key)
+            table, key = self._table(bucket, window)
+            count = table.counts.get(key, 0) + 1
+            if count == 1:
+                if table.make_room(self._max_buckets):
+                    table.counts[key] = 1
+                    table.singles[key] = None
+                else:
+                    table.overflowed += 1  # no counter: judged as a fresh counter, never by a shared one
+            else:
+                table.counts[key] = count
+                if count == 2:
+                    del table.singles[key]
         return self._state(limit, count, now, window, count > limit)
 
     def peek(self, bucket: str, limit: int) -> RateState:
-        """The state of `bucket` without counting; `exceeded` when its budget is spent (the next is over)."""
+        """The state of `bucket` without counting; `exceeded` when ITS OWN budget is spent (the next is over).
+        A bucket without a counter has spent nothing."""
         limit = self._limit(bucket, limit)
         now = self._clock()
         window = int(now // WINDOW_S)
         with self._lock:
-            table, key = self._slot(bucket, window)
-            count = self._count(table, key, window)
+            table, key = self._table(bucket, window)
+            count = table.counts.get(key, 0)
         return self._state(limit, count, now, window, count >= limit)
 
     @staticmethod
@@ -146,4 +172,9 @@ class RateLimiter:
     def tracked(self) -> int:
         """How many counters are held (all families)."""
         with self._lock:
-            return sum(len(table) for table in self._tables.values())
+            return sum(len(table.counts) for table in self._tables.values())
+
+    def overflowed(self) -> int:
+        """How many requests of this window found no counter (all families): a sign of a flood of new keys."""
+        with self._lock:
+            return sum(table.overflowed for table in self._tables.values())

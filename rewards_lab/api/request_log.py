@@ -2,8 +2,10 @@
 authentication events durably before their answer leaves.
 
 It sits outside everything else, so it sees the final status (a crash inside counts as 500) and the whole
-duration. It fixes the request id before the app runs (the same rule as `request_id_of`), so the id in the
-response and the one in the log are always the same. The principal is whatever authentication left in the
+duration. A client that goes away before its body is read (Starlette's `ClientDisconnect`) is logged as 499
+(`CLIENT_CLOSED_REQUEST`), with nothing sent and no stack trace: the client's doing, not a server error. It
+fixes the request id before the app runs (the same rule as `request_id_of`), so the id in the response and the
+one in the log are always the same. The principal is whatever authentication left in the
 request state; requests that never authenticated are logged without a tenant.
 
 Logins, logouts and every 401 or 403 answer are audited here, at the one place every answer passes (no handler
@@ -18,6 +20,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rewards_lab.api.context import request_id_from
@@ -36,6 +39,9 @@ AUDITED_STATUSES = frozenset((401, 403))
 MAX_AUDIT_BODY_BYTES = 65_536
 # The email of a login attempt is read from the request body (only to find its account); login bodies are small.
 MAX_LOGIN_CAPTURE_BYTES = 8_192
+# The status logged for a request whose client disconnected before it was answered (nginx's convention); it is
+# never sent (nobody is listening).
+CLIENT_CLOSED_REQUEST = 499
 
 
 def sdk_version_of(scope: Scope) -> str | None:
@@ -83,14 +89,20 @@ class RequestLogMiddleware:
                 )
             )
 
+        answering = False
+
         async def send_and_note(message: Message) -> None:
-            nonlocal status
+            nonlocal status, answering
             if message["type"] == "http.response.start":
-                status = int(message["status"])
+                status, answering = int(message["status"]), True
             await forward(message)
 
         try:
             await self.app(scope, receive, send_and_note)
+        except ClientDisconnect:
+            if answering:  # the answer is under way: the server closes the connection
+                raise
+            status = CLIENT_CLOSED_REQUEST
         finally:
             state: dict[str, Any] = scope.get("state") or {}
             principal: Principal | None = state.get("principal")
@@ -103,7 +115,7 @@ class RequestLogMiddleware:
                 self.writer, principal, request_id, scope["method"], path, template, status, started, at, sdk_version
             )
             if audited is not None:
-                await audited.finish()  # a login or logout that crashed before answering is audited too
+                await audited.finish(status)  # a login or logout that crashed or was abandoned is audited too
 
 
 class AuditedResponse:
@@ -156,11 +168,11 @@ class AuditedResponse:
         for item in held:
             await self.downstream(item)
 
-    async def finish(self) -> None:
+    async def finish(self, status: int = 500) -> None:
         """After the app: a login or logout whose answer never completed (an unexpected error, answered as 500
-        by the server's outer layer) is audited as failed."""
+        by the server's outer layer, or a client gone before its answer, 499) is audited as failed."""
         if not self.audited:
-            await self._audit(500)
+            await self._audit(status)
 
     async def _audit(self, status: int) -> None:
         self.audited = True

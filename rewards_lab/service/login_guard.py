@@ -21,11 +21,14 @@ password clears the account's counts (the address keeps its own, less this attem
 from its answer (`failed`).
 
 Memory is bounded (`MAX_TRACKED` keys, ~250 bytes each). A key with no failure for `FORGET_AFTER_S` is forgotten;
-keys are kept in order of their last failure, so the forgettable ones are at the front. When the table is full of
-keys that are not yet forgettable, a NEW key is counted under its kind's shared overflow key, and an untracked key
-is judged by that overflow key while the table is full: a flood of new keys delays newcomers, it never resets an
-existing count. The server process owns its DuckDB file, so in-memory counts are the whole truth; a restart
-forgets them.
+keys are kept in order of their last failure, so the forgettable ones are at the front. When the table is full, a
+NEW key takes the slot of the oldest key still within its free failures (one that has never waited: evicting it
+lifts no wait, and costs the attacker a flood of new keys for a few free guesses). A key that waits, or ever
+waited, is never evicted: a flood of new keys never resets a backoff. Should every key be past its free failures
+(hundreds of thousands of failed logins within the forget time), a new key is not tracked: its attempt is judged by
+the keys that are, and counted nowhere. An untracked key is NEVER judged by a shared record: an owner from a new
+address, or whose email has no failures, is never held by an attacker's failures elsewhere. The server process
+owns its DuckDB file, so in-memory counts are the whole truth; a restart forgets them.
 """
 
 from __future__ import annotations
@@ -48,7 +51,6 @@ MAX_DELAY_S = 15 * 60.0
 MAX_ACCOUNT_DELAY_S = 60.0
 FORGET_AFTER_S = 60 * 60.0  # longer than every cap: a key that waits is never forgotten
 MAX_TRACKED = 100_000
-OVERFLOW = "overflow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +92,7 @@ class LoginGuard:
         self._max_tracked = max_tracked
         self._clock = clock
         self._records: OrderedDict[str, _Record] = OrderedDict()  # in order of last failure
-        self._overflow: dict[str, _Record] = {}  # kind -> the shared count of keys that found no room
+        self._free: OrderedDict[str, None] = OrderedDict()  # the keys within their free failures (evictable)
         self._lock = threading.Lock()
 
     @staticmethod
@@ -103,19 +105,29 @@ class LoginGuard:
             key, record = next(iter(self._records.items()))
             if now - record.last_failure_at < self._forget_after_s:
                 break
-            del self._records[key]
-        for kind, record in list(self._overflow.items()):
-            if now - record.last_failure_at >= self._forget_after_s:
-                del self._overflow[kind]
+            self._drop(key)
 
-    def _full(self) -> bool:
-        return len(self._records) >= self._max_tracked
+    def _put(self, key: str, record: _Record) -> None:
+        """Set `key`'s record (last in the order of last failure) and whether a newcomer may evict it."""
+        self._records.pop(key, None)
+        self._records[key] = record
+        self._free.pop(key, None)
+        if record.failures < self._rules[key.split("/", 1)[0]].free_failures:
+            self._free[key] = None
 
-    def _record(self, kind: str, key: str) -> _Record | None:
-        record = self._records.get(key)
-        if record is None and self._full():
-            return self._overflow.get(kind)
-        return record
+    def _drop(self, key: str) -> None:
+        self._records.pop(key, None)
+        self._free.pop(key, None)
+
+    def _make_room(self) -> bool:
+        """Room for one more key, evicting the oldest key within its free failures if the table is full."""
+        if len(self._records) < self._max_tracked:
+            return True
+        if not self._free:
+            return False
+        evicted, _ = self._free.popitem(last=False)
+        del self._records[evicted]
+        return True
 
     def admit(self, email: str, address: str) -> None:
         """Refuse an attempt while any of its keys waits; otherwise count it as a failure until it is given back
@@ -126,7 +138,7 @@ class LoginGuard:
             keys = self._keys(email, address)
             wait_s = 0.0
             for kind, key in keys:
-                record = self._record(kind, key)
+                record = self._records.get(key)  # an untracked key has no failures: never a shared record
                 if record is not None:
                     ready_at = record.last_failure_at + self._rules[kind].delay_s(record.failures)
                     wait_s = max(wait_s, ready_at - now)
@@ -136,15 +148,12 @@ class LoginGuard:
                     "too many failed logins; wait before trying again",
                     retry_after_s=max(1, math.ceil(wait_s)),
                 )
-            for kind, key in keys:
-                if key in self._records:
-                    record = self._records.pop(key)
-                    self._records[key] = _Record(record.failures + 1, now)
-                elif not self._full():
-                    self._records[key] = _Record(1, now)
-                else:
-                    shared = self._overflow.get(kind)
-                    self._overflow[kind] = _Record((shared.failures if shared else 0) + 1, now)
+            for _, key in keys:
+                record = self._records.get(key)
+                if record is not None:
+                    self._put(key, _Record(record.failures + 1, now))
+                elif self._make_room():
+                    self._put(key, _Record(1, now))
 
     def failed(self, email: str, address: str) -> None:
         """The attempt (counted at admission) failed: its wait runs from now, when the failure is answered, not
@@ -152,25 +161,27 @@ class LoginGuard:
         now = self._clock()
         with self._lock:
             for _, key in self._keys(email, address):
-                record = self._records.pop(key, None)
+                record = self._records.get(key)
                 if record is not None:
-                    self._records[key] = _Record(record.failures, max(now, record.last_failure_at))
+                    self._put(key, _Record(record.failures, max(now, record.last_failure_at)))
 
     def _give_back(self, key: str) -> None:
         record = self._records.get(key)
         if record is None:
             return
         if record.failures <= 1:
-            del self._records[key]
-        else:
+            self._drop(key)
+        else:  # keeps its place in the order of last failure; may become evictable again
             self._records[key] = _Record(record.failures - 1, record.last_failure_at)
+            if record.failures - 1 < self._rules[key.split("/", 1)[0]].free_failures:
+                self._free[key] = None
 
     def succeeded(self, email: str, address: str) -> None:
         """The right credentials: the account's counts are cleared; the address gives back this attempt."""
         with self._lock:
             pair, address_key, account = (key for _, key in self._keys(email, address))
-            self._records.pop(pair, None)
-            self._records.pop(account, None)
+            self._drop(pair)
+            self._drop(account)
             self._give_back(address_key)
 
     def not_a_guess(self, email: str, address: str) -> None:
