@@ -250,11 +250,20 @@ def _day(value: str | None, field: str) -> date | None:
         raise ServiceError("period_invalid", f"{field} must be a date (YYYY-MM-DD)", field=field) from None
 
 
+def _default_first_day(last: date) -> date:
+    """The first of the default DEFAULT_USAGE_DAYS ending on `last`; a `to` too close to year 1 for that (the
+    subtraction would overflow) is refused rather than given a shorter period the client did not ask for."""
+    if last.toordinal() < DEFAULT_USAGE_DAYS:
+        message = f"without from, to must leave {DEFAULT_USAGE_DAYS} days after 0001-01-01"
+        raise ServiceError("period_invalid", message, field="to")
+    return last - timedelta(days=DEFAULT_USAGE_DAYS - 1)
+
+
 def usage(database: Database, scope: Scope, *, since: str | None = None, until: str | None = None) -> d.Usage:
     """Requests per day and per operation and status class over [from, to] (UTC days, `to` included; by default
     the last 30 days up to today), plus events received and rewards issued in the same days."""
     last = _day(until, "to") or utcnow().date()
-    first = _day(since, "from") or last - timedelta(days=DEFAULT_USAGE_DAYS - 1)
+    first = _day(since, "from") or _default_first_day(last)
     if last < first:
         raise ServiceError("period_invalid", "to must not be before from", field="to")
     if (last - first).days + 1 > MAX_USAGE_DAYS:

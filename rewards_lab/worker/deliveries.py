@@ -58,9 +58,11 @@ KIND_HEADER = "X-Rewards-Event"
 
 def new_pool(settings: DeliverySettings) -> httpcore.ConnectionPool:
     """The sender's connections: HTTP/1.1 through `GuardedBackend` (resolved, checked, pinned), no proxy, no
-    redirects, at most `concurrency` connections."""
+    redirects, at most `concurrency` connections, and at least as many resolver threads."""
     return httpcore.ConnectionPool(
-        network_backend=GuardedBackend(allow_private=settings.allow_private_targets),
+        network_backend=GuardedBackend(
+            allow_private=settings.allow_private_targets, resolver_threads=settings.concurrency
+        ),
         max_connections=settings.concurrency,
         max_keepalive_connections=settings.concurrency,
         keepalive_expiry=30.0,
@@ -113,7 +115,7 @@ def send(pool: httpcore.ConnectionPool, delivery: Row, secrets: list[str], timeo
     error: str | None = None
     per_step = {"connect": timeout_s, "read": timeout_s, "write": timeout_s, "pool": timeout_s}
     try:
-        with attempt_deadline(timeout_s):
+        with attempt_deadline(timeout_s, owner=str(delivery.get("organization_id") or "")):
             # closed unread: only the status matters, and a receiver cannot make us read a huge answer
             with pool.stream(
                 "POST", str(delivery["url"]), headers=headers, content=raw, extensions={"timeout": per_step}

@@ -9,6 +9,10 @@ certificate check). Redirects are never followed (httpcore has none) and no prox
 The deadline is per attempt, not per phase: `attempt_deadline(seconds)` sets it for the calling thread, and
 every resolve, connect, TLS handshake, write and read is given only the time left. A receiver that drips one
 byte per second is cut when the deadline passes, whatever the per-read timeout.
+
+Names are resolved by the backend's own `name_resolver.Resolver` (threads at least the delivery concurrency, a few
+lookup slots per organization, one lookup per name, a short cache), so that one tenant's slow DNS cannot hold
+the lookups of the others.
 """
 
 from __future__ import annotations
@@ -20,18 +24,16 @@ import socket
 import ssl
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from contextvars import ContextVar
 from typing import Any
 
 import httpcore
 
 from rewards_lab.service.webhook_targets import IPAddress, address_refusal
+from rewards_lab.worker.name_resolver import FAILURES, RESOLVER_MIN_THREADS, Resolver, ResolveTimeout
 
-RESOLVER_THREADS = 4  # getaddrinfo has no timeout of its own: it runs here, and the attempt waits at most its deadline
-_resolver = ThreadPoolExecutor(RESOLVER_THREADS, thread_name_prefix="webhook-dns")
 _deadline: ContextVar[float | None] = ContextVar("webhook_attempt_deadline", default=None)
+_owner: ContextVar[str] = ContextVar("webhook_attempt_owner", default="")
 
 
 class BlockedAddress(httpcore.ConnectError):
@@ -55,12 +57,15 @@ class DeadlineExceeded(httpcore.TimeoutException):
 
 
 @contextlib.contextmanager
-def attempt_deadline(seconds: float) -> Iterator[None]:
-    """Every network step the current thread takes inside this block ends by `seconds` from now."""
+def attempt_deadline(seconds: float, *, owner: str = "") -> Iterator[None]:
+    """Every network step the current thread takes inside this block ends by `seconds` from now; its name lookups
+    count against `owner`'s resolver slots (the organization whose delivery this is)."""
     token = _deadline.set(time.monotonic() + seconds)
+    owner_token = _owner.set(owner)
     try:
         yield
     finally:
+        _owner.reset(owner_token)
         _deadline.reset(token)
 
 
@@ -190,17 +195,20 @@ class _DeadlineStream(httpcore.NetworkStream):
 class GuardedBackend(httpcore.NetworkBackend):
     """Resolve, refuse non-public addresses (unless `allow_private`), connect to the checked address."""
 
-    def __init__(self, *, allow_private: bool) -> None:
+    def __init__(self, *, allow_private: bool, resolver_threads: int = RESOLVER_MIN_THREADS) -> None:
         self.allow_private = allow_private
         self._plain = httpcore.SyncBackend()
+        # `resolve` looked up when called, so that tests can answer names without DNS
+        self.resolver: Resolver[list[tuple[int, IPAddress]]] = Resolver(
+            lambda host, port: resolve(host, port), threads=resolver_threads
+        )
 
     def _addresses(self, host: str, port: int, timeout: float | None) -> list[tuple[int, IPAddress]]:
-        future = _resolver.submit(resolve, host, port)
         try:
-            addresses = future.result(timeout=_time_left(timeout))
-        except FutureTimeout:
+            addresses = self.resolver.resolve(host, port, owner=_owner.get(), timeout_s=_time_left(timeout))
+        except ResolveTimeout:
             raise DeadlineExceeded("name resolution did not finish in time") from None
-        except (OSError, UnicodeError, ValueError):
+        except FAILURES:
             raise ResolutionFailed("the name did not resolve") from None
         if not addresses:
             raise ResolutionFailed("the name did not resolve")
