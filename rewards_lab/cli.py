@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rewards_lab.store.database import Database
+from rewards_lab.store.secret_box import SecretKeyError
 from rewards_lab.store.verification import verify_ledger
 
 LOCAL_PROXIES = "127.0.0.1,::1"
@@ -283,7 +284,11 @@ def _operator_commands(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    status: int = args.run(args)
+    try:
+        status: int = args.run(args)
+    except SecretKeyError as error:  # missing, malformed, or not the database's own key: a message, not a trace
+        print(f"rewards-lab {args.command}: {error}", file=sys.stderr)
+        return 2
     return status
 
 

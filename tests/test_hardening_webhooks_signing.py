@@ -1,8 +1,8 @@
 """Timestamped signatures (issue 14, item 11) and signing secrets at rest and in rotation (item 10, webhooks).
 
 `X-Rewards-Signature: t=<unix>,v1=<hex>` (Stripe's form) beside the unchanged GitHub-style header; a verifier with a
-tolerance refuses replays; secrets are sealed in the file (plaintext rows from before are sealed when the worker
-starts and still sign); `POST /webhooks/{id}/rotate-secret` shows the new secret once and both secrets sign during
+tolerance refuses replays; secrets are sealed in the file (plaintext rows from before still sign, and are sealed
+when the database opens); `POST /webhooks/{id}/rotate-secret` shows the new secret once and both secrets sign during
 the grace period."""
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.service import webhook_secrets
 from rewards_lab.service import webhooks as hooks
-from rewards_lab.service.deliveries import DeliverySettings
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.schema import MIGRATIONS
 from rewards_lab.store.uow import reader
@@ -38,7 +37,6 @@ from rewards_lab.webhooks import (
     verify,
     verify_timestamped,
 )
-from rewards_lab.worker.deliveries import DeliveryWorker
 from tests.live_server import LiveServer, bootstrap, cli, free_port, spawn, start_server, wait_until_serving
 from tests.webhook_receiver import Receiver, ok
 
@@ -93,9 +91,10 @@ def _stored(db: Database, endpoint_id: str) -> dict[str, Any]:
     return {"secret": row[0], "previous": row[1], "expires_at": row[2]}
 
 
-def test_secrets_are_sealed_at_rest_and_plaintext_rows_are_sealed_when_the_worker_starts(
-    db: Database, scope: Scope
-) -> None:
+def test_secrets_are_sealed_at_rest_and_plaintext_rows_still_sign(db: Database, scope: Scope) -> None:
+    """Plaintext rows of an older database are sealed when it opens (and the file rewritten): see
+    tests/test_secret_key_and_files.py::test_legacy_webhook_secrets_are_sealed_at_open_and_leave_no_plain_text_on_disk.
+    """
     created = _create(db, scope)
     stored = _stored(db, created.id)
     assert stored["secret"].startswith("aesgcm1:") and created.signing_secret not in stored["secret"]
@@ -108,18 +107,10 @@ def test_secrets_are_sealed_at_rest_and_plaintext_rows_are_sealed_when_the_worke
         con.execute("UPDATE webhook_endpoints SET signing_secret = ? WHERE id = ?", [legacy.signing_secret, legacy.id])
     row = reader(db).webhooks.endpoint(scope, legacy.id)
     assert row is not None and webhook_secrets.signing_secrets(db, row) == [legacy.signing_secret]  # still signs
-    worker = DeliveryWorker(db, DeliverySettings())
-    worker.start()
-    worker.stop()
-    resealed = _stored(db, legacy.id)["secret"]
-    assert resealed.startswith("aesgcm1:") and legacy.signing_secret not in resealed
-    row = reader(db).webhooks.endpoint(scope, legacy.id)
-    assert row is not None and webhook_secrets.signing_secrets(db, row) == [legacy.signing_secret]
-    assert webhook_secrets.seal_plaintext_secrets(db) == 0  # idempotent
     # a sealed value moved to another endpoint's row does not open there
     with db.transaction() as con:
-        con.execute("UPDATE webhook_endpoints SET signing_secret = ? WHERE id = ?", [resealed, created.id])
-    moved = reader(db).webhooks.endpoint(scope, created.id)
+        con.execute("UPDATE webhook_endpoints SET signing_secret = ? WHERE id = ?", [stored["secret"], legacy.id])
+    moved = reader(db).webhooks.endpoint(scope, legacy.id)
     assert moved is not None
     with pytest.raises(ValueError):
         webhook_secrets.signing_secrets(db, moved)

@@ -9,7 +9,8 @@ A backup is a directory (created 0700; every file in it 0600):
 - `rewards.duckdb.secret-key`: the key that seals webhook and TOTP secrets (`store.secret_box`), when the
   database uses a key file. Without it the sealed secrets of the copy never open again. When the operator
   supplies `REWARDS_LAB_SECRET_KEY` instead, the key is not copied (the manifest says so) and the same variable
-  must be set to restore.
+  must be set to restore. Either way the database was opened first, which refuses a key that is not its own
+  (`store/secret_key_check.py`): a backup never copies (or invents) a key that does not open its secrets.
 - `manifest.json`: format, time, source path, size and SHA-256 of the copy, schema version, where the key is.
 
 A file copy (rather than DuckDB's EXPORT DATABASE) keeps everything exactly: tables, views, CHECK constraints,
@@ -27,7 +28,7 @@ from typing import Any
 
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import scalar
-from rewards_lab.store.secret_box import KEY_ENV, KEY_FILE_SUFFIX
+from rewards_lab.store.secret_box import KEY_ENV, KEY_FILE_SUFFIX, SecretKeyError
 
 DATABASE_NAME = "rewards.duckdb"
 KEY_NAME = DATABASE_NAME + KEY_FILE_SUFFIX
@@ -80,6 +81,8 @@ def open_existing(path: Path) -> Database:
         raise BackupError(f"no database at {path}")
     try:
         return Database(path)
+    except SecretKeyError as error:  # the key is missing or not this database's: say so, not "stop serve"
+        raise BackupError(str(error)) from None
     except Exception as error:  # DuckDB's lock error when `serve` (or anything) has the file open
         raise BackupError(f"cannot open {path} ({type(error).__name__}); stop `rewards-lab serve` first") from None
 

@@ -19,30 +19,17 @@ from typing import Any
 import duckdb
 
 from rewards_lab.store.ledger_cache import LedgerCache
+from rewards_lab.store.private_files import (
+    create_private_database,
+    drop_empty_wal,
+    keep_wal_private,
+    narrow_existing_files,
+    wal_path,
+)
 from rewards_lab.store.schema import MIGRATIONS
-from rewards_lab.store.secret_box import SecretBox, key_for_database
+from rewards_lab.store.secret_box import SecretBox, configured_key, key_for_database, key_source
 
 log = logging.getLogger(__name__)
-PRIVATE_FILE_MODE = 0o600
-_PRIVATE_UMASK = 0o077
-
-
-def make_files_private(path: str) -> None:
-    """Files the store creates are readable by their owner only.
-
-    DuckDB creates the database file at connect and deletes and re-creates its write-ahead log (`<db>.wal`) at
-    every checkpoint, with the process's umask, so one `chmod` cannot hold: the process umask gains 077 (from now
-    on every file this process creates is private, which is what a service holding secrets wants) and the files
-    an older version left readable are narrowed to 0600."""
-    os.umask(os.umask(_PRIVATE_UMASK) | _PRIVATE_UMASK)
-    for existing in (Path(path), Path(f"{path}.wal")):
-        try:
-            if existing.stat().st_mode & 0o077:
-                existing.chmod(PRIVATE_FILE_MODE)
-        except FileNotFoundError:
-            continue
-        except PermissionError:  # another user's file: DuckDB says what it thinks of opening it
-            log.warning("cannot make %s private (not its owner)", existing)
 
 
 def utcnow() -> datetime:
@@ -58,12 +45,17 @@ class Database:
     ) -> None:
         """`threads=1` suits the service's many small statements (a second thread only adds hand-off cost);
         analytical users (replay) pass None for DuckDB's default of one thread per core. `secret_key` seals
-        stored secrets (default: `secret_box.key_for_database`)."""
+        stored secrets (default: `secret_box.key_for_database`); a key that is not the database's own is refused
+        with `SecretKeyError` (`store/secret_key_check.py`). A new database file is created 0600 and its
+        write-ahead log kept 0600 (`store/private_files.py`)."""
         self.path = str(path)
-        in_memory = self.path.startswith(":memory:")
-        if not in_memory:
-            make_files_private(self.path)
-        self.secret_box = SecretBox(secret_key if secret_key is not None else key_for_database(self.path))
+        self._in_memory = self.path.startswith(":memory:")
+        key = secret_key if secret_key is not None else configured_key()  # a malformed variable fails first
+        source = "the key given to Database" if secret_key is not None else key_source(self.path)
+        created = False
+        if not self._in_memory:
+            created = create_private_database(Path(self.path))
+            narrow_existing_files(self.path)
         config: dict[str, Any] = {}
         if threads is not None:
             config["threads"] = threads
@@ -76,36 +68,67 @@ class Database:
         self._local = threading.local()
         # Fault injection for crash tests: called by the ledger writer between its statements.
         self.fault_hook: Callable[[str], None] | None = None
-        self.migrate()
-        self.seal_plaintext_secrets()
+        try:
+            self._keep_wal_private()
+            self.migrate()
+            if key is None:
+                key = key_for_database(self.path, may_create=created or not self._key_is_fixed())
+            self.secret_box = SecretBox(key)
+            self._check_key(source)
+            self.seal_plaintext_secrets()
+        except BaseException:
+            self._connection.close()  # a refused key (or anything else) leaves the file free for the next try
+            raise
+
+    def _key_is_fixed(self) -> bool:
+        from rewards_lab.store.secret_key_check import key_is_fixed  # it imports the repositories, which import us
+
+        return key_is_fixed(self._connection)
+
+    def _check_key(self, source: str) -> None:
+        from rewards_lab.store.secret_key_check import check_key
+
+        with self.transaction() as tx:
+            check_key(tx, self.secret_box, path=self.path, source=source)
 
     def seal_plaintext_secrets(self) -> None:
-        """After the migrations: seal secrets that a database written before sealing holds in plain text (a
-        no-op once done). DuckDB leaves an updated row's old version in free blocks of the file until it reuses
-        them, so when anything was sealed the file is rewritten (`_rewrite_file`): no copy of the plain text
-        stays on disk in it."""
+        """After the migrations: seal the TOTP and webhook signing secrets that a database written before sealing
+        holds in plain text (a no-op once done). DuckDB leaves an updated row's old version in free blocks of the
+        file until it reuses them, so when anything was sealed the file is rewritten (`_rewrite_file`): no copy
+        of the plain text stays on disk in it."""
         from rewards_lab.store.accounts import seal_plaintext_totp_secrets  # accounts imports this module
+        from rewards_lab.store.webhooks import seal_plaintext_webhook_secrets
 
         with self.transaction() as tx:
             sealed = seal_plaintext_totp_secrets(tx, self.secret_box)
-        if sealed and not self.path.startswith(":memory:"):
-            self._rewrite_file()
+            sealed += seal_plaintext_webhook_secrets(tx, self.secret_box)
+        if sealed:
+            log.info("sealed %d secrets stored in plain text by an older release", sealed)
+            if not self._in_memory:
+                self._rewrite_file()
+
+    def _keep_wal_private(self) -> None:
+        if not self._in_memory:
+            keep_wal_private(self.path)
 
     def _rewrite_file(self) -> None:
         """Copy every table and view into a fresh file and put it in the old one's place (once, at open)."""
         fresh = f"{self.path}.rewrite"
-        for leftover in (Path(fresh), Path(f"{fresh}.wal")):
+        for leftover in (Path(fresh), wal_path(fresh)):
             leftover.unlink(missing_ok=True)
+        create_private_database(Path(fresh))  # 0600 from the start: it becomes the database file
         con = self._connection
         (name,) = con.execute("SELECT current_database()").fetchone() or ("",)
         quoted = fresh.replace("'", "''")
         con.execute(f"ATTACH '{quoted}' AS rewrite_target")
+        keep_wal_private(fresh)  # the copy's own log, while COPY writes it
         con.execute(f'COPY FROM DATABASE "{name}" TO rewrite_target')
         con.execute("DETACH rewrite_target")
         con.close()
         os.replace(fresh, self.path)
-        Path(f"{self.path}.wal").unlink(missing_ok=True)  # closed cleanly: checkpointed, nothing left to replay
+        wal_path(self.path).unlink(missing_ok=True)  # closed cleanly: checkpointed, nothing left to replay
         self._connection = duckdb.connect(self.path, config=self._config)
+        self._keep_wal_private()
 
     def migrate(self) -> None:
         con = self._connection
@@ -121,6 +144,7 @@ class Database:
                 for statement in statements:
                     tx.execute(statement)
                 tx.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, utcnow()])
+        self._keep_wal_private()
 
     @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -141,6 +165,7 @@ class Database:
                 self.ledger_cache.rollback()
                 raise
             self.ledger_cache.commit()
+            self._keep_wal_private()  # a commit may have checkpointed (and deleted the log)
 
     @contextmanager
     def intake_transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -161,6 +186,7 @@ class Database:
                 con.execute("ROLLBACK")
                 raise
             con.execute("COMMIT")
+            self._keep_wal_private()
 
     @contextmanager
     def intake_cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -169,7 +195,10 @@ class Database:
         with self._intake_lock:
             if self._intake_cursor is None:
                 self._intake_cursor = self._connection.cursor()
-            yield self._intake_cursor
+            try:
+                yield self._intake_cursor
+            finally:
+                self._keep_wal_private()
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         """A cursor for this thread's reads: a snapshot of committed data, outside any write transaction."""
@@ -199,9 +228,14 @@ class Database:
     def checkpoint(self) -> None:
         with self._write_lock:
             self._connection.execute("CHECKPOINT")
+            self._keep_wal_private()  # DuckDB deleted the log
 
     def close(self) -> None:
         with self._write_lock, self._intake_lock:
+            if not self._in_memory:
+                # The empty log the store put in place, unused: removed while DuckDB's lock still keeps other
+                # processes out (a log with content is DuckDB's: it checkpoints and deletes it at close).
+                drop_empty_wal(self.path)
             self._connection.close()
 
     def __enter__(self) -> Database:

@@ -201,7 +201,7 @@ MIGRATIONS.append(
         "webhooks: a rotated-out signing secret with the end of its grace period; attempt errors as coarse classes",
         [
             # Both secret columns hold sealed values (store/secret_box.py); rows from before sealing are sealed by
-            # service.webhook_secrets.seal_plaintext_secrets when the delivery worker starts.
+            # store.webhooks.seal_plaintext_webhook_secrets when the database opens (Database.seal_plaintext_secrets).
             "ALTER TABLE webhook_endpoints ADD COLUMN previous_signing_secret VARCHAR",
             "ALTER TABLE webhook_endpoints ADD COLUMN previous_secret_expires_at TIMESTAMP",
             # Attempts recorded raw network text ("connection failed: [Errno 111] ..."); keep only its class.
@@ -247,6 +247,20 @@ MIGRATIONS.append(
                 created_at TIMESTAMP NOT NULL)""",
             # X-SDK-Version as the client sent it (validated and capped; NULL when absent or malformed).
             "ALTER TABLE request_log ADD COLUMN sdk_version VARCHAR",
+        ],
+    )
+)
+
+MIGRATIONS.append(
+    (
+        13,
+        "secret_key_check: a check value of the key that seals this database's secrets",
+        [
+            # One row: HMAC-SHA256 of a constant under a key derived from the secret key (store/secret_key_check.py).
+            # Written when the database is created (or, for an older one, first opened); a database refuses to
+            # open under a key whose check value differs, instead of sealing new secrets under a second key.
+            """CREATE TABLE secret_key_check (
+                id INTEGER PRIMARY KEY CHECK (id = 1), check_value VARCHAR NOT NULL, written_at TIMESTAMP NOT NULL)""",
         ],
     )
 )

@@ -4,8 +4,11 @@ Webhook signing secrets and TOTP secrets must be usable by the service (it signs
 they cannot be hashed like API keys; they are sealed instead. The key comes from the operator:
 
 - `REWARDS_LAB_SECRET_KEY`: 32 bytes, base64 (standard or url-safe), e.g. `openssl rand -base64 32`;
-- otherwise a key file beside the database (`<db>.secret-key`, created 0600 on first open). That keeps a copied
-  database file unreadable without its key file; production operators set the variable and keep the key elsewhere.
+- otherwise a key file beside the database (`<db>.secret-key`, created 0600 when a NEW database is created, or
+  an older one in which nothing is sealed yet). That keeps a copied database file unreadable without its key
+  file; production operators set the variable and keep the key elsewhere.
+
+The database stores a check value of its key (`store/secret_key_check.py`) and refuses to open under another.
 
 A sealed value is `aesgcm1:<base64url(nonce | ciphertext | tag)>`; the associated data binds it to the row it
 belongs to (for example `webhook:<endpoint id>`), so a sealed value copied to another row does not open.
@@ -59,15 +62,40 @@ def create_private_file(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def key_for_database(path: str) -> bytes:
-    """The operator's key (environment), else the key file beside a database file, else (in memory) a fresh key."""
+def configured_key() -> bytes | None:
+    """The operator's key from `REWARDS_LAB_SECRET_KEY`, or None when the variable is unset or empty."""
     configured = os.environ.get(KEY_ENV)
-    if configured:
-        return parse_key(configured)
+    return parse_key(configured) if configured else None
+
+
+def key_file_path(path: str) -> Path:
+    return Path(path + KEY_FILE_SUFFIX)
+
+
+def key_source(path: str) -> str:
+    """Where `key_for_database` takes the key of `path` from, for messages."""
+    return KEY_ENV if os.environ.get(KEY_ENV) else f"the key file {key_file_path(path)}"
+
+
+def key_for_database(path: str, *, may_create: bool = True) -> bytes:
+    """The operator's key (environment), else the key file beside a database file, else (in memory) a fresh key.
+
+    A missing key file is created only when `may_create` (the database is new, or nothing in it is sealed under
+    any key yet): a database whose secrets were sealed under the variable, opened without it, must not get an
+    invented key that seals new secrets beside old ones no key opens."""
+    configured = configured_key()
+    if configured is not None:
+        return configured
     if path == ":memory:" or path.startswith(":memory:"):
         return secrets.token_bytes(_KEY_BYTES)
-    key_path = Path(path + KEY_FILE_SUFFIX)
+    key_path = key_file_path(path)
     if not key_path.exists():
+        if not may_create:
+            raise SecretKeyError(
+                f"{path} holds secrets sealed under a key that is not here: {KEY_ENV} is not set and there is no "
+                f"key file {key_path}; set {KEY_ENV} to the key this database was created with (or put its key "
+                "file back)"
+            )
         try:
             create_private_file(key_path, new_key_text())
         except FileExistsError:  # another opener won the race: read theirs

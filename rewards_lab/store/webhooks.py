@@ -13,10 +13,31 @@ from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate, scalar
-from rewards_lab.store.secret_box import SEALED_PREFIX
+from rewards_lab.store.secret_box import SEALED_PREFIX, SecretBox, is_sealed
 
 TENANT = "organization_id = ? AND environment = ?"
 DELIVERY_COLUMNS = ("id", "organization_id", "environment", "endpoint_id", "outbox_id", "kind", "body")
+
+
+def webhook_secret_context(endpoint_id: str, *, previous: bool = False) -> str:
+    """The associated data a signing secret is sealed under: `webhook:<endpoint id>`, and `...:previous` for a
+    rotated-out secret in its grace period, so a sealed value copied to another row or column does not open."""
+    return f"webhook:{endpoint_id}:previous" if previous else f"webhook:{endpoint_id}"
+
+
+def seal_plaintext_webhook_secrets(con: duckdb.DuckDBPyConnection, box: SecretBox) -> int:
+    """Seal every webhook signing secret still stored in plain text (a database written before sealing); returns
+    how many endpoints changed. Run by `Database.seal_plaintext_secrets` when the database opens."""
+    repository = WebhookRepository(con)
+    found = repository.endpoints_with_plaintext_secrets()
+    for row in found:
+        endpoint_id, current, previous = str(row["id"]), str(row["signing_secret"]), row["previous_signing_secret"]
+        if not is_sealed(current):
+            current = box.seal(current, context=webhook_secret_context(endpoint_id))
+        if previous is not None and not is_sealed(str(previous)):
+            previous = box.seal(str(previous), context=webhook_secret_context(endpoint_id, previous=True))
+        repository.store_sealed_secrets(endpoint_id, current, previous)
+    return len(found)
 
 
 class WebhookRepository:

@@ -30,7 +30,7 @@ from rewards_lab.service.deliveries import (
     record_outcome,
     status_error_class,
 )
-from rewards_lab.service.webhook_secrets import seal_plaintext_secrets, signing_secrets
+from rewards_lab.service.webhook_secrets import signing_secrets
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
 from rewards_lab.threads import name_os_thread
@@ -148,12 +148,6 @@ class DeliveryWorker:
         return self._thread.is_alive()
 
     def start(self) -> None:
-        try:
-            sealed = seal_plaintext_secrets(self.database)  # a database from before secrets were sealed
-            if sealed:
-                log.info("sealed the signing secrets of %d webhook endpoints", sealed)
-        except Exception:  # noqa: BLE001 - plaintext secrets still sign; the next start tries again
-            log.exception("webhook secrets could not be sealed")
         self._pool = ThreadPoolExecutor(self.settings.concurrency, thread_name_prefix="webhook-send")
         self._connections = new_pool(self.settings)
         self._thread.start()
