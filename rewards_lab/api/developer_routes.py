@@ -114,6 +114,7 @@ async def logout(request: Request) -> Response:
             "path": {"type": "string", "pattern": "^/"},
             "from": {"type": "string", "format": "date-time"},
             "to": {"type": "string", "format": "date-time"},
+            "sdk_version": {"type": "string", "pattern": "^(none|[A-Za-z0-9][A-Za-z0-9._/+-]{0,63})$"},
         },
     ),
 )

@@ -84,7 +84,9 @@ def operation(
     if body is not None:
         REQUEST_MODELS[body.__name__] = body
         schema = {"$ref": f"#/components/schemas/{body.__name__}"}
-        extra["requestBody"] = {"required": True, "content": {"application/json": {"schema": schema}}}
+        # A body whose every field has a default may be left out (parse_body reads no body as `{}`).
+        required = any(field.is_required() for field in body.model_fields.values())
+        extra["requestBody"] = {"required": required, "content": {"application/json": {"schema": schema}}}
     return extra
 
 

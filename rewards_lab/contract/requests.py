@@ -373,7 +373,12 @@ class WebhookSecretRotate(RequestModel):
     """A new signing secret; the previous one keeps signing for `grace_period_s` seconds (0: stops at once).
     The body may be empty."""
 
-    grace_period_s: Annotated[int, Field(ge=0, le=WEBHOOK_ROTATION_MAX_GRACE_S)] = WEBHOOK_ROTATION_GRACE_S
+    grace_period_s: Annotated[
+        int,
+        BeforeValidator(_whole_number),
+        Field(ge=0, le=WEBHOOK_ROTATION_MAX_GRACE_S, strict=True),
+        _whole_number_schema(0, WEBHOOK_ROTATION_MAX_GRACE_S),
+    ] = WEBHOOK_ROTATION_GRACE_S
 
 
 class ApiKeyCreate(RequestModel):
