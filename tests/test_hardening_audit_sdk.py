@@ -86,12 +86,11 @@ def test_usage_breaks_requests_down_by_sdk_version(tmp_path: Path) -> None:
             http.get("/customers/cus_missing", headers={"X-SDK-Version": "acme-node/1.2.3"})  # 404
             http.get("/customers", headers={"X-Request-ID": "usage-marker"})
             _logged(http, "usage-marker")
-            for _ in range(50):  # the polls above are logged too (without a version): wait until all are in
-                usage = http.get("/developer/usage").json()["data"]
-                versions = {v["sdk_version"]: v for v in usage["sdk_versions"]}
-                if sum(v["total"] for v in versions.values()) == usage["requests"]["total"]:
-                    break
-                time.sleep(0.1)
+            # the marker is logged, so every request before it is too (the log keeps arrival order); the polls
+            # of `_logged` (no version either) may or may not be in yet
+            usage = http.get("/developer/usage").json()["data"]
+            versions = {v["sdk_version"]: v for v in usage["sdk_versions"]}
+            assert sum(v["total"] for v in versions.values()) == usage["requests"]["total"]
         assert versions[SDK_VERSION]["total"] == 3 and versions[SDK_VERSION]["by_status_class"] == {"2xx": 3}
         assert versions["acme-node/1.2.3"] == {
             "sdk_version": "acme-node/1.2.3",
@@ -100,7 +99,7 @@ def test_usage_breaks_requests_down_by_sdk_version(tmp_path: Path) -> None:
             "last_seen_at": versions["acme-node/1.2.3"]["last_seen_at"],
         }
         assert versions["acme-node/1.2.3"]["last_seen_at"] is not None
-        assert versions[None]["total"] >= 2  # the marker and the polls sent no version
+        assert versions[None]["total"] >= 1  # the marker (and the polls logged so far) sent no version
         assert list(versions)[-1] is None  # requests without a version come last
     finally:
         live.stop()
