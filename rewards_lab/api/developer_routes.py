@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -96,6 +97,16 @@ async def logout(request: Request) -> Response:
     return success(result, request_id_of(request))
 
 
+async def _newest_first(request: Request, service: Callable[..., Any], **filters: str | None) -> Response:
+    """A page of a log-like listing (LOGS_VIEW), newest first unless `direction` says otherwise."""
+    principal = _authorised(request, Permission.LOGS_VIEW)
+    page = _page(request)
+    if "direction" not in request.query_params:
+        page = replace(page, direction="desc")
+    result = await run_in_threadpool(service, database_of(request), principal.scope, page, **filters)
+    return _list(result, request)
+
+
 @router.get(
     "/developer/logs",
     openapi_extra=operation(Permission.LOGS_VIEW, errors=(*PAGE_CODES, "period_invalid"))
@@ -119,16 +130,10 @@ async def logout(request: Request) -> Response:
     ),
 )
 async def list_request_logs(request: Request) -> Response:
-    principal = _authorised(request, Permission.LOGS_VIEW)
     query = request.query_params
-    page = _page(request)
-    if "direction" not in query:
-        page = replace(page, direction="desc")  # newest first unless asked otherwise
-    result = await run_in_threadpool(
+    return await _newest_first(
+        request,
         request_log.list_logs,
-        database_of(request),
-        principal.scope,
-        page,
         status=query.get("status"),
         path=query.get("path"),
         request_id=query.get("request_id"),
@@ -136,7 +141,6 @@ async def list_request_logs(request: Request) -> Response:
         until=query.get("to"),
         sdk_version=query.get("sdk_version"),
     )
-    return _list(result, request)
 
 
 @router.get(
@@ -174,19 +178,12 @@ def _enumerated(declared: dict[str, Any], **choices: tuple[str, ...]) -> dict[st
 )
 async def list_auth_audit(request: Request) -> Response:
     """Authentication events (logins, logouts, API key changes, 401 and 403 answers), durable and complete."""
-    principal = _authorised(request, Permission.LOGS_VIEW)
     query = request.query_params
-    page = _page(request)
-    if "direction" not in query:
-        page = replace(page, direction="desc")  # newest first unless asked otherwise
-    result = await run_in_threadpool(
+    return await _newest_first(
+        request,
         auth_audit.list_audit,
-        database_of(request),
-        principal.scope,
-        page,
         kind=query.get("kind"),
         outcome=query.get("outcome"),
         since=query.get("from"),
         until=query.get("to"),
     )
-    return _list(result, request)

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.queries import Row, RowPage, fetch_one, paginate
+from rewards_lab.store.queries import Row, RowPage, created_between, fetch_one, paginate
 
 COLUMNS = (
     "id",
@@ -72,12 +72,7 @@ class AuthAuditRepository:
             if value is not None:
                 clauses.append(f"{column} = ?")
                 params.append(value)
-        if where.since is not None:
-            clauses.append("created_at >= ?")
-            params.append(where.since)
-        if where.until is not None:
-            clauses.append("created_at < ?")
-            params.append(where.until)
+        created_between(clauses, params, where.since, where.until)
         select_sql = f"SELECT * FROM auth_audit WHERE {' AND '.join(clauses)}"
         return paginate(
             self.con, list_name="auth_audit", select_sql=select_sql, params=params, page=page, sort="created_at"

@@ -35,6 +35,16 @@ class RowPage:
     has_more: bool
 
 
+def created_between(clauses: list[str], params: list[Any], since: Any, until: Any) -> None:
+    """Append `since <= created_at < until` (either bound optional) to a WHERE being built."""
+    if since is not None:
+        clauses.append("created_at >= ?")
+        params.append(since)
+    if until is not None:
+        clauses.append("created_at < ?")
+        params.append(until)
+
+
 def _keyset(column: str, direction: str, sort_value: Any) -> str:
     """The rows after the cursor's (sort value, id) in the page order, NULL sort values included.
 

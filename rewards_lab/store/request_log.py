@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.queries import Row, RowPage, fetch_all, paginate
+from rewards_lab.store.queries import Row, RowPage, created_between, fetch_all, paginate
 
 COLUMNS = (
     "id",
@@ -111,12 +111,7 @@ class RequestLogRepository:
         elif where.sdk_version is not None:
             clauses.append("sdk_version = ?")
             params.append(where.sdk_version)
-        if where.since is not None:
-            clauses.append("created_at >= ?")
-            params.append(where.since)
-        if where.until is not None:
-            clauses.append("created_at < ?")
-            params.append(where.until)
+        created_between(clauses, params, where.since, where.until)
         select_sql = f"SELECT * FROM request_log WHERE {' AND '.join(clauses)}"
         return paginate(
             self.con, list_name="request_log", select_sql=select_sql, params=params, page=page, sort="created_at"
