@@ -148,7 +148,7 @@ def _prepare(db: Path, customers_n: int) -> tuple[dict[str, object], str]:
     """Bootstrap (enterprise plan, limit set high), then customers, wallets, an asset and a published rule."""
     boot = json.loads(
         subprocess.run(
-            [sys.executable, "-m", "rewards_lab.cli", "bootstrap", "--db", str(db), "--org", "bench"]
+            [sys.executable, "-m", "rewards_lab.cli.main", "bootstrap", "--db", str(db), "--org", "bench"]
             + ["--plan", "enterprise", "--rate-limit", "100000000"],
             check=True,
             capture_output=True,
@@ -261,7 +261,7 @@ def _stored_within_bounds(figures: dict[str, object], load: Load, received: int)
 def ours(folder: Path, load: Load, customers_n: int) -> dict[str, object]:
     db = folder / "service.duckdb"
     boot, probe_wallet = _prepare(db, customers_n)
-    command = [sys.executable, "-m", "rewards_lab.cli", "serve", "--db", str(db)]
+    command = [sys.executable, "-m", "rewards_lab.cli.main", "serve", "--db", str(db)]
     figures, probe_ms = _serve_under_load(command, free_port(), _headers(boot), load, customers_n, probe_wallet)
     with Database(db) as database:
         (received, processed, executions, distinct_events, lag_p50, lag_p99) = (

@@ -102,8 +102,8 @@ class Stages:
 
 
 def measure_replay(path: Path, ceiling: str | None, output: bool) -> dict[str, object]:
-    from rewards_lab.lab.programme_file import load_programme
-    from rewards_lab.lab.replay import STEPS, replay
+    from rewards_lab.contract.programme_file import load_programme
+    from rewards_lab.replay.engine import STEPS, replay
 
     definition = load_programme(PROGRAMME)
     if ceiling is not None:

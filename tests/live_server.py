@@ -74,7 +74,7 @@ class LiveServer:
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "rewards_lab.cli", *args]
+    return [sys.executable, "-m", "rewards_lab.cli.main", *args]
 
 
 def free_port() -> int:

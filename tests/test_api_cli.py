@@ -17,8 +17,8 @@ from unittest import mock
 
 import pytest
 
-from rewards_lab.cli import main
-from rewards_lab.webhooks import SIGNATURE_HEADER, verify
+from rewards_lab.cli.main import main
+from rewards_lab.contract.webhook_signatures import SIGNATURE_HEADER, verify
 from tests.live_server import LiveServer, cli, start_server
 
 OWNER_EMAIL = "owner@example.com"

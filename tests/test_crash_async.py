@@ -23,7 +23,7 @@ import duckdb
 import httpx
 import pytest
 
-from rewards_lab.webhooks import SIGNATURE_HEADER, verify
+from rewards_lab.contract.webhook_signatures import SIGNATURE_HEADER, verify
 from tests.live_server import LiveServer, cli, free_port, start_server
 from tests.webhook_receiver import Receiver, ok, rewarding_world, serve_again, wait_until
 

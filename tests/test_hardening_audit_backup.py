@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 
-from rewards_lab.demo import main as demo
+from rewards_lab.cli.demo import main as demo
 from rewards_lab.store.backup import DATABASE_NAME, KEY_NAME, MANIFEST_NAME
 from rewards_lab.store.database import Database
 from tests.live_server import cli

@@ -38,7 +38,7 @@ def broken(original):
     return raising
 customers.get_customer = broken(customers.get_customer)
 knowledge.search = broken(knowledge.search)
-from rewards_lab.cli import main
+from rewards_lab.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -24,12 +24,7 @@ from hypothesis import strategies as st
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import webhook_secrets
-from rewards_lab.service import webhooks as hooks
-from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.schema import MIGRATIONS
-from rewards_lab.store.uow import reader
-from rewards_lab.webhooks import (
+from rewards_lab.contract.webhook_signatures import (
     SIGNATURE_HEADER,
     TIMESTAMPED_SIGNATURE_HEADER,
     sign,
@@ -37,6 +32,11 @@ from rewards_lab.webhooks import (
     verify,
     verify_timestamped,
 )
+from rewards_lab.service import webhook_secrets
+from rewards_lab.service import webhooks as hooks
+from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.schema import MIGRATIONS
+from rewards_lab.store.uow import reader
 from tests.live_server import LiveServer, bootstrap, cli, free_port, spawn, start_server, wait_until_serving
 from tests.webhook_receiver import Receiver, ok
 

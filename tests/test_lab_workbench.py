@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.lab.programme_file import load_programme
+from rewards_lab.contract.programme_file import load_programme
 from rewards_lab.lab.workbench import Lab
 from rewards_lab.store.verification import verify_ledger
 

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rewards_lab.contract.requests import PerRateAmount
-from rewards_lab.lab.programme_file import (
+from rewards_lab.contract.programme_file import (
     ProgrammeFileError,
     diff_programmes,
     dumps_programme,
@@ -16,6 +15,7 @@ from rewards_lab.lab.programme_file import (
     loads_programme,
     save_programme,
 )
+from rewards_lab.contract.requests import PerRateAmount
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "data" / "programmes").glob("*.json"))
 RULE_1_ASSET = "rules[1].actions[0].asset_id"

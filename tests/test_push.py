@@ -16,7 +16,7 @@ import pytest
 
 from rewards_lab.client import ApiConnectionError, AuthorizationError, RetryPolicy, RewardsClient
 from rewards_lab.contract import resources as r
-from rewards_lab.lab.programme_file import ProgrammeDefinition, load_programme, save_programme
+from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme, save_programme
 from rewards_lab.lab.push import apply, make_plan, push
 from rewards_lab.lab.push_verify import sample_events, verify
 from tests.live_server import LiveServer, cli, start_server

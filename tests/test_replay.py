@@ -15,11 +15,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rewards_lab.cli import main
+from rewards_lab.cli.main import main
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.lab.programme_file import ProgrammeDefinition, parse_programme, save_programme
-from rewards_lab.lab.replay import ISSUANCE_COLUMNS, ReplayResult, replay
+from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme, save_programme
 from rewards_lab.lab.synthetic import generate_events
+from rewards_lab.replay.engine import ISSUANCE_COLUMNS, ReplayResult, replay
 
 T0 = datetime(2026, 4, 1, 9, 0, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parent.parent
@@ -402,8 +402,7 @@ def test_the_committed_sample_replays_through_the_example_programmes() -> None:
 
 # sweeps --------------------------------------------------------------------------------------------------------
 def test_sweep_agrees_with_separate_replays_at_every_grid_point() -> None:
-    from rewards_lab.lab.replay import sweep
-    from rewards_lab.lab.replay_sweep import with_values
+    from rewards_lab.replay.sweep import sweep, with_values
 
     events = generate_events(3000, 200, seed=11)
     programme = parse_programme(
@@ -441,7 +440,7 @@ def test_sweep_agrees_with_separate_replays_at_every_grid_point() -> None:
 
 
 def test_sweep_keys_must_name_a_value_of_the_programme() -> None:
-    from rewards_lab.lab.replay import sweep
+    from rewards_lab.replay.sweep import sweep
 
     with pytest.raises(ServiceError) as caught:
         sweep(pd.DataFrame(STREAM), _programme(), {"rules[5].actions[0].amount.rate": [1]})
@@ -483,7 +482,7 @@ def test_ceiling_resolution_matches_a_plain_loop(seed: int) -> None:
     """The numpy rounds of replay_ceiling.resolve against the ledger's rule applied one issuance at a time."""
     import numpy as np
 
-    from rewards_lab.lab.replay_ceiling import resolve
+    from rewards_lab.replay.ceiling import resolve
 
     rng = np.random.default_rng(seed)
     amounts = np.concatenate([rng.integers(1, 50, 6000), rng.integers(1, 3, 6000), rng.integers(40, 500, 3000)])

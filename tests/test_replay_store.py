@@ -1,4 +1,4 @@
-"""The replay's stored form (one row per event, rewards_lab.lab.replay_store) against an independent computation:
+"""The replay's stored form (one row per event, rewards_lab.replay.store) against an independent computation:
 the issuance rows its view unnests equal the per-rule-action SELECTs (one row per candidate issuance, the form the
 replay used before and the sweep still uses), and the statuses equal the ceiling resolved over every amount in
 `seq` order; plus the processing order read from Parquet and Arrow timestamps."""
@@ -17,14 +17,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.lab import replay_store
-from rewards_lab.lab.programme_file import ProgrammeDefinition, load_programme, parse_programme
-from rewards_lab.lab.replay import ReplayResult, candidate_selects, python_rows, replay
-from rewards_lab.lab.replay_ceiling import resolve
-from rewards_lab.lab.replay_inputs import open_events
-from rewards_lab.lab.replay_order import input_in_order, order_events
-from rewards_lab.lab.replay_sql import TOO_LARGE, compile_programme, referenced_fields, rule_specs
+from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme, parse_programme
 from rewards_lab.lab.synthetic import ALL_TYPES, generate_events
+from rewards_lab.replay import store as replay_store
+from rewards_lab.replay.ceiling import resolve
+from rewards_lab.replay.engine import ReplayResult, candidate_selects, python_rows, replay
+from rewards_lab.replay.inputs import open_events
+from rewards_lab.replay.order import input_in_order, order_events
+from rewards_lab.replay.sql import TOO_LARGE, compile_programme, referenced_fields, rule_specs
 from tests.test_replay import _check_summaries
 
 ROOT = Path(__file__).resolve().parent.parent

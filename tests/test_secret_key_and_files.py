@@ -23,10 +23,16 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from rewards_lab.cli.demo import main as demo
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.demo import main as demo
+from rewards_lab.contract.webhook_signatures import (
+    SIGNATURE_HEADER,
+    TIMESTAMPED_SIGNATURE_HEADER,
+    verify,
+    verify_timestamped,
+)
 from rewards_lab.service import organizations, webhook_secrets
 from rewards_lab.service import webhooks as hooks
 from rewards_lab.service.deliveries import DeliverySettings
@@ -36,7 +42,6 @@ from rewards_lab.store.backup import MANIFEST_NAME
 from rewards_lab.store.database import Database
 from rewards_lab.store.secret_box import KEY_ENV, KEY_FILE_SUFFIX, SecretKeyError, is_sealed, new_key_text
 from rewards_lab.store.uow import reader
-from rewards_lab.webhooks import SIGNATURE_HEADER, TIMESTAMPED_SIGNATURE_HEADER, verify, verify_timestamped
 from rewards_lab.worker.deliveries import DeliveryWorker
 from tests.live_server import cli, free_port
 from tests.webhook_receiver import Receiver

@@ -5,10 +5,10 @@ from __future__ import annotations
 from decimal import Decimal
 from pathlib import Path
 
+from rewards_lab.cli.demo import run_standard_loop
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.validation import validate
-from rewards_lab.demo import run_standard_loop
 from rewards_lab.service import events, ledger, programmes
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger

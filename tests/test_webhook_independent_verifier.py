@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rewards_lab.webhooks import SIGNATURE_HEADER, TIMESTAMPED_SIGNATURE_HEADER, sign_timestamped
+from rewards_lab.contract.webhook_signatures import SIGNATURE_HEADER, TIMESTAMPED_SIGNATURE_HEADER, sign_timestamped
 from tests.live_server import LiveServer, start_server
 from tests.webhook_receiver import Receiver, ok, rewarding_world
 

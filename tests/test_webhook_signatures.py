@@ -8,7 +8,7 @@ import hmac
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rewards_lab.webhooks import sign, verify
+from rewards_lab.contract.webhook_signatures import sign, verify
 
 SECRET = "whsec_test_secret"
 

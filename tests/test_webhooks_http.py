@@ -15,7 +15,13 @@ from typing import Any
 import httpx
 import pytest
 
-from rewards_lab.webhooks import SIGNATURE_HEADER, TIMESTAMPED_SIGNATURE_HEADER, sign, sign_timestamped, verify
+from rewards_lab.contract.webhook_signatures import (
+    SIGNATURE_HEADER,
+    TIMESTAMPED_SIGNATURE_HEADER,
+    sign,
+    sign_timestamped,
+    verify,
+)
 from tests.live_server import LiveServer, bootstrap, free_port, start_server
 from tests.webhook_receiver import Receiver, ok, rewarding_world, wait_until
 

@@ -45,7 +45,7 @@ class LocalService:
 
 
 def _command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "rewards_lab.cli", *args]
+    return [sys.executable, "-m", "rewards_lab.cli.main", *args]
 
 
 def _free_port() -> int:

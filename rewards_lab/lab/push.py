@@ -20,7 +20,7 @@ from typing import Any, Literal
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
-from rewards_lab.lab.programme_file import FileRule, ProgrammeDefinition
+from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition
 
 StepKind = Literal["create_asset", "activate_asset", "create_programme", "remove_rule", "add_rule", "publish"]
 MAX_APPLY_ROUNDS = 3

@@ -15,9 +15,9 @@ from typing import Any
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
+from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.rules import RuleVerdict, compile_rule, evaluate_rule
-from rewards_lab.lab.programme_file import FileRule, ProgrammeDefinition
 from rewards_lab.lab.push import PushError, live_fingerprint, make_plan
 
 PER_FIELD_VALUES = (Decimal("42.50"), Decimal("0.07"), Decimal("1000"), Decimal("19.99"))

@@ -21,8 +21,8 @@ from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.requests import FixedAmount, Operator
 from rewards_lab.lab import forecast, plots
-from rewards_lab.lab.replay import ReplayResult
 from rewards_lab.lab.workbench import LabProgramme, describe_rule
+from rewards_lab.replay.engine import ReplayResult
 
 NEW_RULE = -1
 OPERATORS = [op.value for op in Operator]

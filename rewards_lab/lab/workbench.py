@@ -20,11 +20,7 @@ from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest
-from rewards_lab.contract.scope import Scope
-from rewards_lab.contract.validation import validate
-from rewards_lab.domain.rules import evaluate_rules
-from rewards_lab.lab.event_rows import EventRow, event_rows
-from rewards_lab.lab.programme_file import (
+from rewards_lab.contract.programme_file import (
     FileAction,
     FileRule,
     ProgrammeDefinition,
@@ -34,7 +30,12 @@ from rewards_lab.lab.programme_file import (
     load_programme,
     save_programme,
 )
-from rewards_lab.lab.replay import ReplayResult, replay, sweep
+from rewards_lab.contract.scope import Scope
+from rewards_lab.contract.validation import validate
+from rewards_lab.domain.rules import evaluate_rules
+from rewards_lab.lab.event_rows import EventRow, event_rows
+from rewards_lab.replay.engine import ReplayResult, replay
+from rewards_lab.replay.sweep import sweep
 from rewards_lab.service import assets, organizations, programmes, simulation
 from rewards_lab.store.database import Database
 

@@ -34,7 +34,7 @@ from rewards_lab.store.auth_audit import AuditFilter, AuthAuditRepository
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
 from rewards_lab.store.uow import Repositories, reader, unit_of_work
-from rewards_lab.threads import name_os_thread
+from rewards_lab.worker.thread_names import name_os_thread
 
 log = logging.getLogger(__name__)
 Outcome = Literal["succeeded", "failed"]

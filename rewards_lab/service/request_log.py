@@ -33,7 +33,7 @@ from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
 from rewards_lab.store.request_log import NO_SDK_VERSION, LogFilter
 from rewards_lab.store.uow import reader, unit_of_work
-from rewards_lab.threads import name_os_thread
+from rewards_lab.worker.thread_names import name_os_thread
 
 log = logging.getLogger(__name__)
 FLUSH_INTERVAL_S = 1.0

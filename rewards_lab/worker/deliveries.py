@@ -20,6 +20,12 @@ from datetime import datetime
 
 import httpcore
 
+from rewards_lab.contract.webhook_signatures import (
+    SIGNATURE_HEADER,
+    TIMESTAMPED_SIGNATURE_HEADER,
+    sign,
+    sign_timestamped,
+)
 from rewards_lab.service.deliveries import (
     FAN_OUT_BATCH,
     AttemptOutcome,
@@ -33,8 +39,6 @@ from rewards_lab.service.deliveries import (
 from rewards_lab.service.webhook_secrets import signing_secrets
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
-from rewards_lab.threads import name_os_thread
-from rewards_lab.webhooks import SIGNATURE_HEADER, TIMESTAMPED_SIGNATURE_HEADER, sign, sign_timestamped
 from rewards_lab.worker.circuit_breaker import CircuitBreakers
 from rewards_lab.worker.safe_transport import (
     BlockedAddress,
@@ -44,6 +48,7 @@ from rewards_lab.worker.safe_transport import (
     TLSFailed,
     attempt_deadline,
 )
+from rewards_lab.worker.thread_names import name_os_thread
 
 log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.05

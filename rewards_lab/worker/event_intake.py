@@ -21,7 +21,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.service.events import PreparedEvent, store_prepared
 from rewards_lab.store.database import Database
 from rewards_lab.store.queries import Row
-from rewards_lab.threads import name_os_thread
+from rewards_lab.worker.thread_names import name_os_thread
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_BATCH = 2000

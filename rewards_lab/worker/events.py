@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from rewards_lab.service.events import DEFAULT_BATCH_SIZE, process_pending
 from rewards_lab.store.database import Database
-from rewards_lab.threads import name_os_thread
+from rewards_lab.worker.thread_names import name_os_thread
 
 log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.05

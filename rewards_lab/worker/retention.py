@@ -8,7 +8,7 @@ from datetime import datetime
 
 from rewards_lab.service.retention import RetentionReport, RetentionSettings, run_once
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.threads import name_os_thread
+from rewards_lab.worker.thread_names import name_os_thread
 
 log = logging.getLogger(__name__)
 

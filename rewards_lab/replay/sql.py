@@ -15,10 +15,10 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 
+from rewards_lab.contract.programme_file import ProgrammeDefinition
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR, parse_amount
 from rewards_lab.domain.rules import ActionSpec, ConditionSpec, RuleSpec
-from rewards_lab.lab.programme_file import ProgrammeDefinition
-from rewards_lab.lab.replay_inputs import NUMBER_RE, SIMPLE_RE, EventSource, FieldSource, literal
+from rewards_lab.replay.inputs import NUMBER_RE, SIMPLE_RE, EventSource, FieldSource, literal
 
 TOO_LARGE = -1  # the amount column's marker for an action refused as amount_too_large
 _SQL_OPERATORS = {"gte": ">=", "gt": ">", "lte": "<=", "lt": "<", "eq": "=", "neq": "<>"}

@@ -1,10 +1,10 @@
 """Replay an event history through a programme, vectorised in DuckDB, with the live engine's exact results.
 
 Events are processed in `occurred_at` order, ties by input order; within an event, rules in file order and actions
-in rule order (that is `seq`). Every rule's conditions and amounts run as set-based SQL (rewards_lab.lab.replay_sql)
-into one stored row per event (rewards_lab.lab.replay_store); the few rows SQL cannot read exactly are evaluated by
+in rule order (that is `seq`). Every rule's conditions and amounts run as set-based SQL (rewards_lab.replay.sql)
+into one stored row per event (rewards_lab.replay.store); the few rows SQL cannot read exactly are evaluated by
 the live engine's own Python functions. The asset's supply ceiling is then enforced in `seq` order from
-`opening_supply` (rewards_lab.lab.replay_store, rewards_lab.lab.replay_ceiling). Customers are
+`opening_supply` (rewards_lab.replay.store, rewards_lab.replay.ceiling). Customers are
 assumed to exist with a reward wallet; each input row is one event (no deduplication of external_event_id).
 """
 
@@ -14,7 +14,7 @@ import itertools
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import partial
@@ -28,14 +28,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
 from rewards_lab.domain.rules import evaluate_rules
-from rewards_lab.lab import replay_store as store
-from rewards_lab.lab.programme_file import ProgrammeDefinition, load_programme
-from rewards_lab.lab.replay_inputs import ROW, EventSource, literal, open_events
-from rewards_lab.lab.replay_order import order_events
-from rewards_lab.lab.replay_sql import TOO_LARGE, CompiledProgramme, compile_programme, referenced_fields, rule_specs
-from rewards_lab.lab.replay_store import DAY_US
+from rewards_lab.replay import store
+from rewards_lab.replay.inputs import ROW, EventSource, literal, open_events
+from rewards_lab.replay.order import order_events
+from rewards_lab.replay.sql import TOO_LARGE, CompiledProgramme, compile_programme, referenced_fields, rule_specs
+from rewards_lab.replay.store import DAY_US
 
 Progress = Callable[[int, int], None] | bool | None
 _names = itertools.count()
@@ -93,7 +93,7 @@ def parse_supply(value: Decimal | int | str, decimals: int, field_name: str = "o
 @dataclass
 class ReplayResult:
     """The outcome of a replay. Stored as one row per event with the amounts of its rules' actions
-    (rewards_lab.lab.replay_store); the summaries group those rows, and the `issuances` relation unnests them
+    (rewards_lab.replay.store); the summaries group those rows, and the `issuances` relation unnests them
     into one row per issuance, with the status, the event's columns and the rule."""
 
     definition: ProgrammeDefinition
@@ -317,16 +317,3 @@ def replay(
         _layout=lay,
         _boundary=boundary,
     )
-
-
-def sweep(
-    events: Any,
-    programme: ProgrammeDefinition | str | Path,
-    grid: dict[str, Sequence[Any]],
-    *,
-    opening_supply: Decimal | int | str = 0,
-) -> pd.DataFrame:
-    """One programme over a grid of parameter values in one vectorised pass (see rewards_lab.lab.replay_sweep)."""
-    from rewards_lab.lab.replay_sweep import sweep as run  # imported late: replay_sweep builds on this module
-
-    return run(events, programme, grid, opening_supply=opening_supply)

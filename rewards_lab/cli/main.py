@@ -17,7 +17,7 @@ LOCAL_PROXIES = "127.0.0.1,::1"
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from rewards_lab.demo import main as demo
+    from rewards_lab.cli.demo import main as demo
 
     demo(args.db)
     return 0
@@ -164,7 +164,7 @@ def _contract_export(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     """Replay an event history through a programme file; write the issuances and print a short summary."""
     from rewards_lab.contract.errors import ServiceError
-    from rewards_lab.lab.replay import replay
+    from rewards_lab.replay.engine import replay
 
     try:
         result = replay(args.events, args.programme, opening_supply=args.opening_supply)
@@ -269,7 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _client_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Commands that act on a live /v1 deployment through rewards_lab.client (key from $REWARDS_API_KEY)."""
-    from rewards_lab import cli_api, cli_push
+    from rewards_lab.cli import api as cli_api
+    from rewards_lab.cli import push as cli_push
 
     cli_push.configure(commands.add_parser("push", help="push a programme file to a live /v1 deployment"))
     cli_api.configure(commands.add_parser("api", help="call the /v1 API: one subcommand per operation"))
@@ -277,7 +278,7 @@ def _client_commands(commands: argparse._SubParsersAction[argparse.ArgumentParse
 
 def _operator_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`retention`, `backup` and `restore`: over a database file no service has open."""
-    from rewards_lab import cli_ops
+    from rewards_lab.cli import ops as cli_ops
 
     cli_ops.configure(commands)
 

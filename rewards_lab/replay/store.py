@@ -11,7 +11,7 @@ projection over the events, one CASE branch per event type, like a hand-written 
 once, and the summaries group events (10M in the benchmark), not issuances (25.8M). A STRUCT is stored as one
 column per field, so a summary reads an amount as a plain column.
 
-Derived from it (rewards_lab.lab.replay puts them together):
+Derived from it (rewards_lab.replay.engine puts them together):
 - `{name}_cand`: per day and slot, the candidate issuances (sum and count of the positive amounts) and the
   refusals as too large, from one GROUP BY day, a.k over the stored rows;
 - the supply ceiling (`enforce_ceiling`): the boundary day, on which the first refusal falls, and `{name}_kept`,
@@ -29,9 +29,9 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from rewards_lab.lab.replay_ceiling import first_over, resolve
-from rewards_lab.lab.replay_inputs import literal
-from rewards_lab.lab.replay_sql import TOO_LARGE, CompiledProgramme
+from rewards_lab.replay.ceiling import first_over, resolve
+from rewards_lab.replay.inputs import literal
+from rewards_lab.replay.sql import TOO_LARGE, CompiledProgramme
 
 DAY_US = 86_400_000_000
 _FIRST_CHUNK, _LAST_CHUNK = 50_000, 3_200_000  # events fetched at a time after the first refusal
@@ -324,7 +324,7 @@ def issuances_sql(
     amount: Callable[[str], str],
     positions: tuple[int, int] | None = None,
 ) -> str:
-    """SQL of the `issuances` view: one row per attempted issuance (rewards_lab.lab.replay.ISSUANCE_COLUMNS);
+    """SQL of the `issuances` view: one row per attempted issuance (rewards_lab.replay.engine.ISSUANCE_COLUMNS);
     `amount` turns the SQL of minor units into the exact DECIMAL; `positions` (from, to): only those events."""
     some = "" if positions is None else f" AND p.pos >= {positions[0]} AND p.pos < {positions[1]}"
     events = (

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from rewards_lab.cli_common import (
+from rewards_lab.cli.common import (
     EXIT_API_ERROR,
     EXIT_USAGE,
     UsageError,
@@ -39,7 +39,7 @@ def _confirmed(args: argparse.Namespace) -> bool:
 def run(args: argparse.Namespace) -> int:
     from rewards_lab.client import ApiError
     from rewards_lab.contract.errors import ServiceError
-    from rewards_lab.lab.programme_file import load_programme
+    from rewards_lab.contract.programme_file import load_programme
     from rewards_lab.lab.push import PushError, apply, make_plan
     from rewards_lab.lab.push_verify import verify
 

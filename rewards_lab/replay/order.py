@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.lab.replay_inputs import ROW, EventSource
+from rewards_lab.replay.inputs import ROW, EventSource
 
 _MISSING = "every event needs an occurred_at"
 

@@ -23,14 +23,14 @@ import pandas as pd
 import pyarrow as pa
 
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme
 from rewards_lab.domain.money import parse_ceiling, to_decimal
-from rewards_lab.lab.programme_file import ProgrammeDefinition, parse_programme
-from rewards_lab.lab.replay import candidate_selects, definition_of, parse_supply, python_rows
-from rewards_lab.lab.replay_ceiling import resolve
-from rewards_lab.lab.replay_inputs import open_events
-from rewards_lab.lab.replay_order import order_events
-from rewards_lab.lab.replay_sql import compile_programme, referenced_fields, rule_specs
-from rewards_lab.lab.replay_store import DAY_US
+from rewards_lab.replay.ceiling import resolve
+from rewards_lab.replay.engine import candidate_selects, definition_of, parse_supply, python_rows
+from rewards_lab.replay.inputs import open_events
+from rewards_lab.replay.order import order_events
+from rewards_lab.replay.sql import compile_programme, referenced_fields, rule_specs
+from rewards_lab.replay.store import DAY_US
 
 _PATH_PART = re.compile(r"([A-Za-z_]+)((?:\[\d+\])*)")
 _EPOCH = np.datetime64("1970-01-01", "D")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from rewards_lab.cli_common import (
+from rewards_lab.cli.common import (
     EXIT_API_ERROR,
     EXIT_USAGE,
     UsageError,
@@ -475,7 +475,7 @@ def _execute(command: Command, client: Any, args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rewards_lab.cli_table import render
+    from rewards_lab.cli.table import render
     from rewards_lab.client import ApiError
     from rewards_lab.contract import jsonutil
 

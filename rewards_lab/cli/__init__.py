@@ -1,0 +1,1 @@
+"""The `rewards-lab` command line."""

@@ -1,0 +1,1 @@
+"""The replay engine: a programme run over a history of events, without a live service."""
