@@ -248,6 +248,20 @@ def _simulation_html(outcome: r.Simulation) -> str:
     return f"<p><b>issues {html.escape(totals)}</b></p><table>{head}{''.join(rows)}</table>"
 
 
+REPLAY_HINT = "<i>choose a version and a date range, then <b>replay</b>: the plots appear here</i>"
+
+
+def _plot_image() -> w.Image:
+    """An image widget hidden while it has no plot: an empty Image renders as a broken image in the browser."""
+    return w.Image(format="png", layout=w.Layout(display="none"))
+
+
+def _show(image: w.Image, png: bytes) -> None:
+    """Set a plot image; an empty one is hidden rather than drawn broken."""
+    image.value = png
+    image.layout.display = None if png else "none"
+
+
 class ReplayExplorer(Panel):
     """Replay a history (a DataFrame) through a version over a date range; optionally compare with a second
     version; plots liability with its projection, issuance per rule, and the comparison."""
@@ -263,10 +277,10 @@ class ReplayExplorer(Panel):
         self.end = w.DatePicker(description="to", value=days.max())
         self.days_ahead = w.IntSlider(description="project days", value=30, min=7, max=365)
         self.run = w.Button(description="replay", button_style="primary")
-        self.summary = w.HTML()
-        self.cumulative = w.Image(format="png")
-        self.per_rule = w.Image(format="png")
-        self.comparison = w.Image(format="png")
+        self.summary = w.HTML(REPLAY_HINT)
+        self.cumulative = _plot_image()
+        self.per_rule = _plot_image()
+        self.comparison = _plot_image()
         self.result: ReplayResult | None = None
         self.compared: forecast.Comparison | None = None
         self.run.on_click(lambda _: _guard(self.summary, self._run))
@@ -309,15 +323,15 @@ class ReplayExplorer(Panel):
         self.result = self.programme.replay(events, version=self.version.value, opening_supply=self.opening_supply)
         h = forecast.history(self.result, label=f"version {self.version.value}")
         projection = forecast.project(h, days=self.days_ahead.value) if not h.issued_rows.empty else None
-        self.cumulative.value = plots.png(plots.cumulative(h, projection))
-        self.per_rule.value = plots.png(plots.per_rule(h))
+        _show(self.cumulative, plots.png(plots.cumulative(h, projection)))
+        _show(self.per_rule, plots.png(plots.per_rule(h)))
         self.compared = None
-        self.comparison.value = b""
+        _show(self.comparison, b"")
         if self.compare_with.value is not None:
             other = self.programme.replay(events, version=self.compare_with.value, opening_supply=self.opening_supply)
             labels = (f"version {self.version.value}", f"version {self.compare_with.value}")
             self.compared = forecast.compare(h, forecast.history(other, label=labels[1]), labels)
-            self.comparison.value = plots.png(plots.compare(self.compared))
+            _show(self.comparison, plots.png(plots.compare(self.compared)))
         issued = forecast.amount(int(h.issued_rows["amount_minor"].sum()), h.decimals)
         ends = forecast.exhaustion(h)
         text = f"{len(events)} events, issued {issued}; ceiling: {ends.kind}" + (f" {ends.on}" if ends.on else "")
