@@ -20,9 +20,7 @@ from rewards_lab.api import openapi_doc
 from rewards_lab.api.address_gate import AddressGate
 from rewards_lab.api.context import request_id_of
 from rewards_lab.api.deprecations import RAW_HEADERS_BY_PATH
-from rewards_lab.api.developer_routes import router as developer_router
 from rewards_lab.api.envelope import API_VERSION, failure
-from rewards_lab.api.health_routes import router as health_router
 from rewards_lab.api.hot_path import EventsHotPath, ServiceApp
 from rewards_lab.api.rate_limits import (
     PUBLIC_LIMIT_PER_MINUTE,
@@ -31,7 +29,7 @@ from rewards_lab.api.rate_limits import (
     RateState,
 )
 from rewards_lab.api.request_log import RequestLogMiddleware
-from rewards_lab.api.routes import REQUEST_MODELS, router
+from rewards_lab.api.routes import REQUEST_MODELS, readiness_router, router
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.service.deliveries import DeliverySettings
 from rewards_lab.service.events import DEFAULT_BATCH_SIZE
@@ -179,10 +177,9 @@ def create_app(
     app.state.request_log = request_log
     app.state.retention_worker = retention
     app.include_router(router, prefix=f"/{API_VERSION}")
-    app.include_router(developer_router, prefix=f"/{API_VERSION}")
-    app.include_router(health_router, prefix=f"/{API_VERSION}")  # readiness
+    app.include_router(readiness_router, prefix=f"/{API_VERSION}")
     app.state.min_free_disk_bytes = min_free_disk_bytes
-    methods = MethodTable(router, developer_router)
+    methods = MethodTable(router)
 
     def openapi() -> dict[str, Any]:
         """FastAPI's document, plus the schemas of the bodies the handlers parse and of the typed responses."""

@@ -19,6 +19,7 @@ from email.utils import format_datetime
 from typing import Any
 
 from rewards_lab.api.envelope import API_VERSION
+from rewards_lab.contract.operations import OPERATIONS
 
 PREFIX = f"/{API_VERSION}"
 DEPRECATED_AT = datetime(2026, 11, 22, tzinfo=UTC)  # when the AI pair was deprecated (announced)
@@ -67,9 +68,17 @@ class Deprecated:
         )
 
 
-DEPRECATED: tuple[Deprecated, ...] = (
-    Deprecated("POST", "/ai/messages", "POST /ai/conversations/{conversation_id}/messages", None),
-    Deprecated("POST", "/ai/search", "POST /ai/knowledge/search", "/ai/knowledge/search"),
+def _successor_url(replacement: str) -> str | None:
+    """The replacement's path when it is a concrete URL (no path parameter)."""
+    path = replacement.partition(" ")[2]
+    return None if "{" in path else path
+
+
+# The deprecated operations of the registry (contract.operations).
+DEPRECATED: tuple[Deprecated, ...] = tuple(
+    Deprecated(op.method, op.path, op.replacement, _successor_url(op.replacement))
+    for op in OPERATIONS.values()
+    if op.replacement is not None
 )
 # Full request path -> the raw header pairs of its every answer (ResponseHeaders looks them up per response).
 RAW_HEADERS_BY_PATH: dict[str, list[tuple[bytes, bytes]]] = {PREFIX + d.path: d.raw_headers() for d in DEPRECATED}

@@ -2,9 +2,9 @@
 themselves, success responses in the envelope, the query parameters of lists, the headers of every request and
 response, every failure status with the codes it carries, the links between operations, and `servers`.
 
-An operation declares its success response with `responds(status, annotation)` in its `openapi_extra`: the
-annotation is a resource model, `Page[Model]` or `list[Model]` (both answered as a list envelope with
-`next_cursor` and `has_more`). `finish()` turns those markers into schemas under `components.schemas`, all
+An operation declares its success response with `responds_model(status, model, shape)` in its `openapi_extra`
+(`api.routes` does so from the registry, `contract.operations`): shape "one" is a resource, "list" a list
+envelope with `next_cursor` and `has_more`. `finish()` turns those markers into schemas under `components.schemas`, all
 generated in one pass by pydantic (request models in validation mode, resources in serialization mode, so a model
 used both ways gets an `-Input` and an `-Output` schema where the two differ).
 
@@ -20,7 +20,6 @@ import hashlib
 import json
 import re
 import typing
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -36,8 +35,6 @@ from rewards_lab.contract.pagination import DEFAULT_LIMIT, MAX_LIMIT
 REF = "#/components/schemas/{model}"
 _MARKER = "x-response"
 RESPONSE_MODELS: dict[str, type[BaseModel]] = {}
-# Operations whose handlers this module does not touch (POST /events is tuned for throughput elsewhere).
-TYPED_ELSEWHERE: dict[tuple[str, str], tuple[int, type[BaseModel], str]] = {("/events", "post"): (202, r.Event, "one")}
 PREFIX = f"/{API_VERSION}"
 SERVERS = [
     {
@@ -56,7 +53,7 @@ META_SCHEMA: dict[str, Any] = {
 }
 
 
-def _model_of(annotation: Any) -> tuple[type[BaseModel], str]:
+def model_of(annotation: Any) -> tuple[type[BaseModel], str]:
     """(model, shape): shape is "one" for a resource, "list" for `Page[M]` or `list[M]`."""
     if typing.get_origin(annotation) is list:
         (item,) = typing.get_args(annotation)
@@ -69,16 +66,10 @@ def _model_of(annotation: Any) -> tuple[type[BaseModel], str]:
     raise TypeError(f"no response model for {annotation!r}")
 
 
-def responds(status: int, annotation: Any) -> dict[str, Any]:
-    """The marker of an operation's success response (merged into its `openapi_extra`)."""
-    model, shape = _model_of(annotation)
+def responds_model(status: int, model: type[BaseModel], shape: str) -> dict[str, Any]:
+    """The marker of a success response of `model` (shape "one" or "list")."""
     RESPONSE_MODELS[model.__name__] = model
     return {_MARKER: {"status": status, "model": model.__name__, "shape": shape}}
-
-
-def responds_like(service: Callable[..., Any], status: int) -> dict[str, Any]:
-    """The marker from a service function's return annotation."""
-    return responds(status, typing.get_type_hints(service)["return"])
 
 
 def query_parameters(
@@ -304,9 +295,7 @@ def finish(document: dict[str, Any], request_models: dict[str, type[BaseModel]])
     failures by status, links, servers."""
     _relative_paths(document)
     inputs = sorted(request_models.items())
-    outputs = sorted(RESPONSE_MODELS.items()) + [
-        (model.__name__, model) for _, model, _ in TYPED_ELSEWHERE.values() if model.__name__ not in RESPONSE_MODELS
-    ]
+    outputs = sorted(RESPONSE_MODELS.items())
     keys, definitions = models_json_schema(
         [(model, "validation") for _, model in inputs] + [(model, "serialization") for _, model in outputs],
         ref_template=REF,
@@ -345,9 +334,6 @@ def finish(document: dict[str, Any], request_models: dict[str, type[BaseModel]])
             marker = spec.pop(_MARKER, None)
             responses: dict[str, Any] = spec["responses"]
             responses.pop("422", None)  # FastAPI's own shape: never sent by this service
-            if marker is None and (path, method) in TYPED_ELSEWHERE:
-                status, model, shape = TYPED_ELSEWHERE[(path, method)]
-                marker = {"status": status, "model": model.__name__, "shape": shape}
             if marker is not None:
                 if marker["status"] != 200:
                     responses.pop("200", None)

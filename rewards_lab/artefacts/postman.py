@@ -98,7 +98,8 @@ def _request(
         for p in parameters
         if p["in"] == "query"
     ]
-    gated = relative != "/auth/login"  # login is the one operation without tenant headers
+    # A public operation (logging in: `security: []`, the registry's `public`) has no tenant headers and no auth.
+    gated = spec.get("security") != []
     headers = []
     if gated:
         headers += [
@@ -124,7 +125,7 @@ def _request(
         },
         "description": _description(spec),
     }
-    if relative == "/auth/login":
+    if not gated:
         request["auth"] = {"type": "noauth"}
     body = spec.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema")
     if body is not None:

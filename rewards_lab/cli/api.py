@@ -25,6 +25,7 @@ from rewards_lab.cli.common import (
     explain,
     fail,
 )
+from rewards_lab.contract.operations import OPERATIONS
 
 Run = Callable[[Any, argparse.Namespace], Any]
 Arg = tuple[tuple[str, ...], dict[str, Any]]
@@ -32,13 +33,28 @@ Arg = tuple[tuple[str, ...], dict[str, Any]]
 
 @dataclass(frozen=True)
 class Command:
+    """One subcommand: the operation of the registry it calls (`contract.operations`), which decides whether it
+    takes `--idempotency-key`, pages (`--limit`, `--cursor`, `--all`) and needs an API key."""
+
     resource: str
     action: str
+    operation: str
     help: str
     args: tuple[Arg, ...]
     run: Run
-    listing: bool = False
-    needs_key: bool = True
+
+    @property
+    def listing(self) -> bool:
+        return OPERATIONS[self.operation].listing == "page"
+
+    @property
+    def needs_key(self) -> bool:
+        return not OPERATIONS[self.operation].public
+
+    @property
+    def arguments(self) -> tuple[Arg, ...]:
+        keyed = OPERATIONS[self.operation].idempotency != "none"
+        return (*self.args, KEY) if keyed else self.args
 
 
 def _a(*flags: str, **options: Any) -> Arg:
@@ -84,59 +100,78 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "customers",
         "create",
+        "create_customer",
         "create a customer keyed by your external id",
-        (_a("--external-id", required=True), _a("--email"), _a("--country"), KEY),
+        (_a("--external-id", required=True), _a("--email"), _a("--country")),
         lambda c, a: c.create_customer(
             a.external_id, email=a.email, country=a.country, idempotency_key=a.idempotency_key
         ),
     ),
-    Command("customers", "get", "read a customer", (ID,), lambda c, a: c.get_customer(a.id)),
+    Command("customers", "get", "get_customer", "read a customer", (ID,), lambda c, a: c.get_customer(a.id)),
     Command(
         "customers",
         "list",
+        "list_customers",
         "list customers",
         _page(external_id="only this external id"),
         lambda c, a: (c.list_customers, _filters(a, "external_id")),
-        listing=True,
     ),
-    Command("customers", "segments", "derived segments of a customer", (ID,), lambda c, a: c.customer_segments(a.id)),
+    Command(
+        "customers",
+        "segments",
+        "customer_segments",
+        "derived segments of a customer",
+        (ID,),
+        lambda c, a: c.customer_segments(a.id),
+    ),
     Command(
         "wallets",
         "create",
+        "create_wallet",
         "create a wallet for a customer",
-        (_a("--customer-id", required=True), _a("--type", default="customer"), _a("--transfer-policy"), KEY),
+        (_a("--customer-id", required=True), _a("--type", default="customer"), _a("--transfer-policy")),
         lambda c, a: c.create_wallet(
             a.customer_id, type=a.type, transfer_policy=a.transfer_policy, idempotency_key=a.idempotency_key
         ),
     ),
-    Command("wallets", "get", "read a wallet", (ID,), lambda c, a: c.get_wallet(a.id)),
+    Command("wallets", "get", "get_wallet", "read a wallet", (ID,), lambda c, a: c.get_wallet(a.id)),
     Command(
         "wallets",
         "list",
+        "list_wallets",
         "list wallets",
         _page(customer_id="of this customer", status="active or frozen"),
         lambda c, a: (c.list_wallets, _filters(a, "customer_id", "status")),
-        listing=True,
     ),
-    Command("wallets", "balances", "balances held by a wallet", (ID,), lambda c, a: c.wallet_balances(a.id)),
+    Command(
+        "wallets",
+        "balances",
+        "wallet_balances",
+        "balances held by a wallet",
+        (ID,),
+        lambda c, a: c.wallet_balances(a.id),
+    ),
     Command(
         "wallets",
         "freeze",
+        "freeze_wallet",
         "freeze a wallet",
-        (ID, KEY),
+        (ID,),
         lambda c, a: c.freeze_wallet(a.id, idempotency_key=a.idempotency_key),
     ),
     Command(
         "wallets",
         "unfreeze",
+        "unfreeze_wallet",
         "unfreeze a wallet",
-        (ID, KEY),
+        (ID,),
         lambda c, a: c.unfreeze_wallet(a.id, idempotency_key=a.idempotency_key),
     ),
     # assets and the ledger
     Command(
         "assets",
         "create",
+        "create_asset",
         "create an asset (configured until activated)",
         (
             _a("--name", required=True),
@@ -144,58 +179,63 @@ COMMANDS: tuple[Command, ...] = (
             _a("--type", default="points"),
             _a("--decimals", type=int, required=True),
             _a("--supply-ceiling"),
-            KEY,
         ),
         lambda c, a: c.create_asset(
             a.name, a.symbol, a.type, a.decimals, supply_ceiling=a.supply_ceiling, idempotency_key=a.idempotency_key
         ),
     ),
-    Command("assets", "get", "read an asset", (ID,), lambda c, a: c.get_asset(a.id)),
+    Command("assets", "get", "get_asset", "read an asset", (ID,), lambda c, a: c.get_asset(a.id)),
     Command(
         "assets",
         "list",
+        "list_assets",
         "list assets",
         _page(status="configured, active or paused"),
         lambda c, a: (c.list_assets, _filters(a, "status")),
-        listing=True,
     ),
     Command(
         "assets",
         "activate",
+        "activate_asset",
         "activate an asset",
-        (ID, KEY),
+        (ID,),
         lambda c, a: c.activate_asset(a.id, idempotency_key=a.idempotency_key),
     ),
     Command(
         "assets",
         "pause",
+        "pause_asset",
         "pause an asset",
-        (ID, KEY),
+        (ID,),
         lambda c, a: c.pause_asset(a.id, idempotency_key=a.idempotency_key),
     ),
     Command(
         "assets",
         "resume",
+        "resume_asset",
         "resume a paused asset",
-        (ID, KEY),
+        (ID,),
         lambda c, a: c.resume_asset(a.id, idempotency_key=a.idempotency_key),
     ),
     Command(
         "assets",
         "issue",
+        "issue",
         "issue an amount into a wallet (direct issuance)",
-        (ID, _a("--wallet-id", required=True), _a("--amount", required=True), _a("--reason", required=True), KEY),
+        (ID, _a("--wallet-id", required=True), _a("--amount", required=True), _a("--reason", required=True)),
         lambda c, a: c.issue(a.id, a.wallet_id, a.amount, a.reason, idempotency_key=a.idempotency_key),
     ),
     Command(
         "assets",
         "redeem",
+        "redeem",
         "redeem an amount from a wallet",
-        (ID, _a("--wallet-id", required=True), _a("--amount", required=True), _a("--reference", required=True), KEY),
+        (ID, _a("--wallet-id", required=True), _a("--amount", required=True), _a("--reference", required=True)),
         lambda c, a: c.redeem(a.id, a.wallet_id, a.amount, a.reference, idempotency_key=a.idempotency_key),
     ),
     Command(
         "assets",
+        "transfer",
         "transfer",
         "transfer an amount between wallets",
         (
@@ -204,7 +244,6 @@ COMMANDS: tuple[Command, ...] = (
             _a("--to-wallet-id", required=True),
             _a("--amount", required=True),
             _a("--reference"),
-            KEY,
         ),
         lambda c, a: c.transfer(
             a.id, a.from_wallet_id, a.to_wallet_id, a.amount, reference=a.reference, idempotency_key=a.idempotency_key
@@ -213,62 +252,77 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "transactions",
         "list",
+        "list_transactions",
         "list ledger transactions",
         _page(wallet_id="touching this wallet", asset_id="of this asset", kind="issue, redemption, ..."),
         lambda c, a: (c.list_transactions, _filters(a, "wallet_id", "asset_id", "kind")),
-        listing=True,
     ),
-    Command("transactions", "get", "read a ledger transaction", (ID,), lambda c, a: c.get_transaction(a.id)),
+    Command(
+        "transactions",
+        "get",
+        "get_transaction",
+        "read a ledger transaction",
+        (ID,),
+        lambda c, a: c.get_transaction(a.id),
+    ),
     # programmes and rules
     Command(
         "programmes",
         "create",
+        "create_programme",
         "create a reward programme",
-        (_a("--name", required=True), _a("--asset-id", required=True), _a("--description"), KEY),
+        (_a("--name", required=True), _a("--asset-id", required=True), _a("--description")),
         lambda c, a: c.create_programme(
             a.name, a.asset_id, description=a.description, idempotency_key=a.idempotency_key
         ),
     ),
-    Command("programmes", "get", "read a programme", (ID,), lambda c, a: c.get_programme(a.id)),
+    Command("programmes", "get", "get_programme", "read a programme", (ID,), lambda c, a: c.get_programme(a.id)),
     Command(
         "programmes",
         "list",
+        "list_programmes",
         "list programmes",
         _page(asset_id="dealing in this asset"),
         lambda c, a: (c.list_programmes, _filters(a, "asset_id")),
-        listing=True,
     ),
     Command(
-        "programmes", "versions", "versions of a programme with their rules", (ID,), lambda c, a: c.list_versions(a.id)
+        "programmes",
+        "versions",
+        "list_versions",
+        "versions of a programme with their rules",
+        (ID,),
+        lambda c, a: c.list_versions(a.id),
     ),
     Command(
         "programmes",
         "publish",
+        "publish",
         "publish the draft version",
-        (ID, KEY),
+        (ID,),
         lambda c, a: c.publish(a.id, idempotency_key=a.idempotency_key),
     ),
     Command(
         "rules",
         "create",
+        "create_rule",
         "add a rule to a programme's draft",
         (
             _a("--program-id", required=True),
             _a("--event-type", required=True),
             _a("--actions", type=_json_arg, required=True, help='JSON, e.g. [{"type":"issue","amount":{"fixed":"5"}}]'),
             _a("--conditions", type=_json_arg, help='JSON, e.g. [{"field":"amount","operator":"gte","value":20}]'),
-            KEY,
         ),
         lambda c, a: c.create_rule(
             a.program_id, a.event_type, a.actions, conditions=a.conditions, idempotency_key=a.idempotency_key
         ),
     ),
-    Command("rules", "get", "read a rule", (ID,), lambda c, a: c.get_rule(a.id)),
+    Command("rules", "get", "get_rule", "read a rule", (ID,), lambda c, a: c.get_rule(a.id)),
     Command(
         "rules",
         "update",
+        "update_rule",
         "edit a rule of the draft",
-        (ID, _a("--event-type"), _a("--actions", type=_json_arg), _a("--conditions", type=_json_arg), KEY),
+        (ID, _a("--event-type"), _a("--actions", type=_json_arg), _a("--conditions", type=_json_arg)),
         lambda c, a: c.update_rule(
             a.id, event_type=a.event_type, conditions=a.conditions, actions=a.actions, idempotency_key=a.idempotency_key
         ),
@@ -276,13 +330,15 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "rules",
         "delete",
+        "delete_rule",
         "delete a rule from the draft",
-        (ID, KEY),
+        (ID,),
         lambda c, a: c.delete_rule(a.id, idempotency_key=a.idempotency_key),
     ),
     Command(
         "rules",
         "simulate",
+        "simulate_rule",
         "what the rule would issue for one event (writes nothing)",
         (ID, _a("--event", type=_json_arg, required=True, help='flat JSON: {"type": "order.completed", "amount": 42}')),
         lambda c, a: c.simulate_rule(a.id, a.event),
@@ -291,6 +347,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "events",
         "send",
+        "submit_event",
         "send a business event",
         (
             _a("--type", required=True),
@@ -301,44 +358,48 @@ COMMANDS: tuple[Command, ...] = (
         ),
         lambda c, a: c.submit_event(a.type, a.external_event_id, a.customer_id, data=a.data, occurred_at=a.occurred_at),
     ),
-    Command("events", "get", "read an event and its processing status", (ID,), lambda c, a: c.get_event(a.id)),
+    Command(
+        "events", "get", "get_event", "read an event and its processing status", (ID,), lambda c, a: c.get_event(a.id)
+    ),
     Command(
         "events",
         "list",
+        "list_events",
         "list events with their processing status",
         _page(status="received, processed or failed", type="event type", customer_id="of this customer"),
         lambda c, a: (c.list_events, _filters(a, "status", "type", "customer_id")),
-        listing=True,
     ),
-    Command("events", "replay", "reprocess a failed event", (ID,), lambda c, a: c.replay_event(a.id)),
+    Command("events", "replay", "replay_event", "reprocess a failed event", (ID,), lambda c, a: c.replay_event(a.id)),
     Command(
         "executions",
         "list",
+        "list_executions",
         "list reward executions",
         _page(customer_id="of this customer", event_id="of this event", status="issued or failed"),
         lambda c, a: (c.list_executions, _filters(a, "customer_id", "event_id", "status")),
-        listing=True,
     ),
     # webhooks, developer tools, sessions
     Command(
         "webhooks",
         "create",
+        "create_webhook",
         "register a webhook endpoint (the signing secret is shown once)",
         (_a("--url", required=True), _a("--events", type=_csv, required=True, help="comma-separated kinds")),
         lambda c, a: c.create_webhook(a.url, a.events),
     ),
-    Command("webhooks", "get", "read a webhook endpoint", (ID,), lambda c, a: c.get_webhook(a.id)),
+    Command("webhooks", "get", "get_webhook", "read a webhook endpoint", (ID,), lambda c, a: c.get_webhook(a.id)),
     Command(
         "webhooks",
         "list",
+        "list_webhooks",
         "list webhook endpoints",
         _page(status="enabled or disabled"),
         lambda c, a: (c.list_webhooks, _filters(a, "status")),
-        listing=True,
     ),
     Command(
         "webhooks",
         "rotate-secret",
+        "rotate_webhook_secret",
         "a new signing secret (shown once); the previous one keeps signing for the grace period",
         (ID, _a("--grace-period-s", type=int, help="seconds the previous secret still signs (default: a day)")),
         lambda c, a: c.rotate_webhook_secret(a.id, grace_period_s=a.grace_period_s),
@@ -346,22 +407,31 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "webhooks",
         "disable",
+        "disable_webhook",
         "disable a webhook endpoint",
-        (ID, KEY),
+        (ID,),
         lambda c, a: c.disable_webhook(a.id, idempotency_key=a.idempotency_key),
     ),
-    Command("webhooks", "test", "send a test delivery to an endpoint", (ID,), lambda c, a: c.test_webhook(a.id)),
+    Command(
+        "webhooks",
+        "test",
+        "test_webhook",
+        "send a test delivery to an endpoint",
+        (ID,),
+        lambda c, a: c.test_webhook(a.id),
+    ),
     Command(
         "webhooks",
         "deliveries",
+        "list_webhook_deliveries",
         "deliveries of an endpoint",
         (ID, *_page(status="delivery status")),
         lambda c, a: (partial(c.list_webhook_deliveries, a.id), _filters(a, "status")),
-        listing=True,
     ),
     Command(
         "webhooks",
         "delivery",
+        "get_webhook_delivery",
         "read one delivery with its attempts",
         (ID, _a("delivery_id")),
         lambda c, a: c.get_webhook_delivery(a.id, a.delivery_id),
@@ -369,21 +439,31 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "webhooks",
         "replay",
+        "replay_webhook_delivery",
         "replay a failed delivery",
-        (ID, _a("delivery_id"), KEY),
+        (ID, _a("delivery_id")),
         lambda c, a: c.replay_webhook_delivery(a.id, a.delivery_id, idempotency_key=a.idempotency_key),
     ),
     Command(
         "api-keys",
         "create",
+        "create_api_key",
         "create an API key (the secret is shown once)",
         (_a("--name", required=True), _a("--permissions", type=_csv, required=True, help="comma-separated codes")),
         lambda c, a: c.create_api_key(a.name, a.permissions),
     ),
-    Command("api-keys", "revoke", "revoke an API key (its history stays)", (ID,), lambda c, a: c.revoke_api_key(a.id)),
+    Command(
+        "api-keys",
+        "revoke",
+        "revoke_api_key",
+        "revoke an API key (its history stays)",
+        (ID,),
+        lambda c, a: c.revoke_api_key(a.id),
+    ),
     Command(
         "logs",
         "list",
+        "list_request_logs",
         "request logs, newest first",
         _page(
             status="HTTP status or class (404, 4xx)",
@@ -394,11 +474,11 @@ COMMANDS: tuple[Command, ...] = (
             sdk_version="X-SDK-Version sent (none: requests without one)",
         ),
         lambda c, a: (c.list_logs, _filters(a, "status", "path", "request_id", "since", "until", "sdk_version")),
-        listing=True,
     ),
     Command(
         "audit",
         "list",
+        "list_auth_audit",
         "the authentication audit (logins, logouts, API key changes, 401 and 403), newest first",
         _page(
             kind="login, logout, api_key_created, api_key_revoked or access_denied",
@@ -407,11 +487,11 @@ COMMANDS: tuple[Command, ...] = (
             until="until this time (ISO 8601)",
         ),
         lambda c, a: (c.list_auth_audit, _filters(a, "kind", "outcome", "since", "until")),
-        listing=True,
     ),
     Command(
         "usage",
         "get",
+        "api_usage",
         "API usage over a period",
         (_a("--since", help="from this time (ISO 8601)"), _a("--until", help="until this time (ISO 8601)")),
         lambda c, a: c.usage(since=a.since, until=a.until),
@@ -419,12 +499,12 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "auth",
         "login",
+        "login",
         "log in a person (password from $REWARDS_PASSWORD or a prompt); prints the session",
         (_a("--email", required=True), _a("--totp-code", help="second factor, when the account requires one")),
         lambda c, a: c.login(a.email, _password(), totp_code=a.totp_code),
-        needs_key=False,
     ),
-    Command("auth", "logout", "end the session held in $REWARDS_API_KEY", (), lambda c, a: c.logout()),
+    Command("auth", "logout", "logout", "end the session held in $REWARDS_API_KEY", (), lambda c, a: c.logout()),
 )
 
 
@@ -439,7 +519,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
             group = resources.add_parser(command.resource, help=f"{command.resource} operations")
             groups[command.resource] = group.add_subparsers(dest="action", required=True, metavar="ACTION")
         leaf = groups[command.resource].add_parser(command.action, help=command.help, parents=[common])
-        for flags, options in command.args:
+        for flags, options in command.arguments:
             leaf.add_argument(*flags, **options)
         leaf.set_defaults(run=run, api_command=command)
 

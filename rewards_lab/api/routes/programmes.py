@@ -1,0 +1,24 @@
+"""Reward programmes, their versions and rules, and rule simulation."""
+
+from __future__ import annotations
+
+from rewards_lab.api.routes._binding import Endpoint, serve
+from rewards_lab.contract.operations import operation
+from rewards_lab.service import programmes, simulation
+
+assert operation("list_programmes").sorts == programmes.PROGRAMME_SORTS
+
+BINDINGS: dict[str, Endpoint] = dict(
+    [
+        serve("create_programme", programmes.create_programme),
+        serve("list_programmes", programmes.list_programmes),
+        serve("get_programme", programmes.get_programme),
+        serve("list_versions", programmes.list_versions),
+        serve("publish", programmes.publish),
+        serve("create_rule", programmes.create_rule),
+        serve("get_rule", programmes.get_rule),
+        serve("update_rule", programmes.update_rule),
+        serve("delete_rule", programmes.delete_rule),
+        serve("simulate_rule", simulation.simulate_rule),
+    ]
+)

@@ -1,0 +1,702 @@
+"""The operations of /v1, declared once: everything else derives from this table.
+
+Each `Operation` is pure data (no handler): method and path, the permission it requires, whether it takes an
+Idempotency-Key, the error codes it may return, its request and response models, its query parameters and
+pagination, its deprecation. The server binds each entry to a handler (`api.routes`), the OpenAPI document is
+built from those routes (and with it the Postman collection and the TypeScript types), the Python client and
+`rewards-lab api` read their paths, methods and idempotency here. The order of the table is the order of the
+document's paths.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from rewards_lab.contract import developer as d
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import REGISTRY
+from rewards_lab.contract.permissions import Permission
+
+Idempotency = Literal["required", "optional", "none"]
+Listing = Literal["page", "all"]
+Shape = Literal["one", "list"]
+
+# Codes of every operation that acts for a principal: authentication, authorisation and the scope headers.
+AUTH_CODES = (
+    "authentication_required",
+    "credentials_invalid",
+    "api_key_revoked",
+    "session_expired",
+    "session_revoked",
+    "organization_mismatch",
+    "environment_mismatch",
+    "permission_denied",
+    "field_required",
+    "field_invalid",
+)
+BODY_CODES = ("request_malformed", "request_too_large", "field_unknown")
+PAGE_CODES = ("cursor_invalid", "sort_field_invalid")
+KEYED_CODES = ("idempotency_key_reused", "idempotency_key_invalid", "idempotency_request_in_progress")
+AMOUNT_CODES = ("amount_invalid", "amount_not_positive", "amount_too_many_decimals", "amount_too_large")
+LEDGER_CODES = (
+    *BODY_CODES,
+    "asset_not_found",
+    "wallet_not_found",
+    "asset_paused",
+    "asset_not_active",
+    "wallet_frozen",
+    "insufficient_balance",
+    *AMOUNT_CODES,
+)
+RULE_EDIT_CODES = ("rule_not_found", "programme_version_immutable", "rule_asset_mismatch", *AMOUNT_CODES)
+LOGIN_CODES = (
+    *BODY_CODES,
+    "field_invalid",
+    "field_required",
+    "credentials_invalid",
+    "second_factor_required",
+    "second_factor_invalid",
+    "organization_mismatch",
+    "rate_limit_exceeded",
+)
+# The values the audit log filters on (service.auth_audit checks its own against these when the routes load).
+AUDIT_KINDS = ("login", "logout", "api_key_created", "api_key_revoked", "access_denied")
+AUDIT_OUTCOMES = ("succeeded", "failed")
+_DATE_TIME = {"type": "string", "format": "date-time"}
+_DATE = {"type": "string", "format": "date"}
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One operation of /v1. `permission` None with `public` False: any live session (logout); `public`: no
+    credentials at all (login, health). `errors` are the codes particular to the operation; `error_codes` adds
+    those every operation of its kind may return."""
+
+    name: str  # the handler's name: the document's summary and operationId derive from it
+    method: str
+    path: str  # relative to /v1
+    permission: Permission | None
+    request: type[BaseModel] | None = None
+    response: type[BaseModel] | None = None
+    shape: Shape = "one"  # "list": the data is a list (a list envelope with next_cursor and has_more)
+    status: int = 200
+    idempotency: Idempotency = "none"
+    listing: Listing | None = None  # "page": cursor pagination; "all": the complete list in one answer
+    filters: tuple[str, ...] = ()  # query parameters besides the pagination ones
+    filter_schemas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # strings unless named here
+    sorts: tuple[str, ...] = ()  # the fields a page sorts by, the first the default
+    errors: tuple[str, ...] = ()
+    public: bool = False
+    documented: bool = True  # health probes stay outside the OpenAPI document
+    description: str | None = None
+    replacement: str | None = None  # deprecated: the operation to use instead ("POST /ai/knowledge/search")
+
+    @property
+    def path_parameters(self) -> tuple[str, ...]:
+        return tuple(re.findall(r"{(\w+)}", self.path))
+
+    @property
+    def response_shape(self) -> Shape:
+        return "list" if self.listing is not None else self.shape
+
+    @property
+    def deprecated(self) -> bool:
+        return self.replacement is not None
+
+    @property
+    def error_codes(self) -> list[str]:
+        """Every code the operation declares (sorted), beyond the two any operation may return."""
+        particular = set(self.errors) | (set(PAGE_CODES) if self.listing == "page" else set())
+        if self.public:
+            return sorted(particular)
+        codes = set(AUTH_CODES) | particular
+        if self.idempotency != "none":
+            codes |= set(KEYED_CODES)
+        if self.idempotency == "required":
+            codes.add("idempotency_key_required")
+        return sorted(codes)
+
+
+P = Permission
+
+_TABLE: tuple[Operation, ...] = (
+    # customers and wallets
+    Operation(
+        "create_customer",
+        "POST",
+        "/customers",
+        P.CUSTOMERS_CREATE,
+        request=rq.CustomerCreate,
+        response=r.Customer,
+        status=201,
+        idempotency="optional",
+        errors=(*BODY_CODES, "customer_email_invalid", "customer_already_exists"),
+    ),
+    Operation(
+        "list_customers",
+        "GET",
+        "/customers",
+        P.CUSTOMERS_VIEW,
+        response=r.Customer,
+        listing="page",
+        filters=("external_id",),
+        sorts=("created_at", "external_id"),
+    ),
+    Operation(
+        "get_customer",
+        "GET",
+        "/customers/{customer_id}",
+        P.CUSTOMERS_VIEW,
+        response=r.Customer,
+        errors=("customer_not_found",),
+    ),
+    Operation(
+        "customer_segments",
+        "GET",
+        "/customers/{customer_id}/segments",
+        P.CUSTOMERS_VIEW,
+        response=r.CustomerSegments,
+        errors=("customer_not_found",),
+    ),
+    Operation(
+        "create_wallet",
+        "POST",
+        "/wallets",
+        P.CUSTOMERS_CREATE,
+        request=rq.WalletCreate,
+        response=r.Wallet,
+        status=201,
+        idempotency="optional",
+        errors=(*BODY_CODES, "customer_not_found"),
+    ),
+    Operation(
+        "list_wallets",
+        "GET",
+        "/wallets",
+        P.WALLETS_VIEW,
+        response=r.Wallet,
+        listing="page",
+        filters=("customer_id", "status"),
+        sorts=("created_at",),
+    ),
+    Operation(
+        "get_wallet", "GET", "/wallets/{wallet_id}", P.WALLETS_VIEW, response=r.Wallet, errors=("wallet_not_found",)
+    ),
+    Operation(
+        "wallet_balances",
+        "GET",
+        "/wallets/{wallet_id}/balances",
+        P.WALLETS_VIEW,
+        response=r.WalletBalances,
+        errors=("wallet_not_found",),
+    ),
+    Operation(
+        "freeze_wallet",
+        "POST",
+        "/wallets/{wallet_id}/freeze",
+        P.WALLETS_MANAGE,
+        response=r.Wallet,
+        idempotency="optional",
+        errors=("wallet_not_found", "invalid_state_transition"),
+    ),
+    Operation(
+        "unfreeze_wallet",
+        "POST",
+        "/wallets/{wallet_id}/unfreeze",
+        P.WALLETS_MANAGE,
+        response=r.Wallet,
+        idempotency="optional",
+        errors=("wallet_not_found", "invalid_state_transition"),
+    ),
+    # assets and the ledger
+    Operation(
+        "create_asset",
+        "POST",
+        "/assets",
+        P.ASSETS_EDIT,
+        request=rq.AssetCreate,
+        response=r.Asset,
+        status=201,
+        idempotency="optional",
+        errors=(*BODY_CODES, *AMOUNT_CODES),
+    ),
+    Operation(
+        "list_assets",
+        "GET",
+        "/assets",
+        P.ASSETS_VIEW,
+        response=r.Asset,
+        listing="page",
+        filters=("status",),
+        sorts=("created_at", "symbol", "name"),
+    ),
+    Operation("get_asset", "GET", "/assets/{asset_id}", P.ASSETS_VIEW, response=r.Asset, errors=("asset_not_found",)),
+    Operation(
+        "activate_asset",
+        "POST",
+        "/assets/{asset_id}/activate",
+        P.ASSETS_EDIT,
+        response=r.Asset,
+        idempotency="optional",
+        errors=("asset_not_found", "invalid_state_transition", "asset_symbol_taken"),
+    ),
+    Operation(
+        "pause_asset",
+        "POST",
+        "/assets/{asset_id}/pause",
+        P.ASSETS_EDIT,
+        response=r.Asset,
+        idempotency="optional",
+        errors=("asset_not_found", "invalid_state_transition"),
+    ),
+    Operation(
+        "resume_asset",
+        "POST",
+        "/assets/{asset_id}/resume",
+        P.ASSETS_EDIT,
+        response=r.Asset,
+        idempotency="optional",
+        errors=("asset_not_found", "invalid_state_transition"),
+    ),
+    Operation(
+        "issue",
+        "POST",
+        "/assets/{asset_id}/issue",
+        P.LEDGER_ISSUE,
+        request=rq.IssueRequest,
+        response=r.LedgerTransaction,
+        status=201,
+        idempotency="required",
+        errors=(
+            *BODY_CODES,
+            "asset_not_found",
+            "wallet_not_found",
+            "asset_paused",
+            "asset_not_active",
+            "wallet_frozen",
+            *AMOUNT_CODES,
+            "asset_supply_exhausted",
+        ),
+    ),
+    Operation(
+        "redeem",
+        "POST",
+        "/assets/{asset_id}/redemptions",
+        P.LEDGER_REDEEM,
+        request=rq.RedemptionRequest,
+        response=r.LedgerTransaction,
+        status=201,
+        idempotency="required",
+        errors=(
+            *BODY_CODES,
+            "asset_not_found",
+            "wallet_not_found",
+            "asset_paused",
+            "asset_not_active",
+            "wallet_frozen",
+            "insufficient_balance",
+            *AMOUNT_CODES,
+        ),
+    ),
+    Operation(
+        "transfer",
+        "POST",
+        "/assets/{asset_id}/transfers",
+        P.LEDGER_TRANSFER,
+        request=rq.TransferRequest,
+        response=r.LedgerTransaction,
+        status=201,
+        idempotency="required",
+        errors=(
+            *BODY_CODES,
+            "asset_not_found",
+            "wallet_not_found",
+            "asset_paused",
+            "asset_not_active",
+            "wallet_frozen",
+            "insufficient_balance",
+            *AMOUNT_CODES,
+            "transfer_same_wallet",
+            "wallet_policy_violation",
+        ),
+    ),
+    Operation(
+        "list_transactions",
+        "GET",
+        "/transactions",
+        P.LEDGER_VIEW,
+        response=r.LedgerTransaction,
+        listing="page",
+        filters=("wallet_id", "asset_id", "kind"),
+        sorts=("created_at", "amount_minor"),
+    ),
+    Operation(
+        "get_transaction",
+        "GET",
+        "/transactions/{transaction_id}",
+        P.LEDGER_VIEW,
+        response=r.LedgerTransaction,
+        errors=("transaction_not_found",),
+    ),
+    # programmes, versions and rules
+    Operation(
+        "create_programme",
+        "POST",
+        "/reward-programs",
+        P.REWARDS_EDIT,
+        request=rq.ProgrammeCreate,
+        response=r.Programme,
+        status=201,
+        idempotency="optional",
+        errors=(*BODY_CODES, "asset_not_found"),
+    ),
+    Operation(
+        "list_programmes",
+        "GET",
+        "/reward-programs",
+        P.REWARDS_VIEW,
+        response=r.Programme,
+        listing="page",
+        filters=("asset_id",),
+        sorts=("created_at", "name"),
+    ),
+    Operation(
+        "get_programme",
+        "GET",
+        "/reward-programs/{program_id}",
+        P.REWARDS_VIEW,
+        response=r.Programme,
+        errors=("programme_not_found",),
+    ),
+    Operation(
+        "list_versions",
+        "GET",
+        "/reward-programs/{program_id}/versions",
+        P.REWARDS_VIEW,
+        response=r.ProgrammeVersion,
+        listing="all",
+        errors=("programme_not_found",),
+    ),
+    Operation(
+        "publish",
+        "POST",
+        "/reward-programs/{program_id}/publish",
+        P.REWARDS_ACTIVATE,
+        response=r.PublishResult,
+        status=201,
+        idempotency="optional",
+        errors=("programme_not_found", "programme_draft_empty"),
+    ),
+    Operation(
+        "create_rule",
+        "POST",
+        "/reward-rules",
+        P.REWARDS_EDIT,
+        request=rq.RuleCreate,
+        response=r.Rule,
+        status=201,
+        idempotency="optional",
+        errors=(*BODY_CODES, "programme_not_found", "asset_not_found", "rule_asset_mismatch", *AMOUNT_CODES),
+    ),
+    Operation(
+        "get_rule", "GET", "/reward-rules/{rule_id}", P.REWARDS_VIEW, response=r.Rule, errors=("rule_not_found",)
+    ),
+    Operation(
+        "update_rule",
+        "PATCH",
+        "/reward-rules/{rule_id}",
+        P.REWARDS_EDIT,
+        request=rq.RuleUpdate,
+        response=r.Rule,
+        idempotency="optional",
+        errors=(*BODY_CODES, "rule_not_found", "programme_version_immutable", "rule_asset_mismatch", *AMOUNT_CODES),
+    ),
+    Operation(
+        "delete_rule",
+        "DELETE",
+        "/reward-rules/{rule_id}",
+        P.REWARDS_EDIT,
+        response=r.Rule,
+        idempotency="optional",
+        errors=("rule_not_found", "programme_version_immutable"),
+    ),
+    Operation(
+        "simulate_rule",
+        "POST",
+        "/reward-rules/{rule_id}/simulate",
+        P.REWARDS_VIEW,
+        request=rq.SimulationRequest,
+        response=r.Simulation,
+        errors=(*BODY_CODES, "rule_not_found"),
+    ),
+    # events and executions
+    Operation(
+        "list_events",
+        "GET",
+        "/events",
+        P.EVENTS_VIEW,
+        response=r.Event,
+        listing="page",
+        filters=("status", "type", "customer_id"),
+        sorts=("received_at", "occurred_at"),
+    ),
+    Operation("get_event", "GET", "/events/{event_id}", P.EVENTS_VIEW, response=r.Event, errors=("event_not_found",)),
+    Operation(
+        "replay_event",
+        "POST",
+        "/events/{event_id}/replay",
+        P.EVENTS_WRITE,
+        response=r.Event,
+        errors=("event_not_found", "event_not_replayable"),
+    ),
+    Operation(
+        "list_executions",
+        "GET",
+        "/reward-executions",
+        P.REWARDS_VIEW,
+        response=r.RewardExecution,
+        listing="page",
+        filters=("customer_id", "event_id", "status"),
+        sorts=("created_at",),
+    ),
+    # webhook endpoints and their deliveries
+    Operation(
+        "create_webhook",
+        "POST",
+        "/webhooks",
+        P.WEBHOOKS_MANAGE,
+        request=rq.WebhookCreate,
+        response=r.WebhookEndpointCreated,
+        status=201,
+        errors=(*BODY_CODES, "webhook_url_invalid", "webhook_event_kind_invalid"),
+    ),
+    Operation(
+        "list_webhooks",
+        "GET",
+        "/webhooks",
+        P.WEBHOOKS_VIEW,
+        response=r.WebhookEndpoint,
+        listing="page",
+        filters=("status",),
+        sorts=("created_at",),
+    ),
+    Operation(
+        "get_webhook",
+        "GET",
+        "/webhooks/{webhook_id}",
+        P.WEBHOOKS_VIEW,
+        response=r.WebhookEndpoint,
+        errors=("webhook_not_found",),
+    ),
+    Operation(
+        "disable_webhook",
+        "DELETE",
+        "/webhooks/{webhook_id}",
+        P.WEBHOOKS_MANAGE,
+        response=r.WebhookEndpoint,
+        idempotency="optional",
+        errors=("webhook_not_found", "invalid_state_transition"),
+    ),
+    Operation(
+        "rotate_webhook_secret",
+        "POST",
+        "/webhooks/{webhook_id}/rotate-secret",
+        P.WEBHOOKS_MANAGE,
+        request=rq.WebhookSecretRotate,
+        response=r.WebhookSecretRotated,
+        errors=(*BODY_CODES, "webhook_not_found", "invalid_state_transition"),
+    ),
+    Operation(
+        "test_webhook",
+        "POST",
+        "/webhooks/{webhook_id}/test",
+        P.WEBHOOKS_MANAGE,
+        response=r.WebhookDelivery,
+        status=202,
+        errors=("webhook_not_found", "invalid_state_transition"),
+    ),
+    Operation(
+        "list_webhook_deliveries",
+        "GET",
+        "/webhooks/{webhook_id}/deliveries",
+        P.WEBHOOKS_VIEW,
+        response=r.WebhookDelivery,
+        listing="page",
+        filters=("status",),
+        sorts=("created_at",),
+        errors=("webhook_not_found",),
+    ),
+    Operation(
+        "get_webhook_delivery",
+        "GET",
+        "/webhooks/{webhook_id}/deliveries/{delivery_id}",
+        P.WEBHOOKS_VIEW,
+        response=r.WebhookDelivery,
+        errors=("webhook_not_found", "webhook_delivery_not_found"),
+    ),
+    Operation(
+        "replay_webhook_delivery",
+        "POST",
+        "/webhooks/{webhook_id}/deliveries/{delivery_id}/replay",
+        P.WEBHOOKS_MANAGE,
+        response=r.WebhookDelivery,
+        status=202,
+        idempotency="optional",
+        errors=(
+            "webhook_not_found",
+            "webhook_delivery_not_found",
+            "webhook_delivery_not_replayable",
+            "invalid_state_transition",
+        ),
+    ),
+    # the POST /events hot path (api.hot_path answers it in front of FastAPI; the route is its fallback)
+    Operation(
+        "submit_event",
+        "POST",
+        "/events",
+        P.EVENTS_WRITE,
+        request=rq.EventCreate,
+        response=r.Event,
+        status=202,
+        errors=(*BODY_CODES, "event_duplicate_mismatch", "event_payload_too_large"),
+    ),
+    # API keys
+    Operation(
+        "create_api_key",
+        "POST",
+        "/developer/api-keys",
+        P.API_KEYS_MANAGE,
+        request=rq.ApiKeyCreate,
+        response=r.ApiKeyCreated,
+        status=201,
+        errors=(*BODY_CODES, "permission_unknown", "permission_escalation"),
+    ),
+    Operation(
+        "revoke_api_key",
+        "DELETE",
+        "/developer/api-keys/{key_id}",
+        P.API_KEYS_MANAGE,
+        response=r.ApiKey,
+        errors=("api_key_not_found", "api_key_already_revoked"),
+    ),
+    # AI: knowledge search and answers without a model, and their deprecated predecessors
+    Operation(
+        "knowledge_search",
+        "POST",
+        "/ai/knowledge/search",
+        P.AI_USE,
+        request=rq.KnowledgeSearch,
+        response=r.KnowledgeHit,
+        shape="list",
+        errors=BODY_CODES,
+    ),
+    Operation(
+        "conversation_message",
+        "POST",
+        "/ai/conversations/{conversation_id}/messages",
+        P.AI_USE,
+        request=rq.MessageCreate,
+        response=r.AssistantMessage,
+        status=201,
+        errors=BODY_CODES,
+    ),
+    Operation(
+        "deprecated_search",
+        "POST",
+        "/ai/search",
+        P.AI_USE,
+        request=rq.KnowledgeSearch,
+        response=r.KnowledgeHit,
+        shape="list",
+        errors=BODY_CODES,
+        replacement="POST /ai/knowledge/search",
+    ),
+    Operation(
+        "deprecated_message",
+        "POST",
+        "/ai/messages",
+        P.AI_USE,
+        request=rq.MessageCreate,
+        response=r.AssistantMessage,
+        status=201,
+        errors=BODY_CODES,
+        replacement="POST /ai/conversations/{conversation_id}/messages",
+    ),
+    # liveness, for operators and load balancers: unauthenticated, no tenant data
+    Operation("service_health", "GET", "/health", None, public=True, documented=False),
+    # people and developers: sessions, the request log, API usage, the authentication audit
+    Operation(
+        "login",
+        "POST",
+        "/auth/login",
+        None,
+        request=d.LoginRequest,
+        response=d.SessionCreated,
+        status=201,
+        errors=LOGIN_CODES,
+        public=True,
+    ),
+    Operation(
+        "logout", "POST", "/auth/logout", None, response=d.Session, errors=("session_expired", "session_revoked")
+    ),
+    Operation(
+        "list_request_logs",
+        "GET",
+        "/developer/logs",
+        P.LOGS_VIEW,
+        response=d.RequestLogEntry,
+        listing="page",
+        filters=("status", "path", "request_id", "from", "to", "sdk_version"),
+        filter_schemas={
+            "status": {"type": "string", "pattern": "^[1-5]([0-9]{2}|[xX]{2})$"},
+            "path": {"type": "string", "pattern": "^/"},
+            "from": _DATE_TIME,
+            "to": _DATE_TIME,
+            "sdk_version": {"type": "string", "pattern": "^(none|[A-Za-z0-9][A-Za-z0-9._/+-]{0,63})$"},
+        },
+        sorts=("created_at",),
+        errors=("period_invalid",),
+    ),
+    Operation(
+        "api_usage",
+        "GET",
+        "/developer/usage",
+        P.USAGE_VIEW,
+        response=d.Usage,
+        filters=("from", "to"),
+        filter_schemas={"from": _DATE, "to": _DATE},
+        errors=("period_invalid",),
+    ),
+    Operation(
+        "list_auth_audit",
+        "GET",
+        "/developer/audit",
+        P.LOGS_VIEW,
+        response=d.AuthAuditEntry,
+        listing="page",
+        filters=("kind", "outcome", "from", "to"),
+        filter_schemas={
+            "kind": {"type": "string", "enum": list(AUDIT_KINDS)},
+            "outcome": {"type": "string", "enum": list(AUDIT_OUTCOMES)},
+        },
+        sorts=("created_at",),
+        errors=("period_invalid",),
+        description="Authentication events (logins, logouts, API key changes, 401 and 403 answers), durable and "
+        "complete.",
+    ),
+    # readiness: 503 with Retry-After when not ready
+    Operation("service_readiness", "GET", "/health/ready", None, public=True, documented=False),
+)
+OPERATIONS: dict[str, Operation] = {operation.name: operation for operation in _TABLE}
+assert len(OPERATIONS) == len(_TABLE), "operation names are unique"
+assert all(set(op.error_codes) <= set(REGISTRY) for op in _TABLE), "every declared code is registered"
+
+
+def operation(name: str) -> Operation:
+    return OPERATIONS[name]
