@@ -16,7 +16,7 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database
-from rewards_lab.store.uow import Repositories, unit_of_work
+from rewards_lab.store.uow import DuckDBRepositories, unit_of_work
 
 ResultT = TypeVar("ResultT", bound=BaseModel)
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
@@ -33,7 +33,7 @@ def run_write(
     scope: Scope,
     operation: str,
     request: Any,
-    write: Callable[[Repositories], ResultT],
+    write: Callable[[DuckDBRepositories], ResultT],  # opens the DuckDB unit of work, so it passes the concrete one
     result_type: type[ResultT],
     *,
     idempotency_key: str | None = None,
