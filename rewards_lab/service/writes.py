@@ -48,14 +48,14 @@ def run_write(
         fingerprint = request_hash(operation, request)
         stored = uow.idempotency.get(scope, idempotency_key)
         if stored is not None:
-            if stored["request_hash"] != fingerprint or stored["operation"] != operation:
+            if stored.request_hash != fingerprint or stored.operation != operation:
                 raise ServiceError(
                     "idempotency_key_reused",
                     "this Idempotency-Key was used with a different request",
                     field="Idempotency-Key",
-                    original_operation=stored["operation"],
+                    original_operation=stored.operation,
                 )
-            return result_type.model_validate(jsonutil.loads(stored["response"]))
+            return result_type.model_validate(jsonutil.loads(stored.response))
         result = write(uow)
         uow.idempotency.add(scope, idempotency_key, operation, fingerprint, result.model_dump_json(), status_code)
         return result

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
-from rewards_lab.contract.scope import Scope
-from rewards_lab.store.queries import Row
+from rewards_lab.contract.scope import EnvironmentName, Scope
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyRow:
+    """One row of `api_keys` (`permissions`: a JSON list of permission names)."""
+
+    id: str
+    organization_id: str
+    environment: EnvironmentName
+    name: str
+    prefix: str
+    secret_hash: str
+    permissions: str
+    created_by: str | None
+    created_at: datetime
+    revoked_at: datetime | None
 
 
 class ApiKeyStore(Protocol):
@@ -20,10 +37,10 @@ class ApiKeyStore(Protocol):
         secret_hash: str,
         permissions: list[str],
         created_by: str | None,
-    ) -> Row: ...
+    ) -> ApiKeyRow: ...
 
-    def get(self, scope: Scope, key_id: str) -> Row | None: ...
+    def get(self, scope: Scope, key_id: str) -> ApiKeyRow | None: ...
 
-    def by_hash(self, secret_hash: str) -> Row | None: ...
+    def by_hash(self, secret_hash: str) -> ApiKeyRow | None: ...
 
     def revoke(self, scope: Scope, key_id: str) -> None: ...
