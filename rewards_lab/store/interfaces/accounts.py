@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from rewards_lab.store.queries import Row
+
+@dataclass(frozen=True, slots=True)
+class AccountRow:
+    """One row of `accounts` (`permissions`: a JSON list; `totp_secret`: sealed, or None without a second factor)."""
+
+    id: str
+    organization_id: str
+    email: str
+    role: str
+    permissions: str
+    password_hash: str
+    totp_secret: str | None
+    totp_last_step: int | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """One row of `sessions`: only the hash of the session token is stored."""
+
+    id: str
+    account_id: str
+    organization_id: str
+    token_hash: str
+    created_at: datetime
+    expires_at: datetime
+    revoked_at: datetime | None
 
 
 class AccountStore(Protocol):
@@ -20,11 +47,11 @@ class AccountStore(Protocol):
         permissions: list[str],
         password_hash: str,
         totp_secret: str | None,
-    ) -> Row: ...
+    ) -> AccountRow: ...
 
-    def get(self, account_id: str) -> Row | None: ...
+    def get(self, account_id: str) -> AccountRow | None: ...
 
-    def by_email(self, email: str) -> Row | None: ...
+    def by_email(self, email: str) -> AccountRow | None: ...
 
     def unsealed_totp_secrets(self) -> list[tuple[str, str]]: ...
 
@@ -38,10 +65,10 @@ class SessionStore(Protocol):
 
     def add(
         self, session_id: str, account_id: str, organization_id: str, token_hash: str, expires_at: datetime
-    ) -> Row: ...
+    ) -> SessionRow: ...
 
-    def get(self, session_id: str) -> Row | None: ...
+    def get(self, session_id: str) -> SessionRow | None: ...
 
-    def by_hash(self, token_hash: str) -> Row | None: ...
+    def by_hash(self, token_hash: str) -> SessionRow | None: ...
 
     def revoke(self, session_id: str) -> None: ...
