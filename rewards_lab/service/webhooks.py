@@ -189,7 +189,7 @@ def send_test(database: Database, scope: Scope, webhook_id: str) -> r.WebhookDel
         delivery_id = new_id("delivery")
         now = utcnow()
         data = {"webhook_id": webhook_id, "message": "A test delivery from the rewards service."}
-        body = delivery_body(delivery_id, TEST_KIND, now, endpoint, data)
+        body = delivery_body(delivery_id, TEST_KIND, now, scope, data)
         row = {
             "id": delivery_id,
             "organization_id": scope.organization_id,

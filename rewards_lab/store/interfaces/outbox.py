@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
-from rewards_lab.contract.scope import Scope
-from rewards_lab.store.queries import Row
+from rewards_lab.contract.scope import EnvironmentName, Scope
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """One message of `outbox` (`payload`: the resource as JSON), written with the change that caused it."""
+
+    id: str
+    organization_id: str
+    environment: EnvironmentName
+    kind: str
+    resource_id: str
+    payload: str
+    created_at: datetime
+    dispatched_at: datetime | None
 
 
 class OutboxStore(Protocol):
@@ -13,6 +28,6 @@ class OutboxStore(Protocol):
 
     def add_many(self, scope: Scope, messages: list[tuple[str, str, str, str]]) -> None: ...
 
-    def undispatched(self, limit: int) -> list[Row]: ...
+    def undispatched(self, limit: int) -> list[OutboxRow]: ...
 
-    def of_scope(self, scope: Scope) -> list[Row]: ...
+    def of_scope(self, scope: Scope) -> list[OutboxRow]: ...
