@@ -137,7 +137,7 @@ def _load_principal(database: Database, digest: str) -> Principal:
     scope = Scope(row.organization_id, row.environment)
     organization = reader(database).organizations.get(row.organization_id)
     assert organization is not None
-    limit = organization["rate_limit_per_minute"] or ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE
+    limit = organization.rate_limit_per_minute or ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE
     return Principal(row.id, scope, frozenset(json.loads(row.permissions)), int(limit))
 
 

@@ -181,7 +181,7 @@ def authenticate_session(database: Database, token: str, environment: Environmen
     account = repositories.accounts.get(session.account_id)
     organization = repositories.organizations.get(session.organization_id)
     assert account is not None and organization is not None
-    limit = organization["rate_limit_per_minute"] or ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE
+    limit = organization.rate_limit_per_minute or ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE
     return Principal(
         session.id,
         Scope(session.organization_id, environment),
