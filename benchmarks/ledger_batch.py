@@ -43,7 +43,7 @@ from rewards_lab.store.verification import verify_ledger
 def prepare(database: Database, wallets: int) -> tuple[Scope, str, list[str]]:
     """A tenant, an active asset with a (large) ceiling, and `wallets` funded wallets."""
     org = organizations.create_organization(database, "bench")
-    scope = Scope(org["id"], "sandbox")
+    scope = Scope(org.id, "sandbox")
     body = {"name": "Stars", "symbol": "STAR", "type": "points", "decimals": 2, "supply_ceiling": "1000000000000000.00"}
     asset = assets.create_asset(database, scope, validate(rq.AssetCreate, body))
     assets.activate_asset(database, scope, asset.id)

@@ -50,7 +50,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         database = Database(Path(folder) / "calls.duckdb")
         org = organizations.create_organization(database, "bench")
-        scope = Scope(org["id"], "sandbox")
+        scope = Scope(org.id, "sandbox")
         body = {"name": "Stars", "symbol": "STAR", "type": "points", "decimals": 2}
         asset = assets.create_asset(database, scope, validate(rq.AssetCreate, body))
         assets.activate_asset(database, scope, asset.id)

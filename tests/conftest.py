@@ -30,7 +30,7 @@ def db(tmp_path: Path) -> Iterator[Database]:
 @pytest.fixture
 def scope(db: Database) -> Scope:
     org = organizations.create_organization(db, "Test organization")
-    return Scope(org["id"], "sandbox")
+    return Scope(org.id, "sandbox")
 
 
 class World:

@@ -178,7 +178,7 @@ def _prepare(tmp_path: Path, *, with_events: bool) -> Prepared:
     path = tmp_path / "rewards.duckdb"
     with Database(path) as db:
         org = organizations.create_organization(db, "Crash test organization")
-        scope = Scope(org["id"], "sandbox")
+        scope = Scope(org.id, "sandbox")
         world = World(db, scope)
         asset = world.asset(supply_ceiling=SUPPLY_CEILING)
         wallet_ids = [world.wallet().id for _ in range(WALLET_COUNT)]

@@ -35,7 +35,7 @@ async def _submit_all(intake: EventIntake, items: list[tuple[Scope, rq.EventCrea
 
 
 def test_concurrent_submissions_share_commits_and_each_answer_is_durable(db: Database, scope: Scope) -> None:
-    other = Scope(organizations.create_organization(db, "Other")["id"], "production")
+    other = Scope(organizations.create_organization(db, "Other").id, "production")
     stored_signals: list[int] = []
     intake = EventIntake(db, on_stored=lambda: stored_signals.append(1))
     intake.start()
@@ -87,7 +87,7 @@ def test_duplicates_inside_one_batch_and_across_batches(db: Database, scope: Sco
 
 def test_after_stop_new_events_are_refused_and_queued_ones_were_stored(tmp_path: Path) -> None:
     database = Database(tmp_path / "stop.duckdb")
-    scope = Scope(organizations.create_organization(database, "A")["id"], "sandbox")
+    scope = Scope(organizations.create_organization(database, "A").id, "sandbox")
     intake = EventIntake(database)
     intake.start()
 

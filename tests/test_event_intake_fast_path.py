@@ -52,7 +52,7 @@ def test_a_retry_of_a_stored_event_sends_the_batch_down_the_careful_path(db: Dat
 
 
 def test_one_statement_stores_many_tenants_and_duplicates_inside_the_batch(db: Database, scope: Scope) -> None:
-    other = Scope(organizations.create_organization(db, "Other")["id"], "production")
+    other = Scope(organizations.create_organization(db, "Other").id, "production")
     same_id_in_both = [(scope, [_body("x"), _body("x"), _body("x", data={"n": 9})]), (other, [_body("x")])]
     mine, theirs = _store(db, same_id_in_both)
     assert isinstance(mine[0], dict) and isinstance(mine[1], dict) and mine[0]["id"] == mine[1]["id"]

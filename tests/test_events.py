@@ -103,8 +103,8 @@ def test_every_publishing_programme_applies_and_provenance_is_recorded(world: Wo
     assert transaction.kind == "reward" and transaction.wallet_id == shop["wallet"].id
     assert sorted(e.amount for e in transaction.entries) == ["-5.00", "5.00"]
     outbox = reader(world.db).outbox.of_scope(world.scope)
-    assert [row["kind"] for row in outbox] == ["reward.issued", "reward.issued"]
-    assert {json.loads(row["payload"])["execution_id"] for row in outbox} == {e.id for e in executions}
+    assert [row.kind for row in outbox] == ["reward.issued", "reward.issued"]
+    assert {json.loads(row.payload)["execution_id"] for row in outbox} == {e.id for e in executions}
 
 
 @pytest.mark.parametrize("cause", ["frozen", "paused", "no_wallet", "unknown_customer"])

@@ -54,7 +54,7 @@ def test_plaintext_totp_secrets_of_an_older_database_are_sealed_when_it_opens(tm
     db_path = tmp_path / "legacy.duckdb"
     with Database(db_path) as database:
         org = organizations.create_organization(database, "Legacy")
-        account, secret = sessions.create_owner_account(database, org["id"], EMAIL, PASSWORD, totp=True)
+        account, secret = sessions.create_owner_account(database, org.id, EMAIL, PASSWORD, totp=True)
         assert secret is not None
     with duckdb.connect(str(db_path)) as con:  # what a database written before sealing holds
         con.execute("UPDATE accounts SET totp_secret = ? WHERE id = ?", [secret, account.id])

@@ -246,7 +246,7 @@ def test_a_login_that_crashes_before_answering_is_audited_as_failed(tmp_path: Pa
 
     with Database(tmp_path / "crash.duckdb") as database:
         org = create_organization(database, "Crash")
-        account, _ = create_owner_account(database, org["id"], EMAIL, PASSWORD)
+        account, _ = create_owner_account(database, org.id, EMAIL, PASSWORD)
         middleware = RequestLogMiddleware(crashing_app, RequestLogWriter(database))
         body = b'{"email": "%s", "password": "%s"}' % (EMAIL.encode(), PASSWORD.encode())
         scope = {"type": "http", "method": "POST", "path": "/v1/auth/login", "headers": [], "client": ("10.0.0.9", 1)}
@@ -264,7 +264,7 @@ def test_a_login_that_crashes_before_answering_is_audited_as_failed(tmp_path: Pa
             .execute("SELECT kind, outcome, status, organization_id, actor_id, address FROM auth_audit")
             .fetchall()
         )
-        assert row == [("login", "failed", 500, org["id"], account.id, "10.0.0.9")]
+        assert row == [("login", "failed", 500, org.id, account.id, "10.0.0.9")]
         stored = database.reader().execute("SELECT * FROM auth_audit").fetchall()
         assert PASSWORD not in str(stored)
 

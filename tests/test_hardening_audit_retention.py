@@ -115,7 +115,7 @@ def test_each_window_is_a_setting_and_zero_keeps_forever(tmp_path: Path) -> None
 def test_an_idempotency_key_past_its_window_is_treated_as_new(tmp_path: Path) -> None:
     with Database(tmp_path / "keys.duckdb") as database:
         org = organizations.create_organization(database, "Keys")
-        scope = Scope(org["id"], "sandbox")
+        scope = Scope(org.id, "sandbox")
         first = customers.create_customer(
             database, scope, validate(rq.CustomerCreate, {"external_id": "k-1"}), idempotency_key="same-key"
         )

@@ -114,7 +114,7 @@ def test_a_poisoned_event_is_isolated_and_its_replay_issues_exactly_once(
     asset = world.asset()
     version_id = _fixed_programme(world, asset.id, "2.00")
     other_org = organizations.create_organization(db, "Other tenant")
-    other = World(db, Scope(other_org["id"], "sandbox"))
+    other = World(db, Scope(other_org.id, "sandbox"))
     other_wallet = other.wallet(other.customer("neighbour"))
     other_asset = other.asset()
     _fixed_programme(other, other_asset.id, "1.00")

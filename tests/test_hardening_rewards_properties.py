@@ -106,7 +106,7 @@ def test_amounts_past_the_limits_are_refused_as_amount_too_large() -> None:
 # the store: a batch against one tenant, the same postings one per transaction against another ------------------
 def _tenant(db: Database, name: str, ceiling: str | None) -> tuple[Scope, list[str], list[str]]:
     org = organizations.create_organization(db, name)
-    world = World(db, Scope(org["id"], "sandbox"))
+    world = World(db, Scope(org.id, "sandbox"))
     wallets = [world.wallet(world.customer(f"c{i}")).id for i in range(3)]
     open_asset = world.asset(decimals=0, symbol="OPEN").id
     capped = world.asset(decimals=0, symbol="CAP", **({"supply_ceiling": ceiling} if ceiling else {})).id
@@ -207,7 +207,7 @@ def test_events_with_many_large_actions_in_one_batch_equal_one_event_per_batch(t
         db = Database(tmp_path / f"events-{batch_size}.duckdb")
         try:
             org = organizations.create_organization(db, "o")
-            world = World(db, Scope(org["id"], "sandbox"))
+            world = World(db, Scope(org.id, "sandbox"))
             wallet = world.wallet(world.customer("whale")).id
             open_asset = world.asset(decimals=0, symbol="OPEN")
             capped = world.asset(decimals=0, symbol="CAP", supply_ceiling=str(MAX_AMOUNT_MINOR))

@@ -90,7 +90,7 @@ def test_a_tenant_with_slow_dns_leaves_the_other_tenants_lookups_free(
     resolver of 4 threads. Organization B's delivery (to 127.0.0.1, by name and by literal) still resolves at once
     and succeeds well within its deadline while A's attempts end as timeouts; A never has more than its slots of
     lookups running, and the attempts that gave up waiting for a slot leave no lookup behind."""
-    other = Scope(organizations.create_organization(db, "Other organization")["id"], "sandbox")
+    other = Scope(organizations.create_organization(db, "Other organization").id, "sandbox")
     receiver = Receiver()
     settings = DeliverySettings(
         retry_delays_s=(600.0,),

@@ -79,7 +79,7 @@ def test_two_dripping_receivers_hold_neither_every_slot_nor_their_tenants_other_
     organization leaves B's delivery free to go at once, before any of A's attempts ends. After 2 consecutive
     failures each of A's circuits opens: their deliveries wait, pending, with no further attempt (at most
     failures + per_endpoint - 1 attempts in all, as the last ones may already be in flight)."""
-    other = Scope(organizations.create_organization(db, "Other organization")["id"], "sandbox")
+    other = Scope(organizations.create_organization(db, "Other organization").id, "sandbox")
     drippers = [Dripper(drip_s=0.3, max_s=10.0), Dripper(drip_s=0.3, max_s=10.0)]
     quick = Receiver()
     settings = DeliverySettings(
@@ -168,7 +168,7 @@ def test_a_circuit_opens_after_consecutive_failures_and_half_opens_for_one_probe
 
 
 def test_due_deliveries_are_capped_per_organization(db: Database, scope: Scope) -> None:
-    other = Scope(organizations.create_organization(db, "Other organization")["id"], "sandbox")
+    other = Scope(organizations.create_organization(db, "Other organization").id, "sandbox")
     mine = [_endpoint(db, scope, f"http://127.0.0.1:9/{n}") for n in range(3)]
     theirs = _endpoint(db, other, "http://127.0.0.1:9/other")
     for endpoint in mine:

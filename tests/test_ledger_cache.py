@@ -61,7 +61,7 @@ def test_a_rolled_back_batch_leaves_no_trace_in_the_cache(world: World) -> None:
 def test_a_cached_wallet_is_invisible_to_another_tenant(world: World) -> None:
     asset, wallet = world.asset(), world.wallet()
     _issue(world, asset.id, wallet.id)  # cached for the first tenant
-    other = Scope(organizations.create_organization(world.db, "Other")["id"], "sandbox")
+    other = Scope(organizations.create_organization(world.db, "Other").id, "sandbox")
     other_asset = World(world.db, other).asset()
     with pytest.raises(ServiceError) as caught:
         ledger.issue(

@@ -179,7 +179,7 @@ class LedgerMachine(RuleBasedStateMachine):
         super().__init__()
         self.tmp = tempfile.TemporaryDirectory(prefix="ledger-props-")
         self.db = Database(Path(self.tmp.name) / "ledger.duckdb")
-        orgs = {name: organizations.create_organization(self.db, f"org {name}")["id"] for name in ("A", "B")}
+        orgs = {name: organizations.create_organization(self.db, f"org {name}").id for name in ("A", "B")}
         self.scopes = [Scope(orgs[org], env) for org, env in SCOPE_NAMES]
         self.assets: list[MAsset] = []
         self.customers: list[MCustomer] = []

@@ -152,7 +152,7 @@ def _live(path: Path, definition: ProgrammeDefinition, stream: list[dict[str, An
     database = Database(path)
     try:
         org = organizations.create_organization(database, "Differential")
-        scope = Scope(org["id"], "sandbox")
+        scope = Scope(org.id, "sandbox")
         asset_body = validate(rq.AssetCreate, definition.asset.model_dump(mode="python", exclude_none=True))
         asset = assets.activate_asset(database, scope, assets.create_asset(database, scope, asset_body).id)
         programme = programmes.create_programme(

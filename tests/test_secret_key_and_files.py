@@ -122,7 +122,7 @@ def test_a_database_from_before_the_check_value_gets_one_and_a_wrong_key_is_stil
 ) -> None:
     path = tmp_path / "older.duckdb"
     with Database(path) as database:
-        scope = Scope(organizations.create_organization(database, "Older")["id"], "sandbox")
+        scope = Scope(organizations.create_organization(database, "Older").id, "sandbox")
         hooks.create_webhook(
             database,
             scope,
@@ -261,7 +261,7 @@ def test_legacy_webhook_secrets_are_sealed_at_open_and_leave_no_plain_text_on_di
     receiver = Receiver()
     try:
         with Database(path) as database:
-            scope = Scope(organizations.create_organization(database, "Legacy hooks")["id"], "sandbox")
+            scope = Scope(organizations.create_organization(database, "Legacy hooks").id, "sandbox")
             created = hooks.create_webhook(
                 database, scope, validate(rq.WebhookCreate, {"url": receiver.url, "events": ["reward.issued"]})
             )

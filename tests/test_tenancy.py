@@ -40,8 +40,8 @@ def _tenant(db: Database, scope: Scope, amount: str) -> dict[str, str]:
 
 
 def test_tenants_and_environments_are_isolated(db: Database) -> None:
-    org_a = organizations.create_organization(db, "A")["id"]
-    org_b = organizations.create_organization(db, "B")["id"]
+    org_a = organizations.create_organization(db, "A").id
+    org_b = organizations.create_organization(db, "B").id
     scopes = [Scope(org_a, "sandbox"), Scope(org_a, "production"), Scope(org_b, "sandbox"), Scope(org_b, "production")]
     made = {scope: _tenant(db, scope, f"{index + 1}.00") for index, scope in enumerate(scopes)}
     report = events.process_all(db)
@@ -79,7 +79,7 @@ def test_tenants_and_environments_are_isolated(db: Database) -> None:
 
 
 def test_idempotency_keys_are_per_tenant(db: Database) -> None:
-    org = organizations.create_organization(db, "A")["id"]
+    org = organizations.create_organization(db, "A").id
     sandbox, production = Scope(org, "sandbox"), Scope(org, "production")
     first = customers.create_customer(db, sandbox, rq.CustomerCreate(external_id="x"), idempotency_key="key-1")
     second = customers.create_customer(db, production, rq.CustomerCreate(external_id="x"), idempotency_key="key-1")

@@ -17,8 +17,8 @@ from rewards_lab.store.verification import verify_ledger
 def run_standard_loop(database: Database, say: Callable[[str], None] = print) -> dict[str, str]:
     """Run the six steps and return the ids and the final balance."""
     org = organizations.create_organization(database, "Demo organization")
-    scope = Scope(org["id"], "sandbox")
-    say(f"organization {org['id']} (sandbox)")
+    scope = Scope(org.id, "sandbox")
+    say(f"organization {org.id} (sandbox)")
 
     customer = customers.create_customer(
         database,
@@ -96,7 +96,7 @@ def run_standard_loop(database: Database, say: Callable[[str], None] = print) ->
     say(f"6. wallet balance: {balance} {asset.symbol}")
     check = verify_ledger(database.reader())
     say(f"ledger verified: {check.ok} ({check.transactions} transactions, {check.entries} entries)")
-    return {"organization_id": org["id"], "wallet_id": wallet.id, "balance": balance}
+    return {"organization_id": org.id, "wallet_id": wallet.id, "balance": balance}
 
 
 def main(db_path: str) -> None:

@@ -140,16 +140,16 @@ def _bootstrap(args: argparse.Namespace) -> int:
             org = create_organization(database, args.org, args.plan, args.rate_limit)
             keys = {
                 environment: create_api_key(
-                    database, Scope(org["id"], environment), "bootstrap", sorted(ALL_PERMISSIONS)
+                    database, Scope(org.id, environment), "bootstrap", sorted(ALL_PERMISSIONS)
                 ).secret
                 for environment in ENVIRONMENTS
             }
             totp_secret = None
             if args.email is not None:
-                _, totp_secret = create_owner_account(database, org["id"], args.email, args.password, totp=args.totp)
+                _, totp_secret = create_owner_account(database, org.id, args.email, args.password, totp=args.totp)
         except ServiceError as error:
             raise SystemExit(f"bootstrap: {error.message}") from None
-    print(json.dumps({"organization_id": org["id"], "api_keys": keys, "totp_secret": totp_secret}))
+    print(json.dumps({"organization_id": org.id, "api_keys": keys, "totp_secret": totp_secret}))
     return 0
 
 

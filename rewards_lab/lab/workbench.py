@@ -101,7 +101,7 @@ class Lab:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self.database = Database(path)
         if organization_id is None:
-            organization_id = str(organizations.create_organization(self.database, organization_name)["id"])
+            organization_id = str(organizations.create_organization(self.database, organization_name).id)
         self.scope = Scope(organization_id, "sandbox")
 
     @property

@@ -23,7 +23,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.service import auth_audit
 from rewards_lab.service.presenters import utc
 from rewards_lab.store.database import Database
-from rewards_lab.store.queries import Row
+from rewards_lab.store.interfaces.api_keys import ApiKeyRow
 from rewards_lab.store.uow import reader, unit_of_work
 
 SECRET_PREFIX = "rlk"
@@ -61,15 +61,15 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def _resource(row: Row) -> r.ApiKey:
+def _resource(row: ApiKeyRow) -> r.ApiKey:
     return r.ApiKey(
-        id=row["id"],
-        name=row["name"],
-        prefix=row["prefix"],
-        environment=row["environment"],
-        permissions=json.loads(row["permissions"]),
-        created_at=utc(row["created_at"]),
-        revoked_at=utc(row["revoked_at"]) if row["revoked_at"] else None,
+        id=row.id,
+        name=row.name,
+        prefix=row.prefix,
+        environment=row.environment,
+        permissions=json.loads(row.permissions),
+        created_at=utc(row.created_at),
+        revoked_at=utc(row.revoked_at) if row.revoked_at else None,
     )
 
 
@@ -103,7 +103,7 @@ def create_api_key(
                 scope.organization_id,
                 scope.environment,
                 actor_id=creator.actor_id if creator else None,
-                subject_id=row["id"],
+                subject_id=row.id,
             ),
         )
     return r.ApiKeyCreated(**_resource(row).model_dump(), secret=secret)
@@ -130,15 +130,15 @@ def forget_principals(database: Database) -> None:
 
 def _load_principal(database: Database, digest: str) -> Principal:
     row = reader(database).api_keys.by_hash(digest)
-    if row is None or not hmac.compare_digest(row["secret_hash"], digest):
+    if row is None or not hmac.compare_digest(row.secret_hash, digest):
         raise ServiceError("credentials_invalid")
-    if row["revoked_at"] is not None:
-        raise ServiceError("api_key_revoked", key_id=row["id"])
-    scope = Scope(row["organization_id"], row["environment"])
-    organization = reader(database).organizations.get(row["organization_id"])
+    if row.revoked_at is not None:
+        raise ServiceError("api_key_revoked", key_id=row.id)
+    scope = Scope(row.organization_id, row.environment)
+    organization = reader(database).organizations.get(row.organization_id)
     assert organization is not None
-    limit = organization["rate_limit_per_minute"] or ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE
-    return Principal(row["id"], scope, frozenset(json.loads(row["permissions"])), int(limit))
+    limit = organization.rate_limit_per_minute or ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE
+    return Principal(row.id, scope, frozenset(json.loads(row.permissions)), int(limit))
 
 
 def revoke_api_key(database: Database, scope: Scope, key_id: str, *, revoker: Principal | None = None) -> r.ApiKey:
@@ -147,7 +147,7 @@ def revoke_api_key(database: Database, scope: Scope, key_id: str, *, revoker: Pr
         row = uow.api_keys.get(scope, key_id)
         if row is None:
             raise ServiceError("api_key_not_found", key_id=key_id)
-        if row["revoked_at"] is not None:
+        if row.revoked_at is not None:
             raise ServiceError("api_key_already_revoked", key_id=key_id)
         uow.api_keys.revoke(scope, key_id)
         auth_audit.add(

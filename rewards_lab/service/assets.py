@@ -19,8 +19,9 @@ from rewards_lab.service import presenters
 from rewards_lab.service.notifications import emit
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
+from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.queries import Row
-from rewards_lab.store.uow import Repositories, reader
+from rewards_lab.store.uow import reader
 
 ASSET_SORTS = ("created_at", "symbol", "name")
 

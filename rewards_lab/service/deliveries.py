@@ -17,6 +17,7 @@ from typing import Any
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.ids import new_id
+from rewards_lab.contract.scope import Scope
 from rewards_lab.service.presenters import utc
 from rewards_lab.service.webhook_targets import private_targets_allowed
 from rewards_lab.store.database import Database, utcnow
@@ -109,15 +110,15 @@ class AttemptOutcome:
         return self.status_code is not None and 200 <= self.status_code < 300
 
 
-def delivery_body(delivery_id: str, kind: str, created_at: datetime, message: Row, data: Any) -> str:
+def delivery_body(delivery_id: str, kind: str, created_at: datetime, scope: Scope, data: Any) -> str:
     """The exact JSON a receiver gets (documented in docs/webhooks.md)."""
     return jsonutil.dumps(
         {
             "id": delivery_id,
             "kind": kind,
             "created_at": utc(created_at),
-            "organization_id": message["organization_id"],
-            "environment": message["environment"],
+            "organization_id": scope.organization_id,
+            "environment": scope.environment,
             "data": data,
         }
     )
@@ -140,26 +141,32 @@ def fan_out(database: Database, limit: int = FAN_OUT_BATCH) -> int:
         rows: list[dict[str, Any]] = []
         for message in messages:
             data = None
-            for endpoint, kinds in endpoints.get((message["organization_id"], message["environment"]), []):
-                if message["kind"] not in kinds:
+            for endpoint, kinds in endpoints.get((message.organization_id, message.environment), []):
+                if message.kind not in kinds:
                     continue
-                if endpoint["created_at"] > message["created_at"]:
+                if endpoint["created_at"] > message.created_at:
                     continue
-                data = jsonutil.loads(message["payload"]) if data is None else data
+                data = jsonutil.loads(message.payload) if data is None else data
                 delivery_id = new_id("delivery")
                 rows.append(
                     {
                         "id": delivery_id,
-                        "organization_id": message["organization_id"],
-                        "environment": message["environment"],
+                        "organization_id": message.organization_id,
+                        "environment": message.environment,
                         "endpoint_id": endpoint["id"],
-                        "outbox_id": message["id"],
-                        "kind": message["kind"],
-                        "body": delivery_body(delivery_id, message["kind"], message["created_at"], message, data),
+                        "outbox_id": message.id,
+                        "kind": message.kind,
+                        "body": delivery_body(
+                            delivery_id,
+                            message.kind,
+                            message.created_at,
+                            Scope(message.organization_id, message.environment),
+                            data,
+                        ),
                     }
                 )
         uow.webhooks.add_deliveries(rows, utcnow())
-        uow.webhooks.mark_dispatched([message["id"] for message in messages])
+        uow.webhooks.mark_dispatched([message.id for message in messages])
     return len(messages)
 
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.ids import new_ids
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.uow import Repositories
+from rewards_lab.store.interfaces import Repositories
 
 WEBHOOK_KINDS = ("reward.issued", "asset.paused", "wallet.frozen")
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from rewards_lab.contract.ids import new_id
 from rewards_lab.store.database import Database
-from rewards_lab.store.queries import Row
+from rewards_lab.store.interfaces.organizations import OrganizationRow
 from rewards_lab.store.uow import unit_of_work
 
 Plan = Literal["public", "business", "enterprise"]
@@ -15,7 +15,7 @@ RATE_LIMITS_PER_MINUTE: dict[str, int | None] = {"public": 100, "business": 1000
 
 def create_organization(
     database: Database, name: str, plan: Plan = "business", rate_limit_per_minute: int | None = None
-) -> Row:
+) -> OrganizationRow:
     """A new tenant. Enterprise limits are configurable; the other plans take the seed's figures."""
     limit = rate_limit_per_minute if rate_limit_per_minute is not None else RATE_LIMITS_PER_MINUTE[plan]
     with unit_of_work(database) as uow:

@@ -21,8 +21,9 @@ from rewards_lab.service import presenters
 from rewards_lab.service.assets import asset_row
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
+from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.queries import Row
-from rewards_lab.store.uow import Repositories, reader
+from rewards_lab.store.uow import reader
 
 PROGRAMME_SORTS = ("created_at", "name")
 

@@ -29,7 +29,7 @@ from rewards_lab.service.passwords import dummy_hash, hash_password, verify_pass
 from rewards_lab.service.presenters import utc
 from rewards_lab.store.accounts import totp_context
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.queries import Row
+from rewards_lab.store.interfaces.accounts import AccountRow, SessionRow
 from rewards_lab.store.uow import reader, unit_of_work
 
 _EMAIL_RE = re.compile(r"[^@\s]{1,64}@[^@\s]{1,255}")
@@ -43,25 +43,25 @@ def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _account(row: Row) -> d.Account:
+def _account(row: AccountRow) -> d.Account:
     return d.Account(
-        id=row["id"],
-        organization_id=row["organization_id"],
-        email=row["email"],
-        role=row["role"],
-        second_factor=row["totp_secret"] is not None,
-        created_at=utc(row["created_at"]),
+        id=row.id,
+        organization_id=row.organization_id,
+        email=row.email,
+        role=row.role,
+        second_factor=row.totp_secret is not None,
+        created_at=utc(row.created_at),
     )
 
 
-def _session(row: Row) -> d.Session:
+def _session(row: SessionRow) -> d.Session:
     return d.Session(
-        id=row["id"],
-        account_id=row["account_id"],
-        organization_id=row["organization_id"],
-        created_at=utc(row["created_at"]),
-        expires_at=utc(row["expires_at"]),
-        revoked_at=utc(row["revoked_at"]) if row["revoked_at"] else None,
+        id=row.id,
+        account_id=row.account_id,
+        organization_id=row.organization_id,
+        created_at=utc(row.created_at),
+        expires_at=utc(row.expires_at),
+        revoked_at=utc(row.revoked_at) if row.revoked_at else None,
     )
 
 
@@ -129,32 +129,32 @@ def login(
     email = body.email.strip().lower()
     guard.admit(email, address)  # refused while in backoff, before the password is looked at; else a failure...
     row = reader(database).accounts.by_email(email)
-    if not verify_password(body.password, row["password_hash"] if row else dummy_hash()) or row is None:
+    if not verify_password(body.password, row.password_hash if row else dummy_hash()) or row is None:
         guard.failed(email, address)
         raise ServiceError("credentials_invalid", "the email or the password is wrong", field="password")
     step: int | None = None
-    if row["totp_secret"] is not None:
+    if row.totp_secret is not None:
         if not body.totp_code:
             guard.not_a_guess(email, address)  # ...given back: the right password, the code still to come
             raise ServiceError("second_factor_required", "send totp_code from the authenticator app", field="totp_code")
-        secret = database.secret_box.open(row["totp_secret"], context=totp_context(row["id"]))
-        step = _totp_step(secret, body.totp_code, row["totp_last_step"], time.time())
+        secret = database.secret_box.open(row.totp_secret, context=totp_context(row.id))
+        step = _totp_step(secret, body.totp_code, row.totp_last_step, time.time())
         if step is None:
             guard.failed(email, address)
             raise ServiceError("second_factor_invalid", field="totp_code")
     guard.succeeded(email, address)  # ...or cleared: the right credentials
-    if organization_id is not None and organization_id != row["organization_id"]:
+    if organization_id is not None and organization_id != row.organization_id:
         raise ServiceError("organization_mismatch", field="X-Organization-ID")
     token = f"{SESSION_PREFIX}{secrets.token_urlsafe(32)}"
     with unit_of_work(database) as uow:
         if step is not None:
-            current = uow.accounts.get(row["id"])
+            current = uow.accounts.get(row.id)
             assert current is not None
-            if current["totp_last_step"] is not None and step <= current["totp_last_step"]:
+            if current.totp_last_step is not None and step <= current.totp_last_step:
                 raise ServiceError("second_factor_invalid", field="totp_code")  # a concurrent login used it
-            uow.accounts.use_totp_step(row["id"], step)
+            uow.accounts.use_totp_step(row.id, step)
         expires_at = utcnow() + timedelta(seconds=lifetime_s)
-        session = uow.sessions.add(new_id("session"), row["id"], row["organization_id"], _token_hash(token), expires_at)
+        session = uow.sessions.add(new_id("session"), row.id, row.organization_id, _token_hash(token), expires_at)
     return d.SessionCreated(**_session(session).model_dump(), token=token, token_type="bearer", account=_account(row))
 
 
@@ -162,15 +162,15 @@ def is_session_token(token: str) -> bool:
     return token.startswith(SESSION_PREFIX)
 
 
-def _live_session(database: Database, token: str) -> Row:
+def _live_session(database: Database, token: str) -> SessionRow:
     digest = _token_hash(token)
     row = reader(database).sessions.by_hash(digest)
-    if row is None or not hmac.compare_digest(row["token_hash"], digest):
+    if row is None or not hmac.compare_digest(row.token_hash, digest):
         raise ServiceError("credentials_invalid")
-    if row["revoked_at"] is not None:
-        raise ServiceError("session_revoked", session_id=row["id"])
-    if row["expires_at"] <= utcnow():
-        raise ServiceError("session_expired", session_id=row["id"])
+    if row.revoked_at is not None:
+        raise ServiceError("session_revoked", session_id=row.id)
+    if row.expires_at <= utcnow():
+        raise ServiceError("session_expired", session_id=row.id)
     return row
 
 
@@ -178,16 +178,16 @@ def authenticate_session(database: Database, token: str, environment: Environmen
     """The principal of a live session acting in `environment`: the account's permissions, its organization."""
     session = _live_session(database, token)
     repositories = reader(database)
-    account = repositories.accounts.get(session["account_id"])
-    organization = repositories.organizations.get(session["organization_id"])
+    account = repositories.accounts.get(session.account_id)
+    organization = repositories.organizations.get(session.organization_id)
     assert account is not None and organization is not None
-    limit = organization["rate_limit_per_minute"] or ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE
+    limit = organization.rate_limit_per_minute or ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE
     return Principal(
-        session["id"],
-        Scope(session["organization_id"], environment),
-        frozenset(json.loads(account["permissions"])),
+        session.id,
+        Scope(session.organization_id, environment),
+        frozenset(json.loads(account.permissions)),
         int(limit),
-        account_id=account["id"],
+        account_id=account.id,
     )
 
 
@@ -195,7 +195,7 @@ def logout(database: Database, token: str) -> d.Session:
     """End the session the token stands for (it is revoked, not deleted)."""
     session = _live_session(database, token)
     with unit_of_work(database) as uow:
-        uow.sessions.revoke(session["id"])
-        row = uow.sessions.get(session["id"])
+        uow.sessions.revoke(session.id)
+        row = uow.sessions.get(session.id)
     assert row is not None
     return _session(row)

@@ -24,8 +24,9 @@ from rewards_lab.service.presenters import utc
 from rewards_lab.service.webhook_targets import normalise_url, private_targets_allowed
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.queries import Row
-from rewards_lab.store.uow import Repositories, reader, unit_of_work
+from rewards_lab.store.uow import reader, unit_of_work
 
 SECRET_PREFIX = "whsec_"
 VISIBLE_SECRET_LENGTH = 12
@@ -188,7 +189,7 @@ def send_test(database: Database, scope: Scope, webhook_id: str) -> r.WebhookDel
         delivery_id = new_id("delivery")
         now = utcnow()
         data = {"webhook_id": webhook_id, "message": "A test delivery from the rewards service."}
-        body = delivery_body(delivery_id, TEST_KIND, now, endpoint, data)
+        body = delivery_body(delivery_id, TEST_KIND, now, scope, data)
         row = {
             "id": delivery_id,
             "organization_id": scope.organization_id,

@@ -16,7 +16,7 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database
-from rewards_lab.store.uow import Repositories, unit_of_work
+from rewards_lab.store.uow import DuckDBRepositories, unit_of_work
 
 ResultT = TypeVar("ResultT", bound=BaseModel)
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
@@ -33,7 +33,7 @@ def run_write(
     scope: Scope,
     operation: str,
     request: Any,
-    write: Callable[[Repositories], ResultT],
+    write: Callable[[DuckDBRepositories], ResultT],  # opens the DuckDB unit of work, so it passes the concrete one
     result_type: type[ResultT],
     *,
     idempotency_key: str | None = None,
@@ -48,14 +48,14 @@ def run_write(
         fingerprint = request_hash(operation, request)
         stored = uow.idempotency.get(scope, idempotency_key)
         if stored is not None:
-            if stored["request_hash"] != fingerprint or stored["operation"] != operation:
+            if stored.request_hash != fingerprint or stored.operation != operation:
                 raise ServiceError(
                     "idempotency_key_reused",
                     "this Idempotency-Key was used with a different request",
                     field="Idempotency-Key",
-                    original_operation=stored["operation"],
+                    original_operation=stored.operation,
                 )
-            return result_type.model_validate(jsonutil.loads(stored["response"]))
+            return result_type.model_validate(jsonutil.loads(stored.response))
         result = write(uow)
         uow.idempotency.add(scope, idempotency_key, operation, fingerprint, result.model_dump_json(), status_code)
         return result

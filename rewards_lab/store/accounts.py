@@ -9,7 +9,8 @@ from datetime import datetime
 import duckdb
 
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.queries import Row, fetch_one
+from rewards_lab.store.interfaces.accounts import AccountRow, SessionRow
+from rewards_lab.store.queries import columns, fetch_one_as
 from rewards_lab.store.secret_box import SEALED_PREFIX, SecretBox
 
 
@@ -40,7 +41,7 @@ class AccountRepository:
         permissions: list[str],
         password_hash: str,
         totp_secret: str | None,
-    ) -> Row:
+    ) -> AccountRow:
         """`totp_secret` is stored as given: the caller seals it (`totp_context`)."""
         self.con.execute(
             "INSERT INTO accounts VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)",
@@ -59,12 +60,14 @@ class AccountRepository:
         assert row is not None
         return row
 
-    def get(self, account_id: str) -> Row | None:
-        return fetch_one(self.con, "SELECT * FROM accounts WHERE id = ?", [account_id])
+    def get(self, account_id: str) -> AccountRow | None:
+        sql = f"SELECT {columns(AccountRow)} FROM accounts WHERE id = ?"
+        return fetch_one_as(self.con, AccountRow, sql, [account_id])
 
-    def by_email(self, email: str) -> Row | None:
+    def by_email(self, email: str) -> AccountRow | None:
         """Emails are stored lower-cased; the caller lower-cases what it looks up."""
-        return fetch_one(self.con, "SELECT * FROM accounts WHERE email = ?", [email])
+        sql = f"SELECT {columns(AccountRow)} FROM accounts WHERE email = ?"
+        return fetch_one_as(self.con, AccountRow, sql, [email])
 
     def unsealed_totp_secrets(self) -> list[tuple[str, str]]:
         """(account id, stored value) of TOTP secrets written before sealing existed (no sealed prefix)."""
@@ -85,7 +88,9 @@ class SessionRepository:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
 
-    def add(self, session_id: str, account_id: str, organization_id: str, token_hash: str, expires_at: datetime) -> Row:
+    def add(
+        self, session_id: str, account_id: str, organization_id: str, token_hash: str, expires_at: datetime
+    ) -> SessionRow:
         self.con.execute(
             "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, NULL)",
             [session_id, account_id, organization_id, token_hash, utcnow(), expires_at],
@@ -94,11 +99,13 @@ class SessionRepository:
         assert row is not None
         return row
 
-    def get(self, session_id: str) -> Row | None:
-        return fetch_one(self.con, "SELECT * FROM sessions WHERE id = ?", [session_id])
+    def get(self, session_id: str) -> SessionRow | None:
+        sql = f"SELECT {columns(SessionRow)} FROM sessions WHERE id = ?"
+        return fetch_one_as(self.con, SessionRow, sql, [session_id])
 
-    def by_hash(self, token_hash: str) -> Row | None:
-        return fetch_one(self.con, "SELECT * FROM sessions WHERE token_hash = ?", [token_hash])
+    def by_hash(self, token_hash: str) -> SessionRow | None:
+        sql = f"SELECT {columns(SessionRow)} FROM sessions WHERE token_hash = ?"
+        return fetch_one_as(self.con, SessionRow, sql, [token_hash])
 
     def revoke(self, session_id: str) -> None:
         self.con.execute("UPDATE sessions SET revoked_at = ? WHERE id = ?", [utcnow(), session_id])

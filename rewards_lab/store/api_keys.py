@@ -8,7 +8,8 @@ import duckdb
 
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.queries import Row, fetch_one
+from rewards_lab.store.interfaces.api_keys import ApiKeyRow
+from rewards_lab.store.queries import columns, fetch_one_as
 
 
 class ApiKeyRepository:
@@ -24,7 +25,7 @@ class ApiKeyRepository:
         secret_hash: str,
         permissions: list[str],
         created_by: str | None,
-    ) -> Row:
+    ) -> ApiKeyRow:
         self.con.execute(
             "INSERT INTO api_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
             [key_id, *scope.params, name, prefix, secret_hash, json.dumps(sorted(permissions)), created_by, utcnow()],
@@ -33,16 +34,18 @@ class ApiKeyRepository:
         assert row is not None
         return row
 
-    def get(self, scope: Scope, key_id: str) -> Row | None:
-        return fetch_one(
+    def get(self, scope: Scope, key_id: str) -> ApiKeyRow | None:
+        return fetch_one_as(
             self.con,
-            "SELECT * FROM api_keys WHERE organization_id = ? AND environment = ? AND id = ?",
+            ApiKeyRow,
+            f"SELECT {columns(ApiKeyRow)} FROM api_keys WHERE organization_id = ? AND environment = ? AND id = ?",
             [*scope.params, key_id],
         )
 
-    def by_hash(self, secret_hash: str) -> Row | None:
+    def by_hash(self, secret_hash: str) -> ApiKeyRow | None:
         """The key whose secret hashes to this (any tenant: the key itself names its tenant)."""
-        return fetch_one(self.con, "SELECT * FROM api_keys WHERE secret_hash = ?", [secret_hash])
+        sql = f"SELECT {columns(ApiKeyRow)} FROM api_keys WHERE secret_hash = ?"
+        return fetch_one_as(self.con, ApiKeyRow, sql, [secret_hash])
 
     def revoke(self, scope: Scope, key_id: str) -> None:
         self.con.execute(

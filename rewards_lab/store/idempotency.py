@@ -13,7 +13,8 @@ import duckdb
 
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.queries import Row, fetch_one
+from rewards_lab.store.interfaces.idempotency import IdempotencyRow
+from rewards_lab.store.queries import columns, fetch_one_as
 
 DEFAULT_RETENTION = timedelta(hours=168)
 _retention: list[timedelta | None] = [DEFAULT_RETENTION]  # process-wide; None: keys never expire
@@ -32,15 +33,18 @@ class IdempotencyRepository:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
 
-    def get(self, scope: Scope, key: str) -> Row | None:
+    def get(self, scope: Scope, key: str) -> IdempotencyRow | None:
         """The stored request and response of `key`, unless it is older than the retention window."""
         window = _retention[0]
-        sql = "SELECT * FROM idempotency_keys WHERE organization_id = ? AND environment = ? AND key = ?"
+        sql = (
+            f"SELECT {columns(IdempotencyRow)} FROM idempotency_keys"
+            " WHERE organization_id = ? AND environment = ? AND key = ?"
+        )
         params: list[object] = [*scope.params, key]
         if window is not None:
             sql += " AND created_at >= ?"
             params.append(utcnow() - window)
-        return fetch_one(self.con, sql, params)
+        return fetch_one_as(self.con, IdempotencyRow, sql, params)
 
     def add(self, scope: Scope, key: str, operation: str, request_hash: str, response: str, status_code: int) -> None:
         """Store the key; an expired row of the same key (not yet deleted by the retention job) is replaced."""

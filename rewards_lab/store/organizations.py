@@ -5,14 +5,15 @@ from __future__ import annotations
 import duckdb
 
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.queries import Row, fetch_one
+from rewards_lab.store.interfaces.organizations import OrganizationRow
+from rewards_lab.store.queries import columns, fetch_one_as
 
 
 class OrganizationRepository:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
 
-    def add(self, organization_id: str, name: str, plan: str, rate_limit_per_minute: int | None) -> Row:
+    def add(self, organization_id: str, name: str, plan: str, rate_limit_per_minute: int | None) -> OrganizationRow:
         self.con.execute(
             "INSERT INTO organizations VALUES (?, ?, ?, ?, ?)",
             [organization_id, name, plan, rate_limit_per_minute, utcnow()],
@@ -21,5 +22,6 @@ class OrganizationRepository:
         assert row is not None
         return row
 
-    def get(self, organization_id: str) -> Row | None:
-        return fetch_one(self.con, "SELECT * FROM organizations WHERE id = ?", [organization_id])
+    def get(self, organization_id: str) -> OrganizationRow | None:
+        sql = f"SELECT {columns(OrganizationRow)} FROM organizations WHERE id = ?"
+        return fetch_one_as(self.con, OrganizationRow, sql, [organization_id])

@@ -7,7 +7,8 @@ import pyarrow as pa
 
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.queries import Row, fetch_all
+from rewards_lab.store.interfaces.outbox import OutboxRow
+from rewards_lab.store.queries import columns, fetch_all_as
 
 
 class OutboxRepository:
@@ -31,12 +32,14 @@ class OutboxRepository:
         finally:
             self.con.unregister("outbox_batch")
 
-    def undispatched(self, limit: int) -> list[Row]:
-        return fetch_all(self.con, "SELECT * FROM outbox WHERE dispatched_at IS NULL ORDER BY id LIMIT ?", [limit])
+    def undispatched(self, limit: int) -> list[OutboxRow]:
+        sql = f"SELECT {columns(OutboxRow)} FROM outbox WHERE dispatched_at IS NULL ORDER BY id LIMIT ?"
+        return fetch_all_as(self.con, OutboxRow, sql, [limit])
 
-    def of_scope(self, scope: Scope) -> list[Row]:
-        return fetch_all(
+    def of_scope(self, scope: Scope) -> list[OutboxRow]:
+        return fetch_all_as(
             self.con,
-            "SELECT * FROM outbox WHERE organization_id = ? AND environment = ? ORDER BY id",
+            OutboxRow,
+            f"SELECT {columns(OutboxRow)} FROM outbox WHERE organization_id = ? AND environment = ? ORDER BY id",
             scope.params,
         )

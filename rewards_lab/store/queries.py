@@ -2,14 +2,39 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from functools import cache
+from typing import Any, TypeVar
 
 import duckdb
 
 from rewards_lab.contract.pagination import CursorPosition, PageRequest, decode_cursor, encode_cursor
 
+# Untyped rows: still used by the repositories that have no typed row yet (see store/interfaces/).
 Row = dict[str, Any]
+RowT = TypeVar("RowT")
+
+
+@cache
+def columns(row_type: type[Any]) -> str:
+    """The SELECT list of a typed row (a dataclass whose fields are named like the table's columns), in field order."""
+    return ", ".join(field.name for field in fields(row_type))
+
+
+def fetch_all_as(
+    con: duckdb.DuckDBPyConnection, row_type: type[RowT], sql: str, params: list[Any] | None = None
+) -> list[RowT]:
+    """Typed rows straight from the cursor's tuples: `sql` must select `columns(row_type)`, in that order."""
+    return [row_type(*values) for values in con.execute(sql, params or []).fetchall()]
+
+
+def fetch_one_as(
+    con: duckdb.DuckDBPyConnection, row_type: type[RowT], sql: str, params: list[Any] | None = None
+) -> RowT | None:
+    """The first typed row, if any; the result is fetched to its end (this DuckDB rejects other work on a
+    connection with an unfinished result)."""
+    rows = con.execute(sql, params or []).fetchall()
+    return row_type(*rows[0]) if rows else None
 
 
 def fetch_all(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> list[Row]:

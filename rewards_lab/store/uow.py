@@ -24,7 +24,9 @@ from rewards_lab.store.wallets import WalletRepository
 from rewards_lab.store.webhooks import WebhookRepository
 
 
-class Repositories:
+class DuckDBRepositories:
+    """The DuckDB implementation of `store.interfaces.Repositories`."""
+
     def __init__(self, con: duckdb.DuckDBPyConnection, database: Database | None = None) -> None:
         self.con = con
         self.database = database
@@ -45,13 +47,17 @@ class Repositories:
         self.request_log = RequestLogRepository(con)
 
 
+# The engine's services (events, ledger) still name the concrete class by this name.
+Repositories = DuckDBRepositories
+
+
 @contextmanager
-def unit_of_work(database: Database) -> Iterator[Repositories]:
+def unit_of_work(database: Database) -> Iterator[DuckDBRepositories]:
     """One atomic database transaction: all of it commits, or (on any exception) none of it does."""
     with database.transaction() as con:
-        yield Repositories(con, database)
+        yield DuckDBRepositories(con, database)
 
 
-def reader(database: Database) -> Repositories:
+def reader(database: Database) -> DuckDBRepositories:
     """Repositories over this thread's read cursor: committed data only, no transaction held."""
-    return Repositories(database.reader(), database)
+    return DuckDBRepositories(database.reader(), database)

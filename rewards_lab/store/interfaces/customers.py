@@ -1,0 +1,25 @@
+"""The customers repository as the services see it: any store (DuckDB today) implements this."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.queries import Row, RowPage
+
+
+class CustomerStore(Protocol):
+    """What the services need of the customer rows (DuckDB: store.customers.CustomerRepository)."""
+
+    def add(self, scope: Scope, customer_id: str, external_id: str, email: str | None, country: str | None) -> Row: ...
+
+    def add_many(self, scope: Scope, customer_ids: list[str], external_ids: list[str]) -> None: ...
+
+    def get(self, scope: Scope, customer_id: str) -> Row | None: ...
+
+    def get_by_external_id(self, scope: Scope, external_id: str) -> Row | None: ...
+
+    def resolve_many(self, scope: Scope, references: list[str]) -> dict[str, Row]: ...
+
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage: ...

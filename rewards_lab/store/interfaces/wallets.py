@@ -1,0 +1,29 @@
+"""The wallets repository as the services see it: any store (DuckDB today) implements this."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.queries import Row, RowPage
+
+
+class WalletStore(Protocol):
+    """What the services need of the wallet rows (DuckDB: store.wallets.WalletRepository)."""
+
+    def add(self, scope: Scope, wallet_id: str, customer_id: str, wallet_type: str, transfer_policy: str) -> Row: ...
+
+    def add_many(
+        self, scope: Scope, wallet_ids: list[str], customer_ids: list[str], wallet_type: str, transfer_policy: str
+    ) -> None: ...
+
+    def get(self, scope: Scope, wallet_id: str) -> Row | None: ...
+
+    def get_many(self, scope: Scope, wallet_ids: list[str]) -> dict[str, Row]: ...
+
+    def set_status(self, scope: Scope, wallet_id: str, status: str) -> None: ...
+
+    def reward_wallets(self, scope: Scope, customer_ids: list[str]) -> dict[str, Row]: ...
+
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage: ...
