@@ -5,9 +5,9 @@ running state) and writes the accepted ones set-based through the store, whose C
 invariants again; then it commits. Prints ledger transactions per second (each transaction is two entries),
 including every commit, and the per-batch latency.
 
-`--floor` also measures the database half alone: every batch is decided and turned into its Arrow tables before
-the clock starts, and the timed loop only runs the store's own statements (`write_tables`: INSERT, balance
-UPDATE) and the COMMIT of each batch, checkpoints included. No decision can make a batch quicker than that.
+`--floor` also measures the database half alone: every batch is decided before the clock starts, and the timed
+loop only runs the store's write (`write_postings`: its Arrow tables, INSERT, balance UPDATE) and the COMMIT of
+each batch, checkpoints included. No decision can make a batch quicker than that.
 """
 
 from __future__ import annotations
@@ -23,19 +23,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 from machine import speed_probe  # benchmarks/machine.py, beside this script
 
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.ids import new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.domain.posting_batch import decide_whole
-from rewards_lab.domain.posting_policy import PostingRequest
+from rewards_lab.domain.posting_decision import PostingDecision, decide_batch
+from rewards_lab.domain.posting_policy import LedgerState, PostingRequest
 from rewards_lab.service import assets, organizations
 from rewards_lab.service.ledger import apply_postings, load_state
 from rewards_lab.store.database import Database
-from rewards_lab.store.ledger import batch_tables
 from rewards_lab.store.uow import Repositories, unit_of_work
 from rewards_lab.store.verification import verify_ledger
 
@@ -102,18 +100,20 @@ def _whole_path(
 def _database_half(
     database: Database, scope: Scope, kind: str, asset_id: str, wallet_ids: list[str], size: int, count: int
 ) -> tuple[list[Any], Step]:
-    """The batches decided and turned into Arrow tables up front; each step only writes one (`write_tables`)."""
-    tables = []
+    """The batches decided up front; each step only writes one (`write_postings`: its Arrow tables, the
+    statements and the cache's bookkeeping)."""
+    decided = []
     with unit_of_work(database) as uow:  # decides against the starting state and writes nothing
         for requests in batches_of(kind, asset_id, wallet_ids, size, count):
-            whole = decide_whole(load_state(uow, scope, requests), requests)
-            assert whole is not None, "every benchmark batch is accepted whole"
-            tables.append(batch_tables(whole))  # balance rows are deltas: valid in any order
+            state = load_state(uow, scope, requests)
+            decision = decide_batch(state, requests)
+            assert not decision.rejected, "every benchmark batch is accepted"
+            decided.append((decision, state))  # balance rows are deltas: valid in any order
 
-    def step(uow: Repositories, batch: tuple[pa.Table, pa.Table]) -> None:
-        uow.ledger.write_tables(scope, *batch)
+    def step(uow: Repositories, batch: tuple[PostingDecision, LedgerState]) -> None:
+        uow.ledger.write_postings(scope, *batch)
 
-    return tables, step
+    return decided, step
 
 
 def run(kind: str, size: int, count: int, wallets: int, *, database_half_alone: bool = False) -> None:

@@ -1,7 +1,8 @@
 """Crash safety: a process killed (SIGKILL) in the middle of a posting leaves no partial transaction.
 
 Each test prepares a DuckDB file through the service layer, closes it, and hands it to a child process. The child
-runs one operation (a big batch through `apply_postings`, one `ledger.issue`, or `events.process_pending`) with
+runs one operation (a big batch through `apply_postings`, one `ledger.issue`, or
+`event_processing.process_pending`) with
 `Database.fault_hook` set to park it, mid-transaction, at one of the ledger writer's fault points; the parent then
 kills it with SIGKILL, reopens the file and checks that nothing of the killed transaction is visible and that
 running the operation again completes it exactly once. A last test kills a child at a random moment of a long
@@ -32,7 +33,7 @@ from rewards_lab.contract.ids import new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.posting_policy import PostingRequest
-from rewards_lab.service import events, ledger, organizations, programmes
+from rewards_lab.service import event_intake, event_processing, ledger, organizations, programmes
 from rewards_lab.store.database import Database
 from rewards_lab.store.uow import unit_of_work
 from rewards_lab.store.verification import verify_ledger
@@ -71,7 +72,7 @@ CHILD_SCRIPT = textwrap.dedent(
     from rewards_lab.contract.scope import Scope
     from rewards_lab.contract.validation import validate
     from rewards_lab.domain.posting_policy import PostingRequest
-    from rewards_lab.service import events, ledger
+    from rewards_lab.service import event_intake, event_processing, ledger
     from rewards_lab.service.ledger import apply_postings
     from rewards_lab.store.database import Database
     from rewards_lab.store.uow import unit_of_work
@@ -103,7 +104,7 @@ CHILD_SCRIPT = textwrap.dedent(
         body = validate(rq.IssueRequest, spec["issue"])
         ledger.issue(database, scope, spec["asset_id"], body, idempotency_key=spec["idempotency_key"])
     elif operation == "events":
-        events.process_pending(database)
+        event_processing.process_pending(database)
     elif operation == "loop":
         body = validate(rq.IssueRequest, spec["issue"])
         with open(spec["progress_path"], "a", encoding="utf-8") as progress:
@@ -204,7 +205,7 @@ def _prepare(tmp_path: Path, *, with_events: bool) -> Prepared:
                 )
                 for number in range(EVENT_COUNT)
             ]
-            for result in events.submit_events(db, scope, bodies):
+            for result in event_intake.submit_events(db, scope, bodies):
                 assert not isinstance(result, BaseException), result
                 event_ids.append(result.id)
         _assert_verified(db)
@@ -331,7 +332,7 @@ def _rerun_issue(db: Database, prepared: Prepared, spec: dict[str, Any]) -> None
 
 
 def _rerun_events(db: Database, prepared: Prepared) -> None:
-    report = events.process_all(db)
+    report = event_processing.process_all(db)
     rewarded = EVENT_COUNT // 2
     assert (report.processed, report.failed, report.issued, report.refused) == (EVENT_COUNT, 0, rewarded, 0)
     con = db.reader()
@@ -349,7 +350,7 @@ def _rerun_events(db: Database, prepared: Prepared) -> None:
     after = _snapshot(db)
     assert after["transactions"] == prepared.before["transactions"] + rewarded
     assert after["outbox"]["reward.issued"] == prepared.before["outbox"]["reward.issued"] + rewarded
-    assert events.process_all(db).processed == 0
+    assert event_processing.process_all(db).processed == 0
     assert _snapshot(db) == after
 
 

@@ -15,7 +15,9 @@ from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.ledger import Entry, Posting, check_balanced
-from rewards_lab.service import assets, customers, events, ledger, programmes, simulation
+from rewards_lab.domain.posting_decision import PostingDecision
+from rewards_lab.domain.posting_policy import PostingRequest
+from rewards_lab.service import assets, customers, event_intake, event_processing, ledger, programmes, simulation
 from rewards_lab.store.uow import unit_of_work
 from tests.conftest import World
 
@@ -186,7 +188,9 @@ def s_sort_field_invalid(w: World) -> ServiceError:
 
 
 def s_event_payload_too_large(w: World) -> ServiceError:
-    return _raises("event_payload_too_large", lambda: events.submit_event(w.db, w.scope, _event("big", "x" * 20_000)))
+    return _raises(
+        "event_payload_too_large", lambda: event_intake.submit_event(w.db, w.scope, _event("big", "x" * 20_000))
+    )
 
 
 def s_wallet_policy_violation(w: World) -> ServiceError:
@@ -223,7 +227,7 @@ def s_rule_not_found(w: World) -> ServiceError:
 
 
 def s_event_not_found(w: World) -> ServiceError:
-    return _raises("event_not_found", lambda: events.replay_event(w.db, w.scope, "evt_missing"))
+    return _raises("event_not_found", lambda: event_processing.replay_event(w.db, w.scope, "evt_missing"))
 
 
 def s_transaction_not_found(w: World) -> ServiceError:
@@ -281,13 +285,15 @@ def s_customer_already_exists(w: World) -> ServiceError:
 
 
 def s_event_duplicate_mismatch(w: World) -> ServiceError:
-    events.submit_event(w.db, w.scope, _event("e-1", Decimal("10")))
-    return _raises("event_duplicate_mismatch", lambda: events.submit_event(w.db, w.scope, _event("e-1", Decimal("11"))))
+    event_intake.submit_event(w.db, w.scope, _event("e-1", Decimal("10")))
+    return _raises(
+        "event_duplicate_mismatch", lambda: event_intake.submit_event(w.db, w.scope, _event("e-1", Decimal("11")))
+    )
 
 
 def s_event_not_replayable(w: World) -> ServiceError:
-    event = events.submit_event(w.db, w.scope, _event("e-2", Decimal("10")))
-    return _raises("event_not_replayable", lambda: events.replay_event(w.db, w.scope, event.id))
+    event = event_intake.submit_event(w.db, w.scope, _event("e-2", Decimal("10")))
+    return _raises("event_not_replayable", lambda: event_processing.replay_event(w.db, w.scope, event.id))
 
 
 def s_programme_version_immutable(w: World) -> ServiceError:
@@ -319,7 +325,8 @@ def s_internal_error(w: World) -> ServiceError:
             assert account is not None
             txn = new_id("transaction")  # a real id: the ledger reads its creation time
             posting = Posting(txn, "redemption", asset_id, 500, wallet_id, account["redemption_account_id"])
-            uow.ledger.write_postings(w.scope, [posting])
+            state = ledger.load_state(uow, w.scope, [PostingRequest(txn, "redemption", asset_id, 500, wallet_id)])
+            uow.ledger.write_postings(w.scope, PostingDecision([posting], []), state)
 
     error = _raises("internal_error", overdraw)
     assert error.details["invariant"] == "balance_below_floor"

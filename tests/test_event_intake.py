@@ -12,7 +12,7 @@ from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service import events, organizations
+from rewards_lab.service import event_intake, event_queries, organizations
 from rewards_lab.store.database import Database
 from rewards_lab.worker.event_intake import EventIntake
 
@@ -27,7 +27,7 @@ async def _submit_all(intake: EventIntake, items: list[tuple[Scope, rq.EventCrea
     """As the POST /events handler does: prepare, queue, await the commit, present the stored row."""
 
     async def one(scope: Scope, body: rq.EventCreate) -> r.Event:
-        stored = events.present_stored(await intake.submit(scope, events.prepare_event(body)))
+        stored = event_intake.present_stored(await intake.submit(scope, event_intake.prepare_event(body)))
         assert isinstance(stored, r.Event)
         return stored
 
@@ -64,7 +64,7 @@ def test_concurrent_submissions_share_commits_and_each_answer_is_durable(db: Dat
     # Each answer is exactly what a later read returns (built from the inserted row, not read back).
     first = results[1]
     assert isinstance(first, r.Event)
-    assert events.get_event(db, scope, first.id) == first
+    assert event_queries.get_event(db, scope, first.id) == first
 
 
 def _hold(database: Database, gate: threading.Event) -> None:
@@ -96,7 +96,7 @@ def test_after_stop_new_events_are_refused_and_queued_ones_were_stored(tmp_path:
         assert all(isinstance(item, r.Event) for item in accepted)
         intake.stop()
         with pytest.raises(ServiceError) as refused:
-            await intake.submit(scope, events.prepare_event(_event("late")))
+            await intake.submit(scope, event_intake.prepare_event(_event("late")))
         assert refused.value.code == "service_unavailable"
 
     asyncio.run(scenario())

@@ -14,7 +14,15 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id, new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import events, ledger, organizations, presenters, programmes
+from rewards_lab.service import (
+    event_intake,
+    event_processing,
+    event_queries,
+    ledger,
+    organizations,
+    presenters,
+    programmes,
+)
 from rewards_lab.store.database import Database
 from rewards_lab.store.queries import Row
 from tests.conftest import World
@@ -26,7 +34,9 @@ def _body(external_id: str, **fields: Any) -> rq.EventCreate:
 
 
 def _store(db: Database, groups: list[tuple[Scope, list[rq.EventCreate]]]) -> list[list[Row | ServiceError]]:
-    return events.store_prepared(db, [(scope, [events.prepare_event(b) for b in bodies]) for scope, bodies in groups])
+    return event_intake.store_events(
+        db, [(scope, [event_intake.prepare_event(b) for b in bodies]) for scope, bodies in groups]
+    )
 
 
 def _count(db: Database) -> int:
@@ -61,7 +71,7 @@ def test_one_statement_stores_many_tenants_and_duplicates_inside_the_batch(db: D
     rows = db.reader().execute("SELECT organization_id, environment FROM events ORDER BY id").fetchall()
     assert rows == [tuple(scope.params), tuple(other.params)]
     # Each answer is the row as stored (built, not read back).
-    assert events.get_event(db, scope, mine[0]["id"]) == presenters.event(mine[0])
+    assert event_queries.get_event(db, scope, mine[0]["id"]) == presenters.event(mine[0])
 
 
 def test_the_hot_path_rendering_equals_the_models(db: Database, scope: Scope) -> None:
@@ -106,13 +116,13 @@ def test_batches_follow_each_newly_published_version_and_old_events_keep_theirs(
     programme = world.programme(asset)
     rule = world.rule(programme, amount={"fixed": "1.00"})
     programmes.publish(world.db, world.scope, programme.id)
-    events.submit_event(world.db, world.scope, _body("v1-event", customer_id="shopper"))
-    events.process_all(world.db)
+    event_intake.submit_event(world.db, world.scope, _body("v1-event", customer_id="shopper"))
+    event_processing.process_all(world.db)
     changed = {"actions": [{"type": "issue", "amount": {"fixed": "5.00"}}]}
     programmes.update_rule(world.db, world.scope, rule.id, validate(rq.RuleUpdate, changed))
     programmes.publish(world.db, world.scope, programme.id)
-    events.submit_event(world.db, world.scope, _body("v2-event", customer_id="shopper"))
-    events.process_all(world.db)
+    event_intake.submit_event(world.db, world.scope, _body("v2-event", customer_id="shopper"))
+    event_processing.process_all(world.db)
     balances = ledger.wallet_balances(world.db, world.scope, wallet.id).balances
     assert balances[0].balance == "6.00"  # 1.00 under the first version, then 5.00 under the second
     versions = [

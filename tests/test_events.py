@@ -12,7 +12,8 @@ from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import assets, customers, events, ledger, programmes
+from rewards_lab.domain import posting_decision
+from rewards_lab.service import assets, customers, event_intake, event_processing, event_queries, ledger, programmes
 from rewards_lab.store.uow import reader
 from tests.conftest import World
 
@@ -39,21 +40,21 @@ def _balance(world: World, wallet_id: str) -> str:
 
 
 def test_duplicates_return_the_original_and_issue_once(world: World, shop: dict[str, Any]) -> None:
-    first = events.submit_event(world.db, world.scope, _event("o-1", amount=Decimal("42.50")))
-    again = events.submit_event(world.db, world.scope, _event("o-1", amount=Decimal("42.5")))  # same value
+    first = event_intake.submit_event(world.db, world.scope, _event("o-1", amount=Decimal("42.50")))
+    again = event_intake.submit_event(world.db, world.scope, _event("o-1", amount=Decimal("42.5")))  # same value
     assert again.id == first.id
-    events.process_all(world.db)
-    after = events.submit_event(world.db, world.scope, _event("o-1", amount=Decimal("42.50")))
+    event_processing.process_all(world.db)
+    after = event_intake.submit_event(world.db, world.scope, _event("o-1", amount=Decimal("42.50")))
     assert after.id == first.id and after.status == "processed"
-    events.process_all(world.db)
+    event_processing.process_all(world.db)
     assert _balance(world, shop["wallet"].id) == "2.12"
     with pytest.raises(ServiceError) as caught:
-        events.submit_event(world.db, world.scope, _event("o-1", amount=Decimal("43")))
+        event_intake.submit_event(world.db, world.scope, _event("o-1", amount=Decimal("43")))
     assert caught.value.code == "event_duplicate_mismatch" and caught.value.details["field"] == "external_event_id"
 
 
 def test_a_batch_with_a_duplicate_inside_it_stores_one_event(world: World, shop: dict[str, Any]) -> None:
-    results = events.submit_events(
+    results = event_intake.submit_events(
         world.db,
         world.scope,
         [_event("b-1", amount=30), _event("b-1", amount=30), _event("b-1", amount=31), _event("b-2", amount=40)],
@@ -61,7 +62,7 @@ def test_a_batch_with_a_duplicate_inside_it_stores_one_event(world: World, shop:
     assert isinstance(results[2], ServiceError) and results[2].code == "event_duplicate_mismatch"
     ok = [r for r in results if not isinstance(r, ServiceError)]
     assert ok[0].id == ok[1].id and len({r.id for r in ok}) == 2
-    report = events.process_all(world.db)
+    report = event_processing.process_all(world.db)
     assert report.issued == 2 and _balance(world, shop["wallet"].id) == "3.50"
 
 
@@ -79,8 +80,8 @@ def test_a_batch_with_a_duplicate_inside_it_stores_one_event(world: World, shop:
 def test_rule_semantics_when_processing(
     world: World, shop: dict[str, Any], data: dict[str, Any], expected: str
 ) -> None:
-    events.submit_event(world.db, world.scope, _event("x", **data))
-    report = events.process_all(world.db)
+    event_intake.submit_event(world.db, world.scope, _event("x", **data))
+    report = event_processing.process_all(world.db)
     assert report.processed == 1 and report.failed == 0
     assert _balance(world, shop["wallet"].id) == expected
 
@@ -90,10 +91,10 @@ def test_every_publishing_programme_applies_and_provenance_is_recorded(world: Wo
     world.rule(second, amount={"fixed": "5.00"})
     programmes.publish(world.db, world.scope, second.id)
     world.rule(second, amount={"fixed": "99.00"})  # only in the draft: must not apply
-    event = events.submit_event(world.db, world.scope, _event("p-1", amount=Decimal("100")))
-    events.process_all(world.db)
+    event = event_intake.submit_event(world.db, world.scope, _event("p-1", amount=Decimal("100")))
+    event_processing.process_all(world.db)
     assert _balance(world, shop["wallet"].id) == "10.00"  # 5.00 per-rate + 5.00 fixed
-    executions = events.list_executions(world.db, world.scope, PageRequest(), event_id=event.id).data
+    executions = event_queries.list_executions(world.db, world.scope, PageRequest(), event_id=event.id).data
     assert sorted((e.program_id, e.program_version, e.amount) for e in executions) == sorted(
         [(shop["programme"].id, 1, "5.00"), (second.id, 1, "5.00")]
     )
@@ -119,10 +120,10 @@ def test_failed_events_carry_the_code_and_replay_issues_once(world: World, shop:
         customer_ref = world.customer("walletless").external_id
     else:
         customer_ref = "not-yet-a-customer"
-    event = events.submit_event(db, scope, _event("f-1", customer_ref, amount=Decimal("40")))
-    report = events.process_all(db)
+    event = event_intake.submit_event(db, scope, _event("f-1", customer_ref, amount=Decimal("40")))
+    report = event_processing.process_all(db)
     assert report.failed == 1
-    failed = events.get_event(db, scope, event.id)
+    failed = event_queries.get_event(db, scope, event.id)
     expected_code = {
         "frozen": "wallet_frozen",
         "paused": "asset_paused",
@@ -130,7 +131,7 @@ def test_failed_events_carry_the_code_and_replay_issues_once(world: World, shop:
         "unknown_customer": "customer_not_found",
     }[cause]
     assert failed.status == "failed" and failed.error is not None and failed.error.code == expected_code
-    assert events.list_events(db, scope, PageRequest(), status="failed").data[0].id == event.id
+    assert event_queries.list_events(db, scope, PageRequest(), status="failed").data[0].id == event.id
 
     # fix the cause, then replay: exactly the missing reward is issued, once
     if cause == "frozen":
@@ -143,13 +144,13 @@ def test_failed_events_carry_the_code_and_replay_issues_once(world: World, shop:
         wallet_id = world.wallet(customers.get_customer(db, scope, "walletless")).id
     else:
         wallet_id = world.wallet(world.customer("not-yet-a-customer")).id
-    replayed = events.replay_event(db, scope, event.id)
+    replayed = event_processing.replay_event(db, scope, event.id)
     assert replayed.status == "processed" and replayed.error is None and replayed.attempts == 2
     assert _balance(world, wallet_id) == "2.00"
     with pytest.raises(ServiceError) as caught:
-        events.replay_event(db, scope, event.id)
+        event_processing.replay_event(db, scope, event.id)
     assert caught.value.code == "event_not_replayable"
-    assert events.process_all(db).processed == 0
+    assert event_processing.process_all(db).processed == 0
     assert _balance(world, wallet_id) == "2.00"
 
 
@@ -165,13 +166,13 @@ def test_replay_issues_only_what_is_missing(world: World, shop: dict[str, Any]) 
     }
     programmes.create_rule(db, scope, validate(rq.RuleCreate, body))
     programmes.publish(db, scope, programme.id)
-    event = events.submit_event(
+    event = event_intake.submit_event(
         db,
         scope,
         validate(rq.EventCreate, {"type": "match.completed", "external_event_id": "m-1", "customer_id": "shopper"}),
     )
-    events.process_all(db)
-    failed = events.get_event(db, scope, event.id)
+    event_processing.process_all(db)
+    failed = event_queries.get_event(db, scope, event.id)
     assert failed.status == "failed" and failed.error and failed.error.code == "asset_supply_exhausted"
     gem_balance = [b for b in ledger.wallet_balances(db, scope, shop["wallet"].id).balances if b.asset_id == asset.id]
     assert gem_balance[0].balance == "6.00"
@@ -183,9 +184,9 @@ def test_replay_issues_only_what_is_missing(world: World, shop: dict[str, Any]) 
     ledger.redeem(
         db, scope, asset.id, rq.RedemptionRequest(wallet_id=shop["wallet"].id, amount="6.00", reference="spend")
     )
-    replayed = events.replay_event(db, scope, event.id)
+    replayed = event_processing.replay_event(db, scope, event.id)
     assert replayed.status == "processed"
-    executions = events.list_executions(db, scope, PageRequest(), event_id=event.id).data
+    executions = event_queries.list_executions(db, scope, PageRequest(), event_id=event.id).data
     assert sorted((e.action_index, e.status, e.program_version) for e in executions) == [
         (0, "issued", 1),
         (1, "issued", 1),
@@ -197,10 +198,10 @@ def test_replay_issues_only_what_is_missing(world: World, shop: dict[str, Any]) 
 
 def test_ceiling_is_enforced_in_event_order_within_a_batch(world: World, shop: dict[str, Any]) -> None:
     for index in range(30):  # 30 x 5.00 against a 100.00 ceiling: the first 20 issue, the rest fail
-        events.submit_event(world.db, world.scope, _event(f"c-{index:02d}", amount=Decimal("100")))
-    report = events.process_all(world.db)
+        event_intake.submit_event(world.db, world.scope, _event(f"c-{index:02d}", amount=Decimal("100")))
+    report = event_processing.process_all(world.db)
     assert (report.issued, report.refused, report.failed) == (20, 10, 10)
-    failed = events.list_events(world.db, world.scope, PageRequest(limit=100), status="failed").data
+    failed = event_queries.list_events(world.db, world.scope, PageRequest(limit=100), status="failed").data
     assert sorted(e.external_event_id for e in failed) == [f"c-{i:02d}" for i in range(20, 30)]
     assert assets.get_asset(world.db, world.scope, shop["asset"].id).outstanding_supply == "100.00"
 
@@ -209,17 +210,17 @@ def test_a_batch_of_events_within_the_ceiling_is_issued_whole_with_every_executi
     world: World, shop: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     taken: list[bool] = []
-    decide = events.decide_whole
+    decide = posting_decision.decide_whole
 
     def spy(*args: Any) -> Any:
         whole = decide(*args)
         taken.append(whole is not None)
         return whole
 
-    monkeypatch.setattr(events, "decide_whole", spy)
+    monkeypatch.setattr(posting_decision, "decide_whole", spy)
     for index in range(15):  # 15 x 5.00 within the 100.00 ceiling
-        events.submit_event(world.db, world.scope, _event(f"w-{index:02d}", amount=Decimal("100")))
-    report = events.process_all(world.db)
+        event_intake.submit_event(world.db, world.scope, _event(f"w-{index:02d}", amount=Decimal("100")))
+    report = event_processing.process_all(world.db)
     assert (report.issued, report.refused, report.failed) == (15, 0, 0)
     assert taken and all(taken)  # decided whole, not one by one
     assert _balance(world, shop["wallet"].id) == "75.00"

@@ -19,8 +19,16 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.domain.rules_batch import match_rules
-from rewards_lab.service import customers, events, ledger, organizations, programmes
+from rewards_lab.domain.rule_evaluation import evaluate
+from rewards_lab.service import (
+    customers,
+    event_intake,
+    event_processing,
+    event_queries,
+    ledger,
+    organizations,
+    programmes,
+)
 from rewards_lab.store.uow import Repositories, reader, unit_of_work
 from tests.conftest import World
 
@@ -59,13 +67,13 @@ class _Transactions:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.count = 0
-        original = events.unit_of_work
+        original = event_processing.unit_of_work
 
         def counted(database: Any) -> AbstractContextManager[Repositories]:
             self.count += 1
             return original(database)
 
-        monkeypatch.setattr(events, "unit_of_work", counted)
+        monkeypatch.setattr(event_processing, "unit_of_work", counted)
 
 
 @pytest.fixture
@@ -76,9 +84,9 @@ def poison(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, bool]]:
     def poisoned(rules: Any, batch: list[tuple[str, Any]]) -> Any:
         if switch["armed"] and any(isinstance(data, dict) and data.get("poison") is True for _, data in batch):
             raise RuntimeError(SECRET)
-        return match_rules(rules, batch)
+        return evaluate(rules, batch)
 
-    monkeypatch.setattr(events, "match_rules", poisoned)
+    monkeypatch.setattr(event_processing, "evaluate", poisoned)
     yield switch
 
 
@@ -93,14 +101,14 @@ def test_a_batch_whose_sums_pass_int64_is_issued_exactly_in_one_transaction(
     asset = world.asset(decimals=0, symbol="BIG")
     _fixed_programme(world, asset.id, str(BIG), actions=10)
     for index in range(3):
-        events.submit_event(world.db, world.scope, _event(f"w-{index}", "whale"))
+        event_intake.submit_event(world.db, world.scope, _event(f"w-{index}", "whale"))
     transactions = _Transactions(monkeypatch)
-    report = events.process_pending(world.db)
+    report = event_processing.process_pending(world.db)
     assert (report.processed, report.failed, report.issued, report.refused) == (3, 0, 30, 0)
     assert transactions.count == 1  # the batch was not split
     assert _balance(world, wallet.id, asset.id) == str(30 * BIG)
     assert 30 * BIG > 2**64
-    page = events.list_events(world.db, world.scope, PageRequest(limit=10)).data
+    page = event_queries.list_events(world.db, world.scope, PageRequest(limit=10)).data
     assert {e.status for e in page} == {"processed"} and all(e.error is None for e in page)
 
 
@@ -121,34 +129,34 @@ def test_a_poisoned_event_is_isolated_and_its_replay_issues_exactly_once(
 
     for index in range(60):
         data = {"poison": True} if index == 17 else {"n": index}
-        events.submit_event(db, scope, _event(f"a-{index:02d}", "shopper", **data))
+        event_intake.submit_event(db, scope, _event(f"a-{index:02d}", "shopper", **data))
     for index in range(20):
-        events.submit_event(db, other.scope, _event(f"b-{index:02d}", "neighbour"))
+        event_intake.submit_event(db, other.scope, _event(f"b-{index:02d}", "neighbour"))
     transactions = _Transactions(monkeypatch)
-    report = events.process_pending(db, 1000)
+    report = event_processing.process_pending(db, 1000)
     assert (report.processed, report.failed) == (79, 1)
     # one batch, then the poisoned tenant's events bisected: far fewer transactions than one per event (82)
     assert transactions.count <= 30, transactions.count
     assert _balance(world, wallet.id, asset.id) == "118.00"
     assert _balance(other, other_wallet.id, other_asset.id) == "20.00"
 
-    poisoned = events.list_events(db, scope, PageRequest(limit=10), status="failed").data
+    poisoned = event_queries.list_events(db, scope, PageRequest(limit=10), status="failed").data
     assert [e.external_event_id for e in poisoned] == ["a-17"]
     failed = poisoned[0]
     assert failed.error is not None and failed.error.code == "internal_error"
-    assert failed.error.message == events.INTERNAL_FAILURE_MESSAGE and "SECRET" not in failed.error.message
+    assert failed.error.message == event_processing.INTERNAL_FAILURE_MESSAGE and "SECRET" not in failed.error.message
     row = reader(db).events.get(scope, failed.id)
     assert row is not None and json.loads(row["evaluated_versions"]) == [version_id]  # recorded when planned
 
     # The cause goes away; the replay evaluates the version that was live and issues its reward, once.
     poison["armed"] = False
-    replayed = events.replay_event(db, scope, failed.id)
+    replayed = event_processing.replay_event(db, scope, failed.id)
     assert replayed.status == "processed" and replayed.error is None
-    executions = events.list_executions(db, scope, PageRequest(), event_id=failed.id).data
+    executions = event_queries.list_executions(db, scope, PageRequest(), event_id=failed.id).data
     assert [(e.status, e.amount, e.program_version) for e in executions] == [("issued", "2.00", 1)]
     assert _balance(world, wallet.id, asset.id) == "120.00"
     with pytest.raises(ServiceError) as caught:
-        events.replay_event(db, scope, failed.id)
+        event_processing.replay_event(db, scope, failed.id)
     assert caught.value.code == "event_not_replayable"
     assert _balance(world, wallet.id, asset.id) == "120.00"
 
@@ -158,13 +166,13 @@ def test_an_event_that_fails_alone_in_its_batch_keeps_its_versions(world: World,
     wallet = world.wallet(customer)
     asset = world.asset()
     version_id = _fixed_programme(world, asset.id, "3.00")
-    event = events.submit_event(world.db, world.scope, _event("solo-1", "solo", poison=True))
-    assert events.process_all(world.db).failed == 1
+    event = event_intake.submit_event(world.db, world.scope, _event("solo-1", "solo", poison=True))
+    assert event_processing.process_all(world.db).failed == 1
     row = reader(world.db).events.get(world.scope, event.id)
-    assert row is not None and row["error_message"] == events.INTERNAL_FAILURE_MESSAGE
+    assert row is not None and row["error_message"] == event_processing.INTERNAL_FAILURE_MESSAGE
     assert json.loads(row["evaluated_versions"]) == [version_id]
     poison["armed"] = False
-    assert events.replay_event(world.db, world.scope, event.id).status == "processed"
+    assert event_processing.replay_event(world.db, world.scope, event.id).status == "processed"
     assert _balance(world, wallet.id, asset.id) == "3.00"
 
 
@@ -178,14 +186,14 @@ def test_a_failed_event_without_recorded_versions_is_evaluated_at_replay(
     wallet = world.wallet(customer)
     asset = world.asset()
     _fixed_programme(world, asset.id, "4.00")
-    event = events.submit_event(world.db, world.scope, _event("legacy-1", "legacy", poison=True))
-    events.process_all(world.db)
+    event = event_intake.submit_event(world.db, world.scope, _event("legacy-1", "legacy", poison=True))
+    event_processing.process_all(world.db)
     with unit_of_work(world.db) as uow:
         uow.con.execute("UPDATE events SET evaluated_versions = ? WHERE id = ?", [recorded, event.id])
     poison["armed"] = False
-    assert events.replay_event(world.db, world.scope, event.id).status == "processed"
+    assert event_processing.replay_event(world.db, world.scope, event.id).status == "processed"
     assert _balance(world, wallet.id, asset.id) == "4.00"
-    executions = events.list_executions(world.db, world.scope, PageRequest(), event_id=event.id).data
+    executions = event_queries.list_executions(world.db, world.scope, PageRequest(), event_id=event.id).data
     assert [e.status for e in executions] == ["issued"]
 
 
@@ -197,10 +205,10 @@ def test_a_replay_issues_only_the_missing_actions_and_records_no_duplicate(world
     world.wallet(customer)
     asset = world.asset(supply_ceiling="5.00")
     _fixed_programme(world, asset.id, "3.00", actions=2)
-    event = events.submit_event(db, scope, _event("t-1", "twice"))
-    events.process_all(db)
-    assert events.get_event(db, scope, event.id).status == "failed"  # 3.00 issued, the second 3.00 refused
-    assert events.replay_event(db, scope, event.id).status == "failed"  # still no room under the ceiling
+    event = event_intake.submit_event(db, scope, _event("t-1", "twice"))
+    event_processing.process_all(db)
+    assert event_queries.get_event(db, scope, event.id).status == "failed"  # 3.00 issued, the second 3.00 refused
+    assert event_processing.replay_event(db, scope, event.id).status == "failed"  # still no room under the ceiling
     rows = (
         reader(db)
         .con.execute(
@@ -235,12 +243,12 @@ def test_an_id_always_names_its_customer_even_if_an_older_external_id_equals_it(
     squatter_wallet = world.wallet(customers.get_customer(db, scope, squatter["id"]))
     asset = world.asset()
     _fixed_programme(world, asset.id, "7.00")
-    events.submit_event(db, scope, _event("v-1", victim.id))
-    events.process_all(db)
+    event_intake.submit_event(db, scope, _event("v-1", victim.id))
+    event_processing.process_all(db)
     assert _balance(world, victim_wallet.id, asset.id) == "7.00"
     assert _balance(world, squatter_wallet.id, asset.id) == "0"
     assert customers.get_customer(db, scope, victim.id).id == victim.id
-    executions = events.list_executions(db, scope, PageRequest(), customer_id=victim.id).data
+    executions = event_queries.list_executions(db, scope, PageRequest(), customer_id=victim.id).data
     assert [e.customer_id for e in executions] == [victim.id]
 
 
@@ -248,12 +256,12 @@ def test_events_are_listed_by_customer_whichever_name_each_event_used(world: Wor
     db, scope = world.db, world.scope
     customer = world.customer("named-twice")
     other = world.customer("someone-else")
-    by_id = events.submit_event(db, scope, _event("n-1", customer.id))
-    by_external = events.submit_event(db, scope, _event("n-2", "named-twice"))
-    events.submit_event(db, scope, _event("n-3", other.id))
-    unknown = events.submit_event(db, scope, _event("n-4", "not-yet-a-customer"))
+    by_id = event_intake.submit_event(db, scope, _event("n-1", customer.id))
+    by_external = event_intake.submit_event(db, scope, _event("n-2", "named-twice"))
+    event_intake.submit_event(db, scope, _event("n-3", other.id))
+    unknown = event_intake.submit_event(db, scope, _event("n-4", "not-yet-a-customer"))
     for reference in (customer.id, "named-twice"):
-        listed = events.list_events(db, scope, PageRequest(), customer_id=reference).data
+        listed = event_queries.list_events(db, scope, PageRequest(), customer_id=reference).data
         assert sorted(e.id for e in listed) == sorted([by_id.id, by_external.id])
-    listed = events.list_events(db, scope, PageRequest(), customer_id="not-yet-a-customer").data
+    listed = event_queries.list_events(db, scope, PageRequest(), customer_id="not-yet-a-customer").data
     assert [e.id for e in listed] == [unknown.id]  # no such customer: the reference as sent, as before

@@ -19,10 +19,12 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
+from rewards_lab.domain.ledger import Posting
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR
-from rewards_lab.domain.posting_batch import decide_whole
+from rewards_lab.domain.posting_decision import decide_batch
 from rewards_lab.domain.posting_policy import MAX_ISSUED_MINOR, AssetState, LedgerState, PostingRequest
-from rewards_lab.service import events, organizations, programmes
+from rewards_lab.domain.posting_whole import decide_whole
+from rewards_lab.service import event_intake, event_processing, organizations, programmes
 from rewards_lab.service.ledger import apply_postings
 from rewards_lab.store.database import Database
 from rewards_lab.store.uow import reader, unit_of_work
@@ -84,7 +86,7 @@ def test_the_batch_paths_decide_as_one_by_one_at_the_overflow_boundary(
     if whole is not None:  # accepted whole: exactly when one by one accepts everything, with the same balances
         assert expected_refused == [] and whole.postings() == expected_accepted
         assert whole_state.balances == expected.balances and whole_state.outstanding == expected.outstanding
-    accepted, refused = state.decide_all(batch)
+    accepted, refused = _decided(state, batch)
     assert accepted == expected_accepted
     assert [(request.transaction_id, error.code) for request, error in refused] == expected_refused
     assert state.balances == expected.balances and state.outstanding == expected.outstanding
@@ -224,8 +226,8 @@ def test_events_with_many_large_actions_in_one_batch_equal_one_event_per_batch(t
                 programmes.publish(db, world.scope, programme.id)
             for index in range(12):
                 body = {"type": "jackpot.won", "external_event_id": f"j-{index:02d}", "customer_id": "whale"}
-                events.submit_event(db, world.scope, validate(rq.EventCreate, body))
-            events.process_all(db, batch_size)
+                event_intake.submit_event(db, world.scope, validate(rq.EventCreate, body))
+            event_processing.process_all(db, batch_size)
             statuses = (
                 reader(db)
                 .con.execute(
@@ -245,3 +247,9 @@ def test_events_with_many_large_actions_in_one_batch_equal_one_event_per_batch(t
     statuses, balances = results[0]
     assert balances == sorted([120 * MAX_AMOUNT_MINOR, 7 * (MAX_AMOUNT_MINOR // 7)])
     assert {row[4] for row in statuses if row[3] == "failed"} == {"asset_supply_exhausted"}
+
+
+def _decided(state: LedgerState, batch: list[PostingRequest]) -> tuple[list[Posting], list[tuple[PostingRequest, Any]]]:
+    """`decide_batch`'s accepted postings and refusals."""
+    decision = decide_batch(state, batch)
+    return decision.accepted, decision.rejected

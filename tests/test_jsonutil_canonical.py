@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import events
+from rewards_lab.service import event_intake
 
 _SCALARS = (
     st.none()
@@ -113,6 +113,6 @@ _STORED_EVENTS = [
 def test_the_payload_hash_and_data_text_of_a_stored_event_never_change(
     body: str, payload_hash: str, data_text: str
 ) -> None:
-    prepared = events.prepare_event(validate(rq.EventCreate, jsonutil.loads(body.encode())))
-    assert prepared.row["payload_hash"] == payload_hash
-    assert prepared.row["data"] == data_text
+    prepared = event_intake.prepare_event(validate(rq.EventCreate, jsonutil.loads(body.encode())))
+    assert prepared.payload_hash == payload_hash
+    assert prepared.data == data_text

@@ -31,7 +31,16 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import EnvironmentName, Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR, format_amount
-from rewards_lab.service import assets, customers, events, ledger, organizations, programmes
+from rewards_lab.service import (
+    assets,
+    customers,
+    event_intake,
+    event_processing,
+    event_queries,
+    ledger,
+    organizations,
+    programmes,
+)
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
 from tests.conftest import World
@@ -691,7 +700,7 @@ class LedgerMachine(RuleBasedStateMachine):
         external_id = f"ext-{sum(1 for e in self.events if e.scope == scope) + 1}"  # the same ids in every scope
         data = {} if value is MISSING else {"amount": value}
         body = {"type": event_type, "external_event_id": external_id, "customer_id": ref, "data": data}
-        event = events.submit_event(self.db, self.scopes[scope], validate(rq.EventCreate, body))
+        event = event_intake.submit_event(self.db, self.scopes[scope], validate(rq.EventCreate, body))
         assert event.status == "received" and event.attempts == 0
         self.events.append(MEvent(event.id, scope, external_id, body))
         if then_process:
@@ -707,7 +716,7 @@ class LedgerMachine(RuleBasedStateMachine):
         elif variant == "different":
             body["data"]["note"] = "changed"
         code = "event_duplicate_mismatch" if variant == "different" else None
-        call = lambda: events.submit_event(self.db, self.scopes[event.scope], validate(rq.EventCreate, body))  # noqa: E731
+        call = lambda: event_intake.submit_event(self.db, self.scopes[event.scope], validate(rq.EventCreate, body))  # noqa: E731
         result = self._expect(f"resubmit {variant}", code, call, "external_event_id" if code else None)
         if result is not None:
             assert result.id == event.id
@@ -782,13 +791,13 @@ class LedgerMachine(RuleBasedStateMachine):
         outcomes = [self._evaluate(e) for e in pending]
         for pending_event, (outcome, _, _) in zip(pending, outcomes, strict=True):
             tally(f"process: {outcome} {pending_event.error or ''}")
-        report = events.process_pending(self.db)
+        report = event_processing.process_pending(self.db)
         assert report.processed == sum(e.status == "processed" for e in pending)
         assert report.failed == sum(e.status == "failed" for e in pending)
         assert report.issued == sum(issued for _, issued, _ in outcomes)
         assert report.refused == sum(refused for _, _, refused in outcomes)
         for event in pending:
-            self._check_event(event, events.get_event(self.db, self.scopes[event.scope], event.id))
+            self._check_event(event, event_queries.get_event(self.db, self.scopes[event.scope], event.id))
         if then_replay:
             self.replay_event(pick, cross=False, any_event=False, fix_first=True)
 
@@ -840,7 +849,9 @@ class LedgerMachine(RuleBasedStateMachine):
             code = "event_not_replayable"
         else:
             code = None
-        result = self._expect("replay", code, lambda: events.replay_event(self.db, self.scopes[scope], event.id))
+        result = self._expect(
+            "replay", code, lambda: event_processing.replay_event(self.db, self.scopes[scope], event.id)
+        )
         if result is not None:
             tally(f"replayed: {self._evaluate(event)[0]} {event.error or ''}")
             self._check_event(event, result)
@@ -967,7 +978,7 @@ def _submit(world: World, external_id: str, amount: Decimal) -> str:
         "customer_id": "edge",
         "data": {"amount": amount},
     }
-    return events.submit_event(world.db, world.scope, validate(rq.EventCreate, body)).id
+    return event_intake.submit_event(world.db, world.scope, validate(rq.EventCreate, body)).id
 
 
 def _balance(world: World, wallet_id: str, asset_id: str) -> str | None:
@@ -982,10 +993,10 @@ def test_a_reward_larger_than_the_ledger_can_hold_is_refused_as_amount_too_large
     asset_id, wallet_id = _rate_one_programme(world)
     huge_id = _submit(world, "huge", huge)
     small_id = _submit(world, "small", Decimal(5))
-    events.process_pending(world.db)
-    small = events.get_event(world.db, world.scope, small_id)
+    event_processing.process_pending(world.db)
+    small = event_queries.get_event(world.db, world.scope, small_id)
     assert small.status == "processed"
-    huge_event = events.get_event(world.db, world.scope, huge_id)
+    huge_event = event_queries.get_event(world.db, world.scope, huge_id)
     assert (huge_event.status, huge_event.error.code if huge_event.error else None) == ("failed", "amount_too_large")
     assert _balance(world, wallet_id, asset_id) == "5"
 
@@ -998,6 +1009,6 @@ def test_a_per_rate_reward_of_a_long_json_number_is_exact(world: World) -> None:
     except ServiceError as error:  # refusing such a number at the door would be a fix as good as exactness
         assert error.type.value == "validation_error"
         return
-    events.process_pending(world.db)
-    assert events.get_event(world.db, world.scope, event_id).status == "processed"
+    event_processing.process_pending(world.db)
+    assert event_queries.get_event(world.db, world.scope, event_id).status == "processed"
     assert _balance(world, wallet_id, asset_id) in (None, "0")

@@ -15,7 +15,16 @@ from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import SORT_KINDS, PageRequest
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import assets, customers, events, ledger, programmes, request_log, webhooks
+from rewards_lab.service import (
+    assets,
+    customers,
+    event_intake,
+    event_queries,
+    ledger,
+    programmes,
+    request_log,
+    webhooks,
+)
 from rewards_lab.store.queries import paginate
 from tests.conftest import World
 
@@ -82,14 +91,14 @@ def test_events_by_occurred_at_show_every_event_once(world: World) -> None:
         body: dict[str, Any] = {"type": "t", "external_event_id": f"e-{index}", "customer_id": "c-1"}
         if index % 3:
             body["occurred_at"] = f"2026-01-0{1 + index % 2}T00:00:00Z"
-        made.append(events.submit_event(world.db, world.scope, validate(rq.EventCreate, body)).id)
-    for sort in events.EVENT_SORTS:
+        made.append(event_intake.submit_event(world.db, world.scope, validate(rq.EventCreate, body)).id)
+    for sort in event_queries.EVENT_SORTS:
         for direction in ("asc", "desc"):
             for limit in (1, 2, 4, 100):
                 seen: list[str] = []
                 cursor = None
                 for _ in range(20):
-                    page = events.list_events(
+                    page = event_queries.list_events(
                         world.db,
                         world.scope,
                         PageRequest(limit, cursor, sort, direction),  # type: ignore[arg-type]
@@ -109,8 +118,8 @@ def test_events_by_occurred_at_show_every_event_once(world: World) -> None:
         assets.ASSET_SORTS,
         ledger.TRANSACTION_SORTS,
         programmes.PROGRAMME_SORTS,
-        events.EVENT_SORTS,
-        events.EXECUTION_SORTS,
+        event_queries.EVENT_SORTS,
+        event_queries.EXECUTION_SORTS,
         webhooks.ENDPOINT_SORTS,
         webhooks.DELIVERY_SORTS,
         request_log.LOG_SORTS,

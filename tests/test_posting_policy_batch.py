@@ -1,14 +1,17 @@
-"""`decide_all` (with its whole-batch shortcut) and `decide_whole` (numpy) decide exactly as `decide` one by one."""
+"""`decide_batch` (whichever strategy it takes) and `decide_whole` (numpy) decide exactly as `decide` one by one."""
 
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from rewards_lab.domain.posting_batch import MIN_WHOLE, decide_whole
+from rewards_lab.domain.ledger import Posting
+from rewards_lab.domain.posting_decision import _nothing_refused, decide_batch
 from rewards_lab.domain.posting_policy import AssetState, LedgerState, PostingRequest, WalletState
+from rewards_lab.domain.posting_whole import MIN_WHOLE, decide_whole
 
 WALLETS = ["wal_a", "wal_b", "wal_c", "wal_d"]
 ASSETS = ["ast_1", "ast_2"]
@@ -46,7 +49,7 @@ def batches(draw: st.DrawFn) -> list[PostingRequest]:
 
 @settings(max_examples=400, deadline=None)
 @given(state=states(), batch=batches())
-def test_decide_all_matches_deciding_one_by_one(state: LedgerState, batch: list[PostingRequest]) -> None:
+def test_decide_batch_matches_deciding_one_by_one(state: LedgerState, batch: list[PostingRequest]) -> None:
     one_by_one = copy.deepcopy(state)
     expected_accepted, expected_refused = [], []
     for request in batch:
@@ -54,7 +57,7 @@ def test_decide_all_matches_deciding_one_by_one(state: LedgerState, batch: list[
             expected_accepted.append(one_by_one.decide(request))
         except Exception as error:  # noqa: BLE001 - ServiceError, compared by code below
             expected_refused.append((request, getattr(error, "code", type(error).__name__)))
-    accepted, refused = state.decide_all(batch)
+    accepted, refused = _decided(state, batch)
     assert accepted == expected_accepted
     assert [(request, error.code) for request, error in refused] == expected_refused
     assert {k: v for k, v in state.balances.items() if v} == {k: v for k, v in one_by_one.balances.items() if v}
@@ -68,12 +71,12 @@ def test_a_clean_batch_takes_the_shortcut_and_an_overdraft_does_not() -> None:
         PostingRequest("t1", "issue", "ast", 500, "wal_b"),
         PostingRequest("t2", "transfer", "ast", 100, "wal_a", "wal_b"),
     ]
-    assert state._nothing_refused(clean)
+    assert _nothing_refused(state, clean)
     overdraft = [PostingRequest("t3", "transfer", "ast", 101, "wal_a", "wal_b")]
-    assert not state._nothing_refused(overdraft)
+    assert not _nothing_refused(state, overdraft)
     over_ceiling = [PostingRequest("t4", "issue", "ast", 1_001, "wal_b")]
-    assert not state._nothing_refused(over_ceiling)
-    accepted, refused = state.decide_all(overdraft + over_ceiling)
+    assert not _nothing_refused(state, over_ceiling)
+    accepted, refused = _decided(state, overdraft + over_ceiling)
     assert accepted == [] and [error.code for _, error in refused] == ["insufficient_balance", "asset_supply_exhausted"]
 
 
@@ -143,7 +146,7 @@ def test_decide_whole_accepts_exactly_the_batches_decided_one_by_one_without_a_r
     for request in batch:
         try:
             expected.append(one_by_one.decide(request))
-        except Exception:  # noqa: BLE001 - any refusal sends the batch to decide_all
+        except Exception:  # noqa: BLE001 - any refusal sends the batch to decide_batch
             refusals += 1
     whole = decide_whole(state, batch)
     event("accepted whole" if whole else "refused one by one" if refusals else "declined: not homogeneous")
@@ -172,5 +175,11 @@ def test_a_transfer_batch_that_spends_what_it_received_earlier_is_accepted_whole
     assert decide_whole(copy.deepcopy(state), receive_then_spend) is not None
     spend_then_receive = receive_then_spend[1:] + receive_then_spend[:1]
     assert decide_whole(state, spend_then_receive) is None
-    accepted, refused = state.decide_all(spend_then_receive)
+    accepted, refused = _decided(state, spend_then_receive)
     assert len(refused) == 10 and len(accepted) == 1
+
+
+def _decided(state: LedgerState, batch: list[PostingRequest]) -> tuple[list[Posting], list[tuple[PostingRequest, Any]]]:
+    """`decide_batch`'s accepted postings and refusals."""
+    decision = decide_batch(state, batch)
+    return decision.accepted, decision.rejected

@@ -28,7 +28,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR, MAX_RATE, format_amount
 from rewards_lab.replay.engine import replay
-from rewards_lab.service import assets, customers, events, ledger, organizations, programmes
+from rewards_lab.service import assets, customers, event_intake, event_processing, ledger, organizations, programmes
 from rewards_lab.store.database import Database
 
 FIELDS = ("amount", "qty", "x.y")
@@ -174,9 +174,9 @@ def _live(path: Path, definition: ProgrammeDefinition, stream: list[dict[str, An
             ledger.issue(database, scope, asset.id, validate(rq.IssueRequest, body))
         ordered = sorted(stream, key=lambda e: e["occurred_at"])  # stable: ties keep input order
         bodies = [validate(rq.EventCreate, event) for event in ordered]
-        results = events.submit_events(database, scope, bodies)
+        results = event_intake.submit_events(database, scope, bodies)
         assert all(not isinstance(result, Exception) for result in results)
-        events.process_all(database)
+        event_processing.process_all(database)
         rows = (
             database.reader()
             .execute(

@@ -9,7 +9,7 @@ from rewards_lab.cli.demo import run_standard_loop
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import events, ledger, programmes
+from rewards_lab.service import event_intake, event_processing, event_queries, ledger, programmes
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
 from tests.conftest import World
@@ -31,7 +31,7 @@ def test_six_steps(world: World) -> None:
     assert published.version.number == 1 and published.version.status == "published"
 
     for external_id, amount in (("o-1", "42.50"), ("o-2", "19.99"), ("o-3", "120")):  # 5
-        event = events.submit_event(
+        event = event_intake.submit_event(
             db,
             scope,
             validate(
@@ -47,13 +47,13 @@ def test_six_steps(world: World) -> None:
         assert event.status == "received"
     # Asynchronous: nothing is issued before the worker runs.
     assert ledger.wallet_balances(db, scope, wallet.id).balances == []
-    report = events.process_all(db)
+    report = event_processing.process_all(db)
     assert (report.processed, report.failed, report.issued) == (3, 0, 2)
 
     balances = ledger.wallet_balances(db, scope, wallet.id)  # 6
     assert [(b.asset_id, b.balance) for b in balances.balances] == [(asset.id, "8.12")]  # 2.12 + 6.00
 
-    executions = events.list_executions(db, scope, PageRequest(), customer_id="user-42")
+    executions = event_queries.list_executions(db, scope, PageRequest(), customer_id="user-42")
     assert sorted(e.amount for e in executions.data) == ["2.12", "6.00"]
     first = next(e for e in executions.data if e.external_event_id == "o-1")
     assert first.inputs == {"amount": "42.50"} and first.program_version == 1 and first.status == "issued"

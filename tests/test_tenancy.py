@@ -11,7 +11,16 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import assets, customers, events, ledger, organizations, programmes
+from rewards_lab.service import (
+    assets,
+    customers,
+    event_intake,
+    event_processing,
+    event_queries,
+    ledger,
+    organizations,
+    programmes,
+)
 from rewards_lab.store.database import Database
 from tests.conftest import World
 
@@ -23,7 +32,7 @@ def _tenant(db: Database, scope: Scope, amount: str) -> dict[str, str]:
     asset = world.asset(symbol="STAR")  # so is the same symbol
     world.per_rate_programme(asset, rate="0.10", threshold=0)
     ledger.issue(db, scope, asset.id, rq.IssueRequest(wallet_id=wallet.id, amount=amount, reason="grant"))
-    events.submit_event(
+    event_intake.submit_event(
         db,
         scope,
         validate(
@@ -44,7 +53,7 @@ def test_tenants_and_environments_are_isolated(db: Database) -> None:
     org_b = organizations.create_organization(db, "B").id
     scopes = [Scope(org_a, "sandbox"), Scope(org_a, "production"), Scope(org_b, "sandbox"), Scope(org_b, "production")]
     made = {scope: _tenant(db, scope, f"{index + 1}.00") for index, scope in enumerate(scopes)}
-    report = events.process_all(db)
+    report = event_processing.process_all(db)
     assert report.processed == 4 and report.issued == 4  # the same external_event_id in four tenants: four events
 
     for index, scope in enumerate(scopes):
@@ -72,8 +81,8 @@ def test_tenants_and_environments_are_isolated(db: Database) -> None:
         page = PageRequest(limit=100)
         assert [c.id for c in customers.list_customers(db, scope, page).data] == [own["customer"]]
         assert [a.id for a in assets.list_assets(db, scope, page).data] == [own["asset"]]
-        assert len(events.list_events(db, scope, page).data) == 1
-        assert {e.wallet_id for e in events.list_executions(db, scope, page).data} == {own["wallet"]}
+        assert len(event_queries.list_events(db, scope, page).data) == 1
+        assert {e.wallet_id for e in event_queries.list_executions(db, scope, page).data} == {own["wallet"]}
         assert len(programmes.list_programmes(db, scope, page).data) == 1
         assert {t.wallet_id for t in ledger.list_transactions(db, scope, page).data} == {own["wallet"]}
 

@@ -12,7 +12,7 @@ from rewards_lab.contract import requests as rq
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import customers, deliveries, events
+from rewards_lab.service import customers, deliveries, event_intake, event_processing
 from rewards_lab.service import webhooks as hooks
 from rewards_lab.service.deliveries import AttemptOutcome, DeliverySettings
 from rewards_lab.store.database import Database, utcnow
@@ -32,7 +32,7 @@ def _order(db: Database, scope: Scope, external_id: str, customer: str) -> None:
         "customer_id": customer,
         "data": {"amount": 40},
     }
-    events.submit_event(db, scope, validate(rq.EventCreate, body))
+    event_intake.submit_event(db, scope, validate(rq.EventCreate, body))
 
 
 def _kinds(db: Database, scope: Scope, endpoint_id: str) -> list[str]:
@@ -59,7 +59,7 @@ def test_fan_out_gives_each_subscribed_endpoint_of_the_tenant_one_delivery(world
     _order(db, scope, "o-1", "ada")
     _order(db, scope, "o-2", "ada")
     assert deliveries.queue_depths(db) == {"event_queue_depth": 2, "outbox_undispatched": 0, "pending_deliveries": 0}
-    events.process_all(db)
+    event_processing.process_all(db)
     customers.freeze_wallet(db, scope, wallet.id)
     assert deliveries.queue_depths(db) == {"event_queue_depth": 0, "outbox_undispatched": 3, "pending_deliveries": 0}
 
@@ -72,7 +72,7 @@ def test_fan_out_gives_each_subscribed_endpoint_of_the_tenant_one_delivery(world
 
     customers.unfreeze_wallet(db, scope, wallet.id)
     _order(db, scope, "o-3", "ada")
-    events.process_all(db)
+    event_processing.process_all(db)
     assert deliveries.fan_out(db) == 1
     assert _kinds(db, scope, late) == ["reward.issued"]
     page = hooks.list_deliveries(db, scope, rewards_and_freezes, _page())

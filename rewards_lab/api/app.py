@@ -32,7 +32,7 @@ from rewards_lab.api.request_log import RequestLogMiddleware
 from rewards_lab.api.routes import REQUEST_MODELS, readiness_router, router
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.service.deliveries import DeliverySettings
-from rewards_lab.service.events import DEFAULT_BATCH_SIZE
+from rewards_lab.service.event_processing import DEFAULT_BATCH_SIZE
 from rewards_lab.service.health import DEFAULT_MIN_FREE_DISK_MB
 from rewards_lab.service.login_guard import LoginGuard
 from rewards_lab.service.request_log import RequestLogWriter

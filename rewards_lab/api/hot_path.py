@@ -33,7 +33,7 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.permissions import Permission
-from rewards_lab.service import events, presenters
+from rewards_lab.service import event_intake, presenters
 from rewards_lab.service.access import Principal
 from rewards_lab.service.request_log import RequestLogWriter, sdk_version_from
 
@@ -86,7 +86,7 @@ class EventsHotPath:
         )
         principal.require(Permission.EVENTS_WRITE.value)
         body = parse_body(await _read_body(receive), rq.EventCreate)
-        stored = await app_state.intake.submit(principal.scope, events.prepare_event(body))  # after the commit
+        stored = await app_state.intake.submit(principal.scope, event_intake.prepare_event(body))  # after the commit
         data = presenters.event_text(stored)
         return f'{{"data":{data},"meta":{{"request_id":{jsonutil.string(state["request_id"])}{_META_TAIL}'
 

@@ -9,7 +9,16 @@ from pathlib import Path
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import assets, customers, events, ledger, organizations, programmes, simulation
+from rewards_lab.service import (
+    assets,
+    customers,
+    event_intake,
+    event_processing,
+    ledger,
+    organizations,
+    programmes,
+    simulation,
+)
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
 
@@ -74,7 +83,7 @@ def run_standard_loop(database: Database, say: Callable[[str], None] = print) ->
     say(f"4. programme {programme.id}: version {published.version.number} published with 1 rule")
 
     for number, amount in enumerate(("42.50", "19.99", "120.00"), start=1):
-        events.submit_event(
+        event_intake.submit_event(
             database,
             scope,
             validate(
@@ -88,7 +97,7 @@ def run_standard_loop(database: Database, say: Callable[[str], None] = print) ->
             ),
         )
     say("5. three order.completed events accepted (received)")
-    report = events.process_all(database)
+    report = event_processing.process_all(database)
     say(f"   worker: {report.processed} processed, {report.failed} failed, {report.issued} rewards issued")
 
     balances = ledger.wallet_balances(database, scope, wallet.id)

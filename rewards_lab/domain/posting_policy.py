@@ -1,14 +1,14 @@
-"""Which postings the ledger accepts, decided in order against a running view of the ledger (no I/O).
+"""Which postings the ledger accepts: the rules for one request (`LedgerState.decide`), against a running view of
+the ledger (no I/O).
 
 The batch path loads the state of every wallet and asset a batch touches once, then decides each posting in
-turn here, applying accepted ones to the running state, so that a batch of a thousand postings needs no SQL per
-posting and a later posting sees the effect of the earlier ones (balances, supply).
+turn against it, applying accepted ones to the running state, so that a batch of a thousand postings needs no SQL
+per posting and a later posting sees the effect of the earlier ones (balances, supply). `posting_decision`
+decides a batch; its faster strategies are held equal to `decide` one request after the other.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
@@ -17,7 +17,7 @@ from rewards_lab.domain.ledger import Posting, check_posting
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR
 
 Kind = Literal["issue", "reward", "redemption", "transfer"]
-_KINDS = frozenset(("issue", "reward", "redemption", "transfer"))
+KINDS = frozenset(("issue", "reward", "redemption", "transfer"))
 # The most one asset may ever have issued in total (minor units). No balance's magnitude can exceed it (a wallet
 # holds at most what was issued; the issuance account holds minus the total issued), so every balance fits the
 # store's HUGEINT and the batch's DECIMAL(38, 0) deltas. An issue past it is refused as `amount_too_large`.
@@ -113,85 +113,6 @@ class LedgerState:
         check_posting(posting)
         self._apply(posting, request.kind)
         return posting
-
-    def decide_all(self, requests: Sequence[PostingRequest]) -> tuple[list[Posting], list[Refusal]]:
-        """Every request decided in order, exactly as `decide` one by one would, with a shortcut for the
-        common batch in which nothing can be refused (see `_nothing_refused`): then the postings are made and
-        applied in bulk, without the per-posting checks."""
-        if self._nothing_refused(requests):
-            return self._accept_all(requests), []
-        accepted: list[Posting] = []
-        refused: list[Refusal] = []
-        for request in requests:
-            try:
-                accepted.append(self.decide(request))
-            except ServiceError as error:
-                refused.append((request, error))
-        return accepted, refused
-
-    def _nothing_refused(self, requests: Sequence[PostingRequest]) -> bool:
-        """True when no order of these requests could refuse any of them.
-
-        Sufficient conditions, checked in bulk: every asset active; every wallet known, active and open; every
-        amount positive; no transfer to its own wallet; per asset, outstanding supply plus everything the batch
-        issues within the ceiling; and per giving wallet, its balance covers everything the batch takes from it.
-        The last two ignore what the batch redeems or pays in, so they hold at every step of the sequential
-        decision, whatever the order: the sequential path would accept every request.
-        """
-        if not requests:
-            return True
-        _, kinds, asset_ids, amounts, wallet_ids, to_wallet_ids, _, _ = zip(*requests, strict=True)
-        assets = self.assets
-        if any(a not in assets or assets[a].status != "active" for a in set(asset_ids)):
-            return False
-        involved = set(wallet_ids)
-        involved.update(to_wallet_ids)
-        involved.discard(None)
-        if not involved <= self.known_wallets or not involved.isdisjoint(self.wallets):
-            return False
-        if min(amounts) <= 0 or max(amounts) > MAX_AMOUNT_MINOR or not set(kinds) <= _KINDS:
-            return False
-        issued: dict[str, int] = defaultdict(int)
-        taken: dict[tuple[str, str], int] = defaultdict(int)
-        for kind, asset_id, amount, wallet_id, to_wallet_id in zip(
-            kinds, asset_ids, amounts, wallet_ids, to_wallet_ids, strict=True
-        ):
-            if kind == "issue" or kind == "reward":
-                issued[asset_id] += amount
-            elif kind == "transfer" and (to_wallet_id is None or to_wallet_id == wallet_id):
-                return False
-            else:
-                taken[(wallet_id, asset_id)] += amount
-        for asset_id, amount in issued.items():
-            if self.issued(asset_id) + amount > MAX_ISSUED_MINOR:
-                return False
-            ceiling = assets[asset_id].supply_ceiling_minor
-            if ceiling is not None and self.outstanding[asset_id] + amount > ceiling:
-                return False
-        balances = self.balances
-        return all(balances.get(key, 0) >= amount for key, amount in taken.items())
-
-    def _accept_all(self, requests: Sequence[PostingRequest]) -> list[Posting]:
-        """The postings of requests `_nothing_refused` cleared, applied to the running state in one pass."""
-        assets, balances, outstanding = self.assets, self.balances, self.outstanding
-        postings: list[Posting] = []
-        append = postings.append
-        for transaction_id, kind, asset_id, amount, wallet_id, to_wallet_id, memo, execution_id in requests:
-            if kind == "transfer":
-                assert to_wallet_id is not None
-                source, destination = wallet_id, to_wallet_id
-            elif kind == "redemption":
-                source, destination = wallet_id, assets[asset_id].redemption_account_id
-                outstanding[asset_id] -= amount
-            else:
-                source, destination = assets[asset_id].issuance_account_id, wallet_id
-                outstanding[asset_id] += amount
-            append(Posting(transaction_id, kind, asset_id, amount, source, destination, memo, execution_id))
-            key = (source, asset_id)
-            balances[key] = balances.get(key, 0) - amount
-            key = (destination, asset_id)
-            balances[key] = balances.get(key, 0) + amount
-        return postings
 
     def _transfer(self, request: PostingRequest) -> Posting:
         assert request.to_wallet_id is not None

@@ -1,20 +1,26 @@
-"""Rule evaluation, one event at a time: the live semantics the replay engine's SQL must reproduce.
+"""Rules ready to evaluate, and the three primitives that give them their meaning: reading a field, testing a
+condition, computing an action's amount. `rule_evaluation.evaluate` is built on these alone, so a new operator,
+field form or amount is written here once for the live engine; the replay compiler (`replay/sql.py`) is the only
+other implementation of these semantics, held equal by the differential tests.
 
 A rule matches when the event's type is the rule's `event_type` and every condition holds. A condition reads one
 field of the event data; a field that is missing or not a JSON number makes the condition false. Each action then
 issues `fixed`, or `data[per] * rate` rounded toward zero to the asset's decimals; an amount below one minor unit
-issues nothing and is not an error. Every verdict carries its reason, so simulation can answer "why (not)".
+issues nothing and is not an error; an amount no ledger amount can hold is refused (`amount_too_large`).
 """
 
 from __future__ import annotations
 
 import operator as op
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from rewards_lab.domain.money import MAX_AMOUNT_MINOR, as_number, format_amount, parse_amount, reward_minor
+from rewards_lab.domain.money import MAX_AMOUNT_MINOR, as_number, parse_amount, reward_minor
+
+Cell = tuple[Decimal | None, Any]  # a field as read: (its number or None, the value as recorded in the provenance)
+MISSING: Cell = (None, None)
 
 COMPARATORS: dict[str, Callable[[Decimal, Decimal], bool]] = {
     "gte": op.ge,
@@ -33,6 +39,10 @@ class ConditionSpec:
     operator: str
     value: Decimal
 
+    def holds(self, number: Decimal | None) -> bool:
+        """Whether the condition holds for the field's number (None: missing or not a number, never holds)."""
+        return number is not None and COMPARATORS[self.operator](number, self.value)
+
 
 @dataclass(frozen=True, slots=True)
 class ActionSpec:
@@ -41,6 +51,38 @@ class ActionSpec:
     fixed_minor: int | None = None
     per: str | None = None
     rate: Decimal | None = None
+
+    def outcome(self, index: int, number: Decimal | None) -> ActionOutcome:
+        """What the action calls for, given the number of its `per` field (ignored for a fixed amount)."""
+        if self.fixed_minor is not None:
+            return ActionOutcome(index, self.asset_id, self.decimals, self.fixed_minor)
+        if number is None:
+            return ActionOutcome(index, self.asset_id, self.decimals, 0)
+        assert self.rate is not None
+        minor = reward_minor(number, self.rate, self.decimals)
+        if minor > MAX_AMOUNT_MINOR:  # the reason names the number as written (42.5 and 42.50 differ here)
+            reason = f"refused: {self.product(number)} is more than the ledger can hold in one amount"
+            return ActionOutcome(index, self.asset_id, self.decimals, 0, "amount_too_large", reason)
+        return ActionOutcome(index, self.asset_id, self.decimals, max(minor, 0))
+
+    def product(self, number: Decimal) -> str:
+        return f"{self.per} = {number} x rate {self.rate}"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionOutcome:
+    """What one action of a matched rule calls for."""
+
+    action_index: int
+    asset_id: str
+    decimals: int
+    amount_minor: int  # 0 when the action issues nothing
+    error_code: str | None = None  # set when the ledger must refuse the amount (`amount_too_large`)
+    reason: str = ""  # kept only for a refusal (it becomes the error's message)
+
+    @property
+    def issues(self) -> bool:
+        return self.amount_minor > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,107 +95,20 @@ class RuleSpec:
     actions: tuple[ActionSpec, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class ConditionVerdict:
-    field: str
-    operator: str
-    threshold: Decimal
-    value_read: Any
-    verdict: bool
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class ActionVerdict:
-    action_index: int
-    asset_id: str
-    decimals: int
-    amount_minor: int  # 0 when the action issues nothing
-    reason: str
-    inputs: dict[str, Any]
-    error_code: str | None = None  # set when the action calls for an amount the ledger must refuse
-
-    @property
-    def issues(self) -> bool:
-        return self.amount_minor > 0
-
-
-@dataclass(frozen=True, slots=True)
-class RuleVerdict:
-    rule_id: str
-    event_type: str
-    matched: bool
-    reason: str
-    conditions: tuple[ConditionVerdict, ...]
-    actions: tuple[ActionVerdict, ...] = field(default=())
-
-    def inputs(self) -> dict[str, Any]:
-        """Every value the rule read (its provenance): field -> value as read."""
-        values: dict[str, Any] = {c.field: c.value_read for c in self.conditions}
-        for action in self.actions:
-            values.update(action.inputs)
-        return values
-
-
-def read_value(data: Mapping[str, Any], name: str) -> tuple[Decimal | None, Any, str]:
-    """(number, value as recorded, why not a number). Numbers are recorded as exact decimal strings."""
+def read_field(data: Mapping[str, Any], name: str) -> Cell:
+    """A field of the event data as rules read it. Numbers are recorded as exact decimal strings."""
     if name not in data:
-        return None, None, f"field '{name}' is missing"
+        return MISSING
     raw = data[name]
     number = as_number(raw)
-    if number is None:
-        return None, raw, f"field '{name}' is not a number ({type(raw).__name__})"
-    return number, str(number), ""
+    return (None, raw) if number is None else (number, str(number))
 
 
-def evaluate_condition(condition: ConditionSpec, data: Mapping[str, Any]) -> ConditionVerdict:
-    number, recorded, why_not = read_value(data, condition.field)
-    if number is None:
-        return ConditionVerdict(condition.field, condition.operator, condition.value, recorded, False, why_not)
-    verdict = COMPARATORS[condition.operator](number, condition.value)
-    symbol = SYMBOLS[condition.operator]
-    relation = "holds" if verdict else "does not hold"
-    reason = f"{condition.field} = {number} {symbol} {condition.value} {relation}"
-    return ConditionVerdict(condition.field, condition.operator, condition.value, recorded, verdict, reason)
-
-
-def evaluate_action(index: int, action: ActionSpec, data: Mapping[str, Any]) -> ActionVerdict:
-    if action.fixed_minor is not None:
-        amount = format_amount(action.fixed_minor, action.decimals)
-        return ActionVerdict(index, action.asset_id, action.decimals, action.fixed_minor, f"fixed {amount}", {})
-    assert action.per is not None and action.rate is not None
-    number, recorded, why_not = read_value(data, action.per)
-    inputs = {action.per: recorded}
-    if number is None:
-        return ActionVerdict(index, action.asset_id, action.decimals, 0, f"issues nothing: {why_not}", inputs)
-    minor = reward_minor(number, action.rate, action.decimals)
-    product = f"{action.per} = {number} x rate {action.rate}"
-    if minor > MAX_AMOUNT_MINOR:
-        reason = f"refused: {product} is more than the ledger can hold in one amount"
-        return ActionVerdict(index, action.asset_id, action.decimals, 0, reason, inputs, "amount_too_large")
-    if minor <= 0:
-        reason = f"issues nothing: {product} rounds down to less than one minor unit"
-        return ActionVerdict(index, action.asset_id, action.decimals, 0, reason, inputs)
-    reason = f"{product} = {format_amount(minor, action.decimals)} (rounded toward zero)"
-    return ActionVerdict(index, action.asset_id, action.decimals, minor, reason, inputs)
-
-
-def evaluate_rule(rule: RuleSpec, event_type: str, data: Mapping[str, Any]) -> RuleVerdict:
-    if rule.event_type != event_type:
-        reason = f"event type '{event_type}' is not the rule's '{rule.event_type}'"
-        return RuleVerdict(rule.rule_id, rule.event_type, False, reason, ())
-    conditions = tuple(evaluate_condition(c, data) for c in rule.conditions)
-    failed = [c for c in conditions if not c.verdict]
-    if failed:
-        reason = "condition failed: " + "; ".join(c.reason for c in failed)
-        return RuleVerdict(rule.rule_id, rule.event_type, False, reason, conditions)
-    actions = tuple(evaluate_action(i, a, data) for i, a in enumerate(rule.actions))
-    reason = "all conditions hold" if conditions else "the rule has no conditions"
-    return RuleVerdict(rule.rule_id, rule.event_type, True, reason, conditions, actions)
-
-
-def evaluate_rules(rules: Sequence[RuleSpec], event_type: str, data: Mapping[str, Any]) -> list[RuleVerdict]:
-    return [evaluate_rule(rule, event_type, data) for rule in rules]
+def why_not_a_number(data: Mapping[str, Any], name: str) -> str:
+    """Why `read_field` found no number in the field (for an explanation)."""
+    if name not in data:
+        return f"field '{name}' is missing"
+    return f"field '{name}' is not a number ({type(data[name]).__name__})"
 
 
 def compile_rule(

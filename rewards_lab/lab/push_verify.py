@@ -17,7 +17,8 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition
 from rewards_lab.domain.money import format_amount
-from rewards_lab.domain.rules import RuleVerdict, compile_rule, evaluate_rule
+from rewards_lab.domain.rule_evaluation import RuleVerdict, evaluate
+from rewards_lab.domain.rules import compile_rule
 from rewards_lab.lab.push import PushError, live_fingerprint, make_plan
 
 PER_FIELD_VALUES = (Decimal("42.50"), Decimal("0.07"), Decimal("1000"), Decimal("19.99"))
@@ -152,7 +153,7 @@ def verify(definition: ProgrammeDefinition, client: RewardsClient) -> Verificati
         )
         for event in sample_events(rule):
             data = {key: value for key, value in event.items() if key != "type"}
-            lab = _lab_outcome(evaluate_rule(spec, str(event["type"]), data))
+            lab = _lab_outcome(evaluate([spec], [(str(event["type"]), data)], explain=True)[0][0])
             live = "rule missing" if rule_id is None else _live_outcome(client.simulate_rule(rule_id, event))
             result.checks += 1
             if _normalised(lab) != _normalised(live):

@@ -32,7 +32,7 @@ from rewards_lab.contract.programme_file import (
 )
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.domain.rules import evaluate_rules
+from rewards_lab.domain.rule_evaluation import evaluate
 from rewards_lab.lab.event_rows import EventRow, event_rows
 from rewards_lab.replay.engine import ReplayResult, replay
 from rewards_lab.replay.sweep import sweep
@@ -378,8 +378,10 @@ class LabProgramme:
                 raise ServiceError("rule_not_found", "the rule is not in that version", field="rule", rule=rule)
         chosen = [specs[i] for i in indices]
         rows: list[dict[str, Any]] = []
-        for position, item in enumerate(event_rows(events)):
-            outcome = simulation.outcome(evaluate_rules(chosen, item.type, item.data), item.type, self.id, number)
+        items = list(event_rows(events))
+        explained = evaluate(chosen, [(item.type, item.data) for item in items], explain=True)
+        for position, (item, verdicts) in enumerate(zip(items, explained, strict=True)):
+            outcome = simulation.outcome(verdicts, item.type, self.id, number)
             rows += _outcome_rows(position, item, outcome, indices)
         return pd.DataFrame(rows, columns=SIMULATION_COLUMNS)
 

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
-from rewards_lab.domain.rules import evaluate_rules
+from rewards_lab.domain.rule_evaluation import evaluate
 from rewards_lab.replay import store
 from rewards_lab.replay.inputs import ROW, EventSource, literal, open_events
 from rewards_lab.replay.order import order_events
@@ -251,10 +251,9 @@ def python_rows(
     fetched = con.sql(f"SELECT __pos, {ROW}, type, epoch_us(occurred_at) FROM {events} WHERE {plan.exotic}").fetchall()
     data = source.python_data([int(e[1]) for e in fetched], plan.fields)
     rows = []
-    for position, rn, event_type, stamp in fetched:
-        for verdict in evaluate_rules(plan.specs, event_type, data.get(int(rn), {})):
-            if not verdict.matched:
-                continue
+    matched = evaluate(plan.specs, [(event_type, data.get(int(rn), {})) for _, rn, event_type, _ in fetched])
+    for (position, _, _, stamp), matches in zip(fetched, matched, strict=True):
+        for verdict in matches:
             for action in verdict.actions:
                 if not action.issues and action.error_code is None:
                     continue

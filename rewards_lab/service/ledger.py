@@ -1,4 +1,5 @@
-"""Ledger use cases: direct issue, redemption, transfer, balances, and the batch posting path under them all."""
+"""Ledger use cases: direct issue, redemption, transfer, balances, and the one posting path under them all
+(`apply_postings`, which the event worker uses too)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
-from rewards_lab.domain.ledger import Posting
 from rewards_lab.domain.money import format_amount, parse_amount
-from rewards_lab.domain.posting_batch import AcceptedBatch, decide_whole
+from rewards_lab.domain.posting_decision import PostingDecision, decide_batch
 from rewards_lab.domain.posting_policy import LedgerState, PostingRequest
 from rewards_lab.service import presenters
 from rewards_lab.service.writes import run_write
@@ -21,25 +21,6 @@ from rewards_lab.store.database import Database
 from rewards_lab.store.uow import Repositories, reader
 
 TRANSACTION_SORTS = ("created_at", "amount_minor")
-
-
-class BatchOutcome:
-    """What a batch wrote and what it refused. A batch accepted whole keeps its postings in columns and makes the
-    `Posting` tuples only when asked (callers such as the benchmark and the event worker never ask)."""
-
-    def __init__(
-        self,
-        accepted: list[Posting] | AcceptedBatch,
-        rejected: list[tuple[PostingRequest, ServiceError]],
-    ) -> None:
-        self._accepted = accepted
-        self.rejected = rejected
-
-    @property
-    def accepted(self) -> list[Posting]:
-        if isinstance(self._accepted, AcceptedBatch):
-            self._accepted = self._accepted.postings()
-        return self._accepted
 
 
 def load_state(uow: Repositories, scope: Scope, requests: Sequence[PostingRequest]) -> LedgerState:
@@ -66,33 +47,16 @@ def load_state(uow: Repositories, scope: Scope, requests: Sequence[PostingReques
     return uow.ledger.ledger_state(scope, wallet_ids, accounts)
 
 
-def write_accepted(uow: Repositories, scope: Scope, state: LedgerState, accepted: Sequence[Posting]) -> None:
-    """Write what the policy accepted, and let the writer's cache remember the state it leads to."""
-    changed = uow.ledger.write_postings(scope, accepted, state.issuance_accounts())
-    uow.ledger.remember(scope, state, changed)
-
-
-def write_whole(uow: Repositories, scope: Scope, state: LedgerState, whole: AcceptedBatch) -> None:
-    """`write_accepted` for a batch `decide_whole` accepted: written and remembered from its columns."""
-    uow.ledger.write_batch(scope, whole)
-    uow.ledger.remember_batch(scope, state, whole)
-
-
 def apply_postings(
     uow: Repositories, scope: Scope, requests: Sequence[PostingRequest], state: LedgerState | None = None
-) -> BatchOutcome:
-    """The batch posting path: decide every request in order, then write the accepted ones set-based.
-
-    Runs inside the caller's unit of work; the store's constraints assert the invariants again as it writes.
-    """
+) -> PostingDecision:
+    """The one posting path (a single posting is a batch of one): decide every request in order
+    (`decide_batch`), then write the accepted ones set-based. Runs inside the caller's unit of work; the store's
+    constraints assert the invariants again as it writes."""
     state = state or load_state(uow, scope, requests)
-    whole = decide_whole(state, requests)
-    if whole is not None:  # a homogeneous batch, all of it accepted: decided and written column-wise
-        write_whole(uow, scope, state, whole)
-        return BatchOutcome(whole, [])
-    accepted, rejected = state.decide_all(requests)
-    write_accepted(uow, scope, state, accepted)
-    return BatchOutcome(accepted, rejected)
+    decision = decide_batch(state, requests)
+    uow.ledger.write_postings(scope, decision, state)
+    return decision
 
 
 def _post_one(uow: Repositories, scope: Scope, request: PostingRequest, decimals: int) -> r.LedgerTransaction:

@@ -10,7 +10,8 @@ from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import format_amount
-from rewards_lab.domain.rules import RuleSpec, RuleVerdict, evaluate_rules
+from rewards_lab.domain.rule_evaluation import RuleVerdict, evaluate
+from rewards_lab.domain.rules import RuleSpec
 from rewards_lab.service.presenters import json_value
 from rewards_lab.service.programmes import compile_rows, programme_row, version_id_of
 from rewards_lab.store.database import Database
@@ -88,7 +89,7 @@ def simulate_rule(database: Database, scope: Scope, rule_id: str, body: rq.Simul
     programme = programme_row(uow, scope, rule["program_id"])
     specs = compile_rows(uow, scope, [rule], programme["asset_id"])
     event_type, data = split_event(body.event)
-    verdicts = evaluate_rules(specs, event_type, data)
+    (verdicts,) = evaluate(specs, [(event_type, data)], explain=True)
     return outcome(verdicts, event_type, programme["id"], rule["version_number"])
 
 
@@ -114,4 +115,5 @@ def simulate_programme(
     """Every rule of a version (the draft by default; a number or "live") against one event."""
     specs, number = version_rules(database, scope, program_id, version)
     event_type, data = split_event(body.event)
-    return outcome(evaluate_rules(specs, event_type, data), event_type, program_id, number)
+    (verdicts,) = evaluate(specs, [(event_type, data)], explain=True)
+    return outcome(verdicts, event_type, program_id, number)

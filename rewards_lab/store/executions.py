@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 import pyarrow as pa
@@ -13,6 +13,30 @@ from rewards_lab.store.database import utcnow
 from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
+
+
+class ExecutionRecord(NamedTuple):
+    """One reward execution as written by the event worker: (event, version, rule, action), its outcome and the
+    values the rule read (`inputs`, JSON text)."""
+
+    id: str
+    event_id: str
+    external_event_id: str
+    customer_id: str
+    program_id: str
+    version_id: str
+    version_number: int
+    rule_id: str
+    action_index: int
+    asset_id: str
+    wallet_id: str | None
+    amount_minor: int
+    status: str
+    error_code: str | None
+    transaction_id: str | None
+    inputs: str | None
+
+
 _SCHEMA = pa.schema(
     [
         ("id", pa.string()),
@@ -33,18 +57,18 @@ _SCHEMA = pa.schema(
         ("inputs", pa.string()),
     ]
 )
-COLUMNS = tuple(_SCHEMA.names)
+assert tuple(_SCHEMA.names) == ExecutionRecord._fields
 
 
 class ExecutionRepository:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
 
-    def insert_many(self, scope: Scope, records: list[dict[str, Any]]) -> None:
+    def insert_many(self, scope: Scope, records: list[ExecutionRecord]) -> None:
         """Insert new records (none of their keys is stored yet: the unique index refuses the statement if so)."""
         self._write(scope, records, "")
 
-    def upsert_many(self, scope: Scope, records: list[dict[str, Any]]) -> None:
+    def upsert_many(self, scope: Scope, records: list[ExecutionRecord]) -> None:
         """Insert new records; a record whose key exists (a replay) takes the new status and transaction."""
         self._write(
             scope,
@@ -55,10 +79,13 @@ class ExecutionRepository:
             "inputs = excluded.inputs, updated_at = excluded.updated_at",
         )
 
-    def _write(self, scope: Scope, records: list[dict[str, Any]], on_conflict: str) -> None:
+    def _write(self, scope: Scope, records: list[ExecutionRecord], on_conflict: str) -> None:
         if not records:
             return
-        batch = pa.table({name: [r[name] for r in records] for name in COLUMNS}, schema=_SCHEMA)
+        columns = zip(*records, strict=True)
+        batch = pa.Table.from_arrays(
+            [pa.array(c, f.type) for c, f in zip(columns, _SCHEMA, strict=True)], schema=_SCHEMA
+        )
         now = utcnow()
         self.con.register("execution_batch", batch)
         try:

@@ -1,9 +1,10 @@
 """The ledger's storage: transactions (two-legged postings) and the balance snapshot, written in batches.
 
-`write_postings` is the one way postings reach the database. A whole batch takes two statements inside the
-caller's database transaction: one INSERT of the transactions and one set-based UPDATE of the balance snapshot
-by per-account deltas (plus, the first time an account holds an asset, one INSERT of its snapshot row). Both read
-Arrow tables that DuckDB finds by name in the calling frame, so no SQL runs per posting.
+`write_postings` is the one way postings reach the database: it takes a batch decision
+(`domain.posting_decision`). A whole batch takes two statements inside the caller's database transaction: one
+INSERT of the transactions and one set-based UPDATE of the balance snapshot by per-account deltas (plus, the
+first time an account holds an asset, one INSERT of its snapshot row). Both read Arrow tables, so no SQL runs per
+posting.
 
 The invariants are asserted here a second time, by the storage engine itself: CHECK constraints refuse a
 non-positive amount, a posting from an account to itself, and any balance below its floor (0 for a wallet; for an
@@ -27,8 +28,9 @@ from rewards_lab.contract.ids import time_ms_column, time_ms_of
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.ledger import Posting
-from rewards_lab.domain.posting_batch import AcceptedBatch
+from rewards_lab.domain.posting_decision import PostingDecision
 from rewards_lab.domain.posting_policy import ORDINARY_WALLET, AssetState, LedgerState, WalletState
+from rewards_lab.domain.posting_whole import AcceptedBatch
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.ledger_cache import BalanceKey, LedgerCache
 from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
@@ -181,32 +183,34 @@ class LedgerRepository:
         ).fetchall()
         return dict(rows)
 
-    def write_postings(
-        self, scope: Scope, postings: Sequence[Posting], issuance_accounts: Mapping[str, str] | None = None
-    ) -> list[BalanceKey]:
-        """Write a batch of postings set-based; the storage engine's constraints refuse any broken invariant.
-
-        `issuance_accounts` (asset id -> its issuance account) is needed for redemptions; it is looked up when
-        the caller does not pass it. Returns the (account, asset) pairs whose snapshot row changed.
+    def write_postings(self, scope: Scope, decision: PostingDecision, state: LedgerState) -> None:
+        """Write what a batch decision accepted (a single posting is a batch of one), set-based, and let the
+        writer's cache remember the balances and supply it leads to (`state`, as the decision left it; kept
+        only if the unit of work commits). The storage engine's constraints refuse any broken invariant.
         """
-        if not postings:
-            return []
-        if issuance_accounts is None:
-            redeemed = sorted({p.asset_id for p in postings if p.kind == "redemption"})
-            issuance_accounts = self.issuance_accounts(scope, redeemed) if redeemed else {}
-        deltas = deltas_table(postings, issuance_accounts)
-        self.write_tables(scope, postings_table(postings), deltas)
-        return list(zip(deltas["account_id"].to_pylist(), deltas["asset_id"].to_pylist(), strict=True))
+        batch = decision.to_write
+        if isinstance(batch, AcceptedBatch):  # accepted whole: written and remembered from its columns
+            self._write_tables(scope, *batch_tables(batch))
+            self._remember(scope, state)
+            self._cache().remember_balances(
+                scope, batch.asset_id, dict(zip(batch.accounts, batch.balances, strict=True))
+            )
+            return
+        if not batch:
+            return
+        deltas = deltas_table(batch, state.issuance_accounts())
+        self._write_tables(scope, postings_table(batch), deltas)
+        changed = zip(deltas["account_id"].to_pylist(), deltas["asset_id"].to_pylist(), strict=True)
+        self._remember(scope, state, changed)
 
-    def write_batch(self, scope: Scope, batch: AcceptedBatch) -> None:
-        """`write_postings` for a batch the policy accepted whole (`domain.posting_batch`)."""
-        self.write_tables(scope, *batch_tables(batch))
-
-    def write_tables(self, scope: Scope, txn_batch: pa.Table, balance_deltas: pa.Table) -> None:
-        """The database half of `write_postings`, for callers that build the Arrow tables elsewhere."""
+    def _write_tables(self, scope: Scope, txn_batch: pa.Table, balance_deltas: pa.Table) -> None:
+        """The statements of `write_postings`. DuckDB reads the Arrow tables `txn_batch` and `balance_deltas` that
+        the SQL names from this method's own parameters (a replacement scan): registering them explicitly
+        (`con.register`) makes a catalog change inside the transaction on every batch, which costs more than the
+        statements themselves for a small batch (see docs/decisions.md, "Arrow tables reach DuckDB by a
+        replacement scan")."""
         con = self.con
         now = self.written_at = utcnow()
-        # DuckDB reads `txn_batch` and `balance_deltas` by their names in this frame (a replacement scan).
         try:
             con.execute(_INSERT_TRANSACTIONS, [*scope.params, now])
             self._fault("after_entries")
@@ -263,17 +267,12 @@ class LedgerRepository:
             balances.update(read_balances)
         return LedgerState(assets, known, unusual, balances)
 
-    def remember(self, scope: Scope, state: LedgerState, changed: Iterable[BalanceKey]) -> None:
+    def _remember(self, scope: Scope, state: LedgerState, changed: Iterable[BalanceKey] = ()) -> None:
         """After a successful write: the balances it `changed` and the assets' outstanding supply, as the state
         now has them, are what the database holds (once committed). What was read is remembered already."""
         assets = {a: replace(s, outstanding_minor=state.outstanding[a]) for a, s in state.assets.items()}
         balances = state.balances
         self._cache().remember(scope, {}, assets, {key: balances[key] for key in changed})
-
-    def remember_batch(self, scope: Scope, state: LedgerState, batch: AcceptedBatch) -> None:
-        """`remember` after a batch accepted whole: its accounts' new balances, straight from its columns."""
-        self.remember(scope, state, [])
-        self._cache().remember_balances(scope, batch.asset_id, dict(zip(batch.accounts, batch.balances, strict=True)))
 
     def cached_decimals(self, scope: Scope, asset_id: str) -> int | None:
         asset = self._cache().asset(scope, asset_id)

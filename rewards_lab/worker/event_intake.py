@@ -1,8 +1,8 @@
 """Group commit for POST /events: many requests, one transaction, one fsync.
 
-Each request validates and prepares its event (`events.prepare_event`: id, payload hash, data text), hands it to
+Each request validates and prepares its event (`event_intake.prepare_event`: id, payload hash, data text), hands it to
 `EventIntake.submit` and awaits the answer. One writer thread takes
-everything queued (up to `max_batch`), stores it in ONE transaction (`events.store_prepared`), and only
+everything queued (up to `max_batch`), stores it in ONE transaction (`event_intake.store_events`), and only
 after the commit answers every waiting request. A response therefore never precedes durability, and while one
 commit is in flight the next batch gathers by itself: the busier the service, the larger the batches.
 """
@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service.events import PreparedEvent, store_prepared
+from rewards_lab.service.event_intake import store_events
 from rewards_lab.store.database import Database
+from rewards_lab.store.events import NewEvent
 from rewards_lab.store.queries import Row
 from rewards_lab.worker.thread_names import name_os_thread
 
@@ -31,7 +32,7 @@ _STOP = object()
 @dataclass(slots=True)
 class _Pending:
     scope: Scope
-    event: PreparedEvent
+    event: NewEvent
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Row]
 
@@ -85,7 +86,7 @@ class EventIntake:
     def depth(self) -> int:
         return self._queue.qsize()
 
-    async def submit(self, scope: Scope, event: PreparedEvent) -> Row:
+    async def submit(self, scope: Scope, event: NewEvent) -> Row:
         """The stored row (or the original one, for a repeated `external_event_id` with the same payload), once
         committed; `event_duplicate_mismatch` is raised for the same id with another payload."""
         if not self._accepting:
@@ -133,7 +134,7 @@ class EventIntake:
             groups.setdefault(item.scope, []).append(item)
         ordered = list(groups.items())
         try:
-            results = store_prepared(self.database, [(scope, [p.event for p in items]) for scope, items in ordered])
+            results = store_events(self.database, [(scope, [p.event for p in items]) for scope, items in ordered])
         except Exception as error:  # noqa: BLE001 - every waiting request must get an answer
             log.exception("storing a batch of %d events failed", len(batch))
             failure = error if isinstance(error, ServiceError) else ServiceError("internal_error")

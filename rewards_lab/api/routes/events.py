@@ -11,10 +11,10 @@ from rewards_lab.api.routes._binding import Endpoint, authorised, serve
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.operations import operation
 from rewards_lab.contract.permissions import Permission
-from rewards_lab.service import events, presenters
+from rewards_lab.service import event_intake, event_processing, event_queries, presenters
 
-assert operation("list_events").sorts == events.EVENT_SORTS
-assert operation("list_executions").sorts == events.EXECUTION_SORTS
+assert operation("list_events").sorts == event_queries.EVENT_SORTS
+assert operation("list_executions").sorts == event_queries.EXECUTION_SORTS
 
 
 async def submit_event(request: Request) -> Response:
@@ -23,16 +23,17 @@ async def submit_event(request: Request) -> Response:
     # off, and tests/test_hot_path.py holds the two equal.
     principal = authorised(request, Permission.EVENTS_WRITE)
     body = await json_body(request, rq.EventCreate)
-    stored = await request.app.state.intake.submit(principal.scope, events.prepare_event(body))  # after the commit
+    prepared = event_intake.prepare_event(body)
+    stored = await request.app.state.intake.submit(principal.scope, prepared)  # after the commit
     return success(presenters.event_fields(stored), request_id_of(request), 202)
 
 
 BINDINGS: dict[str, Endpoint] = dict(
     [
-        serve("list_events", events.list_events),
+        serve("list_events", event_queries.list_events),
         ("submit_event", submit_event),
-        serve("get_event", events.get_event),
-        serve("replay_event", events.replay_event),
-        serve("list_executions", events.list_executions),
+        serve("get_event", event_queries.get_event),
+        serve("replay_event", event_processing.replay_event),
+        serve("list_executions", event_queries.list_executions),
     ]
 )

@@ -1,4 +1,5 @@
-"""A homogeneous batch decided whole, with numpy: the batch path's common case, without per-posting Python.
+"""A homogeneous batch decided whole, with numpy: a private strategy of `posting_decision.decide_batch` for the
+batch path's common case, without per-posting Python.
 
 `decide_whole` takes a batch in which every request is an issue/reward of one asset, or every request is a
 transfer of one asset, and decides whether the sequential policy (`LedgerState.decide`, one request after the
@@ -76,7 +77,7 @@ class AcceptedBatch:
 
 
 def decide_whole(state: LedgerState, requests: Sequence[PostingRequest]) -> AcceptedBatch | None:
-    """The batch accepted whole and applied to `state`, or None (nothing applied) for `decide_all` to decide."""
+    """The batch accepted whole and applied to `state`, or None (nothing applied) for `decide_batch` to decide."""
     if len(requests) < MIN_WHOLE:
         return None
     batch = _Columns(*map(list, zip(*requests, strict=True)))

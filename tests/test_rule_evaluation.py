@@ -1,4 +1,4 @@
-"""The worker's column-wise evaluation (`rules_batch.match_rules`) equals `rules.evaluate_rules` event by event:
+"""`evaluate` without reasons (the worker's column-wise form) equals `evaluate(..., explain=True)` event by event:
 the same matched rules in the same order, the same values read, amounts, rounding and refusals."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR
-from rewards_lab.domain.rules import ActionSpec, ConditionSpec, RuleSpec, evaluate_rules
-from rewards_lab.domain.rules_batch import match_rules
+from rewards_lab.domain.rule_evaluation import evaluate
+from rewards_lab.domain.rules import ActionSpec, ConditionSpec, RuleSpec
 
 _TYPES = ("order.completed", "review.posted")
 _FIELDS = ("amount", "count", "score")
@@ -73,7 +73,7 @@ def _expected(rules: list[RuleSpec], event_type: str, data: dict[str, Any]) -> l
                 for a in verdict.actions
             ],
         )
-        for verdict in evaluate_rules(rules, event_type, data)
+        for verdict in evaluate(rules, [(event_type, data)], explain=True)[0]
         if verdict.matched
     ]
 
@@ -114,8 +114,10 @@ _BOUNDARY_RULE = RuleSpec(
         ("review.posted", {"amount": Decimal("100")}),
     ],
 )
-def test_match_rules_equals_evaluate_rules_event_by_event(rules: list[RuleSpec], events: list[Any]) -> None:
-    batch = match_rules(rules, events)
+def test_evaluation_without_reasons_equals_the_explained_one_event_by_event(
+    rules: list[RuleSpec], events: list[Any]
+) -> None:
+    batch = evaluate(rules, events)
     assert len(batch) == len(events)
     for (event_type, data), matches in zip(events, batch, strict=True):
         # repr: NaN read from the data is not equal to itself, but must be the same value recorded
@@ -128,7 +130,7 @@ def test_amounts_round_toward_zero_and_refusals_keep_their_reason() -> None:
         ("order.completed", {"amount": Decimal("1E+999999999")}),
         ("order.completed", {"amount": Decimal("19.99")}),
     ]
-    first, refused, unmatched = match_rules([_BOUNDARY_RULE], events)
+    first, refused, unmatched = evaluate([_BOUNDARY_RULE], events)
     assert [a.amount_minor for a in first[0].actions] == [100, 5]
     assert first[0].inputs == {"amount": "20.19"}
     assert refused[0].actions[0].error_code == "amount_too_large"

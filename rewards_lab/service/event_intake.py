@@ -1,0 +1,160 @@
+"""Event intake: durable acceptance and deduplication of business events.
+
+A request prepares its event (`prepare_event`: id, payload hash, data text), and `store_events` stores prepared
+events of any tenants as `received` in ONE transaction (one commit: the group commit of POST /v1/events). It is
+the one intake function; its fast path (one INSERT, no read first) and its careful path (read the stored
+originals of a retried batch, insert the rest) are private and chosen inside. `submit_event(s)` are the same for
+callers outside HTTP (the demo, backfills, tests).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.ids import new_id
+from rewards_lab.contract.scope import Scope
+from rewards_lab.service import presenters
+from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.events import EventRepository, NewEvent
+from rewards_lab.store.queries import Row
+from rewards_lab.store.uow import Repositories
+
+Stored = Row | ServiceError  # an event's stored (or original) row, or the error refusing it
+
+
+def submit_events(database: Database, scope: Scope, bodies: list[rq.EventCreate]) -> list[r.Event | ServiceError]:
+    """Store many events durably in one transaction; per event, its result or the error refusing it.
+
+    A repeated `external_event_id` with the same payload returns the original event (nothing is stored or
+    issued twice); with a different payload it is `event_duplicate_mismatch`.
+    """
+    prepared: list[NewEvent] = []
+    refused: dict[int, ServiceError] = {}
+    for index, body in enumerate(bodies):
+        try:
+            prepared.append(prepare_event(body))
+        except ServiceError as error:
+            refused[index] = error
+    (stored,) = store_events(database, [(scope, prepared)])
+    remaining = iter(stored)
+    return [refused[i] if i in refused else present_stored(next(remaining)) for i in range(len(bodies))]
+
+
+def submit_event(database: Database, scope: Scope, body: rq.EventCreate) -> r.Event:
+    (result,) = submit_events(database, scope, [body])
+    if isinstance(result, ServiceError):
+        raise result
+    return result
+
+
+def prepare_event(body: rq.EventCreate) -> NewEvent:
+    """The per-event work of acceptance (hashing, serialising), done by the request before it queues the event,
+    so that the intake's one writer thread only runs the statements. `event_payload_too_large` is raised here."""
+    data_text = jsonutil.dumps(body.data)
+    if len(data_text) > rq.MAX_EVENT_DATA_BYTES:
+        raise ServiceError("event_payload_too_large", field="data", limit_bytes=rq.MAX_EVENT_DATA_BYTES)
+    occurred = _naive_utc(body.occurred_at)
+    payload = {  # what the hash covers (see docs/decisions.md, "Duplicate events")
+        "type": body.type,
+        "customer_id": body.customer_id,
+        "occurred_at": occurred.isoformat() if occurred else None,
+        "data": body.data,
+    }
+    return NewEvent(
+        new_id("event"),
+        body.external_event_id,
+        body.type,
+        body.customer_id,
+        occurred,
+        data_text,
+        jsonutil.canonical_hash(payload),
+    )
+
+
+def store_events(database: Database, groups: list[tuple[Scope, list[NewEvent]]]) -> list[list[Stored]]:
+    """Store prepared events of several tenants in ONE transaction; per event, the stored (or original) row, or
+    `event_duplicate_mismatch`. Accepting events never waits for the worker's processing batch: this runs on
+    the intake's own cursor (`Database.intake_cursor`).
+
+    Fast path: one INSERT of every new event, its own transaction, no read first; the unique
+    (organization, environment, external_event_id) index refuses the whole statement if any id is already
+    stored (a client's retry), and then the batch takes the careful path: read the stored originals, insert
+    the rest, in one transaction.
+    """
+    received_at = utcnow()
+    fresh: list[tuple[Scope, NewEvent]] = []
+    results: list[list[Stored]] = []
+    for scope, prepared in groups:
+        rows, outcomes = _answers(prepared, {}, received_at)
+        fresh.extend((scope, row) for row in rows)
+        results.append(outcomes)
+    with database.intake_cursor() as con:
+        stored = EventRepository(con).add(fresh, received_at)
+    if not stored:
+        with database.intake_transaction() as con:
+            uow = Repositories(con, database)
+            return [_store_carefully(uow, scope, prepared) for scope, prepared in groups]
+    return results
+
+
+def present_stored(outcome: Stored) -> r.Event | ServiceError:
+    return outcome if isinstance(outcome, ServiceError) else presenters.event(outcome)
+
+
+def _store_carefully(uow: Repositories, scope: Scope, prepared: list[NewEvent]) -> list[Stored]:
+    existing = uow.events.get_by_external_ids(scope, sorted({p.external_event_id for p in prepared}))
+    received_at = utcnow()
+    fresh, outcomes = _answers(prepared, existing, received_at)
+    inserted = uow.events.add([(scope, row) for row in fresh], received_at)
+    assert inserted, "the originals were read in this transaction: no new event can collide"
+    return outcomes
+
+
+def _answers(
+    prepared: list[NewEvent], existing: dict[str, Row], received_at: datetime
+) -> tuple[list[NewEvent], list[Stored]]:
+    """(the rows to insert, each event's answer). An event answers with the stored original of its external id,
+    or with its own row if it is the first of that id (then it is inserted); a different payload under a known
+    id is `event_duplicate_mismatch`."""
+    known: dict[str, Row] = dict(existing)
+    fresh: list[NewEvent] = []
+    outcomes: list[Stored] = []
+    for item in prepared:
+        original = known.get(item.external_event_id)
+        if original is None:
+            known[item.external_event_id] = original = _as_stored(item, received_at)
+            fresh.append(item)
+        if original["payload_hash"] == item.payload_hash:
+            outcomes.append(original)
+        else:
+            outcomes.append(
+                ServiceError(
+                    "event_duplicate_mismatch", field="external_event_id", external_event_id=item.external_event_id
+                )
+            )
+    return fresh, outcomes
+
+
+def _as_stored(row: NewEvent, received_at: datetime) -> Row:
+    """A new event's row as inserted: no need to read it back."""
+    return {
+        **row._asdict(),
+        "status": "received",
+        "error_code": None,
+        "error_message": None,
+        "attempts": 0,
+        "received_at": received_at,
+        "processed_at": None,
+    }
+
+
+def _naive_utc(moment: datetime | None) -> datetime | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.replace(tzinfo=None)

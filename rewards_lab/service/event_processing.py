@@ -1,0 +1,471 @@
+"""Event processing: the reward engine over the queue of received events, in batches.
+
+`process_pending` takes the oldest received events, evaluates the published rules of every programme whose rules
+name the event's type (`rule_evaluation.evaluate`), and issues through the one posting path
+(`ledger.apply_postings`), all in one database transaction per batch. Each issuance is keyed by (event,
+programme version, rule, action); an event remembers which versions it was evaluated against, so a replay
+re-evaluates the same versions and issues only the keys not yet issued.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.ids import new_ids
+from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.money import format_amount
+from rewards_lab.domain.posting_policy import PostingRequest
+from rewards_lab.domain.rule_evaluation import RuleMatch, evaluate
+from rewards_lab.domain.rules import ActionOutcome, RuleSpec
+from rewards_lab.service import presenters
+from rewards_lab.service.ledger import apply_postings
+from rewards_lab.service.notifications import outbox_messages
+from rewards_lab.service.programmes import compile_rows
+from rewards_lab.store.database import Database
+from rewards_lab.store.events import EventOutcome, PendingEvent
+from rewards_lab.store.executions import ExecutionRecord
+from rewards_lab.store.uow import Repositories, reader, unit_of_work
+
+log = logging.getLogger(__name__)
+DEFAULT_BATCH_SIZE = 1000
+MAX_BATCH_SIZE = 10_000
+# What a tenant sees of an event that failed on a server fault (never the exception's own text).
+INTERNAL_FAILURE_MESSAGE = "The event could not be processed because of a server fault; it can be replayed."
+
+ExecutionKey = tuple[str, str, str, int]  # (event, version, rule, action)
+
+
+@dataclass(slots=True)
+class ProcessReport:
+    processed: int = 0
+    failed: int = 0
+    issued: int = 0
+    refused: int = 0
+
+    def add(self, other: ProcessReport) -> None:
+        self.processed += other.processed
+        self.failed += other.failed
+        self.issued += other.issued
+        self.refused += other.refused
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """One issuance an event's rules call for: its execution's key and provenance, and its posting request
+    (None when refused before the ledger, or when there is no wallet to post to)."""
+
+    execution_id: str
+    version: VersionMeta
+    rule_id: str
+    action: ActionOutcome
+    inputs: str
+    request: PostingRequest | None
+
+
+@dataclass(frozen=True, slots=True)
+class VersionMeta:
+    """What an execution records of the programme version whose rule it ran."""
+
+    version_id: str
+    program_id: str
+    number: int
+    asset_id: str
+    published: bool
+
+
+@dataclass(slots=True)
+class _EventPlan:
+    event: PendingEvent
+    versions: list[str]
+    customer_id: str = ""
+    wallet_id: str | None = None
+    planned: list[_Planned] = field(default_factory=list)
+    blocker: ServiceError | None = None  # nothing can be issued: no such customer, or no wallet (no requests made)
+
+
+# Compiled rules of published versions, per database and (scope, version): a published version's rules,
+# programme and asset decimals never change, so each batch need not read and compile them again.
+_PUBLISHED: weakref.WeakKeyDictionary[Database, dict[tuple[Scope, str], tuple[VersionMeta, list[RuleSpec]]]] = (
+    weakref.WeakKeyDictionary()
+)
+_PUBLISHED_LOCK = threading.Lock()
+
+
+class _RuleBook:
+    """Compiled rules per version, loaded once per batch and scope (once per process for published versions)."""
+
+    def __init__(self, uow: Repositories, scope: Scope) -> None:
+        self.uow, self.scope = uow, scope
+        self.rules: dict[str, list[RuleSpec]] = {}
+        self.meta: dict[str, VersionMeta] = {}
+
+    def live_versions(self, event_types: list[str]) -> dict[str, list[str]]:
+        """event type -> ids of the live versions that have a rule for it."""
+        rows = self.uow.programmes.live_versions(self.scope, event_types)
+        self.load([row["id"] for row in rows])
+        by_type: dict[str, list[str]] = defaultdict(list)
+        for row in rows:
+            for spec in self.rules[row["id"]]:
+                if row["id"] not in by_type[spec.event_type]:
+                    by_type[spec.event_type].append(row["id"])
+        return by_type
+
+    def load(self, version_ids: list[str]) -> None:
+        published = self._published()
+        for version_id in version_ids:
+            if version_id not in self.rules and (self.scope, version_id) in published:
+                self.meta[version_id], self.rules[version_id] = published[(self.scope, version_id)]
+        missing = [v for v in version_ids if v not in self.rules]
+        if not missing:
+            return
+        rows = self.uow.programmes.rules_of(self.scope, missing)
+        for version_id in missing:
+            version = self.uow.programmes.get_version(self.scope, version_id)
+            assert version is not None
+            programme = self.uow.programmes.get(self.scope, version["program_id"])
+            assert programme is not None
+            meta = VersionMeta(
+                version_id,
+                version["program_id"],
+                int(version["number"]),
+                programme["asset_id"],
+                version["status"] != "draft",
+            )
+            own = [row for row in rows if row["version_id"] == version_id]
+            self.meta[version_id] = meta
+            self.rules[version_id] = compile_rows(self.uow, self.scope, own, meta.asset_id)
+            if meta.published:
+                with _PUBLISHED_LOCK:
+                    published[(self.scope, version_id)] = (meta, self.rules[version_id])
+
+    def _published(self) -> dict[tuple[Scope, str], tuple[VersionMeta, list[RuleSpec]]]:
+        if self.uow.database is None:
+            return {}
+        with _PUBLISHED_LOCK:
+            return _PUBLISHED.setdefault(self.uow.database, {})
+
+
+def _matches(book: _RuleBook, plans: list[_EventPlan]) -> list[list[tuple[str, RuleMatch]]]:
+    """Per plan, (version id, match) for every rule that matched its event, in the order of its versions, then
+    of their rules: each version's rules are evaluated once, column-wise, over all the events evaluated against
+    that version."""
+    by_version: dict[str, list[int]] = {}
+    for index, plan in enumerate(plans):
+        for version_id in plan.versions:
+            by_version.setdefault(version_id, []).append(index)
+    data: dict[int, Any] = {}
+    found: dict[tuple[int, str], list[RuleMatch]] = {}
+    for version_id, indices in by_version.items():
+        for index in indices:
+            if index not in data:
+                data[index] = jsonutil.loads(plans[index].event.data)
+        batch = [(plans[index].event.type, data[index]) for index in indices]
+        for index, matches in zip(indices, evaluate(book.rules[version_id], batch), strict=True):
+            found[(index, version_id)] = matches
+    return [
+        [(version_id, match) for version_id in plan.versions for match in found[(index, version_id)]]
+        for index, plan in enumerate(plans)
+    ]
+
+
+def _plan_event(
+    plan: _EventPlan,
+    book: _RuleBook,
+    matched: list[tuple[str, RuleMatch]],
+    issued_keys: set[ExecutionKey],
+    existing_ids: dict[ExecutionKey, str],
+    execution_ids: Iterator[str],
+    transaction_ids: Iterator[str],
+) -> None:
+    event = plan.event
+    for version_id, verdict in matched:
+        inputs_text: str | None = None
+        for action in verdict.actions:
+            key = (event.id, version_id, verdict.rule_id, action.action_index)
+            if (not action.issues and action.error_code is None) or key in issued_keys:
+                continue
+            if inputs_text is None:  # the same provenance for every action of the rule
+                inputs_text = jsonutil.dumps({k: presenters.json_value(v) for k, v in verdict.inputs.items()})
+            execution_id = existing_ids.get(key) or next(execution_ids)
+            request = None
+            if action.error_code is None and plan.wallet_id is not None:
+                request = PostingRequest(
+                    next(transaction_ids),
+                    "reward",
+                    action.asset_id,
+                    action.amount_minor,
+                    plan.wallet_id,
+                    memo=f"{event.type} {event.external_event_id}",
+                    execution_id=execution_id,
+                )
+            plan.planned.append(
+                _Planned(execution_id, book.meta[version_id], verdict.rule_id, action, inputs_text, request)
+            )
+
+
+def _recorded_versions(event: PendingEvent) -> list[str] | None:
+    """The versions an event was evaluated against, or None when none are recorded: never attempted, or failed
+    by a server fault before anything was recorded (stored as NULL; before issue 14, as "[]"). A failed event
+    never has an empty list otherwise (an event that matched no version cannot fail), so "[]" means unknown."""
+    text = event.evaluated_versions
+    if text is None or text == "[]":
+        return None
+    return list(jsonutil.loads(text))
+
+
+def _process_scope(
+    uow: Repositories, scope: Scope, events: list[PendingEvent], sink: list[list[_EventPlan]] | None = None
+) -> ProcessReport:
+    """Evaluate and issue for one tenant's events, in order, through one batch posting.
+
+    The events' plans (with the versions each is evaluated against) are appended to `sink` as soon as they
+    are made, so that a caller whose transaction fails still knows which versions were live for each event.
+    """
+    book = _RuleBook(uow, scope)
+    recorded = [_recorded_versions(event) for event in events]
+    unknown_types = sorted({e.type for e, known in zip(events, recorded, strict=True) if known is None})
+    live = book.live_versions(unknown_types)
+    plans = []
+    for event, known in zip(events, recorded, strict=True):
+        if known is not None:
+            book.load(known)
+        plans.append(_EventPlan(event, known if known is not None else list(live.get(event.type, []))))
+    if sink is not None:
+        sink.append(plans)
+
+    customers = uow.customers.resolve_many(scope, sorted({e.customer_id for e in events}))
+    wallets = uow.wallets.reward_wallets(scope, sorted({c["id"] for c in customers.values()}))
+    attempted = [e.id for e in events if e.attempts > 0]
+    previous = uow.executions.for_events(scope, attempted) if attempted else []
+    issued_keys = {
+        (e["event_id"], e["version_id"], e["rule_id"], e["action_index"]) for e in previous if e["status"] == "issued"
+    }
+    existing_ids = {(e["event_id"], e["version_id"], e["rule_id"], e["action_index"]): e["id"] for e in previous}
+    matches = _matches(book, plans)
+    at_most = sum(a.issues or a.error_code is not None for m in matches for _, match in m for a in match.actions)
+    execution_ids = iter(new_ids("execution", at_most))  # one call each for the batch; ids not needed are dropped
+    transaction_ids = iter(new_ids("transaction", at_most))
+    for plan, matched in zip(plans, matches, strict=True):
+        customer = customers.get(plan.event.customer_id)
+        wallet = wallets.get(customer["id"]) if customer else None
+        plan.customer_id = customer["id"] if customer else plan.event.customer_id
+        plan.wallet_id = wallet["id"] if wallet else None
+        _plan_event(plan, book, matched, issued_keys, existing_ids, execution_ids, transaction_ids)
+        if plan.planned and customer is None:
+            plan.blocker = ServiceError("customer_not_found", customer_id=plan.event.customer_id)
+        elif plan.planned and wallet is None:
+            plan.blocker = ServiceError(
+                "wallet_not_found", "the customer has no wallet to receive the reward", customer_id=plan.customer_id
+            )
+    return _issue(uow, scope, plans)
+
+
+def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessReport:
+    requests = [planned.request for plan in plans for planned in plan.planned if planned.request is not None]
+    decision = apply_postings(uow, scope, requests)
+    rejected = {request.transaction_id: error for request, error in decision.rejected}
+    report = ProcessReport()
+    records: list[ExecutionRecord] = []
+    issued: list[tuple[ExecutionRecord, int]] = []
+    outcomes: list[EventOutcome] = []
+    for plan in plans:
+        event = plan.event
+        refused_when_planned: ServiceError | None = None  # the first, else the ledger's first refusal
+        refused_by_ledger: ServiceError | None = None
+        for planned in plan.planned:
+            action, request = planned.action, planned.request
+            status, code, transaction_id = "failed", action.error_code, None
+            if code is not None:  # refused when planned (amount_too_large)
+                report.refused += 1
+                refused_when_planned = refused_when_planned or ServiceError(code, action.reason)
+            elif request is None:
+                code = plan.blocker.code if plan.blocker else "wallet_not_found"
+            elif request.transaction_id in rejected:
+                refusal = rejected[request.transaction_id]
+                code, refused_by_ledger = refusal.code, refused_by_ledger or refusal
+                report.refused += 1
+            else:
+                status, transaction_id = "issued", request.transaction_id
+                report.issued += 1
+            record = ExecutionRecord(
+                planned.execution_id,
+                event.id,
+                event.external_event_id,
+                plan.customer_id,
+                planned.version.program_id,
+                planned.version.version_id,
+                planned.version.number,
+                planned.rule_id,
+                action.action_index,
+                action.asset_id,
+                plan.wallet_id,
+                action.amount_minor,
+                status,
+                code,
+                transaction_id,
+                planned.inputs,
+            )
+            records.append(record)
+            if status == "issued":
+                issued.append((record, action.decimals))
+        error = plan.blocker or refused_when_planned or refused_by_ledger
+        status = "failed" if error else "processed"
+        message = error.message if error else None
+        outcomes.append(
+            EventOutcome(event.id, status, error.code if error else None, message, jsonutil.dumps(plan.versions))
+        )
+        report.failed += status == "failed"
+        report.processed += status == "processed"
+    # An event's executions are written in the transaction that counts its attempt, so an event never attempted
+    # has none: its records are plainly inserted (DuckDB's ON CONFLICT costs several times an INSERT and grows
+    # with the table); only a retried event's records may replace earlier ones.
+    retried = {plan.event.id for plan in plans if plan.event.attempts > 0}
+    uow.executions.insert_many(scope, [record for record in records if record.event_id not in retried])
+    uow.executions.upsert_many(scope, [record for record in records if record.event_id in retried])
+    uow.outbox.add_many(scope, outbox_messages("reward.issued", [(r.id, _issued_payload(r, d)) for r, d in issued]))
+    uow.events.mark_many(scope, outcomes)
+    return report
+
+
+def _issued_payload(record: ExecutionRecord, decimals: int) -> dict[str, Any]:
+    return {
+        "execution_id": record.id,
+        "event_id": record.event_id,
+        "external_event_id": record.external_event_id,
+        "customer_id": record.customer_id,
+        "wallet_id": record.wallet_id,
+        "program_id": record.program_id,
+        "program_version": record.version_number,
+        "rule_id": record.rule_id,
+        "action_index": record.action_index,
+        "asset_id": record.asset_id,
+        "amount": format_amount(record.amount_minor, decimals),
+        "transaction_id": record.transaction_id,
+    }
+
+
+def _by_scope(events: list[PendingEvent]) -> dict[Scope, list[PendingEvent]]:
+    groups: dict[Scope, list[PendingEvent]] = defaultdict(list)
+    for event in events:
+        groups[Scope(event.organization_id, event.environment)].append(event)
+    return groups
+
+
+def process_pending(database: Database, limit: int = DEFAULT_BATCH_SIZE) -> ProcessReport:
+    """Process up to `limit` received events (every tenant) in one database transaction.
+
+    Should the batch hit an unexpected error, it is rolled back and its events are processed again in smaller
+    transactions: each tenant's events on their own, and a failing group split in halves (in event order) until
+    the events that fail alone are found. Only those are marked `failed` with `internal_error` (a fixed message,
+    and the versions they were evaluated against, so that a replay issues what they should have), so one poisoned
+    event costs O(log n) extra transactions and never blocks the queue or another tenant's events.
+    """
+    limit = max(1, min(limit, MAX_BATCH_SIZE))
+    planned: list[list[_EventPlan]] = []
+    try:
+        with unit_of_work(database) as uow:
+            report = ProcessReport()
+            for scope, events in _by_scope(uow.events.pending(limit)).items():
+                report.add(_process_scope(uow, scope, events, planned))
+            return report
+    except Exception:
+        log.exception("event batch failed; isolating the events that fail")
+    versions = {plan.event.id: plan.versions for plans in planned for plan in plans}
+    return _process_isolating(database, limit, versions)
+
+
+def _process_isolating(database: Database, limit: int, versions: dict[str, list[str]]) -> ProcessReport:
+    report = ProcessReport()
+    groups = _by_scope(reader(database).events.pending(limit))
+    for scope, events in groups.items():
+        _bisect(database, scope, [e.id for e in events], versions, report, failed_whole=len(groups) == 1)
+    return report
+
+
+def _bisect(
+    database: Database,
+    scope: Scope,
+    event_ids: list[str],
+    versions: dict[str, list[str]],
+    report: ProcessReport,
+    *,
+    failed_whole: bool = False,
+) -> None:
+    """Process these events (of one tenant, in order) in one transaction; if it fails, each half in turn
+    (`failed_whole`: they just failed together, so go straight to the halves)."""
+    if not event_ids:
+        return
+    if not failed_whole:
+        planned: list[list[_EventPlan]] = []
+        try:
+            with unit_of_work(database) as uow:
+                part = _process_scope(uow, scope, uow.events.received(scope, event_ids), planned)
+            report.add(part)
+            return
+        except Exception:  # noqa: BLE001 - one poisoned event must not block the rest
+            log.exception("%d events failed together", len(event_ids))
+            versions.update({plan.event.id: plan.versions for plans in planned for plan in plans})
+    if len(event_ids) == 1:
+        log.error("event %s failed to process alone: marked failed (internal_error)", event_ids[0])
+        _mark_broken(database, scope, event_ids[0], versions.get(event_ids[0]))
+        report.failed += 1
+        return
+    middle = len(event_ids) // 2
+    _bisect(database, scope, event_ids[:middle], versions, report)
+    _bisect(database, scope, event_ids[middle:], versions, report)
+
+
+def _mark_broken(database: Database, scope: Scope, event_id: str, versions: list[str] | None) -> None:
+    """Mark an event that fails alone `failed` (`internal_error`), with the versions it was planned against
+    (resolved again if it failed before planning); if even that fails, with none: a replay resolves them."""
+    try:
+        with unit_of_work(database) as uow:
+            row = uow.events.get(scope, event_id)
+            if row is None or row["status"] != "received":
+                return  # settled meanwhile by someone else: nothing to mark
+            if versions is None:
+                versions = _RuleBook(uow, scope).live_versions([row["type"]]).get(row["type"], [])
+            recorded = None if not versions else jsonutil.dumps(versions)
+            uow.events.mark_many(scope, [_broken(event_id, recorded)])
+        return
+    except Exception:  # noqa: BLE001 - fall through: record the failure without versions
+        log.exception("event %s: its versions could not be recorded", event_id)
+    with unit_of_work(database) as uow:
+        uow.events.mark_many(scope, [_broken(event_id, None)])
+
+
+def _broken(event_id: str, versions: str | None) -> EventOutcome:
+    return EventOutcome(event_id, "failed", "internal_error", INTERNAL_FAILURE_MESSAGE, versions)
+
+
+def process_all(database: Database, batch_size: int = DEFAULT_BATCH_SIZE) -> ProcessReport:
+    """Process until no received event is left (used by tests, demos and backfills)."""
+    total = ProcessReport()
+    while True:
+        report = process_pending(database, batch_size)
+        total.add(report)
+        if report.processed + report.failed == 0:
+            return total
+
+
+def replay_event(database: Database, scope: Scope, event_id: str) -> r.Event:
+    """Reprocess a failed event against the versions it was first evaluated with; issues only what is missing."""
+    with unit_of_work(database) as uow:
+        row = uow.events.get(scope, event_id)
+        if row is None:
+            raise ServiceError("event_not_found", event_id=event_id)
+        if row["status"] != "failed":
+            raise ServiceError("event_not_replayable", event_id=event_id, status=row["status"])
+        _process_scope(uow, scope, [PendingEvent(*(row[name] for name in PendingEvent._fields))])
+        updated = uow.events.get(scope, event_id)
+    assert updated is not None
+    return presenters.event(updated)

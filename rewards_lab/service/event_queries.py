@@ -1,0 +1,71 @@
+"""Reading events and reward executions (the list and get operations of /v1/events and /v1/executions)."""
+
+from __future__ import annotations
+
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.pagination import PageRequest, check_page_request
+from rewards_lab.contract.scope import Scope
+from rewards_lab.service import presenters
+from rewards_lab.store.database import Database
+from rewards_lab.store.uow import reader
+
+EVENT_SORTS = ("received_at", "occurred_at")
+EXECUTION_SORTS = ("created_at",)
+
+
+def get_event(database: Database, scope: Scope, event_id: str) -> r.Event:
+    row = reader(database).events.get(scope, event_id)
+    if row is None:
+        raise ServiceError("event_not_found", event_id=event_id)
+    return presenters.event(row)
+
+
+def list_events(
+    database: Database,
+    scope: Scope,
+    page: PageRequest,
+    *,
+    status: str | None = None,
+    type: str | None = None,
+    customer_id: str | None = None,
+) -> r.Page[r.Event]:
+    sort = check_page_request(page, EVENT_SORTS)
+    uow = reader(database)
+    references: list[str] | None = None
+    if customer_id:  # the customer's events, whichever of its two names each event used (an id wins)
+        customer = uow.customers.resolve_many(scope, [customer_id]).get(customer_id)
+        references = sorted({customer["id"], customer["external_id"]}) if customer else [customer_id]
+    rows = uow.events.page(scope, page, sort, {"status": status, "type": type, "customer_refs": references})
+    return r.Page[r.Event](
+        data=[presenters.event(x) for x in rows.rows], next_cursor=rows.next_cursor, has_more=rows.has_more
+    )
+
+
+def list_executions(
+    database: Database,
+    scope: Scope,
+    page: PageRequest,
+    *,
+    customer_id: str | None = None,
+    event_id: str | None = None,
+    program_id: str | None = None,
+    status: str | None = None,
+) -> r.Page[r.RewardExecution]:
+    uow = reader(database)
+    sort = check_page_request(page, EXECUTION_SORTS)
+    if customer_id:
+        customer = uow.customers.resolve_many(scope, [customer_id]).get(customer_id)
+        customer_id = customer["id"] if customer else customer_id
+    rows = uow.executions.page(
+        scope,
+        page,
+        sort,
+        {"customer_id": customer_id, "event_id": event_id, "program_id": program_id, "status": status},
+    )
+    decimals = {
+        a: int(row["decimals"])
+        for a, row in uow.assets.get_many(scope, sorted({x["asset_id"] for x in rows.rows})).items()
+    }
+    data = [presenters.execution(x, decimals[x["asset_id"]]) for x in rows.rows]
+    return r.Page[r.RewardExecution](data=data, next_cursor=rows.next_cursor, has_more=rows.has_more)
