@@ -29,7 +29,8 @@ from rewards_lab.service import (
     organizations,
     programmes,
 )
-from rewards_lab.store.uow import Repositories, reader, unit_of_work
+from rewards_lab.store.interfaces import Repositories
+from rewards_lab.store.uow import reader, unit_of_work
 from tests.conftest import World
 
 BIG = 10**18 - 1  # the largest amount one action may issue (MAX_AMOUNT_MINOR)

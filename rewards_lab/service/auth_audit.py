@@ -33,7 +33,7 @@ from rewards_lab.service.presenters import utc
 from rewards_lab.store.auth_audit import AuditFilter, AuthAuditRepository
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
-from rewards_lab.store.uow import Repositories, reader, unit_of_work
+from rewards_lab.store.uow import DuckDBRepositories, reader, unit_of_work
 from rewards_lab.worker.thread_names import name_os_thread
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def _with_request(event: AuditEvent) -> AuditEvent:
     )
 
 
-def add(uow: Repositories, event: AuditEvent) -> None:
+def add(uow: DuckDBRepositories, event: AuditEvent) -> None:
     """Write `event` inside the caller's unit of work: it commits (or not) with the action it records."""
     _add_row(AuthAuditRepository(uow.con), _with_request(event))
 

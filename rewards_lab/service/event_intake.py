@@ -19,9 +19,10 @@ from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.scope import Scope
 from rewards_lab.service import presenters
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.events import EventRepository, NewEvent
+from rewards_lab.store.interfaces import Repositories
+from rewards_lab.store.interfaces.events import NewEvent
 from rewards_lab.store.queries import Row
-from rewards_lab.store.uow import Repositories
+from rewards_lab.store.uow import intake_events, intake_unit_of_work
 
 Stored = Row | ServiceError  # an event's stored (or original) row, or the error refusing it
 
@@ -92,11 +93,10 @@ def store_events(database: Database, groups: list[tuple[Scope, list[NewEvent]]])
         rows, outcomes = _answers(prepared, {}, received_at)
         fresh.extend((scope, row) for row in rows)
         results.append(outcomes)
-    with database.intake_cursor() as con:
-        stored = EventRepository(con).add(fresh, received_at)
+    with intake_events(database) as events:
+        stored = events.add(fresh, received_at)
     if not stored:
-        with database.intake_transaction() as con:
-            uow = Repositories(con, database)
+        with intake_unit_of_work(database) as uow:
             return [_store_carefully(uow, scope, prepared) for scope, prepared in groups]
     return results
 

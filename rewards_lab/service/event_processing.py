@@ -31,9 +31,10 @@ from rewards_lab.service.ledger import apply_postings
 from rewards_lab.service.notifications import outbox_messages
 from rewards_lab.service.programmes import compile_rows
 from rewards_lab.store.database import Database
-from rewards_lab.store.events import EventOutcome, PendingEvent
-from rewards_lab.store.executions import ExecutionRecord
-from rewards_lab.store.uow import Repositories, reader, unit_of_work
+from rewards_lab.store.interfaces import Repositories
+from rewards_lab.store.interfaces.events import EventOutcome, PendingEvent
+from rewards_lab.store.interfaces.executions import ExecutionRecord
+from rewards_lab.store.uow import reader, unit_of_work
 
 log = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = 1000
@@ -94,7 +95,7 @@ class _EventPlan:
 
 # Compiled rules of published versions, per database and (scope, version): a published version's rules,
 # programme and asset decimals never change, so each batch need not read and compile them again.
-_PUBLISHED: weakref.WeakKeyDictionary[Database, dict[tuple[Scope, str], tuple[VersionMeta, list[RuleSpec]]]] = (
+_PUBLISHED: weakref.WeakKeyDictionary[object, dict[tuple[Scope, str], tuple[VersionMeta, list[RuleSpec]]]] = (
     weakref.WeakKeyDictionary()
 )
 _PUBLISHED_LOCK = threading.Lock()

@@ -18,7 +18,8 @@ from rewards_lab.domain.posting_policy import LedgerState, PostingRequest
 from rewards_lab.service import presenters
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
-from rewards_lab.store.uow import Repositories, reader
+from rewards_lab.store.interfaces import Repositories
+from rewards_lab.store.uow import reader
 
 TRANSACTION_SORTS = ("created_at", "amount_minor")
 

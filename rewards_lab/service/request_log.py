@@ -30,8 +30,8 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.service.auth_audit import AuditWriter
 from rewards_lab.service.presenters import utc
 from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.interfaces.request_log import NO_SDK_VERSION, LogFilter
 from rewards_lab.store.queries import Row
-from rewards_lab.store.request_log import NO_SDK_VERSION, LogFilter
 from rewards_lab.store.uow import reader, unit_of_work
 from rewards_lab.worker.thread_names import name_os_thread
 

@@ -3,54 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
 from rewards_lab.contract.pagination import PageRequest
-from rewards_lab.contract.scope import EnvironmentName, Scope
+from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
+from rewards_lab.store.interfaces.events import EventOutcome, NewEvent, PendingEvent
 from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
-
-
-class NewEvent(NamedTuple):
-    """An accepted event as first stored (`received`): prepared by the request, outside the intake's transaction."""
-
-    id: str
-    external_event_id: str
-    type: str
-    customer_id: str
-    occurred_at: datetime | None
-    data: str  # the JSON text
-    payload_hash: str
-
-
-class PendingEvent(NamedTuple):
-    """What processing reads of a `received` event (not the times, hash, status and error, whose conversion to
-    Python objects would cost the worker's thread the GIL)."""
-
-    id: str
-    organization_id: str
-    environment: EnvironmentName
-    external_event_id: str
-    type: str
-    customer_id: str
-    data: str
-    attempts: int
-    evaluated_versions: str | None
-
-
-class EventOutcome(NamedTuple):
-    """An attempt's result for one event; `versions` is the JSON list of versions it was evaluated against."""
-
-    event_id: str
-    status: str
-    error_code: str | None
-    error_message: str | None
-    versions: str | None
 
 
 _PENDING = ", ".join(PendingEvent._fields)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -10,31 +10,10 @@ import pyarrow as pa
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
+from rewards_lab.store.interfaces.executions import ExecutionRecord
 from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
-
-
-class ExecutionRecord(NamedTuple):
-    """One reward execution as written by the event worker: (event, version, rule, action), its outcome and the
-    values the rule read (`inputs`, JSON text)."""
-
-    id: str
-    event_id: str
-    external_event_id: str
-    customer_id: str
-    program_id: str
-    version_id: str
-    version_number: int
-    rule_id: str
-    action_index: int
-    asset_id: str
-    wallet_id: str | None
-    amount_minor: int
-    status: str
-    error_code: str | None
-    transaction_id: str | None
-    inputs: str | None
 
 
 _SCHEMA = pa.schema(

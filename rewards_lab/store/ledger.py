@@ -175,14 +175,6 @@ class LedgerRepository:
         if self.database is not None:
             self.database.fault(point)
 
-    def issuance_accounts(self, scope: Scope, asset_ids: list[str]) -> dict[str, str]:
-        rows = self.con.execute(
-            f"SELECT asset_id, id FROM system_accounts WHERE {TENANT} AND kind = 'issuance' "
-            "AND asset_id IN (SELECT unnest(?))",
-            [*scope.params, asset_ids],
-        ).fetchall()
-        return dict(rows)
-
     def write_postings(self, scope: Scope, decision: PostingDecision, state: LedgerState) -> None:
         """Write what a batch decision accepted (a single posting is a batch of one), set-based, and let the
         writer's cache remember the balances and supply it leads to (`state`, as the decision left it; kept

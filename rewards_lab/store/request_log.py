@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
@@ -12,6 +11,7 @@ import pyarrow as pa
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
+from rewards_lab.store.interfaces.request_log import NO_SDK_VERSION, LogFilter
 from rewards_lab.store.queries import Row, RowPage, created_between, fetch_all, paginate
 
 COLUMNS = (
@@ -49,23 +49,9 @@ _ARROW_SCHEMA = pa.schema(
 _PLAIN = len(COLUMNS) - 3
 
 
-NO_SDK_VERSION = "none"  # the filter value that selects requests without an SDK version
-
-
 def _deleted(row: tuple[Any, ...] | None) -> int:
     """The count DuckDB returns for a DELETE."""
     return int(row[0]) if row else 0
-
-
-@dataclass(frozen=True, slots=True)
-class LogFilter:
-    status: int | None = None  # exact status
-    status_class: int | None = None  # 4 for 4xx
-    path_prefix: str | None = None
-    request_id: str | None = None
-    sdk_version: str | None = None  # exact; "none" for requests that sent no (valid) X-SDK-Version
-    since: datetime | None = None  # inclusive, naive UTC
-    until: datetime | None = None  # exclusive, naive UTC
 
 
 class RequestLogRepository:

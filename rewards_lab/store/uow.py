@@ -15,6 +15,7 @@ from rewards_lab.store.database import Database
 from rewards_lab.store.events import EventRepository
 from rewards_lab.store.executions import ExecutionRepository
 from rewards_lab.store.idempotency import IdempotencyRepository
+from rewards_lab.store.interfaces.events import EventStore
 from rewards_lab.store.ledger import LedgerRepository
 from rewards_lab.store.organizations import OrganizationRepository
 from rewards_lab.store.outbox import OutboxRepository
@@ -47,14 +48,26 @@ class DuckDBRepositories:
         self.request_log = RequestLogRepository(con)
 
 
-# The engine's services (events, ledger) still name the concrete class by this name.
-Repositories = DuckDBRepositories
-
-
 @contextmanager
 def unit_of_work(database: Database) -> Iterator[DuckDBRepositories]:
     """One atomic database transaction: all of it commits, or (on any exception) none of it does."""
     with database.transaction() as con:
+        yield DuckDBRepositories(con, database)
+
+
+@contextmanager
+def intake_events(database: Database) -> Iterator[EventStore]:
+    """The events repository on the event intake's own cursor, outside any transaction: each statement is its
+    own transaction (the intake's fast path: one INSERT, one commit)."""
+    with database.intake_cursor() as con:
+        yield EventRepository(con)
+
+
+@contextmanager
+def intake_unit_of_work(database: Database) -> Iterator[DuckDBRepositories]:
+    """`unit_of_work` on the event intake's own cursor (`Database.intake_transaction`), so that accepting events
+    never waits for the worker's processing batch."""
+    with database.intake_transaction() as con:
         yield DuckDBRepositories(con, database)
 
 

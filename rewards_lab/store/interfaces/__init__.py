@@ -9,29 +9,34 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from rewards_lab.store.events import EventRepository
-from rewards_lab.store.executions import ExecutionRepository
 from rewards_lab.store.interfaces.accounts import AccountStore, SessionStore
 from rewards_lab.store.interfaces.api_keys import ApiKeyStore
 from rewards_lab.store.interfaces.assets import AssetStore
 from rewards_lab.store.interfaces.customers import CustomerStore
+from rewards_lab.store.interfaces.events import EventStore
+from rewards_lab.store.interfaces.executions import ExecutionStore
 from rewards_lab.store.interfaces.idempotency import IdempotencyStore
+from rewards_lab.store.interfaces.ledger import LedgerStore
 from rewards_lab.store.interfaces.organizations import OrganizationStore
 from rewards_lab.store.interfaces.outbox import OutboxStore
 from rewards_lab.store.interfaces.programmes import ProgrammeStore
+from rewards_lab.store.interfaces.request_log import RequestLogStore
 from rewards_lab.store.interfaces.wallets import WalletStore
 from rewards_lab.store.interfaces.webhooks import WebhookStore
-from rewards_lab.store.ledger import LedgerRepository
-from rewards_lab.store.request_log import RequestLogRepository
 
 
 class Repositories(Protocol):
     """Every repository of one unit of work (one transaction when writing, or one read cursor).
 
     Read-only attributes (properties in the Protocol) so that an implementation may hold them as plain
-    attributes of a more specific type. The ledger, events, executions and request-log attributes are still the
-    DuckDB classes until their own Protocols exist.
+    attributes of a more specific type.
     """
+
+    @property
+    def database(self) -> object | None:
+        """What identifies the database across units of work (process-wide caches key on it); None for a bare
+        connection."""
+        ...
 
     @property
     def organizations(self) -> OrganizationStore: ...
@@ -44,11 +49,11 @@ class Repositories(Protocol):
     @property
     def programmes(self) -> ProgrammeStore: ...
     @property
-    def events(self) -> EventRepository: ...
+    def events(self) -> EventStore: ...
     @property
-    def ledger(self) -> LedgerRepository: ...
+    def ledger(self) -> LedgerStore: ...
     @property
-    def executions(self) -> ExecutionRepository: ...
+    def executions(self) -> ExecutionStore: ...
     @property
     def idempotency(self) -> IdempotencyStore: ...
     @property
@@ -62,4 +67,4 @@ class Repositories(Protocol):
     @property
     def sessions(self) -> SessionStore: ...
     @property
-    def request_log(self) -> RequestLogRepository: ...
+    def request_log(self) -> RequestLogStore: ...

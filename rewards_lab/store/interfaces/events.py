@@ -1,0 +1,67 @@
+"""The events repository as the services see it: any store (DuckDB today) implements this."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, NamedTuple, Protocol
+
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import EnvironmentName, Scope
+from rewards_lab.store.queries import Row, RowPage
+
+
+class NewEvent(NamedTuple):
+    """An accepted event as first stored (`received`): prepared by the request, outside the intake's transaction."""
+
+    id: str
+    external_event_id: str
+    type: str
+    customer_id: str
+    occurred_at: datetime | None
+    data: str  # the JSON text
+    payload_hash: str
+
+
+class PendingEvent(NamedTuple):
+    """What processing reads of a `received` event (not the times, hash, status and error, whose conversion to
+    Python objects would cost the worker's thread the GIL)."""
+
+    id: str
+    organization_id: str
+    environment: EnvironmentName
+    external_event_id: str
+    type: str
+    customer_id: str
+    data: str
+    attempts: int
+    evaluated_versions: str | None
+
+
+class EventOutcome(NamedTuple):
+    """An attempt's result for one event; `versions` is the JSON list of versions it was evaluated against."""
+
+    event_id: str
+    status: str
+    error_code: str | None
+    error_message: str | None
+    versions: str | None
+
+
+class EventStore(Protocol):
+    """What the services need of stored events (DuckDB: store.events.EventRepository)."""
+
+    def add(self, events: list[tuple[Scope, NewEvent]], received_at: datetime) -> bool: ...
+
+    def get(self, scope: Scope, event_id: str) -> Row | None: ...
+
+    def get_by_external_ids(self, scope: Scope, external_ids: list[str]) -> dict[str, Row]: ...
+
+    def pending(self, limit: int) -> list[PendingEvent]: ...
+
+    def received(self, scope: Scope, event_ids: list[str]) -> list[PendingEvent]: ...
+
+    def mark_many(self, scope: Scope, outcomes: list[EventOutcome]) -> None: ...
+
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage: ...
+
+    def activity(self, scope: Scope, customer_refs: list[str], since: datetime) -> list[Row]: ...

@@ -1,0 +1,45 @@
+"""The reward-executions repository as the services see it: any store (DuckDB today) implements this."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol
+
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.queries import Row, RowPage
+
+
+class ExecutionRecord(NamedTuple):
+    """One reward execution as written by the event worker: (event, version, rule, action), its outcome and the
+    values the rule read (`inputs`, JSON text)."""
+
+    id: str
+    event_id: str
+    external_event_id: str
+    customer_id: str
+    program_id: str
+    version_id: str
+    version_number: int
+    rule_id: str
+    action_index: int
+    asset_id: str
+    wallet_id: str | None
+    amount_minor: int
+    status: str
+    error_code: str | None
+    transaction_id: str | None
+    inputs: str | None
+
+
+class ExecutionStore(Protocol):
+    """What the services need of execution records (DuckDB: store.executions.ExecutionRepository)."""
+
+    def insert_many(self, scope: Scope, records: list[ExecutionRecord]) -> None: ...
+
+    def upsert_many(self, scope: Scope, records: list[ExecutionRecord]) -> None: ...
+
+    def for_events(self, scope: Scope, event_ids: list[str]) -> list[Row]: ...
+
+    def get(self, scope: Scope, execution_id: str) -> Row | None: ...
+
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage: ...
