@@ -56,8 +56,10 @@ demo: setup
 	$(BIN)/rewards-lab demo --db data/demo.duckdb
 
 lint: setup
-	$(BIN)/ruff check rewards_lab tests benchmarks
-	$(BIN)/ruff format --check rewards_lab tests benchmarks
+	$(BIN)/ruff check rewards_lab tests benchmarks tools
+	$(BIN)/ruff format --check rewards_lab tests benchmarks tools
+	$(BIN)/lint-imports
+	$(BIN)/vulture rewards_lab tools/vulture_whitelist.py --min-confidence 60
 
 typecheck: setup
 	$(BIN)/mypy

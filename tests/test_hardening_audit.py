@@ -15,9 +15,10 @@ import duckdb
 import httpx
 import pytest
 
-from rewards_lab.service import request_log
-from rewards_lab.service.request_log import LogRecord, RequestLogWriter
+from rewards_lab.service.request_log import LogRecord
 from rewards_lab.store.database import Database
+from rewards_lab.worker import request_log_writer
+from rewards_lab.worker.request_log_writer import RequestLogWriter
 from tests.live_server import LiveServer, bootstrap, start_server
 
 EMAIL = "owner@audit.test"
@@ -203,7 +204,7 @@ def test_the_tenant_reads_its_audit_with_filters_and_the_permission(live: LiveSe
 
 
 def test_a_full_request_log_queue_counts_what_it_drops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(request_log, "MAX_BUFFERED", 3)
+    monkeypatch.setattr(request_log_writer, "MAX_BUFFERED", 3)
     with Database(tmp_path / "log.duckdb") as database:
         writer = RequestLogWriter(database)
         for number in range(5):
@@ -274,7 +275,8 @@ def test_concurrent_audited_answers_share_commits_and_each_waits_for_its_own(tmp
     transactions than rows (a transaction each would hold the database for milliseconds apiece)."""
     import asyncio
 
-    from rewards_lab.service.auth_audit import AuditEvent, AuditWriter
+    from rewards_lab.service.auth_audit import AuditEvent
+    from rewards_lab.worker.audit_writer import AuditWriter
 
     with Database(tmp_path / "group.duckdb") as database:
         writer = AuditWriter(database)

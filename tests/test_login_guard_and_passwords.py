@@ -11,11 +11,12 @@ import duckdb
 import pytest
 
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.service import request_log
 from rewards_lab.service.login_guard import Backoff, LoginGuard
 from rewards_lab.service.passwords import hash_password, verify_password
-from rewards_lab.service.request_log import LogRecord, RequestLogWriter
+from rewards_lab.service.request_log import LogRecord
 from rewards_lab.store.database import Database
+from rewards_lab.worker import request_log_writer
+from rewards_lab.worker.request_log_writer import RequestLogWriter
 from tests.live_server import cli
 
 
@@ -101,7 +102,7 @@ def test_a_flood_of_new_keys_never_resets_a_backoff_and_memory_stays_bounded() -
 def test_the_request_log_queue_drops_the_oldest_when_full_and_writes_the_rest(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(request_log, "MAX_BUFFERED", 3)
+    monkeypatch.setattr(request_log_writer, "MAX_BUFFERED", 3)
     database = Database(":memory:")
     writer = RequestLogWriter(database)
     for number in range(5):

@@ -16,19 +16,16 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from rewards_lab.contract.errors import ServiceError
-from rewards_lab.domain.money import (
-    MAX_AMOUNT_MINOR,
+from rewards_lab.contract.amounts import (
     MAX_DECIMALS,
     MAX_RATE,
     MAX_RATE_DECIMALS,
     MAX_SIGNIFICANT_DIGITS,
     as_number,
-    format_amount,
-    parse_amount,
     parse_rate,
-    reward_minor,
 )
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.domain.money import MAX_AMOUNT_MINOR, format_amount, parse_amount, reward_minor
 
 # The wire grammar of an amount: ASCII digits, an optional sign and an optional fraction. Nothing else.
 ASCII_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")

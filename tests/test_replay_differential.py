@@ -23,10 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rewards_lab.contract import requests as rq
+from rewards_lab.contract.amounts import MAX_RATE
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.domain.money import MAX_AMOUNT_MINOR, MAX_RATE, format_amount
+from rewards_lab.domain.money import MAX_AMOUNT_MINOR, format_amount
 from rewards_lab.replay.engine import replay
 from rewards_lab.service import assets, customers, event_intake, event_processing, ledger, organizations, programmes
 from rewards_lab.store.database import Database

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rewards_lab.service import request_log
+from rewards_lab.worker import request_log_writer
 from tests.live_server import LiveServer, bootstrap, start_server
 
 OTHER: dict[str, Any] = {}
@@ -158,7 +158,7 @@ def test_usage_counts_equal_what_was_sent(server: LiveServer) -> None:
                 break
             time.sleep(0.1)
         # The poll that found the marker is itself logged by the next flush (at most a second away).
-        time.sleep(2 * request_log.FLUSH_INTERVAL_S)
+        time.sleep(2 * request_log_writer.FLUSH_INTERVAL_S)
         usage = _data(http.get("/developer/usage"))
     today = datetime.now(UTC).date()
     assert usage["period_to"] == today.isoformat()

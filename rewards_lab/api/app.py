@@ -35,13 +35,13 @@ from rewards_lab.service.deliveries import DeliverySettings
 from rewards_lab.service.event_processing import DEFAULT_BATCH_SIZE
 from rewards_lab.service.health import DEFAULT_MIN_FREE_DISK_MB
 from rewards_lab.service.login_guard import LoginGuard
-from rewards_lab.service.request_log import RequestLogWriter
 from rewards_lab.service.retention import RetentionSettings
 from rewards_lab.service.sessions import DEFAULT_SESSION_LIFETIME_S
 from rewards_lab.store.database import Database
 from rewards_lab.worker.deliveries import DeliveryWorker
 from rewards_lab.worker.event_intake import EventIntake
 from rewards_lab.worker.events import EventWorker
+from rewards_lab.worker.request_log_writer import RequestLogWriter
 from rewards_lab.worker.retention import RetentionWorker
 
 log = logging.getLogger(__name__)

@@ -35,7 +35,8 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.permissions import Permission
 from rewards_lab.service import event_intake, presenters
 from rewards_lab.service.access import Principal
-from rewards_lab.service.request_log import RequestLogWriter, sdk_version_from
+from rewards_lab.service.request_log import sdk_version_from
+from rewards_lab.worker.request_log_writer import RequestLogWriter
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = f"/{API_VERSION}/events"

@@ -27,7 +27,8 @@ from rewards_lab.api.context import request_id_from
 from rewards_lab.contract import jsonutil
 from rewards_lab.service import auth_audit
 from rewards_lab.service.access import Principal
-from rewards_lab.service.request_log import API_PREFIX, LogRecord, RequestLogWriter, sdk_version_from
+from rewards_lab.service.request_log import API_PREFIX, LogRecord, sdk_version_from
+from rewards_lab.worker.request_log_writer import RequestLogWriter
 
 log = logging.getLogger(__name__)
 LOGIN_PATH = f"{API_PREFIX}/auth/login"

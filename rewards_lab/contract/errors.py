@@ -40,8 +40,6 @@ HTTP_STATUS_BY_TYPE: dict[ErrorType, int] = {
 # Large), which proxies and HTTP clients understand without reading the envelope (docs/decisions.md).
 HTTP_STATUS_BY_CODE: dict[str, int] = {"request_too_large": 413}
 
-RETRYABLE_TYPES = frozenset({ErrorType.RATE_LIMIT, ErrorType.SERVICE})
-
 
 @dataclass(frozen=True, slots=True)
 class ErrorCode:
@@ -194,7 +192,3 @@ class ServiceError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type.value, "code": self.code, "message": self.message, "details": self.details}
-
-
-def error_type_of(code: str) -> ErrorType:
-    return REGISTRY[code].type

@@ -126,13 +126,3 @@ def time_ms_of(resource_id: str) -> int | None:
         return int(body[:12], 16)
     except ValueError:
         return None
-
-
-def kind_of(resource_id: str) -> str | None:
-    prefix, _, body = resource_id.partition("_")
-    if len(body) != 32:
-        return None
-    for kind, known in PREFIXES.items():
-        if known == prefix:
-            return kind
-    return None

@@ -44,17 +44,6 @@ BODY_CODES = ("request_malformed", "request_too_large", "field_unknown")
 PAGE_CODES = ("cursor_invalid", "sort_field_invalid")
 KEYED_CODES = ("idempotency_key_reused", "idempotency_key_invalid", "idempotency_request_in_progress")
 AMOUNT_CODES = ("amount_invalid", "amount_not_positive", "amount_too_many_decimals", "amount_too_large")
-LEDGER_CODES = (
-    *BODY_CODES,
-    "asset_not_found",
-    "wallet_not_found",
-    "asset_paused",
-    "asset_not_active",
-    "wallet_frozen",
-    "insufficient_balance",
-    *AMOUNT_CODES,
-)
-RULE_EDIT_CODES = ("rule_not_found", "programme_version_immutable", "rule_asset_mismatch", *AMOUNT_CODES)
 LOGIN_CODES = (
     *BODY_CODES,
     "field_invalid",

@@ -21,11 +21,11 @@ from pydantic import (
 )
 from rfc3986_validator import validate_rfc3986  # type: ignore[import-untyped]
 
+from rewards_lab.contract.amounts import MAX_DECIMALS, MAX_RATE, parse_rate, parse_threshold
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.limits import check_data
 from rewards_lab.contract.permissions import Permission
 from rewards_lab.contract.validation import custom_error
-from rewards_lab.domain.money import MAX_DECIMALS, MAX_RATE, parse_rate, parse_threshold
 
 # Python's `\s` spelled out (ECMA-262's `\s`, which the OpenAPI document's pattern is read with, is another set).
 _WHITESPACE = r"\t\n\v\f\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from rewards_lab.domain.money import MAX_AMOUNT_MINOR, as_number, parse_amount, reward_minor
+from rewards_lab.contract.amounts import as_number
+from rewards_lab.domain.money import MAX_AMOUNT_MINOR, parse_amount, reward_minor
 
 Cell = tuple[Decimal | None, Any]  # a field as read: (its number or None, the value as recorded in the provenance)
 MISSING: Cell = (None, None)

@@ -13,11 +13,6 @@ WALLET_TRANSITIONS: dict[str, dict[str, str]] = {
     "freeze": {"active": "frozen"},
     "unfreeze": {"frozen": "active"},
 }
-EVENT_TRANSITIONS: dict[str, dict[str, str]] = {
-    "process": {"received": "processed"},
-    "fail": {"received": "failed", "failed": "failed"},
-    "replay": {"failed": "processed"},
-}
 
 
 def next_state(resource: str, transitions: dict[str, dict[str, str]], action: str, current: str) -> str:

@@ -209,11 +209,6 @@ def _arrow_decimals(arrow_type: pa.DataType) -> pd.ArrowDtype | None:
     return pd.ArrowDtype(arrow_type) if pa.types.is_decimal(arrow_type) else None
 
 
-def _slot_pairs(definition: ProgrammeDefinition) -> list[tuple[int, int]]:
-    """(rule index, action index) of every slot, in processing order within an event."""
-    return [(r, a) for r, rule in enumerate(definition.rules) for a in range(len(rule.actions))]
-
-
 def definition_of(programme: ProgrammeDefinition | str | Path) -> ProgrammeDefinition:
     return programme if isinstance(programme, ProgrammeDefinition) else load_programme(programme)
 

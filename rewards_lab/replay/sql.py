@@ -90,11 +90,6 @@ def _places(value: Decimal) -> int:
     return max(0, -exponent)
 
 
-def condition_sql(condition: ConditionSpec, source: FieldSource) -> str:
-    """SQL true exactly when the live engine's condition holds (false for missing and non-numeric values)."""
-    return f"coalesce({condition_test(condition, source)}, FALSE)"
-
-
 def condition_test(condition: ConditionSpec, source: FieldSource) -> str:
     """SQL true exactly when the condition holds, NULL or false otherwise: for WHERE and CASE WHEN, where NULL
     counts as false (no coalesce to evaluate: about a fifth of the rules' cost on a 12-rule event type)."""
@@ -165,11 +160,6 @@ class Amount:
             return "0"
         condition = where if self.guard == "TRUE" else f"{where} AND {self.guard}"
         return self.body if condition == "TRUE" else f"CASE WHEN {condition} THEN {self.body} ELSE 0 END"
-
-
-def amount_sql(action: ActionSpec, source: FieldSource | None) -> str:
-    """BIGINT minor units the action issues; TOO_LARGE when refused; NULL or 0 when it issues nothing."""
-    return amount_parts(action, source).sql
 
 
 def amount_parts(action: ActionSpec, source: FieldSource | None) -> Amount:

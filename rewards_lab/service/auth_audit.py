@@ -13,10 +13,7 @@ pool carries into the service call), so that events written by the service carry
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import queue
-import threading
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
@@ -34,11 +31,9 @@ from rewards_lab.store.auth_audit import AuditFilter, AuthAuditRepository
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
 from rewards_lab.store.uow import DuckDBRepositories, reader, unit_of_work
-from rewards_lab.worker.thread_names import name_os_thread
 
 log = logging.getLogger(__name__)
 Outcome = Literal["succeeded", "failed"]
-MAX_AUDIT_BATCH = 1000  # most audited answers committed in one transaction
 AUDIT_SORTS = ("created_at",)
 KINDS = ("login", "logout", "api_key_created", "api_key_revoked", "access_denied")
 OUTCOMES = ("succeeded", "failed")
@@ -135,89 +130,6 @@ def write_many(con: duckdb.DuckDBPyConnection, events: list[tuple[AuditEvent, st
         con.execute("ROLLBACK")
         raise
     con.execute("COMMIT")
-
-
-@dataclass(slots=True)
-class _Pending:
-    event: AuditEvent
-    email: str | None
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[None]
-
-
-def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
-    if future.done():  # the request was cancelled (client gone); the row is committed all the same
-        return
-    if error is None:
-        future.set_result(None)
-    else:
-        future.set_exception(error)
-
-
-class AuditWriter:
-    """Group commit for audited answers: each request hands its event over and awaits the commit; one thread
-    writes everything queued in one transaction (one write-ahead-log sync for a whole flood of 401s, where a
-    transaction each would hold the database for milliseconds apiece)."""
-
-    def __init__(self, database: Database, max_batch: int = MAX_AUDIT_BATCH) -> None:
-        self.database = database
-        self.max_batch = max_batch
-        self.batches = 0
-        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="auth-audit", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        """Write what is queued, then end the thread."""
-        if self._thread.is_alive():
-            self._queue.put(None)
-            self._thread.join(timeout_s)
-
-    async def write(self, event: AuditEvent, email: str | None = None) -> None:
-        """Returns once `event` is committed; raises what the commit raised."""
-        if not self._thread.is_alive():  # not started (or stopped): a transaction of its own
-            await asyncio.to_thread(write, self.database, event, email=email)
-            return
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        self._queue.put(_Pending(event, email, loop, future))
-        await future
-
-    def _run(self) -> None:
-        name_os_thread()
-        con = self.database.reader()  # this thread's own cursor, so its own transactions
-        stopping = False
-        while not stopping:
-            first = self._queue.get()
-            batch: list[_Pending] = []
-            if first is None:
-                stopping = True
-            else:
-                batch.append(first)
-            while len(batch) < self.max_batch:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stopping = True
-                else:
-                    batch.append(item)
-            if batch:
-                self._commit(con, batch)
-
-    def _commit(self, con: duckdb.DuckDBPyConnection, batch: list[_Pending]) -> None:
-        error: BaseException | None = None
-        try:
-            write_many(con, [(item.event, item.email) for item in batch])
-            self.batches += 1
-        except Exception as failure:  # noqa: BLE001 - every waiting request gets an answer
-            log.exception("writing %d authentication audit rows failed", len(batch))
-            error = failure
-        for item in batch:
-            item.loop.call_soon_threadsafe(_settle, item.future, error)
 
 
 def _attributed(repository: AuthAuditRepository, event: AuditEvent, email: str | None) -> AuditEvent:

@@ -89,7 +89,3 @@ class AuthAuditRepository:
 
     def account_by_email(self, email: str) -> Row | None:
         return fetch_one(self.con, "SELECT id, organization_id FROM accounts WHERE email = ?", [email])
-
-    def delete_before(self, cutoff: datetime) -> int:
-        row = self.con.execute("DELETE FROM auth_audit WHERE created_at < ?", [cutoff]).fetchone()
-        return int(row[0]) if row else 0

@@ -41,8 +41,6 @@ TRANSACTION_COLUMNS = (
     "id, organization_id, environment, kind, asset_id, amount_minor, source_account_id, destination_account_id, "
     "memo, execution_id, created_at"
 )
-WALLET_PREFIX = "wal_"
-
 _TXN_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
@@ -352,15 +350,6 @@ class LedgerRepository:
                 sql += f" AND {name} = ?"
                 params.append(filters[name])
         return paginate(self.con, list_name="transactions", select_sql=sql, params=params, page=page, sort=sort)
-
-    def reward_totals(self, scope: Scope, wallet_ids: list[str], since: Any) -> list[Row]:
-        return fetch_all(
-            self.con,
-            f"SELECT destination_account_id AS wallet_id, asset_id, sum(amount_minor) AS issued_minor "
-            f"FROM transactions WHERE {TENANT} AND kind IN ('reward', 'issue') "
-            "AND destination_account_id IN (SELECT unnest(?)) AND created_at >= ? GROUP BY ALL",
-            [*scope.params, wallet_ids, since],
-        )
 
 
 def _invariant(message: str) -> str:

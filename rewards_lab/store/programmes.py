@@ -195,10 +195,3 @@ class ProgrammeRepository:
                 [*scope.params, version_id],
             )
         )
-
-    def rules_digest(self, scope: Scope, version_id: str) -> list[tuple[str, str, str, str]]:
-        rows = self.con.execute(
-            f"SELECT id, event_type, conditions, actions FROM rules WHERE {TENANT} AND version_id = ? ORDER BY id",
-            [*scope.params, version_id],
-        ).fetchall()
-        return [tuple(row) for row in rows]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import date, datetime
+from datetime import date
 from typing import Any
 
 import duckdb
@@ -133,10 +133,6 @@ class RequestLogRepository:
             "ORDER BY sdk_version NULLS LAST, status_class",
             [*scope.params, first, last],
         )
-
-    def delete_before(self, cutoff: datetime) -> int:
-        """Retention: every row older than `cutoff` (naive UTC), every tenant; how many went."""
-        return _deleted(self.con.execute("DELETE FROM request_log WHERE created_at < ?", [cutoff]).fetchone())
 
     def business_counts(self, scope: Scope, first: date, last: date) -> Row:
         """Events received and rewards issued in the period: two counts over the tenant's rows."""

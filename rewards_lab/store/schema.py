@@ -264,5 +264,3 @@ MIGRATIONS.append(
         ],
     )
 )
-
-LATEST_VERSION = max(version for version, _, _ in MIGRATIONS)
