@@ -61,9 +61,7 @@ def get_asset(database: Database, scope: Scope, asset_id: str) -> r.Asset:
 def list_assets(database: Database, scope: Scope, page: PageRequest, *, status: str | None = None) -> r.Page[r.Asset]:
     sort = check_page_request(page, ASSET_SORTS)
     rows = reader(database).assets.page(scope, page, sort, {"status": status})
-    return r.Page[r.Asset](
-        data=[presenters.asset(x) for x in rows.rows], next_cursor=rows.next_cursor, has_more=rows.has_more
-    )
+    return presenters.page(r.Page[r.Asset], rows, presenters.asset)
 
 
 def _transition(database: Database, scope: Scope, asset_id: str, action: str, idempotency_key: str | None) -> r.Asset:

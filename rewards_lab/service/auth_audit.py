@@ -26,7 +26,9 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
+from rewards_lab.service import presenters
 from rewards_lab.service.presenters import utc
+from rewards_lab.service.request_log import parse_instant
 from rewards_lab.store.auth_audit import AuditFilter, AuthAuditRepository
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.queries import Row
@@ -172,23 +174,17 @@ def list_audit(
 ) -> r.Page[d.AuthAuditEntry]:
     """The tenant's authentication events (this environment's and the organization-wide ones), newest first
     unless `direction=asc`; committed before each answer, so complete at once."""
-    from rewards_lab.service.request_log import _instant  # here: request_log imports this module
-
     check_page_request(page, AUDIT_SORTS)
     where = AuditFilter(
         kind=_choice(kind, KINDS, "kind"),
         outcome=_choice(outcome, OUTCOMES, "outcome"),
-        since=_instant(since, "from"),
-        until=_instant(until, "to"),
+        since=parse_instant(since, "from"),
+        until=parse_instant(until, "to"),
     )
     if where.since is not None and where.until is not None and where.until <= where.since:
         raise ServiceError("period_invalid", "to must be after from", field="to")
     rows = AuthAuditRepository(reader(database).con).page(scope, where, page)
-    return r.Page[d.AuthAuditEntry](
-        data=[_entry(x) for x in rows.rows],
-        next_cursor=rows.next_cursor,
-        has_more=rows.has_more,
-    )
+    return presenters.page(r.Page[d.AuthAuditEntry], rows, _entry)
 
 
 def _entry(row: Row) -> d.AuthAuditEntry:

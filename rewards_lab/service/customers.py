@@ -82,9 +82,7 @@ def list_customers(
 ) -> r.Page[r.Customer]:
     sort = check_page_request(page, CUSTOMER_SORTS)
     rows = reader(database).customers.page(scope, page, sort, {"external_id": external_id})
-    return r.Page[r.Customer](
-        data=[presenters.customer(x) for x in rows.rows], next_cursor=rows.next_cursor, has_more=rows.has_more
-    )
+    return presenters.page(r.Page[r.Customer], rows, presenters.customer)
 
 
 def create_wallet(
@@ -124,9 +122,7 @@ def list_wallets(
 ) -> r.Page[r.Wallet]:
     sort = check_page_request(page, WALLET_SORTS)
     rows = reader(database).wallets.page(scope, page, sort, {"customer_id": customer_id, "status": status})
-    return r.Page[r.Wallet](
-        data=[presenters.wallet(x) for x in rows.rows], next_cursor=rows.next_cursor, has_more=rows.has_more
-    )
+    return presenters.page(r.Page[r.Wallet], rows, presenters.wallet)
 
 
 def _wallet_transition(

@@ -37,9 +37,7 @@ def list_events(
         customer = uow.customers.resolve_many(scope, [customer_id]).get(customer_id)
         references = sorted({customer["id"], customer["external_id"]}) if customer else [customer_id]
     rows = uow.events.page(scope, page, sort, {"status": status, "type": type, "customer_refs": references})
-    return r.Page[r.Event](
-        data=[presenters.event(x) for x in rows.rows], next_cursor=rows.next_cursor, has_more=rows.has_more
-    )
+    return presenters.page(r.Page[r.Event], rows, presenters.event)
 
 
 def list_executions(
@@ -67,5 +65,4 @@ def list_executions(
         a: int(row["decimals"])
         for a, row in uow.assets.get_many(scope, sorted({x["asset_id"] for x in rows.rows})).items()
     }
-    data = [presenters.execution(x, decimals[x["asset_id"]]) for x in rows.rows]
-    return r.Page[r.RewardExecution](data=data, next_cursor=rows.next_cursor, has_more=rows.has_more)
+    return presenters.page(r.Page[r.RewardExecution], rows, lambda x: presenters.execution(x, decimals[x["asset_id"]]))

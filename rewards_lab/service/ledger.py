@@ -14,7 +14,7 @@ from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import format_amount, parse_amount
 from rewards_lab.domain.posting_decision import PostingDecision, decide_batch
-from rewards_lab.domain.posting_policy import LedgerState, PostingRequest
+from rewards_lab.domain.posting_policy import Kind, LedgerState, PostingRequest
 from rewards_lab.service import presenters
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
@@ -60,17 +60,6 @@ def apply_postings(
     return decision
 
 
-def _post_one(uow: Repositories, scope: Scope, request: PostingRequest, decimals: int) -> r.LedgerTransaction:
-    outcome = apply_postings(uow, scope, [request])
-    if outcome.rejected:
-        raise outcome.rejected[0][1]
-    # Rendered from what was just written (the row is exactly this posting at the write's timestamp), rather
-    # than read back: one statement less per call.
-    posting = outcome.accepted[0]
-    row = {**posting._asdict(), "id": posting.transaction_id, "created_at": uow.ledger.written_at}
-    return presenters.transaction(row, decimals)
-
-
 def _decimals(uow: Repositories, scope: Scope, asset_id: str) -> int:
     """From the writer's cache when it holds the asset (decimals never change), else a primary-key lookup."""
     decimals = uow.ledger.cached_decimals(scope, asset_id)
@@ -97,23 +86,7 @@ def issue(
     idempotency_key: str | None = None,
 ) -> r.LedgerTransaction:
     """Direct issuance for one-off grants no rule covers: issuance account -> wallet."""
-
-    def write(uow: Repositories) -> r.LedgerTransaction:
-        decimals = _decimals(uow, scope, asset_id)
-        amount = parse_amount(body.amount, decimals)
-        request = PostingRequest(new_id("transaction"), "issue", asset_id, amount, body.wallet_id, memo=body.reason)
-        return _post_one(uow, scope, request, decimals)
-
-    return run_write(
-        database,
-        scope,
-        f"assets.issue:{asset_id}",
-        body,
-        write,
-        r.LedgerTransaction,
-        idempotency_key=idempotency_key,
-        status_code=201,
-    )
+    return _post(database, scope, asset_id, "issue", body, body.wallet_id, None, body.reason, idempotency_key)
 
 
 def redeem(
@@ -125,25 +98,7 @@ def redeem(
     idempotency_key: str | None = None,
 ) -> r.LedgerTransaction:
     """Wallet -> redemption account; `insufficient_balance`, `asset_paused`, `wallet_frozen` refuse it."""
-
-    def write(uow: Repositories) -> r.LedgerTransaction:
-        decimals = _decimals(uow, scope, asset_id)
-        amount = parse_amount(body.amount, decimals)
-        request = PostingRequest(
-            new_id("transaction"), "redemption", asset_id, amount, body.wallet_id, memo=body.reference
-        )
-        return _post_one(uow, scope, request, decimals)
-
-    return run_write(
-        database,
-        scope,
-        f"assets.redeem:{asset_id}",
-        body,
-        write,
-        r.LedgerTransaction,
-        idempotency_key=idempotency_key,
-        status_code=201,
-    )
+    return _post(database, scope, asset_id, "redemption", body, body.wallet_id, None, body.reference, idempotency_key)
 
 
 def transfer(
@@ -155,25 +110,44 @@ def transfer(
     idempotency_key: str | None = None,
 ) -> r.LedgerTransaction:
     """Wallet -> wallet, subject to both wallets' transfer policies."""
+    wallets = (body.from_wallet_id, body.to_wallet_id)
+    return _post(database, scope, asset_id, "transfer", body, *wallets, body.reference, idempotency_key)
+
+
+# The operation name each kind's idempotency record is filed under (`assets.<name>:<asset id>`).
+_OPERATIONS: dict[Kind, str] = {"issue": "issue", "redemption": "redeem", "transfer": "transfer"}
+
+
+def _post(
+    database: Database,
+    scope: Scope,
+    asset_id: str,
+    kind: Kind,
+    body: rq.IssueRequest | rq.RedemptionRequest | rq.TransferRequest,
+    wallet_id: str,
+    to_wallet_id: str | None,
+    memo: str | None,
+    idempotency_key: str | None,
+) -> r.LedgerTransaction:
+    """One posting of `body.amount`, through the posting path, under the request's idempotency key."""
 
     def write(uow: Repositories) -> r.LedgerTransaction:
         decimals = _decimals(uow, scope, asset_id)
         amount = parse_amount(body.amount, decimals)
-        request = PostingRequest(
-            new_id("transaction"),
-            "transfer",
-            asset_id,
-            amount,
-            body.from_wallet_id,
-            to_wallet_id=body.to_wallet_id,
-            memo=body.reference,
-        )
-        return _post_one(uow, scope, request, decimals)
+        request = PostingRequest(new_id("transaction"), kind, asset_id, amount, wallet_id, to_wallet_id, memo)
+        decision = apply_postings(uow, scope, [request])
+        if decision.rejected:
+            raise decision.rejected[0][1]
+        # Rendered from what was just written (the row is exactly this posting at the write's timestamp), rather
+        # than read back: one statement less per call.
+        posting = decision.accepted[0]
+        row = {**posting._asdict(), "id": posting.transaction_id, "created_at": uow.ledger.written_at}
+        return presenters.transaction(row, decimals)
 
     return run_write(
         database,
         scope,
-        f"assets.transfer:{asset_id}",
+        f"assets.{_OPERATIONS[kind]}:{asset_id}",
         body,
         write,
         r.LedgerTransaction,
@@ -199,8 +173,10 @@ def list_transactions(
     sort = check_page_request(page, TRANSACTION_SORTS)
     rows = uow.ledger.list_transactions(scope, page, sort, {"wallet_id": wallet_id, "asset_id": asset_id, "kind": kind})
     assets = uow.assets.get_many(scope, sorted({row["asset_id"] for row in rows.rows}))
-    data = [presenters.transaction(row, int(assets[row["asset_id"]]["decimals"])) for row in rows.rows]
-    return r.Page[r.LedgerTransaction](data=data, next_cursor=rows.next_cursor, has_more=rows.has_more)
+    decimals = {asset_id: int(asset["decimals"]) for asset_id, asset in assets.items()}
+    return presenters.page(
+        r.Page[r.LedgerTransaction], rows, lambda row: presenters.transaction(row, decimals[row["asset_id"]])
+    )
 
 
 def wallet_balances(database: Database, scope: Scope, wallet_id: str) -> r.WalletBalances:

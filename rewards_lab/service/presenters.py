@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, overload
+from typing import Any, TypeVar, overload
+
+from pydantic import BaseModel
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.domain.money import format_amount
-from rewards_lab.store.queries import Row
+from rewards_lab.store.queries import Row, RowPage
 
 
 @overload
@@ -18,6 +21,14 @@ def utc(value: datetime) -> datetime: ...
 def utc(value: None) -> None: ...
 def utc(value: datetime | None) -> datetime | None:
     return None if value is None else value.replace(tzinfo=UTC)
+
+
+ItemT = TypeVar("ItemT", bound=BaseModel)
+
+
+def page(model: type[r.Page[ItemT]], rows: RowPage, present: Callable[[Row], ItemT]) -> r.Page[ItemT]:
+    """A page of a list operation: its rows presented one by one, with the store's cursor."""
+    return model(data=[present(row) for row in rows.rows], next_cursor=rows.next_cursor, has_more=rows.has_more)
 
 
 def _utc(value: datetime) -> datetime:

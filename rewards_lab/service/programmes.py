@@ -69,11 +69,7 @@ def list_programmes(
 ) -> r.Page[r.Programme]:
     sort = check_page_request(page, PROGRAMME_SORTS)
     rows = reader(database).programmes.page(scope, page, sort, {"asset_id": asset_id})
-    return r.Page[r.Programme](
-        data=[presenters.programme(x) for x in rows.rows],
-        next_cursor=rows.next_cursor,
-        has_more=rows.has_more,
-    )
+    return presenters.page(r.Page[r.Programme], rows, presenters.programme)
 
 
 def _rule_body(

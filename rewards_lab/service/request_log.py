@@ -24,6 +24,7 @@ from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
+from rewards_lab.service import presenters
 from rewards_lab.service.presenters import utc
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces.request_log import NO_SDK_VERSION, LogFilter
@@ -69,7 +70,7 @@ class LogRecord(NamedTuple):
 LOG_SORTS = ("created_at",)
 
 
-def _instant(value: str | None, field: str) -> datetime | None:
+def parse_instant(value: str | None, field: str) -> datetime | None:
     """An ISO 8601 date-time (an offset, or naive meaning UTC) as naive UTC."""
     if value is None:
         return None
@@ -99,7 +100,10 @@ def log_filter(
             field="sdk_version",
         )
     where = LogFilter(
-        request_id=request_id, sdk_version=sdk_version, since=_instant(since, "from"), until=_instant(until, "to")
+        request_id=request_id,
+        sdk_version=sdk_version,
+        since=parse_instant(since, "from"),
+        until=parse_instant(until, "to"),
     )
     if status is not None:
         matched = _STATUS_RE.fullmatch(status)
@@ -135,25 +139,22 @@ def list_logs(
     check_page_request(page, LOG_SORTS)
     where = log_filter(status, path, request_id, since, until, sdk_version)
     rows = reader(database).request_log.page(scope, where, page)
-    return r.Page[d.RequestLogEntry](
-        data=[
-            d.RequestLogEntry(
-                id=x["id"],
-                request_id=x["request_id"],
-                method=x["method"],
-                path=x["path"],
-                operation=x["operation"],
-                status=x["status"],
-                duration_ms=round(x["duration_ms"], 3),
-                principal_id=x["principal_id"],
-                environment=x["environment"],
-                created_at=utc(x["created_at"]),
-                sdk_version=x["sdk_version"],
-            )
-            for x in rows.rows
-        ],
-        next_cursor=rows.next_cursor,
-        has_more=rows.has_more,
+    return presenters.page(r.Page[d.RequestLogEntry], rows, _entry)
+
+
+def _entry(row: Row) -> d.RequestLogEntry:
+    return d.RequestLogEntry(
+        id=row["id"],
+        request_id=row["request_id"],
+        method=row["method"],
+        path=row["path"],
+        operation=row["operation"],
+        status=row["status"],
+        duration_ms=round(row["duration_ms"], 3),
+        principal_id=row["principal_id"],
+        environment=row["environment"],
+        created_at=utc(row["created_at"]),
+        sdk_version=row["sdk_version"],
     )
 
 

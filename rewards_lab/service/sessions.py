@@ -8,7 +8,6 @@ X-Environment, and the session acts there with the account's permissions.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import re
@@ -23,7 +22,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.permissions import ALL_PERMISSIONS
 from rewards_lab.contract.scope import EnvironmentName, Scope
-from rewards_lab.service.access import ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE, Principal
+from rewards_lab.service.access import ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE, Principal, hash_secret
 from rewards_lab.service.login_guard import LoginGuard
 from rewards_lab.service.passwords import dummy_hash, hash_password, verify_password
 from rewards_lab.service.presenters import utc
@@ -37,10 +36,6 @@ SESSION_PREFIX = "rls_"
 DEFAULT_SESSION_LIFETIME_S = 12 * 3600
 MIN_PASSWORD_LENGTH = 12
 TOTP_VALID_WINDOW = 1  # the code of the previous or next 30-second step is accepted too (clock drift)
-
-
-def _token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def _account(row: AccountRow) -> d.Account:
@@ -154,7 +149,7 @@ def login(
                 raise ServiceError("second_factor_invalid", field="totp_code")  # a concurrent login used it
             uow.accounts.use_totp_step(row.id, step)
         expires_at = utcnow() + timedelta(seconds=lifetime_s)
-        session = uow.sessions.add(new_id("session"), row.id, row.organization_id, _token_hash(token), expires_at)
+        session = uow.sessions.add(new_id("session"), row.id, row.organization_id, hash_secret(token), expires_at)
     return d.SessionCreated(**_session(session).model_dump(), token=token, token_type="bearer", account=_account(row))
 
 
@@ -163,7 +158,7 @@ def is_session_token(token: str) -> bool:
 
 
 def _live_session(database: Database, token: str) -> SessionRow:
-    digest = _token_hash(token)
+    digest = hash_secret(token)
     row = reader(database).sessions.by_hash(digest)
     if row is None or not hmac.compare_digest(row.token_hash, digest):
         raise ServiceError("credentials_invalid")

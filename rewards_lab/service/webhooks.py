@@ -18,7 +18,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service import webhook_secrets
+from rewards_lab.service import presenters, webhook_secrets
 from rewards_lab.service.deliveries import ERROR_CLASSES, TEST_KIND, delivery_body
 from rewards_lab.service.presenters import utc
 from rewards_lab.service.webhook_targets import normalise_url, private_targets_allowed
@@ -158,9 +158,7 @@ def list_webhooks(
 ) -> r.Page[r.WebhookEndpoint]:
     sort = check_page_request(page, ENDPOINT_SORTS)
     rows = reader(database).webhooks.endpoints_page(scope, page, sort, status)
-    return r.Page[r.WebhookEndpoint](
-        data=[_endpoint(row) for row in rows.rows], next_cursor=rows.next_cursor, has_more=rows.has_more
-    )
+    return presenters.page(r.Page[r.WebhookEndpoint], rows, _endpoint)
 
 
 def disable_webhook(
@@ -216,11 +214,7 @@ def list_deliveries(
     attempts: dict[str, list[Row]] = {row["id"]: [] for row in rows.rows}
     for attempt in store.webhooks.attempts_of(list(attempts)):
         attempts[attempt["delivery_id"]].append(attempt)
-    return r.Page[r.WebhookDelivery](
-        data=[_delivery(row, attempts[row["id"]]) for row in rows.rows],
-        next_cursor=rows.next_cursor,
-        has_more=rows.has_more,
-    )
+    return presenters.page(r.Page[r.WebhookDelivery], rows, lambda row: _delivery(row, attempts[row["id"]]))
 
 
 def _delivery_row(uow: Repositories, scope: Scope, webhook_id: str, delivery_id: str) -> Row:
