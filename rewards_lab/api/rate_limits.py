@@ -35,7 +35,7 @@ PUBLIC_LIMIT_PER_MINUTE = 100
 # refused before authentication until the window ends: guessing keys or passwords costs a window per budget.
 UNAUTHENTICATED_LIMIT_PER_MINUTE = PUBLIC_LIMIT_PER_MINUTE
 HEALTH_LIMIT_PER_MINUTE = 600  # per address, for the health probes of load balancers (10 a second)
-MAX_BUCKETS = 100_000  # counters per family (~250 bytes each, measured): about 25 MB per family at most
+MAX_BUCKETS = 100_000  # counters per family: memory per family stays bounded whatever the traffic
 ADDRESS_PREFIX = "address/"
 HEALTH_PREFIX = "health/"
 

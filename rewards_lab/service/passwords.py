@@ -1,7 +1,7 @@
 """Password hashing with scrypt (standard library), in a self-describing string so parameters can be raised.
 
 `scrypt$<log2 N>$<r>$<p>$<salt b64>$<hash b64>`. N = 2^14, r = 8, p = 5 is one of OWASP's equivalent scrypt
-settings (16 MiB of memory per hash, about 0.1 s on this machine): slow for a guesser, bearable for a login.
+settings (16 MiB of memory per hash): slow for a guesser, bearable for a login.
 """
 
 from __future__ import annotations
