@@ -24,7 +24,7 @@ from rewards_lab.service import (
     programmes,
 )
 from rewards_lab.store.database import Database
-from rewards_lab.store.queries import Row
+from rewards_lab.store.interfaces.events import StoredEvent
 from tests.conftest import World
 
 
@@ -33,7 +33,7 @@ def _body(external_id: str, **fields: Any) -> rq.EventCreate:
     return rq.EventCreate.model_validate(values | fields)
 
 
-def _store(db: Database, groups: list[tuple[Scope, list[rq.EventCreate]]]) -> list[list[Row | ServiceError]]:
+def _store(db: Database, groups: list[tuple[Scope, list[rq.EventCreate]]]) -> list[list[StoredEvent | ServiceError]]:
     return event_intake.store_events(
         db, [(scope, [event_intake.prepare_event(b) for b in bodies]) for scope, bodies in groups]
     )
@@ -48,15 +48,15 @@ def test_a_retry_of_a_stored_event_sends_the_batch_down_the_careful_path(db: Dat
     (first,) = _store(db, [(scope, [_body("a", data={"n": 1}), _body("b", data={"n": 2})])])
     assert _count(db) == 2
     stored_a = first[0]
-    assert isinstance(stored_a, dict)
+    assert isinstance(stored_a, StoredEvent)
     # "a" again (same payload), "b" with another payload, two new ids: the INSERT of all four is refused by the
     # unique index, nothing of it stays, and the careful path answers each one.
     (again,) = _store(db, [(scope, [_body("a", data={"n": 1}), _body("b", data={"n": 3}), _body("c"), _body("d")])])
     assert _count(db) == 4
     retried, mismatch, new_c, new_d = again
-    assert isinstance(retried, dict) and retried["id"] == stored_a["id"]
+    assert isinstance(retried, StoredEvent) and retried.id == stored_a.id
     assert isinstance(mismatch, ServiceError) and mismatch.code == "event_duplicate_mismatch"
-    assert isinstance(new_c, dict) and isinstance(new_d, dict)
+    assert isinstance(new_c, StoredEvent) and isinstance(new_d, StoredEvent)
     stored_ids = {row[0] for row in db.reader().execute("SELECT external_event_id FROM events").fetchall()}
     assert stored_ids == {"a", "b", "c", "d"}
 
@@ -65,13 +65,13 @@ def test_one_statement_stores_many_tenants_and_duplicates_inside_the_batch(db: D
     other = Scope(organizations.create_organization(db, "Other").id, "production")
     same_id_in_both = [(scope, [_body("x"), _body("x"), _body("x", data={"n": 9})]), (other, [_body("x")])]
     mine, theirs = _store(db, same_id_in_both)
-    assert isinstance(mine[0], dict) and isinstance(mine[1], dict) and mine[0]["id"] == mine[1]["id"]
+    assert isinstance(mine[0], StoredEvent) and isinstance(mine[1], StoredEvent) and mine[0].id == mine[1].id
     assert isinstance(mine[2], ServiceError) and mine[2].code == "event_duplicate_mismatch"
-    assert isinstance(theirs[0], dict) and theirs[0]["id"] != mine[0]["id"]  # tenants never share an event
+    assert isinstance(theirs[0], StoredEvent) and theirs[0].id != mine[0].id  # tenants never share an event
     rows = db.reader().execute("SELECT organization_id, environment FROM events ORDER BY id").fetchall()
     assert rows == [tuple(scope.params), tuple(other.params)]
     # Each answer is the row as stored (built, not read back).
-    assert event_queries.get_event(db, scope, mine[0]["id"]) == presenters.event(mine[0])
+    assert event_queries.get_event(db, scope, mine[0].id) == presenters.event(mine[0])
 
 
 def test_the_hot_path_rendering_equals_the_models(db: Database, scope: Scope) -> None:
@@ -82,12 +82,12 @@ def test_the_hot_path_rendering_equals_the_models(db: Database, scope: Scope) ->
         _body("when", occurred_at=datetime(2026, 11, 20, 10, 0, 0, 123456, tzinfo=UTC)),
     ]
     (stored,) = _store(db, [(scope, bodies)])
-    rows = [row for row in stored if isinstance(row, dict)]
+    rows = [row for row in stored if isinstance(row, StoredEvent)]
     assert len(rows) == len(bodies)
-    read_back = [db.reader().execute("SELECT * FROM events WHERE id = ?", [row["id"]]).fetchone() for row in rows]
+    read_back = [db.reader().execute("SELECT * FROM events WHERE id = ?", [row.id]).fetchone() for row in rows]
     assert all(read_back)
-    failed = {**rows[0], "status": "failed", "error_code": "wallet_not_found", "error_message": "no wallet"}
-    processed = {**rows[1], "status": "processed", "attempts": 1, "processed_at": datetime(2026, 11, 21, 8, 30)}
+    failed = rows[0]._replace(status="failed", error_code="wallet_not_found", error_message="no wallet")
+    processed = rows[1]._replace(status="processed", attempts=1, processed_at=datetime(2026, 11, 21, 8, 30))
     for row in [*rows, failed, processed]:
         fast = jsonutil.dumps({"data": presenters.event_fields(row)})
         model = jsonutil.dumps({"data": presenters.event(row).model_dump(mode="python")})

@@ -146,8 +146,8 @@ def test_a_poisoned_event_is_isolated_and_its_replay_issues_exactly_once(
     failed = poisoned[0]
     assert failed.error is not None and failed.error.code == "internal_error"
     assert failed.error.message == event_processing.INTERNAL_FAILURE_MESSAGE and "SECRET" not in failed.error.message
-    row = reader(db).events.get(scope, failed.id)
-    assert row is not None and json.loads(row["evaluated_versions"]) == [version_id]  # recorded when planned
+    attempt = reader(db).events.to_process(scope, failed.id)
+    assert attempt is not None and json.loads(attempt.evaluated_versions or "") == [version_id]  # recorded when planned
 
     # The cause goes away; the replay evaluates the version that was live and issues its reward, once.
     poison["armed"] = False
@@ -170,8 +170,9 @@ def test_an_event_that_fails_alone_in_its_batch_keeps_its_versions(world: World,
     event = event_intake.submit_event(world.db, world.scope, _event("solo-1", "solo", poison=True))
     assert event_processing.process_all(world.db).failed == 1
     row = reader(world.db).events.get(world.scope, event.id)
-    assert row is not None and row["error_message"] == event_processing.INTERNAL_FAILURE_MESSAGE
-    assert json.loads(row["evaluated_versions"]) == [version_id]
+    attempt = reader(world.db).events.to_process(world.scope, event.id)
+    assert row is not None and row.error_message == event_processing.INTERNAL_FAILURE_MESSAGE
+    assert attempt is not None and json.loads(attempt.evaluated_versions or "") == [version_id]
     poison["armed"] = False
     assert event_processing.replay_event(world.db, world.scope, event.id).status == "processed"
     assert _balance(world, wallet.id, asset.id) == "3.00"

@@ -20,11 +20,10 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.service import presenters
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.events import NewEvent
-from rewards_lab.store.queries import Row
+from rewards_lab.store.interfaces.events import NewEvent, StoredEvent
 from rewards_lab.store.uow import intake_events, intake_unit_of_work
 
-Stored = Row | ServiceError  # an event's stored (or original) row, or the error refusing it
+Stored = StoredEvent | ServiceError  # an event's stored (or original) row, or the error refusing it
 
 
 def submit_events(database: Database, scope: Scope, bodies: list[rq.EventCreate]) -> list[r.Event | ServiceError]:
@@ -115,12 +114,12 @@ def _store_carefully(uow: Repositories, scope: Scope, prepared: list[NewEvent]) 
 
 
 def _answers(
-    prepared: list[NewEvent], existing: dict[str, Row], received_at: datetime
+    prepared: list[NewEvent], existing: dict[str, StoredEvent], received_at: datetime
 ) -> tuple[list[NewEvent], list[Stored]]:
     """(the rows to insert, each event's answer). An event answers with the stored original of its external id,
     or with its own row if it is the first of that id (then it is inserted); a different payload under a known
     id is `event_duplicate_mismatch`."""
-    known: dict[str, Row] = dict(existing)
+    known: dict[str, StoredEvent] = dict(existing)
     fresh: list[NewEvent] = []
     outcomes: list[Stored] = []
     for item in prepared:
@@ -128,7 +127,7 @@ def _answers(
         if original is None:
             known[item.external_event_id] = original = _as_stored(item, received_at)
             fresh.append(item)
-        if original["payload_hash"] == item.payload_hash:
+        if original.payload_hash == item.payload_hash:
             outcomes.append(original)
         else:
             outcomes.append(
@@ -139,17 +138,9 @@ def _answers(
     return fresh, outcomes
 
 
-def _as_stored(row: NewEvent, received_at: datetime) -> Row:
+def _as_stored(row: NewEvent, received_at: datetime) -> StoredEvent:
     """A new event's row as inserted: no need to read it back."""
-    return {
-        **row._asdict(),
-        "status": "received",
-        "error_code": None,
-        "error_message": None,
-        "attempts": 0,
-        "received_at": received_at,
-        "processed_at": None,
-    }
+    return StoredEvent(*row, "received", None, None, 0, received_at, None)
 
 
 def _naive_utc(moment: datetime | None) -> datetime | None:

@@ -431,10 +431,10 @@ def _mark_broken(database: Database, scope: Scope, event_id: str, versions: list
     try:
         with unit_of_work(database) as uow:
             row = uow.events.get(scope, event_id)
-            if row is None or row["status"] != "received":
+            if row is None or row.status != "received":
                 return  # settled meanwhile by someone else: nothing to mark
             if versions is None:
-                versions = _RuleBook(uow, scope).live_versions([row["type"]]).get(row["type"], [])
+                versions = _RuleBook(uow, scope).live_versions([row.type]).get(row.type, [])
             recorded = None if not versions else jsonutil.dumps(versions)
             uow.events.mark_many(scope, [_broken(event_id, recorded)])
         return
@@ -461,12 +461,13 @@ def process_all(database: Database, batch_size: int = DEFAULT_BATCH_SIZE) -> Pro
 def replay_event(database: Database, scope: Scope, event_id: str) -> r.Event:
     """Reprocess a failed event against the versions it was first evaluated with; issues only what is missing."""
     with unit_of_work(database) as uow:
+        event = uow.events.to_process(scope, event_id)
         row = uow.events.get(scope, event_id)
-        if row is None:
+        if event is None or row is None:
             raise ServiceError("event_not_found", event_id=event_id)
-        if row["status"] != "failed":
-            raise ServiceError("event_not_replayable", event_id=event_id, status=row["status"])
-        _process_scope(uow, scope, [PendingEvent(*(row[name] for name in PendingEvent._fields))])
+        if row.status != "failed":
+            raise ServiceError("event_not_replayable", event_id=event_id, status=row.status)
+        _process_scope(uow, scope, [event])
         updated = uow.events.get(scope, event_id)
     assert updated is not None
     return presenters.event(updated)

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.domain.money import format_amount
+from rewards_lab.store.interfaces.events import StoredEvent
 from rewards_lab.store.queries import Row, RowPage
 
 
@@ -24,9 +25,10 @@ def utc(value: datetime | None) -> datetime | None:
 
 
 ItemT = TypeVar("ItemT", bound=BaseModel)
+RowT = TypeVar("RowT")
 
 
-def page(model: type[r.Page[ItemT]], rows: RowPage, present: Callable[[Row], ItemT]) -> r.Page[ItemT]:
+def page(model: type[r.Page[ItemT]], rows: RowPage[RowT], present: Callable[[RowT], ItemT]) -> r.Page[ItemT]:
     """A page of a list operation: its rows presented one by one, with the store's cursor."""
     return model(data=[present(row) for row in rows.rows], next_cursor=rows.next_cursor, has_more=rows.has_more)
 
@@ -112,55 +114,55 @@ def programme(row: Row) -> r.Programme:
     )
 
 
-def event(row: Row) -> r.Event:
+def event(row: StoredEvent) -> r.Event:
     error = None
-    if row["error_code"]:
-        error = r.EventError(code=row["error_code"], message=row["error_message"] or "")
+    if row.error_code:
+        error = r.EventError(code=row.error_code, message=row.error_message or "")
     return r.Event(
-        id=row["id"],
-        external_event_id=row["external_event_id"],
-        type=row["type"],
-        customer_id=row["customer_id"],
-        occurred_at=utc(row["occurred_at"]),
-        data=jsonutil.loads(row["data"]),
-        status=row["status"],
+        id=row.id,
+        external_event_id=row.external_event_id,
+        type=row.type,
+        customer_id=row.customer_id,
+        occurred_at=utc(row.occurred_at),
+        data=jsonutil.loads(row.data),
+        status=row.status,
         error=error,
-        attempts=int(row["attempts"]),
-        received_at=_utc(row["received_at"]),
-        processed_at=utc(row["processed_at"]),
+        attempts=int(row.attempts),
+        received_at=_utc(row.received_at),
+        processed_at=utc(row.processed_at),
     )
 
 
-def event_fields(row: Row) -> dict[str, Any]:
+def event_fields(row: StoredEvent) -> dict[str, Any]:
     """What `event(row)` dumps to, as a plain dict, with `data` passed on as the stored JSON text: the POST
     /events hot path writes this without building the model or parsing `data` back (tests hold the two equal)."""
     return {
-        "id": row["id"],
-        "external_event_id": row["external_event_id"],
-        "type": row["type"],
-        "customer_id": row["customer_id"],
-        "occurred_at": _iso_z(row["occurred_at"]),
-        "data": jsonutil.raw(row["data"]),
-        "status": row["status"],
-        "error": {"code": row["error_code"], "message": row["error_message"] or ""} if row["error_code"] else None,
-        "attempts": int(row["attempts"]),
-        "received_at": _iso_z(row["received_at"]),
-        "processed_at": _iso_z(row["processed_at"]),
+        "id": row.id,
+        "external_event_id": row.external_event_id,
+        "type": row.type,
+        "customer_id": row.customer_id,
+        "occurred_at": _iso_z(row.occurred_at),
+        "data": jsonutil.raw(row.data),
+        "status": row.status,
+        "error": {"code": row.error_code, "message": row.error_message or ""} if row.error_code else None,
+        "attempts": int(row.attempts),
+        "received_at": _iso_z(row.received_at),
+        "processed_at": _iso_z(row.processed_at),
     }
 
 
-def event_text(row: Row) -> str:
+def event_text(row: StoredEvent) -> str:
     """`jsonutil.dumps(event_fields(row))`, written directly for the hot path's usual answer (a stored event
     without an error): the encoder's set-up and the dict cost more than the writing. Tests hold the two equal."""
-    if row["error_code"] or type(row["attempts"]) is not int:
+    if row.error_code or type(row.attempts) is not int:
         return jsonutil.dumps(event_fields(row))
     string = jsonutil.string
     return (
-        f'{{"id":{string(row["id"])},"external_event_id":{string(row["external_event_id"])},'
-        f'"type":{string(row["type"])},"customer_id":{string(row["customer_id"])},'
-        f'"occurred_at":{_time_text(row["occurred_at"])},"data":{row["data"]},'
-        f'"status":{string(row["status"])},"error":null,"attempts":{row["attempts"]},'
-        f'"received_at":{_time_text(row["received_at"])},"processed_at":{_time_text(row["processed_at"])}}}'
+        f'{{"id":{string(row.id)},"external_event_id":{string(row.external_event_id)},'
+        f'"type":{string(row.type)},"customer_id":{string(row.customer_id)},'
+        f'"occurred_at":{_time_text(row.occurred_at)},"data":{row.data},'
+        f'"status":{string(row.status)},"error":null,"attempts":{row.attempts},'
+        f'"received_at":{_time_text(row.received_at)},"processed_at":{_time_text(row.processed_at)}}}'
     )
 
 

@@ -106,7 +106,7 @@ class AssetRepository:
         )
         return bool(count)
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[Row]:
         sql = f"{ASSET_SELECT} WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         if filters.get("status"):

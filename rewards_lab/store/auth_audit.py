@@ -64,7 +64,7 @@ class AuthAuditRepository:
         finally:
             self.con.unregister("auth_audit_batch")
 
-    def page(self, scope: Scope, where: AuditFilter, page: PageRequest) -> RowPage:
+    def page(self, scope: Scope, where: AuditFilter, page: PageRequest) -> RowPage[Row]:
         """The organization's events in this environment, and its organization-wide ones (environment NULL)."""
         clauses = ["organization_id = ?", "(environment = ? OR environment IS NULL)"]
         params: list[Any] = [*scope.params]

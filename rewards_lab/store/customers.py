@@ -66,7 +66,7 @@ class CustomerRepository:
                 resolved[reference] = row
         return resolved
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[Row]:
         sql = f"SELECT * FROM customers WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         if filters.get("external_id"):

@@ -11,13 +11,14 @@ import pyarrow as pa
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.events import EventOutcome, NewEvent, PendingEvent
-from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
+from rewards_lab.store.interfaces.events import EventOutcome, NewEvent, PendingEvent, StoredEvent
+from rewards_lab.store.queries import Row, RowPage, fetch_all, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
 
 
 _PENDING = ", ".join(PendingEvent._fields)
+_STORED = ", ".join(StoredEvent._fields)
 _OUTCOME_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
@@ -63,16 +64,18 @@ class EventRepository:
             return False
         return True
 
-    def get(self, scope: Scope, event_id: str) -> Row | None:
-        return fetch_one(self.con, f"SELECT * FROM events WHERE {TENANT} AND id = ?", [*scope.params, event_id])
+    def get(self, scope: Scope, event_id: str) -> StoredEvent | None:
+        rows = self.con.execute(
+            f"SELECT {_STORED} FROM events WHERE {TENANT} AND id = ?", [*scope.params, event_id]
+        ).fetchall()
+        return StoredEvent._make(rows[0]) if rows else None
 
-    def get_by_external_ids(self, scope: Scope, external_ids: list[str]) -> dict[str, Row]:
-        rows = fetch_all(
-            self.con,
-            f"SELECT * FROM events WHERE {TENANT} AND external_event_id IN (SELECT unnest(?))",
+    def get_by_external_ids(self, scope: Scope, external_ids: list[str]) -> dict[str, StoredEvent]:
+        rows = self.con.execute(
+            f"SELECT {_STORED} FROM events WHERE {TENANT} AND external_event_id IN (SELECT unnest(?))",
             [*scope.params, external_ids],
-        )
-        return {row["external_event_id"]: row for row in rows}
+        ).fetchall()
+        return {row.external_event_id: row for row in map(StoredEvent._make, rows)}
 
     def pending(self, limit: int) -> list[PendingEvent]:
         """The oldest `received` events of every tenant, in arrival order."""
@@ -90,6 +93,13 @@ class EventRepository:
             [*scope.params, event_ids],
         ).fetchall()
         return list(map(PendingEvent._make, rows))
+
+    def to_process(self, scope: Scope, event_id: str) -> PendingEvent | None:
+        """`pending`'s columns of one event, whatever its status (a failed event replayed on request)."""
+        rows = self.con.execute(
+            f"SELECT {_PENDING} FROM events WHERE {TENANT} AND id = ?", [*scope.params, event_id]
+        ).fetchall()
+        return PendingEvent._make(rows[0]) if rows else None
 
     def mark_many(self, scope: Scope, outcomes: list[EventOutcome]) -> None:
         """Record many events' attempts at once.
@@ -113,8 +123,8 @@ class EventRepository:
         finally:
             self.con.unregister("event_outcomes")
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
-        sql = f"SELECT * FROM events WHERE {TENANT}"
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[StoredEvent]:
+        sql = f"SELECT {_STORED} FROM events WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         for name in ("status", "type"):
             if filters.get(name):
@@ -123,7 +133,8 @@ class EventRepository:
         if filters.get("customer_refs"):  # the references (id, external_id) of one customer
             sql += " AND customer_id IN (SELECT unnest(?))"
             params.append(filters["customer_refs"])
-        return paginate(self.con, list_name="events", select_sql=sql, params=params, page=page, sort=sort)
+        listed = paginate(self.con, list_name="events", select_sql=sql, params=params, page=page, sort=sort)
+        return listed.typed(StoredEvent)
 
     def activity(self, scope: Scope, customer_refs: list[str], since: datetime) -> list[Row]:
         return fetch_all(

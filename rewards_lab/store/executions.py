@@ -91,7 +91,7 @@ class ExecutionRepository:
             [*scope.params, execution_id],
         )
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[Row]:
         sql = f"SELECT * FROM reward_executions WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         for name in ("customer_id", "event_id", "program_id", "rule_id", "status"):

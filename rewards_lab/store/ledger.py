@@ -339,7 +339,7 @@ class LedgerRepository:
             [*scope.params, time_ms, transaction_id],
         )
 
-    def list_transactions(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
+    def list_transactions(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[Row]:
         sql = f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         if filters.get("wallet_id"):

@@ -46,7 +46,7 @@ class ProgrammeRepository:
     def get(self, scope: Scope, program_id: str) -> Row | None:
         return fetch_one(self.con, f"SELECT * FROM programmes WHERE {TENANT} AND id = ?", [*scope.params, program_id])
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[Row]:
         sql = f"SELECT * FROM programmes WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         if filters.get("asset_id"):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import duckdb
 
@@ -13,6 +14,7 @@ from rewards_lab.contract.pagination import CursorPosition, PageRequest, decode_
 # Untyped rows: still used by the repositories that have no typed row yet (see store/interfaces/).
 Row = dict[str, Any]
 RowT = TypeVar("RowT")
+RowTypedT = TypeVar("RowTypedT")
 
 
 @cache
@@ -54,10 +56,16 @@ def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = 
 
 
 @dataclass(frozen=True, slots=True)
-class RowPage:
-    rows: list[Row]
+class RowPage(Generic[RowT]):
+    """One page of a list: its rows and the cursor of the next page."""
+
+    rows: list[RowT]
     next_cursor: str | None
     has_more: bool
+
+    def typed(self, row_type: Callable[..., RowTypedT]) -> RowPage[RowTypedT]:
+        """The same page with each row (a dict of its columns) made a `row_type` by keyword."""
+        return RowPage([row_type(**row) for row in self.rows], self.next_cursor, self.has_more)  # type: ignore[arg-type]
 
 
 def created_between(clauses: list[str], params: list[Any], since: Any, until: Any) -> None:
@@ -92,7 +100,7 @@ def paginate(
     page: PageRequest,
     sort: str,
     sort_sql: str | None = None,
-) -> RowPage:
+) -> RowPage[Row]:
     """Keyset pagination over `select_sql` (which must expose `id` and the sort column, and end in a WHERE).
 
     Rows are ordered by (sort, id) so that equal sort values page deterministically, NULL sort values last in

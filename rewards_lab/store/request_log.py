@@ -77,7 +77,7 @@ class RequestLogRepository:
         finally:
             self.con.unregister("request_log_batch")
 
-    def page(self, scope: Scope, where: LogFilter, page: PageRequest) -> RowPage:
+    def page(self, scope: Scope, where: LogFilter, page: PageRequest) -> RowPage[Row]:
         clauses = ["organization_id = ?", "environment = ?"]
         params: list[Any] = [*scope.params]
         if where.status is not None:

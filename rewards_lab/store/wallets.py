@@ -67,7 +67,7 @@ class WalletRepository:
         )
         return {row["customer_id"]: row for row in rows}
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage:
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[Row]:
         sql = f"SELECT * FROM wallets WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         for name in ("customer_id", "status"):

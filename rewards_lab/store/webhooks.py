@@ -63,7 +63,7 @@ class WebhookRepository:
             self.con, f"SELECT * FROM webhook_endpoints WHERE {TENANT} AND id = ?", [*scope.params, endpoint_id]
         )
 
-    def endpoints_page(self, scope: Scope, page: PageRequest, sort: str, status: str | None) -> RowPage:
+    def endpoints_page(self, scope: Scope, page: PageRequest, sort: str, status: str | None) -> RowPage[Row]:
         sql = f"SELECT * FROM webhook_endpoints WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         if status:
@@ -136,7 +136,7 @@ class WebhookRepository:
 
     def deliveries_page(
         self, scope: Scope, endpoint_id: str, page: PageRequest, sort: str, status: str | None
-    ) -> RowPage:
+    ) -> RowPage[Row]:
         sql = f"SELECT * FROM webhook_deliveries WHERE {TENANT} AND endpoint_id = ?"
         params: list[Any] = [*scope.params, endpoint_id]
         if status:

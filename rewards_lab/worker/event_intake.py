@@ -20,8 +20,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.service.event_intake import store_events
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces.events import NewEvent
-from rewards_lab.store.queries import Row
+from rewards_lab.store.interfaces.events import NewEvent, StoredEvent
 from rewards_lab.worker.thread_names import name_os_thread
 
 log = logging.getLogger(__name__)
@@ -34,10 +33,10 @@ class _Pending:
     scope: Scope
     event: NewEvent
     loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[Row]
+    future: asyncio.Future[StoredEvent]
 
 
-def _resolve(future: asyncio.Future[Row], outcome: Row | BaseException) -> None:
+def _resolve(future: asyncio.Future[StoredEvent], outcome: StoredEvent | BaseException) -> None:
     if future.done():  # the client went away and the request was cancelled; the event is stored all the same
         return
     if isinstance(outcome, BaseException):
@@ -46,14 +45,14 @@ def _resolve(future: asyncio.Future[Row], outcome: Row | BaseException) -> None:
         future.set_result(outcome)
 
 
-def _resolve_all(answers: list[tuple[asyncio.Future[Row], Row | BaseException]]) -> None:
+def _resolve_all(answers: list[tuple[asyncio.Future[StoredEvent], StoredEvent | BaseException]]) -> None:
     for future, outcome in answers:
         _resolve(future, outcome)
 
 
-def _answer(answers: list[tuple[_Pending, Row | BaseException]]) -> None:
+def _answer(answers: list[tuple[_Pending, StoredEvent | BaseException]]) -> None:
     """Hand the answers to their event loops: one thread-safe call per loop and batch, not one per request."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Row], Row | BaseException]]] = {}
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[StoredEvent], StoredEvent | BaseException]]] = {}
     for item, outcome in answers:
         by_loop.setdefault(item.loop, []).append((item.future, outcome))
     for loop, pairs in by_loop.items():
@@ -86,13 +85,13 @@ class EventIntake:
     def depth(self) -> int:
         return self._queue.qsize()
 
-    async def submit(self, scope: Scope, event: NewEvent) -> Row:
+    async def submit(self, scope: Scope, event: NewEvent) -> StoredEvent:
         """The stored row (or the original one, for a repeated `external_event_id` with the same payload), once
         committed; `event_duplicate_mismatch` is raised for the same id with another payload."""
         if not self._accepting:
             raise ServiceError("service_unavailable", "the service is shutting down; retry shortly")
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[Row] = loop.create_future()
+        future: asyncio.Future[StoredEvent] = loop.create_future()
         self._queue.put(_Pending(scope, event, loop, future))
         return await future
 

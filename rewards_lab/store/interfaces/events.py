@@ -22,6 +22,24 @@ class NewEvent(NamedTuple):
     payload_hash: str
 
 
+class StoredEvent(NamedTuple):
+    """An event as the API shows it (`presenters.event`)."""
+
+    id: str
+    external_event_id: str
+    type: str
+    customer_id: str
+    occurred_at: datetime | None
+    data: str  # the JSON text
+    payload_hash: str
+    status: str
+    error_code: str | None
+    error_message: str | None
+    attempts: int
+    received_at: datetime
+    processed_at: datetime | None
+
+
 class PendingEvent(NamedTuple):
     """What processing reads of a `received` event (not the times, hash, status and error, whose conversion to
     Python objects would cost the worker's thread the GIL)."""
@@ -52,16 +70,18 @@ class EventStore(Protocol):
 
     def add(self, events: list[tuple[Scope, NewEvent]], received_at: datetime) -> bool: ...
 
-    def get(self, scope: Scope, event_id: str) -> Row | None: ...
+    def get(self, scope: Scope, event_id: str) -> StoredEvent | None: ...
 
-    def get_by_external_ids(self, scope: Scope, external_ids: list[str]) -> dict[str, Row]: ...
+    def get_by_external_ids(self, scope: Scope, external_ids: list[str]) -> dict[str, StoredEvent]: ...
 
     def pending(self, limit: int) -> list[PendingEvent]: ...
 
     def received(self, scope: Scope, event_ids: list[str]) -> list[PendingEvent]: ...
 
+    def to_process(self, scope: Scope, event_id: str) -> PendingEvent | None: ...
+
     def mark_many(self, scope: Scope, outcomes: list[EventOutcome]) -> None: ...
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage: ...
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[StoredEvent]: ...
 
     def activity(self, scope: Scope, customer_refs: list[str], since: datetime) -> list[Row]: ...
