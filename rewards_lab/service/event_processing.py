@@ -247,10 +247,8 @@ def _process_scope(
     wallets = uow.wallets.reward_wallets(scope, sorted({c["id"] for c in customers.values()}))
     attempted = [e.id for e in events if e.attempts > 0]
     previous = uow.executions.for_events(scope, attempted) if attempted else []
-    issued_keys = {
-        (e["event_id"], e["version_id"], e["rule_id"], e["action_index"]) for e in previous if e["status"] == "issued"
-    }
-    existing_ids = {(e["event_id"], e["version_id"], e["rule_id"], e["action_index"]): e["id"] for e in previous}
+    issued_keys = {(e.event_id, e.version_id, e.rule_id, e.action_index) for e in previous if e.status == "issued"}
+    existing_ids = {(e.event_id, e.version_id, e.rule_id, e.action_index): e.id for e in previous}
     matches = _matches(book, plans)
     at_most = sum(a.issues or a.error_code is not None for m in matches for _, match in m for a in match.actions)
     execution_ids = iter(new_ids("execution", at_most))  # one call each for the batch; ids not needed are dropped

@@ -61,8 +61,6 @@ def list_executions(
         sort,
         {"customer_id": customer_id, "event_id": event_id, "program_id": program_id, "status": status},
     )
-    decimals = {
-        a: int(row["decimals"])
-        for a, row in uow.assets.get_many(scope, sorted({x["asset_id"] for x in rows.rows})).items()
-    }
-    return presenters.page(r.Page[r.RewardExecution], rows, lambda x: presenters.execution(x, decimals[x["asset_id"]]))
+    assets = uow.assets.get_many(scope, sorted({x.asset_id for x in rows.rows}))
+    decimals = {asset_id: int(asset["decimals"]) for asset_id, asset in assets.items()}
+    return presenters.page(r.Page[r.RewardExecution], rows, lambda x: presenters.execution(x, decimals[x.asset_id]))

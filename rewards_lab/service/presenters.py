@@ -13,6 +13,7 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.domain.money import format_amount
 from rewards_lab.store.interfaces.events import StoredEvent
+from rewards_lab.store.interfaces.executions import StoredExecution
 from rewards_lab.store.queries import Row, RowPage
 
 
@@ -177,25 +178,25 @@ def _iso_z(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat() + "Z"
 
 
-def execution(row: Row, decimals: int) -> r.RewardExecution:
+def execution(row: StoredExecution, decimals: int) -> r.RewardExecution:
     return r.RewardExecution(
-        id=row["id"],
-        event_id=row["event_id"],
-        external_event_id=row["external_event_id"],
-        customer_id=row["customer_id"],
-        program_id=row["program_id"],
-        program_version=row["version_number"],
-        rule_id=row["rule_id"],
-        action_index=row["action_index"],
-        asset_id=row["asset_id"],
-        wallet_id=row["wallet_id"],
-        amount=format_amount(int(row["amount_minor"]), decimals),
-        status=row["status"],
-        error_code=row["error_code"],
-        transaction_id=row["transaction_id"],
-        inputs=jsonutil.loads(row["inputs"]),
-        created_at=_utc(row["created_at"]),
-        updated_at=_utc(row["updated_at"]),
+        id=row.id,
+        event_id=row.event_id,
+        external_event_id=row.external_event_id,
+        customer_id=row.customer_id,
+        program_id=row.program_id,
+        program_version=row.version_number,
+        rule_id=row.rule_id,
+        action_index=row.action_index,
+        asset_id=row.asset_id,
+        wallet_id=row.wallet_id,
+        amount=format_amount(int(row.amount_minor), decimals),
+        status=row.status,
+        error_code=row.error_code,
+        transaction_id=row.transaction_id,
+        inputs=jsonutil.loads(row.inputs),
+        created_at=_utc(row.created_at),
+        updated_at=_utc(row.updated_at),
     )
 
 

@@ -10,8 +10,8 @@ import pyarrow as pa
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.executions import ExecutionRecord
-from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
+from rewards_lab.store.interfaces.executions import ExecutionRecord, StoredExecution
+from rewards_lab.store.queries import RowPage, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
 
@@ -37,6 +37,7 @@ _SCHEMA = pa.schema(
     ]
 )
 assert tuple(_SCHEMA.names) == ExecutionRecord._fields
+_STORED = ", ".join(StoredExecution._fields)
 
 
 class ExecutionRepository:
@@ -77,25 +78,19 @@ class ExecutionRepository:
         finally:
             self.con.unregister("execution_batch")
 
-    def for_events(self, scope: Scope, event_ids: list[str]) -> list[Row]:
-        return fetch_all(
-            self.con,
-            f"SELECT * FROM reward_executions WHERE {TENANT} AND event_id IN (SELECT unnest(?)) ORDER BY id",
+    def for_events(self, scope: Scope, event_ids: list[str]) -> list[StoredExecution]:
+        rows = self.con.execute(
+            f"SELECT {_STORED} FROM reward_executions WHERE {TENANT} AND event_id IN (SELECT unnest(?)) ORDER BY id",
             [*scope.params, event_ids],
-        )
+        ).fetchall()
+        return list(map(StoredExecution._make, rows))
 
-    def get(self, scope: Scope, execution_id: str) -> Row | None:
-        return fetch_one(
-            self.con,
-            f"SELECT * FROM reward_executions WHERE {TENANT} AND id = ?",
-            [*scope.params, execution_id],
-        )
-
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[Row]:
-        sql = f"SELECT * FROM reward_executions WHERE {TENANT}"
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[StoredExecution]:
+        sql = f"SELECT {_STORED} FROM reward_executions WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         for name in ("customer_id", "event_id", "program_id", "rule_id", "status"):
             if filters.get(name):
                 sql += f" AND {name} = ?"
                 params.append(filters[name])
-        return paginate(self.con, list_name="executions", select_sql=sql, params=params, page=page, sort=sort)
+        listed = paginate(self.con, list_name="executions", select_sql=sql, params=params, page=page, sort=sort)
+        return listed.typed(StoredExecution)

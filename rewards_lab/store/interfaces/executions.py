@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.queries import Row, RowPage
+from rewards_lab.store.queries import RowPage
 
 
 class ExecutionRecord(NamedTuple):
@@ -28,7 +29,30 @@ class ExecutionRecord(NamedTuple):
     status: str
     error_code: str | None
     transaction_id: str | None
-    inputs: str | None
+    inputs: str
+
+
+class StoredExecution(NamedTuple):
+    """An execution as stored and shown: its record and when it was first written and last changed."""
+
+    id: str
+    event_id: str
+    external_event_id: str
+    customer_id: str
+    program_id: str
+    version_id: str
+    version_number: int
+    rule_id: str
+    action_index: int
+    asset_id: str
+    wallet_id: str | None
+    amount_minor: int
+    status: str
+    error_code: str | None
+    transaction_id: str | None
+    inputs: str
+    created_at: datetime
+    updated_at: datetime
 
 
 class ExecutionStore(Protocol):
@@ -38,8 +62,6 @@ class ExecutionStore(Protocol):
 
     def upsert_many(self, scope: Scope, records: list[ExecutionRecord]) -> None: ...
 
-    def for_events(self, scope: Scope, event_ids: list[str]) -> list[Row]: ...
+    def for_events(self, scope: Scope, event_ids: list[str]) -> list[StoredExecution]: ...
 
-    def get(self, scope: Scope, execution_id: str) -> Row | None: ...
-
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[Row]: ...
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[StoredExecution]: ...
