@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from machine import speed_probe  # benchmarks/machine.py, beside this script
+from seeding import add_customers, add_wallets  # benchmarks/seeding.py
 
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.ids import new_ids
@@ -48,8 +49,8 @@ def prepare(database: Database, wallets: int) -> tuple[Scope, str, list[str]]:
     assets.activate_asset(database, scope, asset.id)
     customer_ids, wallet_ids = new_ids("customer", wallets), new_ids("wallet", wallets)
     with unit_of_work(database) as uow:  # seeded set-based: one service call per wallet took minutes
-        uow.customers.add_many(scope, customer_ids, [f"c{index}" for index in range(wallets)])
-        uow.wallets.add_many(scope, wallet_ids, customer_ids, "customer", "open")
+        add_customers(uow.con, scope, customer_ids, [f"c{index}" for index in range(wallets)])
+        add_wallets(uow.con, scope, wallet_ids, customer_ids, "customer", "open")
     with unit_of_work(database) as uow:  # warm up: every wallet holds the asset (steady state below)
         ids = new_ids("transaction", len(wallet_ids))
         funding = [PostingRequest(t, "issue", asset.id, 10**9, w) for t, w in zip(ids, wallet_ids, strict=True)]

@@ -27,13 +27,6 @@ class CustomerRepository:
         assert row is not None
         return row
 
-    def add_many(self, scope: Scope, customer_ids: list[str], external_ids: list[str]) -> None:
-        """Many customers (no email, no country) in one statement: seeding for benchmarks and bulk imports."""
-        self.con.execute(
-            "INSERT INTO customers SELECT unnest(?), ?, ?, unnest(?), NULL, NULL, ?",
-            [customer_ids, *scope.params, external_ids, utcnow()],
-        )
-
     def get(self, scope: Scope, customer_id: str) -> Row | None:
         return fetch_one(self.con, f"SELECT * FROM customers WHERE {TENANT} AND id = ?", [*scope.params, customer_id])
 

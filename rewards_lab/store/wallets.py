@@ -33,15 +33,6 @@ class WalletRepository:
         assert row is not None
         return row
 
-    def add_many(
-        self, scope: Scope, wallet_ids: list[str], customer_ids: list[str], wallet_type: str, transfer_policy: str
-    ) -> None:
-        """Many active wallets of one type and policy in one statement: seeding for benchmarks and bulk imports."""
-        self.con.execute(
-            "INSERT INTO wallets SELECT unnest(?), ?, ?, unnest(?), ?, 'active', ?, ?",
-            [wallet_ids, *scope.params, customer_ids, wallet_type, transfer_policy, utcnow()],
-        )
-
     def get(self, scope: Scope, wallet_id: str) -> Row | None:
         return fetch_one(self.con, f"SELECT * FROM wallets WHERE {TENANT} AND id = ?", [*scope.params, wallet_id])
 
