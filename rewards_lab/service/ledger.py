@@ -19,6 +19,7 @@ from rewards_lab.service import presenters
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces import Repositories
+from rewards_lab.store.interfaces.ledger import TransactionRow
 from rewards_lab.store.uow import reader
 
 TRANSACTION_SORTS = ("created_at", "amount_minor")
@@ -74,7 +75,7 @@ def _transaction(uow: Repositories, scope: Scope, transaction_id: str) -> r.Ledg
     row = uow.ledger.get_transaction(scope, transaction_id)
     if row is None:
         raise ServiceError("transaction_not_found", transaction_id=transaction_id)
-    return presenters.transaction(row, _decimals(uow, scope, row["asset_id"]))
+    return presenters.transaction(row, _decimals(uow, scope, row.asset_id))
 
 
 def issue(
@@ -141,7 +142,9 @@ def _post(
         # Rendered from what was just written (the row is exactly this posting at the write's timestamp), rather
         # than read back: one statement less per call.
         posting = decision.accepted[0]
-        row = {**posting._asdict(), "id": posting.transaction_id, "created_at": uow.ledger.written_at}
+        written_at = uow.ledger.written_at
+        assert written_at is not None
+        row = TransactionRow(*posting, written_at)  # `Posting`'s fields are the row's, in order, with its id first
         return presenters.transaction(row, decimals)
 
     return run_write(
@@ -172,10 +175,10 @@ def list_transactions(
     uow = reader(database)
     sort = check_page_request(page, TRANSACTION_SORTS)
     rows = uow.ledger.list_transactions(scope, page, sort, {"wallet_id": wallet_id, "asset_id": asset_id, "kind": kind})
-    assets = uow.assets.get_many(scope, sorted({row["asset_id"] for row in rows.rows}))
+    assets = uow.assets.get_many(scope, sorted({row.asset_id for row in rows.rows}))
     decimals = {asset_id: int(asset["decimals"]) for asset_id, asset in assets.items()}
     return presenters.page(
-        r.Page[r.LedgerTransaction], rows, lambda row: presenters.transaction(row, decimals[row["asset_id"]])
+        r.Page[r.LedgerTransaction], rows, lambda row: presenters.transaction(row, decimals[row.asset_id])
     )
 
 
@@ -187,11 +190,11 @@ def wallet_balances(database: Database, scope: Scope, wallet_id: str) -> r.Walle
         raise ServiceError("wallet_not_found", wallet_id=wallet_id)
     balances = [
         r.Balance(
-            asset_id=row["asset_id"],
-            symbol=row["symbol"],
-            decimals=int(row["decimals"]),
-            balance=format_amount(int(row["balance_minor"]), int(row["decimals"])),
-            updated_at=presenters.utc(row["updated_at"]),
+            asset_id=row.asset_id,
+            symbol=row.symbol,
+            decimals=int(row.decimals),
+            balance=format_amount(int(row.balance_minor), int(row.decimals)),
+            updated_at=presenters.utc(row.updated_at),
         )
         for row in uow.ledger.wallet_balances(scope, wallet_id)
     ]

@@ -14,6 +14,7 @@ from rewards_lab.contract import resources as r
 from rewards_lab.domain.money import format_amount
 from rewards_lab.store.interfaces.events import StoredEvent
 from rewards_lab.store.interfaces.executions import StoredExecution
+from rewards_lab.store.interfaces.ledger import TransactionRow
 from rewards_lab.store.queries import Row, RowPage
 
 
@@ -200,25 +201,25 @@ def execution(row: StoredExecution, decimals: int) -> r.RewardExecution:
     )
 
 
-def transaction(row: Row, decimals: int) -> r.LedgerTransaction:
+def transaction(row: TransactionRow, decimals: int) -> r.LedgerTransaction:
     """A transaction with its two entries (legs): the source gives the amount, the destination receives it."""
-    kind = row["kind"]
-    source, destination = row["source_account_id"], row["destination_account_id"]
-    amount = int(row["amount_minor"])
+    kind = row.kind
+    source, destination = row.source_account_id, row.destination_account_id
+    amount = int(row.amount_minor)
     return r.LedgerTransaction(
-        id=row["id"],
+        id=row.id,
         kind=kind,
-        asset_id=row["asset_id"],
+        asset_id=row.asset_id,
         amount=format_amount(amount, decimals),
         wallet_id=destination if kind in ("issue", "reward") else source if kind == "redemption" else None,
         from_wallet_id=source if kind == "transfer" else None,
         to_wallet_id=destination if kind == "transfer" else None,
-        memo=row["memo"],
+        memo=row.memo,
         entries=[
             r.Entry(account_id=source, amount=format_amount(-amount, decimals)),
             r.Entry(account_id=destination, amount=format_amount(amount, decimals)),
         ],
-        created_at=_utc(row["created_at"]),
+        created_at=_utc(row.created_at),
     )
 
 

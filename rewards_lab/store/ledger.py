@@ -32,15 +32,13 @@ from rewards_lab.domain.posting_decision import PostingDecision
 from rewards_lab.domain.posting_policy import ORDINARY_WALLET, AssetState, LedgerState, WalletState
 from rewards_lab.domain.posting_whole import AcceptedBatch
 from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.interfaces.ledger import TransactionRow, WalletBalanceRow
 from rewards_lab.store.ledger_cache import BalanceKey, LedgerCache
-from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
+from rewards_lab.store.queries import RowPage, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
 # What a reader sees of a transaction (`id_time_ms` only serves lookups by id).
-TRANSACTION_COLUMNS = (
-    "id, organization_id, environment, kind, asset_id, amount_minor, source_account_id, destination_account_id, "
-    "memo, execution_id, created_at"
-)
+_TRANSACTION = ", ".join(TransactionRow._fields)
 _TXN_SCHEMA = pa.schema(
     [
         ("id", pa.string()),
@@ -320,27 +318,29 @@ class LedgerRepository:
             params.append(asset_ids)
         return {(a, s): int(b) for a, s, b in self.con.execute(sql, params).fetchall()}
 
-    def wallet_balances(self, scope: Scope, wallet_id: str) -> list[Row]:
-        return fetch_all(
-            self.con,
+    def wallet_balances(self, scope: Scope, wallet_id: str) -> list[WalletBalanceRow]:
+        rows = self.con.execute(
             "SELECT b.asset_id, a.symbol, a.decimals, b.balance_minor, b.updated_at FROM balances b "
             "JOIN assets a ON a.id = b.asset_id "
             "WHERE b.organization_id = ? AND b.environment = ? AND b.account_id = ? ORDER BY b.asset_id",
             [*scope.params, wallet_id],
-        )
+        ).fetchall()
+        return list(map(WalletBalanceRow._make, rows))
 
-    def get_transaction(self, scope: Scope, transaction_id: str) -> Row | None:
+    def get_transaction(self, scope: Scope, transaction_id: str) -> TransactionRow | None:
         time_ms = time_ms_of(transaction_id)
         if time_ms is None:
             return None
-        return fetch_one(
-            self.con,
-            f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE {TENANT} AND id_time_ms = ? AND id = ?",
+        rows = self.con.execute(
+            f"SELECT {_TRANSACTION} FROM transactions WHERE {TENANT} AND id_time_ms = ? AND id = ?",
             [*scope.params, time_ms, transaction_id],
-        )
+        ).fetchall()
+        return TransactionRow._make(rows[0]) if rows else None
 
-    def list_transactions(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[Row]:
-        sql = f"SELECT {TRANSACTION_COLUMNS} FROM transactions WHERE {TENANT}"
+    def list_transactions(
+        self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]
+    ) -> RowPage[TransactionRow]:
+        sql = f"SELECT {_TRANSACTION} FROM transactions WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         if filters.get("wallet_id"):
             sql += " AND (source_account_id = ? OR destination_account_id = ?)"
@@ -349,7 +349,8 @@ class LedgerRepository:
             if filters.get(name):
                 sql += f" AND {name} = ?"
                 params.append(filters[name])
-        return paginate(self.con, list_name="transactions", select_sql=sql, params=params, page=page, sort=sort)
+        listed = paginate(self.con, list_name="transactions", select_sql=sql, params=params, page=page, sort=sort)
+        return listed.typed(TransactionRow)
 
 
 def _invariant(message: str) -> str:

@@ -9,13 +9,37 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.posting_decision import PostingDecision
 from rewards_lab.domain.posting_policy import LedgerState
-from rewards_lab.store.queries import Row, RowPage
+from rewards_lab.store.queries import RowPage
+
+
+class TransactionRow(NamedTuple):
+    """A ledger transaction: one two-legged posting (`amount_minor` leaves the source, enters the destination)."""
+
+    id: str
+    kind: str
+    asset_id: str
+    amount_minor: int
+    source_account_id: str
+    destination_account_id: str
+    memo: str | None
+    execution_id: str | None
+    created_at: datetime
+
+
+class WalletBalanceRow(NamedTuple):
+    """A wallet's balance of one asset, from the snapshot."""
+
+    asset_id: str
+    symbol: str
+    decimals: int
+    balance_minor: int
+    updated_at: datetime
 
 
 class LedgerStore(Protocol):
@@ -38,10 +62,10 @@ class LedgerStore(Protocol):
         self, scope: Scope, account_ids: list[str], asset_ids: list[str] | None = None
     ) -> dict[tuple[str, str], int]: ...
 
-    def wallet_balances(self, scope: Scope, wallet_id: str) -> list[Row]: ...
+    def wallet_balances(self, scope: Scope, wallet_id: str) -> list[WalletBalanceRow]: ...
 
-    def get_transaction(self, scope: Scope, transaction_id: str) -> Row | None: ...
+    def get_transaction(self, scope: Scope, transaction_id: str) -> TransactionRow | None: ...
 
     def list_transactions(
         self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]
-    ) -> RowPage[Row]: ...
+    ) -> RowPage[TransactionRow]: ...
