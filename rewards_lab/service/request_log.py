@@ -27,8 +27,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.service import presenters
 from rewards_lab.service.presenters import utc
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.request_log import NO_SDK_VERSION, LogFilter
-from rewards_lab.store.queries import Row
+from rewards_lab.store.interfaces.request_log import NO_SDK_VERSION, LogFilter, RequestLogRow, SdkVersionCount
 from rewards_lab.store.uow import reader
 
 log = logging.getLogger(__name__)
@@ -142,19 +141,19 @@ def list_logs(
     return presenters.page(r.Page[d.RequestLogEntry], rows, _entry)
 
 
-def _entry(row: Row) -> d.RequestLogEntry:
+def _entry(row: RequestLogRow) -> d.RequestLogEntry:
     return d.RequestLogEntry(
-        id=row["id"],
-        request_id=row["request_id"],
-        method=row["method"],
-        path=row["path"],
-        operation=row["operation"],
-        status=row["status"],
-        duration_ms=round(row["duration_ms"], 3),
-        principal_id=row["principal_id"],
-        environment=row["environment"],
-        created_at=utc(row["created_at"]),
-        sdk_version=row["sdk_version"],
+        id=row.id,
+        request_id=row.request_id,
+        method=row.method,
+        path=row.path,
+        operation=row.operation,
+        status=row.status,
+        duration_ms=round(row.duration_ms, 3),
+        principal_id=row.principal_id,
+        environment=row.environment,
+        created_at=utc(row.created_at),
+        sdk_version=row.sdk_version,
     )
 
 
@@ -189,9 +188,9 @@ def usage(database: Database, scope: Scope, *, since: str | None = None, until: 
     days: dict[date, dict[str, int]] = {first + timedelta(days=i): {} for i in range((last - first).days + 1)}
     totals: dict[str, int] = {}
     for row in repositories.request_log.per_day(scope, first, last):
-        status_class = f"{row['status_class']}xx"
-        days[row["day"]][status_class] = int(row["requests"])
-        totals[status_class] = totals.get(status_class, 0) + int(row["requests"])
+        status_class = f"{row.status_class}xx"
+        days[row.day][status_class] = int(row.requests)
+        totals[status_class] = totals.get(status_class, 0) + int(row.requests)
     business = repositories.request_log.business_counts(scope, first, last)
     return d.Usage(
         period_from=first,
@@ -203,32 +202,32 @@ def usage(database: Database, scope: Scope, *, since: str | None = None, until: 
         ],
         operations=[
             d.UsageOperation(
-                method=x["method"],
-                operation=x["operation"],
-                status_class=f"{x['status_class']}xx",
-                requests=int(x["requests"]),
+                method=x.method,
+                operation=x.operation,
+                status_class=f"{x.status_class}xx",
+                requests=int(x.requests),
             )
             for x in repositories.request_log.per_operation(scope, first, last)
         ],
         business=d.BusinessCounts(
-            events_received=int(business["events_received"]), rewards_issued=int(business["rewards_issued"])
+            events_received=int(business.events_received), rewards_issued=int(business.rewards_issued)
         ),
         sdk_versions=_per_sdk_version(repositories.request_log.per_sdk_version(scope, first, last)),
     )
 
 
-def _per_sdk_version(rows: list[Row]) -> list[d.UsageSdkVersion]:
+def _per_sdk_version(rows: list[SdkVersionCount]) -> list[d.UsageSdkVersion]:
     """One entry per SDK version seen (null: requests without one), with its status classes and last request."""
     versions: dict[str | None, d.UsageSdkVersion] = {}
     for row in rows:
         entry = versions.setdefault(
-            row["sdk_version"],
-            d.UsageSdkVersion(sdk_version=row["sdk_version"], total=0, by_status_class={}, last_seen_at=None),
+            row.sdk_version,
+            d.UsageSdkVersion(sdk_version=row.sdk_version, total=0, by_status_class={}, last_seen_at=None),
         )
-        requests = int(row["requests"])
+        requests = int(row.requests)
         entry.total += requests
-        entry.by_status_class[f"{row['status_class']}xx"] = requests
-        seen = utc(row["last_seen"])
+        entry.by_status_class[f"{row.status_class}xx"] = requests
+        seen = utc(row.last_seen)
         if entry.last_seen_at is None or (seen is not None and seen > entry.last_seen_at):
             entry.last_seen_at = seen
     return list(versions.values())

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.interfaces.request_log import NO_SDK_VERSION, LogFilter
-from rewards_lab.store.queries import Row, RowPage, created_between, fetch_all, paginate
+from rewards_lab.store.interfaces.request_log import (
+    NO_SDK_VERSION,
+    BusinessCounts,
+    DayCount,
+    LogFilter,
+    OperationCount,
+    RequestLogRow,
+    SdkVersionCount,
+)
+from rewards_lab.store.queries import RowPage, created_between, paginate
 
+CountT = TypeVar("CountT", DayCount, OperationCount, SdkVersionCount, BusinessCounts)
 COLUMNS = (
     "id",
     "organization_id",
@@ -77,7 +86,7 @@ class RequestLogRepository:
         finally:
             self.con.unregister("request_log_batch")
 
-    def page(self, scope: Scope, where: LogFilter, page: PageRequest) -> RowPage[Row]:
+    def page(self, scope: Scope, where: LogFilter, page: PageRequest) -> RowPage[RequestLogRow]:
         clauses = ["organization_id = ?", "environment = ?"]
         params: list[Any] = [*scope.params]
         if where.status is not None:
@@ -99,34 +108,35 @@ class RequestLogRepository:
             params.append(where.sdk_version)
         created_between(clauses, params, where.since, where.until)
         select_sql = f"SELECT * FROM request_log WHERE {' AND '.join(clauses)}"
-        return paginate(
+        listed = paginate(
             self.con, list_name="request_log", select_sql=select_sql, params=params, page=page, sort="created_at"
         )
+        return listed.typed(RequestLogRow)
 
-    def per_day(self, scope: Scope, first: date, last: date) -> list[Row]:
+    def per_day(self, scope: Scope, first: date, last: date) -> list[DayCount]:
         """(day, status class, count) over [first, last], days in UTC."""
-        return fetch_all(
-            self.con,
+        return self._counts(
+            DayCount,
             "SELECT CAST(created_at AS DATE) AS day, status // 100 AS status_class, count(*) AS requests "
             "FROM request_log WHERE organization_id = ? AND environment = ? "
             "AND created_at >= ? AND created_at < CAST(? AS DATE) + INTERVAL 1 DAY GROUP BY ALL ORDER BY ALL",
             [*scope.params, first, last],
         )
 
-    def per_operation(self, scope: Scope, first: date, last: date) -> list[Row]:
+    def per_operation(self, scope: Scope, first: date, last: date) -> list[OperationCount]:
         """(method, operation path template, status class, count); unknown paths share one row over [first, last]."""
-        return fetch_all(
-            self.con,
+        return self._counts(
+            OperationCount,
             "SELECT method, coalesce(operation, '(no operation)') AS operation, status // 100 AS status_class, "
             "count(*) AS requests FROM request_log WHERE organization_id = ? AND environment = ? "
             "AND created_at >= ? AND created_at < CAST(? AS DATE) + INTERVAL 1 DAY GROUP BY ALL ORDER BY ALL",
             [*scope.params, first, last],
         )
 
-    def per_sdk_version(self, scope: Scope, first: date, last: date) -> list[Row]:
+    def per_sdk_version(self, scope: Scope, first: date, last: date) -> list[SdkVersionCount]:
         """(SDK version or NULL, status class, count) over [first, last]: whom a deprecation would reach."""
-        return fetch_all(
-            self.con,
+        return self._counts(
+            SdkVersionCount,
             "SELECT sdk_version, status // 100 AS status_class, count(*) AS requests, max(created_at) AS last_seen "
             "FROM request_log WHERE organization_id = ? AND environment = ? "
             "AND created_at >= ? AND created_at < CAST(? AS DATE) + INTERVAL 1 DAY GROUP BY ALL "
@@ -134,15 +144,18 @@ class RequestLogRepository:
             [*scope.params, first, last],
         )
 
-    def business_counts(self, scope: Scope, first: date, last: date) -> Row:
+    def business_counts(self, scope: Scope, first: date, last: date) -> BusinessCounts:
         """Events received and rewards issued in the period: two counts over the tenant's rows."""
         params = [*scope.params, first, last]
         window = "organization_id = ? AND environment = ? AND {c} >= ? AND {c} < CAST(? AS DATE) + INTERVAL 1 DAY"
-        rows = fetch_all(
-            self.con,
+        (counts,) = self._counts(
+            BusinessCounts,
             f"SELECT (SELECT count(*) FROM events WHERE {window.format(c='received_at')}) AS events_received, "
             f"(SELECT count(*) FROM reward_executions WHERE status = 'issued' AND "
             f"{window.format(c='created_at')}) AS rewards_issued",
             params + params,
         )
-        return rows[0]
+        return counts
+
+    def _counts(self, row_type: type[CountT], sql: str, params: list[Any]) -> list[CountT]:
+        return [row_type(*values) for values in self.con.execute(sql, params).fetchall()]
