@@ -29,10 +29,11 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.service import presenters
 from rewards_lab.service.presenters import utc
 from rewards_lab.service.request_log import parse_instant
-from rewards_lab.store.auth_audit import AuditFilter, AuthAuditRepository
+from rewards_lab.store.auth_audit import AuthAuditRepository
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.queries import Row
-from rewards_lab.store.uow import DuckDBRepositories, reader, unit_of_work
+from rewards_lab.store.interfaces import Repositories
+from rewards_lab.store.interfaces.auth_audit import AuditFilter, AuditRow, AuthAuditStore
+from rewards_lab.store.uow import reader, unit_of_work
 
 log = logging.getLogger(__name__)
 Outcome = Literal["succeeded", "failed"]
@@ -96,13 +97,9 @@ def _with_request(event: AuditEvent) -> AuditEvent:
     )
 
 
-def add(uow: DuckDBRepositories, event: AuditEvent) -> None:
+def add(uow: Repositories, event: AuditEvent) -> None:
     """Write `event` inside the caller's unit of work: it commits (or not) with the action it records."""
-    _add_row(AuthAuditRepository(uow.con), _with_request(event))
-
-
-def _add_row(repository: AuthAuditRepository, event: AuditEvent) -> None:
-    repository.add(_row(event))
+    uow.auth_audit.add(_row(_with_request(event)))
 
 
 def _row(event: AuditEvent) -> dict[str, Any]:
@@ -116,8 +113,7 @@ def write(database: Database, event: AuditEvent, *, email: str | None = None) ->
     """Commit `event` in a transaction of its own, filing it under the tenant it concerns when the event itself
     does not say: the account an attempted `email` names, or the owner of the key or session in `subject_id`."""
     with unit_of_work(database) as uow:
-        repository = AuthAuditRepository(uow.con)
-        _add_row(repository, _with_request(_attributed(repository, event, email)))
+        uow.auth_audit.add(_row(_with_request(_attributed(uow.auth_audit, event, email))))
 
 
 def write_many(con: duckdb.DuckDBPyConnection, events: list[tuple[AuditEvent, str | None]]) -> None:
@@ -134,26 +130,24 @@ def write_many(con: duckdb.DuckDBPyConnection, events: list[tuple[AuditEvent, st
     con.execute("COMMIT")
 
 
-def _attributed(repository: AuthAuditRepository, event: AuditEvent, email: str | None) -> AuditEvent:
+def _attributed(repository: AuthAuditStore, event: AuditEvent, email: str | None) -> AuditEvent:
+    """The event filed under the tenant it concerns when it does not say: the account an attempted `email` names,
+    or the owner of the key or session in `subject_id`."""
     if event.organization_id is not None:
         return event
-    if email is not None:
-        account = repository.account_by_email(email.strip().lower())
-        if account is not None:
-            return replace(event, organization_id=account["organization_id"], actor_id=account["id"])
-        return event
     subject = event.subject_id or ""
-    if subject.startswith("key_"):
-        key = repository.api_key_owner(subject)
-        if key is not None:
-            return replace(
-                event, organization_id=key["organization_id"], environment=key["environment"], actor_id=subject
-            )
+    if email is not None:
+        owner = repository.account_owner(email.strip().lower())
+    elif subject.startswith("key_"):
+        owner = repository.api_key_owner(subject)
     elif subject.startswith("ses_"):
-        session = repository.session_owner(subject)
-        if session is not None:
-            return replace(event, organization_id=session["organization_id"], actor_id=session["actor_id"])
-    return event
+        owner = repository.session_owner(subject)
+    else:
+        owner = None
+    if owner is None:
+        return event
+    environment = owner.environment if owner.environment is not None else event.environment
+    return replace(event, organization_id=owner.organization_id, environment=environment, actor_id=owner.actor_id)
 
 
 def _choice(value: str | None, allowed: tuple[str, ...], field: str) -> str | None:
@@ -183,11 +177,11 @@ def list_audit(
     )
     if where.since is not None and where.until is not None and where.until <= where.since:
         raise ServiceError("period_invalid", "to must be after from", field="to")
-    rows = AuthAuditRepository(reader(database).con).page(scope, where, page)
+    rows = reader(database).auth_audit.page(scope, where, page)
     return presenters.page(r.Page[d.AuthAuditEntry], rows, _entry)
 
 
-def _entry(row: Row) -> d.AuthAuditEntry:
-    fields = {key: value for key, value in row.items() if key != "organization_id"}
-    fields["created_at"] = utc(row["created_at"])
+def _entry(row: AuditRow) -> d.AuthAuditEntry:
+    fields = {key: value for key, value in row._asdict().items() if key != "organization_id"}
+    fields["created_at"] = utc(row.created_at)
     return d.AuthAuditEntry(**fields)

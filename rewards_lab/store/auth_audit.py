@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import duckdb
@@ -11,7 +9,8 @@ import pyarrow as pa
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.queries import Row, RowPage, created_between, fetch_one, paginate
+from rewards_lab.store.interfaces.auth_audit import AuditFilter, AuditRow, Tenant
+from rewards_lab.store.queries import RowPage, created_between, paginate
 
 COLUMNS = (
     "id",
@@ -36,14 +35,6 @@ _SCHEMA = pa.schema(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class AuditFilter:
-    kind: str | None = None
-    outcome: str | None = None
-    since: datetime | None = None  # inclusive, naive UTC
-    until: datetime | None = None  # exclusive, naive UTC
-
-
 class AuthAuditRepository:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
@@ -64,7 +55,7 @@ class AuthAuditRepository:
         finally:
             self.con.unregister("auth_audit_batch")
 
-    def page(self, scope: Scope, where: AuditFilter, page: PageRequest) -> RowPage[Row]:
+    def page(self, scope: Scope, where: AuditFilter, page: PageRequest) -> RowPage[AuditRow]:
         """The organization's events in this environment, and its organization-wide ones (environment NULL)."""
         clauses = ["organization_id = ?", "(environment = ? OR environment IS NULL)"]
         params: list[Any] = [*scope.params]
@@ -73,19 +64,22 @@ class AuthAuditRepository:
                 clauses.append(f"{column} = ?")
                 params.append(value)
         created_between(clauses, params, where.since, where.until)
-        select_sql = f"SELECT * FROM auth_audit WHERE {' AND '.join(clauses)}"
-        return paginate(
+        select_sql = f"SELECT {', '.join(AuditRow._fields)} FROM auth_audit WHERE {' AND '.join(clauses)}"
+        listed = paginate(
             self.con, list_name="auth_audit", select_sql=select_sql, params=params, page=page, sort="created_at"
         )
+        return listed.typed(AuditRow)
 
-    def api_key_owner(self, key_id: str) -> Row | None:
+    def api_key_owner(self, key_id: str) -> Tenant | None:
         """The tenant of an API key (to file a refused request under it), whatever its state."""
-        return fetch_one(self.con, "SELECT organization_id, environment FROM api_keys WHERE id = ?", [key_id])
+        return self._tenant("SELECT organization_id, environment, id FROM api_keys WHERE id = ?", key_id)
 
-    def session_owner(self, session_id: str) -> Row | None:
-        return fetch_one(
-            self.con, "SELECT organization_id, account_id AS actor_id FROM sessions WHERE id = ?", [session_id]
-        )
+    def session_owner(self, session_id: str) -> Tenant | None:
+        return self._tenant("SELECT organization_id, NULL, account_id FROM sessions WHERE id = ?", session_id)
 
-    def account_by_email(self, email: str) -> Row | None:
-        return fetch_one(self.con, "SELECT id, organization_id FROM accounts WHERE email = ?", [email])
+    def account_owner(self, email: str) -> Tenant | None:
+        return self._tenant("SELECT organization_id, NULL, id FROM accounts WHERE email = ?", email)
+
+    def _tenant(self, sql: str, key: str) -> Tenant | None:
+        rows = self.con.execute(sql, [key]).fetchall()
+        return Tenant._make(rows[0]) if rows else None

@@ -10,6 +10,7 @@ import duckdb
 from rewards_lab.store.accounts import AccountRepository, SessionRepository
 from rewards_lab.store.api_keys import ApiKeyRepository
 from rewards_lab.store.assets import AssetRepository
+from rewards_lab.store.auth_audit import AuthAuditRepository
 from rewards_lab.store.customers import CustomerRepository
 from rewards_lab.store.database import Database
 from rewards_lab.store.events import EventRepository
@@ -46,6 +47,7 @@ class DuckDBRepositories:
         self.accounts = AccountRepository(con)
         self.sessions = SessionRepository(con)
         self.request_log = RequestLogRepository(con)
+        self.auth_audit = AuthAuditRepository(con)
 
 
 @contextmanager

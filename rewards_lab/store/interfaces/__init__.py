@@ -12,6 +12,7 @@ from typing import Protocol
 from rewards_lab.store.interfaces.accounts import AccountStore, SessionStore
 from rewards_lab.store.interfaces.api_keys import ApiKeyStore
 from rewards_lab.store.interfaces.assets import AssetStore
+from rewards_lab.store.interfaces.auth_audit import AuthAuditStore
 from rewards_lab.store.interfaces.customers import CustomerStore
 from rewards_lab.store.interfaces.events import EventStore
 from rewards_lab.store.interfaces.executions import ExecutionStore
@@ -68,3 +69,5 @@ class Repositories(Protocol):
     def sessions(self) -> SessionStore: ...
     @property
     def request_log(self) -> RequestLogStore: ...
+    @property
+    def auth_audit(self) -> AuthAuditStore: ...
