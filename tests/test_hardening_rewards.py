@@ -242,7 +242,7 @@ def test_an_id_always_names_its_customer_even_if_an_older_external_id_equals_it(
     victim_wallet = world.wallet(victim)
     with unit_of_work(db) as uow:
         squatter = uow.customers.add(scope, "cus_" + "f" * 32, victim.id, None, None)
-    squatter_wallet = world.wallet(customers.get_customer(db, scope, squatter["id"]))
+    squatter_wallet = world.wallet(customers.get_customer(db, scope, squatter.id))
     asset = world.asset()
     _fixed_programme(world, asset.id, "7.00")
     event_intake.submit_event(db, scope, _event("v-1", victim.id))

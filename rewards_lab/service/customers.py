@@ -23,6 +23,7 @@ from rewards_lab.service.notifications import emit
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces import Repositories
+from rewards_lab.store.interfaces.customers import CustomerRow
 from rewards_lab.store.uow import reader
 
 CUSTOMER_SORTS = ("created_at", "external_id")
@@ -49,7 +50,7 @@ def create_customer(
     def write(uow: Repositories) -> r.Customer:
         existing = uow.customers.get_by_external_id(scope, body.external_id)
         if existing is not None:
-            raise ServiceError("customer_already_exists", field="external_id", customer_id=existing["id"])
+            raise ServiceError("customer_already_exists", field="external_id", customer_id=existing.id)
         row = uow.customers.add(scope, new_id("customer"), body.external_id, body.email, body.country)
         return presenters.customer(row)
 
@@ -65,7 +66,7 @@ def create_customer(
     )
 
 
-def _customer_row(uow: Repositories, scope: Scope, reference: str) -> dict[str, object]:
+def _customer_row(uow: Repositories, scope: Scope, reference: str) -> CustomerRow:
     """A customer by id, else by external id: the two ways clients name one (`resolve_many`'s rule: an id wins)."""
     row = uow.customers.get(scope, reference) or uow.customers.get_by_external_id(scope, reference)
     if row is None:
@@ -90,7 +91,7 @@ def create_wallet(
 ) -> r.Wallet:
     def write(uow: Repositories) -> r.Wallet:
         customer = _customer_row(uow, scope, body.customer_id)
-        row = uow.wallets.add(scope, new_id("wallet"), str(customer["id"]), body.type.value, body.transfer_policy.value)
+        row = uow.wallets.add(scope, new_id("wallet"), customer.id, body.type.value, body.transfer_policy.value)
         return presenters.wallet(row)
 
     return run_write(
@@ -132,7 +133,7 @@ def _wallet_transition(
         row = uow.wallets.get(scope, wallet_id)
         if row is None:
             raise ServiceError("wallet_not_found", wallet_id=wallet_id)
-        uow.wallets.set_status(scope, wallet_id, wallet_transition(action, row["status"]))
+        uow.wallets.set_status(scope, wallet_id, wallet_transition(action, row.status))
         updated = uow.wallets.get(scope, wallet_id)
         assert updated is not None
         wallet = presenters.wallet(updated)

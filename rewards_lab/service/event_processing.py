@@ -244,7 +244,7 @@ def _process_scope(
         sink.append(plans)
 
     customers = uow.customers.resolve_many(scope, sorted({e.customer_id for e in events}))
-    wallets = uow.wallets.reward_wallets(scope, sorted({c["id"] for c in customers.values()}))
+    wallets = uow.wallets.reward_wallets(scope, sorted({c.id for c in customers.values()}))
     attempted = [e.id for e in events if e.attempts > 0]
     previous = uow.executions.for_events(scope, attempted) if attempted else []
     issued_keys = {(e.event_id, e.version_id, e.rule_id, e.action_index) for e in previous if e.status == "issued"}
@@ -255,9 +255,9 @@ def _process_scope(
     transaction_ids = iter(new_ids("transaction", at_most))
     for plan, matched in zip(plans, matches, strict=True):
         customer = customers.get(plan.event.customer_id)
-        wallet = wallets.get(customer["id"]) if customer else None
-        plan.customer_id = customer["id"] if customer else plan.event.customer_id
-        plan.wallet_id = wallet["id"] if wallet else None
+        wallet = wallets.get(customer.id) if customer else None
+        plan.customer_id = customer.id if customer else plan.event.customer_id
+        plan.wallet_id = wallet.id if wallet else None
         _plan_event(plan, book, matched, issued_keys, existing_ids, execution_ids, transaction_ids)
         if plan.planned and customer is None:
             plan.blocker = ServiceError("customer_not_found", customer_id=plan.event.customer_id)

@@ -35,7 +35,7 @@ def list_events(
     references: list[str] | None = None
     if customer_id:  # the customer's events, whichever of its two names each event used (an id wins)
         customer = uow.customers.resolve_many(scope, [customer_id]).get(customer_id)
-        references = sorted({customer["id"], customer["external_id"]}) if customer else [customer_id]
+        references = sorted({customer.id, customer.external_id}) if customer else [customer_id]
     rows = uow.events.page(scope, page, sort, {"status": status, "type": type, "customer_refs": references})
     return presenters.page(r.Page[r.Event], rows, presenters.event)
 
@@ -54,7 +54,7 @@ def list_executions(
     sort = check_page_request(page, EXECUTION_SORTS)
     if customer_id:
         customer = uow.customers.resolve_many(scope, [customer_id]).get(customer_id)
-        customer_id = customer["id"] if customer else customer_id
+        customer_id = customer.id if customer else customer_id
     rows = uow.executions.page(
         scope,
         page,

@@ -199,5 +199,5 @@ def wallet_balances(database: Database, scope: Scope, wallet_id: str) -> r.Walle
         for row in uow.ledger.wallet_balances(scope, wallet_id)
     ]
     return r.WalletBalances(
-        wallet_id=wallet_id, customer_id=wallet["customer_id"], status=wallet["status"], balances=balances
+        wallet_id=wallet_id, customer_id=wallet.customer_id, status=wallet.status, balances=balances
     )

@@ -12,9 +12,11 @@ from pydantic import BaseModel
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.domain.money import format_amount
+from rewards_lab.store.interfaces.customers import CustomerRow
 from rewards_lab.store.interfaces.events import StoredEvent
 from rewards_lab.store.interfaces.executions import StoredExecution
 from rewards_lab.store.interfaces.ledger import TransactionRow
+from rewards_lab.store.interfaces.wallets import WalletRow
 from rewards_lab.store.queries import Row, RowPage
 
 
@@ -39,24 +41,24 @@ def _utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC)
 
 
-def customer(row: Row) -> r.Customer:
+def customer(row: CustomerRow) -> r.Customer:
     return r.Customer(
-        id=row["id"],
-        external_id=row["external_id"],
-        email=row["email"],
-        country=row["country"],
-        created_at=_utc(row["created_at"]),
+        id=row.id,
+        external_id=row.external_id,
+        email=row.email,
+        country=row.country,
+        created_at=_utc(row.created_at),
     )
 
 
-def wallet(row: Row) -> r.Wallet:
+def wallet(row: WalletRow) -> r.Wallet:
     return r.Wallet(
-        id=row["id"],
-        customer_id=row["customer_id"],
-        type=row["type"],
-        status=row["status"],
-        transfer_policy=row["transfer_policy"],
-        created_at=_utc(row["created_at"]),
+        id=row.id,
+        customer_id=row.customer_id,
+        type=row.type,
+        status=row.status,
+        transfer_policy=row.transfer_policy,
+        created_at=_utc(row.created_at),
     )
 
 

@@ -9,9 +9,11 @@ import duckdb
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate
+from rewards_lab.store.interfaces.wallets import WalletRow
+from rewards_lab.store.queries import RowPage, columns, fetch_all_as, fetch_one_as, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
+_COLUMNS = columns(WalletRow)
 
 
 class WalletRepository:
@@ -24,7 +26,7 @@ class WalletRepository:
         if self.database is not None:
             self.database.ledger_cache.forget(resource_id)
 
-    def add(self, scope: Scope, wallet_id: str, customer_id: str, wallet_type: str, transfer_policy: str) -> Row:
+    def add(self, scope: Scope, wallet_id: str, customer_id: str, wallet_type: str, transfer_policy: str) -> WalletRow:
         self.con.execute(
             "INSERT INTO wallets VALUES (?, ?, ?, ?, ?, 'active', ?, ?)",
             [wallet_id, *scope.params, customer_id, wallet_type, transfer_policy, utcnow()],
@@ -33,36 +35,43 @@ class WalletRepository:
         assert row is not None
         return row
 
-    def get(self, scope: Scope, wallet_id: str) -> Row | None:
-        return fetch_one(self.con, f"SELECT * FROM wallets WHERE {TENANT} AND id = ?", [*scope.params, wallet_id])
+    def get(self, scope: Scope, wallet_id: str) -> WalletRow | None:
+        return fetch_one_as(
+            self.con, WalletRow, f"SELECT {_COLUMNS} FROM wallets WHERE {TENANT} AND id = ?", [*scope.params, wallet_id]
+        )
 
-    def get_many(self, scope: Scope, wallet_ids: list[str]) -> dict[str, Row]:
-        rows = fetch_all(
+    def get_many(self, scope: Scope, wallet_ids: list[str]) -> dict[str, WalletRow]:
+        rows = fetch_all_as(
             self.con,
-            f"SELECT * FROM wallets WHERE {TENANT} AND id IN (SELECT unnest(?))",
+            WalletRow,
+            f"SELECT {_COLUMNS} FROM wallets WHERE {TENANT} AND id IN (SELECT unnest(?))",
             [*scope.params, wallet_ids],
         )
-        return {row["id"]: row for row in rows}
+        return {row.id: row for row in rows}
 
     def set_status(self, scope: Scope, wallet_id: str, status: str) -> None:
         self._forget(wallet_id)
         self.con.execute(f"UPDATE wallets SET status = ? WHERE {TENANT} AND id = ?", [status, *scope.params, wallet_id])
 
-    def reward_wallets(self, scope: Scope, customer_ids: list[str]) -> dict[str, Row]:
+    def reward_wallets(self, scope: Scope, customer_ids: list[str]) -> dict[str, WalletRow]:
         """The wallet each customer's rewards go to: its first-created `customer` wallet (frozen or not)."""
-        rows = fetch_all(
+        rows = fetch_all_as(
             self.con,
-            f"SELECT * FROM wallets WHERE {TENANT} AND type = 'customer' AND customer_id IN (SELECT unnest(?)) "
+            WalletRow,
+            f"SELECT {_COLUMNS} FROM wallets WHERE {TENANT} AND type = 'customer' "
+            "AND customer_id IN (SELECT unnest(?)) "
             "QUALIFY row_number() OVER (PARTITION BY customer_id ORDER BY id) = 1",
             [*scope.params, customer_ids],
         )
-        return {row["customer_id"]: row for row in rows}
+        return {row.customer_id: row for row in rows}
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[Row]:
-        sql = f"SELECT * FROM wallets WHERE {TENANT}"
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[WalletRow]:
+        sql = f"SELECT {_COLUMNS} FROM wallets WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         for name in ("customer_id", "status"):
             if filters.get(name):
                 sql += f" AND {name} = ?"
                 params.append(filters[name])
-        return paginate(self.con, list_name="wallets", select_sql=sql, params=params, page=page, sort=sort)
+        return paginate(self.con, list_name="wallets", select_sql=sql, params=params, page=page, sort=sort).typed(
+            WalletRow
+        )
