@@ -324,7 +324,7 @@ def s_internal_error(w: World) -> ServiceError:
             account = uow.assets.get(w.scope, asset_id)
             assert account is not None
             txn = new_id("transaction")  # a real id: the ledger reads its creation time
-            posting = Posting(txn, "redemption", asset_id, 500, wallet_id, account["redemption_account_id"])
+            posting = Posting(txn, "redemption", asset_id, 500, wallet_id, account.redemption_account_id)
             state = ledger.load_state(uow, w.scope, [PostingRequest(txn, "redemption", asset_id, 500, wallet_id)])
             uow.ledger.write_postings(w.scope, PostingDecision([posting], []), state)
 

@@ -20,7 +20,7 @@ from rewards_lab.service.notifications import emit
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.queries import Row
+from rewards_lab.store.interfaces.assets import AssetRow
 from rewards_lab.store.uow import reader
 
 ASSET_SORTS = ("created_at", "symbol", "name")
@@ -47,7 +47,7 @@ def create_asset(
     )
 
 
-def asset_row(uow: Repositories, scope: Scope, asset_id: str) -> Row:
+def asset_row(uow: Repositories, scope: Scope, asset_id: str) -> AssetRow:
     row = uow.assets.get(scope, asset_id)
     if row is None:
         raise ServiceError("asset_not_found", asset_id=asset_id)
@@ -67,9 +67,9 @@ def list_assets(database: Database, scope: Scope, page: PageRequest, *, status: 
 def _transition(database: Database, scope: Scope, asset_id: str, action: str, idempotency_key: str | None) -> r.Asset:
     def write(uow: Repositories) -> r.Asset:
         row = asset_row(uow, scope, asset_id)
-        target = asset_transition(action, row["status"])
-        if action == "activate" and uow.assets.symbol_in_use(scope, row["symbol"], asset_id):
-            raise ServiceError("asset_symbol_taken", field="symbol", symbol=row["symbol"])
+        target = asset_transition(action, row.status)
+        if action == "activate" and uow.assets.symbol_in_use(scope, row.symbol, asset_id):
+            raise ServiceError("asset_symbol_taken", field="symbol", symbol=row.symbol)
         uow.assets.set_status(scope, asset_id, target, activated=action == "activate")
         asset = presenters.asset(asset_row(uow, scope, asset_id))
         if action == "pause":

@@ -62,5 +62,5 @@ def list_executions(
         {"customer_id": customer_id, "event_id": event_id, "program_id": program_id, "status": status},
     )
     assets = uow.assets.get_many(scope, sorted({x.asset_id for x in rows.rows}))
-    decimals = {asset_id: int(asset["decimals"]) for asset_id, asset in assets.items()}
+    decimals = {asset_id: int(asset.decimals) for asset_id, asset in assets.items()}
     return presenters.page(r.Page[r.RewardExecution], rows, lambda x: presenters.execution(x, decimals[x.asset_id]))

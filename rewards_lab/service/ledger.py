@@ -176,7 +176,7 @@ def list_transactions(
     sort = check_page_request(page, TRANSACTION_SORTS)
     rows = uow.ledger.list_transactions(scope, page, sort, {"wallet_id": wallet_id, "asset_id": asset_id, "kind": kind})
     assets = uow.assets.get_many(scope, sorted({row.asset_id for row in rows.rows}))
-    decimals = {asset_id: int(asset["decimals"]) for asset_id, asset in assets.items()}
+    decimals = {asset_id: int(asset.decimals) for asset_id, asset in assets.items()}
     return presenters.page(
         r.Page[r.LedgerTransaction], rows, lambda row: presenters.transaction(row, decimals[row.asset_id])
     )

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.domain.money import format_amount
+from rewards_lab.store.interfaces.assets import AssetRow
 from rewards_lab.store.interfaces.customers import CustomerRow
 from rewards_lab.store.interfaces.events import StoredEvent
 from rewards_lab.store.interfaces.executions import StoredExecution
@@ -62,23 +63,23 @@ def wallet(row: WalletRow) -> r.Wallet:
     )
 
 
-def asset(row: Row) -> r.Asset:
-    decimals = int(row["decimals"])
-    ceiling = row["supply_ceiling_minor"]
-    issued, redeemed = int(row["issued_minor"]), int(row["redeemed_minor"])
+def asset(row: AssetRow) -> r.Asset:
+    decimals = int(row.decimals)
+    ceiling = row.supply_ceiling_minor
+    issued, redeemed = int(row.issued_minor), int(row.redeemed_minor)
     return r.Asset(
-        id=row["id"],
-        name=row["name"],
-        symbol=row["symbol"],
-        type=row["type"],
+        id=row.id,
+        name=row.name,
+        symbol=row.symbol,
+        type=row.type,
         decimals=decimals,
         supply_ceiling=None if ceiling is None else format_amount(int(ceiling), decimals),
-        status=row["status"],
+        status=row.status,
         issued=format_amount(issued, decimals),
         redeemed=format_amount(redeemed, decimals),
         outstanding_supply=format_amount(issued - redeemed, decimals),
-        created_at=_utc(row["created_at"]),
-        activated_at=utc(row["activated_at"]),
+        created_at=_utc(row.created_at),
+        activated_at=utc(row.activated_at),
     )
 
 

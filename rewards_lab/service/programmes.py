@@ -90,7 +90,7 @@ def _rule_body(
                 field=f"actions[{index}].asset_id",
                 programme_asset_id=programme["asset_id"],
             )
-        decimals = int(asset_row(uow, scope, asset_id)["decimals"])
+        decimals = int(asset_row(uow, scope, asset_id).decimals)
         if isinstance(action.amount, rq.FixedAmount):
             parse_amount(action.amount.fixed, decimals, f"actions[{index}].amount.fixed")
         stored_actions.append({**action.model_dump(mode="json"), "asset_id": asset_id})
@@ -256,7 +256,7 @@ def compile_rows(uow: Repositories, scope: Scope, rule_rows: list[Row], default_
 
     def decimals_of(asset_id: str) -> int:
         if asset_id not in decimals:
-            decimals[asset_id] = int(asset_row(uow, scope, asset_id)["decimals"])
+            decimals[asset_id] = int(asset_row(uow, scope, asset_id).decimals)
         return decimals[asset_id]
 
     return [

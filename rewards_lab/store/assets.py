@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import duckdb
@@ -9,12 +10,14 @@ import duckdb
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate, scalar
+from rewards_lab.store.interfaces.assets import AssetRow
+from rewards_lab.store.queries import RowPage, fetch_all_as, fetch_one_as, paginate, scalar
 
 TENANT = "a.organization_id = ? AND a.environment = ?"
 # issued = what left the issuance account; redeemed = what entered the redemption account.
-ASSET_SELECT = """
-    SELECT a.*,
+_TABLE_COLUMNS = [f.name for f in fields(AssetRow)][:-2]
+ASSET_SELECT = f"""
+    SELECT {", ".join("a." + name for name in _TABLE_COLUMNS)},
            CAST(-coalesce(bi.balance_minor, 0) AS HUGEINT) AS issued_minor,
            CAST(coalesce(br.balance_minor, 0) AS HUGEINT) AS redeemed_minor
     FROM assets a
@@ -33,7 +36,7 @@ class AssetRepository:
         if self.database is not None:
             self.database.ledger_cache.forget(resource_id)
 
-    def add(self, scope: Scope, asset_id: str, fields: dict[str, Any], accounts: tuple[str, str]) -> Row:
+    def add(self, scope: Scope, asset_id: str, fields: dict[str, Any], accounts: tuple[str, str]) -> AssetRow:
         issuance_id, redemption_id = accounts
         self.con.execute(
             "INSERT INTO assets VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'configured', ?, ?, ?, NULL)",
@@ -69,8 +72,10 @@ class AssetRepository:
         assert row is not None
         return row
 
-    def get(self, scope: Scope, asset_id: str) -> Row | None:
-        return fetch_one(self.con, f"{ASSET_SELECT} WHERE {TENANT} AND a.id = ?", [*scope.params, asset_id])
+    def get(self, scope: Scope, asset_id: str) -> AssetRow | None:
+        return fetch_one_as(
+            self.con, AssetRow, f"{ASSET_SELECT} WHERE {TENANT} AND a.id = ?", [*scope.params, asset_id]
+        )
 
     def decimals(self, scope: Scope, asset_id: str) -> int | None:
         """The asset's decimals (a primary-key lookup, for the hot path of single ledger calls)."""
@@ -80,13 +85,14 @@ class AssetRepository:
         ).fetchone()
         return None if row is None else int(row[0])
 
-    def get_many(self, scope: Scope, asset_ids: list[str]) -> dict[str, Row]:
-        rows = fetch_all(
+    def get_many(self, scope: Scope, asset_ids: list[str]) -> dict[str, AssetRow]:
+        rows = fetch_all_as(
             self.con,
+            AssetRow,
             f"{ASSET_SELECT} WHERE {TENANT} AND a.id IN (SELECT unnest(?))",
             [*scope.params, asset_ids],
         )
-        return {row["id"]: row for row in rows}
+        return {row.id: row for row in rows}
 
     def set_status(self, scope: Scope, asset_id: str, status: str, *, activated: bool = False) -> None:
         self._forget(asset_id)
@@ -106,10 +112,11 @@ class AssetRepository:
         )
         return bool(count)
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[Row]:
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[AssetRow]:
         sql = f"{ASSET_SELECT} WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         if filters.get("status"):
             sql += " AND a.status = ?"
             params.append(filters["status"])
-        return paginate(self.con, list_name="assets", select_sql=sql, params=params, page=page, sort=sort)
+        listed = paginate(self.con, list_name="assets", select_sql=sql, params=params, page=page, sort=sort)
+        return listed.typed(AssetRow)

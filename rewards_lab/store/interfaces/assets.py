@@ -2,26 +2,50 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.queries import Row, RowPage
+from rewards_lab.store.queries import RowPage
+
+
+@dataclass(frozen=True, slots=True)
+class AssetRow:
+    """An asset with its supply so far: issued = what left its issuance account, redeemed = what entered its
+    redemption account (minor units)."""
+
+    id: str
+    organization_id: str
+    environment: str
+    name: str
+    symbol: str
+    type: str
+    decimals: int
+    supply_ceiling_minor: int | None
+    status: str
+    issuance_account_id: str
+    redemption_account_id: str
+    created_at: datetime
+    activated_at: datetime | None
+    issued_minor: int
+    redeemed_minor: int
 
 
 class AssetStore(Protocol):
     """What the services need of the asset rows (DuckDB: store.assets.AssetRepository)."""
 
-    def add(self, scope: Scope, asset_id: str, fields: dict[str, Any], accounts: tuple[str, str]) -> Row: ...
+    def add(self, scope: Scope, asset_id: str, fields: dict[str, Any], accounts: tuple[str, str]) -> AssetRow: ...
 
-    def get(self, scope: Scope, asset_id: str) -> Row | None: ...
+    def get(self, scope: Scope, asset_id: str) -> AssetRow | None: ...
 
     def decimals(self, scope: Scope, asset_id: str) -> int | None: ...
 
-    def get_many(self, scope: Scope, asset_ids: list[str]) -> dict[str, Row]: ...
+    def get_many(self, scope: Scope, asset_ids: list[str]) -> dict[str, AssetRow]: ...
 
     def set_status(self, scope: Scope, asset_id: str, status: str, *, activated: bool = False) -> None: ...
 
     def symbol_in_use(self, scope: Scope, symbol: str, except_asset_id: str) -> bool: ...
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[Row]: ...
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[AssetRow]: ...
