@@ -26,7 +26,7 @@ from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.queries import Row
-from rewards_lab.store.uow import reader, unit_of_work
+from rewards_lab.store.uow import reader, snapshot, unit_of_work
 
 SECRET_PREFIX = "whsec_"
 VISIBLE_SECRET_LENGTH = 12
@@ -208,12 +208,12 @@ def list_deliveries(
 ) -> r.Page[r.WebhookDelivery]:
     """The endpoint's deliveries, each with every attempt made so far (cursor pagination)."""
     sort = check_page_request(page, DELIVERY_SORTS)
-    store = reader(database)
-    _endpoint_row(store, scope, webhook_id)
-    rows = store.webhooks.deliveries_page(scope, webhook_id, page, sort, status)
-    attempts: dict[str, list[Row]] = {row["id"]: [] for row in rows.rows}
-    for attempt in store.webhooks.attempts_of(list(attempts)):
-        attempts[attempt["delivery_id"]].append(attempt)
+    with snapshot(database) as store:  # the deliveries and their attempts as of one commit
+        _endpoint_row(store, scope, webhook_id)
+        rows = store.webhooks.deliveries_page(scope, webhook_id, page, sort, status)
+        attempts: dict[str, list[Row]] = {row["id"]: [] for row in rows.rows}
+        for attempt in store.webhooks.attempts_of(list(attempts)):
+            attempts[attempt["delivery_id"]].append(attempt)
     return presenters.page(r.Page[r.WebhookDelivery], rows, lambda row: _delivery(row, attempts[row["id"]]))
 
 
@@ -225,10 +225,10 @@ def _delivery_row(uow: Repositories, scope: Scope, webhook_id: str, delivery_id:
 
 
 def get_delivery(database: Database, scope: Scope, webhook_id: str, delivery_id: str) -> r.WebhookDelivery:
-    store = reader(database)
-    _endpoint_row(store, scope, webhook_id)
-    row = _delivery_row(store, scope, webhook_id, delivery_id)
-    return _delivery(row, store.webhooks.attempts_of([delivery_id]))
+    with snapshot(database) as store:  # the delivery's status and its attempts as of one commit
+        _endpoint_row(store, scope, webhook_id)
+        row = _delivery_row(store, scope, webhook_id, delivery_id)
+        return _delivery(row, store.webhooks.attempts_of([delivery_id]))
 
 
 def replay_delivery(

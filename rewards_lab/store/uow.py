@@ -58,6 +58,18 @@ def unit_of_work(database: Database) -> Iterator[DuckDBRepositories]:
 
 
 @contextmanager
+def snapshot(database: Database) -> Iterator[DuckDBRepositories]:
+    """Repositories over this thread's read cursor inside one read transaction: every read sees the same committed
+    state (a resource and its children read in two statements cannot straddle a writer's commit)."""
+    con = database.reader()
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield DuckDBRepositories(con, database)
+    finally:
+        con.execute("COMMIT")
+
+
+@contextmanager
 def intake_events(database: Database) -> Iterator[EventStore]:
     """The events repository on the event intake's own cursor, outside any transaction: each statement is its
     own transaction (the intake's fast path: one INSERT, one commit)."""
