@@ -23,7 +23,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.limits import MAX_BODY_BYTES
 
 # uvicorn's own limits for `rewards-lab serve` (docs/security.md): connections and tasks at once beyond which it
-# answers 503 (a process on two cores serves the benchmark's 64 connections with room to spare), and seconds an
+# answers 503 (far more than the clients a process serves at once: only a flood reaches it), and seconds an
 # idle keep-alive connection stays open. The request head's size and deadline: `api/http_protocol.py`.
 MAX_CONCURRENCY = 1_024
 KEEP_ALIVE_TIMEOUT_S = 5

@@ -165,8 +165,8 @@ class ReplayResult:
         """customer_id, issued (exact Arrow decimal), issuances (issued rows), for every customer issued anything,
         in no particular order; with `top`, only the `top` largest, largest first (ties by customer id).
 
-        Sorting every customer (about a million in the benchmark) would cost as much as grouping them, and
-        building a Python `Decimal` per row more: `issued` is a pandas `ArrowDtype(decimal128)` column, exact,
+        Sorting every customer (there may be millions) would cost as much as grouping them, and building a
+        Python `Decimal` per row more: `issued` is a pandas `ArrowDtype(decimal128)` column, exact,
         whose values come out as `Decimal` when read (`to_dict`, iteration, `sum()`)."""
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
             raise ServiceError("field_invalid", f"top must be a whole number of at least 1, not {top!r}", field="top")

@@ -5,11 +5,11 @@ since the epoch) and `a`, a STRUCT of `k` (the event type's index in `Layout.typ
 c1 .. cW: the amounts of that type's rule actions ("slots") in processing order, in minor units. 0 means nothing
 is issued (the rule did not match, the value is missing or not a number, the amount rounds to nothing, or the
 field is beyond the type's own slots); TOO_LARGE means the action is refused as amount_too_large. `a` is NULL for
-an event of a type without rules: such events are kept rather than filtered out (a `type IN (...)` filter cost
-about 0.4 s CPU per 10M events), and every query below drops NULL amounts. The table is computed in ONE
-projection over the events, one CASE branch per event type, like a hand-written query: each rule is evaluated
-once, and the summaries group events (10M in the benchmark), not issuances (25.8M). A STRUCT is stored as one
-column per field, so a summary reads an amount as a plain column.
+an event of a type without rules: such events are kept rather than filtered out (a `type IN (...)` filter would
+cost a comparison per event), and every query below drops NULL amounts. The table is computed in ONE projection
+over the events, one CASE branch per event type, like a hand-written query: each rule is evaluated once, and the
+summaries group events, not issuances (of which there are more). A STRUCT is stored as one column per field, so
+a summary reads an amount as a plain column.
 
 Derived from it (rewards_lab.replay.engine puts them together):
 - `{name}_cand`: per day and slot, the candidate issuances (sum and count of the positive amounts) and the

@@ -20,7 +20,7 @@ the check before the first failure is recorded) and is given back when it turns 
 password clears the account's counts (the address keeps its own, less this attempt). A failed attempt's wait runs
 from its answer (`failed`).
 
-Memory is bounded (`MAX_TRACKED` keys, ~250 bytes each). A key with no failure for `FORGET_AFTER_S` is forgotten;
+Memory is bounded (`MAX_TRACKED` keys). A key with no failure for `FORGET_AFTER_S` is forgotten;
 keys are kept in order of their last failure, so the forgettable ones are at the front. When the table is full, a
 NEW key takes the slot of the oldest key still within its free failures (one that has never waited: evicting it
 lifts no wait, and costs the attacker a flood of new keys for a few free guesses). A key that waits, or ever

@@ -12,7 +12,7 @@ state a batch of postings reads nothing before it writes. Coherence rules:
 - the cache is bounded: past `max_entries` it is cleared and fills again from the database.
 
 Plain dicts per scope (no per-entry wrapper) because a batch of a thousand postings looks up and stores a few
-thousand entries: per-entry Python work here was a fifth of the batch path's CPU.
+thousand entries: any per-entry Python work here is paid that many times in every batch.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
 class AuditWriter:
     """Group commit for audited answers: each request hands its event over and awaits the commit; one thread
     writes everything queued in one transaction (one write-ahead-log sync for a whole flood of 401s, where a
-    transaction each would hold the database for milliseconds apiece)."""
+    transaction each would pay a sync per row)."""
 
     def __init__(self, database: Database, max_batch: int = MAX_AUDIT_BATCH) -> None:
         self.database = database
