@@ -1,13 +1,10 @@
-"""The request log: recorded off the request path, flushed in batches, read per tenant.
+"""The request log: what is recorded of each /v1 request, and how tenants read it (list, usage).
 
-Requests append a small record to an in-memory queue (no I/O); a background thread writes the queue to the
-`request_log` table in one INSERT at least every second and once more at shutdown. Records hold no bodies, no
-query strings and no headers other than the request id and the SDK version, so no secret can land in the log.
-
-The queue is bounded (`MAX_BUFFERED` records, about 60 MB): if writing falls behind by more than that, the oldest
-records are dropped rather than letting memory grow or requests wait. Nothing is dropped silently: every dropped
-record is counted (`dropped`, shown in `GET /v1/health` as `request_log_dropped`) and logged once per flush
-interval. Records still queued when the process dies are lost (at most about one second of traffic); the
+Records hold no bodies, no query strings and no headers other than the request id and the SDK version, so no
+secret can land in the log. They are written off the request path by `worker/request_log_writer.py`: requests
+append to a bounded in-memory queue, a thread writes it in one INSERT at least every second and once more at
+shutdown. When writing falls behind, the oldest records are dropped and counted (`request_log_dropped` in
+`GET /v1/health`); records still queued when the process dies are lost (about a second of traffic at most). The
 events that must survive a crash (authentication, 401 and 403) are written durably by `service.auth_audit`.
 """
 

@@ -1,5 +1,10 @@
-"""The request log's background writer: requests queue their records (never blocking on the database) and one
-thread writes them in batches, one transaction each; the authentication audit's writer starts and stops with it.
+"""The request log's writer: a queue filled on the request path and a thread that flushes it in batches.
+
+Requests append a small record (`service.request_log.LogRecord`) to an in-memory queue (no I/O); the
+`request-log` thread writes the queue in one transaction at least every second and once more at shutdown. The
+queue is bounded (`MAX_BUFFERED` records): when writing falls behind, the oldest records are dropped rather than
+letting memory grow or requests wait, and every dropped record is counted (`dropped`) and logged. The
+authentication audit's writer (`worker.audit_writer`) starts and stops with this one.
 """
 
 from __future__ import annotations
