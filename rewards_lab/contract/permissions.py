@@ -1,7 +1,9 @@
 """Permission codes. The seed names the ones its standard loop uses; the rest follow the same `area.action` form.
 
-A key holding exactly STANDARD_LOOP_PERMISSIONS can run the whole six-step loop: creating a customer's wallet is
-gated by `customers.create` (the seed lists no wallet-creation permission), reading balances by `wallets.view`.
+A key holding exactly the seed's standard-loop permissions (Authentication, rule 3: `customers.create`,
+`wallets.view`, `assets.edit`, `rewards.edit`, `rewards.activate`, `events.write`, `developers.webhooks.manage`)
+can run the whole six-step loop: creating a customer's wallet is gated by `customers.create` (the seed lists no
+wallet-creation permission), reading balances by `wallets.view`.
 """
 
 from __future__ import annotations
@@ -34,16 +36,3 @@ class Permission(StrEnum):
 
 
 ALL_PERMISSIONS: frozenset[str] = frozenset(p.value for p in Permission)
-
-# The seed's standard integration loop uses exactly these (Authentication, rule 3).
-STANDARD_LOOP_PERMISSIONS: frozenset[str] = frozenset(
-    {
-        "customers.create",
-        "wallets.view",
-        "assets.edit",
-        "rewards.edit",
-        "rewards.activate",
-        "events.write",
-        "developers.webhooks.manage",
-    }
-)

@@ -186,11 +186,6 @@ def _email(value: str | None) -> str | None:
     return value
 
 
-class Environment(StrEnum):
-    SANDBOX = "sandbox"
-    PRODUCTION = "production"
-
-
 class CustomerCreate(RequestModel):
     external_id: Identifier
     email: Annotated[
