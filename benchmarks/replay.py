@@ -3,7 +3,7 @@
 Times, each in a fresh subprocess (so that its peak memory, ru_maxrss, is its own):
 - replay without a supply ceiling, and with a binding one, from reading the file to the issuance table and its
   daily and per-customer summaries. The issuance table is stored as one row per event with the amount of every
-  rule action (docs/decisions.md, "Replay performance (session 3)"); materialising it as one row per issuance
+  rule action (reports/perf/2026-11-22-replay-session3.md); materialising it as one row per issuance
   (Arrow, in processing order) and writing it to Parquet are timed separately (first round only);
 - a hand-written SQL query computing the same per-event totals, daily totals and per-customer totals (every
   customer, unsorted, as the replay's `per_customer()`) for the same rules, and the ratio general /
