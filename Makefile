@@ -72,6 +72,7 @@ test: lint typecheck pytest
 bench: setup
 	$(BIN)/python benchmarks/ledger_batch.py --floor
 	$(BIN)/python benchmarks/service_calls.py
+	$(BIN)/python benchmarks/event_worker.py
 
 bench-http: setup
 	$(BIN)/python benchmarks/events_http.py --intake-only

@@ -55,3 +55,17 @@ def test_events_benchmark_checks_the_service_and_the_intake_alone_on_a_small_loa
     assert service["ledger_ok"] is True
     assert intake["accepted"] == intake["events_stored"] == 120 and "processed" not in intake
     assert set(intake["thread_cpu_ms_per_event"]).isdisjoint({"event-worker", "delivery-worker"})
+
+
+def test_event_worker_benchmark_processes_every_event_and_verifies_the_ledger() -> None:
+    command = [sys.executable, str(ROOT / "benchmarks" / "event_worker.py"), "--events", "60", "--customers", "4"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]  # the script asserts every event processed, ledger ok
+    found = re.search(
+        r"^event worker: 60 events in [\d.]+ s \(([\d,]+) events/s\), CPU [\d.]+ s, ([\d,]+)", result.stdout, re.M
+    )
+    assert found is not None, result.stdout
+    # amounts 5 + 37i mod 200 for i < 60 against thresholds 10, 50, 100: the rewards issued are fixed
+    amounts = [5 + 37 * i % 200 for i in range(60)]
+    expected = sum((a >= 10) + (a >= 50) + (a >= 100) for a in amounts)
+    assert int(found.group(2).replace(",", "")) == expected

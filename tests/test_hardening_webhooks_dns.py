@@ -80,7 +80,7 @@ def _endpoint(db: Database, scope: Scope, url: str) -> str:
 def _attempts(db: Database, scope: Scope, endpoint_id: str) -> list[dict[str, Any]]:
     store = reader(db).webhooks
     page = store.deliveries_page(scope, endpoint_id, PageRequest(limit=100), "created_at", None)
-    return list(store.attempts_of([row["id"] for row in page.rows]))
+    return list(store.attempts_of([row.id for row in page.rows]))
 
 
 def test_a_tenant_with_slow_dns_leaves_the_other_tenants_lookups_free(
@@ -123,7 +123,7 @@ def test_a_tenant_with_slow_dns_leaves_the_other_tenants_lookups_free(
             (attempt,) = delivery.attempts
             assert attempt.error is None and attempt.duration_ms < settings.timeout_s * 1000, attempt
         failed = wait_until(lambda: len(a := [x for e in slow for x in _attempts(db, scope, e)]) == 6 and a, 10)
-        assert all(a["error"] == "timeout" and a["status_code"] is None for a in failed)
+        assert all(a.error == "timeout" and a.status_code is None for a in failed)
         assert slow_dns.most_running <= 2 + 1  # A's two slots, and at most B's one lookup beside them
         assert slow_dns.slow_started() == 2  # the other four attempts gave up waiting for a slot: no lookup ran
         time.sleep(0.3)

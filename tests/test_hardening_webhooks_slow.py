@@ -68,7 +68,7 @@ def _endpoint(db: Database, scope: Scope, url: str) -> str:
 def _attempts(db: Database, scope: Scope, endpoint_id: str) -> list[dict[str, Any]]:
     store = reader(db).webhooks
     page = store.deliveries_page(scope, endpoint_id, PageRequest(limit=100), "created_at", None)
-    return list(store.attempts_of([row["id"] for row in page.rows]))
+    return list(store.attempts_of([row.id for row in page.rows]))
 
 
 def test_two_dripping_receivers_hold_neither_every_slot_nor_their_tenants_other_deliveries(
@@ -110,7 +110,7 @@ def test_two_dripping_receivers_hold_neither_every_slot_nor_their_tenants_other_
         (quick_attempt,) = done.attempts
         slow_attempts = wait_until(lambda: [a for e in slow for a in _attempts(db, scope, e)], timeout_s=10)
         first_slow_end = min(
-            a["attempted_at"].timestamp() + a["duration_ms"] / 1000 for a in slow_attempts
+            a.attempted_at.timestamp() + a.duration_ms / 1000 for a in slow_attempts
         )  # naive UTC on both sides
         assert quick_attempt.attempted_at.replace(tzinfo=None).timestamp() < first_slow_end
 
@@ -126,12 +126,12 @@ def test_two_dripping_receivers_hold_neither_every_slot_nor_their_tenants_other_
         assert all(2 <= count <= 3 for count in settled.values()), settled
         time.sleep(2.5)  # a closed circuit would have tried again by now (no retry delay)
         assert {e: len(_attempts(db, scope, e)) for e in slow} == settled
-        assert all(a["error"] == "timeout" for e in slow for a in _attempts(db, scope, e))
+        assert all(a.error == "timeout" for e in slow for a in _attempts(db, scope, e))
         for endpoint in slow:
             pending = (
                 reader(db).webhooks.deliveries_page(scope, endpoint, PageRequest(limit=100), "created_at", None).rows
             )
-            assert len(pending) == 4 and all(row["status"] == "pending" for row in pending)
+            assert len(pending) == 4 and all(row.status == "pending" for row in pending)
     finally:
         worker.stop(timeout_s=10)
         quick.close()
@@ -176,10 +176,10 @@ def test_due_deliveries_are_capped_per_organization(db: Database, scope: Scope) 
             hooks.send_test(db, scope, endpoint)
     hooks.send_test(db, other, theirs)
     rows = deliveries.due(db, 100, [], per_endpoint=2, per_tenant=3)
-    assert sum(row["organization_id"] == scope.organization_id for row in rows) == 3
-    assert sum(row["endpoint_id"] == theirs for row in rows) == 1
+    assert sum(row.organization_id == scope.organization_id for row in rows) == 3
+    assert sum(row.endpoint_id == theirs for row in rows) == 1
     skipped = deliveries.due(db, 100, [], per_endpoint=2, per_tenant=10, exclude_endpoints=mine[:2])
-    assert {row["endpoint_id"] for row in skipped} == {mine[2], theirs}
+    assert {row.endpoint_id for row in skipped} == {mine[2], theirs}
     hooks.disable_webhook(db, scope, mine[0])  # a disabled endpoint's deliveries still come, to end failed unsent
     skipped = deliveries.due(db, 100, [], per_endpoint=2, per_tenant=10, exclude_endpoints=mine[:2])
-    assert {row["endpoint_id"] for row in skipped} == {mine[0], mine[2], theirs}
+    assert {row.endpoint_id for row in skipped} == {mine[0], mine[2], theirs}

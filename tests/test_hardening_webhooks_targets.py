@@ -13,6 +13,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -207,7 +208,7 @@ def _resolver(monkeypatch: pytest.MonkeyPatch, table: dict[str, list[str] | None
 
 
 def _send(url: str, *, allow_private: bool, timeout_s: float = 3.0) -> tuple[int | None, str | None]:
-    delivery = {"id": "dlv_x", "kind": "webhook.test", "body": '{"id":"dlv_x"}', "url": url}
+    delivery = SimpleNamespace(id="dlv_x", organization_id="", kind="webhook.test", body='{"id":"dlv_x"}', url=url)
     with new_pool(DeliverySettings(allow_private_targets=allow_private)) as pool:
         outcome = send(pool, delivery, ["whsec_a"], timeout_s)
     assert outcome.error is None or outcome.error in ERROR_CLASSES

@@ -36,9 +36,7 @@ def _order(db: Database, scope: Scope, external_id: str, customer: str) -> None:
 
 
 def _kinds(db: Database, scope: Scope, endpoint_id: str) -> list[str]:
-    return [
-        d["kind"] for d in reader(db).webhooks.deliveries_page(scope, endpoint_id, _page(), "created_at", None).rows
-    ]
+    return [d.kind for d in reader(db).webhooks.deliveries_page(scope, endpoint_id, _page(), "created_at", None).rows]
 
 
 def _page() -> PageRequest:
@@ -113,7 +111,7 @@ def test_a_delivery_retries_on_schedule_then_fails_and_a_replay_starts_the_sched
     assert _attempt(db, settings, None) == "pending"  # due in an hour
     assert deliveries.due(db, 10, []) == []
     stored = reader(db).webhooks.delivery(scope, test.id)
-    assert stored is not None and stored["next_attempt_at"] - utcnow() > timedelta(minutes=59)
+    assert stored is not None and stored.next_attempt_at - utcnow() > timedelta(minutes=59)
 
     with db.transaction() as con:  # fast-forward the clock of this delivery
         con.execute("UPDATE webhook_deliveries SET next_attempt_at = ? WHERE id = ?", [utcnow(), test.id])
@@ -138,7 +136,7 @@ def test_pending_deliveries_of_a_disabled_endpoint_end_failed_unsent(world: Worl
     hooks.send_test(db, scope, endpoint)
     hooks.disable_webhook(db, scope, endpoint)
     (due,) = deliveries.due(db, 10, [])
-    assert due["endpoint_status"] == "disabled"
+    assert due.endpoint_status == "disabled"
     status = deliveries.record_outcome(
         db, DeliverySettings(), due, AttemptOutcome(utcnow(), 0, None, "endpoint disabled")
     )
@@ -154,11 +152,11 @@ def test_one_endpoints_backlog_never_takes_every_sending_slot(world: World) -> N
     latest = hooks.send_test(db, scope, fast)  # the newest of all: behind the slow endpoint's backlog
 
     candidates = deliveries.due(db, 8, [], per_endpoint=4)
-    assert Counter(row["endpoint_id"] for row in candidates) == {slow: 4, fast: 1}
-    assert deliveries.due(db, 100, [])[-1]["id"] == latest.id  # oldest first without the cap
+    assert Counter(row.endpoint_id for row in candidates) == {slow: 4, fast: 1}
+    assert deliveries.due(db, 100, [])[-1].id == latest.id  # oldest first without the cap
     # with the slow endpoint's four already in flight, only the fast one's is sent now
-    in_flight = [row["id"] for row in candidates if row["endpoint_id"] == slow]
+    in_flight = [row.id for row in candidates if row.endpoint_id == slow]
     more = deliveries.due(db, 8, in_flight, per_endpoint=4)
     picked = deliveries.pick_fair(more, Counter({slow: 4}), free=4, per_endpoint=4)
-    assert [row["id"] for row in picked] == [latest.id]
+    assert [row.id for row in picked] == [latest.id]
     assert len(deliveries.pick_fair(more, Counter(), free=3, per_endpoint=4)) == 3

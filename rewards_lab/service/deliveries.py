@@ -21,7 +21,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.service.presenters import utc
 from rewards_lab.service.webhook_targets import private_targets_allowed
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.queries import Row
+from rewards_lab.store.interfaces.webhooks import DueDelivery, EndpointRow
 from rewards_lab.store.uow import reader, unit_of_work
 
 # Delays before the 2nd, 3rd... attempt: 9 attempts over about 23 hours, then the delivery is failed.
@@ -134,17 +134,17 @@ def fan_out(database: Database, limit: int = FAN_OUT_BATCH) -> int:
         return 0  # the idle path takes no write lock
     with unit_of_work(database) as uow:
         messages = uow.outbox.undispatched(limit)
-        endpoints: dict[tuple[str, str], list[tuple[Row, list[str]]]] = defaultdict(list)
+        endpoints: dict[tuple[str, str], list[tuple[EndpointRow, list[str]]]] = defaultdict(list)
         for endpoint in uow.webhooks.enabled_endpoints():
-            kinds = jsonutil.loads(endpoint["events"])
-            endpoints[(endpoint["organization_id"], endpoint["environment"])].append((endpoint, kinds))
+            kinds = jsonutil.loads(endpoint.events)
+            endpoints[(endpoint.organization_id, endpoint.environment)].append((endpoint, kinds))
         rows: list[dict[str, Any]] = []
         for message in messages:
             data = None
             for endpoint, kinds in endpoints.get((message.organization_id, message.environment), []):
                 if message.kind not in kinds:
                     continue
-                if endpoint["created_at"] > message.created_at:
+                if endpoint.created_at > message.created_at:
                     continue
                 data = jsonutil.loads(message.payload) if data is None else data
                 delivery_id = new_id("delivery")
@@ -153,7 +153,7 @@ def fan_out(database: Database, limit: int = FAN_OUT_BATCH) -> int:
                         "id": delivery_id,
                         "organization_id": message.organization_id,
                         "environment": message.environment,
-                        "endpoint_id": endpoint["id"],
+                        "endpoint_id": endpoint.id,
                         "outbox_id": message.id,
                         "kind": message.kind,
                         "body": delivery_body(
@@ -178,7 +178,7 @@ def due(
     *,
     per_tenant: int = FAN_OUT_BATCH,
     exclude_endpoints: list[str] | None = None,
-) -> list[Row]:
+) -> list[DueDelivery]:
     """Up to `limit` due deliveries (oldest first), at most `per_endpoint` of any one endpoint and `per_tenant` of
     any one organization, none in `exclude`, none to an endpoint in `exclude_endpoints` (open circuits)."""
     if limit <= 0:
@@ -187,7 +187,7 @@ def due(
 
 
 def pick_fair(
-    candidates: list[Row],
+    candidates: list[DueDelivery],
     in_flight: Counter[str],
     free: int,
     per_endpoint: int,
@@ -195,17 +195,17 @@ def pick_fair(
     tenants_in_flight: Counter[str] | None = None,
     per_tenant: int | None = None,
     endpoint_limits: dict[str, int] | None = None,
-) -> list[Row]:
+) -> list[DueDelivery]:
     """The candidates to send now: at most `free` in all, no endpoint above `per_endpoint` in flight (or its own
     limit in `endpoint_limits`: 1 for a half-open circuit), no organization above `per_tenant`."""
     counts = Counter(in_flight)
     tenants = Counter(tenants_in_flight or {})
     limits = endpoint_limits or {}
-    picked: list[Row] = []
+    picked: list[DueDelivery] = []
     for row in candidates:
         if len(picked) >= free:
             break
-        endpoint, tenant = row["endpoint_id"], row["organization_id"]
+        endpoint, tenant = row.endpoint_id, row.organization_id
         if counts[endpoint] >= limits.get(endpoint, per_endpoint):
             continue
         if per_tenant is not None and tenants[tenant] >= per_tenant:
@@ -216,14 +216,16 @@ def pick_fair(
     return picked
 
 
-def record_outcome(database: Database, settings: DeliverySettings, delivery: Row, outcome: AttemptOutcome) -> str:
+def record_outcome(
+    database: Database, settings: DeliverySettings, delivery: DueDelivery, outcome: AttemptOutcome
+) -> str:
     """Store the attempt and decide what comes next: `succeeded`, `pending` (retry later) or `failed`."""
     next_attempt_at: datetime | None = None
     if outcome.succeeded:
         status = "succeeded"
     else:
-        delay = settings.next_delay_s(int(delivery["round_attempts"]) + 1)
-        status = "failed" if delay is None or delivery.get("endpoint_status") == "disabled" else "pending"
+        delay = settings.next_delay_s(int(delivery.round_attempts) + 1)
+        status = "failed" if delay is None or delivery.endpoint_status == "disabled" else "pending"
         if status == "pending" and delay is not None:
             next_attempt_at = utcnow() + timedelta(seconds=delay)
     with unit_of_work(database) as uow:

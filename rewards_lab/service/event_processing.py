@@ -112,12 +112,12 @@ class _RuleBook:
     def live_versions(self, event_types: list[str]) -> dict[str, list[str]]:
         """event type -> ids of the live versions that have a rule for it."""
         rows = self.uow.programmes.live_versions(self.scope, event_types)
-        self.load([row["id"] for row in rows])
+        self.load([row.id for row in rows])
         by_type: dict[str, list[str]] = defaultdict(list)
         for row in rows:
-            for spec in self.rules[row["id"]]:
-                if row["id"] not in by_type[spec.event_type]:
-                    by_type[spec.event_type].append(row["id"])
+            for spec in self.rules[row.id]:
+                if row.id not in by_type[spec.event_type]:
+                    by_type[spec.event_type].append(row.id)
         return by_type
 
     def load(self, version_ids: list[str]) -> None:
@@ -132,16 +132,17 @@ class _RuleBook:
         for version_id in missing:
             version = self.uow.programmes.get_version(self.scope, version_id)
             assert version is not None
-            programme = self.uow.programmes.get(self.scope, version["program_id"])
+            programme = self.uow.programmes.get(self.scope, version.program_id)
             assert programme is not None
+            assert version.number is not None, "the worker evaluates published versions only"
             meta = VersionMeta(
                 version_id,
-                version["program_id"],
-                int(version["number"]),
-                programme["asset_id"],
-                version["status"] != "draft",
+                version.program_id,
+                version.number,
+                programme.asset_id,
+                version.status != "draft",
             )
-            own = [row for row in rows if row["version_id"] == version_id]
+            own = [row for row in rows if row.version_id == version_id]
             self.meta[version_id] = meta
             self.rules[version_id] = compile_rows(self.uow, self.scope, own, meta.asset_id)
             if meta.published:

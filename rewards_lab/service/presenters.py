@@ -17,8 +17,9 @@ from rewards_lab.store.interfaces.customers import CustomerRow
 from rewards_lab.store.interfaces.events import StoredEvent
 from rewards_lab.store.interfaces.executions import StoredExecution
 from rewards_lab.store.interfaces.ledger import TransactionRow
+from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow, VersionRow
 from rewards_lab.store.interfaces.wallets import WalletRow
-from rewards_lab.store.queries import Row, RowPage
+from rewards_lab.store.queries import RowPage
 
 
 @overload
@@ -83,39 +84,39 @@ def asset(row: AssetRow) -> r.Asset:
     )
 
 
-def rule(row: Row) -> r.Rule:
+def rule(row: RuleRow) -> r.Rule:
     return r.Rule(
-        id=row["id"],
-        program_id=row["program_id"],
-        version=row.get("version_number"),
-        event_type=row["event_type"],
-        conditions=jsonutil.loads(row["conditions"]),
-        actions=jsonutil.loads(row["actions"]),
-        created_at=_utc(row["created_at"]),
+        id=row.id,
+        program_id=row.program_id,
+        version=row.version_number,
+        event_type=row.event_type,
+        conditions=jsonutil.loads(row.conditions),
+        actions=jsonutil.loads(row.actions),
+        created_at=_utc(row.created_at),
     )
 
 
-def version(row: Row, rules: list[Row]) -> r.ProgrammeVersion:
+def version(row: VersionRow, rules: list[RuleRow]) -> r.ProgrammeVersion:
     return r.ProgrammeVersion(
-        id=row["id"],
-        program_id=row["program_id"],
-        number=row["number"],
-        status=row["status"],
-        based_on=row["based_on"],
-        published_at=utc(row["published_at"]),
+        id=row.id,
+        program_id=row.program_id,
+        number=row.number,
+        status=row.status,
+        based_on=row.based_on,
+        published_at=utc(row.published_at),
         rules=[rule(x) for x in rules],
     )
 
 
-def programme(row: Row) -> r.Programme:
+def programme(row: ProgrammeRow) -> r.Programme:
     return r.Programme(
-        id=row["id"],
-        name=row["name"],
-        asset_id=row["asset_id"],
-        description=row["description"],
-        current_version=row["current_version"],
-        draft_version_id=row["draft_version_id"],
-        created_at=_utc(row["created_at"]),
+        id=row.id,
+        name=row.name,
+        asset_id=row.asset_id,
+        description=row.description,
+        current_version=row.current_version,
+        draft_version_id=row.draft_version_id,
+        created_at=_utc(row.created_at),
     )
 
 

@@ -22,7 +22,7 @@ from rewards_lab.service.assets import asset_row
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.queries import Row
+from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow
 from rewards_lab.store.uow import reader
 
 PROGRAMME_SORTS = ("created_at", "name")
@@ -50,7 +50,7 @@ def create_programme(
     )
 
 
-def programme_row(uow: Repositories, scope: Scope, program_id: str, field: str | None = None) -> Row:
+def programme_row(uow: Repositories, scope: Scope, program_id: str, field: str | None = None) -> ProgrammeRow:
     row = uow.programmes.get(scope, program_id)
     if row is None:
         details: dict[str, Any] = {"program_id": program_id}
@@ -75,7 +75,7 @@ def list_programmes(
 def _rule_body(
     uow: Repositories,
     scope: Scope,
-    programme: Row,
+    programme: ProgrammeRow,
     event_type: str,
     conditions: list[rq.Condition],
     actions: list[rq.Action],
@@ -83,12 +83,12 @@ def _rule_body(
     """The stored form of a rule: actions carry their asset, fixed amounts fit the asset's decimals."""
     stored_actions = []
     for index, action in enumerate(actions):
-        asset_id = action.asset_id or programme["asset_id"]
-        if asset_id != programme["asset_id"]:
+        asset_id = action.asset_id or programme.asset_id
+        if asset_id != programme.asset_id:
             raise ServiceError(
                 "rule_asset_mismatch",
                 field=f"actions[{index}].asset_id",
-                programme_asset_id=programme["asset_id"],
+                programme_asset_id=programme.asset_id,
             )
         decimals = int(asset_row(uow, scope, asset_id).decimals)
         if isinstance(action.amount, rq.FixedAmount):
@@ -101,14 +101,14 @@ def _rule_body(
     }
 
 
-def _draft_rule(uow: Repositories, scope: Scope, rule_id: str) -> tuple[Row, Row]:
+def _draft_rule(uow: Repositories, scope: Scope, rule_id: str) -> tuple[RuleRow, ProgrammeRow]:
     """(rule row in the draft, programme row); published-only rules are immutable."""
     revisions = uow.programmes.rule_revisions(scope, rule_id)
     if not revisions:
         raise ServiceError("rule_not_found", rule_id=rule_id)
-    programme = programme_row(uow, scope, revisions[0]["program_id"])
+    programme = programme_row(uow, scope, revisions[0].program_id)
     for revision in revisions:
-        if revision["version_id"] == programme["draft_version_id"]:
+        if revision.version_id == programme.draft_version_id:
             return revision, programme
     raise ServiceError("programme_version_immutable", "the rule exists only in published versions", rule_id=rule_id)
 
@@ -117,10 +117,10 @@ def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempo
     def write(uow: Repositories) -> r.Rule:
         programme = programme_row(uow, scope, body.program_id, field="program_id")
         stored = _rule_body(uow, scope, programme, body.event_type, body.conditions, body.actions)
-        draft_id = programme["draft_version_id"]
+        draft_id = programme.draft_version_id
         rule_id = new_id("rule")
         uow.programmes.add_rule(
-            scope, rule_id, draft_id, programme["id"], stored, uow.programmes.next_position(scope, draft_id)
+            scope, rule_id, draft_id, programme.id, stored, uow.programmes.next_position(scope, draft_id)
         )
         return _rule_resource(uow, scope, rule_id)
 
@@ -145,7 +145,7 @@ def update_rule(
             body.conditions if body.conditions is not None else old.conditions,
             body.actions if body.actions is not None else old.actions,
         )
-        uow.programmes.update_rule(scope, rule_id, current["version_id"], stored)
+        uow.programmes.update_rule(scope, rule_id, current.version_id, stored)
         return _rule_resource(uow, scope, rule_id)
 
     return run_write(database, scope, f"rules.update:{rule_id}", body, write, r.Rule, idempotency_key=idempotency_key)
@@ -157,7 +157,7 @@ def delete_rule(database: Database, scope: Scope, rule_id: str, *, idempotency_k
     def write(uow: Repositories) -> r.Rule:
         current, _ = _draft_rule(uow, scope, rule_id)
         removed = presenters.rule(current)
-        uow.programmes.delete_rule(scope, rule_id, current["version_id"])
+        uow.programmes.delete_rule(scope, rule_id, current.version_id)
         return removed
 
     return run_write(database, scope, f"rules.delete:{rule_id}", {}, write, r.Rule, idempotency_key=idempotency_key)
@@ -182,10 +182,10 @@ def publish(
 
     def write(uow: Repositories) -> r.PublishResult:
         programme = programme_row(uow, scope, program_id)
-        draft_id = programme["draft_version_id"]
+        draft_id = programme.draft_version_id
         if uow.programmes.rule_count(scope, draft_id) == 0:
             raise ServiceError("programme_draft_empty", program_id=program_id)
-        number = int(programme["current_version"] or 0) + 1
+        number = int(programme.current_version or 0) + 1
         uow.programmes.publish_version(scope, draft_id, number)
         new_draft = new_id("programme_version")
         uow.programmes.add_version(scope, new_draft, program_id, based_on=number)
@@ -218,17 +218,17 @@ def version_id_of(uow: Repositories, scope: Scope, program_id: str, version: int
     """Resolve `version` (a number, "draft", "live" or None for the draft) to a version id."""
     programme = programme_row(uow, scope, program_id)
     if version is None or version == "draft":
-        return str(programme["draft_version_id"])
+        return str(programme.draft_version_id)
     if version == "live":
-        if programme["current_version"] is None:
+        if programme.current_version is None:
             raise ServiceError(
                 "programme_version_not_found", "the programme has no published version", program_id=program_id
             )
-        version = int(programme["current_version"])
+        version = int(programme.current_version)
     row = uow.programmes.get_version_by_number(scope, program_id, int(version))
     if row is None:
         raise ServiceError("programme_version_not_found", program_id=program_id, version=version)
-    return str(row["id"])
+    return str(row.id)
 
 
 def get_version(
@@ -243,14 +243,14 @@ def list_versions(database: Database, scope: Scope, program_id: str) -> list[r.P
     uow = reader(database)
     programme_row(uow, scope, program_id)
     rows = uow.programmes.versions(scope, program_id)
-    rules = uow.programmes.rules_of(scope, [row["id"] for row in rows])
-    by_version: dict[str, list[Row]] = {}
+    rules = uow.programmes.rules_of(scope, [row.id for row in rows])
+    by_version: dict[str, list[RuleRow]] = {}
     for rule in rules:
-        by_version.setdefault(rule["version_id"], []).append(rule)
-    return [presenters.version(row, by_version.get(row["id"], [])) for row in rows]
+        by_version.setdefault(rule.version_id, []).append(rule)
+    return [presenters.version(row, by_version.get(row.id, [])) for row in rows]
 
 
-def compile_rows(uow: Repositories, scope: Scope, rule_rows: list[Row], default_asset_id: str) -> list[RuleSpec]:
+def compile_rows(uow: Repositories, scope: Scope, rule_rows: list[RuleRow], default_asset_id: str) -> list[RuleSpec]:
     """Stored rules as RuleSpecs ready for the engine (decimals looked up once per asset)."""
     decimals: dict[str, int] = {}
 
@@ -261,10 +261,10 @@ def compile_rows(uow: Repositories, scope: Scope, rule_rows: list[Row], default_
 
     return [
         compile_rule(
-            row["id"],
-            row["event_type"],
-            jsonutil.loads(row["conditions"]),
-            jsonutil.loads(row["actions"]),
+            row.id,
+            row.event_type,
+            jsonutil.loads(row.conditions),
+            jsonutil.loads(row.actions),
             default_asset_id,
             decimals_of,
         )

@@ -86,11 +86,11 @@ def simulate_rule(database: Database, scope: Scope, rule_id: str, body: rq.Simul
     if not revisions:
         raise ServiceError("rule_not_found", rule_id=rule_id)
     rule = revisions[0]
-    programme = programme_row(uow, scope, rule["program_id"])
-    specs = compile_rows(uow, scope, [rule], programme["asset_id"])
+    programme = programme_row(uow, scope, rule.program_id)
+    specs = compile_rows(uow, scope, [rule], programme.asset_id)
     event_type, data = split_event(body.event)
     (verdicts,) = evaluate(specs, [(event_type, data)], explain=True)
-    return outcome(verdicts, event_type, programme["id"], rule["version_number"])
+    return outcome(verdicts, event_type, programme.id, rule.version_number)
 
 
 def version_rules(
@@ -102,7 +102,7 @@ def version_rules(
     rows = uow.programmes.rules_of(scope, [version_id])
     number = uow.programmes.get_version(scope, version_id)
     assert number is not None
-    return compile_rows(uow, scope, rows, programme["asset_id"]), number["number"]
+    return compile_rows(uow, scope, rows, programme.asset_id), number.number
 
 
 def simulate_programme(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.queries import Row
+from rewards_lab.store.interfaces.webhooks import DueDelivery, EndpointRow
 from rewards_lab.store.webhooks import webhook_secret_context
 
 
@@ -28,12 +28,12 @@ def open_secret(database: Database, endpoint_id: str, stored: str, *, previous: 
     return database.secret_box.open(stored, context=context(endpoint_id, previous=previous))
 
 
-def signing_secrets(database: Database, endpoint: Row, now: datetime | None = None) -> list[str]:
-    """The secrets that sign a delivery to `endpoint` now: the current one, then the previous one while its
-    grace period runs. `endpoint` has `endpoint_id` (or `id`), `signing_secret` and the previous-secret columns."""
-    endpoint_id = str(endpoint.get("endpoint_id") or endpoint["id"])
-    found = [open_secret(database, endpoint_id, str(endpoint["signing_secret"]))]
-    previous, expires_at = endpoint.get("previous_signing_secret"), endpoint.get("previous_secret_expires_at")
+def signing_secrets(database: Database, endpoint: EndpointRow | DueDelivery, now: datetime | None = None) -> list[str]:
+    """The secrets that sign a delivery to `endpoint` now (an endpoint, or a due delivery with its endpoint's
+    columns): the current one, then the previous one while its grace period runs."""
+    endpoint_id = endpoint.endpoint_id if isinstance(endpoint, DueDelivery) else endpoint.id
+    found = [open_secret(database, endpoint_id, str(endpoint.signing_secret))]
+    previous, expires_at = endpoint.previous_signing_secret, endpoint.previous_secret_expires_at
     if previous and expires_at is not None and expires_at > (now or utcnow()):
         found.append(open_secret(database, endpoint_id, str(previous), previous=True))
     return found

@@ -25,7 +25,7 @@ from rewards_lab.service.webhook_targets import normalise_url, private_targets_a
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.queries import Row
+from rewards_lab.store.interfaces.webhooks import AttemptRow, DeliveryRow, EndpointRow
 from rewards_lab.store.uow import reader, snapshot, unit_of_work
 
 SECRET_PREFIX = "whsec_"
@@ -34,21 +34,21 @@ ENDPOINT_SORTS = ("created_at",)
 DELIVERY_SORTS = ("created_at",)
 
 
-def _endpoint(row: Row) -> r.WebhookEndpoint:
+def _endpoint(row: EndpointRow) -> r.WebhookEndpoint:
     return r.WebhookEndpoint(
-        id=row["id"],
-        url=row["url"],
-        events=jsonutil.loads(row["events"]),
-        status=row["status"],
-        secret_prefix=row["secret_prefix"],
-        created_at=utc(row["created_at"]),
+        id=row.id,
+        url=row.url,
+        events=jsonutil.loads(row.events),
+        status=row.status,
+        secret_prefix=row.secret_prefix,
+        created_at=utc(row.created_at),
         previous_secret_expires_at=_grace_end(row),
     )
 
 
-def _grace_end(row: Row) -> datetime | None:
-    expires_at = row.get("previous_secret_expires_at")
-    if row.get("previous_signing_secret") is None or expires_at is None or expires_at <= utcnow():
+def _grace_end(row: EndpointRow) -> datetime | None:
+    expires_at = row.previous_secret_expires_at
+    if row.previous_signing_secret is None or expires_at is None or expires_at <= utcnow():
         return None
     return utc(expires_at)
 
@@ -60,25 +60,25 @@ def _error_class(stored: str | None) -> str | None:
     return "error"
 
 
-def _delivery(row: Row, attempts: list[Row]) -> r.WebhookDelivery:
+def _delivery(row: DeliveryRow, attempts: list[AttemptRow]) -> r.WebhookDelivery:
     return r.WebhookDelivery(
-        id=row["id"],
-        webhook_id=row["endpoint_id"],
-        kind=row["kind"],
-        status=row["status"],
-        attempt_count=row["attempt_count"],
-        next_attempt_at=utc(row["next_attempt_at"]) if row["status"] == "pending" else None,
-        created_at=utc(row["created_at"]),
-        completed_at=utc(row["completed_at"]),
-        body=row["body"],
+        id=row.id,
+        webhook_id=row.endpoint_id,
+        kind=row.kind,
+        status=row.status,
+        attempt_count=row.attempt_count,
+        next_attempt_at=utc(row.next_attempt_at) if row.status == "pending" else None,
+        created_at=utc(row.created_at),
+        completed_at=utc(row.completed_at),
+        body=row.body,
         attempts=[
             r.WebhookAttempt(
-                number=a["number"],
-                attempted_at=utc(a["attempted_at"]),
-                duration_ms=a["duration_ms"],
-                status_code=a["status_code"],
-                error=_error_class(a["error"]),
-                succeeded=a["succeeded"],
+                number=a.number,
+                attempted_at=utc(a.attempted_at),
+                duration_ms=a.duration_ms,
+                status_code=a.status_code,
+                error=_error_class(a.error),
+                succeeded=a.succeeded,
             )
             for a in attempts
         ],
@@ -122,12 +122,12 @@ def rotate_secret(
     secret = _new_secret()
     with unit_of_work(database) as uow:
         row = _endpoint_row(uow, scope, webhook_id)
-        if row["status"] != "enabled":
-            raise ServiceError("invalid_state_transition", "the endpoint is disabled", status=row["status"])
+        if row.status != "enabled":
+            raise ServiceError("invalid_state_transition", "the endpoint is disabled", status=row.status)
         previous: str | None = None
         expires_at: datetime | None = None
         if body.grace_period_s > 0:
-            current = webhook_secrets.open_secret(database, webhook_id, str(row["signing_secret"]))
+            current = webhook_secrets.open_secret(database, webhook_id, str(row.signing_secret))
             previous = webhook_secrets.seal(database, webhook_id, current, previous=True)
             expires_at = utcnow() + timedelta(seconds=body.grace_period_s)
         uow.webhooks.rotate_secret(
@@ -142,7 +142,7 @@ def rotate_secret(
     return r.WebhookSecretRotated(**_endpoint(updated).model_dump(), signing_secret=secret)
 
 
-def _endpoint_row(uow: Repositories, scope: Scope, webhook_id: str) -> Row:
+def _endpoint_row(uow: Repositories, scope: Scope, webhook_id: str) -> EndpointRow:
     row = uow.webhooks.endpoint(scope, webhook_id)
     if row is None:
         raise ServiceError("webhook_not_found", webhook_id=webhook_id)
@@ -168,7 +168,7 @@ def disable_webhook(
 
     def write(uow: Repositories) -> r.WebhookEndpoint:
         row = _endpoint_row(uow, scope, webhook_id)
-        if row["status"] == "disabled":
+        if row.status == "disabled":
             raise ServiceError("invalid_state_transition", "the endpoint is already disabled", status="disabled")
         uow.webhooks.disable_endpoint(scope, webhook_id)
         return _endpoint(_endpoint_row(uow, scope, webhook_id))
@@ -182,8 +182,8 @@ def send_test(database: Database, scope: Scope, webhook_id: str) -> r.WebhookDel
     """Queue a signed `webhook.test` delivery to the endpoint now; it retries like any other delivery."""
     with unit_of_work(database) as uow:
         endpoint = _endpoint_row(uow, scope, webhook_id)
-        if endpoint["status"] != "enabled":
-            raise ServiceError("invalid_state_transition", "the endpoint is disabled", status=endpoint["status"])
+        if endpoint.status != "enabled":
+            raise ServiceError("invalid_state_transition", "the endpoint is disabled", status=endpoint.status)
         delivery_id = new_id("delivery")
         now = utcnow()
         data = {"webhook_id": webhook_id, "message": "A test delivery from the rewards service."}
@@ -211,15 +211,15 @@ def list_deliveries(
     with snapshot(database) as store:  # the deliveries and their attempts as of one commit
         _endpoint_row(store, scope, webhook_id)
         rows = store.webhooks.deliveries_page(scope, webhook_id, page, sort, status)
-        attempts: dict[str, list[Row]] = {row["id"]: [] for row in rows.rows}
+        attempts: dict[str, list[AttemptRow]] = {row.id: [] for row in rows.rows}
         for attempt in store.webhooks.attempts_of(list(attempts)):
-            attempts[attempt["delivery_id"]].append(attempt)
-    return presenters.page(r.Page[r.WebhookDelivery], rows, lambda row: _delivery(row, attempts[row["id"]]))
+            attempts[attempt.delivery_id].append(attempt)
+    return presenters.page(r.Page[r.WebhookDelivery], rows, lambda row: _delivery(row, attempts[row.id]))
 
 
-def _delivery_row(uow: Repositories, scope: Scope, webhook_id: str, delivery_id: str) -> Row:
+def _delivery_row(uow: Repositories, scope: Scope, webhook_id: str, delivery_id: str) -> DeliveryRow:
     row = uow.webhooks.delivery(scope, delivery_id)
-    if row is None or row["endpoint_id"] != webhook_id:
+    if row is None or row.endpoint_id != webhook_id:
         raise ServiceError("webhook_delivery_not_found", delivery_id=delivery_id)
     return row
 
@@ -240,10 +240,10 @@ def replay_delivery(
     def write(uow: Repositories) -> r.WebhookDelivery:
         endpoint = _endpoint_row(uow, scope, webhook_id)
         row = _delivery_row(uow, scope, webhook_id, delivery_id)
-        if row["status"] != "failed":
-            raise ServiceError("webhook_delivery_not_replayable", delivery_id=delivery_id, status=row["status"])
-        if endpoint["status"] != "enabled":
-            raise ServiceError("invalid_state_transition", "the endpoint is disabled", status=endpoint["status"])
+        if row.status != "failed":
+            raise ServiceError("webhook_delivery_not_replayable", delivery_id=delivery_id, status=row.status)
+        if endpoint.status != "enabled":
+            raise ServiceError("invalid_state_transition", "the endpoint is disabled", status=endpoint.status)
         uow.webhooks.requeue(scope, delivery_id, utcnow())
         updated = _delivery_row(uow, scope, webhook_id, delivery_id)
         return _delivery(updated, uow.webhooks.attempts_of([delivery_id]))

@@ -12,7 +12,7 @@ from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces.events import EventOutcome, NewEvent, PendingEvent, StoredEvent
-from rewards_lab.store.queries import Row, RowPage, fetch_all, paginate
+from rewards_lab.store.queries import RowPage, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
 
@@ -135,12 +135,3 @@ class EventRepository:
             params.append(filters["customer_refs"])
         listed = paginate(self.con, list_name="events", select_sql=sql, params=params, page=page, sort=sort)
         return listed.typed(StoredEvent)
-
-    def activity(self, scope: Scope, customer_refs: list[str], since: datetime) -> list[Row]:
-        return fetch_all(
-            self.con,
-            f"SELECT customer_id, count(*) AS events, max(coalesce(occurred_at, received_at)) AS last_at "
-            f"FROM events WHERE {TENANT} AND customer_id IN (SELECT unnest(?)) "
-            "AND coalesce(occurred_at, received_at) >= ? GROUP BY customer_id",
-            [*scope.params, customer_refs, since],
-        )

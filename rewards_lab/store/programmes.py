@@ -7,6 +7,7 @@ never touched again and provenance (event, version, rule) names exactly the rule
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from typing import Any
 
 import duckdb
@@ -14,9 +15,16 @@ import duckdb
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate, scalar
+from rewards_lab.store.interfaces.programmes import LiveVersion, ProgrammeRow, RuleRow, VersionRow
+from rewards_lab.store.queries import RowPage, columns, fetch_all_as, fetch_one_as, paginate, scalar
 
 TENANT = "organization_id = ? AND environment = ?"
+_PROGRAMME = columns(ProgrammeRow)
+_VERSION = columns(VersionRow)
+# A rule with its version's number and status (`r` the rule, `v` its version).
+_RULE = ", ".join(
+    [*("r." + f.name for f in fields(RuleRow))][:-2] + ["v.number AS version_number", "v.status AS version_status"]
+)
 
 
 class ProgrammeRepository:
@@ -24,7 +32,7 @@ class ProgrammeRepository:
         self.con = con
 
     # programmes -----------------------------------------------------------------------------------------
-    def add(self, scope: Scope, program_id: str, draft_version_id: str, fields: dict[str, Any]) -> Row:
+    def add(self, scope: Scope, program_id: str, draft_version_id: str, fields: dict[str, Any]) -> ProgrammeRow:
         now = utcnow()
         self.con.execute(
             "INSERT INTO programmes VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
@@ -43,16 +51,18 @@ class ProgrammeRepository:
         assert row is not None
         return row
 
-    def get(self, scope: Scope, program_id: str) -> Row | None:
-        return fetch_one(self.con, f"SELECT * FROM programmes WHERE {TENANT} AND id = ?", [*scope.params, program_id])
+    def get(self, scope: Scope, program_id: str) -> ProgrammeRow | None:
+        sql = f"SELECT {_PROGRAMME} FROM programmes WHERE {TENANT} AND id = ?"
+        return fetch_one_as(self.con, ProgrammeRow, sql, [*scope.params, program_id])
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[Row]:
-        sql = f"SELECT * FROM programmes WHERE {TENANT}"
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[ProgrammeRow]:
+        sql = f"SELECT {_PROGRAMME} FROM programmes WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         if filters.get("asset_id"):
             sql += " AND asset_id = ?"
             params.append(filters["asset_id"])
-        return paginate(self.con, list_name="programmes", select_sql=sql, params=params, page=page, sort=sort)
+        listed = paginate(self.con, list_name="programmes", select_sql=sql, params=params, page=page, sort=sort)
+        return listed.typed(ProgrammeRow)
 
     def set_current(self, scope: Scope, program_id: str, number: int, draft_version_id: str) -> None:
         self.con.execute(
@@ -67,24 +77,27 @@ class ProgrammeRepository:
             [version_id, *scope.params, program_id, based_on, utcnow()],
         )
 
-    def get_version(self, scope: Scope, version_id: str) -> Row | None:
-        return fetch_one(
+    def get_version(self, scope: Scope, version_id: str) -> VersionRow | None:
+        return fetch_one_as(
             self.con,
-            f"SELECT * FROM programme_versions WHERE {TENANT} AND id = ?",
+            VersionRow,
+            f"SELECT {_VERSION} FROM programme_versions WHERE {TENANT} AND id = ?",
             [*scope.params, version_id],
         )
 
-    def get_version_by_number(self, scope: Scope, program_id: str, number: int) -> Row | None:
-        return fetch_one(
+    def get_version_by_number(self, scope: Scope, program_id: str, number: int) -> VersionRow | None:
+        return fetch_one_as(
             self.con,
-            f"SELECT * FROM programme_versions WHERE {TENANT} AND program_id = ? AND number = ?",
+            VersionRow,
+            f"SELECT {_VERSION} FROM programme_versions WHERE {TENANT} AND program_id = ? AND number = ?",
             [*scope.params, program_id, number],
         )
 
-    def versions(self, scope: Scope, program_id: str) -> list[Row]:
-        return fetch_all(
+    def versions(self, scope: Scope, program_id: str) -> list[VersionRow]:
+        return fetch_all_as(
             self.con,
-            f"SELECT * FROM programme_versions WHERE {TENANT} AND program_id = ? ORDER BY id",
+            VersionRow,
+            f"SELECT {_VERSION} FROM programme_versions WHERE {TENANT} AND program_id = ? ORDER BY id",
             [*scope.params, program_id],
         )
 
@@ -95,10 +108,10 @@ class ProgrammeRepository:
             [number, utcnow(), *scope.params, version_id],
         )
 
-    def live_versions(self, scope: Scope, event_types: list[str] | None = None) -> list[Row]:
+    def live_versions(self, scope: Scope, event_types: list[str] | None = None) -> list[LiveVersion]:
         """The latest published version of every programme (optionally only those with a rule for a type)."""
         sql = (
-            "SELECT v.*, p.asset_id FROM programmes p JOIN programme_versions v "
+            "SELECT v.id, v.program_id, v.number, p.asset_id FROM programmes p JOIN programme_versions v "
             "ON v.program_id = p.id AND v.number = p.current_version "
             "WHERE p.organization_id = ? AND p.environment = ? "
         )
@@ -106,7 +119,7 @@ class ProgrammeRepository:
         if event_types is not None:
             sql += "AND EXISTS (SELECT 1 FROM rules r WHERE r.version_id = v.id AND r.event_type IN (SELECT unnest(?)))"
             params.append(event_types)
-        return fetch_all(self.con, sql + " ORDER BY p.id", params)
+        return fetch_all_as(self.con, LiveVersion, sql + " ORDER BY p.id", params)
 
     # rules ----------------------------------------------------------------------------------------------
     def add_rule(
@@ -160,20 +173,22 @@ class ProgrammeRepository:
             [*scope.params, rule_id, version_id],
         )
 
-    def rules_of(self, scope: Scope, version_ids: list[str]) -> list[Row]:
-        return fetch_all(
+    def rules_of(self, scope: Scope, version_ids: list[str]) -> list[RuleRow]:
+        return fetch_all_as(
             self.con,
-            "SELECT r.*, v.number AS version_number FROM rules r JOIN programme_versions v ON v.id = r.version_id "
+            RuleRow,
+            f"SELECT {_RULE} FROM rules r JOIN programme_versions v ON v.id = r.version_id "
             "WHERE r.organization_id = ? AND r.environment = ? AND r.version_id IN (SELECT unnest(?)) "
             "ORDER BY r.version_id, r.position, r.id",
             [*scope.params, version_ids],
         )
 
-    def rule_revisions(self, scope: Scope, rule_id: str) -> list[Row]:
+    def rule_revisions(self, scope: Scope, rule_id: str) -> list[RuleRow]:
         """Every version's copy of one rule, newest version first (the draft, if it has it, comes first)."""
-        return fetch_all(
+        return fetch_all_as(
             self.con,
-            "SELECT r.*, v.number AS version_number, v.status AS version_status FROM rules r "
+            RuleRow,
+            f"SELECT {_RULE} FROM rules r "
             "JOIN programme_versions v ON v.id = r.version_id "
             "WHERE r.organization_id = ? AND r.environment = ? AND r.id = ? ORDER BY v.id DESC",
             [*scope.params, rule_id],

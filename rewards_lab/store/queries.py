@@ -11,7 +11,8 @@ import duckdb
 
 from rewards_lab.contract.pagination import CursorPosition, PageRequest, decode_cursor, encode_cursor
 
-# Untyped rows: still used by the repositories that have no typed row yet (see store/interfaces/).
+# A row as a dict of its columns, inside the store only: `paginate` builds these, and repositories turn them into
+# their typed rows (`RowPage.typed`) before they leave the store.
 Row = dict[str, Any]
 RowT = TypeVar("RowT")
 RowTypedT = TypeVar("RowTypedT")
@@ -43,11 +44,6 @@ def fetch_all(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None
     cursor = con.execute(sql, params or [])
     names = [d[0] for d in cursor.description]
     return [dict(zip(names, values, strict=True)) for values in cursor.fetchall()]
-
-
-def fetch_one(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> Row | None:
-    rows = fetch_all(con, sql, params)
-    return rows[0] if rows else None
 
 
 def scalar(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> Any:

@@ -12,10 +12,20 @@ import pyarrow as pa
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.queries import Row, RowPage, fetch_all, fetch_one, paginate, scalar
+from rewards_lab.store.interfaces.webhooks import (
+    AttemptRow,
+    DeliveryRow,
+    DueDelivery,
+    EndpointRow,
+    PlaintextSecrets,
+)
+from rewards_lab.store.queries import RowPage, columns, fetch_all_as, fetch_one_as, paginate, scalar
 from rewards_lab.store.secret_box import SEALED_PREFIX, SecretBox, is_sealed
 
 TENANT = "organization_id = ? AND environment = ?"
+_ENDPOINT = columns(EndpointRow)
+_DELIVERY = columns(DeliveryRow)
+_ATTEMPT = columns(AttemptRow)
 DELIVERY_COLUMNS = ("id", "organization_id", "environment", "endpoint_id", "outbox_id", "kind", "body")
 
 
@@ -31,7 +41,7 @@ def seal_plaintext_webhook_secrets(con: duckdb.DuckDBPyConnection, box: SecretBo
     repository = WebhookRepository(con)
     found = repository.endpoints_with_plaintext_secrets()
     for row in found:
-        endpoint_id, current, previous = str(row["id"]), str(row["signing_secret"]), row["previous_signing_secret"]
+        endpoint_id, current, previous = str(row.id), str(row.signing_secret), row.previous_signing_secret
         if not is_sealed(current):
             current = box.seal(current, context=webhook_secret_context(endpoint_id))
         if previous is not None and not is_sealed(str(previous)):
@@ -47,7 +57,7 @@ class WebhookRepository:
     # endpoints -------------------------------------------------------------------------------------------
     def add_endpoint(
         self, scope: Scope, endpoint_id: str, url: str, events: list[str], secret: str, secret_prefix: str
-    ) -> Row:
+    ) -> EndpointRow:
         """`secret` is the sealed signing secret."""
         self.con.execute(
             "INSERT INTO webhook_endpoints (id, organization_id, environment, url, events, signing_secret, "
@@ -58,18 +68,18 @@ class WebhookRepository:
         assert row is not None
         return row
 
-    def endpoint(self, scope: Scope, endpoint_id: str) -> Row | None:
-        return fetch_one(
-            self.con, f"SELECT * FROM webhook_endpoints WHERE {TENANT} AND id = ?", [*scope.params, endpoint_id]
-        )
+    def endpoint(self, scope: Scope, endpoint_id: str) -> EndpointRow | None:
+        sql = f"SELECT {_ENDPOINT} FROM webhook_endpoints WHERE {TENANT} AND id = ?"
+        return fetch_one_as(self.con, EndpointRow, sql, [*scope.params, endpoint_id])
 
-    def endpoints_page(self, scope: Scope, page: PageRequest, sort: str, status: str | None) -> RowPage[Row]:
-        sql = f"SELECT * FROM webhook_endpoints WHERE {TENANT}"
+    def endpoints_page(self, scope: Scope, page: PageRequest, sort: str, status: str | None) -> RowPage[EndpointRow]:
+        sql = f"SELECT {_ENDPOINT} FROM webhook_endpoints WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         if status:
             sql += " AND status = ?"
             params.append(status)
-        return paginate(self.con, list_name="webhooks", select_sql=sql, params=params, page=page, sort=sort)
+        listed = paginate(self.con, list_name="webhooks", select_sql=sql, params=params, page=page, sort=sort)
+        return listed.typed(EndpointRow)
 
     def disable_endpoint(self, scope: Scope, endpoint_id: str) -> None:
         self.con.execute(
@@ -94,9 +104,10 @@ class WebhookRepository:
             [secret, secret_prefix, previous_secret, previous_expires_at, *scope.params, endpoint_id],
         )
 
-    def endpoints_with_plaintext_secrets(self) -> list[Row]:
-        return fetch_all(
+    def endpoints_with_plaintext_secrets(self) -> list[PlaintextSecrets]:
+        return fetch_all_as(
             self.con,
+            PlaintextSecrets,
             "SELECT id, signing_secret, previous_signing_secret FROM webhook_endpoints "
             "WHERE NOT starts_with(signing_secret, ?) "
             "OR (previous_signing_secret IS NOT NULL AND NOT starts_with(previous_signing_secret, ?)) ORDER BY id",
@@ -109,9 +120,10 @@ class WebhookRepository:
             [secret, previous_secret, endpoint_id],
         )
 
-    def enabled_endpoints(self) -> list[Row]:
+    def enabled_endpoints(self) -> list[EndpointRow]:
         """Every enabled endpoint of every tenant (the fan-out reads them once per batch)."""
-        return fetch_all(self.con, "SELECT * FROM webhook_endpoints WHERE status = 'enabled' ORDER BY id")
+        sql = f"SELECT {_ENDPOINT} FROM webhook_endpoints WHERE status = 'enabled' ORDER BY id"
+        return fetch_all_as(self.con, EndpointRow, sql)
 
     # deliveries ------------------------------------------------------------------------------------------
     def add_deliveries(self, rows: list[dict[str, Any]], next_attempt_at: datetime) -> None:
@@ -129,22 +141,22 @@ class WebhookRepository:
         finally:
             self.con.unregister("delivery_batch")
 
-    def delivery(self, scope: Scope, delivery_id: str) -> Row | None:
-        return fetch_one(
-            self.con, f"SELECT * FROM webhook_deliveries WHERE {TENANT} AND id = ?", [*scope.params, delivery_id]
-        )
+    def delivery(self, scope: Scope, delivery_id: str) -> DeliveryRow | None:
+        sql = f"SELECT {_DELIVERY} FROM webhook_deliveries WHERE {TENANT} AND id = ?"
+        return fetch_one_as(self.con, DeliveryRow, sql, [*scope.params, delivery_id])
 
     def deliveries_page(
         self, scope: Scope, endpoint_id: str, page: PageRequest, sort: str, status: str | None
-    ) -> RowPage[Row]:
-        sql = f"SELECT * FROM webhook_deliveries WHERE {TENANT} AND endpoint_id = ?"
+    ) -> RowPage[DeliveryRow]:
+        sql = f"SELECT {_DELIVERY} FROM webhook_deliveries WHERE {TENANT} AND endpoint_id = ?"
         params: list[Any] = [*scope.params, endpoint_id]
         if status:
             sql += " AND status = ?"
             params.append(status)
-        return paginate(
+        listed = paginate(
             self.con, list_name=f"deliveries:{endpoint_id}", select_sql=sql, params=params, page=page, sort=sort
         )
+        return listed.typed(DeliveryRow)
 
     def due(
         self,
@@ -154,13 +166,14 @@ class WebhookRepository:
         per_endpoint: int,
         per_tenant: int,
         exclude_endpoints: list[str],
-    ) -> list[Row]:
+    ) -> list[DueDelivery]:
         """Pending deliveries whose next attempt is due, oldest first, at most `per_endpoint` of each endpoint and
         then `per_tenant` of each organization (so that one backlog never hides another's), none to an enabled
         endpoint in `exclude_endpoints` (a disabled one's still come, to end failed unsent), with their endpoint's
         url, sealed secrets and status."""
-        return fetch_all(
+        return fetch_all_as(
             self.con,
+            DueDelivery,
             "WITH ranked AS (SELECT d.id, d.organization_id, d.environment, d.endpoint_id, d.kind, d.body, "
             "d.attempt_count, d.round_attempts, d.next_attempt_at, e.url, e.signing_secret, "
             "e.previous_signing_secret, e.previous_secret_expires_at, e.status AS endpoint_status, "
@@ -176,7 +189,7 @@ class WebhookRepository:
 
     def record_attempt(
         self,
-        delivery: Row,
+        delivery: DueDelivery,
         *,
         attempted_at: datetime,
         duration_ms: int,
@@ -187,14 +200,14 @@ class WebhookRepository:
         next_attempt_at: datetime | None,
     ) -> None:
         """Append the attempt and move the delivery on (succeeded, pending again later, or failed)."""
-        number = int(delivery["attempt_count"]) + 1
+        number = delivery.attempt_count + 1
         self.con.execute(
             "INSERT INTO webhook_attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                delivery["id"],
+                delivery.id,
                 number,
-                delivery["organization_id"],
-                delivery["environment"],
+                delivery.organization_id,
+                delivery.environment,
                 attempted_at,
                 duration_ms,
                 status_code,
@@ -205,7 +218,7 @@ class WebhookRepository:
         self.con.execute(
             "UPDATE webhook_deliveries SET status = ?, attempt_count = ?, round_attempts = round_attempts + 1, "
             "next_attempt_at = ?, completed_at = ? WHERE id = ?",
-            [next_status, number, next_attempt_at, None if next_status == "pending" else utcnow(), delivery["id"]],
+            [next_status, number, next_attempt_at, None if next_status == "pending" else utcnow(), delivery.id],
         )
 
     def requeue(self, scope: Scope, delivery_id: str, when: datetime) -> None:
@@ -216,12 +229,14 @@ class WebhookRepository:
             [when, *scope.params, delivery_id],
         )
 
-    def attempts_of(self, delivery_ids: list[str]) -> list[Row]:
+    def attempts_of(self, delivery_ids: list[str]) -> list[AttemptRow]:
         if not delivery_ids:
             return []
-        return fetch_all(
+        return fetch_all_as(
             self.con,
-            "SELECT * FROM webhook_attempts WHERE delivery_id IN (SELECT unnest(?)) ORDER BY delivery_id, number",
+            AttemptRow,
+            f"SELECT {_ATTEMPT} FROM webhook_attempts WHERE delivery_id IN (SELECT unnest(?)) "
+            "ORDER BY delivery_id, number",
             [delivery_ids],
         )
 

@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from typing import Protocol
 
 import httpcore
 
@@ -38,7 +39,7 @@ from rewards_lab.service.deliveries import (
 )
 from rewards_lab.service.webhook_secrets import signing_secrets
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.queries import Row
+from rewards_lab.store.interfaces.webhooks import DueDelivery
 from rewards_lab.worker.circuit_breaker import CircuitBreakers
 from rewards_lab.worker.safe_transport import (
     BlockedAddress,
@@ -98,21 +99,36 @@ def error_class(failure: Exception) -> str:
     return "error"
 
 
-def send(pool: httpcore.ConnectionPool, delivery: Row, secrets: list[str], timeout_s: float) -> AttemptOutcome:
+class Outgoing(Protocol):
+    """What sending needs of a delivery (a `DueDelivery` has it all)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def organization_id(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def body(self) -> str: ...
+    @property
+    def url(self) -> str: ...
+
+
+def send(pool: httpcore.ConnectionPool, delivery: Outgoing, secrets: list[str], timeout_s: float) -> AttemptOutcome:
     """POST the stored body (exact bytes) with its signatures, within one total deadline; never raises for the
     receiver's or the network's failures (they become a coarse class).
 
     `secrets` are the signing secrets, current first. `X-Rewards-Signature` carries a `v1` per secret; the
     GitHub-style `X-Rewards-Signature-256` carries the previous secret's while a rotation's grace period runs (a
     receiver that knows only the old secret keeps working until it switches), else the current one's."""
-    raw = str(delivery["body"]).encode()
+    raw = str(delivery.body).encode()
     headers: dict[bytes | str, bytes | str] = {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
         SIGNATURE_HEADER: sign(raw, secrets[-1]),
         TIMESTAMPED_SIGNATURE_HEADER: sign_timestamped(raw, secrets),
-        DELIVERY_HEADER: str(delivery["id"]),
-        KIND_HEADER: str(delivery["kind"]),
+        DELIVERY_HEADER: str(delivery.id),
+        KIND_HEADER: str(delivery.kind),
     }
     attempted_at = utcnow()
     started = time.monotonic()
@@ -120,10 +136,10 @@ def send(pool: httpcore.ConnectionPool, delivery: Row, secrets: list[str], timeo
     error: str | None = None
     per_step = {"connect": timeout_s, "read": timeout_s, "write": timeout_s, "pool": timeout_s}
     try:
-        with attempt_deadline(timeout_s, owner=str(delivery.get("organization_id") or "")):
+        with attempt_deadline(timeout_s, owner=str(delivery.organization_id or "")):
             # closed unread: only the status matters, and a receiver cannot make us read a huge answer
             with pool.stream(
-                "POST", str(delivery["url"]), headers=headers, content=raw, extensions={"timeout": per_step}
+                "POST", str(delivery.url), headers=headers, content=raw, extensions={"timeout": per_step}
             ) as response:
                 status_code = response.status
         error = status_error_class(status_code)
@@ -213,28 +229,28 @@ class DeliveryWorker:
         )
         for delivery in picked:
             with self._lock:
-                self._in_flight[delivery["id"]] = (delivery["endpoint_id"], delivery["organization_id"])
-            self.breakers.started(delivery["endpoint_id"])
+                self._in_flight[delivery.id] = (delivery.endpoint_id, delivery.organization_id)
+            self.breakers.started(delivery.endpoint_id)
             assert self._pool is not None
             self._pool.submit(self._attempt, delivery)
         return dispatched  # none: wait, until a finished attempt or a new message wakes the loop
 
-    def _attempt(self, delivery: Row) -> None:
+    def _attempt(self, delivery: DueDelivery) -> None:
         try:
-            if delivery["endpoint_status"] != "enabled":
+            if delivery.endpoint_status != "enabled":
                 outcome = AttemptOutcome(utcnow(), 0, None, "endpoint_disabled")
             else:
                 assert self._connections is not None
                 secrets = signing_secrets(self.database, delivery)
                 outcome = send(self._connections, delivery, secrets, self.settings.timeout_s)
-                self.breakers.record(delivery["endpoint_id"], outcome.succeeded)
+                self.breakers.record(delivery.endpoint_id, outcome.succeeded)
             record_outcome(self.database, self.settings, delivery, outcome)
         except Exception:  # noqa: BLE001 - the delivery stays pending and is tried again
-            log.exception("delivery %s could not be attempted", delivery["id"])
+            log.exception("delivery %s could not be attempted", delivery.id)
             # e.g. a secret that does not open with the operator's key: counted, so that the endpoint's circuit
             # opens instead of the loop retrying it every cycle
-            self.breakers.record(delivery["endpoint_id"], succeeded=False)
+            self.breakers.record(delivery.endpoint_id, succeeded=False)
         finally:
             with self._lock:
-                self._in_flight.pop(delivery["id"], None)
+                self._in_flight.pop(delivery.id, None)
             self._wake.set()

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple, Protocol
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import EnvironmentName, Scope
-from rewards_lab.store.queries import Row, RowPage
+from rewards_lab.store.queries import RowPage
 
 
 class NewEvent(NamedTuple):
@@ -83,5 +83,3 @@ class EventStore(Protocol):
     def mark_many(self, scope: Scope, outcomes: list[EventOutcome]) -> None: ...
 
     def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[StoredEvent]: ...
-
-    def activity(self, scope: Scope, customer_refs: list[str], since: datetime) -> list[Row]: ...

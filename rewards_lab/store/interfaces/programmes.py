@@ -2,35 +2,92 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.queries import Row, RowPage
+from rewards_lab.store.queries import RowPage
+
+
+@dataclass(frozen=True, slots=True)
+class ProgrammeRow:
+    id: str
+    organization_id: str
+    environment: str
+    name: str
+    asset_id: str
+    description: str | None
+    current_version: int | None  # the number of the live version; None before the first publication
+    draft_version_id: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRow:
+    id: str
+    organization_id: str
+    environment: str
+    program_id: str
+    number: int | None  # None while a draft
+    status: str
+    based_on: int | None
+    published_at: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LiveVersion:
+    """A programme's live version and the programme's asset."""
+
+    id: str
+    program_id: str
+    number: int
+    asset_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RuleRow:
+    """One version's copy of a rule (`conditions` and `actions` as JSON text), with its version's number and
+    status."""
+
+    id: str
+    version_id: str
+    organization_id: str
+    environment: str
+    program_id: str
+    event_type: str
+    conditions: str
+    actions: str
+    position: int
+    created_at: datetime
+    version_number: int | None
+    version_status: str
 
 
 class ProgrammeStore(Protocol):
     """What the services need of the programme rows (DuckDB: store.programmes.ProgrammeRepository)."""
 
-    def add(self, scope: Scope, program_id: str, draft_version_id: str, fields: dict[str, Any]) -> Row: ...
+    def add(self, scope: Scope, program_id: str, draft_version_id: str, fields: dict[str, Any]) -> ProgrammeRow: ...
 
-    def get(self, scope: Scope, program_id: str) -> Row | None: ...
+    def get(self, scope: Scope, program_id: str) -> ProgrammeRow | None: ...
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[Row]: ...
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[ProgrammeRow]: ...
 
     def set_current(self, scope: Scope, program_id: str, number: int, draft_version_id: str) -> None: ...
 
     def add_version(self, scope: Scope, version_id: str, program_id: str, based_on: int | None) -> None: ...
 
-    def get_version(self, scope: Scope, version_id: str) -> Row | None: ...
+    def get_version(self, scope: Scope, version_id: str) -> VersionRow | None: ...
 
-    def get_version_by_number(self, scope: Scope, program_id: str, number: int) -> Row | None: ...
+    def get_version_by_number(self, scope: Scope, program_id: str, number: int) -> VersionRow | None: ...
 
-    def versions(self, scope: Scope, program_id: str) -> list[Row]: ...
+    def versions(self, scope: Scope, program_id: str) -> list[VersionRow]: ...
 
     def publish_version(self, scope: Scope, version_id: str, number: int) -> None: ...
 
-    def live_versions(self, scope: Scope, event_types: list[str] | None = None) -> list[Row]: ...
+    def live_versions(self, scope: Scope, event_types: list[str] | None = None) -> list[LiveVersion]: ...
 
     def add_rule(
         self, scope: Scope, rule_id: str, version_id: str, program_id: str, body: dict[str, Any], position: int
@@ -42,9 +99,9 @@ class ProgrammeStore(Protocol):
 
     def delete_rule(self, scope: Scope, rule_id: str, version_id: str) -> None: ...
 
-    def rules_of(self, scope: Scope, version_ids: list[str]) -> list[Row]: ...
+    def rules_of(self, scope: Scope, version_ids: list[str]) -> list[RuleRow]: ...
 
-    def rule_revisions(self, scope: Scope, rule_id: str) -> list[Row]: ...
+    def rule_revisions(self, scope: Scope, rule_id: str) -> list[RuleRow]: ...
 
     def next_position(self, scope: Scope, version_id: str) -> int: ...
 
