@@ -479,7 +479,7 @@ def test_processing_order_holds_for_a_large_file_read_in_parallel(tmp_path: Path
 
 @pytest.mark.parametrize("seed", range(6))
 def test_ceiling_resolution_matches_a_plain_loop(seed: int) -> None:
-    """The numpy rounds of replay_ceiling.resolve against the ledger's rule applied one issuance at a time."""
+    """The numpy rounds of replay.ceiling.resolve against the ledger's rule applied one issuance at a time."""
     import numpy as np
 
     from rewards_lab.replay.ceiling import resolve

@@ -4,8 +4,8 @@ batch path's common case, without per-posting Python.
 `decide_whole` takes a batch in which every request is an issue/reward of one asset, or every request is a
 transfer of one asset, and decides whether the sequential policy (`LedgerState.decide`, one request after the
 other) would accept every one of them. If so it applies the whole batch to the state and returns it in columns,
-ready for the store; if not (or the batch is of another shape) it returns None and `decide_all` decides it one
-by one, so refusals, their order and their errors never come from here.
+ready for the store; if not (or the batch is of another shape) it returns None and `decide_batch` decides it
+another way, so refusals, their order and their errors never come from here.
 
 The test is exact, not merely sufficient: issues are accepted whole iff outstanding supply plus the batch's total
 stays within the ceiling (amounts are positive, so the running supply only rises); transfers iff each account's

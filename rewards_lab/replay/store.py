@@ -257,7 +257,7 @@ def _after_refusal(
     con: duckdb.DuckDBPyConnection, lay: Layout, name: str, position: int, room: int
 ) -> list[tuple[np.ndarray, ...]]:
     """The issuances of the events from `position` on that still fit `room`, in processing order: events
-    holding an amount that fits are fetched in order by growing chunks, each resolved (replay_ceiling.resolve)
+    holding an amount that fits are fetched in order by growing chunks, each resolved (ceiling.resolve)
     from the room the previous ones left, until the room is used up or no event is left. The room left after
     the boundary day is usually nothing or a few minor units, and one query settles it."""
     kept: list[tuple[np.ndarray, ...]] = []
