@@ -33,3 +33,16 @@ def test_readme_gives_the_two_commands_and_ci_runs_the_test_one() -> None:
 @pytest.mark.parametrize("path", ["docs/architecture.md", "docs/decisions.md", "reports/benchmarks.md"])
 def test_documents_exist(path: str) -> None:
     assert (ROOT / path).read_text().strip()
+
+
+def test_every_test_the_decision_log_names_exists() -> None:
+    """docs/decisions.md names the test that holds each decision: a renamed or deleted test must update it."""
+    text = (ROOT / "docs" / "decisions.md").read_text()
+    named = set(re.findall(r"(?<![\w/])(?:tests/)?(test_\w+\.py)(?:::(test_\w+))?", text))
+    assert len(named) > 100, "the decision log names the tests that hold its decisions"
+    missing = []
+    for path, name in sorted(named):
+        source = ROOT / "tests" / path
+        if not source.exists() or (name and not re.search(rf"^(async )?def {name}\(", source.read_text(), re.M)):
+            missing.append(f"tests/{path}::{name}" if name else f"tests/{path}")
+    assert not missing, missing
