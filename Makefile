@@ -15,7 +15,9 @@ setup: $(STAMP) $(TSC)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,lab]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,lab,spark]'
+	@command -v java >/dev/null || (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless) \
+		|| echo "java not found and apt-get failed: the replay's Spark engine cannot run"
 	touch $(STAMP)
 
 $(TSC): clients/typescript/package-lock.json

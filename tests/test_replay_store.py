@@ -21,10 +21,10 @@ from rewards_lab.contract.programme_file import ProgrammeDefinition, load_progra
 from rewards_lab.lab.synthetic import ALL_TYPES, generate_events
 from rewards_lab.replay import store as replay_store
 from rewards_lab.replay.ceiling import resolve
+from rewards_lab.replay.compiler import DUCKDB, TOO_LARGE, compile_programme, referenced_fields, rule_specs
 from rewards_lab.replay.engine import ReplayResult, candidate_selects, python_rows, replay
 from rewards_lab.replay.inputs import open_events
 from rewards_lab.replay.order import input_in_order, order_events
-from rewards_lab.replay.sql import TOO_LARGE, compile_programme, referenced_fields, rule_specs
 from tests.test_replay import _check_summaries
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +41,7 @@ def _candidates(events: Any, definition: ProgrammeDefinition) -> list[tuple[int,
     source = open_events(con, events, "ref_events")
     from_sql = source.prepare(referenced_fields(rule_specs(definition)))
     order_events(con, source, from_sql, "ref")
-    plan = compile_programme(definition, source)
+    plan = compile_programme(definition, source, DUCKDB)
     selects = [select for _, select in candidate_selects(plan, "ref_ordered")]
     rows = con.sql(" UNION ALL ".join(f"SELECT seq, m FROM ({s})" for s in selects)).fetchall() if selects else []
     fallback, _ = python_rows(con, source, plan, "ref_ordered")

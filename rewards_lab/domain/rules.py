@@ -1,6 +1,6 @@
 """Rules ready to evaluate, and the three primitives that give them their meaning: reading a field, testing a
 condition, computing an action's amount. `rule_evaluation.evaluate` is built on these alone, so a new operator,
-field form or amount is written here once for the live engine; the replay compiler (`replay/sql.py`) is the only
+field form or amount is written here once for the live engine; the replay compiler (`replay/compiler.py`) is the only
 other implementation of these semantics, held equal by the differential tests.
 
 A rule matches when the event's type is the rule's `event_type` and every condition holds. A condition reads one

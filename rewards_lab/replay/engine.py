@@ -1,7 +1,7 @@
 """Replay an event history through a programme, vectorised in DuckDB, with the live engine's exact results.
 
 Events are processed in `occurred_at` order, ties by input order; within an event, rules in file order and actions
-in rule order (that is `seq`). Every rule's conditions and amounts run as set-based SQL (rewards_lab.replay.sql)
+in rule order (that is `seq`). Every rule's conditions and amounts run as set-based SQL (rewards_lab.replay.compiler)
 into one stored row per event (rewards_lab.replay.store); the few rows SQL cannot read exactly are evaluated by
 the live engine's own Python functions. The asset's supply ceiling is then enforced in `seq` order from
 `opening_supply` (rewards_lab.replay.store, rewards_lab.replay.ceiling). Customers are
@@ -32,9 +32,17 @@ from rewards_lab.contract.programme_file import ProgrammeDefinition, load_progra
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
 from rewards_lab.domain.rule_evaluation import evaluate
 from rewards_lab.replay import store
+from rewards_lab.replay.compiler import (
+    DUCKDB,
+    TOO_LARGE,
+    CompiledProgramme,
+    compile_programme,
+    referenced_fields,
+    rule_specs,
+    string,
+)
 from rewards_lab.replay.inputs import ROW, EventSource, literal, open_events
 from rewards_lab.replay.order import order_events
-from rewards_lab.replay.sql import TOO_LARGE, CompiledProgramme, compile_programme, referenced_fields, rule_specs
 from rewards_lab.replay.store import DAY_US
 
 Progress = Callable[[int, int], None] | bool | None
@@ -149,8 +157,9 @@ class ReplayResult:
     def daily(self) -> pd.DataFrame:
         """day (UTC), asset, rule_index, issued, cumulative (running total of that rule), issuances (issued rows);
         amounts are exact Arrow decimals (see `per_customer`)."""
+        asset = DUCKDB.render(string(self.definition.asset.symbol))
         query = f"""
-            SELECT DATE '1970-01-01' + day AS day, {literal(self.definition.asset.symbol)} AS asset, rule_index,
+            SELECT DATE '1970-01-01' + day AS day, {asset} AS asset, rule_index,
                    {self._amount("issued")} AS issued,
                    {self._amount("sum(issued) OVER (PARTITION BY rule_index ORDER BY day)")} AS cumulative,
                    CAST(issuances AS BIGINT) AS issuances
@@ -221,15 +230,17 @@ def decimal_sql(decimals: int, minor: str) -> str:
 def candidate_selects(plan: CompiledProgramme, events: str) -> list[tuple[str, str]]:
     """(event type, SELECT seq, day, m, ok) per rule action: its candidate issuances, nothing-issued rows dropped."""
     selects = []
+    keep = "" if plan.exotic_sql is None else f" AND NOT {plan.exotic_sql}"
     for rule in plan.rules:
-        for action_index, amount in enumerate(rule.amounts):
+        for action_index, amount in enumerate(rule.parts):
             slot = plan.first_slot[rule.index] + action_index
             selects.append(
                 (
                     rule.event_type,
                     f"SELECT __pos * {plan.slots} + {slot} AS seq, day, m, m > 0 AS ok FROM ("
-                    f"SELECT __pos, CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER) AS day, {amount} AS m "
-                    f"FROM {events} WHERE type = {literal(rule.event_type)} AND NOT {plan.exotic} AND {rule.where}"
+                    f"SELECT __pos, CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER) AS day, "
+                    f"{plan.render(amount.value)} AS m FROM {events} "
+                    f"WHERE type = {plan.render(string(rule.event_type))}{keep} AND {plan.render(rule.where)}"
                     f") WHERE m <> 0",
                 )
             )
@@ -241,9 +252,10 @@ def python_rows(
 ) -> tuple[list[tuple[int, int, int]], int]:
     """(seq, occurred_at in epoch microseconds, m) of the events SQL cannot read exactly, evaluated by the live
     engine's own functions; and how many such events there were."""
-    if plan.exotic == "FALSE":
+    if plan.exotic_sql is None:
         return [], 0
-    fetched = con.sql(f"SELECT __pos, {ROW}, type, epoch_us(occurred_at) FROM {events} WHERE {plan.exotic}").fetchall()
+    query = f"SELECT __pos, {ROW}, type, epoch_us(occurred_at) FROM {events} WHERE {plan.exotic_sql}"
+    fetched = con.sql(query).fetchall()
     data = source.python_data([int(e[1]) for e in fetched], plan.fields)
     rows = []
     matched = evaluate(plan.specs, [(event_type, data.get(int(rn), {})) for _, rn, event_type, _ in fetched])
@@ -279,14 +291,14 @@ def replay(
     if connection is None:
         con.execute("SET preserve_insertion_order = false")  # from here every order is explicit (seq, __rn)
     from_sql = source.prepare(referenced_fields(rule_specs(definition)))
-    plan = compile_programme(definition, source)
+    plan = compile_programme(definition, source, DUCKDB)
     lay = store.layout(plan)
     reporter = _Reporter(progress, len(STEPS))
     ordered = f"{name}_ordered"
     try:
         count = order_events(con, source, from_sql, name)
         reporter.step("ordered")
-        store.create(con, lay, ordered, plan.exotic, name)
+        store.create(con, lay, ordered, plan.exotic_sql, name)
         reporter.step("rules")
         fallback, python_events = python_rows(con, source, plan, ordered)
         store.add_fallback(con, lay, ordered, fallback, name)

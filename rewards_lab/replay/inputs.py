@@ -28,18 +28,16 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from sqlglot import exp
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.replay.compiler import DUCKDB, NUMBER_RE, FieldReader, FieldSource, call, cast, number, string
 
 CORE = ("external_event_id", "type", "customer_id", "occurred_at")
 ROW = "__rn"  # input order, 0-based
 VIEW = "replay_events"
-Kind = Literal["int", "decimal", "double", "text", "never", "missing"]
 
-# A JSON number, and the subset read exactly as DECIMAL(28, 10): at most 18 integer digits and 10 places.
-NUMBER_RE = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?"
-SIMPLE_RE = r"-?(0|[1-9][0-9]{0,17})(\.[0-9]{1,10})?"
 # JSON text that DuckDB may read inexactly: 16 or more digits in a row, or an exponent.
 UNSAFE_JSON_RE = r"[0-9.]{16}|[0-9][eE]"
 _INT_BOUNDS = {
@@ -56,27 +54,17 @@ _DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
 
 
 def quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+    """An identifier as DuckDB SQL, quoted by SQLGlot."""
+    return DUCKDB.render(exp.to_identifier(name, quoted=True))
 
 
-def literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
-@dataclass(frozen=True)
-class FieldSource:
-    """How to read one data field: `sql` is its value (NULL when absent) of the given kind."""
-
-    kind: Kind
-    sql: str = "NULL"
-    precision: int = 0  # DECIMAL columns
-    scale: int = 0
-    bound: int = 0  # integer columns: |value| < bound
-    encoding: Literal["", "json", "csv"] = ""  # text kinds: how the text spells a value
+def literal(value: str) -> str:
+    """A string literal as DuckDB SQL, quoted by SQLGlot."""
+    return DUCKDB.render(string(value))
 
 
 @dataclass
-class EventSource:
+class EventSource(FieldReader):
     """The events as a view (`view`) with __rn, the core columns (occurred_at as TIMESTAMPTZ) and the data."""
 
     con: duckdb.DuckDBPyConnection
@@ -89,16 +77,22 @@ class EventSource:
 
     def field(self, name: str) -> FieldSource:
         if self.mode == "json":
-            index = self.json_fields.index(name) + 1
-            return FieldSource("text", f"CAST(__j[{index}] AS VARCHAR)")
+            element = exp.Bracket(this=exp.column("__j"), expressions=[number(self.json_fields.index(name))])
+            return FieldSource("text", cast(element, "VARCHAR"))  # SQLGlot's index is 0-based, DuckDB's 1-based
         if name not in self.columns:
             return FieldSource("missing")
-        sql = f"data.{quote(name)}" if self.mode == "struct" else quote(name)
-        return _typed(sql, self.columns[name], self.csv)
+        column: exp.Expr = (
+            exp.Dot(this=exp.column("data"), expression=exp.to_identifier(name, quoted=True))
+            if self.mode == "struct"
+            else exp.column(name, quoted=True)
+        )
+        return _typed(column, self.columns[name], self.csv)
 
     @property
-    def unsafe_sql(self) -> str | None:
-        return f"regexp_matches(CAST(data AS VARCHAR), {literal(UNSAFE_JSON_RE)})" if self.mode == "json" else None
+    def unsafe(self) -> exp.Expr | None:
+        if self.mode != "json":
+            return None
+        return call("regexp_matches", cast(exp.column("data"), "VARCHAR"), string(UNSAFE_JSON_RE))
 
     def prepare(self, fields: Iterable[str]) -> str:
         """The FROM clause over the events, parsing JSON data once per row for the given fields."""
@@ -107,8 +101,9 @@ class EventSource:
         self.json_fields = tuple(dict.fromkeys(fields))
         if not self.json_fields:
             return self.view
-        paths = ", ".join(literal(f'$."{name}"') for name in self.json_fields)
-        return f"(SELECT *, json_extract(data, [{paths}]) AS __j FROM {self.view})"
+        paths = exp.Array(expressions=[string(f'$."{name}"') for name in self.json_fields])
+        extract = DUCKDB.render(call("json_extract", exp.column("data"), paths))
+        return f"(SELECT *, {extract} AS __j FROM {self.view})"
 
     def python_data(self, rows: list[int], fields: Iterable[str]) -> dict[int, dict[str, Any]]:
         """The exact data of the given input rows (by __rn), as the live engine would read it."""
@@ -126,7 +121,7 @@ class EventSource:
                 return {int(rn): _json_object(text) for rn, text in fetched}
             sources = [(name, self.field(name)) for name in names]
             present = [(name, source) for name, source in sources if source.kind != "missing"]
-            select = ", ".join([ROW, *[source.sql for _, source in present]]) if present else ROW
+            select = ", ".join([ROW, *[DUCKDB.render(source.value) for _, source in present]])
             fetched = self.con.sql(
                 f"SELECT {select} FROM {self.view} WHERE {ROW} IN (SELECT rn FROM __replay_rows)"
             ).fetchall()
@@ -162,25 +157,25 @@ def _text_scalar(text: str) -> Any:
     return {"true": True, "false": False}.get(text, text)
 
 
-def _typed(sql: str, type_name: str, csv: bool) -> FieldSource:
+def _typed(column: exp.Expr, type_name: str, csv: bool) -> FieldSource:
     upper = type_name.upper()
     if upper in _INT_BOUNDS:
-        return FieldSource("int", sql, bound=_INT_BOUNDS[upper])
+        return FieldSource("int", column, bound=_INT_BOUNDS[upper])
     match = _DECIMAL.fullmatch(upper)
     if match:
         precision, scale = int(match.group(1)), int(match.group(2))
         if scale <= 10 and precision - scale <= 18:
-            return FieldSource("decimal", sql, precision, scale)
-        return FieldSource("text", f"CAST({sql} AS VARCHAR)")
+            return FieldSource("decimal", column, precision, scale)
+        return FieldSource("text", cast(column, "VARCHAR"))
     if upper in ("HUGEINT", "UHUGEINT"):
-        return FieldSource("text", f"CAST({sql} AS VARCHAR)")
+        return FieldSource("text", cast(column, "VARCHAR"))
     if upper in ("DOUBLE", "FLOAT", "REAL"):
-        return FieldSource("double", sql)
+        return FieldSource("double", column)
     if upper == "JSON":
-        return FieldSource("text", f"CAST({sql} AS VARCHAR)", encoding="json")
+        return FieldSource("text", cast(column, "VARCHAR"), encoding="json")
     if csv and upper == "VARCHAR":
-        return FieldSource("text", f"CAST({sql} AS VARCHAR)", encoding="csv")
-    return FieldSource("never", sql)
+        return FieldSource("text", cast(column, "VARCHAR"), encoding="csv")
+    return FieldSource("never", column)
 
 
 # loading ----------------------------------------------------------------------------------------------------

@@ -30,8 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from rewards_lab.replay.ceiling import first_over, resolve
-from rewards_lab.replay.inputs import literal
-from rewards_lab.replay.sql import TOO_LARGE, CompiledProgramme
+from rewards_lab.replay.compiler import DUCKDB, TOO_LARGE, CompiledProgramme, string
 
 DAY_US = 86_400_000_000
 _FIRST_CHUNK, _LAST_CHUNK = 50_000, 3_200_000  # events fetched at a time after the first refusal
@@ -90,22 +89,18 @@ class Layout:
 
 
 def layout(plan: CompiledProgramme) -> Layout:
-    by_type: dict[str, list[tuple[int, str]]] = {}
     refusing, largest, rule_of = set(), [], []
     for rule in plan.rules:
         for action, part in enumerate(rule.parts):
-            slot = plan.first_slot[rule.index] + action
-            by_type.setdefault(rule.event_type, []).append((slot, part.slot(rule.where)))
             rule_of.append((rule.index, action))
             largest.append(part.largest)
             if part.may_refuse:
-                refusing.add(slot)
-    types = tuple(by_type)
+                refusing.add(plan.first_slot[rule.index] + action)
     return Layout(
         slots=plan.slots,
-        types=types,
-        slots_of=tuple(tuple(slot for slot, _ in by_type[t]) for t in types),
-        expressions=tuple(tuple(sql for _, sql in by_type[t]) for t in types),
+        types=tuple(group.event_type for group in plan.by_type),
+        slots_of=tuple(group.slots for group in plan.by_type),
+        expressions=tuple(tuple(plan.render(amount) for amount in group.amounts) for group in plan.by_type),
         refusing=frozenset(refusing),
         largest=tuple(largest),
         rule_of=tuple(rule_of),
@@ -117,7 +112,7 @@ def _struct(k: str, values: Sequence[str], width: int) -> str:
     return "{'k': " + k + "".join(f", 'c{index + 1}': {value}" for index, value in enumerate(padded)) + "}"
 
 
-def create(con: duckdb.DuckDBPyConnection, lay: Layout, events: str, exotic: str, name: str) -> None:
+def create(con: duckdb.DuckDBPyConnection, lay: Layout, events: str, exotic: str | None, name: str) -> None:
     """`{name}_pe` from the events view (with __pos), and `{name}_slots`; rows flagged `exotic` are left out (the
     Python fallback adds them)."""
     slots = [(k, i + 1, slot) for k, slots_k in enumerate(lay.slots_of) for i, slot in enumerate(slots_k)]
@@ -134,10 +129,10 @@ def create(con: duckdb.DuckDBPyConnection, lay: Layout, events: str, exotic: str
     con.unregister(f"{name}_slots_input")
     day = f"CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER)"
     a = " ".join(
-        f"WHEN {literal(t)} THEN {_struct(str(index), lay.expressions[index], lay.width)}"
+        f"WHEN {DUCKDB.render(string(t))} THEN {_struct(str(index), lay.expressions[index], lay.width)}"
         for index, t in enumerate(lay.types)
     )
-    keep = "" if exotic == "FALSE" else f" WHERE NOT {exotic}"
+    keep = "" if exotic is None else f" WHERE NOT {exotic}"
     con.execute(
         f"CREATE TEMP TABLE {name}_pe AS SELECT __pos AS pos, customer_id, {day} AS day, CASE type {a} END AS a "
         f"FROM {events}{keep}"
@@ -334,9 +329,10 @@ def issuances_sql(
     )
     kept = "" if boundary is None else f"LEFT JOIN {name}_kept q ON q.pos = p.pos AND q.i = p.i"
     ok = "p.m > 0" if boundary is None else f"(p.m > 0 AND (p.day < {boundary} OR q.pos IS NOT NULL))"
+    symbol = DUCKDB.render(string(asset))
     return f"""
         SELECT p.pos * {lay.slots} + s.slot AS seq, e.external_event_id, p.customer_id, s.event_type, e.occurred_at,
-               s.rule_index, s.action_index, {literal(asset)} AS asset, {amount("greatest(p.m, 0)")} AS amount,
+               s.rule_index, s.action_index, {symbol} AS asset, {amount("greatest(p.m, 0)")} AS amount,
                greatest(p.m, 0) AS amount_minor, CASE WHEN {ok} THEN 'issued' ELSE 'failed' END AS status,
                CASE WHEN p.m = {TOO_LARGE} THEN 'amount_too_large'
                     WHEN NOT {ok} THEN 'asset_supply_exhausted' END AS error_code

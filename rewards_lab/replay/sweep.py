@@ -26,10 +26,10 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme
 from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.replay.ceiling import resolve
+from rewards_lab.replay.compiler import DUCKDB, compile_programme, referenced_fields, rule_specs
 from rewards_lab.replay.engine import candidate_selects, definition_of, parse_supply, python_rows
 from rewards_lab.replay.inputs import open_events
 from rewards_lab.replay.order import order_events
-from rewards_lab.replay.sql import compile_programme, referenced_fields, rule_specs
 from rewards_lab.replay.store import DAY_US
 
 _PATH_PART = re.compile(r"([A-Za-z_]+)((?:\[\d+\])*)")
@@ -96,7 +96,7 @@ def sweep(
     fields = list(dict.fromkeys(f for d in definitions for f in referenced_fields(rule_specs(d))))
     from_sql = source.prepare(fields)
     order_events(con, source, from_sql, "__sweep")
-    plans = [compile_programme(d, source) for d in definitions]
+    plans = [compile_programme(d, source, DUCKDB) for d in definitions]
     selects = [
         f"SELECT {g} AS g, seq, day, m FROM ({select})"
         for g, plan in enumerate(plans)
