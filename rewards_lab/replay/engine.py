@@ -30,17 +30,16 @@ import pyarrow.parquet as pq
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
-from rewards_lab.domain.rule_evaluation import evaluate
 from rewards_lab.replay import store
 from rewards_lab.replay.compiler import (
     DUCKDB,
-    TOO_LARGE,
     CompiledProgramme,
     compile_programme,
     referenced_fields,
     rule_specs,
     string,
 )
+from rewards_lab.replay.fallback import slot_amounts
 from rewards_lab.replay.inputs import ROW, EventSource, literal, open_events
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.store import DAY_US
@@ -67,7 +66,7 @@ ISSUANCE_COLUMNS = (  # the `issuances` relation's columns, in order
 )
 
 
-class _Reporter:
+class ProgressReporter:
     """Progress as (done, total) steps: a callable, nothing (False), or text on stderr once it takes long (None)."""
 
     def __init__(self, progress: Progress, total: int) -> None:
@@ -257,16 +256,12 @@ def python_rows(
     query = f"SELECT __pos, {ROW}, type, epoch_us(occurred_at) FROM {events} WHERE {plan.exotic_sql}"
     fetched = con.sql(query).fetchall()
     data = source.python_data([int(e[1]) for e in fetched], plan.fields)
+    events = [(event_type, data.get(int(rn), {})) for _, rn, event_type, _ in fetched]
     rows = []
-    matched = evaluate(plan.specs, [(event_type, data.get(int(rn), {})) for _, rn, event_type, _ in fetched])
-    for (position, _, _, stamp), matches in zip(fetched, matched, strict=True):
-        for verdict in matches:
-            for action in verdict.actions:
-                if not action.issues and action.error_code is None:
-                    continue
-                slot = plan.first_slot[int(verdict.rule_id)] + action.action_index
-                m = TOO_LARGE if action.error_code is not None else action.amount_minor
-                rows.append((int(position) * plan.slots + slot, int(stamp), m))
+    for (position, _, _, stamp), amounts in zip(
+        fetched, slot_amounts(plan.specs, plan.first_slot, events), strict=True
+    ):
+        rows += [(int(position) * plan.slots + slot, int(stamp), m) for slot, m in amounts]
     return rows, len(fetched)
 
 
@@ -293,7 +288,7 @@ def replay(
     from_sql = source.prepare(referenced_fields(rule_specs(definition)))
     plan = compile_programme(definition, source, DUCKDB)
     lay = store.layout(plan)
-    reporter = _Reporter(progress, len(STEPS))
+    reporter = ProgressReporter(progress, len(STEPS))
     ordered = f"{name}_ordered"
     try:
         count = order_events(con, source, from_sql, name)

@@ -1,0 +1,389 @@
+"""Replay on Spark: the same compiled plan as the DuckDB engine (rewards_lab.replay.compiler, rendered with
+SQLGlot's Spark dialect), the same issuance table, row for row.
+
+1. **Order.** Events are range-partitioned and sorted by (`occurred_at`, input order) across the cluster; each
+   row's position is its partition's offset (per-partition counts, a number per partition on the driver) plus its
+   index within the partition: `seq = position * slots + slot`, as on DuckDB.
+2. **Rules.** One projection per event: the compiled amounts of its type's rule actions as an array, exploded
+   into candidate issuances (nothing-issued amounts dropped). Rows SQL cannot read exactly are evaluated by the
+   live engine's own functions inside `mapInArrow`, on the executors (rewards_lab.replay.fallback).
+3. **Ceiling.** The supply ceiling in `seq` order across the whole history, by the two-pass method of
+   rewards_lab.replay.spark_ceiling: a few numbers and at most a bounded set of `seq`s reach the driver.
+
+Nothing of the history is collected to the driver; the issuance table is a DataFrame, written by the executors.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import pyarrow as pa
+from sqlglot import exp
+
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.programme_file import ProgrammeDefinition
+from rewards_lab.domain.money import parse_ceiling, to_decimal
+from rewards_lab.domain.rules import RuleSpec
+from rewards_lab.replay.compiler import SPARK, TOO_LARGE, CompiledProgramme, cast, compile_programme, number, string
+from rewards_lab.replay.engine import (
+    ISSUANCE_COLUMNS,
+    STEPS,
+    Progress,
+    ProgressReporter,
+    definition_of,
+    frame_of,
+    parse_supply,
+)
+from rewards_lab.replay.fallback import slot_amounts
+from rewards_lab.replay.spark_ceiling import CeilingDecision, decide
+from rewards_lab.replay.spark_inputs import (
+    FILE,
+    ORDER,
+    RowReader,
+    SparkEventSource,
+    open_spark_events,
+    spark_identifier,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+_CANDIDATE_COLUMNS = ("__pos", "external_event_id", "customer_id", "occurred_at", "type")
+
+
+def spark_session() -> SparkSession:
+    """The active Spark session; else one from spark-submit's configuration; else a local one (all cores)."""
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder.appName("rewards-lab replay")
+    if not SparkConf().contains("spark.master"):
+        builder = (
+            builder.master("local[*]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "8")
+            .config("spark.driver.memory", "2g")
+        )
+    session = builder.config("spark.sql.session.timeZone", "UTC").getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+# 1. order ------------------------------------------------------------------------------------------------------
+def with_positions(frame: DataFrame) -> tuple[DataFrame, int]:
+    """The events with `__pos`, their position in processing order; and how many there are."""
+    from pyspark.sql import functions as F
+
+    if frame.where(F.col("occurred_at").isNull()).limit(1).count():
+        raise ServiceError("field_required", "every event needs an occurred_at", field="occurred_at")
+    keys = ["occurred_at", FILE, ORDER]
+    partitions = max(1, frame.sparkSession.sparkContext.defaultParallelism)
+    numbered = (
+        frame.repartitionByRange(partitions, *keys)
+        .sortWithinPartitions(*keys)
+        .withColumn("__pid", F.spark_partition_id())
+        .withColumn("__local", F.monotonically_increasing_id())
+        .localCheckpoint(eager=True)  # fixed from here: the counts and the positions see the same partitions
+    )
+    counts = {int(row["__pid"]): int(row["count"]) for row in numbered.groupBy("__pid").count().collect()}
+    offsets, total = [], 0
+    for pid in range(max(counts, default=-1) + 1):
+        offsets.append(total)
+        total += counts.get(pid, 0)
+    if not offsets:
+        return numbered.withColumn("__pos", F.lit(0).cast("long")), 0
+    # monotonically_increasing_id is (partition index << 33) + the row's index within the partition
+    local = F.col("__local") - F.col("__pid").cast("long") * F.lit(1 << 33)
+    offset = F.element_at(F.array(*(F.lit(o).cast("long") for o in offsets)), F.col("__pid") + 1)
+    return numbered.withColumn("__pos", offset + local).drop("__pid", "__local"), total
+
+
+# 2. rules -------------------------------------------------------------------------------------------------------
+def amounts_expression(plan: CompiledProgramme) -> str:
+    """Spark SQL: per event, an array of (slot, m) for its type's rule actions (NULL for a type without rules)."""
+    case = exp.Case(this=exp.column("type", quoted=True))
+    for group in plan.by_type:
+        elements = [
+            exp.Struct(
+                expressions=[
+                    exp.PropertyEQ(this=exp.to_identifier("slot"), expression=cast(number(slot), "INT")),
+                    exp.PropertyEQ(this=exp.to_identifier("m"), expression=cast(amount, "BIGINT")),
+                ]
+            )
+            for slot, amount in zip(group.slots, group.amounts, strict=True)
+        ]
+        case = case.when(string(group.event_type), exp.Array(expressions=elements))
+    return plan.render(case)
+
+
+def sql_candidates(ordered: DataFrame, plan: CompiledProgramme) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    rows = ordered if plan.exotic_sql is None else ordered.where(~F.expr(plan.exotic_sql))
+    exploded = rows.select(*_CANDIDATE_COLUMNS, F.explode(F.expr(amounts_expression(plan))).alias("__c"))
+    return exploded.select(*_CANDIDATE_COLUMNS, "__c.slot", "__c.m").where(F.col("m") != 0)
+
+
+def _evaluate_batches(
+    specs: list[RuleSpec], first_slot: tuple[int, ...], reader: RowReader, schema: pa.Schema
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The Python fallback as a mapInArrow function (runs on the executors)."""
+
+    def evaluate_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows = batch.to_pylist()
+            events = [(str(row["type"]), reader.data(row)) for row in rows]
+            taken, slots, amounts = [], [], []
+            for index, found in enumerate(slot_amounts(specs, first_slot, events)):
+                for slot, m in found:
+                    taken.append(index)
+                    slots.append(slot)
+                    amounts.append(m)
+            indices = pa.array(taken, pa.int64())
+            columns = [batch.column(name).take(indices) for name in _CANDIDATE_COLUMNS]
+            columns += [pa.array(slots, pa.int32()), pa.array(amounts, pa.int64())]
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    return evaluate_batches
+
+
+def python_candidates(
+    ordered: DataFrame, plan: CompiledProgramme, source: SparkEventSource
+) -> tuple[DataFrame | None, int]:
+    """The candidates of the rows SQL cannot read exactly, and how many such rows there are."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, StructField
+
+    if plan.exotic_sql is None:
+        return None, 0
+    reading = source.python_columns(plan.fields)
+    exotic = ordered.where(F.expr(plan.exotic_sql)).select(
+        *_CANDIDATE_COLUMNS, *(F.col(spark_identifier(name)) for name in reading)
+    )
+    count = exotic.count()
+    if count == 0:
+        return None, 0
+    base = exotic.select(*_CANDIDATE_COLUMNS).schema
+    schema = base.add(StructField("slot", IntegerType())).add(StructField("m", LongType()))
+    arrow_schema = pa.schema(
+        [
+            pa.field("__pos", pa.int64()),
+            pa.field("external_event_id", pa.string()),
+            pa.field("customer_id", pa.string()),
+            pa.field("occurred_at", pa.timestamp("us", tz="UTC")),
+            pa.field("type", pa.string()),
+            pa.field("slot", pa.int32()),
+            pa.field("m", pa.int64()),
+        ]
+    )
+    function = _evaluate_batches(plan.specs, plan.first_slot, source.row_reader(plan.fields), arrow_schema)
+    return exotic.mapInArrow(function, schema), count
+
+
+def _by_slot(values: list[int], slot: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.element_at(F.array(*(F.lit(v) for v in values)), slot + 1).cast("int")
+
+
+# the replay -----------------------------------------------------------------------------------------------------
+@dataclass
+class SparkReplayResult:
+    """The outcome of a replay on Spark, with the DuckDB engine's API (rewards_lab.replay.engine.ReplayResult):
+    `issuances` is a DataFrame with the same columns and rows (order by `seq` to read them in order)."""
+
+    definition: ProgrammeDefinition
+    spark: SparkSession
+    events_processed: int
+    seconds: float
+    ceiling: Decimal | None
+    opening_supply: Decimal
+    python_rows: int  # events evaluated by the Python fallback
+    _candidates: DataFrame
+    _decision: CeilingDecision
+
+    @property
+    def _decimals(self) -> int:
+        return self.definition.asset.decimals
+
+    def _amount(self, minor: Column) -> Column:
+        """Exact DECIMAL(38, decimals) of minor units: a 20-digit integer times one minor unit never rounds."""
+        from pyspark.sql import functions as F
+
+        d = self._decimals
+        if d == 0:
+            return minor.cast("decimal(38,0)")
+        unit = F.lit(Decimal(1).scaleb(-d)).cast(f"decimal({d + 1},{d})")
+        return (minor.cast("decimal(20,0)") * unit).cast(f"decimal(38,{d})")
+
+    @property
+    def issuances(self) -> DataFrame:
+        """One row per attempted issuance (ISSUANCE_COLUMNS)."""
+        from pyspark.sql import functions as F
+
+        c = self._candidates
+        m = F.col("m")
+        issued = (m > 0) & self._decision.issued(F.col("seq"), m)
+        minor = F.greatest(m, F.lit(0)).cast("long")
+        return c.select(
+            F.col("seq"),
+            F.col("external_event_id"),
+            F.col("customer_id"),
+            F.col("type").alias("event_type"),
+            F.col("occurred_at"),
+            F.col("rule_index"),
+            F.col("action_index"),
+            F.lit(self.definition.asset.symbol).alias("asset"),
+            self._amount(minor).alias("amount"),
+            minor.alias("amount_minor"),
+            F.when(issued, "issued").otherwise("failed").alias("status"),
+            F.when(m == F.lit(TOO_LARGE), "amount_too_large")
+            .when(~issued, "asset_supply_exhausted")
+            .alias("error_code"),
+        )
+
+    def to_arrow(self) -> pa.Table:
+        table: pa.Table = self.issuances.orderBy("seq").toArrow()
+        return table.select(list(ISSUANCE_COLUMNS))
+
+    def to_pandas(self) -> pd.DataFrame:
+        return frame_of(self.to_arrow())
+
+    def totals(self) -> dict[str, Any]:
+        """issued (Decimal), issuances, failed, and failures by error code."""
+        from pyspark.sql import functions as F
+
+        rows = self.issuances
+        row = rows.agg(
+            F.sum(F.when(F.col("status") == "issued", F.col("amount_minor").cast("decimal(38,0)"))).alias("issued"),
+            F.count_if(F.col("status") == "issued").alias("issuances"),
+            F.count_if(F.col("error_code") == "amount_too_large").alias("too_large"),
+            F.count_if(F.col("error_code") == "asset_supply_exhausted").alias("exhausted"),
+        ).first()
+        assert row is not None
+        codes = {"amount_too_large": int(row["too_large"]), "asset_supply_exhausted": int(row["exhausted"])}
+        return {
+            "issued": to_decimal(int(row["issued"] or 0), self._decimals),
+            "issuances": int(row["issuances"]),
+            "failed": codes["amount_too_large"] + codes["asset_supply_exhausted"],
+            "failed_by_code": {code: count for code, count in codes.items() if count},
+        }
+
+    def daily(self) -> pd.DataFrame:
+        """day (UTC), asset, rule_index, issued, cumulative (running total of that rule), issuances (issued rows)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        issued = self.issuances.where(F.col("status") == "issued")
+        per_day = issued.groupBy(F.to_date("occurred_at").alias("day"), "rule_index").agg(
+            F.sum(F.col("amount_minor").cast("decimal(38,0)")).alias("minor"), F.count("*").alias("issuances")
+        )
+        window = Window.partitionBy("rule_index").orderBy("day")
+        table = (
+            per_day.select(
+                "day",
+                F.lit(self.definition.asset.symbol).alias("asset"),
+                "rule_index",
+                self._amount(F.col("minor")).alias("issued"),
+                self._amount(F.sum("minor").over(window)).alias("cumulative"),
+                F.col("issuances").cast("long"),
+            )
+            .orderBy("day", "rule_index")
+            .toArrow()
+        )
+        return frame_of(table)
+
+    def per_customer(self, top: int | None = None) -> pd.DataFrame:
+        """customer_id, issued (exact Arrow decimal), issuances, for every customer issued anything; with `top`,
+        only the `top` largest, largest first (ties by customer id)."""
+        from pyspark.sql import functions as F
+
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
+            raise ServiceError("field_invalid", f"top must be a whole number of at least 1, not {top!r}", field="top")
+        issued = self.issuances.where(F.col("status") == "issued")
+        grouped = issued.groupBy("customer_id").agg(
+            F.sum(F.col("amount_minor").cast("decimal(38,0)")).alias("minor"), F.count("*").alias("issuances")
+        )
+        if top is not None:
+            grouped = grouped.orderBy(F.col("minor").desc(), F.col("customer_id")).limit(top)
+        table = grouped.select("customer_id", self._amount(F.col("minor")).alias("issued"), "issuances").toArrow()
+        return frame_of(table)
+
+    def write(self, path: str | Path) -> Path:
+        """The issuances, in processing order, as a directory of Parquet or CSV part files (by suffix)."""
+        target = Path(path)
+        if target.suffix.lower() not in (".parquet", ".csv"):
+            raise ServiceError("field_invalid", f"{target}: the output must be .parquet or .csv", field="out")
+        writer = self.issuances.orderBy("seq").write.mode("overwrite")
+        if target.suffix.lower() == ".parquet":
+            writer.parquet(str(target))
+        else:
+            writer.option("header", "true").csv(str(target))
+        return target
+
+
+def replay_spark(
+    events: Any,
+    programme: ProgrammeDefinition | str | Path,
+    *,
+    opening_supply: Decimal | int | str = 0,
+    progress: Progress = None,
+    spark: SparkSession | None = None,
+) -> SparkReplayResult:
+    """Replay `events` through `programme` on Spark; see the module docstring and docs/replay.md."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    started = time.perf_counter()
+    session = spark if spark is not None else spark_session()
+    definition = definition_of(programme)
+    decimals = definition.asset.decimals
+    ceiling = parse_ceiling(definition.asset.supply_ceiling, decimals, "asset.supply_ceiling")
+    opening = parse_supply(opening_supply, decimals)
+    reporter = ProgressReporter(progress, len(STEPS))
+    try:
+        source = open_spark_events(session, events)
+        plan = compile_programme(definition, source, SPARK)
+        ordered, count = with_positions(source.frame)
+        reporter.step("ordered")
+        candidates = sql_candidates(ordered, plan)
+        reporter.step("rules")
+        fallback, python_events = python_candidates(ordered, plan, source)
+        if fallback is not None:
+            candidates = candidates.unionByName(fallback)
+        reporter.step("fallback")
+        rule_of = [plan.rule_of(slot) for slot in range(plan.slots)]
+        slot = F.col("slot")
+        candidates = (
+            candidates.withColumn("seq", F.col("__pos") * F.lit(plan.slots) + slot)
+            .withColumn("rule_index", _by_slot([r for r, _ in rule_of], slot) if rule_of else F.lit(0))
+            .withColumn("action_index", _by_slot([a for _, a in rule_of], slot) if rule_of else F.lit(0))
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        reporter.step("summaries")
+        room = None if ceiling is None else ceiling - opening
+        decision = decide(candidates.where(F.col("m") > 0), room, max(plan.slots, 1))
+        reporter.step("ceiling")
+    finally:
+        reporter.close()
+    return SparkReplayResult(
+        definition=definition,
+        spark=session,
+        events_processed=count,
+        seconds=time.perf_counter() - started,
+        ceiling=None if ceiling is None else to_decimal(ceiling, decimals),
+        opening_supply=to_decimal(opening, decimals),
+        python_rows=python_events,
+        _candidates=candidates,
+        _decision=decision,
+    )

@@ -1,0 +1,194 @@
+"""Event histories for the Spark engine: a Parquet file, a directory or glob of Parquet files, a Spark DataFrame,
+or a pandas DataFrame or Arrow table (as the DuckDB engine takes them), as one DataFrame with the input order.
+
+Input order (ties in `occurred_at` are processed in it): for files, the file's path then the row within the file
+(Spark's `_metadata.file_path` and `_metadata.row_index`; a data lake's part files sort by name); for a
+DataFrame, its own order, partition by partition (`monotonically_increasing_id`).
+
+Data fields are read as the DuckDB engine reads them (rewards_lab.replay.inputs): integer and DECIMAL columns
+are exact numbers; FLOAT/DOUBLE columns are compared as doubles, and their `{per, rate}` amounts are evaluated
+in Python (Java does not always spell a double as its shortest repr); strings and booleans are never numbers;
+JSON (a string `data` column, or the JSON columns a pandas frame of mixed values becomes) and DECIMALs wider than
+SQL reads exactly are evaluated in Python (`kind == "python"`), inside the executors.
+"""
+
+from __future__ import annotations
+
+import glob as globbing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import pyarrow as pa
+from sqlglot import exp
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.replay.compiler import SPARK, FieldReader, FieldSource
+from rewards_lab.replay.inputs import CORE, _pandas_to_arrow
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType
+
+ORDER = "__order"  # input order within a file or partition
+FILE = "__file"  # the file a row came from ("" for a DataFrame)
+_INT_BOUNDS = {"ByteType": 2**7, "ShortType": 2**15, "IntegerType": 2**31, "LongType": 2**63}
+
+
+def _is_parquet_path(events: Any) -> bool:
+    return isinstance(events, str | Path)
+
+
+def _files(path: str | Path) -> str:
+    """The path Spark reads: a file, a directory, or a glob that matches something."""
+    text = str(path)
+    if any(mark in text for mark in "*?["):
+        if not globbing.glob(text):
+            raise ServiceError("field_invalid", f"{text}: no file matches", field="events", file=text)
+        return text
+    target = Path(text)
+    if not target.exists():
+        raise ServiceError("field_invalid", f"{target}: no such file", field="events", file=text)
+    if target.is_file() and target.suffix.lower() != ".parquet":
+        raise ServiceError(
+            "field_invalid", f"{target}: the Spark engine reads Parquet (a file, a directory or a glob)", field="events"
+        )
+    return text
+
+
+@dataclass
+class SparkEventSource(FieldReader):
+    """The events as a DataFrame with FILE, ORDER, the core columns (occurred_at as a timestamp) and the data."""
+
+    frame: DataFrame
+    mode: str  # columns, json or struct
+    types: dict[str, DataType]  # data field -> Spark type (columns and struct modes)
+    json_columns: frozenset[str] = frozenset()
+
+    def field(self, name: str) -> FieldSource:
+        if self.mode == "json":
+            return FieldSource("python", exp.column("data", quoted=True), encoding="json")
+        if name not in self.types:
+            return FieldSource("missing")
+        column: exp.Expr = (
+            exp.Dot(this=exp.column("data", quoted=True), expression=exp.to_identifier(name, quoted=True))
+            if self.mode == "struct"
+            else exp.column(name, quoted=True)
+        )
+        if name in self.json_columns:
+            return FieldSource("python", column, encoding="json")
+        return _typed(column, self.types[name])
+
+    def python_columns(self, fields: list[str]) -> list[str]:
+        """The columns the Python fallback reads for these fields."""
+        if self.mode in ("json", "struct"):
+            return ["data"]
+        return [name for name in fields if name in self.types]
+
+    def row_reader(self, fields: list[str]) -> RowReader:
+        return RowReader(self.mode, self.json_columns, tuple(fields))
+
+
+@dataclass(frozen=True)
+class RowReader:
+    """Reads one row's data as the live engine reads it (picklable: it runs on the executors)."""
+
+    mode: str
+    json_columns: frozenset[str]
+    fields: tuple[str, ...]
+
+    def data(self, row: dict[str, Any]) -> dict[str, Any]:
+        if self.mode == "json":
+            text = row.get("data")
+            value = jsonutil.loads(text) if text is not None else {}
+            return value if isinstance(value, dict) else {}
+        if self.mode == "struct":
+            struct = row.get("data") or {}
+            return {name: struct[name] for name in self.fields if struct.get(name) is not None}
+        data = {}
+        for name in self.fields:
+            value = row.get(name)
+            if value is not None:
+                data[name] = jsonutil.loads(value) if name in self.json_columns else value
+        return data
+
+
+def spark_identifier(name: str) -> str:
+    """A column name as Spark SQL, quoted by SQLGlot (a name may hold dots)."""
+    return SPARK.render(exp.to_identifier(name, quoted=True))
+
+
+def _typed(column: exp.Expr, data_type: DataType) -> FieldSource:
+    name = type(data_type).__name__
+    if name in _INT_BOUNDS:
+        return FieldSource("int", column, bound=_INT_BOUNDS[name])
+    if name == "DecimalType":
+        precision, scale = data_type.precision, data_type.scale  # type: ignore[attr-defined]
+        if scale <= 10 and precision - scale <= 18:
+            return FieldSource("decimal", column, precision, scale)
+        return FieldSource("python", column)
+    if name in ("DoubleType", "FloatType"):
+        return FieldSource("double", column)
+    return FieldSource("never", column)
+
+
+def _read(spark: SparkSession, events: Any) -> tuple[DataFrame, frozenset[str]]:
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    if _is_parquet_path(events):
+        frame = spark.read.parquet(_files(events))
+        return (
+            frame.withColumn(FILE, F.col("_metadata.file_path")).withColumn(ORDER, F.col("_metadata.row_index")),
+            frozenset(),
+        )
+    json_columns: frozenset[str] = frozenset()
+    if isinstance(events, pd.DataFrame):
+        events = _pandas_to_arrow(events)
+    if isinstance(events, pa.Table):
+        metadata = events.schema.metadata or {}
+        if b"replay_json_columns" in metadata:
+            json_columns = frozenset(jsonutil.loads(metadata[b"replay_json_columns"]))
+        events = spark.createDataFrame(events.replace_schema_metadata(None))
+    if not isinstance(events, DataFrame):
+        raise ServiceError(
+            "field_invalid",
+            "events for the Spark engine must be Parquet (a file, a directory or a glob), a Spark DataFrame, "
+            "a pandas DataFrame or a pyarrow Table",
+            field="events",
+        )
+    return events.withColumn(FILE, F.lit("")).withColumn(ORDER, F.monotonically_increasing_id()), json_columns
+
+
+def open_spark_events(spark: SparkSession, events: Any) -> SparkEventSource:
+    """The events as a SparkEventSource: core columns typed, the data as columns, a JSON string or a STRUCT."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    frame, json_columns = _read(spark, events)
+    types = {field.name: field.dataType for field in frame.schema.fields}
+    absent = [name for name in CORE if name not in types]
+    if absent:
+        raise ServiceError("field_required", f"events need the column(s) {', '.join(absent)}", field=absent[0])
+    mode = "columns"
+    if "data" in types:
+        mode = "struct" if isinstance(types["data"], StructType) else "json"
+    core = [
+        F.col(FILE),
+        F.col(ORDER),
+        *(F.col(name).cast("string").alias(name) for name in ("external_event_id", "type", "customer_id")),
+        F.col("occurred_at").cast("timestamp").alias("occurred_at"),
+    ]
+    others = [name for name in types if name not in (*CORE, FILE, ORDER, "data")] if mode == "columns" else []
+    data = [F.col("data").cast("string").alias("data")] if mode == "json" else []
+    data += [F.col("data")] if mode == "struct" else []
+    selected = frame.select(*core, *data, *(F.col(spark_identifier(name)) for name in others))
+    if mode == "struct":
+        struct = types["data"]
+        assert isinstance(struct, StructType)
+        field_types = {field.name: field.dataType for field in struct.fields}
+    else:
+        field_types = {name: types[name] for name in others}
+    return SparkEventSource(selected, mode, field_types, json_columns & set(others))
