@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -89,3 +91,25 @@ class World:
 @pytest.fixture
 def world(db: Database, scope: Scope) -> World:
     return World(db, scope)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local Spark session for the whole run (starting one takes seconds): two cores, few partitions.
+    PySpark is an optional extra of the package, but `make test` installs it: a missing one fails, not skips."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers run this interpreter (the venv's)
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("rewards-lab tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

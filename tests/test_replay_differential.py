@@ -5,7 +5,8 @@ per-rate amounts, decimals 0..8, ceilings small enough to bind, an opening suppl
 just above and below thresholds, missing fields, nulls, strings, booleans, huge and tiny numbers, floats, numbers
 with more places than SQL reads, ties in occurred_at, events out of order). The live engine runs the real service
 functions over a DuckDB file (events submitted in occurred_at order, ties by input order, then processed); the
-replay runs on the same events in input order, with the data as one `data` column and as separate columns.
+replay runs on the same events in input order, with the data as one `data` column and as separate columns, on
+DuckDB and on Spark (the third party), and every engine must give the live engine's rows.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR, format_amount
 from rewards_lab.replay.engine import replay
+from rewards_lab.replay.spark_engine import replay_spark
 from rewards_lab.service import assets, customers, event_intake, event_processing, ledger, organizations, programmes
 from rewards_lab.store.database import Database
 
@@ -207,11 +209,22 @@ def _as_columns(stream: list[dict[str, Any]]) -> pd.DataFrame:
     return frame
 
 
+PICKED = ("external_event_id", "rule_index", "action_index", "amount_minor", "status", "error_code")
+
+
 def _replayed(events_input: Any, definition: ProgrammeDefinition, opening: int) -> list[tuple]:
     result = replay(events_input, definition, opening_supply=format_amount(opening, definition.asset.decimals))
-    picked = ("external_event_id", "rule_index", "action_index", "amount_minor", "status", "error_code")
-    table = result.issuances.to_arrow_table().select(list(picked)).to_pylist()
-    return [tuple(row[name] for name in picked) for row in table]
+    table = result.issuances.to_arrow_table().select(list(PICKED)).to_pylist()
+    return [tuple(row[name] for name in PICKED) for row in table]
+
+
+def _spark_replayed(events_input: Any, definition: ProgrammeDefinition, opening: int, spark: Any) -> list[tuple]:
+    """The Spark engine's rows (the third party). A pandas frame reaches Spark as the DuckDB engine reads it:
+    JSON values in `data` or in object columns (evaluated in Python on the executors), numbers in typed ones."""
+    opening_supply = format_amount(opening, definition.asset.decimals)
+    result = replay_spark(events_input, definition, opening_supply=opening_supply, spark=spark)
+    table = result.to_arrow().select(list(PICKED)).to_pylist()
+    return [tuple(row[name] for name in PICKED) for row in table]
 
 
 @settings(
@@ -220,7 +233,7 @@ def _replayed(events_input: Any, definition: ProgrammeDefinition, opening: int) 
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(data=st.data())
-def test_replay_agrees_with_the_live_engine_row_by_row(tmp_path: Path, data: st.DataObject) -> None:
+def test_replay_agrees_with_the_live_engine_row_by_row(tmp_path: Path, data: st.DataObject, spark: Any) -> None:
     definition = data.draw(programmes_st(), label="programme")
     stream = data.draw(streams_st(definition), label="events")
     ceiling = definition.asset.supply_ceiling
@@ -230,9 +243,12 @@ def test_replay_agrees_with_the_live_engine_row_by_row(tmp_path: Path, data: st.
     as_object = pd.DataFrame(stream)
     assert _replayed(as_object, definition, opening) == live
     assert _replayed(_as_columns(stream), definition, opening) == live
+    assert _spark_replayed(_as_columns(stream), definition, opening, spark) == live
+    if data.draw(st.booleans(), label="spark reads the data column too"):  # half the examples: Spark's share small
+        assert _spark_replayed(as_object, definition, opening, spark) == live
 
 
-def test_the_strategies_reach_the_interesting_cases(tmp_path: Path) -> None:
+def test_the_strategies_reach_the_interesting_cases(tmp_path: Path, spark: Any) -> None:
     """A fixed example with each edge at once: a binding ceiling with a later smaller issuance, a too large
     amount, a value with more places than SQL reads, a missing field and a string."""
     definition = parse_programme(
@@ -268,10 +284,12 @@ def test_the_strategies_reach_the_interesting_cases(tmp_path: Path) -> None:
     assert MAX_AMOUNT_MINOR < 10**42
     assert _replayed(pd.DataFrame(stream), definition, 0) == live
     assert _replayed(_as_columns(stream), definition, 0) == live
+    assert _spark_replayed(pd.DataFrame(stream), definition, 0, spark) == live
+    assert _spark_replayed(_as_columns(stream), definition, 0, spark) == live
 
 
 @pytest.mark.parametrize("decimals", [0, 8])
-def test_rounding_toward_zero_at_every_scale(tmp_path: Path, decimals: int) -> None:
+def test_rounding_toward_zero_at_every_scale(tmp_path: Path, decimals: int, spark: Any) -> None:
     definition = parse_programme(
         {
             "programme": {"name": "Rounding"},
@@ -298,3 +316,4 @@ def test_rounding_toward_zero_at_every_scale(tmp_path: Path, decimals: int) -> N
     live = _live(tmp_path / f"rounding-{decimals}.duckdb", definition, stream, 0)
     assert _replayed(pd.DataFrame(stream), definition, 0) == live
     assert _replayed(_as_columns(stream), definition, 0) == live
+    assert _spark_replayed(_as_columns(stream), definition, 0, spark) == live

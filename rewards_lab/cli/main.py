@@ -164,10 +164,10 @@ def _contract_export(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     """Replay an event history through a programme file; write the issuances and print a short summary."""
     from rewards_lab.contract.errors import ServiceError
-    from rewards_lab.replay.engine import replay
+    from rewards_lab.replay.engines import run_replay
 
     try:
-        result = replay(args.events, args.programme, opening_supply=args.opening_supply)
+        result = run_replay(args.events, args.programme, engine=args.engine, opening_supply=args.opening_supply)
         result.write(args.out)
     except ServiceError as error:
         print(json.dumps({"error": error.to_dict()}, default=str))
@@ -181,6 +181,7 @@ def _replay(args: argparse.Namespace) -> int:
         "failed": totals["failed"],
         "failed_by_code": totals["failed_by_code"],
         "seconds": round(result.seconds, 3),
+        "engine": args.engine,
         "out": str(args.out),
     }
     print(json.dumps(summary, indent=2))
@@ -257,10 +258,19 @@ def build_parser() -> argparse.ArgumentParser:
     contract_export.add_argument("--out", default="clients", help="folder to write into (default: clients)")
     contract_export.set_defaults(run=_contract_export)
     replay = commands.add_parser("replay", help="replay an event history through a programme file (vectorised)")
-    replay.add_argument("events", help="events: .parquet, .csv or .jsonl")
+    replay.add_argument(
+        "events", help="events: .parquet, .csv or .jsonl (duckdb); a Parquet file, directory or glob (spark)"
+    )
     replay.add_argument("--programme", required=True, help="programme file (JSON, see data/programmes/)")
     replay.add_argument("--out", required=True, help="issuances to write: .parquet or .csv")
     replay.add_argument("--opening-supply", default="0", help="outstanding supply before the first event")
+    replay.add_argument(
+        "--engine",
+        choices=["duckdb", "spark"],
+        default="duckdb",
+        help="duckdb (this machine) or spark (local, or the cluster spark-submit gives; OUT is then a directory "
+        "of part files)",
+    )
     replay.set_defaults(run=_replay)
     _client_commands(commands)
     _operator_commands(commands)

@@ -23,6 +23,7 @@ from rewards_lab.contract.requests import FixedAmount, Operator
 from rewards_lab.lab import forecast, plots
 from rewards_lab.lab.workbench import LabProgramme, describe_rule
 from rewards_lab.replay.engine import ReplayResult
+from rewards_lab.replay.spark_engine import SparkReplayResult
 
 NEW_RULE = -1
 OPERATORS = [op.value for op in Operator]
@@ -281,7 +282,7 @@ class ReplayExplorer(Panel):
         self.cumulative = _plot_image()
         self.per_rule = _plot_image()
         self.comparison = _plot_image()
-        self.result: ReplayResult | None = None
+        self.result: ReplayResult | SparkReplayResult | None = None
         self.compared: forecast.Comparison | None = None
         self.run.on_click(lambda _: _guard(self.summary, self._run))
         self.view = w.VBox(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -34,10 +34,13 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.rule_evaluation import evaluate
 from rewards_lab.lab.event_rows import EventRow, event_rows
-from rewards_lab.replay.engine import ReplayResult, replay
-from rewards_lab.replay.sweep import sweep
+from rewards_lab.replay.engine import ReplayResult
+from rewards_lab.replay.engines import run_replay, run_sweep
 from rewards_lab.service import assets, organizations, programmes, simulation
 from rewards_lab.store.database import Database
+
+if TYPE_CHECKING:
+    from rewards_lab.replay.spark_engine import SparkReplayResult
 
 Version = int | str | None  # a version number, "draft", "live", or None (the draft)
 ConditionLike = Mapping[str, Any] | Sequence[Any]  # {"field":..., "operator":..., "value":...} or (f, op, v)
@@ -163,14 +166,15 @@ class Lab:
         *,
         version: Version = "live",
         opening_supply: Decimal | int | str = 0,
+        engine: str = "duckdb",
         **options: Any,
-    ) -> ReplayResult:
+    ) -> ReplayResult | SparkReplayResult:
         """Replay a history through a programme of the lab (a version of it, the published one by default) or
-        through a programme file as it stands; returns the replay engine's `ReplayResult`."""
+        through a programme file as it stands, on DuckDB (default) or Spark; returns the engine's result."""
         if isinstance(programme, LabProgramme):
-            return programme.replay(events, version=version, opening_supply=opening_supply, **options)
+            return programme.replay(events, version=version, opening_supply=opening_supply, engine=engine, **options)
         definition = programme if isinstance(programme, ProgrammeDefinition) else load_programme(programme)
-        return replay(events, definition, opening_supply=opening_supply, **options)
+        return run_replay(events, definition, engine=engine, opening_supply=opening_supply, **options)
 
     def _asset_for(self, spec: rq.AssetCreate) -> r.Asset:
         """An active asset of this symbol that matches the spec is reused (a symbol names one live asset);
@@ -387,11 +391,19 @@ class LabProgramme:
 
     # replay -----------------------------------------------------------------------------------------------
     def replay(
-        self, events: Any, *, version: Version = "live", opening_supply: Decimal | int | str = 0, **options: Any
-    ) -> ReplayResult:
-        """Replay a history through a version (the published one by default) with the vectorised engine;
-        returns its `ReplayResult`."""
-        return replay(events, self.definition(version), opening_supply=opening_supply, **options)
+        self,
+        events: Any,
+        *,
+        version: Version = "live",
+        opening_supply: Decimal | int | str = 0,
+        engine: str = "duckdb",
+        **options: Any,
+    ) -> ReplayResult | SparkReplayResult:
+        """Replay a history through a version (the published one by default) with the vectorised engine, on
+        DuckDB (default) or Spark (`engine="spark"`; events may then be a Spark DataFrame or Parquet files);
+        returns the engine's result (the same API and the same issuance rows on both)."""
+        definition = self.definition(version)
+        return run_replay(events, definition, engine=engine, opening_supply=opening_supply, **options)
 
     def sweep(
         self,
@@ -400,10 +412,13 @@ class LabProgramme:
         *,
         version: Version = None,
         opening_supply: Decimal | int | str = 0,
+        engine: str = "duckdb",
     ) -> pd.DataFrame:
         """A version (the draft by default) over every point of `grid` (keys are paths into the programme file,
-        e.g. "rules[0].actions[0].amount.rate"): issuance, liability and exhaustion date per grid point."""
-        return sweep(events, self.definition(version), dict(grid), opening_supply=opening_supply)
+        e.g. "rules[0].actions[0].amount.rate"): issuance, liability and exhaustion date per grid point, on
+        DuckDB (default) or Spark."""
+        definition = self.definition(version)
+        return run_sweep(events, definition, dict(grid), engine=engine, opening_supply=opening_supply)
 
 
 def _outcome_rows(position: int, item: EventRow, outcome: r.Simulation, indices: list[int]) -> list[dict[str, Any]]:

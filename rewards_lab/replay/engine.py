@@ -256,11 +256,10 @@ def python_rows(
     query = f"SELECT __pos, {ROW}, type, epoch_us(occurred_at) FROM {events} WHERE {plan.exotic_sql}"
     fetched = con.sql(query).fetchall()
     data = source.python_data([int(e[1]) for e in fetched], plan.fields)
-    events = [(event_type, data.get(int(rn), {})) for _, rn, event_type, _ in fetched]
+    typed = [(event_type, data.get(int(rn), {})) for _, rn, event_type, _ in fetched]
+    evaluated = slot_amounts(plan.specs, plan.first_slot, typed)
     rows = []
-    for (position, _, _, stamp), amounts in zip(
-        fetched, slot_amounts(plan.specs, plan.first_slot, events), strict=True
-    ):
+    for (position, _, _, stamp), amounts in zip(fetched, evaluated, strict=True):
         rows += [(int(position) * plan.slots + slot, int(stamp), m) for slot, m in amounts]
     return rows, len(fetched)
 

@@ -15,9 +15,13 @@ Nothing of the history is collected to the driver; the issuance table is a DataF
 
 from __future__ import annotations
 
+import os
+import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import date
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,12 +52,13 @@ from rewards_lab.replay.spark_inputs import (
     RowReader,
     SparkEventSource,
     open_spark_events,
-    spark_identifier,
 )
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+# PySpark 4.x warns about pandas 3 on every Arrow exchange; this engine exchanges Arrow tables only.
+warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
 _CANDIDATE_COLUMNS = ("__pos", "external_event_id", "customer_id", "occurred_at", "type")
 
 
@@ -67,6 +72,7 @@ def spark_session() -> SparkSession:
         return active
     builder = SparkSession.builder.appName("rewards-lab replay")
     if not SparkConf().contains("spark.master"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # local workers run this interpreter
         builder = (
             builder.master("local[*]")
             .config("spark.ui.enabled", "false")
@@ -167,9 +173,7 @@ def python_candidates(
     if plan.exotic_sql is None:
         return None, 0
     reading = source.python_columns(plan.fields)
-    exotic = ordered.where(F.expr(plan.exotic_sql)).select(
-        *_CANDIDATE_COLUMNS, *(F.col(spark_identifier(name)) for name in reading)
-    )
+    exotic = ordered.where(F.expr(plan.exotic_sql)).select(*_CANDIDATE_COLUMNS, *reading)
     count = exotic.count()
     if count == 0:
         return None, 0
@@ -251,6 +255,20 @@ class SparkReplayResult:
             .when(~issued, "asset_supply_exhausted")
             .alias("error_code"),
         )
+
+    def exhausted_on(self) -> date | None:
+        """The day (UTC) of the first refusal by the supply ceiling; None when it never binds."""
+        from pyspark.sql import functions as F
+
+        refusal = self._decision.first_refusal
+        if refusal is None:
+            return None
+        row = self._candidates.where(F.col("seq") == F.lit(refusal)).select(F.to_date("occurred_at")).first()
+        return None if row is None else row[0]
+
+    def release(self) -> None:
+        """Free the cached candidates (a sweep releases each grid point's before the next)."""
+        self._candidates.unpersist()
 
     def to_arrow(self) -> pa.Table:
         table: pa.Table = self.issuances.orderBy("seq").toArrow()
@@ -341,44 +359,58 @@ def replay_spark(
     spark: SparkSession | None = None,
 ) -> SparkReplayResult:
     """Replay `events` through `programme` on Spark; see the module docstring and docs/replay.md."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
     started = time.perf_counter()
     session = spark if spark is not None else spark_session()
     definition = definition_of(programme)
-    decimals = definition.asset.decimals
-    ceiling = parse_ceiling(definition.asset.supply_ceiling, decimals, "asset.supply_ceiling")
-    opening = parse_supply(opening_supply, decimals)
     reporter = ProgressReporter(progress, len(STEPS))
     try:
         source = open_spark_events(session, events)
-        plan = compile_programme(definition, source, SPARK)
         ordered, count = with_positions(source.frame)
         reporter.step("ordered")
-        candidates = sql_candidates(ordered, plan)
-        reporter.step("rules")
-        fallback, python_events = python_candidates(ordered, plan, source)
-        if fallback is not None:
-            candidates = candidates.unionByName(fallback)
-        reporter.step("fallback")
-        rule_of = [plan.rule_of(slot) for slot in range(plan.slots)]
-        slot = F.col("slot")
-        candidates = (
-            candidates.withColumn("seq", F.col("__pos") * F.lit(plan.slots) + slot)
-            .withColumn("rule_index", _by_slot([r for r, _ in rule_of], slot) if rule_of else F.lit(0))
-            .withColumn("action_index", _by_slot([a for _, a in rule_of], slot) if rule_of else F.lit(0))
-            .persist(StorageLevel.MEMORY_AND_DISK)
-        )
-        reporter.step("summaries")
-        room = None if ceiling is None else ceiling - opening
-        decision = decide(candidates.where(F.col("m") > 0), room, max(plan.slots, 1))
-        reporter.step("ceiling")
+        return replay_ordered(definition, source, ordered, count, opening_supply, started, reporter)
     finally:
         reporter.close()
+
+
+def replay_ordered(
+    definition: ProgrammeDefinition,
+    source: SparkEventSource,
+    ordered: DataFrame,
+    count: int,
+    opening_supply: Decimal | int | str,
+    started: float,
+    reporter: ProgressReporter | None = None,
+) -> SparkReplayResult:
+    """Steps 2 and 3 over events already in order (a sweep orders them once for every grid point)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    decimals = definition.asset.decimals
+    ceiling = parse_ceiling(definition.asset.supply_ceiling, decimals, "asset.supply_ceiling")
+    opening = parse_supply(opening_supply, decimals)
+    step = reporter.step if reporter is not None else (lambda _label: None)
+    plan = compile_programme(definition, source, SPARK)
+    candidates = sql_candidates(ordered, plan)
+    step("rules")
+    fallback, python_events = python_candidates(ordered, plan, source)
+    if fallback is not None:
+        candidates = candidates.unionByName(fallback)
+    step("fallback")
+    rule_of = [plan.rule_of(slot) for slot in range(plan.slots)]
+    slot = F.col("slot")
+    candidates = (
+        candidates.withColumn("seq", F.col("__pos") * F.lit(plan.slots) + slot)
+        .withColumn("rule_index", _by_slot([r for r, _ in rule_of], slot) if rule_of else F.lit(0))
+        .withColumn("action_index", _by_slot([a for _, a in rule_of], slot) if rule_of else F.lit(0))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    step("summaries")
+    room = None if ceiling is None else ceiling - opening
+    decision = decide(candidates.where(F.col("m") > 0), room, max(plan.slots, 1))
+    step("ceiling")
     return SparkReplayResult(
         definition=definition,
-        spark=session,
+        spark=ordered.sparkSession,
         events_processed=count,
         seconds=time.perf_counter() - started,
         ceiling=None if ceiling is None else to_decimal(ceiling, decimals),

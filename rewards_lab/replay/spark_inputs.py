@@ -29,7 +29,7 @@ from rewards_lab.replay.compiler import SPARK, FieldReader, FieldSource
 from rewards_lab.replay.inputs import CORE, _pandas_to_arrow
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
 ORDER = "__order"  # input order within a file or partition
@@ -81,11 +81,18 @@ class SparkEventSource(FieldReader):
             return FieldSource("python", column, encoding="json")
         return _typed(column, self.types[name])
 
-    def python_columns(self, fields: list[str]) -> list[str]:
-        """The columns the Python fallback reads for these fields."""
+    def python_columns(self, fields: list[str]) -> list[Column]:
+        """The columns the Python fallback reads for these fields (the fields renamed `fallback_column(i)`:
+        mapInArrow resolves its input by name, and a field's name may hold dots)."""
+        from pyspark.sql import functions as F
+
         if self.mode in ("json", "struct"):
-            return ["data"]
-        return [name for name in fields if name in self.types]
+            return [F.col("data")]
+        return [
+            F.col(spark_identifier(name)).alias(fallback_column(index))
+            for index, name in enumerate(fields)
+            if name in self.types
+        ]
 
     def row_reader(self, fields: list[str]) -> RowReader:
         return RowReader(self.mode, self.json_columns, tuple(fields))
@@ -108,11 +115,15 @@ class RowReader:
             struct = row.get("data") or {}
             return {name: struct[name] for name in self.fields if struct.get(name) is not None}
         data = {}
-        for name in self.fields:
-            value = row.get(name)
+        for index, name in enumerate(self.fields):
+            value = row.get(fallback_column(index))
             if value is not None:
                 data[name] = jsonutil.loads(value) if name in self.json_columns else value
         return data
+
+
+def fallback_column(index: int) -> str:
+    return f"__field{index}"
 
 
 def spark_identifier(name: str) -> str:

@@ -85,10 +85,7 @@ def sweep(
     """One row per grid point: the grid's values (a column per key), then issued, issuances, failed,
     liability (opening supply + issued) and exhausted_on (the day of the first asset_supply_exhausted, or None)."""
     started = time.perf_counter()
-    base = definition_of(programme)
-    keys = list(grid)
-    points = list(itertools.product(*(list(grid[key]) for key in keys)))
-    definitions = [with_values(base, dict(zip(keys, point, strict=True))) for point in points]
+    keys, points, definitions = grid_points(definition_of(programme), grid)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     source = open_events(con, events, "__sweep_events")  # reads CSV and JSON lines in file order
@@ -134,17 +131,43 @@ def sweep(
             issued_count = first + len(after)
             if first < len(positive):
                 exhausted_on = (_EPOCH + int(positive_days[first])).astype(object)
-        issued = to_decimal(issued_minor, decimals)
+        counts = (issued_count, len(positive) - issued_count + too_large)
         rows.append(
-            {
-                **dict(zip(keys, points[g], strict=True)),
-                "issued": issued,
-                "issuances": issued_count,
-                "failed": len(positive) - issued_count + too_large,
-                "liability": to_decimal(opening, decimals) + issued,
-                "exhausted_on": exhausted_on,
-            }
+            point_row(dict(zip(keys, points[g], strict=True)), decimals, issued_minor, counts, opening, exhausted_on)
         )
+    return sweep_frame(keys, rows, started)
+
+
+def grid_points(
+    base: ProgrammeDefinition, grid: dict[str, Sequence[Any]]
+) -> tuple[list[str], list[tuple[Any, ...]], list[ProgrammeDefinition]]:
+    """The grid's keys, its points (every combination of values) and the programme at each point."""
+    keys = list(grid)
+    points = list(itertools.product(*(list(grid[key]) for key in keys)))
+    return keys, points, [with_values(base, dict(zip(keys, point, strict=True))) for point in points]
+
+
+def point_row(
+    values: dict[str, Any],
+    decimals: int,
+    issued_minor: int,
+    counts: tuple[int, int],
+    opening_minor: int,
+    exhausted_on: Any,
+) -> dict[str, Any]:
+    """One grid point's row: its values, issued, issuances, failed, liability and exhausted_on."""
+    issued = to_decimal(issued_minor, decimals)
+    return {
+        **values,
+        "issued": issued,
+        "issuances": counts[0],
+        "failed": counts[1],
+        "liability": to_decimal(opening_minor, decimals) + issued,
+        "exhausted_on": exhausted_on,
+    }
+
+
+def sweep_frame(keys: list[str], rows: list[dict[str, Any]], started: float) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=[*keys, "issued", "issuances", "failed", "liability", "exhausted_on"])
     frame.attrs["seconds"] = time.perf_counter() - started
     return frame
