@@ -12,8 +12,8 @@ written by hand (RULE_CENTS): one row per rule action whose amount is not zero, 
 columns of the replay's issuance output. It takes an event's position in processing order to be its input row,
 so the events file must be in `occurred_at` order (the generated one is).
 Checked outside the timed parts: both files have the same columns and the same rows (count, amount_minor total
-and an order-free digest of every column), the hand-written file is in seq order, their first and last rows by
-seq are equal column by column, and the CLI's files hold the issuances and totals it printed.
+and an order-free digest of every column), both are in seq order, their first and last rows are equal column by
+column, and the CLI's files hold the issuances and totals it printed.
 """
 
 from __future__ import annotations
