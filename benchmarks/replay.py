@@ -1,6 +1,11 @@
 """Replay benchmark: 10,000,000 events (Parquet, 1,000,000 customers, 4 event types) through a 20-rule programme.
 
-Times, each in a fresh subprocess (so that its peak memory, ru_maxrss, is its own):
+Headline (benchmarks/replay_cli.py): the `rewards-lab replay` CLI writing the issuances to Parquet, without a
+supply ceiling and with a binding one, against a hand-written DuckDB query that writes the same rows to Parquet:
+seconds, peak memory of each process, and the ratio CLI / hand-written (no ceiling). The rows of both files are
+checked equal. `--spark` also runs the CLI's Spark engine on the same file (informational).
+
+Secondary, each in a fresh subprocess (so that its peak memory, ru_maxrss, is its own):
 - replay without a supply ceiling, and with a binding one, from reading the file to the issuance table and its
   daily and per-customer summaries. The issuance table is stored as one row per event with the amount of every
   rule action (reports/perf/2026-11-22-replay-session3.md); materialising it as one row per issuance
@@ -8,12 +13,13 @@ Times, each in a fresh subprocess (so that its peak memory, ru_maxrss, is its ow
 - a hand-written SQL query computing the same per-event totals, daily totals and per-customer totals (every
   customer, unsorted, as the replay's `per_customer()`) for the same rules, and the ratio general /
   hand-written. The totals and the top customers of both are checked equal (outside the timed part).
-Each round runs the replay without a ceiling, the hand-written query and the replay with a ceiling, one after
-the other, so that the machine's load hits them alike; `--repeat N` runs N rounds and reports medians (the
-ratio is the median of each round's ratio). Every run prints its stages' wall-clock and CPU time.
-The events are generated once and cached under data/bench/ (gitignored).
+In both parts each round runs the replay without a ceiling, the hand-written query and the replay with a ceiling,
+one after the other, so that the machine's load hits them alike; `--repeat N` runs N rounds and reports medians
+(the ratio is the median of each round's ratio). The events are generated once and cached under data/bench/
+(gitignored).
 
-    python benchmarks/replay.py [--events 10000000] [--customers 1000000] [--repeat 3]
+    python benchmarks/replay.py [--events 10000000] [--customers 1000000] [--repeat 3] [--spark]
+    python benchmarks/replay.py --quick          # 200,000 events, 20,000 customers, 1 round
 """
 
 from __future__ import annotations
@@ -29,35 +35,18 @@ import time
 from pathlib import Path
 
 from machine import speed_probe  # benchmarks/machine.py, beside this script
+from replay_cli import RULE_CENTS, compare, load_average, own_peak_mib, sql_string
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMME = ROOT / "benchmarks" / "replay_programme.json"
 CACHE = ROOT / "data" / "bench"
 
-# The benchmark programme's twenty rules, written by hand: per-event total in minor units (2 decimals).
-# `amount` is DECIMAL(12, 2): amount * 100 is its integer cents; `x * r // 100` truncates a positive product.
-HAND_TOTAL = """
-    CASE WHEN type = 'order.completed' THEN
-        (CASE WHEN amount >= 20 THEN CAST(amount * 100 AS BIGINT) * 5 // 100 ELSE 0 END)
-      + (CASE WHEN amount >= 100 THEN CAST(amount * 100 AS BIGINT) * 2 // 100 ELSE 0 END)
-      + (CASE WHEN amount < 20 AND amount >= 5 THEN 50 ELSE 0 END)
-      + (CASE WHEN channel_code = 3 THEN 100 ELSE 0 END)
-      + (CASE WHEN channel_code = 2 AND amount >= 50 THEN CAST(amount * 100 AS BIGINT) // 100 ELSE 0 END)
-      + (CASE WHEN size >= 3 AND drinks > 0 THEN drinks * 100 ELSE 0 END)
-      + (CASE WHEN size < 3 AND drinks > 0 THEN drinks * 50 ELSE 0 END)
-      + (CASE WHEN drinks >= 4 THEN 200 ELSE 0 END)
-      + (CASE WHEN amount >= 500 THEN 2500 ELSE 0 END)
-      + (CASE WHEN channel_code = 1 AND size = 4 THEN 75 ELSE 0 END)
-      + (CASE WHEN amount > 35.5 AND amount <= 60 THEN CAST(amount * 100 AS BIGINT) * 15 // 1000 ELSE 0 END)
-      + (CASE WHEN drinks = 1 AND channel_code <> 2 THEN 10 ELSE 0 END)
-    WHEN type = 'customer.signed_up' THEN 1000 + 500
-    WHEN type = 'review.posted' THEN
-        (CASE WHEN photos >= 1 THEN 250 ELSE 0 END)
-      + (CASE WHEN photos >= 3 THEN photos * 50 ELSE 0 END)
-      + (CASE WHEN photos = 0 THEN 25 ELSE 0 END)
-      + (CASE WHEN photos > 4 THEN 500 ELSE 0 END)
-    WHEN type = 'referral.converted' THEN 2500 + (CASE WHEN amount >= 0 THEN 500 ELSE 0 END)
-    ELSE 0 END"""
+# The benchmark programme's twenty rules, written by hand (benchmarks/replay_cli.py): per-event total in minor units.
+HAND_TOTAL = (
+    "CASE "
+    + " ".join(f"WHEN type = {sql_string(t)} THEN {' + '.join(f'({r})' for r in rules)}" for t, rules in RULE_CENTS)
+    + " ELSE 0 END"
+)
 TOP = 5  # top customers compared between the replay and the hand-written query
 
 
@@ -184,6 +173,14 @@ def measure_hand(path: Path) -> dict[str, object]:
     }
 
 
+def _generated(n_events: int, n_customers: int) -> Path:
+    """The events file, generated in a process of its own: every process this one starts counts its peak memory
+    in their own (benchmarks/replay_cli.py), so this one must stay small."""
+    command = [sys.executable, __file__, "--measure", "generate", "--events", str(n_events)]
+    command += ["--customers", str(n_customers)]
+    return Path(subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout.strip())
+
+
 def _run(mode: str, path: Path, ceiling: str | None = None, output: bool = False) -> dict[str, object]:
     command = [sys.executable, __file__, "--measure", mode, "--file", str(path)]
     if ceiling:
@@ -205,31 +202,41 @@ def _stage_line(run: dict[str, object]) -> str:
     return "; ".join(f"{label} {wall:.2f}/{cpu:.2f}" for label, (wall, cpu) in stages.items())
 
 
-def _load() -> str:
-    one, five, _ = (float(x) for x in Path("/proc/loadavg").read_text().split()[:3])
-    return f"load average {one:.2f} (1 min), {five:.2f} (5 min)"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--customers", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3, help="rounds (replay, hand-written, replay with ceiling)")
-    parser.add_argument("--measure", choices=["replay", "hand"], help=argparse.SUPPRESS)
-    parser.add_argument("--file", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="200,000 events, 20,000 customers, 1 round")
+    parser.add_argument("--file", help="events file (Parquet, in occurred_at order) instead of the generated one")
+    parser.add_argument("--spark", action="store_true", help="also time the CLI's Spark engine (informational)")
+    parser.add_argument("--headline-only", action="store_true", help="only the CLI against hand-written SQL")
+    parser.add_argument("--measure", choices=["replay", "hand", "generate"], help=argparse.SUPPRESS)
     parser.add_argument("--ceiling", help=argparse.SUPPRESS)
     parser.add_argument("--output", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.quick:
+        args.events, args.customers, args.repeat = 200_000, 20_000, 1
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     if args.measure == "replay":
         print(json.dumps(measure_replay(Path(args.file), args.ceiling, args.output)))
         return
     if args.measure == "hand":
         print(json.dumps(measure_hand(Path(args.file))))
         return
+    if args.measure == "generate":
+        print(events_file(args.events, args.customers))
+        return
 
-    path = events_file(args.events, args.customers)
-    print(f"before: {_load()}")
+    path = Path(args.file) if args.file else _generated(args.events, args.customers)
+    print(f"before: {load_average()}")
     print(f"speed probe: {speed_probe()} ms (fixed pure-Python work; lower is quicker)")
+    headline = compare(path, args.repeat, args.spark)
+    if args.headline_only:
+        print(f"after: {load_average()}; speed probe: {speed_probe()} ms")
+        return
+    print("secondary: in-process replay() and its summaries against hand-written SQL of per-event totals")
     runs: dict[str, list[dict[str, object]]] = {"free": [], "hand": [], "bound": []}
     ceiling = ""
     for round_ in range(args.repeat):
@@ -247,7 +254,7 @@ def main() -> None:
         assert isinstance(hand_top, dict)
         expected_top = {c: f"{v // 100}.{v % 100:02d}" for c, v in hand_top.items()}
         assert free["top_customers"] == expected_top, (free["top_customers"], expected_top)
-        print(f"round {round_ + 1}: {_load()}")
+        print(f"round {round_ + 1}: {load_average()}")
         for label, run in (
             ("replay, no ceiling", free),
             ("hand-written SQL", hand),
@@ -277,7 +284,8 @@ def main() -> None:
     print(
         f"ratio general / hand-written (no ceiling, median of rounds): {wall:.2f} wall-clock, {cpu_ratio:.2f} CPU time"
     )
-    print(f"after: {_load()}; speed probe: {speed_probe()} ms")
+    print(f"headline (above): ratio CLI / hand-written SQL writing the same rows {headline:.2f}")
+    print(f"after: {load_average()}; speed probe: {speed_probe()} ms; this process peaked at {own_peak_mib():.0f} MiB")
 
 
 if __name__ == "__main__":
