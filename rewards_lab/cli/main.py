@@ -165,22 +165,37 @@ def _replay(args: argparse.Namespace) -> int:
     """Replay an event history through a programme file; write the issuances and print a short summary."""
     from rewards_lab.contract.errors import ServiceError
     from rewards_lab.replay.engines import run_replay
+    from rewards_lab.replay.to_file import replay_to_file
 
     try:
-        result = run_replay(args.events, args.programme, engine=args.engine, opening_supply=args.opening_supply)
-        result.write(args.out)
+        if args.engine == "duckdb":  # streamed straight to the file when it can be (replay/to_file.py)
+            written = replay_to_file(args.events, args.programme, args.out, opening_supply=args.opening_supply)
+            definition, events, totals, seconds = (
+                written.definition,
+                written.events_processed,
+                written.totals,
+                written.seconds,
+            )
+        else:
+            result = run_replay(args.events, args.programme, engine=args.engine, opening_supply=args.opening_supply)
+            result.write(args.out)
+            definition, events, totals, seconds = (
+                result.definition,
+                result.events_processed,
+                result.totals(),
+                result.seconds,
+            )
     except ServiceError as error:
         print(json.dumps({"error": error.to_dict()}, default=str))
         return 2
-    totals = result.totals()
     summary = {
-        "events": result.events_processed,
+        "events": events,
         "issuances": totals["issuances"],
         "issued": str(totals["issued"]),
-        "asset": result.definition.asset.symbol,
+        "asset": definition.asset.symbol,
         "failed": totals["failed"],
         "failed_by_code": totals["failed_by_code"],
-        "seconds": round(result.seconds, 3),
+        "seconds": round(seconds, 3),
         "engine": args.engine,
         "out": str(args.out),
     }

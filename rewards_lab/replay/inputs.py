@@ -74,6 +74,7 @@ class EventSource(FieldReader):
     csv: bool = False
     json_fields: tuple[str, ...] = ()
     origin: pa.Table | str | None = None  # the rows in input order: a table, or a Parquet file's path
+    select: str = ""  # the view's SELECT ... FROM, without its source (rewards_lab.replay.to_file streams one)
 
     def field(self, name: str) -> FieldSource:
         if self.mode == "json":
@@ -94,16 +95,18 @@ class EventSource(FieldReader):
             return None
         return call("regexp_matches", cast(exp.column("data"), "VARCHAR"), string(UNSAFE_JSON_RE))
 
-    def prepare(self, fields: Iterable[str]) -> str:
-        """The FROM clause over the events, parsing JSON data once per row for the given fields."""
+    def prepare(self, fields: Iterable[str], view: str | None = None) -> str:
+        """The FROM clause over the events (`view`, by default this source's), parsing JSON data once per row
+        for the given fields."""
+        events = view or self.view
         if self.mode != "json":
-            return self.view
+            return events
         self.json_fields = tuple(dict.fromkeys(fields))
         if not self.json_fields:
-            return self.view
+            return events
         paths = exp.Array(expressions=[string(f'$."{name}"') for name in self.json_fields])
         extract = DUCKDB.render(call("json_extract", exp.column("data"), paths))
-        return f"(SELECT *, {extract} AS __j FROM {self.view})"
+        return f"(SELECT *, {extract} AS __j FROM {events})"
 
     def python_data(self, rows: list[int], fields: Iterable[str]) -> dict[int, dict[str, Any]]:
         """The exact data of the given input rows (by __rn), as the live engine would read it."""
@@ -275,14 +278,15 @@ def open_events(con: duckdb.DuckDBPyConnection, events: Any, view: str = VIEW) -
     occurred = "CAST(occurred_at AS TIMESTAMPTZ)"
     others = [c for c in types if c not in (*CORE, ROW, "data")] if mode == "columns" else []
     extra = "".join(f", {quote(c)}" for c in others)
-    con.execute(
-        f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {ROW}, CAST(external_event_id AS VARCHAR) AS external_event_id, "
+    select = (
+        f"SELECT {ROW}, CAST(external_event_id AS VARCHAR) AS external_event_id, "
         f"CAST(type AS VARCHAR) AS type, CAST(customer_id AS VARCHAR) AS customer_id, {occurred} AS occurred_at"
-        f"{data_sql}{extra} FROM {source}"
+        f"{data_sql}{extra} FROM "
     )
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {select}{source}")
     if mode == "struct":
         struct = con.sql(f"SELECT data FROM {view} LIMIT 0").types[0]
         columns = {str(k): str(v) for k, v in struct.children}
     else:
         columns = {c: "JSON" if c in json_columns else str(types[c]) for c in others}
-    return EventSource(con, view, mode, columns, csv=csv, origin=table)
+    return EventSource(con, view, mode, columns, csv=csv, origin=table, select=select)

@@ -112,9 +112,12 @@ def _struct(k: str, values: Sequence[str], width: int) -> str:
     return "{'k': " + k + "".join(f", 'c{index + 1}': {value}" for index, value in enumerate(padded)) + "}"
 
 
-def create(con: duckdb.DuckDBPyConnection, lay: Layout, events: str, exotic: str | None, name: str) -> None:
+def create(
+    con: duckdb.DuckDBPyConnection, lay: Layout, events: str, exotic: str | None, name: str, materialise: bool = True
+) -> None:
     """`{name}_pe` from the events view (with __pos), and `{name}_slots`; rows flagged `exotic` are left out (the
-    Python fallback adds them)."""
+    Python fallback adds them). Not materialised, `{name}_pe` is a view: every query over it reads the events
+    again (the streaming writer's ceiling queries, which read it a few times, not the summaries)."""
     slots = [(k, i + 1, slot) for k, slots_k in enumerate(lay.slots_of) for i, slot in enumerate(slots_k)]
     rows = {
         "k": pa.array([k for k, _, _ in slots], pa.int32()),
@@ -133,8 +136,9 @@ def create(con: duckdb.DuckDBPyConnection, lay: Layout, events: str, exotic: str
         for index, t in enumerate(lay.types)
     )
     keep = "" if exotic is None else f" WHERE NOT {exotic}"
+    kind = "TABLE" if materialise else "VIEW"
     con.execute(
-        f"CREATE TEMP TABLE {name}_pe AS SELECT __pos AS pos, customer_id, {day} AS day, CASE type {a} END AS a "
+        f"CREATE TEMP {kind} {name}_pe AS SELECT __pos AS pos, customer_id, {day} AS day, CASE type {a} END AS a "
         f"FROM {events}{keep}"
     )
 
