@@ -9,7 +9,7 @@ A binding supply ceiling is resolved first, by replay.store's ceiling over a vie
 nothing stored): the first refusal `f`, after which only the few issuances that still fit succeed; the COPY
 marks every positive amount before `f` issued and looks the later ones up in that short list.
 
-Otherwise (events out of order, rows for the Python fallback, or a long list after the first refusal) it is
+Otherwise (events out of order, a row for the Python fallback, or a long list after the first refusal) it is
 `replay().write()`, which stores one row per event and sorts each output batch.
 """
 
@@ -218,7 +218,8 @@ def replay_to_file(
             from_sql = source.prepare(referenced_fields(rule_specs(definition)))
             plan = compile_programme(definition, source, DUCKDB)
             con.execute(f"CREATE TEMP VIEW {_NAME}_ordered AS SELECT *, {ROW} AS __pos FROM {from_sql}")
-            if plan.exotic_sql is None:
+            exotic = plan.exotic_sql
+            if exotic is None or not con.sql(f"SELECT 1 FROM {_NAME}_ordered WHERE {exotic} LIMIT 1").fetchall():
                 con.execute("SET preserve_insertion_order = false")  # the ceiling's queries order explicitly
                 issued = _issued(con, plan, None if ceiling is None else ceiling - opening)
         if issued is None:
