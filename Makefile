@@ -80,7 +80,7 @@ bench-http: setup
 	$(BIN)/python benchmarks/events_http.py --intake-only
 
 bench-replay: setup
-	$(BIN)/python benchmarks/replay.py
+	$(BIN)/python benchmarks/replay.py --spark
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache clients/typescript/node_modules

@@ -163,3 +163,17 @@ def test_the_lab_replays_a_programme_on_spark(history: Path, spark: Any, tmp_pat
         assert _rows(on_spark.to_pandas()) == _rows(on_duckdb.to_pandas())
     finally:
         lab.close()
+
+
+def test_an_event_without_occurred_at_is_refused(history: Path, spark: Any) -> None:
+    table = pq.read_table(history).slice(0, 50)
+    times = table.column("occurred_at").to_pylist()
+    times[7] = None
+    broken = table.set_column(
+        table.schema.get_field_index("occurred_at"),
+        "occurred_at",
+        pa.array(times, table.schema.field("occurred_at").type),
+    )
+    with pytest.raises(ServiceError) as error:
+        replay_spark(broken, PROGRAMME, spark=spark)
+    assert error.value.code == "field_required" and error.value.details["field"] == "occurred_at"

@@ -90,10 +90,8 @@ def with_positions(frame: DataFrame) -> tuple[DataFrame, int]:
     """The events with `__pos`, their position in processing order; and how many there are."""
     from pyspark.sql import functions as F
 
-    if frame.where(F.col("occurred_at").isNull()).limit(1).count():
-        raise ServiceError("field_required", "every event needs an occurred_at", field="occurred_at")
     keys = ["occurred_at", FILE, ORDER]
-    partitions = max(1, frame.sparkSession.sparkContext.defaultParallelism)
+    partitions = max(1, int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1))
     numbered = (
         frame.repartitionByRange(partitions, *keys)
         .sortWithinPartitions(*keys)
@@ -101,7 +99,13 @@ def with_positions(frame: DataFrame) -> tuple[DataFrame, int]:
         .withColumn("__local", F.monotonically_increasing_id())
         .localCheckpoint(eager=True)  # fixed from here: the counts and the positions see the same partitions
     )
-    counts = {int(row["__pid"]): int(row["count"]) for row in numbered.groupBy("__pid").count().collect()}
+    per_partition = numbered.groupBy("__pid").agg(
+        F.count("*").alias("rows"), F.count_if(F.col("occurred_at").isNull()).alias("untimed")
+    )
+    fetched = per_partition.collect()
+    if any(int(row["untimed"]) for row in fetched):
+        raise ServiceError("field_required", "every event needs an occurred_at", field="occurred_at")
+    counts = {int(row["__pid"]): int(row["rows"]) for row in fetched}
     offsets, total = [], 0
     for pid in range(max(counts, default=-1) + 1):
         offsets.append(total)
