@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from rewards_lab.cli.main import main
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
 from rewards_lab.lab.synthetic import generate_events
@@ -136,13 +135,15 @@ def test_spark_reads_parquet_not_csv(tmp_path: Path, spark: Any) -> None:
     assert missing.value.code == "field_invalid"
 
 
-def test_the_cli_replays_on_spark_into_part_files(history: Path, tmp_path: Path) -> None:
-    """`rewards-lab replay --engine spark` (its own local session, as on a machine without a cluster)."""
+def test_the_cli_replays_on_spark_into_part_files(
+    history: Path, tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`rewards-lab replay --engine spark`, in this process: it uses the active session, as under spark-submit
+    (a local session of its own is what `make bench-replay` starts)."""
     out = tmp_path / "issuances.parquet"
-    command = [sys.executable, "-m", "rewards_lab.cli.main", "replay", str(history), "--programme", str(PROGRAMME)]
-    done = subprocess.run([*command, "--out", str(out), "--engine", "spark"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    summary = json.loads(done.stdout)
+    command = ["replay", str(history), "--programme", str(PROGRAMME), "--out", str(out), "--engine", "spark"]
+    assert main(command) == 0
+    summary = json.loads(capsys.readouterr().out)
     assert summary["engine"] == "spark" and out.is_dir()
     written = pq.read_table(out).to_pandas().sort_values("seq", ignore_index=True)
     expected = replay(history, PROGRAMME)

@@ -13,6 +13,8 @@ A documented two-pass method:
    distributed filter and count). When few remain (at most COLLECT_LIMIT) they are brought to the driver and
    resolved in order (rewards_lab.replay.ceiling.resolve); otherwise pass 1 runs again on them, which issues
    every candidate up to the next refusal, and the round repeats with the room that refusal leaves.
+A history with at most COLLECT_LIMIT candidates in all is resolved on the driver at once, after pass 1's
+aggregation (which also counts them).
 The result is a `CeilingDecision`: a few numbers and, at most, COLLECT_LIMIT issued `seq`s.
 """
 
@@ -68,28 +70,62 @@ def _wide(column: Column) -> Column:
     return column.cast("decimal(38,0)")  # a sum of millions of amounts may pass a BIGINT
 
 
-def first_over(frame: DataFrame, room: int, slots: int) -> tuple[int, int] | None:
-    """(seq of the first candidate whose running total passes `room`, total issued before it), or None when
-    the whole frame (columns seq, m; positive m) fits."""
-    from pyspark.sql import Window
+def _bucketed(frame: DataFrame, slots: int) -> DataFrame:
     from pyspark.sql import functions as F
 
     width = slots * BUCKET_EVENTS
-    bucketed = frame.withColumn("__bucket", F.col("seq") - F.col("seq") % F.lit(width))
-    totals = bucketed.groupBy("__bucket").agg(F.sum(_wide(F.col("m"))).alias("t")).orderBy("__bucket").collect()
+    return frame.withColumn("__bucket", F.col("seq") - F.col("seq") % F.lit(width))
+
+
+def bucket_totals(frame: DataFrame, slots: int) -> list[tuple[int, int, int]]:
+    """(bucket, amount total, candidates) per bucket of consecutive seqs, in order: one aggregation."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        _bucketed(frame, slots)
+        .groupBy("__bucket")
+        .agg(F.sum(_wide(F.col("m"))).alias("t"), F.count("*").alias("n"))
+        .orderBy("__bucket")
+        .collect()
+    )
+    return [(int(row["__bucket"]), int(row["t"]), int(row["n"])) for row in rows]
+
+
+def first_over(
+    frame: DataFrame, room: int, slots: int, totals: list[tuple[int, int, int]] | None = None
+) -> tuple[int, int] | None:
+    """(seq of the first candidate whose running total passes `room`, total issued before it), or None when
+    the whole frame (columns seq, m; positive m) fits. `totals`: the frame's bucket_totals, if known."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
     running, bucket = 0, None
-    for row in totals:
-        if running + int(row["t"]) > room:
-            bucket = int(row["__bucket"])
+    for start, total, _ in totals if totals is not None else bucket_totals(frame, slots):
+        if running + total > room:
+            bucket = start
             break
-        running += int(row["t"])
+        running += total
     if bucket is None:
         return None
     window = Window.partitionBy("__bucket").orderBy("seq").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    inside = bucketed.where(F.col("__bucket") == F.lit(bucket)).withColumn("run", F.sum(_wide(F.col("m"))).over(window))
+    inside = (
+        _bucketed(frame, slots)
+        .where(F.col("__bucket") == F.lit(bucket))
+        .withColumn("run", F.sum(_wide(F.col("m"))).over(window))
+    )
     over = inside.where(F.col("run") + F.lit(running) > F.lit(room)).orderBy("seq").select("seq", "m", "run").first()
     assert over is not None
     return int(over["seq"]), running + int(over["run"]) - int(over["m"])
+
+
+def _on_the_driver(frame: DataFrame, room: int) -> tuple[int | None, list[int]]:
+    """(seq of the first refusal or None, the seqs issued after it) of a few candidates, resolved in order."""
+    fetched = frame.orderBy("seq").toArrow()
+    seqs = np.asarray(fetched.column("seq").to_numpy(), dtype=np.int64)
+    amounts = np.asarray(fetched.column("m").to_numpy(), dtype=np.int64)
+    count, issued_after = resolve(amounts, room)
+    refusal = int(seqs[count]) if count < len(seqs) else None
+    return refusal, [int(seq) for seq in seqs[issued_after]]
 
 
 def decide(positive: DataFrame, room: int | None, slots: int) -> CeilingDecision:
@@ -99,9 +135,14 @@ def decide(positive: DataFrame, room: int | None, slots: int) -> CeilingDecision
     if room is None:
         return CeilingDecision(None)
     frame = positive.select("seq", "m")
-    first = first_over(frame, room, slots)  # a negative room (opening above the ceiling) refuses the first one
-    if first is None:
+    totals = bucket_totals(frame, slots)
+    if sum(total for _, total, _ in totals) <= room:
         return CeilingDecision(None)
+    if sum(count for _, _, count in totals) <= COLLECT_LIMIT:  # few candidates: one pass on the driver
+        refusal_seq, kept = _on_the_driver(frame, room)
+        return CeilingDecision(refusal_seq, kept=kept)
+    first = first_over(frame, room, slots, totals)  # a negative room (opening above the ceiling) refuses the first
+    assert first is not None
     refusal, used = first
     decision = CeilingDecision(refusal)
     left = room - used
@@ -109,12 +150,9 @@ def decide(positive: DataFrame, room: int | None, slots: int) -> CeilingDecision
     while left > 0:
         remaining = frame.where((F.col("seq") > F.lit(after)) & (F.col("m") <= F.lit(left)))
         if remaining.limit(COLLECT_LIMIT + 1).count() <= COLLECT_LIMIT:
-            fetched = remaining.orderBy("seq").toArrow()
-            seqs = np.asarray(fetched.column("seq").to_numpy(), dtype=np.int64)
-            amounts = np.asarray(fetched.column("m").to_numpy(), dtype=np.int64)
-            count, issued_after = resolve(amounts, left)
-            chosen = np.concatenate([np.arange(min(count, len(amounts)), dtype=np.int64), issued_after])
-            decision.kept = [int(seq) for seq in seqs[chosen]]
+            first_after, kept = _on_the_driver(remaining, left)  # up to its next refusal all are issued
+            decision.rounds.append(Round(after, first_after, left))
+            decision.kept = kept
             break
         nxt = first_over(remaining, left, slots)
         if nxt is None:
