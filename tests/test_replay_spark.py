@@ -178,3 +178,23 @@ def test_an_event_without_occurred_at_is_refused(history: Path, spark: Any) -> N
     with pytest.raises(ServiceError) as error:
         replay_spark(broken, PROGRAMME, spark=spark)
     assert error.value.code == "field_required" and error.value.details["field"] == "occurred_at"
+
+
+@pytest.mark.parametrize("shape", ["struct", "map"])
+def test_a_data_column_as_a_struct_or_a_map(spark: Any, shape: str) -> None:
+    """The data as one STRUCT column (typed fields, read in SQL) or a MAP (read as JSON, evaluated in Python)."""
+    definition = load_programme(ROOT / "data" / "programmes" / "spring_launch.json")
+    events = generate_events(400, 40, seed=3)
+    names = [n for n in events.column_names if n not in ("external_event_id", "type", "customer_id", "occurred_at")]
+    if shape == "struct":
+        data = pa.StructArray.from_arrays([events.column(n).combine_chunks() for n in names], names=names)
+    else:
+        rows = [
+            {k: float(v) for k, v in zip(names, values, strict=True) if v is not None}
+            for values in zip(*(events.column(n).to_pylist() for n in names), strict=True)
+        ]
+        data = pa.array([list(row.items()) for row in rows], pa.map_(pa.string(), pa.float64()))
+    table = events.select(["external_event_id", "type", "customer_id", "occurred_at"]).append_column("data", data)
+    on_spark = replay_spark(table, definition, spark=spark)
+    assert _rows(on_spark.to_pandas()) == _rows(replay(table, definition).to_pandas())
+    assert (on_spark.python_rows > 0) == (shape == "map")

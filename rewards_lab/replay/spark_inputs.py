@@ -176,7 +176,7 @@ def _read(spark: SparkSession, events: Any) -> tuple[DataFrame, frozenset[str]]:
 def open_spark_events(spark: SparkSession, events: Any) -> SparkEventSource:
     """The events as a SparkEventSource: core columns typed, the data as columns, a JSON string or a STRUCT."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StringType, StructType
 
     frame, json_columns = _read(spark, events)
     types = {field.name: field.dataType for field in frame.schema.fields}
@@ -193,7 +193,8 @@ def open_spark_events(spark: SparkSession, events: Any) -> SparkEventSource:
         F.col("occurred_at").cast("timestamp").alias("occurred_at"),
     ]
     others = [name for name in types if name not in (*CORE, FILE, ORDER, "data")] if mode == "columns" else []
-    data = [F.col("data").cast("string").alias("data")] if mode == "json" else []
+    as_text = F.col("data") if isinstance(types.get("data"), StringType) else F.to_json(F.col("data"))
+    data = [as_text.alias("data")] if mode == "json" else []  # a MAP (or any non-struct value) read as its JSON
     data += [F.col("data")] if mode == "struct" else []
     selected = frame.select(*core, *data, *(F.col(spark_identifier(name)) for name in others))
     if mode == "struct":
