@@ -51,6 +51,7 @@ from rewards_lab.replay.spark_inputs import (
     ORDER,
     RowReader,
     SparkEventSource,
+    check_parquet_path,
     open_spark_events,
 )
 
@@ -364,8 +365,10 @@ def replay_spark(
 ) -> SparkReplayResult:
     """Replay `events` through `programme` on Spark; see the module docstring and docs/replay.md."""
     started = time.perf_counter()
+    definition = definition_of(programme)  # a bad programme file or events path is refused before Spark starts
+    if isinstance(events, str | Path):
+        check_parquet_path(events)
     session = spark if spark is not None else spark_session()
-    definition = definition_of(programme)
     reporter = ProgressReporter(progress, len(STEPS))
     try:
         source = open_spark_events(session, events)

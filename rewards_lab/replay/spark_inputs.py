@@ -41,7 +41,7 @@ def _is_parquet_path(events: Any) -> bool:
     return isinstance(events, str | Path)
 
 
-def _files(path: str | Path) -> str:
+def check_parquet_path(path: str | Path) -> str:
     """The path Spark reads: a file, a directory, or a glob that matches something."""
     text = str(path)
     if any(mark in text for mark in "*?["):
@@ -150,7 +150,7 @@ def _read(spark: SparkSession, events: Any) -> tuple[DataFrame, frozenset[str]]:
     from pyspark.sql import functions as F
 
     if _is_parquet_path(events):
-        frame = spark.read.parquet(_files(events))
+        frame = spark.read.parquet(check_parquet_path(events))
         return (
             frame.withColumn(FILE, F.col("_metadata.file_path")).withColumn(ORDER, F.col("_metadata.row_index")),
             frozenset(),
