@@ -17,7 +17,16 @@ from rewards_lab.contract.validation import validate
 from rewards_lab.domain.ledger import Entry, Posting, check_balanced
 from rewards_lab.domain.posting_decision import PostingDecision
 from rewards_lab.domain.posting_policy import PostingRequest
-from rewards_lab.service import assets, customers, event_intake, event_processing, ledger, programmes, simulation
+from rewards_lab.service import (
+    assets,
+    customers,
+    event_intake,
+    event_processing,
+    event_queries,
+    ledger,
+    programmes,
+    simulation,
+)
 from rewards_lab.store.uow import unit_of_work
 from tests.conftest import World
 
@@ -303,6 +312,37 @@ def s_programme_version_immutable(w: World) -> ServiceError:
     programmes.delete_rule(w.db, w.scope, rule.id)  # gone from the draft, still in version 1
     body = rq.RuleUpdate(event_type="match.completed")
     return _raises("programme_version_immutable", lambda: programmes.update_rule(w.db, w.scope, rule.id, body))
+
+
+def _referral_failure(w: World, data: dict[str, object]) -> ServiceError:
+    """A referral rule whose beneficiary the event does not name usably: the event fails with the action's code
+    (what GET /events/{id} shows), the rest of the event is unaffected."""
+    w.wallet(w.customer("customer-1"))
+    programme = w.programme(w.asset())
+    body = {
+        "program_id": programme.id,
+        "event_type": "order.completed",
+        "actions": [{"type": "issue", "amount": {"fixed": "1"}, "beneficiary": {"field": "referrer_id"}}],
+    }
+    programmes.create_rule(w.db, w.scope, validate(rq.RuleCreate, body))
+    programmes.publish(w.db, w.scope, programme.id)
+    event = validate(
+        rq.EventCreate,
+        {"type": "order.completed", "external_event_id": "e-ref", "customer_id": "customer-1", "data": data},
+    )
+    created = event_intake.submit_event(w.db, w.scope, event)
+    event_processing.process_all(w.db)
+    failed = event_queries.get_event(w.db, w.scope, created.id)
+    assert failed.status == "failed" and failed.error is not None
+    return ServiceError(failed.error.code, failed.error.message)
+
+
+def s_beneficiary_missing(w: World) -> ServiceError:
+    return _referral_failure(w, {"amount": 5})
+
+
+def s_beneficiary_not_found(w: World) -> ServiceError:
+    return _referral_failure(w, {"amount": 5, "referrer_id": "nobody"})
 
 
 def s_idempotency_key_reused(w: World) -> ServiceError:

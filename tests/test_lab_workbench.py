@@ -61,7 +61,7 @@ def test_edits_go_to_the_draft_and_publish_freezes_them() -> None:
 def test_contract_errors_name_the_field() -> None:
     spring = Lab().load(SPRING)
     with pytest.raises(ServiceError) as caught:
-        spring.add_rule("order.completed", conditions=[("amount", "between", 3)], amount={"fixed": "1"})
+        spring.add_rule("order.completed", conditions=[("amount", "like", 3)], amount={"fixed": "1"})
     assert caught.value.details["field"] == "conditions[0].operator"
     with pytest.raises(ServiceError) as caught:
         spring.add_rule("order.completed", amount={"fixed": "1.005"})

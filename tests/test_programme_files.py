@@ -44,7 +44,7 @@ def test_numbers_are_kept_exactly() -> None:
     ("old", "new", "code", "field"),
     [
         ('"rate": 0.05', '"rate": -1', "field_invalid", "rules[0].actions[0].amount.rate"),
-        ('"operator": "gte"', '"operator": "between"', "field_invalid", "rules[0].conditions[0].operator"),
+        ('"operator": "gte"', '"operator": "like"', "field_invalid", "rules[0].conditions[0].operator"),
         ('"issue", "amount": {"fixed"', '"issue", "asset_id": "a", "amount": {"fixed"', "field_unknown", RULE_1_ASSET),
         ('"decimals": 2', '"decimals": 9', "field_invalid", "asset.decimals"),
         ('"name": "Spring launch",', "", "field_required", "programme.name"),

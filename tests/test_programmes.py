@@ -107,7 +107,7 @@ def test_deleting_from_the_draft_keeps_published_versions(world: World) -> None:
         (
             {
                 "event_type": "order.completed",
-                "conditions": [{"field": "amount", "operator": "between", "value": 1}],
+                "conditions": [{"field": "amount", "operator": "like", "value": 1}],
                 "actions": [{"type": "issue", "amount": {"fixed": "1"}}],
             },
             "field_invalid",

@@ -38,6 +38,8 @@ export type ErrorCode =
   | "asset_supply_exhausted"
   | "asset_symbol_taken"
   | "authentication_required"
+  | "beneficiary_missing"
+  | "beneficiary_not_found"
   | "conversation_not_found"
   | "credentials_invalid"
   | "cursor_invalid"
@@ -122,6 +124,7 @@ export interface Action {
   type: "issue";
   asset_id?: string | null;
   amount: FixedAmount | PerRateAmount;
+  beneficiary?: Beneficiary | null;
 }
 
 export interface ActionOutcome {
@@ -131,6 +134,18 @@ export interface ActionOutcome {
   issues: boolean;
   reason: string;
   inputs: { [key: string]: unknown };
+  error_code?: string | null;
+  beneficiary?: string | null;
+}
+
+/** Holds when every one of its conditions holds. */
+export interface AllGroup {
+  all: (Condition | AnyGroup | AllGroup | NotGroup)[];
+}
+
+/** Holds when at least one of its conditions holds. */
+export interface AnyGroup {
+  any: (Condition | AnyGroup | AllGroup | NotGroup)[];
 }
 
 export interface ApiKey {
@@ -225,24 +240,35 @@ export interface Balance {
   updated_at: string | null;
 }
 
+/** Who receives an action's reward instead of the event's customer: the customer (id or external_id) named
+by a field of the event, e.g. `{"field": "referrer_id"}`. */
+export interface Beneficiary {
+  field: string;
+}
+
 export interface BusinessCounts {
   events_received: number;
   rewards_issued: number;
 }
 
+/** A condition on one field: `{field, operator, value}`. */
 export interface Condition {
   field: string;
   operator: Operator;
-  value: number | string;
+  /** A number (or decimal string, read as that number), a string or a boolean; a list for in, not_in and between; absent for exists and not_exists. */
+  value?: number | string | boolean | (number | string)[] | null;
 }
 
+/** A condition's verdict; a group's (`operator` any, all or not) has no field and holds its parts'. */
 export interface ConditionOutcome {
-  field: string;
+  field: string | null;
   operator: string;
-  threshold: string;
+  threshold: string | null;
   value_read: unknown;
   verdict: boolean;
   reason: string;
+  path: string;
+  conditions?: ConditionOutcome[];
 }
 
 export interface Customer {
@@ -344,7 +370,12 @@ export interface MessageCreate {
   content: string;
 }
 
-export type Operator = "gte" | "gt" | "lte" | "lt" | "eq" | "neq";
+/** Holds when its one condition does not hold. */
+export interface NotGroup {
+  not: Condition | AnyGroup | AllGroup | NotGroup;
+}
+
+export type Operator = "gte" | "gt" | "lte" | "lt" | "eq" | "neq" | "in" | "not_in" | "between" | "exists" | "not_exists" | "contains";
 
 export interface PerRateAmount {
   per: string;
@@ -428,16 +459,20 @@ export interface Rule {
   program_id: string;
   version: number | null;
   event_type: string;
-  conditions: Condition[];
+  conditions: (Condition | AnyGroup | AllGroup | NotGroup)[];
   actions: Action[];
+  priority?: number;
+  stop_processing?: boolean;
   created_at: string;
 }
 
 export interface RuleCreate {
   program_id: string;
   event_type: string;
-  conditions?: Condition[];
+  conditions?: (Condition | AnyGroup | AllGroup | NotGroup)[];
   actions: Action[];
+  priority?: number;
+  stop_processing?: boolean;
 }
 
 export interface RuleOutcome {
@@ -447,13 +482,18 @@ export interface RuleOutcome {
   reason: string;
   conditions: ConditionOutcome[];
   actions: ActionOutcome[];
+  priority?: number;
+  stops_processing?: boolean;
+  stopped_by?: string | null;
 }
 
 /** Edits a rule of the draft version; absent fields stay as they are. */
 export interface RuleUpdate {
   event_type?: string | null;
-  conditions?: Condition[] | null;
+  conditions?: (Condition | AnyGroup | AllGroup | NotGroup)[] | null;
   actions?: Action[] | null;
+  priority?: number | null;
+  stop_processing?: boolean | null;
 }
 
 export interface Segment {
@@ -493,9 +533,13 @@ export interface Simulation {
   totals: AssetTotal[];
 }
 
-/** The seed's shape: `event` holds `type` and the event's data fields as one flat object. */
+/** The seed's shape: `event` holds `type` and the event's data fields as one flat object. `occurred_at` (the
+time rules read as `occurred_at.*`; now when absent) and `customer_id` (whose attributes, country and
+segments rules read as `customer.*`) are optional. */
 export interface SimulationRequest {
   event: { [key: string]: unknown };
+  occurred_at?: string | null;
+  customer_id?: string | null;
 }
 
 export interface StatusCounts {
@@ -947,7 +991,17 @@ export interface Operations {
     response: Envelope<Simulation>;
     permission: "rewards.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "rule_not_found" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "customer_not_found" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "rule_not_found" | "session_expired" | "session_revoked";
+  };
+  "POST /reward-programs/{program_id}/simulate": {
+    path: { program_id: string };
+    query: { version?: string };
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: SimulationRequest;
+    response: Envelope<Simulation>;
+    permission: "rewards.view";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "customer_not_found" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "programme_version_not_found" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "GET /events": {
     path: Record<string, never>;

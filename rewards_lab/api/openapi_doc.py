@@ -290,6 +290,44 @@ def _relative_paths(document: dict[str, Any]) -> None:
     document["servers"] = SERVERS
 
 
+def _merge_mode_twins(schemas: dict[str, Any], keys: dict[Any, Any]) -> None:
+    """One schema for a model that reads and writes the same: pydantic names a recursive model's schemas
+    `X-Input` and `X-Output` (its refs differ by mode even when nothing else does), which are no identifiers in
+    the TypeScript types. Twins equal once their refs are renamed become `X`; refs everywhere follow."""
+    renamed: dict[str, str] = {}
+    for name in [n for n in schemas if n.endswith("-Input")]:
+        base = name.removesuffix("-Input")
+        twin = f"{base}-Output"
+        if twin in schemas and base not in schemas:
+            renamed[name], renamed[twin] = base, base
+    if not renamed:
+        return
+
+    def rename(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                key: (_renamed_ref(value, renamed) if key == "$ref" else rename(value)) for key, value in node.items()
+            }
+        if isinstance(node, list):
+            return [rename(item) for item in node]
+        return node
+
+    merged = {renamed.get(name, name): rename(schema) for name, schema in schemas.items() if name not in renamed}
+    for name, base in renamed.items():
+        candidate = rename(schemas[name])
+        if merged.setdefault(base, candidate) != candidate:
+            raise AssertionError(f"{base}: the input and output schemas differ")
+    schemas.clear()
+    schemas.update(merged)
+    for key, value in keys.items():
+        keys[key] = rename(value)
+
+
+def _renamed_ref(ref: str, renamed: dict[str, str]) -> str:
+    head, _, name = ref.rpartition("/")
+    return f"{head}/{renamed.get(name, name)}"
+
+
 def finish(document: dict[str, Any], request_models: dict[str, type[BaseModel]]) -> None:
     """Schemas of every request and response model, typed success responses, one error envelope, headers,
     failures by status, links, servers."""
@@ -304,6 +342,7 @@ def finish(document: dict[str, Any], request_models: dict[str, type[BaseModel]])
     schemas.pop("HTTPValidationError", None)
     schemas.pop("ValidationError", None)
     schemas.update(definitions.get("$defs", {}))
+    _merge_mode_twins(schemas, keys)
     # Each request model under its own name, as the operations refer to it.
     for name, model in inputs:
         ref = keys[(model, "validation")]["$ref"].rsplit("/", 1)[1]

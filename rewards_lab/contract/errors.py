@@ -73,6 +73,8 @@ REGISTRY: dict[str, ErrorCode] = {
             "ledger_unbalanced": "The ledger posting does not net to zero per asset.",
             "transfer_same_wallet": "A transfer needs two different wallets.",
             "rule_asset_mismatch": "A rule action issues an asset other than the programme's.",
+            "beneficiary_missing": "The event has no customer reference in the field the action's beneficiary names.",
+            "beneficiary_not_found": "No customer has the id or external id the action's beneficiary names.",
             "programme_draft_empty": "The draft version has no rules to publish.",
             "idempotency_key_required": "This operation requires an Idempotency-Key header.",
             "idempotency_key_invalid": "The Idempotency-Key header is empty or too long.",

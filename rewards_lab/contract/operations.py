@@ -422,7 +422,26 @@ _TABLE: tuple[Operation, ...] = (
         P.REWARDS_VIEW,
         request=rq.SimulationRequest,
         response=r.Simulation,
-        errors=(*BODY_CODES, "rule_not_found"),
+        errors=(*BODY_CODES, "rule_not_found", "customer_not_found"),
+    ),
+    Operation(
+        "simulate_programme",
+        "POST",
+        "/reward-programs/{program_id}/simulate",
+        P.REWARDS_VIEW,
+        request=rq.SimulationRequest,
+        response=r.Simulation,
+        filters=("version",),
+        filter_schemas={
+            "version": {
+                "description": "The version to simulate: `draft` (the default), `live` or a version number.",
+                "type": "string",
+                "pattern": "^(draft|live|[1-9][0-9]{0,8})$",
+            }
+        },
+        errors=(*BODY_CODES, "programme_not_found", "programme_version_not_found", "customer_not_found"),
+        description="Every rule of a programme version against one event, in the order the rules apply, with "
+        "the reason of every condition, group, priority stop and beneficiary.",
     ),
     # events and executions
     Operation(

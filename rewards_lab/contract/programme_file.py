@@ -18,14 +18,14 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.requests import (
     MAX_RULE_ACTIONS,
-    MAX_RULES_CONDITIONS,
     Amount,
     AssetCreate,
-    Condition,
+    Beneficiary,
     EventType,
     Name,
     RequestModel,
 )
+from rewards_lab.contract.rule_requests import Conditions, Priority, RuleFields
 from rewards_lab.contract.validation import validate
 
 MAX_RULES_PER_FILE = 200
@@ -39,12 +39,15 @@ class ProgrammeInfo(RequestModel):
 class FileAction(RequestModel):
     type: Literal["issue"]
     amount: Amount
+    beneficiary: Beneficiary | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
-class FileRule(RequestModel):
+class FileRule(RuleFields):
     event_type: EventType
-    conditions: Annotated[list[Condition], Field(max_length=MAX_RULES_CONDITIONS)] = []
+    conditions: Conditions = []
     actions: Annotated[list[FileAction], Field(min_length=1, max_length=MAX_RULE_ACTIONS)]
+    priority: Priority = Field(default=0, exclude_if=lambda value: value == 0)
+    stop_processing: bool = Field(default=False, exclude_if=lambda value: value is False)
 
     def payload(self) -> dict[str, Any]:
         """The rule as JSON-ready data (exact numbers), without programme or asset ids."""

@@ -6,100 +6,72 @@ import re
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Discriminator,
-    Field,
-    PlainSerializer,
-    Tag,
-    WithJsonSchema,
-)
+from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 from rfc3986_validator import validate_rfc3986  # type: ignore[import-untyped]
 
-from rewards_lab.contract.amounts import MAX_DECIMALS, MAX_RATE, parse_rate, parse_threshold
+from rewards_lab.contract.amounts import MAX_DECIMALS
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.limits import check_data
 from rewards_lab.contract.permissions import Permission
+from rewards_lab.contract.request_base import (
+    DecimalString,
+    EventType,
+    FieldName,
+    Identifier,
+    Rate,
+    RequestModel,
+    Threshold,
+)
+from rewards_lab.contract.rule_requests import (
+    MAX_RULE_ACTIONS,
+    MAX_RULES_CONDITIONS,
+    Action,
+    Amount,
+    Beneficiary,
+    Condition,
+    ConditionGroup,
+    ConditionItem,
+    FixedAmount,
+    Operator,
+    PerRateAmount,
+    RuleCreate,
+    RuleUpdate,
+)
 from rewards_lab.contract.validation import custom_error
+
+__all__ = [  # re-exported: request models are named `rq.<Model>` throughout
+    "MAX_RULE_ACTIONS",
+    "MAX_RULES_CONDITIONS",
+    "Action",
+    "Amount",
+    "Beneficiary",
+    "Condition",
+    "ConditionGroup",
+    "ConditionItem",
+    "DecimalString",
+    "EventType",
+    "FieldName",
+    "FixedAmount",
+    "Identifier",
+    "Operator",
+    "PerRateAmount",
+    "Rate",
+    "RequestModel",
+    "RuleCreate",
+    "RuleUpdate",
+    "Threshold",
+]
 
 # Python's `\s` spelled out (ECMA-262's `\s`, which the OpenAPI document's pattern is read with, is another set).
 _WHITESPACE = r"\t\n\v\f\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 _EMAIL_RE = re.compile(
     rf"^[^@{_WHITESPACE}]{{1,64}}@[A-Za-z0-9](?:[A-Za-z0-9-]{{0,61}}[A-Za-z0-9])?(?:\.[A-Za-z0-9-]{{1,63}})+$"
 )
-_DECIMAL_STRING_RE = re.compile(r"-?[0-9]+(\.[0-9]+)?")  # used with fullmatch: ASCII digits, nothing after
 MAX_EVENT_DATA_BYTES = 16_384
-MAX_RULES_CONDITIONS = 20
-MAX_RULE_ACTIONS = 10
 
 
-class RequestModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
-
-
-def _number_field(parse: Any) -> Any:
-    def check(value: object) -> Decimal:
-        try:
-            number: Decimal = parse(value)
-        except ServiceError as error:
-            raise custom_error(error) from None
-        return number
-
-    return check
-
-
-def _json_number(value: Decimal) -> int | float:
-    # Exact: validated numbers have at most 15 significant digits, which a double reproduces as written.
-    return int(value) if value == value.to_integral_value() else float(value)
-
-
-# A JSON number, or the same value as a decimal string (the parser takes both; the document says so). Rates are
-# above zero and below MAX_RATE; both allow MAX_RATE_DECIMALS places and 15 significant digits (not a schema rule).
-_POSITIVE_DECIMAL_TEXT = r"^([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*)$"
-Rate = Annotated[
-    Decimal,
-    BeforeValidator(_number_field(lambda v: parse_rate(v, "rate"))),
-    PlainSerializer(_json_number),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": int(MAX_RATE)},
-                {"type": "string", "pattern": _POSITIVE_DECIMAL_TEXT},
-            ]
-        }
-    ),
-]
-Threshold = Annotated[
-    Decimal,
-    BeforeValidator(_number_field(lambda v: parse_threshold(v, "value"))),
-    PlainSerializer(_json_number),
-    WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$"}]}),
-]
-
-
-def _decimal_string(value: object) -> str:
-    if not isinstance(value, str) or not _DECIMAL_STRING_RE.fullmatch(value):
-        raise custom_error(ServiceError("amount_invalid", 'must be a decimal string such as "12.50"'))
-    return value
-
-
-DecimalString = Annotated[
-    str,
-    BeforeValidator(_decimal_string),
-    # Every use is an amount, which must be above zero (`amount_not_positive`), so the document says so.
-    WithJsonSchema(
-        {
-            "type": "string",
-            "pattern": r"^([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*)$",
-            "examples": ["12.50"],
-        }
-    ),
-]
 # ISO 8601 / RFC 3339 date-times only (a JSON number is not a time, though pydantic would read it as epoch seconds).
 _DATE_TIME_RE = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?([Zz]|[+-][0-9]{2}:[0-9]{2})?"
@@ -175,9 +147,6 @@ SearchLimit = Annotated[
 
 # A permission code: the JSON Schema names them all (an unknown one is still `permission_unknown`, not a type error).
 PermissionCode = Annotated[str, WithJsonSchema({"type": "string", "enum": sorted(p.value for p in Permission)})]
-Identifier = Annotated[str, Field(min_length=1, max_length=255)]
-FieldName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
-EventType = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")]
 
 
 def _email(value: str | None) -> str | None:
@@ -232,70 +201,14 @@ class ProgrammeCreate(RequestModel):
     description: Annotated[str, Field(max_length=2000)] | None = None
 
 
-class Operator(StrEnum):
-    GTE = "gte"
-    GT = "gt"
-    LTE = "lte"
-    LT = "lt"
-    EQ = "eq"
-    NEQ = "neq"
-
-
-class Condition(RequestModel):
-    field: FieldName
-    operator: Operator
-    value: Threshold
-
-
-class FixedAmount(RequestModel):
-    fixed: DecimalString
-
-
-class PerRateAmount(RequestModel):
-    per: FieldName
-    rate: Rate
-
-
-def _amount_shape(value: Any) -> str:
-    """Which of the two shapes an amount is, so that errors speak of that shape only."""
-    if isinstance(value, FixedAmount | PerRateAmount):
-        return "fixed_amount" if isinstance(value, FixedAmount) else "per_rate_amount"
-    if isinstance(value, dict) and ("per" in value or "rate" in value) and "fixed" not in value:
-        return "per_rate_amount"
-    return "fixed_amount"
-
-
-Amount = Annotated[
-    Annotated[FixedAmount, Tag("fixed_amount")] | Annotated[PerRateAmount, Tag("per_rate_amount")],
-    Discriminator(_amount_shape),
-]
-
-
-class Action(RequestModel):
-    type: Literal["issue"]
-    asset_id: Identifier | None = None  # the programme's asset when absent
-    amount: Amount
-
-
-class RuleCreate(RequestModel):
-    program_id: Identifier
-    event_type: EventType
-    conditions: Annotated[list[Condition], Field(max_length=MAX_RULES_CONDITIONS)] = []
-    actions: Annotated[list[Action], Field(min_length=1, max_length=MAX_RULE_ACTIONS)]
-
-
-class RuleUpdate(RequestModel):
-    """Edits a rule of the draft version; absent fields stay as they are."""
-
-    event_type: EventType | None = None
-    conditions: Annotated[list[Condition], Field(max_length=MAX_RULES_CONDITIONS)] | None = None
-    actions: Annotated[list[Action], Field(min_length=1, max_length=MAX_RULE_ACTIONS)] | None = None
-
-
 class SimulationRequest(RequestModel):
-    """The seed's shape: `event` holds `type` and the event's data fields as one flat object."""
+    """The seed's shape: `event` holds `type` and the event's data fields as one flat object. `occurred_at` (the
+    time rules read as `occurred_at.*`; now when absent) and `customer_id` (whose attributes, country and
+    segments rules read as `customer.*`) are optional."""
 
     event: Annotated[dict[str, Any], _free_json("event")]
+    occurred_at: DateTime | None = None
+    customer_id: Identifier | None = None
 
 
 class EventCreate(RequestModel):

@@ -7,7 +7,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from rewards_lab.contract.requests import Action, AssetType, Condition, TransferPolicy, WalletType
+from rewards_lab.contract.requests import Action, AssetType, ConditionItem, TransferPolicy, WalletType
 
 T = TypeVar("T")
 
@@ -53,8 +53,10 @@ class Rule(Resource):
     program_id: str
     version: int | None  # None while the rule belongs to the draft
     event_type: str
-    conditions: list[Condition]
+    conditions: list[ConditionItem]
     actions: list[Action]
+    priority: int = 0
+    stop_processing: bool = False
     created_at: datetime
 
 
@@ -169,12 +171,16 @@ class CustomerSegments(Resource):
 
 
 class ConditionOutcome(Resource):
-    field: str
+    """A condition's verdict; a group's (`operator` any, all or not) has no field and holds its parts'."""
+
+    field: str | None
     operator: str
-    threshold: str
+    threshold: str | None  # the condition's value as text ("" for exists / not_exists; null for a group)
     value_read: Any
     verdict: bool
     reason: str
+    path: str  # where the condition is in the rule: `conditions[2].any[0]`
+    conditions: list[ConditionOutcome] = []  # a group's parts
 
 
 class ActionOutcome(Resource):
@@ -184,6 +190,8 @@ class ActionOutcome(Resource):
     issues: bool
     reason: str
     inputs: dict[str, Any]
+    error_code: str | None = None  # the code the action would fail with (amount_too_large, beneficiary_missing)
+    beneficiary: str | None = None  # the customer reference rewarded instead of the event's customer
 
 
 class RuleOutcome(Resource):
@@ -193,6 +201,9 @@ class RuleOutcome(Resource):
     reason: str
     conditions: list[ConditionOutcome]
     actions: list[ActionOutcome]
+    priority: int = 0
+    stops_processing: bool = False  # matched with stop_processing: the programme's later rules did not apply
+    stopped_by: str | None = None  # the rule whose stop_processing kept this one from applying
 
 
 class AssetTotal(Resource):

@@ -17,7 +17,16 @@ _PYDANTIC_TO_CODE = {
 }
 
 
-_BRANCH_LABELS = {"FixedAmount", "PerRateAmount", "fixed_amount", "per_rate_amount"}
+_BRANCH_LABELS = {
+    "FixedAmount",
+    "PerRateAmount",
+    "fixed_amount",
+    "per_rate_amount",
+    "condition",
+    "any_group",
+    "all_group",
+    "not_group",
+}
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:
@@ -38,7 +47,11 @@ def to_service_error(error: ValidationError, prefix: str = "") -> ServiceError:
     problems: list[dict[str, Any]] = []
     for item in error.errors(include_url=False, include_input=False):
         code = item["type"] if item["type"] in REGISTRY else _PYDANTIC_TO_CODE.get(item["type"], "field_invalid")
-        field = str(item.get("ctx", {}).get("service_field") or field_path(tuple(item["loc"])))  # ctx: see custom_error
+        ctx = item.get("ctx", {})
+        field = str(ctx.get("service_field") or field_path(tuple(item["loc"])))  # ctx: see custom_error
+        suffix = str(ctx.get("service_suffix", ""))  # an element inside the model that refused (rule_requests)
+        if suffix:
+            field = f"{field}{suffix}" if suffix.startswith("[") or not field else f"{field}.{suffix}"
         if prefix:
             field = f"{prefix}.{field}" if field else prefix
         message = str(item["msg"]).removeprefix("Value error, ")

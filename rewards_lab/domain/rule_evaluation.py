@@ -4,13 +4,14 @@ Without `explain` (the event worker) it returns, per event, only the rules that 
 (the provenance) and each action's amount or refusal, computed column by column over the batch: the events are
 grouped by type, each field a rule reads is read once per group, each condition filters the rows still matching,
 and each valued action computes its amount once per distinct number. With `explain` (simulation, the lab, push
-verification) it returns every rule's verdict for every event, with the reason of each condition and action, so a
-designer can ask "why (not)".
+verification) it returns every rule's verdict for every event, with the reason of each condition, group, action
+and priority stop, so a designer can ask "why (not)".
 
-Both forms are built only on the primitives of `rules` (`read_field`, `ConditionSpec.holds`,
-`ActionSpec.outcome`), so they cannot disagree on what a rule means; `tests/test_rule_evaluation.py` holds them
-equal on random rules and events. Numbers stay exact Decimals: event data may hold any number of digits and any
-exponent, which floats or decimal128 cannot hold exactly, and the rules' boundaries must stay exact.
+Both forms apply the rules in the order of `rules.in_order` (priority, then creation) and are built only on the
+primitives of `rules` and `conditions` (`read`, `ConditionSpec.holds`, `ActionSpec.outcome`), so they cannot
+disagree on what a rule means; `tests/test_rule_evaluation.py` holds them equal on random rules and events. Numbers
+stay exact Decimals: event data may hold any number of digits and any exponent, which floats or decimal128 cannot
+hold exactly, and the rules' boundaries must stay exact.
 """
 
 from __future__ import annotations
@@ -20,15 +21,24 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal, overload
 
+from rewards_lab.domain.conditions import (
+    NO_FACTS,
+    ConditionNode,
+    ConditionSpec,
+    EventFacts,
+    GroupSpec,
+    leaf_reason,
+    recorded,
+    tester,
+)
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.rules import (
-    SYMBOLS,
     ActionOutcome,
     ActionSpec,
-    Cell,
-    ConditionSpec,
     RuleSpec,
-    read_field,
+    in_order,
+    number_of,
+    read,
     why_not_a_number,
 )
 
@@ -46,12 +56,22 @@ class RuleMatch:
 
 @dataclass(frozen=True, slots=True)
 class ConditionVerdict:
-    field: str
+    """A condition's or a group's verdict. Groups have no field; their `operator` is `all`, `any` or `not`
+    and `parts` holds their conditions' verdicts."""
+
+    field: str | None
     operator: str
-    threshold: Decimal
+    threshold: Any  # the condition's value (None for exists / not_exists and for groups)
     value_read: Any
     verdict: bool
     reason: str
+    path: str = ""  # `conditions[2].any[0]`
+    parts: tuple[ConditionVerdict, ...] = ()
+
+    def leaves(self) -> list[ConditionVerdict]:
+        if self.field is not None:
+            return [self]
+        return [leaf for part in self.parts for leaf in part.leaves()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +83,7 @@ class ActionVerdict:
     reason: str
     inputs: dict[str, Any]
     error_code: str | None = None  # set when the action calls for an amount the ledger must refuse
+    beneficiary: str | None = None  # the customer reference rewarded instead of the event's customer
 
     @property
     def issues(self) -> bool:
@@ -77,83 +98,148 @@ class RuleVerdict:
     reason: str
     conditions: tuple[ConditionVerdict, ...]
     actions: tuple[ActionVerdict, ...] = field(default=())
+    priority: int = 0
+    stops: bool = False  # matched with stop_processing: the programme's later rules do not apply
+    stopped_by: str | None = None  # the rule whose stop_processing kept this one from applying
 
     def inputs(self) -> dict[str, Any]:
         """Every value the rule read (its provenance): field -> value as read."""
-        values: dict[str, Any] = {c.field: c.value_read for c in self.conditions}
+        values: dict[str, Any] = {}
+        for condition in self.conditions:
+            values.update({leaf.field: leaf.value_read for leaf in condition.leaves() if leaf.field is not None})
         for action in self.actions:
             values.update(action.inputs)
         return values
 
 
 @overload
-def evaluate(rules: Sequence[RuleSpec], events: Sequence[Event]) -> list[list[RuleMatch]]: ...
-@overload
 def evaluate(
-    rules: Sequence[RuleSpec], events: Sequence[Event], *, explain: Literal[False]
+    rules: Sequence[RuleSpec], events: Sequence[Event], *, facts: Sequence[EventFacts] | None = None
 ) -> list[list[RuleMatch]]: ...
 @overload
 def evaluate(
-    rules: Sequence[RuleSpec], events: Sequence[Event], *, explain: Literal[True]
+    rules: Sequence[RuleSpec],
+    events: Sequence[Event],
+    *,
+    facts: Sequence[EventFacts] | None = None,
+    explain: Literal[False],
+) -> list[list[RuleMatch]]: ...
+@overload
+def evaluate(
+    rules: Sequence[RuleSpec],
+    events: Sequence[Event],
+    *,
+    facts: Sequence[EventFacts] | None = None,
+    explain: Literal[True],
 ) -> list[list[RuleVerdict]]: ...
 def evaluate(
-    rules: Sequence[RuleSpec], events: Sequence[Event], *, explain: bool = False
+    rules: Sequence[RuleSpec],
+    events: Sequence[Event],
+    *,
+    facts: Sequence[EventFacts] | None = None,
+    explain: bool = False,
 ) -> list[list[RuleMatch]] | list[list[RuleVerdict]]:
-    """Per event (type, data), in the order of `rules`: the rules that match it (`RuleMatch`), or with `explain`
-    every rule's verdict with its reasons (`RuleVerdict`; the matched ones carry the same values and amounts)."""
+    """Per event (type, data), in the order the rules apply: the rules that match it (`RuleMatch`), or with
+    `explain` every rule's verdict with its reasons (`RuleVerdict`; the matched ones carry the same values and
+    amounts). `facts` (one per event) hold what rules may read beyond the data: time and customer."""
+    ordered = in_order(rules) if rules else []
+    known = facts if facts is not None else [NO_FACTS] * len(events)
     if explain:
-        return [[_explain_rule(rule, event_type, data) for rule in rules] for event_type, data in events]
-    return _match(rules, events)
+        return [
+            _explain_event(ordered, event_type, data, event_facts)
+            for (event_type, data), event_facts in zip(events, known, strict=True)
+        ]
+    return _match(ordered, events, known)
 
 
 # the worker's form: matched rules only, column by column --------------------------------------------------
-def _match(rules: Sequence[RuleSpec], events: Sequence[Event]) -> list[list[RuleMatch]]:
+class _Columns:
+    """The values of each field read by the rules, per event type, each read once."""
+
+    def __init__(self, events: Sequence[Event], facts: Sequence[EventFacts], groups: dict[str, list[int]]) -> None:
+        self.events, self.facts, self.groups = events, facts, groups
+        self.cache: dict[tuple[str, str, str], list[Any]] = {}
+
+    def __call__(self, event_type: str, name: str, timezone: str) -> list[Any]:
+        key = (event_type, name, timezone)
+        found = self.cache.get(key)
+        if found is None:
+            events, facts = self.events, self.facts
+            found = self.cache[key] = [read(events[i][1], name, facts[i], timezone) for i in self.groups[event_type]]
+        return found
+
+
+def _match(rules: Sequence[RuleSpec], events: Sequence[Event], facts: Sequence[EventFacts]) -> list[list[RuleMatch]]:
     matches: list[list[RuleMatch]] = [[] for _ in events]
     groups: dict[str, list[int]] = {}
     for index, (event_type, _) in enumerate(events):
         groups.setdefault(event_type, []).append(index)
-    columns: dict[tuple[str, str], list[Cell]] = {}
-
-    def column(event_type: str, name: str) -> list[Cell]:
-        found = columns.get((event_type, name))
-        if found is None:
-            found = columns[(event_type, name)] = [read_field(events[i][1], name) for i in groups[event_type]]
-        return found
+    column = _Columns(events, facts, groups)
+    stopped: dict[str, set[int]] = {}  # per type: positions a stop_processing rule has already claimed
 
     for rule in rules:
         if rule.event_type not in groups:
             continue
-        rows: Sequence[int] = range(len(groups[rule.event_type]))  # positions in the type's group
-        for condition in rule.conditions:
-            cells, holds = column(rule.event_type, condition.field), condition.holds
-            rows = [p for p in rows if holds(cells[p][0])]
+        event_type, timezone = rule.event_type, rule.timezone
+        done = stopped.get(event_type)
+        rows: Sequence[int] = range(len(groups[event_type]))  # positions in the type's group
+        if done:
+            rows = [p for p in rows if p not in done]
+        for node in rule.conditions:
+            if isinstance(node, ConditionSpec):
+                cells, holds = column(event_type, node.field, timezone), tester(node)
+                rows = [p for p in rows if holds(cells[p])]
+            else:
+                rows = [p for p in rows if _group_holds(node, p, event_type, timezone, column)]
             if not rows:
                 break
         if not rows:
             continue
-        read = [(c.field, column(rule.event_type, c.field)) for c in rule.conditions]
-        read += [(str(a.per), column(rule.event_type, str(a.per))) for a in rule.actions if a.fixed_minor is None]
-        valued = [(i, a, column(rule.event_type, str(a.per))) for i, a in enumerate(rule.actions) if a.per]
-        fixed = {i: a.outcome(i, None) for i, a in enumerate(rule.actions) if a.fixed_minor is not None}
+        if rule.stop_processing:
+            stopped.setdefault(event_type, set()).update(rows)
+        names = rule.fields()
+        read_columns = [(name, column(event_type, name, timezone)) for name in names]
+        valued = [(i, a, column(event_type, str(a.per), timezone)) for i, a in enumerate(rule.actions) if a.per]
+        to = {i: column(event_type, a.beneficiary, timezone) for i, a in enumerate(rule.actions) if a.beneficiary}
+        fixed = {
+            i: a.outcome(i, None) for i, a in enumerate(rule.actions) if a.fixed_minor is not None and not a.beneficiary
+        }
         known: list[dict[Decimal, ActionOutcome]] = [{} for _ in rule.actions]
-        group = groups[rule.event_type]
+        group = groups[event_type]
         for p in rows:
             outcomes = dict(fixed)
             for i, action, cells in valued:
-                outcomes[i] = _once_per_number(i, action, cells[p][0], known[i])
-            inputs = {name: cells[p][1] for name, cells in read}
+                outcomes[i] = _once_per_number(i, action, number_of(cells[p]), known[i], to[i][p] if i in to else None)
+            for i, action in enumerate(rule.actions):
+                if i not in outcomes:  # a fixed amount with a beneficiary
+                    outcomes[i] = action.outcome(i, None, to[i][p])
+            inputs = {name: recorded(cells[p]) for name, cells in read_columns}
             actions = tuple(outcomes[i] for i in range(len(rule.actions)))
             matches[group[p]].append(RuleMatch(rule.rule_id, inputs, actions))
     return matches
 
 
+def _group_holds(group: GroupSpec, p: int, event_type: str, timezone: str, column: _Columns) -> bool:
+    def holds(node: ConditionNode) -> bool:
+        if isinstance(node, ConditionSpec):
+            return tester(node)(column(event_type, node.field, timezone)[p])
+        if node.kind == "all":
+            return all(holds(part) for part in node.parts)
+        if node.kind == "any":
+            return any(holds(part) for part in node.parts)
+        return not holds(node.parts[0])
+
+    return holds(group)
+
+
 def _once_per_number(
-    index: int, action: ActionSpec, number: Decimal | None, known: dict[Decimal, ActionOutcome]
+    index: int, action: ActionSpec, number: Decimal | None, known: dict[Decimal, ActionOutcome], beneficiary: Any
 ) -> ActionOutcome:
     """`action.outcome`, computed once per distinct number of the batch (equal numbers, such as 42.5 and 42.50,
-    have equal amounts; a refusal names the number as written, so it is never shared)."""
-    if number is None:
-        return action.outcome(index, None)
+    have equal amounts; a refusal names the number as written, so it is never shared; a beneficiary differs
+    from event to event, so such an action is computed for each)."""
+    if number is None or action.beneficiary is not None:
+        return action.outcome(index, number, beneficiary)
     outcome = known.get(number)
     if outcome is None:
         outcome = action.outcome(index, number)
@@ -163,40 +249,99 @@ def _once_per_number(
 
 
 # the explained form: every rule, with reasons -------------------------------------------------------------
-def _explain_rule(rule: RuleSpec, event_type: str, data: Mapping[str, Any]) -> RuleVerdict:
+def _explain_event(
+    rules: Sequence[RuleSpec], event_type: str, data: Mapping[str, Any], facts: EventFacts
+) -> list[RuleVerdict]:
+    verdicts = []
+    stopper: RuleSpec | None = None
+    for rule in rules:
+        if stopper is not None and rule.event_type == event_type:
+            reason = (
+                f"not applied: rule {stopper.rule_id} (priority {stopper.priority}) matched first and stops processing"
+            )
+            verdicts.append(
+                RuleVerdict(
+                    rule.rule_id, rule.event_type, False, reason, (), priority=rule.priority, stopped_by=stopper.rule_id
+                )
+            )
+            continue
+        verdict = _explain_rule(rule, event_type, data, facts)
+        if verdict.stops:
+            stopper = rule
+        verdicts.append(verdict)
+    return verdicts
+
+
+def _explain_rule(rule: RuleSpec, event_type: str, data: Mapping[str, Any], facts: EventFacts) -> RuleVerdict:
     if rule.event_type != event_type:
         reason = f"event type '{event_type}' is not the rule's '{rule.event_type}'"
-        return RuleVerdict(rule.rule_id, rule.event_type, False, reason, ())
-    conditions = tuple(_explain_condition(c, data) for c in rule.conditions)
+        return RuleVerdict(rule.rule_id, rule.event_type, False, reason, (), priority=rule.priority)
+    conditions = tuple(
+        _explain_node(node, f"conditions[{i}]", data, facts, rule.timezone) for i, node in enumerate(rule.conditions)
+    )
     failed = [c for c in conditions if not c.verdict]
     if failed:
         reason = "condition failed: " + "; ".join(c.reason for c in failed)
-        return RuleVerdict(rule.rule_id, rule.event_type, False, reason, conditions)
-    actions = tuple(_explain_action(i, a, data) for i, a in enumerate(rule.actions))
+        return RuleVerdict(rule.rule_id, rule.event_type, False, reason, conditions, priority=rule.priority)
+    actions = tuple(_explain_action(i, a, data, facts, rule.timezone) for i, a in enumerate(rule.actions))
     reason = "all conditions hold" if conditions else "the rule has no conditions"
-    return RuleVerdict(rule.rule_id, rule.event_type, True, reason, conditions, actions)
+    if rule.stop_processing:
+        reason += "; it stops processing: the programme's later rules do not apply to this event"
+    return RuleVerdict(
+        rule.rule_id, rule.event_type, True, reason, conditions, actions, rule.priority, rule.stop_processing
+    )
 
 
-def _explain_condition(condition: ConditionSpec, data: Mapping[str, Any]) -> ConditionVerdict:
-    number, recorded = read_field(data, condition.field)
-    verdict = condition.holds(number)
-    if number is None:
-        reason = why_not_a_number(data, condition.field)
+def _explain_node(
+    node: ConditionNode, path: str, data: Mapping[str, Any], facts: EventFacts, timezone: str
+) -> ConditionVerdict:
+    if isinstance(node, ConditionSpec):
+        value = read(data, node.field, facts, timezone)
+        verdict = node.holds(value)
+        reason = leaf_reason(node, value, verdict)
+        return ConditionVerdict(node.field, node.operator, node.value, recorded(value), verdict, reason, path)
+    if node.kind == "not":
+        inner = _explain_node(node.parts[0], f"{path}.not", data, facts, timezone)
+        verdict = not inner.verdict
+        relation = "fails" if inner.verdict else "holds"
+        reason = f"not ({inner.reason}): {relation}"
+        return ConditionVerdict(None, "not", None, None, verdict, reason, path, (inner,))
+    parts = tuple(
+        _explain_node(part, f"{path}.{node.kind}[{i}]", data, facts, timezone) for i, part in enumerate(node.parts)
+    )
+    if node.kind == "all":
+        verdict = all(part.verdict for part in parts)
+        failing = [part for part in parts if not part.verdict]
+        reason = f"all of {len(parts)} hold" if verdict else "all: " + "; ".join(p.reason for p in failing)
     else:
-        relation = "holds" if verdict else "does not hold"
-        reason = f"{condition.field} = {number} {SYMBOLS[condition.operator]} {condition.value} {relation}"
-    return ConditionVerdict(condition.field, condition.operator, condition.value, recorded, verdict, reason)
+        verdict = any(part.verdict for part in parts)
+        holding = [part for part in parts if part.verdict]
+        reason = (
+            f"any: {holding[0].reason}"
+            if verdict
+            else f"any of {len(parts)}: none holds (" + "; ".join(p.reason for p in parts) + ")"
+        )
+    return ConditionVerdict(None, node.kind, None, None, verdict, reason, path, parts)
 
 
-def _explain_action(index: int, action: ActionSpec, data: Mapping[str, Any]) -> ActionVerdict:
+def _explain_action(
+    index: int, action: ActionSpec, data: Mapping[str, Any], facts: EventFacts, timezone: str
+) -> ActionVerdict:
+    inputs: dict[str, Any] = {}
+    beneficiary = None
+    if action.beneficiary is not None:
+        beneficiary = read(data, action.beneficiary, facts, timezone)
+        inputs[action.beneficiary] = recorded(beneficiary)
     if action.fixed_minor is not None:
-        reason = f"fixed {format_amount(action.fixed_minor, action.decimals)}"
-        return ActionVerdict(index, action.asset_id, action.decimals, action.fixed_minor, reason, {})
+        outcome = action.outcome(index, None, beneficiary)
+        reason = outcome.reason or f"fixed {format_amount(action.fixed_minor, action.decimals)}"
+        return _action_verdict(index, action, outcome, _to_whom(reason, outcome, action), inputs)
     per = str(action.per)
-    number, recorded = read_field(data, per)
-    outcome = action.outcome(index, number)
+    value = read(data, per, facts, timezone)
+    number = number_of(value)
+    outcome = action.outcome(index, number, beneficiary)
     if number is None:
-        reason = f"issues nothing: {why_not_a_number(data, per)}"
+        reason = f"issues nothing: {why_not_a_number(per, value)}"
     elif outcome.error_code is not None:
         reason = outcome.reason
     elif not outcome.issues:
@@ -205,7 +350,26 @@ def _explain_action(index: int, action: ActionSpec, data: Mapping[str, Any]) -> 
         reason = (
             f"{action.product(number)} = {format_amount(outcome.amount_minor, action.decimals)} (rounded toward zero)"
         )
-    inputs = {per: recorded}
+    inputs = {per: recorded(value), **inputs}
+    return _action_verdict(index, action, outcome, _to_whom(reason, outcome, action), inputs)
+
+
+def _to_whom(reason: str, outcome: ActionOutcome, action: ActionSpec) -> str:
+    if outcome.beneficiary is None:
+        return reason
+    return f"{reason}, to the beneficiary {action.beneficiary} = '{outcome.beneficiary}'"
+
+
+def _action_verdict(
+    index: int, action: ActionSpec, outcome: ActionOutcome, reason: str, inputs: dict[str, Any]
+) -> ActionVerdict:
     return ActionVerdict(
-        index, action.asset_id, action.decimals, outcome.amount_minor, reason, inputs, outcome.error_code
+        index,
+        action.asset_id,
+        action.decimals,
+        outcome.amount_minor,
+        reason,
+        inputs,
+        outcome.error_code,
+        outcome.beneficiary,
     )

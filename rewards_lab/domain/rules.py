@@ -1,48 +1,39 @@
-"""Rules ready to evaluate, and the three primitives that give them their meaning: reading a field, testing a
-condition, computing an action's amount. `rule_evaluation.evaluate` is built on these alone, so a new operator,
-field form or amount is written here once for the live engine; the replay compiler (`replay/compiler.py`) is the only
-other implementation of these semantics, held equal by the differential tests.
+"""Rules ready to evaluate, and the primitives that give them their meaning: reading a field (`read`), testing a
+condition (`ConditionSpec.holds`, in `conditions`), computing an action's amount (`ActionSpec.outcome`).
+`rule_evaluation.evaluate` is built on these alone, so a new operator, field form or amount is written here once for
+the live engine; the replay compiler (`replay/compiler.py`) is the only other implementation of these semantics,
+held equal by the differential tests.
 
-A rule matches when the event's type is the rule's `event_type` and every condition holds. A condition reads one
-field of the event data; a field that is missing or not a JSON number makes the condition false. Each action then
-issues `fixed`, or `data[per] * rate` rounded toward zero to the asset's decimals; an amount below one minor unit
-issues nothing and is not an error; an amount no ledger amount can hold is refused (`amount_too_large`).
+A rule matches when the event's type is the rule's `event_type` and every condition holds (`conditions`). Rules
+apply in order of `priority` (lower first), ties in their order of creation; a matching rule with `stop_processing`
+keeps the programme's later rules from applying to that event. Each action then issues `fixed`, or
+`data[per] * rate` rounded toward zero to the asset's decimals; an amount below one minor unit issues nothing and is
+not an error; an amount no ledger amount can hold is refused (`amount_too_large`). An action with a `beneficiary`
+issues to the customer named by that field of the event (a string) instead of the event's customer; when the field
+holds no string the action is refused (`beneficiary_missing`).
 """
 
 from __future__ import annotations
 
-import operator as op
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from rewards_lab.contract.amounts import as_number
+from rewards_lab.contract.rule_requests import condition_value
+from rewards_lab.domain.conditions import (
+    NO_FACTS,
+    ConditionNode,
+    ConditionSpec,
+    EventFacts,
+    GroupSpec,
+    leaves,
+    read_value,
+    source_of,
+)
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR, parse_amount, reward_minor
 
-Cell = tuple[Decimal | None, Any]  # a field as read: (its number or None, the value as recorded in the provenance)
-MISSING: Cell = (None, None)
-
-COMPARATORS: dict[str, Callable[[Decimal, Decimal], bool]] = {
-    "gte": op.ge,
-    "gt": op.gt,
-    "lte": op.le,
-    "lt": op.lt,
-    "eq": op.eq,
-    "neq": op.ne,
-}
-SYMBOLS = {"gte": ">=", "gt": ">", "lte": "<=", "lt": "<", "eq": "==", "neq": "!="}
-
-
-@dataclass(frozen=True, slots=True)
-class ConditionSpec:
-    field: str
-    operator: str
-    value: Decimal
-
-    def holds(self, number: Decimal | None) -> bool:
-        """Whether the condition holds for the field's number (None: missing or not a number, never holds)."""
-        return number is not None and COMPARATORS[self.operator](number, self.value)
+BENEFICIARY_MISSING = "beneficiary_missing"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,22 +43,37 @@ class ActionSpec:
     fixed_minor: int | None = None
     per: str | None = None
     rate: Decimal | None = None
+    beneficiary: str | None = None  # the field naming the customer to reward (None: the event's customer)
 
-    def outcome(self, index: int, number: Decimal | None) -> ActionOutcome:
-        """What the action calls for, given the number of its `per` field (ignored for a fixed amount)."""
+    def outcome(self, index: int, number: Decimal | None, beneficiary: Any = None) -> ActionOutcome:
+        """What the action calls for, given the number of its `per` field (ignored for a fixed amount) and the
+        value of its beneficiary field (ignored without one)."""
         if self.fixed_minor is not None:
-            return ActionOutcome(index, self.asset_id, self.decimals, self.fixed_minor)
-        if number is None:
-            return ActionOutcome(index, self.asset_id, self.decimals, 0)
-        assert self.rate is not None
-        minor = reward_minor(number, self.rate, self.decimals)
-        if minor > MAX_AMOUNT_MINOR:  # the reason names the number as written (42.5 and 42.50 differ here)
-            reason = f"refused: {self.product(number)} is more than the ledger can hold in one amount"
-            return ActionOutcome(index, self.asset_id, self.decimals, 0, "amount_too_large", reason)
-        return ActionOutcome(index, self.asset_id, self.decimals, max(minor, 0))
+            found = ActionOutcome(index, self.asset_id, self.decimals, self.fixed_minor)
+        elif number is None:
+            found = ActionOutcome(index, self.asset_id, self.decimals, 0)
+        else:
+            assert self.rate is not None
+            minor = reward_minor(number, self.rate, self.decimals)
+            if minor > MAX_AMOUNT_MINOR:  # the reason names the number as written (42.5 and 42.50 differ here)
+                reason = f"refused: {self.product(number)} is more than the ledger can hold in one amount"
+                return ActionOutcome(index, self.asset_id, self.decimals, 0, "amount_too_large", reason)
+            found = ActionOutcome(index, self.asset_id, self.decimals, max(minor, 0))
+        if self.beneficiary is None or not found.issues:
+            return found
+        if not isinstance(beneficiary, str) or not beneficiary:
+            reason = f"refused: the beneficiary field '{self.beneficiary}' {_no_customer(beneficiary)}"
+            return ActionOutcome(index, self.asset_id, self.decimals, 0, BENEFICIARY_MISSING, reason)
+        return ActionOutcome(index, self.asset_id, self.decimals, found.amount_minor, beneficiary=beneficiary)
 
     def product(self, number: Decimal) -> str:
         return f"{self.per} = {number} x rate {self.rate}"
+
+
+def _no_customer(value: Any) -> str:
+    if value is None:
+        return "is missing"
+    return f"holds no customer reference ({type(value).__name__})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +84,9 @@ class ActionOutcome:
     asset_id: str
     decimals: int
     amount_minor: int  # 0 when the action issues nothing
-    error_code: str | None = None  # set when the ledger must refuse the amount (`amount_too_large`)
+    error_code: str | None = None  # set when the action must be refused (`amount_too_large`, `beneficiary_missing`)
     reason: str = ""  # kept only for a refusal (it becomes the error's message)
+    beneficiary: str | None = None  # the customer reference to reward instead of the event's customer
 
     @property
     def issues(self) -> bool:
@@ -92,24 +99,57 @@ class RuleSpec:
 
     rule_id: str
     event_type: str
-    conditions: tuple[ConditionSpec, ...]
+    conditions: tuple[ConditionNode, ...]
     actions: tuple[ActionSpec, ...]
+    priority: int = 0
+    stop_processing: bool = False
+    timezone: str = "UTC"  # the programme's: time fields are read in it
+
+    def fields(self) -> list[str]:
+        """Every field path the rule reads, in order: conditions, amounts, beneficiaries."""
+        names = [leaf.field for leaf in leaves(self.conditions)]
+        names += [a.per for a in self.actions if a.per is not None]
+        names += [a.beneficiary for a in self.actions if a.beneficiary is not None]
+        return list(dict.fromkeys(names))
+
+    def reads(self, source: str) -> bool:
+        """Whether the rule reads fields of a source ("time", "customer", "data")."""
+        return any(source_of(name) == source for name in self.fields())
 
 
-def read_field(data: Mapping[str, Any], name: str) -> Cell:
-    """A field of the event data as rules read it. Numbers are recorded as exact decimal strings."""
-    if name not in data:
-        return MISSING
-    raw = data[name]
-    number = as_number(raw)
-    return (None, raw) if number is None else (number, str(number))
+def in_order(rules: Sequence[RuleSpec]) -> list[RuleSpec]:
+    """Rules in the order they apply: by priority (lower first), ties in the given (creation) order."""
+    if all(rule.priority == rules[0].priority for rule in rules):
+        return list(rules)
+    return sorted(rules, key=lambda rule: rule.priority)
 
 
-def why_not_a_number(data: Mapping[str, Any], name: str) -> str:
-    """Why `read_field` found no number in the field (for an explanation)."""
-    if name not in data:
+def read(data: Mapping[str, Any], name: str, facts: EventFacts = NO_FACTS, timezone: str = "UTC") -> Any:
+    """A field as rules read it (normalised: numbers are exact Decimals; None when absent)."""
+    return read_value(data, facts, name, timezone)
+
+
+def number_of(value: Any) -> Decimal | None:
+    """The number a value read holds, or None (an amount's `per` field must be a number)."""
+    return value if isinstance(value, Decimal) and not isinstance(value, bool) else None
+
+
+def why_not_a_number(name: str, value: Any) -> str:
+    """Why a field read holds no number (for an explanation)."""
+    if value is None:
         return f"field '{name}' is missing"
-    return f"field '{name}' is not a number ({type(data[name]).__name__})"
+    return f"field '{name}' is not a number ({type(value).__name__})"
+
+
+def condition_node(item: Mapping[str, Any]) -> ConditionNode:
+    """A stored condition (its JSON form) as a node."""
+    for kind in ("any", "all"):
+        if kind in item and "field" not in item:
+            return GroupSpec(kind, tuple(condition_node(part) for part in item[kind]))
+    if "not" in item and "field" not in item:
+        return GroupSpec("not", (condition_node(item["not"]),))
+    operator = str(item["operator"])
+    return ConditionSpec(str(item["field"]), operator, condition_value(operator, item.get("value")))
 
 
 def compile_rule(
@@ -119,20 +159,25 @@ def compile_rule(
     actions: Sequence[Mapping[str, Any]],
     default_asset_id: str,
     decimals_of: Callable[[str], int],
+    *,
+    priority: int = 0,
+    stop_processing: bool = False,
+    timezone: str = "UTC",
 ) -> RuleSpec:
     """A stored rule (its JSON form) as a RuleSpec. Raises ServiceError for amounts the asset cannot hold."""
-    condition_specs = tuple(
-        ConditionSpec(str(c["field"]), str(c["operator"]), Decimal(str(c["value"]))) for c in conditions
-    )
+    nodes = tuple(condition_node(c) for c in conditions)
     action_specs = []
     for index, action in enumerate(actions):
         asset_id = action.get("asset_id") or default_asset_id
         decimals = decimals_of(asset_id)
         amount = action["amount"]
+        beneficiary = (action.get("beneficiary") or {}).get("field")
         if "fixed" in amount:
             minor = parse_amount(amount["fixed"], decimals, f"actions[{index}].amount.fixed")
-            action_specs.append(ActionSpec(asset_id, decimals, fixed_minor=minor))
+            action_specs.append(ActionSpec(asset_id, decimals, fixed_minor=minor, beneficiary=beneficiary))
         else:
             rate = Decimal(str(amount["rate"]))
-            action_specs.append(ActionSpec(asset_id, decimals, per=str(amount["per"]), rate=rate))
-    return RuleSpec(rule_id, event_type, condition_specs, tuple(action_specs))
+            action_specs.append(
+                ActionSpec(asset_id, decimals, per=str(amount["per"]), rate=rate, beneficiary=beneficiary)
+            )
+    return RuleSpec(rule_id, event_type, nodes, tuple(action_specs), priority, stop_processing, timezone)

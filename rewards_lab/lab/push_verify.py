@@ -16,9 +16,11 @@ from rewards_lab.client import RewardsClient
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition
+from rewards_lab.contract.rule_requests import condition_payload
+from rewards_lab.domain.conditions import ConditionSpec, leaves, source_of
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.rule_evaluation import RuleVerdict, evaluate
-from rewards_lab.domain.rules import compile_rule
+from rewards_lab.domain.rules import compile_rule, condition_node
 from rewards_lab.lab.push import PushError, live_fingerprint, make_plan
 
 PER_FIELD_VALUES = (Decimal("42.50"), Decimal("0.07"), Decimal("1000"), Decimal("19.99"))
@@ -70,24 +72,55 @@ class Verification:
         )
 
 
-def _passing(operator: str, threshold: Decimal) -> Decimal:
-    return {"gt": threshold + 1, "lt": threshold - 1, "neq": threshold + 1}.get(operator, threshold)
+def _passing(condition: ConditionSpec) -> Any:
+    """A value the condition holds for (None when no data value can make it hold)."""
+    op, value = condition.operator, condition.value
+    if op in ("exists", "in", "between", "contains"):
+        return {"exists": Decimal(1), "contains": [value]}.get(op, value[0] if isinstance(value, tuple) else None)
+    if op in ("not_exists", "not_in"):
+        return None if op == "not_exists" else ("~" if isinstance(value[0], str) else Decimal(0))
+    if isinstance(value, Decimal):
+        return {"gt": value + 1, "lt": value - 1, "neq": value + 1}.get(op, value)
+    return value if op != "neq" else (not value if isinstance(value, bool) else f"{value}~")
+
+
+def _probes(condition: ConditionSpec) -> list[Any]:
+    """Values around the condition's edges."""
+    value = condition.value
+    values: list[Any] = []
+    for item in value if isinstance(value, tuple) else (value,):
+        if isinstance(item, Decimal) and not isinstance(item, bool):
+            values += [item + delta for delta in (Decimal(-1), Decimal("-0.01"), Decimal(0), Decimal("0.01"), 1)]
+            values.append(str(item))
+        elif item is not None:
+            values += [item, f"{item}~"] if isinstance(item, str) else [item, not item]
+    return values
+
+
+def _data_leaves(rule: FileRule) -> list[ConditionSpec]:
+    """The rule's conditions on event data (a simulation event carries no time or customer)."""
+    nodes = [condition_node(condition_payload(c)) for c in rule.conditions]
+    return [leaf for leaf in leaves(nodes) if source_of(leaf.field) == "data"]
 
 
 def sample_events(rule: FileRule) -> list[dict[str, Any]]:
     """Flat simulation events (the seed's shape: `type` beside the data fields) probing the rule's edges."""
     base: dict[str, Any] = {"type": rule.event_type}
-    for condition in rule.conditions:
-        base.setdefault(condition.field, _passing(condition.operator.value, condition.value))
+    conditions = _data_leaves(rule)
+    for condition in conditions:
+        passing = _passing(condition)
+        if passing is not None:
+            base.setdefault(condition.field, passing)
+    for action in rule.actions:
+        if action.beneficiary is not None:
+            base.setdefault(action.beneficiary.field, "cus_sample")
     per_fields = [a.amount.per for a in rule.actions if hasattr(a.amount, "per")]
     events = [dict(base)]
-    for condition in rule.conditions:
-        for delta in (Decimal(-1), Decimal("-0.01"), Decimal(0), Decimal("0.01"), Decimal(1)):
-            events.append({**base, condition.field: condition.value + delta})
+    for condition in conditions:
+        events += [{**base, condition.field: value} for value in _probes(condition)]
         events.append({key: value for key, value in base.items() if key != condition.field})
-        events.append({**base, condition.field: str(condition.value)})
     for name in per_fields:
-        events += [{**base, name: value} for value in PER_FIELD_VALUES if not _conflicts(rule, name, value)]
+        events += [{**base, name: value} for value in PER_FIELD_VALUES if not _conflicts(conditions, name, value)]
         events.append({key: value for key, value in base.items() if key != name})
     events.append({**base, "type": OTHER_EVENT_TYPE})
     unique: dict[str, dict[str, Any]] = {}
@@ -96,9 +129,9 @@ def sample_events(rule: FileRule) -> list[dict[str, Any]]:
     return list(unique.values())
 
 
-def _conflicts(rule: FileRule, name: str, value: Decimal) -> bool:
+def _conflicts(conditions: list[ConditionSpec], name: str, value: Decimal) -> bool:
     """Per-rate samples stay within the rule's conditions on the same field, so that they exercise the amount."""
-    return any(c.field == name and c.operator.value in ("eq",) and c.value != value for c in rule.conditions)
+    return any(c.field == name and c.operator == "eq" and c.value != value for c in conditions)
 
 
 def _lab_outcome(verdict: RuleVerdict) -> str:

@@ -30,9 +30,12 @@ from rewards_lab.contract.programme_file import (
     load_programme,
     save_programme,
 )
+from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
+from rewards_lab.domain.conditions import describe_node
 from rewards_lab.domain.rule_evaluation import evaluate
+from rewards_lab.domain.rules import condition_node
 from rewards_lab.lab.event_rows import EventRow, event_rows
 from rewards_lab.replay.engine import ReplayResult
 from rewards_lab.replay.engines import run_replay, run_sweep
@@ -73,7 +76,8 @@ def _actions(amount: Mapping[str, Any] | None, actions: Sequence[Mapping[str, An
 
 
 def describe_conditions(rule: r.Rule) -> str:
-    return " and ".join(f"{c.field} {c.operator.value} {c.value}" for c in rule.conditions) or "always"
+    nodes = [condition_node(condition_payload(c)) for c in rule.conditions]
+    return " and ".join(describe_node(node) for node in nodes) or "always"
 
 
 def describe_amounts(rule: r.Rule) -> str:

@@ -25,8 +25,10 @@ from typing import Literal
 from sqlglot import exp
 
 from rewards_lab.contract.programme_file import ProgrammeDefinition
+from rewards_lab.contract.rule_requests import condition_payload
+from rewards_lab.domain.conditions import ConditionSpec, source_of
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR, parse_amount
-from rewards_lab.domain.rules import ActionSpec, ConditionSpec, RuleSpec
+from rewards_lab.domain.rules import ActionSpec, RuleSpec, condition_node, in_order
 
 TOO_LARGE = -1  # the amount column's marker for an action refused as amount_too_large
 _EST_LIMIT = 1.5e18  # above this estimate the product is surely above MAX_AMOUNT_MINOR; below, V * N fits
@@ -96,23 +98,43 @@ def rule_specs(definition: ProgrammeDefinition) -> list[RuleSpec]:
     decimals = definition.asset.decimals
     specs = []
     for index, rule in enumerate(definition.rules):
-        conditions = tuple(ConditionSpec(c.field, c.operator.value, c.value) for c in rule.conditions)
+        conditions = tuple(condition_node(condition_payload(c)) for c in rule.conditions)
         actions = []
         for number, action in enumerate(rule.actions):
             amount = action.amount
+            beneficiary = action.beneficiary.field if action.beneficiary else None
             if hasattr(amount, "fixed"):
                 field = f"rules[{index}].actions[{number}].amount.fixed"
-                actions.append(ActionSpec("asset", decimals, fixed_minor=parse_amount(amount.fixed, decimals, field)))
+                minor = parse_amount(amount.fixed, decimals, field)
+                actions.append(ActionSpec("asset", decimals, fixed_minor=minor, beneficiary=beneficiary))
             else:
-                actions.append(ActionSpec("asset", decimals, per=amount.per, rate=amount.rate))
-        specs.append(RuleSpec(str(index), rule.event_type, conditions, tuple(actions)))
+                actions.append(ActionSpec("asset", decimals, per=amount.per, rate=amount.rate, beneficiary=beneficiary))
+        specs.append(
+            RuleSpec(str(index), rule.event_type, conditions, tuple(actions), rule.priority, rule.stop_processing)
+        )
     return specs
 
 
 def referenced_fields(specs: list[RuleSpec]) -> list[str]:
-    names = [c.field for spec in specs for c in spec.conditions]
-    names += [a.per for spec in specs for a in spec.actions if a.per is not None]
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(name for spec in specs for name in spec.fields()))
+
+
+def compiles_to_sql(spec: RuleSpec) -> bool:
+    """Whether the rule is one the SQL expressions below compute: numeric comparisons on top-level data fields
+    and amounts to the event's customer. The others are evaluated by the live engine's own functions (every
+    event of their type is `exotic`) until the compiler learns them."""
+    for node in spec.conditions:
+        if not isinstance(node, ConditionSpec) or not _top_level(node.field):
+            return False
+        if node.operator not in _COMPARISONS or not isinstance(node.value, Decimal) or isinstance(node.value, bool):
+            return False
+    return not spec.stop_processing and all(
+        a.beneficiary is None and (a.per is None or _top_level(a.per)) for a in spec.actions
+    )
+
+
+def _top_level(name: str) -> bool:
+    return source_of(name) == "data" and "." not in name
 
 
 # nodes --------------------------------------------------------------------------------------------------------
@@ -379,10 +401,15 @@ def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dial
     compiled = []
     exotic_parts: list[exp.Expr] = []
     for spec in specs:
-        where = conjunction([condition_test(c, reader.field(c.field), dialect) for c in spec.conditions])
+        if not compiles_to_sql(spec):
+            compiled.append(CompiledRule(int(spec.rule_id), spec.event_type, exp.false(), ()))
+            exotic_parts.append(exp.EQ(this=exp.column("type"), expression=string(spec.event_type)))
+            continue
+        leaves = [node for node in spec.conditions if isinstance(node, ConditionSpec)]
+        where = conjunction([condition_test(c, reader.field(c.field), dialect) for c in leaves])
         amounts = tuple(amount_parts(a, reader.field(a.per) if a.per else None, dialect) for a in spec.actions)
         compiled.append(CompiledRule(int(spec.rule_id), spec.event_type, where, amounts))
-        for c in spec.conditions:
+        for c in leaves:
             source = reader.field(c.field)
             if source.kind in ("text", "python"):
                 exotic_parts.append(numeric(source, dialect).exotic)
@@ -398,12 +425,16 @@ def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dial
     exotic: exp.Expr = (
         exp.Coalesce(this=exp.or_(*unique.values()), expressions=[exp.false()]) if unique else exp.false()
     )
-    first, total = [], 0
-    for spec in specs:
-        first.append(total)
+    # Slots follow the order the rules apply in (priority, then file order), so that `seq` orders an event's
+    # issuances as the live engine makes them.
+    first_by_index: dict[int, int] = {}
+    total = 0
+    for spec in in_order(specs):
+        first_by_index[int(spec.rule_id)] = total
         total += len(spec.actions)
+    first = [first_by_index[index] for index in range(len(specs))]
     by_type: dict[str, list[tuple[int, exp.Expr]]] = {}
-    for rule in compiled:
+    for rule in sorted(compiled, key=lambda r: first[r.index]):
         for action, part in enumerate(rule.parts):
             by_type.setdefault(rule.event_type, []).append((first[rule.index] + action, part.slot(rule.where)))
     types = tuple(

@@ -14,7 +14,7 @@ import threading
 import weakref
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rewards_lab.contract import jsonutil
@@ -43,6 +43,7 @@ MAX_BATCH_SIZE = 10_000
 INTERNAL_FAILURE_MESSAGE = "The event could not be processed because of a server fault; it can be replayed."
 
 ExecutionKey = tuple[str, str, str, int]  # (event, version, rule, action)
+BENEFICIARY_NOT_FOUND = "beneficiary_not_found"
 
 
 @dataclass(slots=True)
@@ -70,6 +71,16 @@ class _Planned:
     action: ActionOutcome
     inputs: str
     request: PostingRequest | None
+    recipient: _Recipient | None = None  # the beneficiary, when the action names one
+
+
+@dataclass(frozen=True, slots=True)
+class _Recipient:
+    """A beneficiary as resolved: its customer and wallet, or the code its action fails with."""
+
+    customer_id: str
+    wallet_id: str | None
+    error_code: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +194,7 @@ def _plan_event(
     plan: _EventPlan,
     book: _RuleBook,
     matched: list[tuple[str, RuleMatch]],
+    recipients: dict[str, _Recipient],
     issued_keys: set[ExecutionKey],
     existing_ids: dict[ExecutionKey, str],
     execution_ids: Iterator[str],
@@ -198,20 +210,43 @@ def _plan_event(
             if inputs_text is None:  # the same provenance for every action of the rule
                 inputs_text = jsonutil.dumps({k: presenters.json_value(v) for k, v in verdict.inputs.items()})
             execution_id = existing_ids.get(key) or next(execution_ids)
+            recipient = recipients[action.beneficiary] if action.beneficiary is not None else None
+            wallet_id = plan.wallet_id if recipient is None else recipient.wallet_id
             request = None
-            if action.error_code is None and plan.wallet_id is not None:
+            if action.error_code is None and wallet_id is not None and (recipient is None or not recipient.error_code):
                 request = PostingRequest(
                     next(transaction_ids),
                     "reward",
                     action.asset_id,
                     action.amount_minor,
-                    plan.wallet_id,
+                    wallet_id,
                     memo=f"{event.type} {event.external_event_id}",
                     execution_id=execution_id,
                 )
             plan.planned.append(
-                _Planned(execution_id, book.meta[version_id], verdict.rule_id, action, inputs_text, request)
+                _Planned(execution_id, book.meta[version_id], verdict.rule_id, action, inputs_text, request, recipient)
             )
+
+
+def _recipients(uow: Repositories, scope: Scope, matches: list[list[tuple[str, RuleMatch]]]) -> dict[str, _Recipient]:
+    """The beneficiaries the matched actions name, resolved like an event's customer (an id first, else an
+    external id): an unknown one fails its action with `beneficiary_not_found`."""
+    references = sorted(
+        {a.beneficiary for m in matches for _, match in m for a in match.actions if a.beneficiary is not None}
+    )
+    if not references:
+        return {}
+    customers = uow.customers.resolve_many(scope, references)
+    wallets = uow.wallets.reward_wallets(scope, sorted({c.id for c in customers.values()}))
+    found: dict[str, _Recipient] = {}
+    for reference in references:
+        customer = customers.get(reference)
+        if customer is None:
+            found[reference] = _Recipient(reference, None, BENEFICIARY_NOT_FOUND)
+        else:
+            wallet = wallets.get(customer.id)
+            found[reference] = _Recipient(customer.id, wallet.id if wallet else None)
+    return found
 
 
 def _recorded_versions(event: PendingEvent) -> list[str] | None:
@@ -254,15 +289,17 @@ def _process_scope(
     at_most = sum(a.issues or a.error_code is not None for m in matches for _, match in m for a in match.actions)
     execution_ids = iter(new_ids("execution", at_most))  # one call each for the batch; ids not needed are dropped
     transaction_ids = iter(new_ids("transaction", at_most))
+    recipients = _recipients(uow, scope, matches)
     for plan, matched in zip(plans, matches, strict=True):
         customer = customers.get(plan.event.customer_id)
         wallet = wallets.get(customer.id) if customer else None
         plan.customer_id = customer.id if customer else plan.event.customer_id
         plan.wallet_id = wallet.id if wallet else None
-        _plan_event(plan, book, matched, issued_keys, existing_ids, execution_ids, transaction_ids)
-        if plan.planned and customer is None:
+        _plan_event(plan, book, matched, recipients, issued_keys, existing_ids, execution_ids, transaction_ids)
+        own = [planned for planned in plan.planned if planned.recipient is None]  # to the event's customer
+        if own and customer is None:
             plan.blocker = ServiceError("customer_not_found", customer_id=plan.event.customer_id)
-        elif plan.planned and wallet is None:
+        elif own and wallet is None:
             plan.blocker = ServiceError(
                 "wallet_not_found", "the customer has no wallet to receive the reward", customer_id=plan.customer_id
             )
@@ -282,11 +319,22 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
         refused_when_planned: ServiceError | None = None  # the first, else the ledger's first refusal
         refused_by_ledger: ServiceError | None = None
         for planned in plan.planned:
-            action, request = planned.action, planned.request
+            action, request, recipient = planned.action, planned.request, planned.recipient
             status, code, transaction_id = "failed", action.error_code, None
-            if code is not None:  # refused when planned (amount_too_large)
+            customer_id = plan.customer_id if recipient is None else recipient.customer_id
+            wallet_id = plan.wallet_id if recipient is None else recipient.wallet_id
+            if code is None and recipient is not None and recipient.error_code is not None:
+                code = recipient.error_code
+                why = f"no customer has the id or external id '{recipient.customer_id}' named by the beneficiary"
+                action = replace(action, error_code=code, reason=why)
+            if code is not None:  # refused when planned (amount_too_large, beneficiary_missing / _not_found)
                 report.refused += 1
                 refused_when_planned = refused_when_planned or ServiceError(code, action.reason)
+            elif request is None and recipient is not None:  # a beneficiary without a wallet
+                code = "wallet_not_found"
+                refused_when_planned = refused_when_planned or ServiceError(
+                    code, "the beneficiary has no wallet to receive the reward", customer_id=customer_id
+                )
             elif request is None:
                 code = plan.blocker.code if plan.blocker else "wallet_not_found"
             elif request.transaction_id in rejected:
@@ -300,14 +348,14 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
                 planned.execution_id,
                 event.id,
                 event.external_event_id,
-                plan.customer_id,
+                customer_id,
                 planned.version.program_id,
                 planned.version.version_id,
                 planned.version.number,
                 planned.rule_id,
                 action.action_index,
                 action.asset_id,
-                plan.wallet_id,
+                wallet_id,
                 action.amount_minor,
                 status,
                 code,

@@ -92,6 +92,8 @@ def rule(row: RuleRow) -> r.Rule:
         event_type=row.event_type,
         conditions=jsonutil.loads(row.conditions),
         actions=jsonutil.loads(row.actions),
+        priority=row.priority,
+        stop_processing=row.stop_processing,
         created_at=_utc(row.created_at),
     )
 

@@ -14,6 +14,7 @@ from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.pagination import PageRequest, check_page_request
+from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import parse_amount
 from rewards_lab.domain.rules import RuleSpec, compile_rule
@@ -77,8 +78,10 @@ def _rule_body(
     scope: Scope,
     programme: ProgrammeRow,
     event_type: str,
-    conditions: list[rq.Condition],
+    conditions: list[rq.ConditionItem],
     actions: list[rq.Action],
+    priority: int,
+    stop_processing: bool,
 ) -> dict[str, Any]:
     """The stored form of a rule: actions carry their asset, fixed amounts fit the asset's decimals."""
     stored_actions = []
@@ -96,8 +99,10 @@ def _rule_body(
         stored_actions.append({**action.model_dump(mode="json"), "asset_id": asset_id})
     return {
         "event_type": event_type,
-        "conditions": [c.model_dump(mode="json") for c in conditions],
+        "conditions": [condition_payload(c) for c in conditions],
         "actions": stored_actions,
+        "priority": priority,
+        "stop_processing": stop_processing,
     }
 
 
@@ -116,7 +121,16 @@ def _draft_rule(uow: Repositories, scope: Scope, rule_id: str) -> tuple[RuleRow,
 def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempotency_key: str | None = None) -> r.Rule:
     def write(uow: Repositories) -> r.Rule:
         programme = programme_row(uow, scope, body.program_id, field="program_id")
-        stored = _rule_body(uow, scope, programme, body.event_type, body.conditions, body.actions)
+        stored = _rule_body(
+            uow,
+            scope,
+            programme,
+            body.event_type,
+            body.conditions,
+            body.actions,
+            body.priority,
+            body.stop_processing,
+        )
         draft_id = programme.draft_version_id
         rule_id = new_id("rule")
         uow.programmes.add_rule(
@@ -144,6 +158,8 @@ def update_rule(
             body.event_type or old.event_type,
             body.conditions if body.conditions is not None else old.conditions,
             body.actions if body.actions is not None else old.actions,
+            body.priority if body.priority is not None else old.priority,
+            body.stop_processing if body.stop_processing is not None else old.stop_processing,
         )
         uow.programmes.update_rule(scope, rule_id, current.version_id, stored)
         return _rule_resource(uow, scope, rule_id)
@@ -267,6 +283,8 @@ def compile_rows(uow: Repositories, scope: Scope, rule_rows: list[RuleRow], defa
             jsonutil.loads(row.actions),
             default_asset_id,
             decimals_of,
+            priority=row.priority,
+            stop_processing=row.stop_processing,
         )
         for row in rule_rows
     ]

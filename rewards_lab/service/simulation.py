@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import UTC
 from typing import Any
 
+from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.money import format_amount
-from rewards_lab.domain.rule_evaluation import RuleVerdict, evaluate
+from rewards_lab.domain.rule_evaluation import ConditionVerdict, RuleVerdict, evaluate
 from rewards_lab.domain.rules import RuleSpec
 from rewards_lab.service.presenters import json_value
 from rewards_lab.service.programmes import compile_rows, programme_row, version_id_of
-from rewards_lab.store.database import Database
+from rewards_lab.service.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
+from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.uow import reader
 
 
@@ -31,17 +35,7 @@ def outcome(verdicts: list[RuleVerdict], event_type: str, program_id: str | None
     rules = []
     totals: dict[tuple[str, int], int] = defaultdict(int)
     for verdict in verdicts:
-        conditions = [
-            r.ConditionOutcome(
-                field=c.field,
-                operator=c.operator,
-                threshold=str(c.threshold),
-                value_read=json_value(c.value_read),
-                verdict=c.verdict,
-                reason=c.reason,
-            )
-            for c in verdict.conditions
-        ]
+        conditions = [_condition(c) for c in verdict.conditions]
         actions = []
         for a in verdict.actions:
             if a.issues:
@@ -54,6 +48,8 @@ def outcome(verdicts: list[RuleVerdict], event_type: str, program_id: str | None
                     issues=a.issues,
                     reason=a.reason,
                     inputs={k: json_value(v) for k, v in a.inputs.items()},
+                    error_code=a.error_code,
+                    beneficiary=a.beneficiary,
                 )
             )
         rules.append(
@@ -64,6 +60,9 @@ def outcome(verdicts: list[RuleVerdict], event_type: str, program_id: str | None
                 reason=verdict.reason,
                 conditions=conditions,
                 actions=actions,
+                priority=verdict.priority,
+                stops_processing=verdict.stops,
+                stopped_by=verdict.stopped_by,
             )
         )
     return r.Simulation(
@@ -79,6 +78,45 @@ def outcome(verdicts: list[RuleVerdict], event_type: str, program_id: str | None
     )
 
 
+def _condition(verdict: ConditionVerdict) -> r.ConditionOutcome:
+    return r.ConditionOutcome(
+        field=verdict.field,
+        operator=verdict.operator,
+        threshold=None if verdict.field is None else threshold_text(verdict.threshold),
+        value_read=json_value(verdict.value_read),
+        verdict=verdict.verdict,
+        reason=verdict.reason,
+        path=verdict.path,
+        conditions=[_condition(part) for part in verdict.parts],
+    )
+
+
+def threshold_text(value: Any) -> str:
+    """A condition's value as the simulation shows it: numbers as written (as before), strings as they are,
+    lists as JSON, nothing for exists / not_exists."""
+    if value is None:
+        return ""
+    if isinstance(value, tuple):
+        return jsonutil.dumps([json_value(item) for item in value])
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _facts(database: Database, scope: Scope, body: rq.SimulationRequest, rules: list[RuleSpec]) -> EventFacts:
+    """What the rules read beyond the event: its time (now when not given) and the named customer as it is now."""
+    now = utcnow()
+    occurred_at = body.occurred_at if body.occurred_at is not None else now.replace(tzinfo=UTC)
+    if body.customer_id is None or not reads_customer(rules):
+        return EventFacts(occurred_at)
+    uow = reader(database)
+    row = uow.customers.resolve_many(scope, [body.customer_id]).get(body.customer_id)
+    if row is None:
+        raise ServiceError("customer_not_found", field="customer_id", customer_id=body.customer_id)
+    segments = segment_codes(uow.segments, scope, [row], now)[row.id] if reads_segments(rules) else ()
+    return EventFacts(occurred_at, customer_facts(row, segments))
+
+
 def simulate_rule(database: Database, scope: Scope, rule_id: str, body: rq.SimulationRequest) -> r.Simulation:
     """The rule as it stands in the draft (else as last published) against one event."""
     uow = reader(database)
@@ -89,7 +127,8 @@ def simulate_rule(database: Database, scope: Scope, rule_id: str, body: rq.Simul
     programme = programme_row(uow, scope, rule.program_id)
     specs = compile_rows(uow, scope, [rule], programme.asset_id)
     event_type, data = split_event(body.event)
-    (verdicts,) = evaluate(specs, [(event_type, data)], explain=True)
+    facts = _facts(database, scope, body, specs)
+    (verdicts,) = evaluate(specs, [(event_type, data)], facts=[facts], explain=True)
     return outcome(verdicts, event_type, programme.id, rule.version_number)
 
 
@@ -97,12 +136,21 @@ def version_rules(
     database: Database, scope: Scope, program_id: str, version: int | str | None
 ) -> tuple[list[RuleSpec], int | None]:
     uow = reader(database)
-    version_id = version_id_of(uow, scope, program_id, version)
+    version_id = version_id_of(uow, scope, program_id, _version(version))
     programme = programme_row(uow, scope, program_id)
     rows = uow.programmes.rules_of(scope, [version_id])
     number = uow.programmes.get_version(scope, version_id)
     assert number is not None
     return compile_rows(uow, scope, rows, programme.asset_id), number.number
+
+
+def _version(version: int | str | None) -> int | str | None:
+    """`draft`, `live`, a version number (as a number or its digits) or None (the draft)."""
+    if version is None or isinstance(version, int) or version in ("draft", "live"):
+        return version
+    if version.isdigit() and 0 < len(version) < 10:
+        return int(version)
+    raise ServiceError("field_invalid", "version must be draft, live or a version number", field="version")
 
 
 def simulate_programme(
@@ -112,8 +160,10 @@ def simulate_programme(
     body: rq.SimulationRequest,
     version: int | str | None = None,
 ) -> r.Simulation:
-    """Every rule of a version (the draft by default; a number or "live") against one event."""
+    """Every rule of a version (the draft by default; a number or "live") against one event, in the order they
+    apply (priority, then creation), with the stops of `stop_processing` rules."""
     specs, number = version_rules(database, scope, program_id, version)
     event_type, data = split_event(body.event)
-    (verdicts,) = evaluate(specs, [(event_type, data)], explain=True)
+    facts = _facts(database, scope, body, specs)
+    (verdicts,) = evaluate(specs, [(event_type, data)], facts=[facts], explain=True)
     return outcome(verdicts, event_type, program_id, number)

@@ -132,7 +132,7 @@ class ProgrammeRepository:
         position: int,
     ) -> None:
         self.con.execute(
-            "INSERT INTO rules VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO rules VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 rule_id,
                 version_id,
@@ -143,24 +143,28 @@ class ProgrammeRepository:
                 json.dumps(body["actions"]),
                 position,
                 utcnow(),
+                body.get("priority", 0),
+                body.get("stop_processing", False),
             ],
         )
 
     def copy_rules(self, scope: Scope, from_version_id: str, to_version_id: str) -> None:
         self.con.execute(
             "INSERT INTO rules SELECT id, ?, organization_id, environment, program_id, event_type, conditions, "
-            f"actions, position, created_at FROM rules WHERE {TENANT} AND version_id = ?",
+            f"actions, position, created_at, priority, stop_processing FROM rules WHERE {TENANT} AND version_id = ?",
             [to_version_id, *scope.params, from_version_id],
         )
 
     def update_rule(self, scope: Scope, rule_id: str, version_id: str, body: dict[str, Any]) -> None:
         self.con.execute(
-            f"UPDATE rules SET event_type = ?, conditions = ?, actions = ? "
+            f"UPDATE rules SET event_type = ?, conditions = ?, actions = ?, priority = ?, stop_processing = ? "
             f"WHERE {TENANT} AND id = ? AND version_id = ?",
             [
                 body["event_type"],
                 json.dumps(body["conditions"]),
                 json.dumps(body["actions"]),
+                body.get("priority", 0),
+                body.get("stop_processing", False),
                 *scope.params,
                 rule_id,
                 version_id,

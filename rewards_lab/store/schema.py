@@ -264,3 +264,15 @@ MIGRATIONS.append(
         ],
     )
 )
+
+
+MIGRATIONS.append(
+    (
+        16,
+        "rules: priority (lower applies first) and stop_processing (a match keeps the programme's later rules off)",
+        [
+            "ALTER TABLE rules ADD COLUMN priority INTEGER DEFAULT 0",
+            "ALTER TABLE rules ADD COLUMN stop_processing BOOLEAN DEFAULT false",
+        ],
+    )
+)

@@ -22,6 +22,7 @@ from rewards_lab.store.organizations import OrganizationRepository
 from rewards_lab.store.outbox import OutboxRepository
 from rewards_lab.store.programmes import ProgrammeRepository
 from rewards_lab.store.request_log import RequestLogRepository
+from rewards_lab.store.segments import SegmentQueries
 from rewards_lab.store.wallets import WalletRepository
 from rewards_lab.store.webhooks import WebhookRepository
 
@@ -48,6 +49,7 @@ class DuckDBRepositories:
         self.sessions = SessionRepository(con)
         self.request_log = RequestLogRepository(con)
         self.auth_audit = AuthAuditRepository(con)
+        self.segments = SegmentQueries(con)
 
 
 @contextmanager

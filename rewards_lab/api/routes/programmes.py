@@ -20,5 +20,6 @@ BINDINGS: dict[str, Endpoint] = dict(
         serve("update_rule", programmes.update_rule),
         serve("delete_rule", programmes.delete_rule),
         serve("simulate_rule", simulation.simulate_rule),
+        serve("simulate_programme", simulation.simulate_programme),
     ]
 )

@@ -22,6 +22,7 @@ from rewards_lab.store.interfaces.organizations import OrganizationStore
 from rewards_lab.store.interfaces.outbox import OutboxStore
 from rewards_lab.store.interfaces.programmes import ProgrammeStore
 from rewards_lab.store.interfaces.request_log import RequestLogStore
+from rewards_lab.store.interfaces.segments import SegmentStore
 from rewards_lab.store.interfaces.wallets import WalletStore
 from rewards_lab.store.interfaces.webhooks import WebhookStore
 
@@ -71,3 +72,5 @@ class Repositories(Protocol):
     def request_log(self) -> RequestLogStore: ...
     @property
     def auth_audit(self) -> AuthAuditStore: ...
+    @property
+    def segments(self) -> SegmentStore: ...

@@ -62,6 +62,8 @@ class RuleRow:
     actions: str
     position: int
     created_at: datetime
+    priority: int
+    stop_processing: bool
     version_number: int | None
     version_status: str
 

@@ -1,0 +1,368 @@
+"""Rule request bodies: the rule language on the wire (conditions, groups, actions, beneficiaries, priority).
+
+Everything added after the seed is optional: a rule written with the seed's numeric conditions means what it
+meant. A condition's value keeps one reading from then: with an ordering or equality operator (and `between`), a
+decimal string such as "20" is the number 20, as it always was. Ordering operators (gte, gt, lte, lt) compare numbers
+only; eq, neq, in, not_in and between also take strings (between orders them by code point, so ISO dates order by
+date), eq and neq also booleans. Lists (`in`,
+`not_in`) and `contains` take JSON values literally, so `{"operator": "in", "value": ["20"]}` tests the string "20".
+
+Limits (docs/rules.md): at most MAX_RULES_CONDITIONS top-level conditions, MAX_CONDITION_NODES conditions and groups
+in all, groups nested at most MAX_CONDITION_DEPTH deep, lists of at most MAX_CONDITION_LIST values, strings of at
+most MAX_CONDITION_STRING characters. A refusal names the offending element: `conditions[2].any[0].value`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from decimal import Decimal
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PlainSerializer,
+    Tag,
+    WithJsonSchema,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from rewards_lab.contract.amounts import as_number, parse_threshold
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.request_base import (
+    DecimalString,
+    EventType,
+    FieldName,
+    Identifier,
+    Rate,
+    RequestModel,
+    json_number,
+)
+
+MAX_RULES_CONDITIONS = 20  # top-level conditions of a rule (the seed's list)
+MAX_RULE_ACTIONS = 10
+MAX_CONDITION_NODES = 50  # conditions and groups of a rule, at every depth
+MAX_CONDITION_DEPTH = 5  # a top-level condition is at depth 1; each group adds one
+MAX_CONDITION_LIST = 100  # values of an `in` / `not_in` list
+MAX_CONDITION_STRING = 200  # characters of a string value
+MAX_PRIORITY = 1_000_000  # |priority|
+_DECIMAL_TEXT = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+
+
+class Operator(StrEnum):
+    GTE = "gte"
+    GT = "gt"
+    LTE = "lte"
+    LT = "lt"
+    EQ = "eq"
+    NEQ = "neq"
+    IN = "in"
+    NOT_IN = "not_in"
+    BETWEEN = "between"
+    EXISTS = "exists"
+    NOT_EXISTS = "not_exists"
+    CONTAINS = "contains"
+
+
+ORDERING = ("gte", "gt", "lte", "lt")
+EQUALITY = ("eq", "neq")
+MEMBERSHIP = ("in", "not_in")
+PRESENCE = ("exists", "not_exists")
+
+
+def _fail(message: str, suffix: str) -> ServiceError:
+    return ServiceError("field_invalid", message, field=suffix)
+
+
+def _scalar(raw: object, where: str, *, decimal_text: bool, booleans: bool = False) -> Decimal | str | bool:
+    """One value: a number (at most 15 significant digits and 10 places, like every threshold), a string, or with
+    `booleans` a boolean. With `decimal_text`, a decimal string is the number it spells (the seed's reading)."""
+    if isinstance(raw, bool):
+        if booleans:
+            return raw
+        raise _fail(f"{where} must be a number or a string", where)
+    if as_number(raw) is not None or (decimal_text and isinstance(raw, str) and _DECIMAL_TEXT.fullmatch(raw)):
+        return parse_threshold(raw, where)
+    if isinstance(raw, str):
+        if len(raw) > MAX_CONDITION_STRING:
+            raise _fail(f"{where} must be at most {MAX_CONDITION_STRING} characters", where)
+        return raw
+    kinds = "a number, a string or a boolean" if booleans else "a number or a string"
+    raise _fail(f"{where} must be {kinds}", where)
+
+
+def _kind(value: Decimal | str | bool) -> str:
+    return "boolean" if isinstance(value, bool) else "number" if isinstance(value, Decimal) else "string"
+
+
+def condition_value(operator: str, raw: object, where: str = "value") -> Any:
+    """A condition's value as the engines use it (Decimal, str, bool; a tuple for in / not_in / between; None for
+    exists / not_exists). Raises ServiceError (`field_invalid`, `details.field` = `where` or an element of it)."""
+    if operator in PRESENCE:
+        if raw is not None:
+            raise _fail(f"{operator} takes no value", where)
+        return None
+    if raw is None:
+        raise ServiceError("field_required", f"{where} is required for {operator}", field=where)
+    if operator in ORDERING:  # numbers only (a string is ordered with `between`, e.g. dates)
+        return parse_threshold(raw, where)
+    if operator in EQUALITY:
+        return _scalar(raw, where, decimal_text=True, booleans=True)
+    if operator == "contains":
+        return _scalar(raw, where, decimal_text=False)
+    if not isinstance(raw, list | tuple):
+        shape = "[low, high]" if operator == "between" else "a list of numbers or strings"
+        raise _fail(f"{where} must be {shape}", where)
+    if operator == "between":
+        if len(raw) != 2:
+            raise _fail(f"{where} must be [low, high]", where)
+        low, high = (_scalar(item, f"{where}[{i}]", decimal_text=True) for i, item in enumerate(raw))
+        if _kind(low) != _kind(high):
+            raise _fail(f"{where}: low and high must both be numbers or both strings", f"{where}[1]")
+        if high < low:  # type: ignore[operator]
+            raise _fail(f"{where}: high must not be below low", f"{where}[1]")
+        return (low, high)
+    if not raw or len(raw) > MAX_CONDITION_LIST:
+        raise _fail(f"{where} must hold 1 to {MAX_CONDITION_LIST} values", where)
+    items = tuple(_scalar(item, f"{where}[{i}]", decimal_text=False) for i, item in enumerate(raw))
+    first = _kind(items[0])
+    for i, item in enumerate(items):
+        if _kind(item) != first:
+            raise _fail(f"{where}: every value must be a {first}, like the first", f"{where}[{i}]")
+    return items
+
+
+def _wire(value: Any) -> Any:
+    """A condition value as JSON (numbers exact, as the seed's thresholds were returned)."""
+    if isinstance(value, tuple):
+        return [_wire(item) for item in value]
+    if isinstance(value, Decimal):
+        return json_number(value)
+    return value
+
+
+def _suffix_error(error: ServiceError) -> PydanticCustomError:
+    """A refusal inside a model, naming its element relative to the model (`value[2]`, `any[0].value`)."""
+    message = error.message.replace("{", "(").replace("}", ")")
+    return PydanticCustomError(error.code, message, {"service_suffix": str(error.details.get("field", ""))})
+
+
+_VALUE_SCHEMA = {
+    "description": "A number (or decimal string, read as that number), a string or a boolean; a list for in, "
+    "not_in and between; absent for exists and not_exists.",
+    "anyOf": [
+        {"type": "number"},
+        {"type": "string", "maxLength": MAX_CONDITION_STRING},
+        {"type": "boolean"},
+        {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_CONDITION_LIST,
+            "items": {"anyOf": [{"type": "number"}, {"type": "string", "maxLength": MAX_CONDITION_STRING}]},
+        },
+        {"type": "null"},
+    ],
+}
+
+
+class Condition(RequestModel):
+    """A condition on one field: `{field, operator, value}`."""
+
+    field: FieldName
+    operator: Operator
+    value: Annotated[Any, PlainSerializer(_wire), WithJsonSchema(_VALUE_SCHEMA)] = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
+
+    @model_validator(mode="after")
+    def _typed_value(self) -> Condition:
+        try:
+            self.value = condition_value(self.operator.value, self.value)
+        except ServiceError as error:
+            raise _suffix_error(error) from None
+        return self
+
+    def payload(self) -> dict[str, Any]:
+        """The stored and returned form."""
+        body: dict[str, Any] = self.model_dump(mode="json")
+        return body
+
+
+def _condition_shape(value: Any) -> str:
+    """Which shape an element of `conditions` is, so that errors speak of that shape only."""
+    if isinstance(value, RequestModel):
+        shapes: dict[type, str] = {AnyGroup: "any_group", AllGroup: "all_group", NotGroup: "not_group"}
+        return shapes.get(type(value), "condition")
+    if isinstance(value, dict):
+        for key in ("any", "all", "not"):
+            if key in value and "field" not in value:
+                return f"{key}_group"
+    return "condition"
+
+
+class AnyGroup(RequestModel):
+    """Holds when at least one of its conditions holds."""
+
+    any: Annotated[list[ConditionItem], Field(min_length=1, max_length=MAX_RULES_CONDITIONS)]
+
+
+class AllGroup(RequestModel):
+    """Holds when every one of its conditions holds."""
+
+    all: Annotated[list[ConditionItem], Field(min_length=1, max_length=MAX_RULES_CONDITIONS)]
+
+
+class NotGroup(RequestModel):
+    """Holds when its one condition does not hold."""
+
+    model_config = ConfigDict(extra="forbid", serialize_by_alias=True)
+
+    not_: Annotated[ConditionItem, Field(alias="not")]
+
+
+ConditionItem = Annotated[
+    Annotated[Condition, Tag("condition")]
+    | Annotated[AnyGroup, Tag("any_group")]
+    | Annotated[AllGroup, Tag("all_group")]
+    | Annotated[NotGroup, Tag("not_group")],
+    Discriminator(_condition_shape),
+]
+
+
+ConditionGroup = AnyGroup | AllGroup | NotGroup
+AnyGroup.model_rebuild()
+AllGroup.model_rebuild()
+NotGroup.model_rebuild()
+
+
+def condition_payload(item: Condition | ConditionGroup) -> dict[str, Any]:
+    """An element of `conditions` as stored and returned (JSON-ready, exact numbers)."""
+    if isinstance(item, Condition):
+        return item.payload()
+    if isinstance(item, AnyGroup):
+        return {"any": [condition_payload(part) for part in item.any]}
+    if isinstance(item, AllGroup):
+        return {"all": [condition_payload(part) for part in item.all]}
+    return {"not": condition_payload(item.not_)}
+
+
+def _walk(items: list[Any], path: str, depth: int) -> Iterator[tuple[str, int]]:
+    """(path, depth) of every condition and group, depth first."""
+    for index, item in enumerate(items):
+        here = f"{path}[{index}]"
+        yield here, depth
+        if isinstance(item, AnyGroup):
+            yield from _walk(item.any, f"{here}.any", depth + 1)
+        elif isinstance(item, AllGroup):
+            yield from _walk(item.all, f"{here}.all", depth + 1)
+        elif isinstance(item, NotGroup):
+            yield from _walk([item.not_], f"{here}.not", depth + 1)
+
+
+def _not_paths(path: str) -> str:
+    return path.replace(".not[0]", ".not")
+
+
+def check_condition_tree(items: list[Any], base: str = "conditions") -> None:
+    """The depth and size limits of a rule's conditions; the refusal names the first element beyond them."""
+    for count, (path, depth) in enumerate(_walk(items, base, 1), start=1):
+        if depth > MAX_CONDITION_DEPTH:
+            message = f"conditions nest at most {MAX_CONDITION_DEPTH} deep"
+            raise ServiceError("field_invalid", message, field=_not_paths(path))
+        if count > MAX_CONDITION_NODES:
+            message = f"a rule has at most {MAX_CONDITION_NODES} conditions and groups in all"
+            raise ServiceError("field_invalid", message, field=_not_paths(path))
+
+
+class FixedAmount(RequestModel):
+    fixed: DecimalString
+
+
+class PerRateAmount(RequestModel):
+    per: FieldName
+    rate: Rate
+
+
+def _amount_shape(value: Any) -> str:
+    """Which of the two shapes an amount is, so that errors speak of that shape only."""
+    if isinstance(value, FixedAmount | PerRateAmount):
+        return "fixed_amount" if isinstance(value, FixedAmount) else "per_rate_amount"
+    if isinstance(value, dict) and ("per" in value or "rate" in value) and "fixed" not in value:
+        return "per_rate_amount"
+    return "fixed_amount"
+
+
+Amount = Annotated[
+    Annotated[FixedAmount, Tag("fixed_amount")] | Annotated[PerRateAmount, Tag("per_rate_amount")],
+    Discriminator(_amount_shape),
+]
+
+
+class Beneficiary(RequestModel):
+    """Who receives an action's reward instead of the event's customer: the customer (id or external_id) named
+    by a field of the event, e.g. `{"field": "referrer_id"}`."""
+
+    field: FieldName
+
+
+class Action(RequestModel):
+    type: Literal["issue"]
+    asset_id: Identifier | None = None  # the programme's asset when absent
+    amount: Amount
+    # the event's customer when absent (and then not written: the rule reads as it did before beneficiaries)
+    beneficiary: Beneficiary | None = Field(default=None, exclude_if=lambda value: value is None)
+
+
+def _priority(value: object) -> object:
+    """14.0 is 14, as JSON Schema's integer says; strings, booleans and fractions stay refused."""
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return int(value)
+    return value
+
+
+Priority = Annotated[
+    int,
+    BeforeValidator(_priority),
+    Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY, strict=True),
+    WithJsonSchema({"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY}),
+]
+Conditions = Annotated[list[ConditionItem], Field(max_length=MAX_RULES_CONDITIONS)]
+Actions = Annotated[list[Action], Field(min_length=1, max_length=MAX_RULE_ACTIONS)]
+
+
+class RuleFields(RequestModel):
+    """What every rule body checks of its conditions as a whole."""
+
+    @model_validator(mode="after")
+    def _tree_limits(self) -> RuleFields:
+        conditions = getattr(self, "conditions", None)
+        if conditions:
+            try:
+                check_condition_tree(conditions)
+            except ServiceError as error:
+                raise _suffix_error(error) from None
+        return self
+
+
+class RuleCreate(RuleFields):
+    program_id: Identifier
+    event_type: EventType
+    conditions: Conditions = []
+    actions: Actions
+    priority: Priority = 0  # lower applies first; ties by creation order
+    stop_processing: bool = False  # when the rule matches, the programme's later rules do not apply
+
+
+class RuleUpdate(RuleFields):
+    """Edits a rule of the draft version; absent fields stay as they are."""
+
+    event_type: EventType | None = None
+    conditions: Conditions | None = None
+    actions: Actions | None = None
+    priority: Priority | None = None
+    stop_processing: bool | None = None

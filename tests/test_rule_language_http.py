@@ -1,0 +1,231 @@
+"""The rule language of issue 17 through a real server on 127.0.0.1 and its worker: groups, strings, lists,
+nested paths, priority with stop_processing, referrals with beneficiaries, customer attributes and time fields,
+the programme simulation's reasons, and bad rules refused with the offending path."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.live_server import LiveServer, start_server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    live = start_server(tmp_path_factory.mktemp("rules") / "service.duckdb")
+    yield live
+    live.stop()
+
+
+@pytest.fixture
+def http(server: LiveServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as client:
+        yield client
+
+
+def _ok(response: httpx.Response, status: int = 200) -> Any:
+    body = response.json()
+    assert response.status_code == status, body
+    return body["data"]
+
+
+def _refused(response: httpx.Response, code: str) -> str:
+    body = response.json()
+    assert response.status_code == 422, body
+    assert body["error"]["code"] == code, body
+    return str(body["error"]["details"]["field"])
+
+
+def _programme(http: httpx.Client, symbol: str) -> tuple[str, str]:
+    asset = _ok(http.post("/assets", json={"name": symbol, "symbol": symbol, "type": "points", "decimals": 0}), 201)
+    _ok(http.post(f"/assets/{asset['id']}/activate"))
+    programme = _ok(http.post("/reward-programs", json={"name": symbol, "asset_id": asset["id"]}), 201)
+    return asset["id"], programme["id"]
+
+
+def _rule(http: httpx.Client, program_id: str, **body: Any) -> dict[str, Any]:
+    body.setdefault("event_type", "order.completed")
+    body.setdefault("actions", [{"type": "issue", "amount": {"fixed": "1"}}])
+    rule: dict[str, Any] = _ok(http.post("/reward-rules", json={"program_id": program_id, **body}), 201)
+    return rule
+
+
+def _customer(http: httpx.Client, external_id: str, **fields: Any) -> dict[str, Any]:
+    customer: dict[str, Any] = _ok(http.post("/customers", json={"external_id": external_id, **fields}), 201)
+    _ok(http.post("/wallets", json={"customer_id": customer["id"], "type": "customer"}), 201)
+    return customer
+
+
+def _settled(http: httpx.Client, event_ids: list[str]) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 20
+    while True:
+        events = [_ok(http.get(f"/events/{event_id}")) for event_id in event_ids]
+        if all(event["status"] != "received" for event in events):
+            return events
+        assert time.monotonic() < deadline, events
+        time.sleep(0.05)
+
+
+def _send(http: httpx.Client, external_id: str, customer: str, data: dict[str, Any], **extra: Any) -> str:
+    body = {"type": extra.pop("type", "order.completed"), "external_event_id": external_id, "customer_id": customer}
+    event = _ok(http.post("/events", json={**body, "data": data, **extra}), 202)
+    return str(event["id"])
+
+
+def _issued(http: httpx.Client, event_id: str) -> list[tuple[str, str, str]]:
+    """(customer, rule, amount) of each issued execution of an event."""
+    rows = _ok(http.get("/reward-executions", params={"event_id": event_id, "limit": 100}))
+    return sorted((e["customer_id"], e["rule_id"], e["amount"]) for e in rows if e["status"] == "issued")
+
+
+def test_groups_strings_lists_and_nested_paths_decide_what_is_issued(http: httpx.Client) -> None:
+    _, program_id = _programme(http, "GRP")
+    rule = _rule(
+        http,
+        program_id,
+        conditions=[
+            {"field": "order.channel", "operator": "in", "value": ["web", "app"]},
+            {
+                "any": [
+                    {"field": "amount", "operator": "between", "value": [20, 100]},
+                    {"field": "coupon", "operator": "exists"},
+                ]
+            },
+            {"not": {"field": "status", "operator": "eq", "value": "test"}},
+        ],
+    )
+    assert rule["conditions"][2] == {"not": {"field": "status", "operator": "eq", "value": "test"}}
+    assert rule["priority"] == 0 and rule["stop_processing"] is False
+    _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
+    alice = _customer(http, "grp-alice")
+    cases = {
+        "grp-1": ({"order": {"channel": "web"}, "amount": 50}, True),
+        "grp-2": ({"order": {"channel": "store"}, "amount": 50}, False),
+        "grp-3": ({"order": {"channel": "app"}, "amount": 5, "coupon": "SPRING"}, True),
+        "grp-4": ({"order": {"channel": "app"}, "amount": 5}, False),
+        "grp-5": ({"order": {"channel": "web"}, "amount": 50, "status": "test"}, False),
+        "grp-6": ({"order.channel": "web", "amount": "50"}, False),  # a string is no number: the any fails
+    }
+    ids = {name: _send(http, name, "grp-alice", data) for name, (data, _) in cases.items()}
+    _settled(http, list(ids.values()))
+    for name, (_, expected) in cases.items():
+        assert bool(_issued(http, ids[name])) is expected, name
+    assert _issued(http, ids["grp-1"]) == [(alice["id"], rule["id"], "1")]
+
+
+def test_priority_and_stop_processing(http: httpx.Client) -> None:
+    _, program_id = _programme(http, "PRI")
+    base = _rule(http, program_id, actions=[{"type": "issue", "amount": {"fixed": "1"}}], priority=10)
+    vip = _rule(
+        http,
+        program_id,
+        conditions=[{"field": "vip", "operator": "eq", "value": True}],
+        actions=[{"type": "issue", "amount": {"fixed": "100"}}],
+        priority=1,
+        stop_processing=True,
+    )
+    _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
+    bob = _customer(http, "pri-bob")
+    plain, special = _send(http, "pri-1", "pri-bob", {}), _send(http, "pri-2", "pri-bob", {"vip": True})
+    _settled(http, [plain, special])
+    assert _issued(http, plain) == [(bob["id"], base["id"], "1")]
+    assert _issued(http, special) == [(bob["id"], vip["id"], "100")]
+    simulated = _ok(
+        http.post(
+            f"/reward-programs/{program_id}/simulate?version=live",
+            json={"event": {"type": "order.completed", "vip": True}},
+        )
+    )
+    assert [(r["rule_id"], r["matched"], r["stopped_by"]) for r in simulated["rules"]] == [
+        (vip["id"], True, None),
+        (base["id"], False, vip["id"]),
+    ]
+    assert simulated["rules"][0]["stops_processing"] is True and simulated["totals"][0]["amount"] == "100"
+    # editing the priority of the draft's rule keeps the published version as it was
+    edited = _ok(http.patch(f"/reward-rules/{base['id']}", json={"priority": 0}))
+    assert edited["priority"] == 0 and edited["stop_processing"] is False
+    draft = _ok(
+        http.post(f"/reward-programs/{program_id}/simulate", json={"event": {"type": "order.completed", "vip": True}})
+    )
+    assert [(r["rule_id"], r["matched"]) for r in draft["rules"]] == [(base["id"], True), (vip["id"], True)]
+    assert (
+        _refused(
+            http.post(f"/reward-programs/{program_id}/simulate?version=x", json={"event": {"type": "a"}}),
+            "field_invalid",
+        )
+        == "version"
+    )
+
+
+def test_referrals_reward_the_beneficiary_and_fail_only_the_unusable_action(http: httpx.Client) -> None:
+    _, program_id = _programme(http, "REF")
+    rule = _rule(
+        http,
+        program_id,
+        event_type="customer.signed_up",
+        actions=[
+            {"type": "issue", "amount": {"fixed": "10"}, "beneficiary": {"field": "referrer_id"}},
+            {"type": "issue", "amount": {"fixed": "5"}},
+        ],
+    )
+    assert rule["actions"][0]["beneficiary"] == {"field": "referrer_id"} and "beneficiary" not in rule["actions"][1]
+    _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
+    referrer = _customer(http, "ref-ann")
+    newcomer = _customer(http, "ref-new")
+    by_external = _send(http, "ref-1", "ref-new", {"referrer_id": "ref-ann"}, type="customer.signed_up")
+    by_id = _send(http, "ref-2", "ref-new", {"referrer_id": referrer["id"]}, type="customer.signed_up")
+    unknown = _send(http, "ref-3", "ref-new", {"referrer_id": "nobody"}, type="customer.signed_up")
+    missing = _send(http, "ref-4", "ref-new", {}, type="customer.signed_up")
+    events = dict(
+        zip(
+            ["by_external", "by_id", "unknown", "missing"],
+            _settled(http, [by_external, by_id, unknown, missing]),
+            strict=True,
+        )
+    )
+    both = sorted([(referrer["id"], rule["id"], "10"), (newcomer["id"], rule["id"], "5")])
+    assert _issued(http, by_external) == both and _issued(http, by_id) == both
+    assert events["by_external"]["status"] == "processed"
+    for name, code in (("unknown", "beneficiary_not_found"), ("missing", "beneficiary_missing")):
+        assert events[name]["status"] == "failed" and events[name]["error"]["code"] == code, events[name]
+        assert _issued(http, events[name]["id"]) == [(newcomer["id"], rule["id"], "5")]  # the other action issued
+    rows = _ok(http.get("/reward-executions", params={"event_id": unknown, "limit": 100}))
+    failed = [row for row in rows if row["status"] == "failed"]
+    assert [(row["error_code"], row["inputs"]) for row in failed] == [
+        ("beneficiary_not_found", {"referrer_id": "nobody"})
+    ]
+    wallets = _ok(http.get("/wallets", params={"customer_id": referrer["id"]}))
+    assert _ok(http.get(f"/wallets/{wallets[0]['id']}/balances"))["balances"][0]["balance"] == "20"
+
+
+def test_bad_rules_are_refused_with_the_offending_path(http: httpx.Client) -> None:
+    _, program_id = _programme(http, "BAD")
+
+    def refused(code: str, **body: Any) -> str:
+        body.setdefault("event_type", "order.completed")
+        body.setdefault("actions", [{"type": "issue", "amount": {"fixed": "1"}}])
+        return _refused(http.post("/reward-rules", json={"program_id": program_id, **body}), code)
+
+    exists = {"field": "a", "operator": "exists"}
+    deep: dict[str, Any] = exists
+    for _ in range(5):
+        deep = {"all": [deep]}
+    assert refused("field_invalid", conditions=[exists, deep]) == "conditions[1].all[0].all[0].all[0].all[0].all[0]"
+    assert refused(
+        "field_invalid", conditions=[exists, exists, {"any": [{"field": "a", "operator": "like", "value": 1}]}]
+    ) == ("conditions[2].any[0].operator")
+    assert refused(
+        "field_invalid", conditions=[{"any": [exists, {"field": "a", "operator": "in", "value": "web"}]}]
+    ) == ("conditions[0].any[1].value")
+    beneficiary = [{"type": "issue", "amount": {"fixed": "1"}, "beneficiary": {"field": "referrer_id", "kind": "x"}}]
+    assert refused("field_unknown", actions=beneficiary) == "actions[0].beneficiary.kind"
+    assert refused("field_invalid", priority=1.5) == "priority"
+    rule = _rule(http, program_id)
+    assert _refused(
+        http.patch(f"/reward-rules/{rule['id']}", json={"conditions": [{"not": exists, "any": [exists]}]}),
+        "field_unknown",
+    ).startswith("conditions[0]")
