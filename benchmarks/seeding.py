@@ -16,9 +16,9 @@ from rewards_lab.store.database import utcnow
 def add_customers(
     con: duckdb.DuckDBPyConnection, scope: Scope, customer_ids: list[str], external_ids: list[str]
 ) -> None:
-    """Many customers (no email, no country) in one statement."""
+    """Many customers (no email, no country, no attributes) in one statement."""
     con.execute(
-        "INSERT INTO customers SELECT unnest(?), ?, ?, unnest(?), NULL, NULL, ?",
+        "INSERT INTO customers SELECT unnest(?), ?, ?, unnest(?), NULL, NULL, ?, '{}'",
         [customer_ids, *scope.params, external_ids, utcnow()],
     )
 

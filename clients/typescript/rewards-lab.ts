@@ -161,7 +161,7 @@ export interface ApiKey {
 /** A new key of the caller's organization and environment, holding at most the caller's permissions. */
 export interface ApiKeyCreate {
   name: string;
-  permissions: ("ai.use" | "assets.edit" | "assets.view" | "customers.create" | "customers.view" | "developers.api_keys.manage" | "developers.logs.view" | "developers.usage.view" | "developers.webhooks.manage" | "developers.webhooks.view" | "events.view" | "events.write" | "ledger.issue" | "ledger.redeem" | "ledger.transfer" | "ledger.view" | "rewards.activate" | "rewards.edit" | "rewards.view" | "wallets.manage" | "wallets.view")[];
+  permissions: ("ai.use" | "assets.edit" | "assets.view" | "customers.create" | "customers.update" | "customers.view" | "developers.api_keys.manage" | "developers.logs.view" | "developers.usage.view" | "developers.webhooks.manage" | "developers.webhooks.view" | "events.view" | "events.write" | "ledger.issue" | "ledger.redeem" | "ledger.transfer" | "ledger.view" | "rewards.activate" | "rewards.edit" | "rewards.view" | "wallets.manage" | "wallets.view")[];
 }
 
 /** Returned once, at creation: the only time the secret is ever shown. */
@@ -277,6 +277,7 @@ export interface Customer {
   email: string | null;
   country: string | null;
   created_at: string;
+  attributes: { [key: string]: string | number | boolean };
 }
 
 export interface CustomerCreate {
@@ -284,12 +285,22 @@ export interface CustomerCreate {
   email?: string | null;
   /** ISO 3166-1 alpha-2 */
   country?: string | null;
+  attributes?: { [key: string]: string | number | boolean };
 }
 
 export interface CustomerSegments {
   customer_id: string;
   segments: Segment[];
   as_of: string;
+}
+
+/** Edits a customer: an absent field stays as it is, null clears `email` or `country`. `attributes` is an RFC
+7396 merge patch: a key set to null is removed, any other key set; `"attributes": null` removes them all. */
+export interface CustomerUpdate {
+  attributes?: { [key: string]: string | number | boolean | null } | null;
+  email?: string | null;
+  /** ISO 3166-1 alpha-2 */
+  country?: string | null;
 }
 
 export interface Entry {
@@ -712,6 +723,16 @@ export interface Operations {
     permission: "customers.view";
     idempotent: "none";
     errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "customer_not_found" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
+  };
+  "PATCH /customers/{customer_id}": {
+    path: { customer_id: string };
+    query: Record<string, never>;
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: CustomerUpdate;
+    response: Envelope<Customer>;
+    permission: "customers.update";
+    idempotent: "optional";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "customer_email_invalid" | "customer_not_found" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "GET /customers/{customer_id}/segments": {
     path: { customer_id: string };

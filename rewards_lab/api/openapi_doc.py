@@ -190,7 +190,8 @@ RESPONSE_HEADERS: dict[str, dict[str, Any]] = {
 }
 # Refusals no JSON Schema can express, by code: the fields (`[]` for any index) whose value the service refuses
 # for a reason outside the schema: stored state, another resource, the environment, or numeric rules (significant
-# digits) that JSON Schema cannot state. `*` means any field. An operation lists those among its codes.
+# digits) that JSON Schema cannot state. `*` means any field, `name.*` any field inside `name`. An operation lists
+# those among its codes.
 REFUSED_BEYOND_SCHEMA: dict[str, tuple[str, ...]] = {
     "cursor_invalid": ("cursor",),  # only the service issues cursors
     "amount_too_many_decimals": ("*",),  # the asset's decimals
@@ -205,6 +206,8 @@ REFUSED_BEYOND_SCHEMA: dict[str, tuple[str, ...]] = {
     "field_invalid": (
         "conditions[].value",  # rates and thresholds: at most 10 decimal places and 15 significant digits
         "actions[].amount.rate",
+        "attributes",  # a customer's attributes: their stored size, and their count after a PATCH's merge
+        "attributes.*",  # an attribute number's decimal places and significant digits (contract/attributes.py)
         "Authorization",  # POST /auth/logout ends a session, and is refused to an API key
     ),
 }

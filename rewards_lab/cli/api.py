@@ -91,6 +91,18 @@ def _filters(args: argparse.Namespace, *names: str) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names}
 
 
+def _customer_edits(args: argparse.Namespace) -> dict[str, Any]:
+    """The fields `customers update` sends: each one given, and null for each `--clear-...`."""
+    edits: dict[str, Any] = {} if args.attributes is None else {"attributes": args.attributes}
+    for name in ("email", "country"):
+        given, clear = getattr(args, name), getattr(args, f"clear_{name}")
+        if given is not None and clear:
+            raise UsageError(f"--{name} and --clear-{name} contradict each other")
+        if given is not None or clear:
+            edits[name] = given
+    return edits
+
+
 def _password() -> str:
     return os.environ.get("REWARDS_PASSWORD") or getpass.getpass("Password: ")
 
@@ -102,12 +114,32 @@ COMMANDS: tuple[Command, ...] = (
         "create",
         "create_customer",
         "create a customer keyed by your external id",
-        (_a("--external-id", required=True), _a("--email"), _a("--country")),
+        (
+            _a("--external-id", required=True),
+            _a("--email"),
+            _a("--country"),
+            _a("--attributes", type=_json_arg, help='JSON object: {"tier": "gold", "lifetime_spend": 1250.50}'),
+        ),
         lambda c, a: c.create_customer(
-            a.external_id, email=a.email, country=a.country, idempotency_key=a.idempotency_key
+            a.external_id, email=a.email, country=a.country, attributes=a.attributes, idempotency_key=a.idempotency_key
         ),
     ),
     Command("customers", "get", "get_customer", "read a customer", (ID,), lambda c, a: c.get_customer(a.id)),
+    Command(
+        "customers",
+        "update",
+        "update_customer",
+        "edit a customer's email, country or attributes (what is not given stays)",
+        (
+            _a("id", help="the customer's id or external id"),
+            _a("--attributes", type=_json_arg, help='merge patch: {"tier": "gold", "old_key": null} (null removes)'),
+            _a("--email"),
+            _a("--clear-email", action="store_true", help="remove the email"),
+            _a("--country"),
+            _a("--clear-country", action="store_true", help="remove the country"),
+        ),
+        lambda c, a: c.update_customer(a.id, idempotency_key=a.idempotency_key, **_customer_edits(a)),
+    ),
     Command(
         "customers",
         "list",

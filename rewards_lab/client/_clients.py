@@ -74,6 +74,7 @@ class _Operations:
 
     create_customer = _Operation(ops.create_customer)
     get_customer = _Operation(ops.get_customer)
+    update_customer = _Operation(ops.update_customer)
     list_customers = _Operation(ops.list_customers)
     iter_customers = _Pages(ops.list_customers)
     customer_segments = _Operation(ops.customer_segments)

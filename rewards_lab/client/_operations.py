@@ -8,7 +8,8 @@ none (the seed says so), events are deduplicated by `external_event_id` instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from enum import Enum
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -103,10 +104,46 @@ def _list(
 
 # customers and wallets
 def create_customer(
-    external_id: str, *, email: str | None = None, country: str | None = None, idempotency_key: str | None = None
+    external_id: str,
+    *,
+    email: str | None = None,
+    country: str | None = None,
+    attributes: Mapping[str, Any] | None = None,
+    idempotency_key: str | None = None,
 ) -> Call[r.Customer]:
-    body = _without_none(external_id=external_id, email=email, country=country)
+    """`attributes`: strings, booleans and numbers (pass Decimal to keep digits exactly)."""
+    body = _without_none(
+        external_id=external_id, email=email, country=country, attributes=dict(attributes) if attributes else None
+    )
     return _write("create_customer", _model(r.Customer), body=body, key=idempotency_key)
+
+
+class Unset(Enum):
+    """The default of a field a PATCH leaves out (None sends null, which clears it)."""
+
+    UNSET = "unset"
+
+
+UNSET = Unset.UNSET
+
+
+def update_customer(
+    customer_id: str,
+    *,
+    attributes: Mapping[str, Any] | None | Unset = UNSET,
+    email: str | None | Unset = UNSET,
+    country: str | None | Unset = UNSET,
+    idempotency_key: str | None = None,
+) -> Call[r.Customer]:
+    """Edit a customer (by id or external_id): a field left out stays; None clears `email` or `country`.
+    `attributes` is merged (RFC 7396): a key mapped to None is removed; `attributes=None` removes them all."""
+    fields = {"attributes": attributes, "email": email, "country": country}
+    body = {
+        name: dict(value) if isinstance(value, Mapping) else value
+        for name, value in fields.items()
+        if value is not UNSET
+    }
+    return _write("update_customer", _model(r.Customer), customer_id, body=body, key=idempotency_key)
 
 
 def get_customer(customer_id: str) -> Call[r.Customer]:

@@ -146,6 +146,19 @@ _TABLE: tuple[Operation, ...] = (
         errors=("customer_not_found",),
     ),
     Operation(
+        "update_customer",
+        "PATCH",
+        "/customers/{customer_id}",
+        P.CUSTOMERS_UPDATE,
+        request=rq.CustomerUpdate,
+        response=r.Customer,
+        idempotency="optional",
+        errors=(*BODY_CODES, "customer_not_found", "customer_email_invalid"),
+        description="Edits a customer named by its id or external_id: `email` and `country` (null clears one) and "
+        "`attributes`, an RFC 7396 merge patch (a key set to null is removed; `attributes` set to null removes "
+        "them all). The attribute limits apply to the merged result.",
+    ),
+    Operation(
         "customer_segments",
         "GET",
         "/customers/{customer_id}/segments",

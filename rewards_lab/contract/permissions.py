@@ -14,6 +14,7 @@ from enum import StrEnum
 class Permission(StrEnum):
     CUSTOMERS_VIEW = "customers.view"
     CUSTOMERS_CREATE = "customers.create"
+    CUSTOMERS_UPDATE = "customers.update"  # PATCH /customers/{id}; granted beside customers.create (migration 14)
     WALLETS_VIEW = "wallets.view"
     WALLETS_MANAGE = "wallets.manage"
     ASSETS_VIEW = "assets.view"

@@ -11,7 +11,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 from rfc3986_validator import validate_rfc3986  # type: ignore[import-untyped]
 
-from rewards_lab.contract.amounts import MAX_DECIMALS
+from rewards_lab.contract import attributes
+from rewards_lab.contract.amounts import MAX_DECIMALS, MAX_THRESHOLD
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.limits import check_data
 from rewards_lab.contract.permissions import Permission
@@ -155,14 +156,76 @@ def _email(value: str | None) -> str | None:
     return value
 
 
+Email = Annotated[
+    str | None,
+    AfterValidator(_email),
+    WithJsonSchema({"anyOf": [{"type": "string", "pattern": _EMAIL_RE.pattern}, {"type": "null"}]}),
+]
+Country = Annotated[str | None, Field(pattern=r"^[A-Z]{2}$", description="ISO 3166-1 alpha-2")]
+
+
+def _attributes_check(check: Any) -> BeforeValidator:
+    """A validator of a customer's attributes (`contract.attributes`), naming the offending key's path."""
+
+    def run(value: object) -> object:
+        try:
+            return check(value)
+        except ServiceError as error:
+            raise custom_error(error, str(error.details.get("field", attributes.FIELD))) from None
+
+    return BeforeValidator(run)
+
+
+def _attributes_schema(*, removable: bool) -> dict[str, Any]:
+    """What JSON Schema can say of the limits; significant digits, decimal places and the stored size it cannot
+    (`api.openapi_doc.REFUSED_BEYOND_SCHEMA`)."""
+    bound = int(MAX_THRESHOLD)
+    value: list[dict[str, Any]] = [
+        {"type": "string", "maxLength": attributes.MAX_ATTRIBUTE_STRING_CHARS},
+        {"type": "number", "exclusiveMinimum": -bound, "exclusiveMaximum": bound},
+        {"type": "boolean"},
+    ]
+    if removable:
+        value.append({"type": "null"})
+    return {
+        "type": "object",
+        "maxProperties": attributes.MAX_ATTRIBUTES,
+        "propertyNames": {"pattern": f"^{attributes.ATTRIBUTE_KEY_RE.pattern}$"},
+        "additionalProperties": {"anyOf": value},
+    }
+
+
+def _attributes_patch(value: object) -> object:
+    return None if value is None else attributes.check_patch(value)
+
+
+CustomerAttributes = Annotated[
+    dict[str, Any],
+    _attributes_check(attributes.check_attributes),
+    WithJsonSchema(_attributes_schema(removable=False)),
+]
+CustomerAttributesPatch = Annotated[
+    dict[str, Any] | None,
+    _attributes_check(_attributes_patch),
+    WithJsonSchema({"anyOf": [_attributes_schema(removable=True), {"type": "null"}]}),
+]
+
+
 class CustomerCreate(RequestModel):
     external_id: Identifier
-    email: Annotated[
-        str | None,
-        AfterValidator(_email),
-        WithJsonSchema({"anyOf": [{"type": "string", "pattern": _EMAIL_RE.pattern}, {"type": "null"}]}),
-    ] = None
-    country: Annotated[str | None, Field(pattern=r"^[A-Z]{2}$", description="ISO 3166-1 alpha-2")] = None
+    email: Email = None
+    country: Country = None
+    # Free-form facts rules can read (contract/attributes.py); absent is {}.
+    attributes: CustomerAttributes = {}
+
+
+class CustomerUpdate(RequestModel):
+    """Edits a customer: an absent field stays as it is, null clears `email` or `country`. `attributes` is an RFC
+    7396 merge patch: a key set to null is removed, any other key set; `"attributes": null` removes them all."""
+
+    attributes: CustomerAttributesPatch = None
+    email: Email = None
+    country: Country = None
 
 
 class WalletType(StrEnum):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from rewards_lab.contract.requests import Action, AssetType, ConditionItem, TransferPolicy, WalletType
 
@@ -16,12 +16,24 @@ class Resource(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# A customer's attributes as stored (contract/attributes.py): numbers are exact, written digit for digit.
+_ATTRIBUTE_VALUE_SCHEMA = {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]}
+CustomerAttributes = Annotated[
+    dict[str, Any], WithJsonSchema({"type": "object", "additionalProperties": _ATTRIBUTE_VALUE_SCHEMA})
+]
+
+
 class Customer(Resource):
+    # `attributes` is always sent, so the document makes it required; its default reads answers stored before it
+    # existed (an Idempotency-Key's record of an earlier creation).
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
+
     id: str
     external_id: str
     email: str | None
     country: str | None
     created_at: datetime
+    attributes: CustomerAttributes = Field(default_factory=dict)  # {} when the customer has none
 
 
 class Wallet(Resource):

@@ -10,7 +10,9 @@ docs/decisions.md, "Hardening (issue 14): rewards").
 from __future__ import annotations
 
 import re
+from typing import Any
 
+from rewards_lab.contract import attributes
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
@@ -51,19 +53,30 @@ def create_customer(
         existing = uow.customers.get_by_external_id(scope, body.external_id)
         if existing is not None:
             raise ServiceError("customer_already_exists", field="external_id", customer_id=existing.id)
-        row = uow.customers.add(scope, new_id("customer"), body.external_id, body.email, body.country)
+        stored = attributes.to_json(body.attributes)
+        row = uow.customers.add(scope, new_id("customer"), body.external_id, body.email, body.country, stored)
         return presenters.customer(row)
 
     return run_write(
         database,
         scope,
         "customers.create",
-        body,
+        _creation_request(body),
         write,
         r.Customer,
         idempotency_key=idempotency_key,
         status_code=201,
     )
+
+
+def _creation_request(body: rq.CustomerCreate) -> dict[str, Any]:
+    """What an Idempotency-Key binds a creation to. Without attributes it is the body as it was hashed before
+    attributes existed (a key used then still matches its retry); with them, the attributes as exact numbers (a
+    JSON-mode dump would make the number 1 and the string "1" one request)."""
+    request = body.model_dump(mode="json", exclude={"attributes"})
+    if body.attributes:
+        request["attributes"] = body.attributes
+    return request
 
 
 def _customer_row(uow: Repositories, scope: Scope, reference: str) -> CustomerRow:
@@ -76,6 +89,32 @@ def _customer_row(uow: Repositories, scope: Scope, reference: str) -> CustomerRo
 
 def get_customer(database: Database, scope: Scope, reference: str) -> r.Customer:
     return presenters.customer(_customer_row(reader(database), scope, reference))
+
+
+def update_customer(
+    database: Database, scope: Scope, reference: str, body: rq.CustomerUpdate, *, idempotency_key: str | None = None
+) -> r.Customer:
+    """Edit the customer `reference` names (its id, else its external_id, as GET /customers/{id}): a field left
+    out stays, `email` or `country` null clears it, `attributes` is merged (RFC 7396, `attributes.merge`)."""
+    sent = body.model_fields_set
+
+    def write(uow: Repositories) -> r.Customer:
+        row = _customer_row(uow, scope, reference)
+        merged = attributes.from_json(row.attributes)
+        if "attributes" in sent:
+            merged = {} if body.attributes is None else attributes.merge(merged, body.attributes)
+        updated = uow.customers.update(
+            scope,
+            row.id,
+            email=body.email if "email" in sent else row.email,
+            country=body.country if "country" in sent else row.country,
+            attributes=attributes.to_json(merged),
+        )
+        return presenters.customer(updated)
+
+    # Only what was sent counts: `{}` and `{"email": null}` are different requests.
+    request = {"customer": reference, **body.model_dump(mode="python", exclude_unset=True)}
+    return run_write(database, scope, "customers.update", request, write, r.Customer, idempotency_key=idempotency_key)
 
 
 def list_customers(

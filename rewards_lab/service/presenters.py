@@ -9,7 +9,7 @@ from typing import Any, TypeVar, overload
 
 from pydantic import BaseModel
 
-from rewards_lab.contract import jsonutil
+from rewards_lab.contract import attributes, jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.domain.money import format_amount
 from rewards_lab.store.interfaces.assets import AssetRow
@@ -50,6 +50,7 @@ def customer(row: CustomerRow) -> r.Customer:
         email=row.email,
         country=row.country,
         created_at=_utc(row.created_at),
+        attributes=attributes.from_json(row.attributes),
     )
 
 

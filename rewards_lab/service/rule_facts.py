@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from rewards_lab.contract import jsonutil
+from rewards_lab.contract import attributes
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.conditions import CustomerFacts
 from rewards_lab.domain.rules import RuleSpec
@@ -29,9 +29,7 @@ def reads_segments(rules: Sequence[RuleSpec]) -> bool:
 
 
 def customer_facts(row: CustomerRow, segments: Sequence[str] = ()) -> CustomerFacts:
-    text = getattr(row, "attributes", None)  # the attributes column lands with the customer attributes change
-    attributes = jsonutil.loads(text) if text else {}
-    return CustomerFacts(attributes, row.country, tuple(segments))
+    return CustomerFacts(attributes.from_json(row.attributes), row.country, tuple(segments))
 
 
 def segment_codes(

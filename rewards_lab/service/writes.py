@@ -57,5 +57,8 @@ def run_write(
                 )
             return result_type.model_validate(jsonutil.loads(stored.response))
         result = write(uow)
-        uow.idempotency.add(scope, idempotency_key, operation, fingerprint, result.model_dump_json(), status_code)
+        # Written as the envelope writes it (`api.envelope`): exact numbers in free-form fields (a customer's
+        # attributes) stay numbers, digit for digit, where pydantic's JSON would make them strings.
+        response = jsonutil.dumps(result.model_dump(mode="python"))
+        uow.idempotency.add(scope, idempotency_key, operation, fingerprint, response, status_code)
         return result

@@ -21,14 +21,31 @@ class CustomerRepository:
         self.con = con
 
     def add(
-        self, scope: Scope, customer_id: str, external_id: str, email: str | None, country: str | None
+        self,
+        scope: Scope,
+        customer_id: str,
+        external_id: str,
+        email: str | None,
+        country: str | None,
+        attributes: str = "{}",
     ) -> CustomerRow:
         self.con.execute(
-            "INSERT INTO customers VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [customer_id, *scope.params, external_id, email, country, utcnow()],
+            f"INSERT INTO customers ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [customer_id, *scope.params, external_id, email, country, utcnow(), attributes],
         )
         row = self.get(scope, customer_id)
         assert row is not None
+        return row
+
+    def update(
+        self, scope: Scope, customer_id: str, *, email: str | None, country: str | None, attributes: str
+    ) -> CustomerRow:
+        self.con.execute(
+            f"UPDATE customers SET email = ?, country = ?, attributes = ? WHERE {TENANT} AND id = ?",
+            [email, country, attributes, *scope.params, customer_id],
+        )
+        row = self.get(scope, customer_id)
+        assert row is not None, customer_id
         return row
 
     def get(self, scope: Scope, customer_id: str) -> CustomerRow | None:

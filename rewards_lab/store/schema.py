@@ -265,6 +265,28 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        14,
+        "customers: attributes (JSON text, '{}' for existing rows); customers.update for whoever creates customers",
+        [
+            # Compact JSON written by contract.attributes.to_json; a customer from before has none.
+            "ALTER TABLE customers ADD COLUMN attributes VARCHAR DEFAULT '{}'",
+            "UPDATE customers SET attributes = '{}' WHERE attributes IS NULL",
+            # PATCH /customers/{id} needs `customers.update`, a permission new with it. Accounts and keys that can
+            # create customers may edit them too (docs/decisions.md, "Customer attributes (issue 17)"). Stored
+            # permissions are json.dumps(sorted(...)) of known codes, and "customers.update" sorts right after
+            # "customers.create", so the text is edited in place and stays in the form the service writes.
+            *(
+                f"""UPDATE {table} SET permissions = replace(permissions, '"customers.create"',
+                        '"customers.create", "customers.update"')
+                    WHERE contains(permissions, '"customers.create"')
+                        AND NOT contains(permissions, '"customers.update"')"""
+                for table in ("accounts", "api_keys")
+            ),
+        ],
+    )
+)
 
 MIGRATIONS.append(
     (

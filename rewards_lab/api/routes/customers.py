@@ -13,6 +13,7 @@ BINDINGS: dict[str, Endpoint] = dict(
         serve("create_customer", customers.create_customer),
         serve("list_customers", customers.list_customers),
         serve("get_customer", customers.get_customer),
+        serve("update_customer", customers.update_customer),
         serve("customer_segments", segments.customer_segments),
     ]
 )

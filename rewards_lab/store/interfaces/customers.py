@@ -22,14 +22,29 @@ class CustomerRow:
     email: str | None
     country: str | None
     created_at: datetime
+    # Compact JSON text (contract.attributes.to_json); '{}' when none. Read with every row, `resolve_many`'s
+    # included, so that rules can read a customer's attributes without another query.
+    attributes: str
 
 
 class CustomerStore(Protocol):
     """What the services need of the customer rows (DuckDB: store.customers.CustomerRepository)."""
 
     def add(
-        self, scope: Scope, customer_id: str, external_id: str, email: str | None, country: str | None
+        self,
+        scope: Scope,
+        customer_id: str,
+        external_id: str,
+        email: str | None,
+        country: str | None,
+        attributes: str = "{}",
     ) -> CustomerRow: ...
+
+    def update(
+        self, scope: Scope, customer_id: str, *, email: str | None, country: str | None, attributes: str
+    ) -> CustomerRow:
+        """Set the three editable fields of an existing customer; returns the row as it is now."""
+        ...
 
     def get(self, scope: Scope, customer_id: str) -> CustomerRow | None: ...
 
