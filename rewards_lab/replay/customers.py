@@ -27,9 +27,10 @@ from sqlglot import exp
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.domain.conditions import ATTRIBUTES_PREFIX, CustomerFacts
+from rewards_lab.domain.conditions import ATTRIBUTES_PREFIX
 from rewards_lab.replay.compiler import CompiledProgramme
-from rewards_lab.replay.inputs import JSON_TYPE, _is_json, _text_scalar, literal, quote, typed_source, unsafe_json
+from rewards_lab.replay.fallback import FactsReader, Reading
+from rewards_lab.replay.inputs import JSON_TYPE, _is_json, literal, quote, typed_source, unsafe_json
 from rewards_lab.replay.sql_values import DUCKDB, FieldSource, call, cast, string
 
 ROLES = ("id", "external_id", "country", "segments", "attributes")
@@ -215,31 +216,29 @@ class CustomerTable:
                 {external}) QUALIFY row_number() OVER (PARTITION BY __ref ORDER BY __pri, {FOUND}) = 1"""
         )
 
-    def fact_columns(self) -> list[str]:
-        """The columns of the joined events the fallback reads the customer's facts from."""
+    @property
+    def columns(self) -> list[str]:
+        """The lookup's columns the events are joined with (built by `build` with facts)."""
         names = [FOUND, *(["__cc"] if "country" in self.types else []), "__cs"]
-        if self._json_attributes():
-            names.append("__cattr")
+        names += ["__cattr", "__cu"] if self._json_attributes() else []
         return names + list(self.wanted.values())
 
-    def facts(self, values: dict[str, Any]) -> CustomerFacts | None:
-        """The customer's facts from the fetched fact columns (None: no such customer)."""
-        if values.get(FOUND) is None:
-            return None
-        attributes: dict[str, Any] = {}
-        document = values.get("__cattr")
-        parsed = jsonutil.loads(document) if document is not None else {}
+    def reader(self) -> FactsReader:
+        """How the fallback reads an event's customer facts from the joined columns."""
+        attributes: list[tuple[str, str, Reading]] = []
         for attribute, column in self.wanted.items():
             kind = self._attribute_type(attribute)
-            value = values.get(column)
+            reading: Reading = "value"
             if kind == "json attributes":
-                value = parsed.get(attribute) if isinstance(parsed, dict) else None
-            elif value is not None and _is_json(kind):
-                value = jsonutil.loads(value)
-            elif value is not None and self.csv:
-                value = _text_scalar(value)
-            attributes[attribute] = value
-        return CustomerFacts(attributes, values.get("__cc"), tuple(values.get("__cs") or ()))
+                reading = "document"
+            elif _is_json(kind):
+                reading = "json"
+            elif self.csv:
+                reading = "csv"
+            attributes.append((attribute, column, reading))
+        document = "__cattr" if self._json_attributes() else None
+        country = "__cc" if "country" in self.types else None
+        return FactsReader(FOUND, country, "__cs", document, tuple(attributes))
 
     def resolve(self, references: list[str]) -> dict[str, str]:
         """reference -> customer id, for the references some customer has."""
@@ -284,7 +283,7 @@ def joined(from_sql: str, plans: Sequence[CompiledProgramme], customers: Custome
     if customers is not None and (reads_customers or beneficiaries):
         customers.build(reads_customers)
     if customers is not None and reads_customers:
-        facts = ", ".join(f"c.{column}" for column in customers.fact_columns())
+        facts = ", ".join(f"c.{column}" for column in customers.columns)
         events = f"(SELECT s.*, {facts} FROM {events} s LEFT JOIN {customers.lookup} c ON c.__ref = s.customer_id)"
     if beneficiaries:
         references = ", ".join(f"{DUCKDB.render(reference)} AS {column}" for column, reference in beneficiaries)

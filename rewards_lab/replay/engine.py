@@ -263,8 +263,8 @@ def python_outcomes(
     action rewards; and how many such events there were."""
     if plan.exotic_sql is None:
         return [], {}, 0
-    customers = source.customers if plan.reads_customers else None
-    facts_columns = customers.fact_columns() if customers is not None else []
+    reader = source.customers.reader() if source.customers is not None and plan.reads_customers else None
+    facts_columns = reader.columns if reader is not None else []
     extra = "".join(f", {column}" for column in facts_columns)
     query = f"SELECT __pos, {ROW}, type, epoch_us(occurred_at){extra} FROM {events} WHERE {plan.exotic_sql}"
     fetched = con.sql(query).fetchall()
@@ -273,7 +273,7 @@ def python_outcomes(
     facts = [
         EventFacts(
             instant_of(int(row[3])),
-            customers.facts(dict(zip(facts_columns, row[4:], strict=True))) if customers is not None else None,
+            reader.facts(dict(zip(facts_columns, row[4:], strict=True))) if reader is not None else None,
         )
         for row in fetched
     ]

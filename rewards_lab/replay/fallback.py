@@ -8,18 +8,70 @@ lookup query; Spark: a join of the fallback's rows with the customers), as `reso
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from decimal import Decimal
+from typing import Any, Literal
 
-from rewards_lab.domain.conditions import EventFacts
+from rewards_lab.contract import jsonutil
+from rewards_lab.domain.conditions import CustomerFacts, EventFacts
 from rewards_lab.domain.rule_evaluation import evaluate
 from rewards_lab.domain.rules import BENEFICIARY_MISSING as MISSING_CODE
 from rewards_lab.domain.rules import RuleSpec
 from rewards_lab.replay.compiler import BENEFICIARY_MISSING, NOT_FOUND_BASE, TOO_LARGE
+from rewards_lab.replay.sql_values import NUMBER_RE
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 Outcome = tuple[int, int, str | None]  # (slot, m, the beneficiary's reference or None)
+
+
+Reading = Literal["value", "json", "csv", "document"]  # how an attribute's column reads (document: a JSON object's key)
+
+
+def text_scalar(text: str) -> Any:
+    """A CSV cell as the JSON scalar it spells: a number (exact), true/false, or else the string itself."""
+    if re.fullmatch(NUMBER_RE, text):
+        return Decimal(text)
+    return {"true": True, "false": False}.get(text, text)
+
+
+@dataclass(frozen=True)
+class FactsReader:
+    """Builds an event's CustomerFacts from the customer columns joined to it (picklable: Spark's executors run
+    it): `found` is NULL when no customer has the event's reference."""
+
+    found: str
+    country: str | None
+    segments: str
+    document: str | None  # the JSON `attributes` text, when an attribute read comes from it
+    attributes: tuple[tuple[str, str, Reading], ...]  # (attribute, column, how it reads)
+
+    @property
+    def columns(self) -> list[str]:
+        names = [self.found, *([self.country] if self.country else []), self.segments]
+        names += [self.document] if self.document else []
+        return names + [column for _, column, reading in self.attributes if reading != "document"]
+
+    def facts(self, values: Mapping[str, Any]) -> CustomerFacts | None:
+        if values.get(self.found) is None:
+            return None
+        text = values.get(self.document) if self.document else None
+        document = jsonutil.loads(text) if text is not None else {}
+        attributes: dict[str, Any] = {}
+        for attribute, column, reading in self.attributes:
+            if reading == "document":
+                attributes[attribute] = document.get(attribute) if isinstance(document, dict) else None
+                continue
+            value = values.get(column)
+            if value is not None and reading == "json":
+                value = jsonutil.loads(value)
+            elif value is not None and reading == "csv":
+                value = text_scalar(value)
+            attributes[attribute] = value
+        country = values.get(self.country) if self.country else None
+        return CustomerFacts(attributes, country, tuple(values.get(self.segments) or ()))
 
 
 def instant_of(microseconds: int) -> datetime:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -37,9 +36,9 @@ from sqlglot import exp
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.conditions import source_of
+from rewards_lab.replay.fallback import text_scalar
 from rewards_lab.replay.sql_values import (
     DUCKDB,
-    NUMBER_RE,
     UNSAFE_JSON_RE,
     FieldReader,
     FieldSource,
@@ -211,7 +210,7 @@ class EventSource(FieldReader):
                 if _is_json(self.columns[name]):
                     data[name] = jsonutil.loads(value)
                 elif self.csv:
-                    data[name] = _text_scalar(value)
+                    data[name] = text_scalar(value)
                 else:
                     data[name] = value
             result[int(row[0])] = data
@@ -253,13 +252,6 @@ def _json_object(text: str | None) -> dict[str, Any]:
         return {}
     value = jsonutil.loads(text)
     return value if isinstance(value, dict) else {}
-
-
-def _text_scalar(text: str) -> Any:
-    """A CSV cell as the JSON scalar it spells: a number (exact), true/false, or else the string itself."""
-    if re.fullmatch(NUMBER_RE, text):
-        return Decimal(text)
-    return {"true": True, "false": False}.get(text, text)
 
 
 def typed_source(column: exp.Expr, kind: Any, csv: bool) -> FieldSource:
