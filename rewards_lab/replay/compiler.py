@@ -584,9 +584,9 @@ def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dial
     first = [first_by_index[index] for index in range(len(specs))]
     by_type: dict[str, list[tuple[int, exp.Expr, exp.Expr | None]]] = {}
     for rule in sorted(rules, key=lambda r: first[r.index]):
-        for action in range(len(rule.parts)):
-            recipient = rule.recipient(action)
-            entry = (first[rule.index] + action, rule.slot(action), recipient.customer if recipient else None)
+        for position in range(len(rule.parts)):
+            recipient = rule.recipient(position)
+            entry = (first[rule.index] + position, rule.slot(position), recipient.customer if recipient else None)
             by_type.setdefault(rule.event_type, []).append(entry)
     types = tuple(
         TypeSlots(t, tuple(e[0] for e in entries), tuple(e[1] for e in entries), tuple(e[2] for e in entries))

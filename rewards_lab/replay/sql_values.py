@@ -98,7 +98,10 @@ class FieldReader:
     """An engine's view of the events: how each data (and customer) field is read (rewards_lab.replay.inputs for
     DuckDB, rewards_lab.replay.spark_inputs for Spark)."""
 
-    resolves_customers = False  # a customers table is given: beneficiaries resolve to its ids
+    @property
+    def resolves_customers(self) -> bool:
+        """Whether a customers table is given: beneficiaries resolve to its ids."""
+        return False
 
     def field(self, name: str) -> FieldSource:  # pragma: no cover - implemented by each engine's input
         raise NotImplementedError

@@ -138,10 +138,11 @@ def _struct(k: str, values: Sequence[str], width: int, recipients: dict[int, str
 def _recipients_of(lay: Layout, k: int) -> dict[int, str]:
     """The b{i} fields of type k's struct: its beneficiaries, NULL for the other fields."""
     own = lay.recipients[k] if lay.recipients else ()
-    return {
-        i: (own[i - 1] if i <= len(own) and own[i - 1] is not None else "CAST(NULL AS VARCHAR)")
-        for i in lay.beneficiary_fields
-    }
+    found: dict[int, str] = {}
+    for i in lay.beneficiary_fields:
+        recipient = own[i - 1] if i <= len(own) else None
+        found[i] = recipient if recipient is not None else "CAST(NULL AS VARCHAR)"
+    return found
 
 
 def create(
