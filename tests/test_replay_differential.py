@@ -1,12 +1,20 @@
 """Differential test: the vectorised replay and the live engine give the same issuances, row by row.
 
-Hypothesis draws programmes (conditions with every operator, thresholds at and around boundaries, fixed and
-per-rate amounts, decimals 0..8, ceilings small enough to bind, an opening supply) and event streams (values at,
-just above and below thresholds, missing fields, nulls, strings, booleans, huge and tiny numbers, floats, numbers
-with more places than SQL reads, ties in occurred_at, events out of order). The live engine runs the real service
-functions over a DuckDB file (events submitted in occurred_at order, ties by input order, then processed); the
-replay runs on the same events in input order, with the data as one `data` column and as separate columns, on
-DuckDB and on Spark (the third party), and every engine must give the live engine's rows.
+Hypothesis draws programmes (conditions with every operator on numbers, strings, booleans, lists and presence,
+nested any / all / not groups, nested data paths, thresholds at and around boundaries, priorities with
+stop_processing, fixed and per-rate amounts, beneficiaries, decimals 0..8, ceilings small enough to bind, an
+opening supply) and event streams (values at, just above and below thresholds, strings around string bounds,
+missing fields, nulls, booleans, lists, nested objects, huge and tiny numbers, floats, numbers with more places than
+SQL reads, ties in occurred_at, events out of order, beneficiaries naming customers by id or external id, unknown
+ones, non-strings). The live engine runs the real service functions over a DuckDB file (customers created with
+attributes and country through the service layer, events submitted in occurred_at order, ties by input order, then
+processed); the replay runs on the same events in input order, with the customers exported from the live service,
+with the data as one `data` column and as typed columns, on DuckDB and on Spark (the third party), and every engine
+must give the live engine's rows, the rewarded customer included.
+
+What the live worker does not read (time fields, customer attributes, country and segments, a programme's timezone
+and window) is held to the live rule evaluation itself (`rule_evaluation.evaluate` with the event's facts, under the
+ledger's ceiling): `test_replay_agrees_with_the_rule_evaluation_on_time_customers_and_windows`.
 """
 
 from __future__ import annotations
@@ -19,25 +27,48 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.amounts import MAX_RATE
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.domain.money import MAX_AMOUNT_MINOR, format_amount
+from rewards_lab.domain.conditions import CustomerFacts, EventFacts
+from rewards_lab.domain.money import MAX_AMOUNT_MINOR, format_amount, parse_ceiling
+from rewards_lab.domain.rule_evaluation import evaluate
+from rewards_lab.replay.compiler import rule_specs
 from rewards_lab.replay.engine import replay
 from rewards_lab.replay.spark_engine import replay_spark
 from rewards_lab.service import assets, customers, event_intake, event_processing, ledger, organizations, programmes
 from rewards_lab.store.database import Database
 
-FIELDS = ("amount", "qty", "x.y")
+NUMBER_FIELDS = ("amount", "qty", "x.y")
+FIELDS = (*NUMBER_FIELDS, "channel", "order.channel", "tags", "vip")
 TYPES = ("order.completed", "review.posted")
 CUSTOMERS = ("alice", "bob", "carol")
 BASE = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+STRINGS = (
+    "web",
+    "app",
+    "Web",
+    "",
+    "20",
+    "é",
+    "z",
+    "\uffff",
+    "\U0001f600",
+    "gold",
+    "FR",
+    "active",
+    "2026-03-29",
+    "2026-03-08",
+)
+ZONES = ("UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata")
 _counter = itertools.count()
 
 thresholds = st.one_of(
@@ -55,37 +86,123 @@ rates = (
 )  # a programme file refuses rates from MAX_RATE up
 
 
+def _value(operator: str, draw: st.DrawFn, kind: str) -> Any:
+    """A condition's value for the operator, numbers or strings (booleans for eq / neq)."""
+    if operator in ("gte", "gt", "lte", "lt"):
+        return draw(thresholds)
+    if operator in ("eq", "neq"):
+        return draw(thresholds) if kind == "number" else draw(st.sampled_from([*STRINGS, True, False]))
+    if operator in ("in", "not_in"):
+        items = st.sampled_from(STRINGS) if kind == "string" else thresholds
+        return list(dict.fromkeys(draw(st.lists(items, min_size=1, max_size=3))))
+    if operator == "between":  # a decimal string such as "20" is the number 20 here: bounds of one kind
+        bounds = st.sampled_from([t for t in STRINGS if not t.isdigit()]) if kind == "string" else thresholds
+        return sorted(draw(st.lists(bounds, min_size=2, max_size=2)))
+    return draw(st.sampled_from(STRINGS)) if kind == "string" else draw(thresholds)  # contains
+
+
+OPERATORS = ("gte", "gt", "lte", "lt", "eq", "neq", "in", "not_in", "between", "exists", "not_exists", "contains")
+NUMERIC_FIELDS = (*NUMBER_FIELDS, "occurred_at.weekday", "occurred_at.hour", "customer.attributes.age")
+
+
 @st.composite
-def programmes_st(draw: st.DrawFn) -> ProgrammeDefinition:
+def leaves_st(draw: st.DrawFn, fields: tuple[str, ...]) -> dict[str, Any]:
+    """A condition: number fields are mostly compared with numbers, the others mostly with strings."""
+    field = draw(st.sampled_from(fields))
+    operator = draw(st.sampled_from(OPERATORS))
+    if operator in ("exists", "not_exists"):
+        return {"field": field, "operator": operator}
+    numeric = field in NUMERIC_FIELDS
+    kind = "number" if operator in ("gte", "gt", "lte", "lt") or numeric == (draw(st.integers(0, 4)) > 0) else "string"
+    return {"field": field, "operator": operator, "value": _value(operator, draw, kind)}
+
+
+def conditions_st(fields: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:
+    """Conditions nested in any / all / not groups, at most three levels."""
+    return st.recursive(
+        leaves_st(fields),
+        lambda parts: st.one_of(
+            st.builds(lambda items: {"any": items}, st.lists(parts, min_size=1, max_size=3)),
+            st.builds(lambda items: {"all": items}, st.lists(parts, min_size=1, max_size=3)),
+            st.builds(lambda item: {"not": item}, parts),
+        ),
+        max_leaves=5,
+    )
+
+
+@st.composite
+def programmes_st(draw: st.DrawFn, fields: tuple[str, ...] = FIELDS, facts: bool = False) -> ProgrammeDefinition:
+    """A programme file. With `facts`, rules also read time and customer fields, and the programme has a
+    timezone and maybe a window."""
     decimals = draw(st.integers(0, 8))
     rules = []
     for _ in range(draw(st.integers(1, 4))):
-        conditions = [
-            {
-                "field": draw(st.sampled_from(FIELDS)),
-                "operator": draw(st.sampled_from(["gte", "gt", "lte", "lt", "eq", "neq"])),
-                "value": draw(thresholds),
-            }
-            for _ in range(draw(st.integers(0, 2)))
-        ]
+        conditions = [draw(conditions_st(fields)) for _ in range(draw(st.integers(0, 2)))]
         actions = []
         for _ in range(draw(st.integers(1, 2))):
             if draw(st.booleans()):
-                actions.append({"type": "issue", "amount": {"per": draw(st.sampled_from(FIELDS)), "rate": draw(rates)}})
+                action: dict[str, Any] = {
+                    "type": "issue",
+                    "amount": {"per": draw(st.sampled_from(NUMBER_FIELDS)), "rate": draw(rates)},
+                }
             else:
-                fixed = format_amount(draw(st.integers(1, 3000)), decimals)
-                actions.append({"type": "issue", "amount": {"fixed": fixed}})
-        rules.append({"event_type": draw(st.sampled_from(TYPES)), "conditions": conditions, "actions": actions})
+                action = {"type": "issue", "amount": {"fixed": format_amount(draw(st.integers(1, 3000)), decimals)}}
+            if draw(st.integers(0, 4)) == 0:
+                action["beneficiary"] = {"field": "ref"}
+            actions.append(action)
+        rule: dict[str, Any] = {
+            "event_type": draw(st.sampled_from(TYPES)),
+            "conditions": conditions,
+            "actions": actions,
+        }
+        if draw(st.integers(0, 3)) == 0:
+            rule["priority"] = draw(st.integers(-2, 2))
+        if draw(st.integers(0, 3)) == 0:
+            rule["stop_processing"] = True
+        rules.append(rule)
     ceiling = draw(st.one_of(st.none(), st.integers(1, 20_000)))
     asset = {"name": "Stars", "symbol": "STAR", "type": "points", "decimals": decimals}
     if ceiling is not None:
         asset["supply_ceiling"] = format_amount(ceiling, decimals)
-    return parse_programme({"programme": {"name": "Differential"}, "asset": asset, "rules": rules})
+    info: dict[str, Any] = {"name": "Differential"}
+    if facts:
+        info["timezone"] = draw(st.sampled_from(ZONES))
+        if draw(st.booleans()):
+            start = BASE + timedelta(hours=draw(st.integers(-30, 60)))
+            info["starts_at"] = start.isoformat()
+            if draw(st.booleans()):
+                info["ends_at"] = (start + timedelta(hours=draw(st.integers(1, 80)))).isoformat()
+    return parse_programme({"programme": info, "asset": asset, "rules": rules})
+
+
+def _thresholds_of(programme: ProgrammeDefinition) -> list[Decimal]:
+    """Every number the programme's conditions compare with."""
+    found: list[Decimal] = []
+
+    def walk(node: Any) -> None:
+        payload = node if isinstance(node, dict) else node.model_dump(mode="python", by_alias=True)
+        for key in ("any", "all"):
+            if key in payload and "field" not in payload:
+                for part in payload[key]:
+                    walk(part)
+                return
+        if "not" in payload and "field" not in payload:
+            walk(payload["not"])
+            return
+        value = payload.get("value")
+        for item in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(item, Decimal):
+                found.append(item)
+
+    for rule in programme.rules:
+        for condition in rule.conditions:
+            walk(condition)
+    return found
 
 
 def _near(draw: st.DrawFn, programme: ProgrammeDefinition) -> Any:
     """A number at, just above or just below one of the programme's thresholds, in one of several forms."""
-    values = [c.value for rule in programme.rules for c in rule.conditions] or [Decimal(20)]
+    values = _thresholds_of(programme) or [Decimal(20)]
     base = draw(st.sampled_from(values))
     delta = draw(st.sampled_from(["0", "0.0000000001", "-0.0000000001", "1", "-1", "0.01", "1E-20", "-1E-20"]))
     value = base + Decimal(delta)
@@ -126,24 +243,53 @@ def values_st(draw: st.DrawFn, programme: ProgrammeDefinition) -> Any:
     if kind == 7:
         return draw(st.sampled_from([0.1, 2.675, 1e-7, 1e300, 19.99, 0.3333333333333333, 1e16, -0.0]))
     if kind == 8:
-        return draw(st.sampled_from(["12", "abc", "", "1e5"]))
-    return draw(st.sampled_from([True, False, None, [1], {"a": 1}]))
+        return draw(st.sampled_from(["12", "abc", "", "1e5", *STRINGS]))
+    return draw(st.sampled_from([True, False, None, [1], {"a": 1}, ["web", 20], []]))
 
 
 @st.composite
-def streams_st(draw: st.DrawFn, programme: ProgrammeDefinition) -> list[dict[str, Any]]:
+def strings_st(draw: st.DrawFn, programme: ProgrammeDefinition) -> Any:
+    """A value of a string field: mostly strings (around the programme's string bounds), sometimes another kind."""
+    kind = draw(st.integers(0, 9))
+    if kind <= 6:
+        return draw(st.sampled_from(STRINGS))
+    if kind == 7:
+        return draw(st.sampled_from([True, False, None]))
+    return draw(values_st(programme))
+
+
+@st.composite
+def streams_st(draw: st.DrawFn, programme: ProgrammeDefinition, spread: int = 5) -> list[dict[str, Any]]:
+    """Events; occurred_at within `spread` minutes of BASE (ties on purpose), or hours for time fields."""
     stream = []
+    unit = timedelta(minutes=1) if spread <= 5 else timedelta(hours=1)
     for index in range(draw(st.integers(1, 20))):
-        data = {}
-        for name in FIELDS:
+        data: dict[str, Any] = {}
+        for name in NUMBER_FIELDS:
             if draw(st.integers(0, 4)) > 0:  # sometimes missing
                 data[name] = draw(values_st(programme))
+        if draw(st.integers(0, 3)) > 0:
+            data["channel"] = draw(strings_st(programme))
+        nested = draw(st.integers(0, 4))  # order.channel: nested, spelled with the dot, both or neither
+        if nested in (1, 3):
+            data["order"] = draw(
+                st.one_of(st.builds(lambda v: {"channel": v}, strings_st(programme)), strings_st(programme))
+            )
+        if nested in (2, 3):
+            data["order.channel"] = draw(strings_st(programme))
+        if draw(st.booleans()):
+            items = st.one_of(st.sampled_from(STRINGS), st.sampled_from([20, Decimal("19.99"), 1.5, 0, True]))
+            data["tags"] = draw(st.one_of(st.lists(items, max_size=3), strings_st(programme)))
+        if draw(st.booleans()):
+            data["vip"] = draw(st.sampled_from([True, False, "true", 1, None]))
+        if draw(st.integers(0, 2)) == 0:
+            data["ref"] = draw(st.sampled_from(["bob", "@id:carol", "@id:alice", "dave", "", 7, None]))
         stream.append(
             {
                 "external_event_id": f"e{index}",
                 "type": draw(st.sampled_from([*TYPES, "other.type"])),
                 "customer_id": draw(st.sampled_from(CUSTOMERS)),
-                "occurred_at": BASE + timedelta(minutes=draw(st.integers(0, 5))),  # ties on purpose
+                "occurred_at": BASE + unit * draw(st.integers(0, spread)),  # ties on purpose
                 "data": data,
             }
         )
@@ -151,7 +297,19 @@ def streams_st(draw: st.DrawFn, programme: ProgrammeDefinition) -> list[dict[str
 
 
 # the live engine ------------------------------------------------------------------------------------------------
-def _live(path: Path, definition: ProgrammeDefinition, stream: list[dict[str, Any]], opening: int) -> list[tuple]:
+LIVE_CUSTOMERS = {  # created through the service layer, with attributes and a country
+    "alice": {"country": "FR", "attributes": {"tier": "gold", "age": 31, "vip": True}},
+    "bob": {"country": "DE", "attributes": {"tier": "silver", "age": Decimal("19.5")}},
+    "carol": {"attributes": {}},
+}
+
+
+def _live_rows(
+    path: Path, definition: ProgrammeDefinition, stream: list[dict[str, Any]], opening: int
+) -> tuple[list[tuple], pd.DataFrame, list[dict[str, Any]]]:
+    """The live engine's executions (external_event_id, rule index, action index, amount_minor, status,
+    error_code, customer_id), the customers table exported from it, and the stream as submitted (a beneficiary
+    written `@id:name` names that customer by its id)."""
     database = Database(path)
     try:
         org = organizations.create_organization(database, "Differential")
@@ -167,15 +325,19 @@ def _live(path: Path, definition: ProgrammeDefinition, stream: list[dict[str, An
             created = programmes.create_rule(database, scope, validate(rq.RuleCreate, body))
             rule_index[created.id] = index
         programmes.publish(database, scope, programme.id)
-        wallets = {}
+        wallets, exported = {}, []
         for name in CUSTOMERS:
-            customer = customers.create_customer(database, scope, validate(rq.CustomerCreate, {"external_id": name}))
+            fields = {"external_id": name, **LIVE_CUSTOMERS[name]}
+            customer = customers.create_customer(database, scope, validate(rq.CustomerCreate, fields))
             body = {"customer_id": customer.id}
             wallets[name] = customers.create_wallet(database, scope, validate(rq.WalletCreate, body))
+            exported.append(customer.model_dump(mode="python", include={"id", "external_id", "country", "attributes"}))
+        ids = {row["external_id"]: row["id"] for row in exported}
+        submitted = [_with_ids(event, ids) for event in stream]
         if opening:
             body = {"wallet_id": wallets["alice"].id, "amount": format_amount(opening, asset.decimals), "reason": "o"}
             ledger.issue(database, scope, asset.id, validate(rq.IssueRequest, body))
-        ordered = sorted(stream, key=lambda e: e["occurred_at"])  # stable: ties keep input order
+        ordered = sorted(submitted, key=lambda e: e["occurred_at"])  # stable: ties keep input order
         bodies = [validate(rq.EventCreate, event) for event in ordered]
         results = event_intake.submit_events(database, scope, bodies)
         assert all(not isinstance(result, Exception) for result in results)
@@ -183,48 +345,103 @@ def _live(path: Path, definition: ProgrammeDefinition, stream: list[dict[str, An
         rows = (
             database.reader()
             .execute(
-                "SELECT external_event_id, rule_id, action_index, amount_minor, status, error_code "
+                "SELECT external_event_id, rule_id, action_index, amount_minor, status, error_code, customer_id "
                 "FROM reward_executions ORDER BY id"
             )
             .fetchall()
         )
     finally:
         database.close()
-    return [(e, rule_index[r], a, m, s, c) for e, r, a, m, s, c in rows]
+    table = pd.DataFrame(exported)
+    return [(e, rule_index[r], a, m, s, c, who) for e, r, a, m, s, c, who in rows], table, submitted
+
+
+def _with_ids(event: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
+    reference = event["data"].get("ref")
+    if isinstance(reference, str) and reference.startswith("@id:"):
+        return {**event, "data": {**event["data"], "ref": ids[reference.removeprefix("@id:")]}}
+    return event
+
+
+def _live(path: Path, definition: ProgrammeDefinition, stream: list[dict[str, Any]], opening: int) -> list[tuple]:
+    rows, _, _ = _live_rows(path, definition, stream, opening)
+    return [row[:6] for row in rows]
 
 
 # the replay -----------------------------------------------------------------------------------------------------
-def _as_columns(stream: list[dict[str, Any]]) -> pd.DataFrame:
-    """The data as separate columns: float64 or int64 where every value allows, else objects (JSON values)."""
-    frame = pd.DataFrame([{k: v for k, v in e.items() if k != "data"} for e in stream])
-    for name in FIELDS:
+def _arrow_type(values: list[Any]) -> pa.DataType | None:
+    """The Arrow type every present value has (None: they differ, or a value has no such type: JSON text)."""
+    present = [v for v in values if v is not None]
+    kinds = {type(v) for v in present}
+    if not present or len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    if kind is float:
+        return pa.float64()
+    if kind is int:
+        return pa.int64() if all(abs(v) < 2**63 for v in present) else None
+    if kind is str:
+        return pa.string()
+    if kind is bool:
+        return pa.bool_()
+    if kind is list and all(type(item) is str for v in present for item in v):
+        return pa.list_(pa.string())
+    if kind is dict and all(set(v) == {"channel"} and type(v["channel"]) in (str, type(None)) for v in present):
+        return pa.struct([("channel", pa.string())])
+    return None
+
+
+def _as_columns(stream: list[dict[str, Any]]) -> pa.Table:
+    """The data as separate columns: typed (double, bigint, string, boolean, a list of strings, a STRUCT) where
+    every value allows, else JSON text (a pandas frame's object columns)."""
+    table = pa.table({name: [e[name] for e in stream] for name in ("external_event_id", "type", "customer_id")})
+    table = table.append_column("occurred_at", pa.array([e["occurred_at"] for e in stream], pa.timestamp("us", "UTC")))
+    names = list(dict.fromkeys(name for e in stream for name in e["data"]))
+    json_columns = []
+    for name in names:
         values = [e["data"].get(name) for e in stream]
-        present = [v for v in values if v is not None]
-        if present and all(type(v) is float for v in present) and len(present) == len(values):
-            frame[name] = pd.Series(values, dtype="float64")
-        elif present and all(type(v) is int and abs(v) < 2**63 for v in present) and len(present) == len(values):
-            frame[name] = pd.Series(values, dtype="int64")
+        arrow_type = _arrow_type(values)
+        if arrow_type is None:
+            json_columns.append(name)
+            table = table.append_column(name, pa.array([None if v is None else jsonutil.dumps(v) for v in values]))
         else:
-            frame[name] = pd.Series(values, dtype="object")
-    return frame
+            table = table.append_column(name, pa.array(values, arrow_type))
+    return table.replace_schema_metadata({b"replay_json_columns": jsonutil.dumps(json_columns).encode()})
 
 
 PICKED = ("external_event_id", "rule_index", "action_index", "amount_minor", "status", "error_code")
+WITH_CUSTOMER = (*PICKED, "customer_id")
 
 
-def _replayed(events_input: Any, definition: ProgrammeDefinition, opening: int) -> list[tuple]:
-    result = replay(events_input, definition, opening_supply=format_amount(opening, definition.asset.decimals))
-    table = result.issuances.to_arrow_table().select(list(PICKED)).to_pylist()
-    return [tuple(row[name] for name in PICKED) for row in table]
-
-
-def _spark_replayed(events_input: Any, definition: ProgrammeDefinition, opening: int, spark: Any) -> list[tuple]:
-    """The Spark engine's rows (the third party). A pandas frame reaches Spark as the DuckDB engine reads it:
-    JSON values in `data` or in object columns (evaluated in Python on the executors), numbers in typed ones."""
+def _replayed(
+    events_input: Any, definition: ProgrammeDefinition, opening: int, customers_table: Any = None
+) -> list[tuple]:
     opening_supply = format_amount(opening, definition.asset.decimals)
-    result = replay_spark(events_input, definition, opening_supply=opening_supply, spark=spark)
-    table = result.to_arrow().select(list(PICKED)).to_pylist()
-    return [tuple(row[name] for name in PICKED) for row in table]
+    result = replay(events_input, definition, opening_supply=opening_supply, customers=customers_table)
+    picked = PICKED if customers_table is None else WITH_CUSTOMER
+    table = result.issuances.to_arrow_table().select(list(picked)).to_pylist()
+    return [tuple(row[name] for name in picked) for row in table]
+
+
+def _spark_replayed(
+    events_input: Any, definition: ProgrammeDefinition, opening: int, spark: Any, customers_table: Any = None
+) -> list[tuple]:
+    """The Spark engine's rows (the third party). A pandas frame reaches Spark as the DuckDB engine reads it:
+    JSON values in `data` or in object columns (evaluated in Python on the executors), typed values in SQL."""
+    opening_supply = format_amount(opening, definition.asset.decimals)
+    result = replay_spark(
+        events_input, definition, opening_supply=opening_supply, spark=spark, customers=customers_table
+    )
+    picked = PICKED if customers_table is None else WITH_CUSTOMER
+    table = result.to_arrow().select(list(picked)).to_pylist()
+    return [tuple(row[name] for name in picked) for row in table]
+
+
+def _as_ids(rows: list[tuple], table: pd.DataFrame) -> list[tuple]:
+    """The replay's rows with the rewarded customer as the live engine records it: its id (the replay keeps an
+    event's own customer as the event names it, by external id here)."""
+    ids = dict(zip(table["external_id"], table["id"], strict=True))
+    return [(*row[:6], ids.get(row[6], row[6])) for row in rows]
 
 
 @settings(
@@ -239,13 +456,145 @@ def test_replay_agrees_with_the_live_engine_row_by_row(tmp_path: Path, data: st.
     ceiling = definition.asset.supply_ceiling
     top = int(Decimal(ceiling).scaleb(definition.asset.decimals)) if ceiling else 5000
     opening = data.draw(st.sampled_from([0, 0, 1, top // 2, top]), label="opening")
-    live = _live(tmp_path / f"live-{next(_counter)}.duckdb", definition, stream, opening)
-    as_object = pd.DataFrame(stream)
-    assert _replayed(as_object, definition, opening) == live
-    assert _replayed(_as_columns(stream), definition, opening) == live
+    live, table, submitted = _live_rows(tmp_path / f"live-{next(_counter)}.duckdb", definition, stream, opening)
+    as_object = pd.DataFrame(submitted)
+    assert _as_ids(_replayed(as_object, definition, opening, table), table) == live
+    columns = _as_columns(submitted)
+    assert _as_ids(_replayed(columns, definition, opening, table), table) == live
     # Spark, the third party, on one of the two inputs per example (its share of the suite's time stays small)
-    spark_input = as_object if data.draw(st.booleans(), label="spark reads the data column") else _as_columns(stream)
-    assert _spark_replayed(spark_input, definition, opening, spark) == live
+    spark_input = as_object if data.draw(st.booleans(), label="spark reads the data column") else columns
+    assert _as_ids(_spark_replayed(spark_input, definition, opening, spark, table), table) == live
+
+
+# time, customers and windows: the live rule evaluation with the event's facts ------------------------------------
+FACT_FIELDS = (
+    *FIELDS,
+    "occurred_at.weekday",
+    "occurred_at.hour",
+    "occurred_at.date",
+    "customer.attributes.tier",
+    "customer.attributes.age",
+    "customer.attributes.vip",
+    "customer.country",
+    "customer.segments",
+)
+REPLAY_CUSTOMERS = ("c1", "c2", "c3", "c4")
+
+
+@st.composite
+def customer_tables_st(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Customers c1..c4 (external ids alice, bob, carol, none) with random attributes, countries and segments."""
+    rows = []
+    for index, external in enumerate(["alice", "bob", "carol", None]):
+        attributes: dict[str, Any] = {}
+        if draw(st.booleans()):
+            attributes["tier"] = draw(st.sampled_from(["gold", "silver", "Gold", ""]))
+        if draw(st.booleans()):
+            attributes["age"] = draw(st.sampled_from([18, 31, Decimal("19.5"), 65]))
+        if draw(st.booleans()):
+            attributes["vip"] = draw(st.booleans())
+        segments = draw(st.lists(st.sampled_from(["active", "dormant", "vip"]), unique=True, max_size=2))
+        country = draw(st.sampled_from(["FR", "DE", "US", "é", None]))
+        rows.append(
+            {
+                "id": REPLAY_CUSTOMERS[index],
+                "external_id": external,
+                "country": country,
+                "attributes": attributes,
+                "segments": segments,
+            }
+        )
+    return rows
+
+
+def _customers_input(rows: list[dict[str, Any]], shape: str) -> Any:
+    """The customers table: attributes as a JSON object (pandas), as columns of their own, or as a STRUCT."""
+    if shape == "json":
+        return pd.DataFrame(rows)
+    base = {
+        "id": [r["id"] for r in rows],
+        "external_id": [r["external_id"] for r in rows],
+        "country": [r["country"] for r in rows],
+        "segments": pa.array([r["segments"] for r in rows], pa.list_(pa.string())),
+    }
+    tier = pa.array([r["attributes"].get("tier") for r in rows], pa.string())
+    age = pa.array([r["attributes"].get("age") for r in rows], pa.decimal128(4, 1))
+    vip = pa.array([r["attributes"].get("vip") for r in rows], pa.bool_())
+    if shape == "columns":
+        return pa.table({**base, "tier": tier, "age": age, "vip": vip})
+    attributes = pa.StructArray.from_arrays([tier, age, vip], names=["tier", "age", "vip"])
+    return pa.table({**base, "attributes": attributes})
+
+
+def _expected(
+    definition: ProgrammeDefinition, stream: list[dict[str, Any]], table: list[dict[str, Any]], opening: int
+) -> list[tuple]:
+    """The rows the live engine's rule evaluation gives with each event's facts (its time; its customer, found
+    by id, else by external id), in the programme's window, beneficiaries found the same way, under the ceiling
+    as the ledger enforces it (in processing order; a refused issuance changes nothing)."""
+    specs = rule_specs(definition)
+    info, decimals = definition.programme, definition.asset.decimals
+    ceiling = parse_ceiling(definition.asset.supply_ceiling, decimals, "asset.supply_ceiling")
+    by_reference = {row["external_id"]: row for row in table if row["external_id"] is not None}
+    by_reference.update({row["id"]: row for row in table})
+    outstanding, rows = opening, []
+    for event in sorted(stream, key=lambda e: e["occurred_at"]):  # stable: ties keep input order
+        moment = event["occurred_at"]
+        if (info.starts_at and moment < info.starts_at) or (info.ends_at and moment >= info.ends_at):
+            continue
+        found = by_reference.get(event["customer_id"])
+        customer = (
+            None if found is None else CustomerFacts(found["attributes"], found["country"], tuple(found["segments"]))
+        )
+        (matches,) = evaluate(specs, [(event["type"], event["data"])], facts=[EventFacts(moment, customer)])
+        for match in matches:
+            for action in match.actions:
+                if not action.issues and action.error_code is None:
+                    continue
+                who, code, amount = event["customer_id"], action.error_code, action.amount_minor
+                if action.beneficiary is not None:
+                    named = by_reference.get(action.beneficiary)
+                    who = action.beneficiary if named is None else named["id"]
+                    code = "beneficiary_not_found" if named is None else None
+                status = "failed"
+                if code is None and (ceiling is None or outstanding + amount <= ceiling):
+                    outstanding, status = outstanding + amount, "issued"
+                elif code is None:
+                    code = "asset_supply_exhausted"
+                rows.append(
+                    (event["external_event_id"], int(match.rule_id), action.action_index, amount, status, code, who)
+                )
+    return rows
+
+
+@settings(
+    max_examples=int(os.environ.get("REPLAY_FACTS_EXAMPLES", "12")),  # more when run by hand
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data())
+def test_replay_agrees_with_the_rule_evaluation_on_time_customers_and_windows(data: st.DataObject, spark: Any) -> None:
+    """Time fields in a few timezones (over days, across a DST change), windows, customer attributes, country
+    and segments from a customers table in three shapes, beneficiaries: DuckDB (both inputs) and Spark (one)
+    give the rows of the live rule evaluation with each event's facts."""
+    definition = data.draw(programmes_st(FACT_FIELDS, facts=True), label="programme")
+    stream = data.draw(streams_st(definition, spread=24 * 40), label="events")
+    rows = data.draw(customer_tables_st(), label="customers")
+    for event in stream:
+        event["customer_id"] = data.draw(st.sampled_from(["alice", "bob", "carol", "c2", "c4", "nobody"]))
+        if isinstance(event["data"].get("ref"), str) and event["data"]["ref"].startswith("@id:"):
+            event["data"]["ref"] = "c3"
+    opening = data.draw(st.sampled_from([0, 1]), label="opening")
+    expected = _expected(definition, stream, rows, opening)
+    shape = data.draw(st.sampled_from(["json", "columns", "struct"]), label="customers' shape")
+    table = _customers_input(rows, shape)
+    as_object = pd.DataFrame(stream)
+    assert _replayed(as_object, definition, opening, table) == expected
+    columns = _as_columns(stream)
+    assert _replayed(columns, definition, opening, table) == expected
+    if data.draw(st.booleans(), label="on Spark too"):
+        spark_input = as_object if data.draw(st.booleans(), label="spark reads the data column") else columns
+        assert _spark_replayed(spark_input, definition, opening, spark, table) == expected
 
 
 def test_the_strategies_reach_the_interesting_cases(tmp_path: Path, spark: Any) -> None:

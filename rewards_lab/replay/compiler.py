@@ -457,7 +457,8 @@ class CompiledRule:
         """The action's amount when the rule applies, else 0 (the stored form's column)."""
         amount = self.parts[action].slot(self.where)
         recipient = self.recipient(action)
-        return amount if recipient is None or isinstance(amount, exp.Literal) else recipient.amount(amount)
+        nothing = isinstance(amount, exp.Literal) and amount.this == "0"
+        return amount if recipient is None or nothing else recipient.amount(amount)
 
     def candidate(self, action: int) -> exp.Expr:
         """The action's amount for rows where the rule applies (`where` filters them): 0 or NULL when nothing."""

@@ -12,12 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.conditions import ATTRIBUTES_PREFIX
-from rewards_lab.replay.customers import FOUND, ROLES, customers_arrow
+from rewards_lab.replay.customers import FOUND, ROLES, customers_arrow, open_customers
 from rewards_lab.replay.fallback import FactsReader, Reading
 from rewards_lab.replay.spark_inputs import spark_identifier, spark_typed
 from rewards_lab.replay.sql_values import SPARK, FieldSource, call, string
@@ -39,6 +42,7 @@ class SparkCustomerTable:
     types: dict[str, DataType]
     text_columns: frozenset[str]  # columns of JSON text (a pandas frame's objects) or CSV cells: read in Python
     csv: bool
+    local: pa.Table | None  # the table as read on the driver (its lookup is built there, by DuckDB)
     wanted: dict[str, str] = field(default_factory=dict)  # attribute read -> its lookup column
     lookup: DataFrame | None = None
 
@@ -115,10 +119,15 @@ class SparkCustomerTable:
         return any(self._reading(attribute) == "document" for attribute in self.wanted)
 
     def build(self, facts: bool) -> DataFrame:
-        """The lookup: one row per reference (every customer under its id and its external_id)."""
+        """The lookup: one row per reference (every customer under its id and its external_id). A table read on
+        the driver has its lookup built there (by the DuckDB engine's SQL): a local relation, which Spark sends
+        to every executor without a job; a DataFrame's is built by Spark, once."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
+        if self.local is not None:
+            self.lookup = F.broadcast(self._local_lookup(facts))
+            return self.lookup
         columns = [F.col("id").cast("string").alias(FOUND)]
         if facts:
             if "country" in self.types:
@@ -136,8 +145,24 @@ class SparkCustomerTable:
                 named.select(F.col("external_id").cast("string").alias("__ref"), F.lit(1).alias("__pri"), *columns)
             )
         first = Window.partitionBy("__ref").orderBy("__pri", FOUND)
-        self.lookup = rows.withColumn("__rank", F.row_number().over(first)).where("__rank = 1").drop("__rank", "__pri")
+        lookup = rows.withColumn("__rank", F.row_number().over(first)).where("__rank = 1").drop("__rank", "__pri")
+        _check_unique(self.frame)
+        self.lookup = lookup.localCheckpoint(eager=True)  # computed once, not once per join
         return self.lookup
+
+    def _local_lookup(self, facts: bool) -> DataFrame:
+        """The lookup of a table read on the driver, built by rewards_lab.replay.customers (DuckDB)."""
+        assert self.local is not None
+        con = duckdb.connect()
+        try:
+            table = open_customers(con, self.local, "__spark")
+            table.wanted = dict(self.wanted)
+            table.build(facts)
+            wanted = ["__ref", *(self.columns if facts else [FOUND])]
+            arrow = con.sql(f"SELECT {', '.join(wanted)} FROM {table.lookup}").to_arrow_table()
+        finally:
+            con.close()
+        return self.frame.sparkSession.createDataFrame(arrow)
 
     @property
     def columns(self) -> list[str]:
@@ -163,10 +188,9 @@ def open_spark_customers(spark: SparkSession, customers: Any) -> SparkCustomerTa
     """The customers as a DataFrame: a Spark DataFrame as it is, a Parquet path read by Spark, any other shape
     read on the driver (rewards_lab.replay.customers.customers_arrow)."""
     from pyspark.sql import DataFrame
-    from pyspark.sql import functions as F
 
     text_columns: frozenset[str] = frozenset()
-    csv = False
+    csv, local = False, None
     if isinstance(customers, DataFrame):
         frame = customers
     elif isinstance(customers, str | Path) and Path(customers).suffix.lower() == ".parquet":
@@ -175,16 +199,28 @@ def open_spark_customers(spark: SparkSession, customers: Any) -> SparkCustomerTa
         frame = spark.read.parquet(str(customers))
     else:
         table, csv = customers_arrow(customers)
+        if "id" in table.column_names:
+            ids = table.column("id").drop_null()
+            if len(ids) != len(pc.unique(ids)):  # checked here, on the driver, without a Spark job
+                counts = pc.value_counts(ids)
+                twice = next(item["values"] for item in counts.to_pylist() if item["counts"] > 1)
+                raise _refuse(f"the id {twice!r} appears on more than one row")
         metadata = table.schema.metadata or {}
         marked = metadata.get(b"replay_json_columns")
         text_columns = frozenset(jsonutil.loads(marked)) if marked is not None else frozenset()
         if csv:
             text_columns = frozenset(table.column_names)
-        frame = spark.createDataFrame(table.replace_schema_metadata(None))
+        frame, local = spark.createDataFrame(table.replace_schema_metadata(None)), table
     types = {f.name: f.dataType for f in frame.schema.fields}
     if "id" not in types:
         raise ServiceError("field_required", "customers need an id column", field="customers.id")
+    return SparkCustomerTable(frame, types, text_columns, csv, local)
+
+
+def _check_unique(frame: DataFrame) -> None:
+    """Refuse a table naming one id twice (a Spark job: run only when the table is used)."""
+    from pyspark.sql import functions as F
+
     twice = frame.where(F.col("id").isNotNull()).groupBy("id").count().where("count > 1").limit(1).collect()
     if twice:
         raise _refuse(f"the id {twice[0]['id']!r} appears on more than one row")
-    return SparkCustomerTable(frame, types, text_columns, csv)
