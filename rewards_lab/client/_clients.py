@@ -109,6 +109,7 @@ class _Operations:
     update_rule = _Operation(ops.update_rule)
     delete_rule = _Operation(ops.delete_rule)
     simulate_rule = _Operation(ops.simulate_rule)
+    simulate_programme = _Operation(ops.simulate_programme)
     submit_event = _Operation(ops.submit_event)
     get_event = _Operation(ops.get_event)
     list_events = _Operation(ops.list_events)

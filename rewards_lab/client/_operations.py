@@ -317,11 +317,16 @@ def create_rule(
     actions: Sequence[Json],
     *,
     conditions: Sequence[Json] | None = None,
+    priority: int | None = None,
+    stop_processing: bool | None = None,
     idempotency_key: str | None = None,
 ) -> Call[r.Rule]:
+    """`priority` (lower applies first) and `stop_processing` are sent only when given (the service defaults
+    them to 0 and false)."""
     body: Json = {"program_id": program_id, "event_type": event_type, "actions": list(actions)}
     if conditions is not None:
         body["conditions"] = list(conditions)
+    body.update(_without_none(priority=priority, stop_processing=stop_processing))
     return _write("create_rule", _model(r.Rule), body=body, key=idempotency_key)
 
 
@@ -335,12 +340,16 @@ def update_rule(
     event_type: str | None = None,
     conditions: Sequence[Json] | None = None,
     actions: Sequence[Json] | None = None,
+    priority: int | None = None,
+    stop_processing: bool | None = None,
     idempotency_key: str | None = None,
 ) -> Call[r.Rule]:
     body = _without_none(
         event_type=event_type,
         conditions=list(conditions) if conditions is not None else None,
         actions=list(actions) if actions is not None else None,
+        priority=priority,
+        stop_processing=stop_processing,
     )
     return _write("update_rule", _model(r.Rule), rule_id, body=body, key=idempotency_key)
 
@@ -349,9 +358,32 @@ def delete_rule(rule_id: str, *, idempotency_key: str | None = None) -> Call[Any
     return _write("delete_rule", _raw, rule_id, key=idempotency_key)
 
 
-def simulate_rule(rule_id: str, event: Json) -> Call[r.Simulation]:
-    """Writes nothing on the service, so it is safe to resend and carries no Idempotency-Key (the seed's rule)."""
-    return _call("simulate_rule", _model(r.Simulation), rule_id, body={"event": event}, resendable=True)
+def _simulation_body(event: Json, occurred_at: str | None, customer_id: str | None) -> Json:
+    return {"event": event, **_without_none(occurred_at=occurred_at, customer_id=customer_id)}
+
+
+def simulate_rule(
+    rule_id: str, event: Json, *, occurred_at: str | None = None, customer_id: str | None = None
+) -> Call[r.Simulation]:
+    """Writes nothing on the service, so it is safe to resend and carries no Idempotency-Key (the seed's rule).
+    `occurred_at` and `customer_id` give the time and the customer the rules read (`occurred_at.*`, `customer.*`)."""
+    body = _simulation_body(event, occurred_at, customer_id)
+    return _call("simulate_rule", _model(r.Simulation), rule_id, body=body, resendable=True)
+
+
+def simulate_programme(
+    program_id: str,
+    event: Json,
+    *,
+    version: int | str | None = None,
+    occurred_at: str | None = None,
+    customer_id: str | None = None,
+) -> Call[r.Simulation]:
+    """Every rule of a version (`draft` by default, `live` or a number) against one event, in the order they
+    apply, with the reasons. Writes nothing."""
+    body = _simulation_body(event, occurred_at, customer_id)
+    params = _without_none(version=None if version is None else str(version))
+    return _call("simulate_programme", _model(r.Simulation), program_id, body=body, params=params, resendable=True)
 
 
 # events and executions

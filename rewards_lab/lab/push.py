@@ -21,6 +21,7 @@ from rewards_lab.client import RewardsClient
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition
+from rewards_lab.contract.rule_requests import condition_payload
 
 StepKind = Literal["create_asset", "activate_asset", "create_programme", "remove_rule", "add_rule", "publish"]
 MAX_APPLY_ROUNDS = 3
@@ -126,8 +127,14 @@ def live_fingerprint(rule: r.Rule, asset_id: str) -> str:
     as_file = FileRule.model_validate(
         {
             "event_type": rule.event_type,
-            "conditions": [condition.model_dump(mode="json") for condition in rule.conditions],
-            "actions": [{"type": a.type, "amount": a.amount.model_dump(mode="json")} for a in rule.actions],
+            "conditions": [condition_payload(condition) for condition in rule.conditions],
+            "actions": [
+                {"type": a.type, "amount": a.amount.model_dump(mode="json")}
+                | ({"beneficiary": a.beneficiary.model_dump(mode="json")} if a.beneficiary else {})
+                for a in rule.actions
+            ],
+            "priority": rule.priority,
+            "stop_processing": rule.stop_processing,
         }
     )
     return as_file.fingerprint() + (f"+foreign:{','.join(map(str, foreign))}" if foreign else "")
@@ -312,7 +319,13 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
                 plan, "rule.create", programme.id, draft_id, step.rule.fingerprint(), step.occurrence, round_number
             )
             rule = client.create_rule(
-                programme.id, step.rule.event_type, actions, conditions=conditions, idempotency_key=key
+                programme.id,
+                step.rule.event_type,
+                actions,
+                conditions=conditions,
+                priority=step.rule.priority or None,
+                stop_processing=step.rule.stop_processing or None,
+                idempotency_key=key,
             )
             done.append({"kind": step.kind, "id": rule.id})
         else:
