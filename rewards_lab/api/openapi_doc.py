@@ -206,6 +206,9 @@ REFUSED_BEYOND_SCHEMA: dict[str, tuple[str, ...]] = {
         "conditions[].value",  # rates and thresholds: at most 10 decimal places and 15 significant digits
         "actions[].amount.rate",
         "Authorization",  # POST /auth/logout ends a session, and is refused to an API key
+        "timezone",  # a zone name this system's zoneinfo knows (the list varies with the tz database)
+        "ends_at",  # after starts_at, which a PATCH may leave to the draft's
+        "version",  # a path segment: a published version's number or `live`, never `draft`
     ),
 }
 

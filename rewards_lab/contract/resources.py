@@ -66,6 +66,10 @@ class ProgrammeVersion(Resource):
     based_on: int | None
     published_at: datetime | None
     rules: list[Rule]
+    # The version's schedule: events whose time t (occurred_at, else receipt) has starts_at <= t < ends_at.
+    timezone: str = "UTC"
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
 
 
 class Programme(Resource):
@@ -76,6 +80,11 @@ class Programme(Resource):
     current_version: int | None  # the number of the live (latest published) version
     draft_version_id: str
     created_at: datetime
+    status: Literal["active", "inactive"] = "active"  # an inactive programme rewards nothing
+    # The DRAFT version's schedule (what the next publication freezes); each version shows its own.
+    timezone: str = "UTC"
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
 
 
 class PublishResult(Resource):

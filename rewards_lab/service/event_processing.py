@@ -26,6 +26,7 @@ from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.posting_policy import PostingRequest
 from rewards_lab.domain.rule_evaluation import RuleMatch, evaluate
 from rewards_lab.domain.rules import ActionOutcome, RuleSpec
+from rewards_lab.domain.schedule import epoch_us, within_window
 from rewards_lab.service import presenters
 from rewards_lab.service.ledger import apply_postings
 from rewards_lab.service.notifications import outbox_messages
@@ -74,13 +75,17 @@ class _Planned:
 
 @dataclass(frozen=True, slots=True)
 class VersionMeta:
-    """What an execution records of the programme version whose rule it ran."""
+    """What an execution records of the programme version whose rule it ran, and the version's schedule: its
+    IANA timezone and the window of event times it rewards (epoch microseconds, UTC; None: unbounded)."""
 
     version_id: str
     program_id: str
     number: int
     asset_id: str
     published: bool
+    timezone: str = "UTC"
+    starts_at_us: int | None = None
+    ends_at_us: int | None = None
 
 
 @dataclass(slots=True)
@@ -120,6 +125,14 @@ class _RuleBook:
                     by_type[spec.event_type].append(row.id)
         return by_type
 
+    def in_window(self, version_ids: list[str], event: PendingEvent) -> list[str]:
+        """Those of these loaded versions whose window holds the event's time (starts_at <= t < ends_at)."""
+        return [
+            v
+            for v in version_ids
+            if within_window(event.event_time_us, self.meta[v].starts_at_us, self.meta[v].ends_at_us)
+        ]
+
     def load(self, version_ids: list[str]) -> None:
         published = self._published()
         for version_id in version_ids:
@@ -141,6 +154,9 @@ class _RuleBook:
                 version.number,
                 programme.asset_id,
                 version.status != "draft",
+                version.timezone,
+                None if version.starts_at is None else epoch_us(version.starts_at),
+                None if version.ends_at is None else epoch_us(version.ends_at),
             )
             own = [row for row in rows if row.version_id == version_id]
             self.meta[version_id] = meta
@@ -240,7 +256,8 @@ def _process_scope(
     for event, known in zip(events, recorded, strict=True):
         if known is not None:
             book.load(known)
-        plans.append(_EventPlan(event, known if known is not None else list(live.get(event.type, []))))
+        # A replay keeps the versions first recorded; a first attempt takes the live ones whose window holds it.
+        plans.append(_EventPlan(event, known if known is not None else book.in_window(live.get(event.type, []), event)))
     if sink is not None:
         sink.append(plans)
 
@@ -432,8 +449,11 @@ def _mark_broken(database: Database, scope: Scope, event_id: str, versions: list
             row = uow.events.get(scope, event_id)
             if row is None or row.status != "received":
                 return  # settled meanwhile by someone else: nothing to mark
-            if versions is None:
-                versions = _RuleBook(uow, scope).live_versions([row.type]).get(row.type, [])
+            if versions is None:  # resolved as a first attempt would: live versions whose window holds it
+                pending = uow.events.to_process(scope, event_id)
+                assert pending is not None
+                book = _RuleBook(uow, scope)
+                versions = book.in_window(book.live_versions([row.type]).get(row.type, []), pending)
             recorded = None if not versions else jsonutil.dumps(versions)
             uow.events.mark_many(scope, [_broken(event_id, recorded)])
         return
