@@ -209,6 +209,9 @@ REFUSED_BEYOND_SCHEMA: dict[str, tuple[str, ...]] = {
         "attributes",  # a customer's attributes: their stored size, and their count after a PATCH's merge
         "attributes.*",  # an attribute number's decimal places and significant digits (contract/attributes.py)
         "Authorization",  # POST /auth/logout ends a session, and is refused to an API key
+        "timezone",  # a zone name this system's zoneinfo knows (the list varies with the tz database)
+        "ends_at",  # after starts_at, which a PATCH may leave to the draft's
+        "version",  # a path segment: a published version's number or `live`, never `draft`
     ),
 }
 

@@ -103,6 +103,25 @@ def _customer_edits(args: argparse.Namespace) -> dict[str, Any]:
     return edits
 
 
+SCHEDULE = (
+    _a("--timezone", help="IANA timezone of the draft, e.g. Europe/London"),
+    _a("--starts-at", help="first rewarded event time, RFC 3339 with an offset"),
+    _a("--ends-at", help="end of the window (exclusive), RFC 3339 with an offset"),
+)
+
+
+def _programme_update(args: argparse.Namespace) -> dict[str, Any]:
+    """The fields `programmes update` sends: those given; a cleared bound as None (sent as null)."""
+    fields: dict[str, Any] = {
+        name: getattr(args, name) for name in ("name", "description", "timezone", "starts_at", "ends_at")
+    }
+    fields = {name: value for name, value in fields.items() if value is not None}
+    for bound in ("starts_at", "ends_at"):
+        if getattr(args, f"clear_{bound}"):
+            fields[bound] = None
+    return fields
+
+
 def _password() -> str:
     return os.environ.get("REWARDS_PASSWORD") or getpass.getpass("Password: ")
 
@@ -303,12 +322,54 @@ COMMANDS: tuple[Command, ...] = (
         "create",
         "create_programme",
         "create a reward programme",
-        (_a("--name", required=True), _a("--asset-id", required=True), _a("--description")),
+        (
+            _a("--name", required=True),
+            _a("--asset-id", required=True),
+            _a("--description"),
+            *SCHEDULE,
+        ),
         lambda c, a: c.create_programme(
-            a.name, a.asset_id, description=a.description, idempotency_key=a.idempotency_key
+            a.name,
+            a.asset_id,
+            description=a.description,
+            timezone=a.timezone,
+            starts_at=a.starts_at,
+            ends_at=a.ends_at,
+            idempotency_key=a.idempotency_key,
         ),
     ),
     Command("programmes", "get", "get_programme", "read a programme", (ID,), lambda c, a: c.get_programme(a.id)),
+    Command(
+        "programmes",
+        "update",
+        "update_programme",
+        "edit a programme and its draft's schedule",
+        (
+            ID,
+            _a("--name"),
+            _a("--description"),
+            *SCHEDULE,
+            _a("--clear-starts-at", action="store_true", help="remove the draft's start bound"),
+            _a("--clear-ends-at", action="store_true", help="remove the draft's end bound"),
+        ),
+        lambda c, a: c.update_programme(a.id, **_programme_update(a), idempotency_key=a.idempotency_key),
+    ),
+    Command(
+        "programmes",
+        "deactivate",
+        "deactivate_programme",
+        "stop a programme rewarding events",
+        (ID,),
+        lambda c, a: c.deactivate_programme(a.id, idempotency_key=a.idempotency_key),
+    ),
+    Command(
+        "programmes",
+        "activate",
+        "activate_programme",
+        "let a deactivated programme reward events again",
+        (ID,),
+        lambda c, a: c.activate_programme(a.id, idempotency_key=a.idempotency_key),
+    ),
     Command(
         "programmes",
         "list",
@@ -332,6 +393,14 @@ COMMANDS: tuple[Command, ...] = (
         "publish the draft version",
         (ID,),
         lambda c, a: c.publish(a.id, idempotency_key=a.idempotency_key),
+    ),
+    Command(
+        "programmes",
+        "restore",
+        "restore_version",
+        "make the draft a copy of a published version (publish it to roll back)",
+        (ID, _a("--version", required=True, help="the published version's number, or live")),
+        lambda c, a: c.restore_version(a.id, a.version, idempotency_key=a.idempotency_key),
     ),
     Command(
         "rules",

@@ -281,9 +281,24 @@ def get_transaction(transaction_id: str) -> Call[r.LedgerTransaction]:
 
 # programmes, versions, rules
 def create_programme(
-    name: str, asset_id: str, *, description: str | None = None, idempotency_key: str | None = None
+    name: str,
+    asset_id: str,
+    *,
+    description: str | None = None,
+    timezone: str | None = None,
+    starts_at: str | None = None,
+    ends_at: str | None = None,
+    idempotency_key: str | None = None,
 ) -> Call[r.Programme]:
-    body = _without_none(name=name, asset_id=asset_id, description=description)
+    """`timezone` (IANA), `starts_at` and `ends_at` (RFC 3339 with an offset) set the first draft's schedule."""
+    body = _without_none(
+        name=name,
+        asset_id=asset_id,
+        description=description,
+        timezone=timezone,
+        starts_at=starts_at,
+        ends_at=ends_at,
+    )
     return _write("create_programme", _model(r.Programme), body=body, key=idempotency_key)
 
 
@@ -295,6 +310,42 @@ def list_programmes(
     *, asset_id: str | None = None, limit: int | None = None, cursor: str | None = None
 ) -> Call[Page[r.Programme]]:
     return _list("list_programmes", _model(r.Programme), limit, cursor, asset_id=asset_id)
+
+
+_UNCHANGED: Any = object()  # a field update_programme leaves out of the body (None sends null: clears it)
+
+
+def update_programme(
+    program_id: str,
+    *,
+    name: str | None = None,
+    description: str | None = _UNCHANGED,
+    timezone: str | None = _UNCHANGED,
+    starts_at: str | None = _UNCHANGED,
+    ends_at: str | None = _UNCHANGED,
+    idempotency_key: str | None = None,
+) -> Call[r.Programme]:
+    """Edit the programme and its draft's schedule. Only the fields given are sent; None sends null, which
+    clears a bound or the description (timezone: back to UTC)."""
+    body: Json = _without_none(name=name)
+    fields = {"description": description, "timezone": timezone, "starts_at": starts_at, "ends_at": ends_at}
+    body |= {field: value for field, value in fields.items() if value is not _UNCHANGED}
+    return _write("update_programme", _model(r.Programme), program_id, body=body, key=idempotency_key)
+
+
+def deactivate_programme(program_id: str, *, idempotency_key: str | None = None) -> Call[r.Programme]:
+    return _write("deactivate_programme", _model(r.Programme), program_id, key=idempotency_key)
+
+
+def activate_programme(program_id: str, *, idempotency_key: str | None = None) -> Call[r.Programme]:
+    return _write("activate_programme", _model(r.Programme), program_id, key=idempotency_key)
+
+
+def restore_version(
+    program_id: str, version: int | str, *, idempotency_key: str | None = None
+) -> Call[r.ProgrammeVersion]:
+    """Make the draft a copy of published version `version` (a number, or "live"); publish to make it live."""
+    return _write("restore_version", _model(r.ProgrammeVersion), program_id, str(version), key=idempotency_key)
 
 
 def _versions(data: Any) -> list[r.ProgrammeVersion]:

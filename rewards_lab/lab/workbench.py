@@ -10,6 +10,7 @@ engine: every write is a service call and every verdict comes from `domain.rules
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,8 +34,7 @@ from rewards_lab.contract.programme_file import (
 from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.domain.conditions import describe_node
-from rewards_lab.domain.rule_evaluation import evaluate
+from rewards_lab.domain.conditions import EventFacts, describe_node
 from rewards_lab.domain.rules import condition_node
 from rewards_lab.lab.event_rows import EventRow, event_rows
 from rewards_lab.replay.engine import ReplayResult
@@ -364,11 +364,21 @@ class LabProgramme:
 
     # simulation ---------------------------------------------------------------------------------------------
     def simulate(
-        self, event: Mapping[str, Any], *, version: Version = None, rule: int | str | None = None
+        self,
+        event: Mapping[str, Any],
+        *,
+        version: Version = None,
+        rule: int | str | None = None,
+        occurred_at: datetime | str | None = None,
+        customer_id: str | None = None,
     ) -> r.Simulation:
         """The service's simulation of one event (`{"type": ..., <data fields>}`): every rule of a version, or
-        one draft rule (by position or id), with the outcome of every condition and action and its reason."""
-        body = validate(rq.SimulationRequest, {"event": dict(event)})
+        one draft rule (by position or id), with the outcome of every condition and action and its reason.
+        `occurred_at` and `customer_id` give the time and the customer the rules read (now and none by default)."""
+        facts = {"occurred_at": occurred_at, "customer_id": customer_id}
+        body = validate(
+            rq.SimulationRequest, {"event": dict(event), **{k: v for k, v in facts.items() if v is not None}}
+        )
         if rule is not None:
             return simulation.simulate_rule(self._db, self._scope, self.rule_id(rule), body)
         return simulation.simulate_programme(self._db, self._scope, self.id, body, version)
@@ -377,7 +387,7 @@ class LabProgramme:
         """A table of events (DataFrame, Arrow table or list of dicts with `type` and data fields or a `data`
         column) through a version or one rule: one row per event and rule with matched, amount and reasons.
         The rules are compiled once; each event is evaluated by the engine's own rule evaluation."""
-        specs, number = simulation.version_rules(self._db, self._scope, self.id, version)
+        specs, number, schedule = simulation.version_rules(self._db, self._scope, self.id, version)
         indices = list(range(len(specs)))
         if rule is not None:
             wanted = self.rule_id(rule)
@@ -387,10 +397,12 @@ class LabProgramme:
         chosen = [specs[i] for i in indices]
         rows: list[dict[str, Any]] = []
         items = list(event_rows(events))
-        explained = evaluate(chosen, [(item.type, item.data) for item in items], explain=True)
-        for position, (item, verdicts) in enumerate(zip(items, explained, strict=True)):
-            outcome = simulation.outcome(verdicts, item.type, self.id, number)
-            rows += _outcome_rows(position, item, outcome, indices)
+        index_of = {specs[i].rule_id: i for i in indices}
+        for position, item in enumerate(items):
+            facts = EventFacts(item.occurred_at)  # no customer: the table names customers, not their attributes
+            verdicts, window = simulation.explain_event(chosen, item.type, item.data, facts, schedule)
+            outcome = simulation.outcome(verdicts, item.type, self.id, number, window)
+            rows += _outcome_rows(position, item, outcome, [index_of[rule.rule_id] for rule in outcome.rules])
         return pd.DataFrame(rows, columns=SIMULATION_COLUMNS)
 
     # replay -----------------------------------------------------------------------------------------------
