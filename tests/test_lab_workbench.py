@@ -120,3 +120,13 @@ def test_a_data_column_holds_the_event_data() -> None:
     table = spring.simulate_table(events, rule=0)
     assert list(table["amount"]) == [Decimal("5.00"), Decimal("0")]
     assert "not a number" in table["reasons"].iloc[1]
+
+
+def test_priority_stop_processing_and_beneficiaries_survive_load_and_export(tmp_path: Path) -> None:
+    path = PROGRAMMES / "refer_a_friend.json"
+    referral = Lab().load(path)
+    assert referral.definition() == load_programme(path)
+    assert load_programme(referral.export(tmp_path / "out.json")) == load_programme(path)
+    table = referral.simulate_table([{"type": "customer.signed_up", "referrer_id": "cust_1"}])
+    assert list(table["matched"]) == [True, False]  # the referral rule stops the welcome rule
+    assert "rule" in table["reasons"].iloc[1] and "stops processing" in table["reasons"].iloc[1]

@@ -46,7 +46,10 @@ if TYPE_CHECKING:
     from rewards_lab.replay.spark_engine import SparkReplayResult
 
 Version = int | str | None  # a version number, "draft", "live", or None (the draft)
-ConditionLike = Mapping[str, Any] | Sequence[Any]  # {"field":..., "operator":..., "value":...} or (f, op, v)
+# A leaf {"field":..., "operator":..., "value":...} or (field, operator, value) or (field, "exists"); or a group
+# {"any": [...]}, {"all": [...]}, {"not": ...} whose parts take any of these forms, at any depth.
+ConditionLike = Mapping[str, Any] | Sequence[Any]
+GROUP_KINDS = ("any", "all", "not")
 SIMULATION_COLUMNS = [
     "event",
     "external_event_id",
@@ -57,22 +60,74 @@ SIMULATION_COLUMNS = [
     "amount",
     "reasons",
 ]
+RULES_TABLE_COLUMNS = ["rule", "event_type", "priority", "stop_processing", "when", "issue"]
 
 
-def _condition(condition: ConditionLike) -> dict[str, Any]:
+def _group_kind(condition: Mapping[str, Any]) -> str | None:
+    """The group a dict spells (as the contract tells them apart: a group key and no `field`), else None."""
+    if "field" in condition:
+        return None
+    return next((kind for kind in GROUP_KINDS if kind in condition), None)
+
+
+def _condition(condition: ConditionLike, where: str = "conditions[0]") -> Any:
+    """A condition as the contract reads it: tuples become leaf dicts, groups are rebuilt part by part. Shapes
+    this cannot read are passed on as they are, so the contract refuses them naming their field."""
     if isinstance(condition, Mapping):
-        return dict(condition)
-    field, operator, value = condition
-    return {"field": field, "operator": operator, "value": value}
+        kind = _group_kind(condition)
+        if kind is None:
+            return dict(condition)
+        parts = condition[kind]
+        body = dict(condition)
+        if kind == "not" and isinstance(parts, Mapping | list | tuple):
+            body["not"] = _condition(parts, f"{where}.not")
+        elif kind != "not" and isinstance(parts, list | tuple):
+            body[kind] = [_condition(part, f"{where}.{kind}[{i}]") for i, part in enumerate(parts)]
+        return body
+    if not isinstance(condition, list | tuple) or not condition or not isinstance(condition[0], str):
+        return condition
+    if len(condition) == 3:
+        field, operator, value = condition
+        return {"field": field, "operator": operator, "value": value}
+    if len(condition) == 2:
+        field, operator = condition
+        return {"field": field, "operator": operator}
+    message = "a condition tuple is (field, operator, value), or (field, operator) for exists and not_exists"
+    raise ServiceError("field_invalid", message, field=where)
 
 
-def _actions(amount: Mapping[str, Any] | None, actions: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+def _conditions(conditions: Iterable[ConditionLike]) -> list[Any]:
+    return [_condition(c, f"conditions[{i}]") for i, c in enumerate(conditions)]
+
+
+def _actions(
+    amount: Mapping[str, Any] | None,
+    actions: Sequence[Mapping[str, Any]] | None,
+    beneficiary: str | None = None,
+) -> list[dict[str, Any]]:
     if (amount is None) == (actions is None):
         raise ServiceError("field_required", "give either amount or actions", field="actions")
     if actions is not None:
+        if beneficiary is not None:
+            message = "beneficiary goes with amount; with actions, give each action its beneficiary"
+            raise ServiceError("field_invalid", message, field="beneficiary")
         return [dict(action) for action in actions]
     assert amount is not None
-    return [{"type": "issue", "amount": dict(amount)}]
+    action: dict[str, Any] = {"type": "issue", "amount": dict(amount)}
+    if beneficiary is not None:
+        action["beneficiary"] = {"field": beneficiary}
+    return [action]
+
+
+def _rule_flags(priority: int | None, stop_processing: bool | None) -> dict[str, Any]:
+    """Priority and stop_processing as a body gives them: only those given (absent keeps the default or the
+    rule's current value)."""
+    flags: dict[str, Any] = {}
+    if priority is not None:
+        flags["priority"] = priority
+    if stop_processing is not None:
+        flags["stop_processing"] = stop_processing
+    return flags
 
 
 def describe_conditions(rule: r.Rule) -> str:
@@ -80,16 +135,23 @@ def describe_conditions(rule: r.Rule) -> str:
     return " and ".join(describe_node(node) for node in nodes) or "always"
 
 
+def describe_amount(action: rq.Action) -> str:
+    """One action's amount, and who receives it when that is not the event's customer: `10.00 to referrer_id`."""
+    amount = action.amount
+    text = amount.fixed if isinstance(amount, rq.FixedAmount) else f"{amount.per} x {amount.rate}"
+    return text if action.beneficiary is None else f"{text} to {action.beneficiary.field}"
+
+
 def describe_amounts(rule: r.Rule) -> str:
-    return ", ".join(
-        a.amount.fixed if isinstance(a.amount, rq.FixedAmount) else f"{a.amount.per} x {a.amount.rate}"
-        for a in rule.actions
-    )
+    return ", ".join(describe_amount(action) for action in rule.actions)
 
 
 def describe_rule(rule: r.Rule) -> str:
-    """One line: `order.completed when amount gte 20: issue amount x 0.05`."""
-    return f"{rule.event_type} when {describe_conditions(rule)}: issue {describe_amounts(rule)}"
+    """One line: `order.completed when amount >= 20: issue amount x 0.05`, then the priority and stop_processing
+    when they are not the defaults: `[priority 5, stops]`."""
+    flags = ([f"priority {rule.priority}"] if rule.priority else []) + (["stops"] if rule.stop_processing else [])
+    suffix = f" [{', '.join(flags)}]" if flags else ""
+    return f"{rule.event_type} when {describe_conditions(rule)}: issue {describe_amounts(rule)}{suffix}"
 
 
 class Lab:
@@ -135,8 +197,13 @@ class Lab:
         created = programmes.create_programme(self.database, self.scope, validate(rq.ProgrammeCreate, body))
         programme = LabProgramme(self, created.id)
         for rule in definition.rules:
+            payload = rule.payload()
             programme.add_rule(
-                rule.event_type, conditions=rule.payload()["conditions"], actions=rule.payload()["actions"]
+                rule.event_type,
+                conditions=payload["conditions"],
+                actions=payload["actions"],
+                priority=rule.priority,
+                stop_processing=rule.stop_processing,
             )
         return programme
 
@@ -247,17 +314,20 @@ class LabProgramme:
         return programmes.get_version(self._db, self._scope, self.id, version).rules
 
     def rules_table(self, version: Version = None) -> pd.DataFrame:
-        """The rules of a version as a readable table: position, event type, conditions, amount."""
+        """The rules of a version as a readable table: position, event type, priority, stop_processing,
+        conditions (`amount >= 20 and any(...)`) and amounts (with their beneficiaries: `10.00 to referrer_id`)."""
         rows = [
             {
                 "rule": i,
                 "event_type": rule.event_type,
+                "priority": rule.priority,
+                "stop_processing": rule.stop_processing,
                 "when": describe_conditions(rule),
                 "issue": describe_amounts(rule),
             }
             for i, rule in enumerate(self.rules(version))
         ]
-        return pd.DataFrame(rows, columns=["rule", "event_type", "when", "issue"]).set_index("rule")
+        return pd.DataFrame(rows, columns=RULES_TABLE_COLUMNS).set_index("rule")
 
     def rule_id(self, rule: int | str) -> str:
         """A draft rule by position or by id."""
@@ -275,14 +345,22 @@ class LabProgramme:
         conditions: Iterable[ConditionLike] = (),
         amount: Mapping[str, Any] | None = None,
         actions: Sequence[Mapping[str, Any]] | None = None,
+        beneficiary: str | None = None,
+        priority: int | None = None,
+        stop_processing: bool | None = None,
     ) -> r.Rule:
-        """Add a rule to the draft: `amount={"fixed": "2.50"}` or `{"per": "amount", "rate": 0.05}`, or `actions`.
-        Validation errors are the contract's (`ServiceError` with `details.field`)."""
+        """Add a rule to the draft: `amount={"fixed": "2.50"}` or `{"per": "amount", "rate": 0.05}` (with
+        `beneficiary="referrer_id"` to reward the customer that event field names), or `actions`. Conditions are
+        dicts or tuples, `("amount", "gte", 20)`, `("vip", "exists")`, or groups of them:
+        `{"any": [...]}`, `{"all": [...]}`, `{"not": ...}`. `priority` (lower applies first) and
+        `stop_processing` default to 0 and False. Validation errors are the contract's (`ServiceError` with
+        `details.field`, e.g. `conditions[1].any[0].value`)."""
         body = {
             "program_id": self.id,
             "event_type": event_type,
-            "conditions": [_condition(c) for c in conditions],
-            "actions": _actions(amount, actions),
+            "conditions": _conditions(conditions),
+            "actions": _actions(amount, actions, beneficiary),
+            **_rule_flags(priority, stop_processing),
         }
         return programmes.create_rule(self._db, self._scope, validate(rq.RuleCreate, body))
 
@@ -294,14 +372,19 @@ class LabProgramme:
         conditions: Iterable[ConditionLike] | None = None,
         amount: Mapping[str, Any] | None = None,
         actions: Sequence[Mapping[str, Any]] | None = None,
+        beneficiary: str | None = None,
+        priority: int | None = None,
+        stop_processing: bool | None = None,
     ) -> r.Rule:
+        """Edit a draft rule (by position or id); what is not given stays as it is. Arguments as `add_rule`."""
         body: dict[str, Any] = {}
         if event_type is not None:
             body["event_type"] = event_type
         if conditions is not None:
-            body["conditions"] = [_condition(c) for c in conditions]
-        if amount is not None or actions is not None:
-            body["actions"] = _actions(amount, actions)
+            body["conditions"] = _conditions(conditions)
+        if amount is not None or actions is not None or beneficiary is not None:
+            body["actions"] = _actions(amount, actions, beneficiary)
+        body.update(_rule_flags(priority, stop_processing))
         return programmes.update_rule(self._db, self._scope, self.rule_id(rule), validate(rq.RuleUpdate, body))
 
     def remove_rule(self, rule: int | str) -> r.Rule:
@@ -337,7 +420,12 @@ class LabProgramme:
             FileRule(
                 event_type=rule.event_type,
                 conditions=rule.conditions,
-                actions=[FileAction(type="issue", amount=action.amount) for action in rule.actions],
+                actions=[
+                    FileAction(type="issue", amount=action.amount, beneficiary=action.beneficiary)
+                    for action in rule.actions
+                ],
+                priority=rule.priority,
+                stop_processing=rule.stop_processing,
             )
             for rule in self.rules(version)
         ]
