@@ -4,13 +4,20 @@ the programme simulation's reasons, and bad rules refused with the offending pat
 
 from __future__ import annotations
 
+import io
+import json
+import os
 import time
 from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from typing import Any
+from unittest import mock
 
 import httpx
 import pytest
 
+from rewards_lab.cli.main import main
+from rewards_lab.client import RewardsClient
 from tests.live_server import LiveServer, start_server
 
 
@@ -331,3 +338,48 @@ def test_the_simulation_says_when_the_window_keeps_a_version_off(http: httpx.Cli
     assert (inside["matched"], inside["in_window"]) == (True, True)
     assert (outside["matched"], outside["in_window"], outside["totals"]) == (False, False, [])
     assert "outside the window" in outside["window_reason"] and outside["rules"][0]["reason"].startswith("not applied")
+
+
+def _cli(server: LiveServer, *args: str) -> Any:
+    """`rewards-lab api ...` in-process (the very entry point), its JSON output."""
+    target = ["--base-url", server.base_url, "--org", server.organization_id, "--env", "sandbox"]
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        mock.patch.dict(os.environ, {"REWARDS_API_KEY": server.keys["sandbox"]}),
+        redirect_stdout(out),
+        redirect_stderr(err),
+    ):
+        status = main(["api", *args, *target])
+    assert status == 0, err.getvalue()
+    return json.loads(out.getvalue())
+
+
+def test_the_command_line_and_the_client_take_the_rule_language(server: LiveServer, http: httpx.Client) -> None:
+    _, program_id = _programme(http, "CLI")
+    group = [
+        {"any": [{"field": "channel", "operator": "eq", "value": "web"}, {"field": "coupon", "operator": "exists"}]}
+    ]
+    rule = _cli(
+        server,
+        "rules", "create", "--program-id", program_id, "--event-type", "order.completed",
+        "--conditions", json.dumps(group),
+        "--actions", '[{"type": "issue", "amount": {"fixed": "3"}, "beneficiary": {"field": "referrer_id"}}]',
+        "--priority", "5", "--stop-processing",
+    )  # fmt: skip
+    assert (rule["conditions"], rule["priority"], rule["stop_processing"]) == (group, 5, True)
+    assert rule["actions"][0]["beneficiary"] == {"field": "referrer_id"}
+    edited = _cli(server, "rules", "update", rule["id"], "--priority", "7", "--no-stop-processing")
+    assert (edited["priority"], edited["stop_processing"], edited["conditions"]) == (7, False, group)
+    event = '{"type": "order.completed", "channel": "web", "referrer_id": "x"}'
+    at = "2026-12-05T10:00:00Z"
+    simulated = _cli(server, "programmes", "simulate", program_id, "--event", event, "--occurred-at", at)
+    assert simulated["matched"] is True
+    assert simulated["rules"][0]["actions"][0]["beneficiary"] == "x"
+    assert simulated["rules"][0]["conditions"][0]["conditions"][0]["path"] == "conditions[0].any[0]"
+    with RewardsClient(server.base_url, server.keys["sandbox"], server.organization_id, "sandbox") as client:
+        again = client.simulate_programme(program_id, {"type": "order.completed", "coupon": "C"}, version="draft")
+        assert again.matched and again.rules[0].conditions[0].operator == "any"
+        created = client.create_rule(
+            program_id, "order.completed", [{"type": "issue", "amount": {"fixed": "1"}}], priority=-3
+        )
+        assert created.priority == -3 and created.stop_processing is False

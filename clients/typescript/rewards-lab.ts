@@ -572,7 +572,11 @@ export interface Simulation {
 time rules read as `occurred_at.*`; now when absent) and `customer_id` (whose attributes, country and
 segments rules read as `customer.*`) are optional. */
 export interface SimulationRequest {
-  event: { [key: string]: unknown };
+  /** The event's `type` and its data fields, side by side. */
+  event: {
+    type: string;
+    [key: string]: unknown;
+  };
   occurred_at?: string | null;
   customer_id?: string | null;
 }

@@ -331,7 +331,19 @@ class SimulationRequest(RequestModel):
     time rules read as `occurred_at.*`; now when absent) and `customer_id` (whose attributes, country and
     segments rules read as `customer.*`) are optional."""
 
-    event: Annotated[dict[str, Any], _free_json("event")]
+    event: Annotated[
+        dict[str, Any],
+        _free_json("event"),
+        WithJsonSchema(
+            {
+                "type": "object",
+                "description": "The event's `type` and its data fields, side by side.",
+                "required": ["type"],
+                "properties": {"type": {"type": "string", "minLength": 1}},
+                "additionalProperties": True,
+            }
+        ),
+    ]
     occurred_at: DateTime | None = None
     customer_id: Identifier | None = None
 
