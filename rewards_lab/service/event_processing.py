@@ -208,7 +208,8 @@ def _matches(
         batch = [(plans[index].event.type, data[index]) for index in indices]
         rules = book.rules[version_id]
         known = facts.of(rules, [plans[index].event for index in indices])
-        for index, matches in zip(indices, evaluate(rules, batch, facts=known), strict=True):
+        results = evaluate(rules, batch) if known is None else evaluate(rules, batch, facts=known)
+        for index, matches in zip(indices, results, strict=True):
             found[(index, version_id)] = matches
     return [
         [(version_id, match) for version_id in plan.versions for match in found[(index, version_id)]]
