@@ -76,7 +76,7 @@ def _passing(condition: ConditionSpec) -> Any:
     """A value the condition holds for (None when no data value can make it hold)."""
     op, value = condition.operator, condition.value
     if op in ("exists", "in", "between", "contains"):
-        return {"exists": Decimal(1), "contains": [value]}.get(op, value[0] if isinstance(value, tuple) else None)
+        return {"exists": "x", "contains": [value]}.get(op, value[0] if isinstance(value, tuple) else None)
     if op in ("not_exists", "not_in"):
         return None if op == "not_exists" else ("~" if isinstance(value[0], str) else Decimal(0))
     if isinstance(value, Decimal):
@@ -87,6 +87,8 @@ def _passing(condition: ConditionSpec) -> Any:
 def _probes(condition: ConditionSpec) -> list[Any]:
     """Values around the condition's edges."""
     value = condition.value
+    if condition.operator in ("exists", "not_exists"):
+        return ["x", Decimal(1), None]  # null counts as absent
     values: list[Any] = []
     for item in value if isinstance(value, tuple) else (value,):
         if isinstance(item, Decimal) and not isinstance(item, bool):
@@ -111,9 +113,9 @@ def sample_events(rule: FileRule) -> list[dict[str, Any]]:
         passing = _passing(condition)
         if passing is not None:
             base.setdefault(condition.field, passing)
-    for action in rule.actions:
-        if action.beneficiary is not None:
-            base.setdefault(action.beneficiary.field, "cus_sample")
+    beneficiaries = [action.beneficiary.field for action in rule.actions if action.beneficiary is not None]
+    for name in beneficiaries:
+        base[name] = "cus_sample"
     per_fields = [a.amount.per for a in rule.actions if hasattr(a.amount, "per")]
     events = [dict(base)]
     for condition in conditions:
@@ -122,7 +124,9 @@ def sample_events(rule: FileRule) -> list[dict[str, Any]]:
     for name in per_fields:
         events += [{**base, name: value} for value in PER_FIELD_VALUES if not _conflicts(conditions, name, value)]
         events.append({key: value for key, value in base.items() if key != name})
-    events.append({**base, "type": OTHER_EVENT_TYPE})
+    for name in beneficiaries:  # a beneficiary that names nobody usable fails its action alike on both sides
+        events += [{**base, name: 7}, {key: value for key, value in base.items() if key != name}]
+    events += [{**base, "type": OTHER_EVENT_TYPE}, {**base, "unrelated_field": "x"}]
     unique: dict[str, dict[str, Any]] = {}
     for event in events:
         unique.setdefault(jsonutil.canonical_hash(event), event)
