@@ -169,7 +169,9 @@ def _replay(args: argparse.Namespace) -> int:
 
     try:
         if args.engine == "duckdb":  # streamed straight to the file when it can be (replay/to_file.py)
-            written = replay_to_file(args.events, args.programme, args.out, opening_supply=args.opening_supply)
+            written = replay_to_file(
+                args.events, args.programme, args.out, opening_supply=args.opening_supply, customers=args.customers
+            )
             definition, events, totals, seconds = (
                 written.definition,
                 written.events_processed,
@@ -177,7 +179,13 @@ def _replay(args: argparse.Namespace) -> int:
                 written.seconds,
             )
         else:
-            result = run_replay(args.events, args.programme, engine=args.engine, opening_supply=args.opening_supply)
+            result = run_replay(
+                args.events,
+                args.programme,
+                engine=args.engine,
+                opening_supply=args.opening_supply,
+                customers=args.customers,
+            )
             result.write(args.out)
             definition, events, totals, seconds = (
                 result.definition,
@@ -279,6 +287,11 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--programme", required=True, help="programme file (JSON, see data/programmes/)")
     replay.add_argument("--out", required=True, help="issuances to write: .parquet or .csv")
     replay.add_argument("--opening-supply", default="0", help="outstanding supply before the first event")
+    replay.add_argument(
+        "--customers",
+        help="customers table (.parquet, .csv or .jsonl: id, external_id, country, segments, attributes) that "
+        "rules read customer.* from and beneficiaries resolve in",
+    )
     replay.add_argument(
         "--engine",
         choices=["duckdb", "spark"],

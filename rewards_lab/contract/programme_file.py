@@ -2,17 +2,26 @@
 
 A file holds one programme, its one asset and its rules, with no identifiers: the same file can be pushed to any
 organization and environment. Actions therefore never carry an `asset_id`; they issue the file's asset.
+
+`programme.timezone` (IANA, default UTC) is the zone time fields (`occurred_at.weekday` ...) are read in, and
+`programme.starts_at` / `programme.ends_at` (RFC 3339 with an offset) the window a replay rewards events in:
+`starts_at <= occurred_at < ends_at`. All three are optional and, when absent, not written, so a file without
+them reads, saves and fingerprints as it did before they existed.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from zoneinfo import available_timezones
 
 import simplejson
-from pydantic import Field
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
@@ -26,14 +35,72 @@ from rewards_lab.contract.requests import (
     RequestModel,
 )
 from rewards_lab.contract.rule_requests import Conditions, Priority, RuleFields
-from rewards_lab.contract.validation import validate
+from rewards_lab.contract.validation import custom_error, validate
 
 MAX_RULES_PER_FILE = 200
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+
+
+@lru_cache(maxsize=1)
+def _zones() -> frozenset[str]:
+    return frozenset(available_timezones()) - {"localtime", "posixrules", "Factory"}  # files, not zones
+
+
+def _timezone(value: object) -> object:
+    """An IANA time zone name of the tz database (zoneinfo), such as "Europe/Paris"; not a file name such as
+    "localtime" (the SQL engines know the database's names only)."""
+    if not isinstance(value, str):
+        return value  # the str type refuses it
+    if value not in _zones():
+        raise custom_error(ServiceError("field_invalid", f"{value!r} is not an IANA time zone such as Europe/Paris"))
+    return value
+
+
+def _instant(value: object) -> object:
+    """An RFC 3339 date-time with its offset (a window needs an instant, not a local time), or a datetime."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise custom_error(ServiceError("field_invalid", "must carry an offset, such as 2026-03-01T00:00:00+01:00"))
+        return value
+    if not (isinstance(value, str) and _RFC3339.fullmatch(value)):
+        message = "must be an RFC 3339 date-time with an offset, such as 2026-03-01T00:00:00+01:00"
+        raise custom_error(ServiceError("field_invalid", message))
+    return value
+
+
+def _in_utc_range(value: datetime) -> datetime:
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise custom_error(ServiceError("field_invalid", "must be between years 1 and 9999 in UTC")) from None
+    return value
+
+
+TimeZoneName = Annotated[str, BeforeValidator(_timezone), Field(max_length=100)]
+Instant = Annotated[datetime, BeforeValidator(_instant), AfterValidator(_in_utc_range)]
 
 
 class ProgrammeInfo(RequestModel):
     name: Name
     description: Annotated[str, Field(max_length=2000)] | None = None
+    # The zone time fields are read in (rules' occurred_at.weekday / .hour / .date); UTC when absent.
+    timezone: TimeZoneName | None = Field(default=None, exclude_if=lambda value: value is None)
+    # The window a replay rewards events in: starts_at <= occurred_at < ends_at (either side open when absent).
+    starts_at: Instant | None = Field(default=None, exclude_if=lambda value: value is None)
+    ends_at: Instant | None = Field(default=None, exclude_if=lambda value: value is None)
+
+    @model_validator(mode="after")
+    def _window(self) -> ProgrammeInfo:
+        if self.starts_at is not None and self.ends_at is not None and self.ends_at <= self.starts_at:
+            raise custom_error(ServiceError("field_invalid", "ends_at must be after starts_at"), "programme.ends_at")
+        return self
+
+    @property
+    def zone(self) -> str:
+        """The programme's time zone name (UTC when the file names none)."""
+        return self.timezone or "UTC"
 
 
 class FileAction(RequestModel):

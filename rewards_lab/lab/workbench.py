@@ -238,14 +238,21 @@ class Lab:
         version: Version = "live",
         opening_supply: Decimal | int | str = 0,
         engine: str = "duckdb",
+        customers: Any = None,
         **options: Any,
     ) -> ReplayResult | SparkReplayResult:
         """Replay a history through a programme of the lab (a version of it, the published one by default) or
-        through a programme file as it stands, on DuckDB (default) or Spark; returns the engine's result."""
+        through a programme file as it stands, on DuckDB (default) or Spark; returns the engine's result.
+        `customers`: a customers table (a path, a DataFrame or an Arrow table; docs/replay.md) for rules that
+        read customer.* or name beneficiaries."""
         if isinstance(programme, LabProgramme):
-            return programme.replay(events, version=version, opening_supply=opening_supply, engine=engine, **options)
+            return programme.replay(
+                events, version=version, opening_supply=opening_supply, engine=engine, customers=customers, **options
+            )
         definition = programme if isinstance(programme, ProgrammeDefinition) else load_programme(programme)
-        return run_replay(events, definition, engine=engine, opening_supply=opening_supply, **options)
+        return run_replay(
+            events, definition, engine=engine, opening_supply=opening_supply, customers=customers, **options
+        )
 
     def _asset_for(self, spec: rq.AssetCreate) -> r.Asset:
         """An active asset of this symbol that matches the spec is reused (a symbol names one live asset);
@@ -501,13 +508,17 @@ class LabProgramme:
         version: Version = "live",
         opening_supply: Decimal | int | str = 0,
         engine: str = "duckdb",
+        customers: Any = None,
         **options: Any,
     ) -> ReplayResult | SparkReplayResult:
         """Replay a history through a version (the published one by default) with the vectorised engine, on
         DuckDB (default) or Spark (`engine="spark"`; events may then be a Spark DataFrame or Parquet files);
-        returns the engine's result (the same API and the same issuance rows on both)."""
+        returns the engine's result (the same API and the same issuance rows on both). `customers`: the
+        customers table rules read customer.* from and beneficiaries resolve in (docs/replay.md)."""
         definition = self.definition(version)
-        return run_replay(events, definition, engine=engine, opening_supply=opening_supply, **options)
+        return run_replay(
+            events, definition, engine=engine, opening_supply=opening_supply, customers=customers, **options
+        )
 
     def sweep(
         self,
@@ -517,12 +528,15 @@ class LabProgramme:
         version: Version = None,
         opening_supply: Decimal | int | str = 0,
         engine: str = "duckdb",
+        customers: Any = None,
     ) -> pd.DataFrame:
         """A version (the draft by default) over every point of `grid` (keys are paths into the programme file,
         e.g. "rules[0].actions[0].amount.rate"): issuance, liability and exhaustion date per grid point, on
-        DuckDB (default) or Spark."""
+        DuckDB (default) or Spark; `customers` as for `replay`."""
         definition = self.definition(version)
-        return run_sweep(events, definition, dict(grid), engine=engine, opening_supply=opening_supply)
+        return run_sweep(
+            events, definition, dict(grid), engine=engine, opening_supply=opening_supply, customers=customers
+        )
 
 
 def _outcome_rows(position: int, item: EventRow, outcome: r.Simulation, indices: list[int]) -> list[dict[str, Any]]:

@@ -1,46 +1,76 @@
 """The replay compiler: a programme's rules as SQLGlot expression trees with the live engine's semantics
-(rewards_lab.domain.rules), rendered for DuckDB or Spark.
+(rewards_lab.domain.rules, rewards_lab.domain.conditions), rendered for DuckDB or Spark.
 
-Every rule feature (operators, thresholds, fixed and `{per, rate}` amounts) is compiled here once; the engines
-(rewards_lab.replay.engine on DuckDB, rewards_lab.replay.spark_engine on Spark) only place the compiled
-expressions in their queries. No SQL text is assembled from user-supplied parts: field names, event types and
-numbers become SQLGlot nodes, which the library quotes for each dialect.
+Every rule feature is compiled here once: operators on numbers, strings, booleans, lists and presence, any / all /
+not groups, field paths (through the engine's FieldReader: data, customer facts) and time fields in the
+programme's timezone, the programme's window, priorities with stop_processing, fixed and `{per, rate}` amounts and
+beneficiaries. The engines (rewards_lab.replay.engine on DuckDB, rewards_lab.replay.spark_engine on Spark) only
+place the compiled expressions in their queries. No SQL text is assembled from user-supplied parts: field names,
+event types, strings and numbers become SQLGlot nodes, which the library quotes for each dialect.
+
+A leaf is TRUE exactly when the condition holds, NULL or FALSE otherwise: WHERE and CASE WHEN read NULL as false,
+and so do AND and OR. Only NOT needs a strict operand (NOT NULL is NULL, where a missing field must make
+`not(x eq 1)` hold), so a NOT wraps its operand in `coalesce(..., FALSE)` unless that operand is never NULL; the
+plain path (an AND of numeric leaves) is compiled exactly as before groups existed.
 
 Every number stays exact: conditions compare integers, DECIMALs or doubles against the threshold written in the
 same type (a double comparison is exact because thresholds have at most 15 significant digits and a double is
 read as its shortest repr), and `{per, rate}` amounts are integer products truncated toward zero
 (`V * N // D` with V the value scaled to an integer and N / D the rate times 10**decimals as a reduced fraction),
-exactly `rewards_lab.domain.money.reward_minor`. Values an engine cannot read exactly in SQL (more than 10
-decimal places, 18 or more integer digits, JSON numbers DuckDB parses through a double, anything Spark reads
-only as text) mark their row `exotic`: such rows are evaluated by the live engine's own Python functions.
+exactly `rewards_lab.domain.money.reward_minor`. Strings compare by code point: both engines compare UTF-8 bytes,
+whose order is the code points'. Values an engine cannot read exactly in SQL (more than 10 decimal places, 18 or
+more integer digits, JSON numbers DuckDB parses through a double, anything Spark reads only as text) mark their row
+`exotic`: such rows are evaluated by the live engine's own Python functions (rewards_lab.replay.fallback).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Literal
 
 from sqlglot import exp
 
 from rewards_lab.contract.programme_file import ProgrammeDefinition
-from rewards_lab.contract.rule_requests import condition_payload
-from rewards_lab.domain.conditions import ConditionSpec, source_of
+from rewards_lab.contract.rule_requests import ORDERING, condition_payload
+from rewards_lab.domain.conditions import TIME_FIELDS, ConditionNode, ConditionSpec, source_of
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR, parse_amount
 from rewards_lab.domain.rules import ActionSpec, RuleSpec, condition_node, in_order
+from rewards_lab.replay.sql_values import (
+    DUCKDB,
+    SPARK,
+    Dialect,
+    FieldReader,
+    FieldSource,
+    boolean_of,
+    call,
+    cast,
+    contains,
+    finite,
+    is_false,
+    is_true,
+    not_null,
+    number,
+    number_markers,
+    numeric,
+    places,
+    plain,
+    present,
+    string,
+    string_of,
+    when,
+)
+
+__all__ = ["DUCKDB", "SPARK", "FieldReader", "FieldSource", "call", "cast", "number", "string"]
 
 TOO_LARGE = -1  # the amount column's marker for an action refused as amount_too_large
+BENEFICIARY_MISSING = -2  # ... refused as beneficiary_missing (its field holds no customer reference)
+# An amount m refused as beneficiary_not_found is stored as NOT_FOUND_BASE - m (below -2), keeping the amount.
+NOT_FOUND_BASE = -2
 _EST_LIMIT = 1.5e18  # above this estimate the product is surely above MAX_AMOUNT_MINOR; below, V * N fits
-_LARGEST_DOUBLE = "1.7976931348623157e308"
-# A JSON number, and the subset read exactly as DECIMAL(28, 10): at most 18 integer digits and 10 places.
-NUMBER_RE = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?"
-SIMPLE_RE = r"-?(0|[1-9][0-9]{0,17})(\.[0-9]{1,10})?"
-
-DialectName = Literal["duckdb", "spark"]
-# int, decimal and double are read in SQL; text is a number spelled as text (DuckDB only); python is a value only
-# Python reads exactly (the row is exotic wherever it is present); never is a value that is never a number.
-Kind = Literal["int", "decimal", "double", "text", "python", "never", "missing"]
+_NUMBER_READERS = ("text", "json", "csv", "python")  # kinds whose number reading may mark a row exotic
 _COMPARISONS: dict[str, type[exp.Binary]] = {
     "gte": exp.GTE,
     "gt": exp.GT,
@@ -49,123 +79,44 @@ _COMPARISONS: dict[str, type[exp.Binary]] = {
     "eq": exp.EQ,
     "neq": exp.NEQ,
 }
-
-
-@dataclass(frozen=True)
-class Dialect:
-    """What differs between the engines beyond SQLGlot's rendering: the wide integer type for products that
-    overflow a BIGINT, and whether a double cast to text is its shortest repr (DuckDB's is; Java's is not
-    always, so Spark reads double amounts in Python)."""
-
-    name: DialectName
-    wide_int: str
-    shortest_double_text: bool
-
-    def render(self, node: exp.Expr) -> str:
-        return node.sql(dialect=self.name)
-
-
-DUCKDB = Dialect("duckdb", "HUGEINT", True)
-SPARK = Dialect("spark", "DECIMAL(38, 0)", False)
-
-
-@dataclass(frozen=True)
-class FieldSource:
-    """How an engine reads one data field: `value` (NULL when absent) of the given kind."""
-
-    kind: Kind
-    value: exp.Expr = exp.Null()
-    precision: int = 0  # DECIMAL columns
-    scale: int = 0
-    bound: int = 0  # integer columns: |value| < bound
-    encoding: Literal["", "json", "csv"] = ""  # text kinds: how the text spells a value
-
-
-class FieldReader:
-    """An engine's view of the events: how each data field is read (rewards_lab.replay.inputs for DuckDB)."""
-
-    def field(self, name: str) -> FieldSource:  # pragma: no cover - implemented by each engine's input
-        raise NotImplementedError
-
-    @property
-    def unsafe(self) -> exp.Expr | None:
-        """A condition marking rows the engine cannot read exactly whatever the fields (None: no such rows)."""
-        return None
+RECIPIENT = "__r"  # column prefix of a beneficiary field's reference (and `{column}_id`, the resolved id)
 
 
 def rule_specs(definition: ProgrammeDefinition) -> list[RuleSpec]:
     """The file's rules as the live engine's RuleSpecs (rule_id = the rule's index in the file)."""
     decimals = definition.asset.decimals
+    zone = definition.programme.zone
     specs = []
     for index, rule in enumerate(definition.rules):
         conditions = tuple(condition_node(condition_payload(c)) for c in rule.conditions)
         actions = []
-        for number, action in enumerate(rule.actions):
+        for number_, action in enumerate(rule.actions):
             amount = action.amount
             beneficiary = action.beneficiary.field if action.beneficiary else None
             if hasattr(amount, "fixed"):
-                field = f"rules[{index}].actions[{number}].amount.fixed"
-                minor = parse_amount(amount.fixed, decimals, field)
+                name = f"rules[{index}].actions[{number_}].amount.fixed"
+                minor = parse_amount(amount.fixed, decimals, name)
                 actions.append(ActionSpec("asset", decimals, fixed_minor=minor, beneficiary=beneficiary))
             else:
                 actions.append(ActionSpec("asset", decimals, per=amount.per, rate=amount.rate, beneficiary=beneficiary))
         specs.append(
-            RuleSpec(str(index), rule.event_type, conditions, tuple(actions), rule.priority, rule.stop_processing)
+            RuleSpec(str(index), rule.event_type, conditions, tuple(actions), rule.priority, rule.stop_processing, zone)
         )
     return specs
 
 
 def referenced_fields(specs: list[RuleSpec]) -> list[str]:
-    return list(dict.fromkeys(name for spec in specs for name in spec.fields()))
-
-
-def compiles_to_sql(spec: RuleSpec) -> bool:
-    """Whether the rule is one the SQL expressions below compute: numeric comparisons on top-level data fields
-    and amounts to the event's customer. The others are evaluated by the live engine's own functions (every
-    event of their type is `exotic`) until the compiler learns them."""
-    for node in spec.conditions:
-        if not isinstance(node, ConditionSpec) or not _top_level(node.field):
-            return False
-        if node.operator not in _COMPARISONS or not isinstance(node.value, Decimal) or isinstance(node.value, bool):
-            return False
-    return not spec.stop_processing and all(
-        a.beneficiary is None and (a.per is None or _top_level(a.per)) for a in spec.actions
-    )
-
-
-def _top_level(name: str) -> bool:
-    return source_of(name) == "data" and "." not in name
+    """The event data fields the rules read (time and customer fields are not data)."""
+    names = (name for spec in specs for name in spec.fields())
+    return list(dict.fromkeys(name for name in names if source_of(name) == "data"))
 
 
 # nodes --------------------------------------------------------------------------------------------------------
-def number(value: int | float | str) -> exp.Expr:
-    return exp.Literal.number(value)
-
-
-def string(value: str) -> exp.Literal:
-    return exp.Literal.string(value)
-
-
-def cast(node: exp.Expr, to: str) -> exp.Cast:
-    return exp.cast(node, exp.DataType.build(to))
-
-
-def call(name: str, *args: exp.Expr) -> exp.Anonymous:
-    """A function SQLGlot does not model, spelled as the engine spells it."""
-    return exp.Anonymous(this=name, expressions=list(args))
-
-
-def is_true(node: exp.Expr) -> bool:
-    return isinstance(node, exp.Boolean) and node.this is True
-
-
-def is_false(node: exp.Expr) -> bool:
-    return isinstance(node, exp.Boolean) and node.this is False
-
-
 def conjunction(parts: list[exp.Expr]) -> exp.Expr:
-    """The parts joined by AND (each parenthesised); TRUE when there are none."""
+    """The parts joined by AND (each parenthesised); TRUE when there are none, FALSE when one is."""
     kept = [part for part in parts if not is_true(part)]
+    if any(is_false(part) for part in kept):
+        return exp.false()
     if not kept:
         return exp.true()
     if len(kept) == 1:
@@ -173,74 +124,44 @@ def conjunction(parts: list[exp.Expr]) -> exp.Expr:
     return exp.and_(*(exp.Paren(this=part) for part in kept))
 
 
-def when(condition: exp.Expr, then: exp.Expr, otherwise: exp.Expr | None = None) -> exp.Case:
-    case = exp.Case().when(condition, then)
-    return case if otherwise is None else case.else_(otherwise)
+def disjunction(parts: list[exp.Expr]) -> exp.Expr:
+    """The parts joined by OR (each parenthesised); FALSE when there are none, TRUE when one is."""
+    kept = [part for part in parts if not is_false(part)]
+    if any(is_true(part) for part in kept):
+        return exp.true()
+    if not kept:
+        return exp.false()
+    if len(kept) == 1:
+        return kept[0]
+    return exp.Paren(this=exp.or_(*(exp.Paren(this=part) for part in kept)))
 
 
-def _finite(node: exp.Expr, dialect: Dialect) -> exp.Expr:
-    """True for a finite double. NaN compares above every number in both engines, so `abs(x) <= max` is false
-    for NaN and the infinities."""
-    if dialect.name == "duckdb":
-        return call("isfinite", node)
-    return exp.LTE(this=exp.Abs(this=node), expression=cast(string(_LARGEST_DOUBLE), "DOUBLE"))
+def strict(node: exp.Expr) -> exp.Expr:
+    """A condition that is never NULL: NULL (the condition does not hold) becomes FALSE."""
+    if isinstance(node, exp.Boolean):
+        return node
+    return exp.Coalesce(this=node, expressions=[exp.false()])
 
 
-# values -------------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Numeric:
-    """A field as an exact SQL number: `value` (NULL when absent or not a number), its scale and bound."""
-
-    source: FieldSource
-    value: exp.Expr
-    scale: int  # value * 10**scale is an integer
-    bound: int  # |value * 10**scale| < bound wherever the row is not exotic
-    exotic: exp.Expr  # the value is a number SQL cannot read exactly
+def negation(node: exp.Expr, nullable: bool) -> exp.Expr:
+    """NOT of a condition, TRUE where the condition is NULL (does not hold)."""
+    if is_true(node):
+        return exp.false()
+    if is_false(node):
+        return exp.true()
+    return exp.not_(exp.Paren(this=strict(node) if nullable else node))
 
 
-def numeric(source: FieldSource, dialect: Dialect) -> Numeric:
+def _integral(value: Decimal) -> bool:
+    return value == value.to_integral_value()
+
+
+# conditions ---------------------------------------------------------------------------------------------------
+def condition_test(operator: str, t: Decimal, source: FieldSource, dialect: Dialect) -> exp.Expr:
+    """A comparison of a number field with a threshold: TRUE exactly when it holds, NULL or FALSE otherwise
+    (for WHERE and CASE WHEN, where NULL counts as false: no coalesce for every condition on every event)."""
     value = source.value
-    if source.kind == "int":  # exact at any size: the wide path's estimate guards the product
-        return Numeric(source, value, 0, source.bound, exp.false())
-    if source.kind == "decimal":
-        return Numeric(source, value, source.scale, 10**source.precision, exp.false())
-    if source.kind == "double" and not dialect.shortest_double_text:
-        return Numeric(source, exp.null(), 0, 1, _finite(value, dialect))
-    if source.kind in ("text", "double"):
-        spelled = cast(value, "VARCHAR")
-        simple = call("regexp_full_match", spelled, string(SIMPLE_RE))
-        exact = cast(spelled, "DECIMAL(28, 10)")
-        if source.kind == "double":
-            finite = _finite(value, dialect)
-            read = exp.Paren(this=when(exp.and_(finite, simple), exact))
-            exotic: exp.Expr = exp.Paren(this=exp.and_(finite, exp.not_(simple)))
-        else:
-            read = exp.Paren(this=when(simple, exact))
-            exotic = exp.Paren(
-                this=exp.and_(call("regexp_full_match", spelled, string(NUMBER_RE)), exp.not_(simple.copy()))
-            )
-        return Numeric(source, read, 10, 10**28, exotic)
-    if source.kind == "python":
-        return Numeric(source, exp.null(), 0, 1, exp.not_(exp.Is(this=value, expression=exp.null())))
-    return Numeric(source, exp.null(), 0, 1, exp.false())
-
-
-def _plain(value: Decimal) -> str:
-    return format(value, "f")
-
-
-def _places(value: Decimal) -> int:
-    exponent = value.normalize().as_tuple().exponent
-    assert isinstance(exponent, int)
-    return max(0, -exponent)
-
-
-def condition_test(condition: ConditionSpec, source: FieldSource, dialect: Dialect) -> exp.Expr:
-    """True exactly when the condition holds, NULL or false otherwise: for WHERE and CASE WHEN, where NULL
-    counts as false (no coalesce to evaluate for every condition of every rule on every event)."""
-    op, t = condition.operator, condition.value
-    value = source.value
-    compare = _COMPARISONS[op]
+    compare = _COMPARISONS[operator]
     if source.kind == "int":
         floor, ceil = math.floor(t), math.ceil(t)
         integral = floor == ceil
@@ -250,24 +171,167 @@ def condition_test(condition: ConditionSpec, source: FieldSource, dialect: Diale
             "lte": exp.LTE(this=value, expression=number(floor)),
             "lt": exp.LT(this=value, expression=number(ceil)),
             "eq": exp.EQ(this=value, expression=number(floor)) if integral else exp.false(),
-            "neq": (
-                exp.NEQ(this=value, expression=number(floor))
-                if integral
-                else exp.not_(exp.Is(this=value, expression=exp.null()))
-            ),
+            "neq": (exp.NEQ(this=value, expression=number(floor)) if integral else not_null(value)),
         }
-        return forms[op]
+        return forms[operator]
     if source.kind == "decimal":
-        p, s = source.precision, source.scale
-        fits = _places(t) <= s and abs(t) < Decimal(10) ** (p - s)
-        typed = cast(string(_plain(t)), f"DECIMAL({p}, {s})" if fits else "DECIMAL(38, 10)")
-        return compare(this=value, expression=typed)
+        return compare(this=value, expression=_decimal_literal(t, source))
     if source.kind == "double":
         threshold = cast(string(repr(float(t))), "DOUBLE")
-        return exp.Paren(this=exp.and_(_finite(value, dialect), compare(this=value, expression=threshold)))
-    if source.kind == "text":
-        return compare(this=numeric(source, dialect).value, expression=cast(string(_plain(t)), "DECIMAL(28, 10)"))
-    return exp.false()  # python (the row is exotic where the value is present), never, missing
+        return exp.Paren(this=exp.and_(finite(value, dialect), compare(this=value, expression=threshold)))
+    if source.kind in ("text", "json", "csv"):
+        read = numeric(source, dialect).value
+        return compare(this=read, expression=cast(string(plain(t)), "DECIMAL(28, 10)"))
+    return exp.false()  # python (the row is exotic where the value is present), and kinds that are no number
+
+
+def _decimal_literal(t: Decimal, source: FieldSource) -> exp.Expr:
+    p, s = source.precision, source.scale
+    fits = places(t) <= s and abs(t) < Decimal(10) ** (p - s)
+    return cast(string(plain(t)), f"DECIMAL({p}, {s})" if fits else "DECIMAL(38, 10)")
+
+
+def membership_test(operator: str, members: tuple[Decimal, ...], source: FieldSource, dialect: Dialect) -> exp.Expr:
+    """`in` / `not_in` on numbers: the field is a number (equal to one of them / to none of them)."""
+    value, inside = source.value, operator == "in"
+    if source.kind == "int":
+        listed = [number(int(t)) for t in dict.fromkeys(members) if _integral(t)]
+    elif source.kind == "decimal":
+        room = Decimal(10) ** (source.precision - source.scale)
+        fitting = [t for t in members if places(t) <= source.scale and abs(t) < room]
+        listed = [_decimal_literal(t, source) for t in fitting]
+    elif source.kind == "double":
+        listed = [cast(string(repr(float(t))), "DOUBLE") for t in members]
+    elif source.kind in ("text", "json", "csv"):
+        value = numeric(source, dialect).value
+        listed = [cast(string(plain(t)), "DECIMAL(28, 10)") for t in members]
+    else:
+        return exp.false()
+    if not listed:  # no member of the field's type: nothing is in, every number is not in
+        return exp.false() if inside else not_null(value)
+    test: exp.Expr = exp.In(this=value, expressions=listed)
+    test = test if inside else exp.not_(test)
+    if source.kind == "double":
+        return exp.Paren(this=exp.and_(finite(value, dialect), test))
+    return test
+
+
+@dataclass
+class _Conditions:
+    """Compiles a rule's conditions against the engine's fields; collects the rows SQL cannot decide."""
+
+    reader: FieldReader
+    dialect: Dialect
+    timezone: str
+    exotic: list[exp.Expr] = field(default_factory=list)
+    unsafe: list[exp.Expr] = field(default_factory=list)  # JSON rows DuckDB may read inexactly (tested last)
+
+    def numbers_read(self, source: FieldSource) -> None:
+        """Note that a number is read from the source (its exotic rows)."""
+        exotic, unsafe = number_markers(source, self.dialect)
+        self.exotic.append(exotic)
+        if unsafe is not None:
+            self.unsafe.append(unsafe)
+
+    def source(self, name: str) -> FieldSource:
+        if name in TIME_FIELDS:
+            return time_source(name, self.timezone, self.dialect)
+        return self.reader.field(name)
+
+    def nodes(self, nodes: tuple[ConditionNode, ...]) -> tuple[exp.Expr, bool]:
+        """The AND of the nodes, and whether it may be NULL."""
+        compiled = [self.node(node) for node in nodes]
+        return conjunction([c for c, _ in compiled]), any(nullable for _, nullable in compiled)
+
+    def node(self, node: ConditionNode) -> tuple[exp.Expr, bool]:
+        """A condition or a group as SQL, and whether it may be NULL (a NULL means: does not hold)."""
+        if isinstance(node, ConditionSpec):
+            return self.leaf(node)
+        parts = [self.node(part) for part in node.parts]
+        nullable = any(n for _, n in parts)
+        if node.kind == "not":
+            (inner, inner_nullable), *_ = parts
+            return negation(inner, inner_nullable), False
+        if node.kind == "all":
+            return conjunction([p for p, _ in parts]), nullable
+        return disjunction([p for p, _ in parts]), nullable
+
+    def leaf(self, condition: ConditionSpec) -> tuple[exp.Expr, bool]:
+        op, value = condition.operator, condition.value
+        source = self.source(condition.field)
+        if source.kind == "python":  # only Python reads it: rows where it is present are exotic
+            self.exotic.append(not_null(source.value))
+        if op == "exists":
+            return present(source), False
+        if op == "not_exists":
+            return exp.not_(present(source)), False
+        if op == "contains":
+            found = contains(source, value, self.dialect)
+            self.exotic.append(found.exotic)
+            if found.unsafe is not None:
+                self.unsafe.append(found.unsafe)
+            return found.test, True
+        sample = value[0] if isinstance(value, tuple) else value
+        if isinstance(sample, bool):
+            test = _compare(op, boolean_of(source), exp.true() if value else exp.false())
+            return test, True
+        if isinstance(sample, str):
+            return self.string_leaf(op, value, string_of(source)), True
+        if source.kind in _NUMBER_READERS:
+            self.numbers_read(source)
+        if op in ORDERING or op in ("eq", "neq"):
+            return condition_test(op, value, source, self.dialect), True
+        if op == "between":
+            low, high = value
+            both = [condition_test("gte", low, source, self.dialect), condition_test("lte", high, source, self.dialect)]
+            return conjunction(both), True
+        return membership_test(op, value, source, self.dialect), True
+
+    @staticmethod
+    def string_leaf(op: str, value: str | tuple[str, ...], text: exp.Expr) -> exp.Expr:
+        if isinstance(text, exp.Null):
+            return exp.false()
+        if op in ("eq", "neq"):
+            assert isinstance(value, str)
+            return _compare(op, text, string(value))
+        assert isinstance(value, tuple)
+        if op == "between":
+            low, high = value
+            return exp.Between(this=text, low=string(low), high=string(high))
+        listed: exp.Expr = exp.In(this=text, expressions=[string(item) for item in value])
+        return listed if op == "in" else exp.not_(listed)
+
+
+def _compare(op: str, value: exp.Expr, expected: exp.Expr) -> exp.Expr:
+    if isinstance(value, exp.Null):
+        return exp.false()
+    return _COMPARISONS[op](this=value, expression=expected)
+
+
+def time_source(name: str, timezone: str, dialect: Dialect) -> FieldSource:
+    """`occurred_at.weekday` / `.hour` (numbers) and `.date` ("YYYY-MM-DD") in the programme's timezone."""
+    local = dialect.local_time(exp.column("occurred_at"), timezone)
+    if name == "occurred_at.weekday":
+        return FieldSource("int", cast(dialect.weekday(local), "INTEGER"), bound=8)
+    if name == "occurred_at.hour":
+        return FieldSource("int", cast(dialect.hour(local), "INTEGER"), bound=24)
+    return FieldSource("string", dialect.day_text(local))
+
+
+def window_test(definition: ProgrammeDefinition, dialect: Dialect) -> exp.Expr:
+    """The programme's window, starts_at <= occurred_at < ends_at (TRUE without one)."""
+    info = definition.programme
+    parts: list[exp.Expr] = []
+    for bound, compare in ((info.starts_at, exp.GTE), (info.ends_at, exp.LT)):
+        if bound is not None:
+            parts.append(compare(this=exp.column("occurred_at"), expression=instant(bound, dialect)))
+    return conjunction(parts)
+
+
+def instant(moment: datetime, dialect: Dialect) -> exp.Expr:
+    """An instant as a literal of the engine's `occurred_at` type (written in UTC; the sessions run in UTC)."""
+    utc = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return cast(string(utc + ("+00" if dialect.name == "duckdb" else "")), dialect.instant_type)
 
 
 def _fraction(rate: Decimal, decimals: int, scale: int) -> tuple[int, int]:
@@ -350,33 +414,84 @@ def amount_parts(action: ActionSpec, source: FieldSource | None, dialect: Dialec
 
 # the programme ------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class Recipient:
+    """An action's beneficiary: the reference its field holds (a column, NULL unless a non-empty string) and,
+    with a customers table, the id it resolves to (a column, NULL when no customer has it)."""
+
+    reference: exp.Expr
+    resolved: exp.Expr | None
+
+    def amount(self, inner: exp.Expr) -> exp.Expr:
+        """The action's amount column with the beneficiary's refusals: an amount to issue (> 0) is refused as
+        beneficiary_missing without a reference, as beneficiary_not_found (NOT_FOUND_BASE - amount) when the
+        table has no such customer; a refusal as too large stays one (the live engine checks it first)."""
+        issues = exp.GT(this=inner, expression=number(0))
+        case = exp.Case().when(exp.and_(issues, exp.Is(this=self.reference, expression=exp.null())), number(-2))
+        if self.resolved is not None:
+            missing = exp.Is(this=self.resolved, expression=exp.null())
+            case = case.when(
+                exp.and_(issues.copy(), missing), exp.Sub(this=number(NOT_FOUND_BASE), expression=inner.copy())
+            )
+        return case.else_(inner.copy())
+
+    @property
+    def customer(self) -> exp.Expr:
+        """The customer rewarded: the resolved id, else the reference itself (NULL: the event's customer)."""
+        if self.resolved is None:
+            return self.reference
+        return exp.Coalesce(this=self.resolved, expressions=[self.reference])
+
+
+@dataclass(frozen=True)
 class CompiledRule:
     index: int
     event_type: str
-    where: exp.Expr  # the rule's conditions (without the event type); NULL means false (WHERE, CASE WHEN)
+    where: exp.Expr  # conditions, window and earlier stop rules (not the event type); NULL means false
     parts: tuple[Amount, ...]  # one per action
+    recipients: tuple[Recipient | None, ...] = ()  # one per action (None: the event's customer)
+
+    def recipient(self, action: int) -> Recipient | None:
+        return self.recipients[action] if self.recipients else None
+
+    def slot(self, action: int) -> exp.Expr:
+        """The action's amount when the rule applies, else 0 (the stored form's column)."""
+        amount = self.parts[action].slot(self.where)
+        recipient = self.recipient(action)
+        return amount if recipient is None or isinstance(amount, exp.Literal) else recipient.amount(amount)
+
+    def candidate(self, action: int) -> exp.Expr:
+        """The action's amount for rows where the rule applies (`where` filters them): 0 or NULL when nothing."""
+        amount = self.parts[action].value
+        recipient = self.recipient(action)
+        return amount if recipient is None or isinstance(amount, exp.Null) else recipient.amount(amount)
 
 
 @dataclass(frozen=True)
 class TypeSlots:
     """The rule actions of one event type, in processing order: their slot numbers and amount expressions
-    (the amount when the rule's conditions hold, else 0)."""
+    (the amount when the rule's conditions hold, else 0), and the beneficiary each rewards (None: the event's
+    customer)."""
 
     event_type: str
     slots: tuple[int, ...]
     amounts: tuple[exp.Expr, ...]
+    recipients: tuple[exp.Expr | None, ...]
 
 
 @dataclass(frozen=True)
 class CompiledProgramme:
     specs: list[RuleSpec]
     rules: list[CompiledRule]
-    fields: list[str]
+    fields: list[str]  # the event data fields the rules read
     exotic: exp.Expr  # the row must be evaluated in Python
     slots: int  # rules x actions, the width of one event's seq range
     first_slot: tuple[int, ...]  # slot number of each rule's first action
     by_type: tuple[TypeSlots, ...]  # event types that have rules, in order of their first rule
     dialect: Dialect
+    # (column, SQL of its reference) per beneficiary field: the engine adds each column (and `{column}_id`,
+    # the resolved id, with a customers table) to the events before the rules run
+    beneficiaries: tuple[tuple[str, exp.Expr], ...] = ()
+    reads_customers: bool = False  # some rule reads customer.* (the events need their customer's facts)
 
     def render(self, node: exp.Expr) -> str:
         return self.dialect.render(node)
@@ -385,6 +500,11 @@ class CompiledProgramme:
     def exotic_sql(self) -> str | None:
         """The exotic condition as SQL; None when no row can be exotic."""
         return None if is_false(self.exotic) else self.render(self.exotic)
+
+    @property
+    def joins_customers(self) -> bool:
+        """Whether the events must be joined with a customers table (when one is given)."""
+        return self.reads_customers or bool(self.beneficiaries)
 
     def rule_of(self, slot: int) -> tuple[int, int]:
         """(rule index, action index) of a slot."""
@@ -395,36 +515,65 @@ class CompiledProgramme:
         raise KeyError(slot)
 
 
+def recipient_column(reference: exp.Expr, dialect: Dialect) -> str:
+    """The column holding a beneficiary's reference: named after its SQL, so that plans compiled over the same
+    events (a sweep's points) share it, and never mean different things by one name."""
+    return RECIPIENT + hashlib.sha1(dialect.render(reference).encode()).hexdigest()[:16]
+
+
 def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dialect: Dialect) -> CompiledProgramme:
     specs = rule_specs(definition)
-    fields = referenced_fields(specs)
-    compiled = []
+    window = window_test(definition, dialect)
     exotic_parts: list[exp.Expr] = []
-    for spec in specs:
-        if not compiles_to_sql(spec):
-            compiled.append(CompiledRule(int(spec.rule_id), spec.event_type, exp.false(), ()))
-            exotic_parts.append(exp.EQ(this=exp.column("type"), expression=string(spec.event_type)))
-            continue
-        leaves = [node for node in spec.conditions if isinstance(node, ConditionSpec)]
-        where = conjunction([condition_test(c, reader.field(c.field), dialect) for c in leaves])
-        amounts = tuple(amount_parts(a, reader.field(a.per) if a.per else None, dialect) for a in spec.actions)
-        compiled.append(CompiledRule(int(spec.rule_id), spec.event_type, where, amounts))
-        for c in leaves:
-            source = reader.field(c.field)
-            if source.kind in ("text", "python"):
-                exotic_parts.append(numeric(source, dialect).exotic)
-        for a in spec.actions:
-            if a.per is not None:
-                exotic_parts.append(numeric(reader.field(a.per), dialect).exotic)
-    if reader.unsafe is not None:
-        exotic_parts.append(reader.unsafe)
+    unsafe_parts: list[exp.Expr] = []
+    references: dict[str, tuple[str, exp.Expr]] = {}  # beneficiary field -> (column, reference)
+    resolving = reader.resolves_customers
+    stops: dict[str, list[tuple[exp.Expr, bool]]] = {}  # per type: conditions of the stop rules met so far
+    compiled: dict[int, CompiledRule] = {}
+    for spec in in_order(specs):  # processing order: a stop rule keeps the later rules of its type off
+        conditions = _Conditions(reader, dialect, spec.timezone)
+        where, nullable = conditions.nodes(spec.conditions)
+        earlier = [negation(condition, may_be_null) for condition, may_be_null in stops.get(spec.event_type, [])]
+        if spec.stop_processing:
+            stops.setdefault(spec.event_type, []).append((where, nullable))
+        amounts = []
+        recipients: list[Recipient | None] = []
+        for action in spec.actions:
+            source = conditions.source(action.per) if action.per else None
+            amounts.append(amount_parts(action, source, dialect))
+            if source is not None:
+                conditions.numbers_read(source)
+            if action.beneficiary is None:
+                recipients.append(None)
+                continue
+            if action.beneficiary not in references:
+                named = conditions.source(action.beneficiary)
+                if named.kind == "python":
+                    exotic_parts.append(not_null(named.value))
+                text = string_of(named)
+                non_empty = exp.NEQ(this=text, expression=string(""))
+                reference = exp.null() if isinstance(text, exp.Null) else exp.Paren(this=when(non_empty, text.copy()))
+                references[action.beneficiary] = (recipient_column(reference, dialect), reference)
+            column = references[action.beneficiary][0]
+            resolved = exp.column(f"{column}_id") if resolving else None
+            recipients.append(Recipient(exp.column(column), resolved))
+        exotic_parts += conditions.exotic
+        unsafe_parts += conditions.unsafe
+        rule_where = conjunction([window, where, *earlier])
+        has_recipient = any(r is not None for r in recipients)
+        compiled[int(spec.rule_id)] = CompiledRule(
+            int(spec.rule_id), spec.event_type, rule_where, tuple(amounts), tuple(recipients) if has_recipient else ()
+        )
+    rules = [compiled[index] for index in range(len(specs))]
     unique: dict[str, exp.Expr] = {}
-    for marker in exotic_parts:
+    for marker in exotic_parts + unsafe_parts:
         if not is_false(marker):
             unique.setdefault(dialect.render(marker), marker)
     exotic: exp.Expr = (
         exp.Coalesce(this=exp.or_(*unique.values()), expressions=[exp.false()]) if unique else exp.false()
     )
+    if unique and not is_true(window):  # outside the window nothing applies: SQL gives those rows nothing
+        exotic = exp.and_(exp.Paren(this=exotic), exp.Paren(this=window.copy()))
     # Slots follow the order the rules apply in (priority, then file order), so that `seq` orders an event's
     # issuances as the live engine makes them.
     first_by_index: dict[int, int] = {}
@@ -433,11 +582,25 @@ def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dial
         first_by_index[int(spec.rule_id)] = total
         total += len(spec.actions)
     first = [first_by_index[index] for index in range(len(specs))]
-    by_type: dict[str, list[tuple[int, exp.Expr]]] = {}
-    for rule in sorted(compiled, key=lambda r: first[r.index]):
-        for action, part in enumerate(rule.parts):
-            by_type.setdefault(rule.event_type, []).append((first[rule.index] + action, part.slot(rule.where)))
+    by_type: dict[str, list[tuple[int, exp.Expr, exp.Expr | None]]] = {}
+    for rule in sorted(rules, key=lambda r: first[r.index]):
+        for position in range(len(rule.parts)):
+            recipient = rule.recipient(position)
+            entry = (first[rule.index] + position, rule.slot(position), recipient.customer if recipient else None)
+            by_type.setdefault(rule.event_type, []).append(entry)
     types = tuple(
-        TypeSlots(t, tuple(s for s, _ in entries), tuple(a for _, a in entries)) for t, entries in by_type.items()
+        TypeSlots(t, tuple(e[0] for e in entries), tuple(e[1] for e in entries), tuple(e[2] for e in entries))
+        for t, entries in by_type.items()
     )
-    return CompiledProgramme(specs, compiled, fields, exotic, total, tuple(first), types, dialect)
+    return CompiledProgramme(
+        specs,
+        rules,
+        referenced_fields(specs),
+        exotic,
+        total,
+        tuple(first),
+        types,
+        dialect,
+        tuple(references.values()),
+        any(spec.reads("customer") for spec in specs),
+    )

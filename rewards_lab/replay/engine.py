@@ -5,7 +5,9 @@ in rule order (that is `seq`). Every rule's conditions and amounts run as set-ba
 into one stored row per event (rewards_lab.replay.store); the few rows SQL cannot read exactly are evaluated by
 the live engine's own Python functions. The asset's supply ceiling is then enforced in `seq` order from
 `opening_supply` (rewards_lab.replay.store, rewards_lab.replay.ceiling). Customers are
-assumed to exist with a reward wallet; each input row is one event (no deduplication of external_event_id).
+assumed to exist with a reward wallet; each input row is one event (no deduplication of external_event_id). An
+optional customers table (rewards_lab.replay.customers) gives the facts rules read of an event's customer and
+resolves beneficiaries; rules read no customer field without one.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import pyarrow.parquet as pq
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
+from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
 from rewards_lab.replay import store
 from rewards_lab.replay.compiler import (
@@ -39,7 +42,8 @@ from rewards_lab.replay.compiler import (
     rule_specs,
     string,
 )
-from rewards_lab.replay.fallback import slot_amounts
+from rewards_lab.replay.customers import joined, open_customers
+from rewards_lab.replay.fallback import instant_of, resolved_amount, slot_outcomes
 from rewards_lab.replay.inputs import ROW, EventSource, literal, open_events
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.store import DAY_US
@@ -144,12 +148,17 @@ class ReplayResult:
         """issued (Decimal), issuances, failed, and failures by error code."""
         (row,) = self.con.sql(store.totals_sql(self._name, self._boundary, self._amount)).fetchall()
         issued_count, candidates, too_large = int(row[1]), int(row[2]), int(row[3])
-        codes = {"amount_too_large": too_large, "asset_supply_exhausted": candidates - issued_count}
+        codes = {
+            "amount_too_large": too_large,
+            "asset_supply_exhausted": candidates - issued_count,
+            "beneficiary_missing": int(row[4]),
+            "beneficiary_not_found": int(row[5]),
+        }
         failed_by_code = {code: count for code, count in codes.items() if count}
         return {
             "issued": row[0],
             "issuances": issued_count,
-            "failed": too_large + candidates - issued_count,
+            "failed": sum(codes.values()),
             "failed_by_code": failed_by_code,
         }
 
@@ -231,14 +240,14 @@ def candidate_selects(plan: CompiledProgramme, events: str) -> list[tuple[str, s
     selects = []
     keep = "" if plan.exotic_sql is None else f" AND NOT {plan.exotic_sql}"
     for rule in plan.rules:
-        for action_index, amount in enumerate(rule.parts):
+        for action_index in range(len(rule.parts)):
             slot = plan.first_slot[rule.index] + action_index
             selects.append(
                 (
                     rule.event_type,
                     f"SELECT __pos * {plan.slots} + {slot} AS seq, day, m, m > 0 AS ok FROM ("
                     f"SELECT __pos, CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER) AS day, "
-                    f"{plan.render(amount.value)} AS m FROM {events} "
+                    f"{plan.render(rule.candidate(action_index))} AS m FROM {events} "
                     f"WHERE type = {plan.render(string(rule.event_type))}{keep} AND {plan.render(rule.where)}"
                     f") WHERE m <> 0",
                 )
@@ -246,22 +255,61 @@ def candidate_selects(plan: CompiledProgramme, events: str) -> list[tuple[str, s
     return selects
 
 
+def python_outcomes(
+    con: duckdb.DuckDBPyConnection, source: EventSource, plan: CompiledProgramme, events: str
+) -> tuple[list[tuple[int, int, int]], dict[int, str], int]:
+    """(seq, occurred_at in epoch microseconds, m) of the events SQL cannot read exactly, evaluated by the live
+    engine's own functions with the facts the SQL reads (time, customer); seq -> the customer a beneficiary's
+    action rewards; and how many such events there were."""
+    if plan.exotic_sql is None:
+        return [], {}, 0
+    reader = source.customers.reader() if source.customers is not None and plan.reads_customers else None
+    facts_columns = reader.columns if reader is not None else []
+    extra = "".join(f", {column}" for column in facts_columns)
+    query = f"SELECT __pos, {ROW}, type, epoch_us(occurred_at){extra} FROM {events} WHERE {plan.exotic_sql}"
+    fetched = con.sql(query).fetchall()
+    data = source.python_data([int(e[1]) for e in fetched], plan.fields)
+    typed = [(row[2], data.get(int(row[1]), {})) for row in fetched]
+    facts = [
+        EventFacts(
+            instant_of(int(row[3])),
+            reader.facts(dict(zip(facts_columns, row[4:], strict=True))) if reader is not None else None,
+        )
+        for row in fetched
+    ]
+    evaluated = slot_outcomes(plan.specs, plan.first_slot, typed, facts)
+    named = [reference for found in evaluated for _, m, reference in found if reference is not None and m > 0]
+    resolved = source.customers.resolve(named) if source.customers is not None else None
+    rows, recipients = [], {}
+    for row, outcomes in zip(fetched, evaluated, strict=True):
+        for slot, m, reference in outcomes:
+            seq = int(row[0]) * plan.slots + slot
+            amount, customer = resolved_amount(m, reference, resolved)
+            rows.append((seq, int(row[3]), amount))
+            if customer is not None:
+                recipients[seq] = customer
+    return rows, recipients, len(fetched)
+
+
 def python_rows(
     con: duckdb.DuckDBPyConnection, source: EventSource, plan: CompiledProgramme, events: str
 ) -> tuple[list[tuple[int, int, int]], int]:
-    """(seq, occurred_at in epoch microseconds, m) of the events SQL cannot read exactly, evaluated by the live
-    engine's own functions; and how many such events there were."""
-    if plan.exotic_sql is None:
-        return [], 0
-    query = f"SELECT __pos, {ROW}, type, epoch_us(occurred_at) FROM {events} WHERE {plan.exotic_sql}"
-    fetched = con.sql(query).fetchall()
-    data = source.python_data([int(e[1]) for e in fetched], plan.fields)
-    typed = [(event_type, data.get(int(rn), {})) for _, rn, event_type, _ in fetched]
-    evaluated = slot_amounts(plan.specs, plan.first_slot, typed)
-    rows = []
-    for (position, _, _, stamp), amounts in zip(fetched, evaluated, strict=True):
-        rows += [(int(position) * plan.slots + slot, int(stamp), m) for slot, m in amounts]
-    return rows, len(fetched)
+    """(seq, occurred_at in epoch microseconds, m) of the events SQL cannot read exactly (`python_outcomes`),
+    and how many such events there were."""
+    rows, _, count = python_outcomes(con, source, plan, events)
+    return rows, count
+
+
+def prepared(
+    con: duckdb.DuckDBPyConnection, definition: ProgrammeDefinition, source: EventSource, customers: Any
+) -> tuple[str, CompiledProgramme]:
+    """(the FROM clause over the events with what the rules read, the compiled plan), with the customers table
+    (None: none) registered on the source."""
+    if customers is not None:
+        source.customers = open_customers(con, customers, source.view)
+    from_sql = source.prepare(referenced_fields(rule_specs(definition)))
+    plan = compile_programme(definition, source, DUCKDB)
+    return joined(from_sql, [plan], source.customers), plan
 
 
 def replay(
@@ -271,8 +319,10 @@ def replay(
     opening_supply: Decimal | int | str = 0,
     progress: Progress = None,
     connection: duckdb.DuckDBPyConnection | None = None,
+    customers: Any = None,
 ) -> ReplayResult:
-    """Replay `events` through `programme`; see the module docstring and docs/decisions.md ("Replay")."""
+    """Replay `events` through `programme`; see the module docstring and docs/decisions.md ("Replay").
+    `customers`: the customers table (a path, a DataFrame, an Arrow table or a relation; docs/replay.md)."""
     started = time.perf_counter()
     definition = definition_of(programme)
     decimals = definition.asset.decimals
@@ -284,8 +334,7 @@ def replay(
     source = open_events(con, events, f"{name}_events")  # reads CSV and JSON lines in file order
     if connection is None:
         con.execute("SET preserve_insertion_order = false")  # from here every order is explicit (seq, __rn)
-    from_sql = source.prepare(referenced_fields(rule_specs(definition)))
-    plan = compile_programme(definition, source, DUCKDB)
+    from_sql, plan = prepared(con, definition, source, customers)
     lay = store.layout(plan)
     reporter = ProgressReporter(progress, len(STEPS))
     ordered = f"{name}_ordered"
@@ -294,8 +343,8 @@ def replay(
         reporter.step("ordered")
         store.create(con, lay, ordered, plan.exotic_sql, name)
         reporter.step("rules")
-        fallback, python_events = python_rows(con, source, plan, ordered)
-        store.add_fallback(con, lay, ordered, fallback, name)
+        fallback, recipients, python_events = python_outcomes(con, source, plan, ordered)
+        store.add_fallback(con, lay, ordered, fallback, name, recipients)
         reporter.step("fallback")
         store.summarise(con, lay, name)
         reporter.step("summaries")

@@ -41,15 +41,17 @@ def run_replay(
     *,
     engine: str = "duckdb",
     opening_supply: Decimal | int | str = 0,
+    customers: Any = None,
     **options: Any,
 ) -> ReplayResult | SparkReplayResult:
-    """Replay on the chosen engine; both give the same issuance table (docs/replay.md). `options` go to the
+    """Replay on the chosen engine; both give the same issuance table (docs/replay.md). `customers`: the
+    customers table rules read (customer.*) and beneficiaries resolve in (None: none). `options` go to the
     engine: `progress` to both, `connection` to DuckDB's, `spark` (a session) to Spark's."""
     if _checked(engine) == "spark":
         from rewards_lab.replay.spark_engine import replay_spark
 
-        return replay_spark(events, programme, opening_supply=opening_supply, **options)
-    return replay(events, programme, opening_supply=opening_supply, **options)
+        return replay_spark(events, programme, opening_supply=opening_supply, customers=customers, **options)
+    return replay(events, programme, opening_supply=opening_supply, customers=customers, **options)
 
 
 def run_sweep(
@@ -59,10 +61,11 @@ def run_sweep(
     *,
     engine: str = "duckdb",
     opening_supply: Decimal | int | str = 0,
+    customers: Any = None,
 ) -> pd.DataFrame:
     """A sweep on the chosen engine; both give the same frame."""
     if _checked(engine) == "spark":
         from rewards_lab.replay.spark_sweep import sweep_spark
 
-        return sweep_spark(events, programme, grid, opening_supply=opening_supply)
-    return sweep(events, programme, grid, opening_supply=opening_supply)
+        return sweep_spark(events, programme, grid, opening_supply=opening_supply, customers=customers)
+    return sweep(events, programme, grid, opening_supply=opening_supply, customers=customers)

@@ -1,31 +1,116 @@
 """The rows an engine cannot read exactly in SQL, evaluated by the live engine's own rule evaluation.
 
-Both engines use it: DuckDB on the driver for the few exotic rows, Spark inside `mapInArrow` on the executors.
+Both engines use it: DuckDB on the driver for the few exotic rows, Spark inside `mapInArrow` on the executors. The
+rules read what the SQL reads: the event data, its time (`occurred_at`) and its customer's facts from the customers
+table (rewards_lab.domain.conditions.EventFacts). A beneficiary's reference is resolved by the caller (DuckDB: a
+lookup query; Spark: a join of the fallback's rows with the customers), as `resolved_amount` encodes it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any, Literal
 
+from rewards_lab.contract import jsonutil
+from rewards_lab.domain.conditions import CustomerFacts, EventFacts
 from rewards_lab.domain.rule_evaluation import evaluate
+from rewards_lab.domain.rules import BENEFICIARY_MISSING as MISSING_CODE
 from rewards_lab.domain.rules import RuleSpec
-from rewards_lab.replay.compiler import TOO_LARGE
+from rewards_lab.replay.compiler import BENEFICIARY_MISSING, NOT_FOUND_BASE, TOO_LARGE
+from rewards_lab.replay.sql_values import NUMBER_RE
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+Outcome = tuple[int, int, str | None]  # (slot, m, the beneficiary's reference or None)
 
 
-def slot_amounts(
-    specs: Sequence[RuleSpec], first_slot: Sequence[int], events: Sequence[tuple[str, Mapping[str, Any]]]
-) -> list[list[tuple[int, int]]]:
-    """Per event (type, data): (slot, m) of every action that issues something or is refused as too large
-    (m = TOO_LARGE), in processing order."""
+Reading = Literal["value", "json", "csv", "document"]  # how an attribute's column reads (document: a JSON object's key)
+
+
+def text_scalar(text: str) -> Any:
+    """A CSV cell as the JSON scalar it spells: a number (exact), true/false, or else the string itself."""
+    if re.fullmatch(NUMBER_RE, text):
+        return Decimal(text)
+    return {"true": True, "false": False}.get(text, text)
+
+
+@dataclass(frozen=True)
+class FactsReader:
+    """Builds an event's CustomerFacts from the customer columns joined to it (picklable: Spark's executors run
+    it): `found` is NULL when no customer has the event's reference."""
+
+    found: str
+    country: str | None
+    segments: str
+    document: str | None  # the JSON `attributes` text, when an attribute read comes from it
+    attributes: tuple[tuple[str, str, Reading], ...]  # (attribute, column, how it reads)
+
+    @property
+    def columns(self) -> list[str]:
+        names = [self.found, *([self.country] if self.country else []), self.segments]
+        names += [self.document] if self.document else []
+        return names + [column for _, column, reading in self.attributes if reading != "document"]
+
+    def facts(self, values: Mapping[str, Any]) -> CustomerFacts | None:
+        if values.get(self.found) is None:
+            return None
+        text = values.get(self.document) if self.document else None
+        document = jsonutil.loads(text) if text is not None else {}
+        attributes: dict[str, Any] = {}
+        for attribute, column, reading in self.attributes:
+            if reading == "document":
+                attributes[attribute] = document.get(attribute) if isinstance(document, dict) else None
+                continue
+            value = values.get(column)
+            if value is not None and reading == "json":
+                value = jsonutil.loads(value)
+            elif value is not None and reading == "csv":
+                value = text_scalar(value)
+            attributes[attribute] = value
+        country = values.get(self.country) if self.country else None
+        return CustomerFacts(attributes, country, tuple(values.get(self.segments) or ()))
+
+
+def instant_of(microseconds: int) -> datetime:
+    """An epoch timestamp in microseconds as an aware datetime (exact)."""
+    return _EPOCH + timedelta(microseconds=microseconds)
+
+
+def slot_outcomes(
+    specs: Sequence[RuleSpec],
+    first_slot: Sequence[int],
+    events: Sequence[tuple[str, Mapping[str, Any]]],
+    facts: Sequence[EventFacts] | None = None,
+) -> list[list[Outcome]]:
+    """Per event (type, data): (slot, m, reference) of every action that issues something or is refused, in
+    processing order; m is the amount, TOO_LARGE or BENEFICIARY_MISSING; the reference is the beneficiary named
+    (unresolved) of an action that issues to one."""
     result = []
-    for matches in evaluate(specs, events):
-        amounts = []
+    for matches in evaluate(specs, events, facts=facts):
+        amounts: list[Outcome] = []
         for verdict in matches:
             for action in verdict.actions:
                 if not action.issues and action.error_code is None:
                     continue
                 slot = first_slot[int(verdict.rule_id)] + action.action_index
-                amounts.append((slot, TOO_LARGE if action.error_code is not None else action.amount_minor))
+                if action.error_code == MISSING_CODE:
+                    amounts.append((slot, BENEFICIARY_MISSING, None))
+                elif action.error_code is not None:
+                    amounts.append((slot, TOO_LARGE, None))
+                else:
+                    amounts.append((slot, action.amount_minor, action.beneficiary))
         result.append(amounts)
     return result
+
+
+def resolved_amount(m: int, reference: str | None, resolved: Mapping[str, str] | None) -> tuple[int, str | None]:
+    """(m, customer) of an outcome once its beneficiary is looked up in the customers table (`resolved`:
+    reference -> id; None without a table, when the reference itself is the customer): an unknown reference
+    refuses the action as beneficiary_not_found (NOT_FOUND_BASE - m), its customer the reference."""
+    if reference is None or m <= 0 or resolved is None:
+        return m, reference
+    found = resolved.get(reference)
+    return (m, found) if found is not None else (NOT_FOUND_BASE - m, reference)

@@ -5,24 +5,27 @@ relation, with columns external_event_id, type, customer_id, occurred_at, and th
 (JSON text, JSON, STRUCT or MAP) or as further columns.
 
 Every data field a rule reads becomes a `FieldSource`: how to read the value in SQL and of which kind it is, so that
-the compiler can reproduce the live engine's reading of JSON numbers exactly:
+the compiler can reproduce the live engine's reading exactly (rewards_lab.domain.conditions.read_value):
 - integer and DECIMAL columns are numbers as stored; FLOAT/DOUBLE are the number their shortest repr writes
   (what the live engine reads from a Python float); NaN and infinities are not numbers;
-- VARCHAR columns of a typed source (Parquet, Arrow, pandas) hold strings, never numbers, like the live engine;
-- CSV cells have no type: a cell is read as a JSON scalar (a JSON number is a number, anything else is not);
+- VARCHAR (and ENUM) columns of a typed source (Parquet, Arrow, pandas) hold strings, never numbers, BOOLEAN
+  columns booleans, LIST columns lists, like the live engine;
+- CSV cells have no type: a cell is read as a JSON scalar (a JSON number is a number, true and false are
+  booleans, anything else is the string itself);
 - JSON data are read field by field, numbers as the text DuckDB gives back. DuckDB parses JSON numbers into
   doubles, which is exact only for numbers of at most 15 significant digits written without an exponent, so a
-  row whose JSON holds anything else is flagged `unsafe` and evaluated exactly in Python.
+  row whose JSON holds anything else is exotic wherever a rule reads a number from it (evaluated in Python).
+A field path `a.b` is the key (or column) spelled `a.b` first, else the nested walk: JSON paths for JSON data,
+STRUCT fields decided from the schema, in columns mode a column `a` that is a STRUCT (or JSON) holding `b`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from decimal import Decimal
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import duckdb
 import numpy as np
@@ -32,14 +35,27 @@ from sqlglot import exp
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.replay.compiler import DUCKDB, NUMBER_RE, FieldReader, FieldSource, call, cast, number, string
+from rewards_lab.domain.conditions import source_of
+from rewards_lab.replay.fallback import text_scalar
+from rewards_lab.replay.sql_values import (
+    DUCKDB,
+    UNSAFE_JSON_RE,
+    FieldReader,
+    FieldSource,
+    call,
+    cast,
+    number,
+    string,
+    when,
+)
+
+if TYPE_CHECKING:
+    from rewards_lab.replay.customers import CustomerTable
 
 CORE = ("external_event_id", "type", "customer_id", "occurred_at")
 ROW = "__rn"  # input order, 0-based
 VIEW = "replay_events"
-
-# JSON text that DuckDB may read inexactly: 16 or more digits in a row, or an exponent.
-UNSAFE_JSON_RE = r"[0-9.]{16}|[0-9][eE]"
+JSON_TYPE = "JSON"  # the type name of a JSON column (and of object columns of a pandas frame, JSON text)
 _INT_BOUNDS = {
     "TINYINT": 2**7,
     "SMALLINT": 2**15,
@@ -51,6 +67,7 @@ _INT_BOUNDS = {
     "UBIGINT": 2**64,
 }
 _DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")
+_LIST_ELEMENTS = ("int", "decimal", "double", "string", "boolean", "never")  # element kinds SQL compares exactly
 
 
 def quote(name: str) -> str:
@@ -63,6 +80,16 @@ def literal(value: str) -> str:
     return DUCKDB.render(string(value))
 
 
+def json_path(keys: Iterable[str]) -> str:
+    """A JSON path of object keys, each quoted: ["a", "b.c"] -> `$."a"."b.c"` (field names hold no quotes)."""
+    return "$" + "".join(f'."{key}"' for key in keys)
+
+
+def unsafe_json(text: exp.Expr) -> exp.Expr:
+    """Rows whose JSON text DuckDB may read inexactly (a number through a double)."""
+    return call("regexp_matches", text, string(UNSAFE_JSON_RE))
+
+
 @dataclass
 class EventSource(FieldReader):
     """The events as a view (`view`) with __rn, the core columns (occurred_at as TIMESTAMPTZ) and the data."""
@@ -70,30 +97,71 @@ class EventSource(FieldReader):
     con: duckdb.DuckDBPyConnection
     view: str
     mode: Literal["columns", "json", "struct"]
-    columns: dict[str, str]  # data column name -> DuckDB type (columns and struct modes)
+    columns: dict[str, Any]  # data column (or STRUCT field) -> DuckDB type, or JSON_TYPE (columns and struct modes)
     csv: bool = False
-    json_fields: tuple[str, ...] = ()
+    json_paths: tuple[str, ...] = ()  # json mode: the paths extracted once per row into __j
     origin: pa.Table | str | None = None  # the rows in input order: a table, or a Parquet file's path
     select: str = ""  # the view's SELECT ... FROM, without its source (rewards_lab.replay.to_file streams one)
-
-    def field(self, name: str) -> FieldSource:
-        if self.mode == "json":
-            element = exp.Bracket(this=exp.column("__j"), expressions=[number(self.json_fields.index(name))])
-            return FieldSource("text", cast(element, "VARCHAR"))  # SQLGlot's index is 0-based, DuckDB's 1-based
-        if name not in self.columns:
-            return FieldSource("missing")
-        column: exp.Expr = (
-            exp.Dot(this=exp.column("data"), expression=exp.to_identifier(name, quoted=True))
-            if self.mode == "struct"
-            else exp.column(name, quoted=True)
-        )
-        return _typed(column, self.columns[name], self.csv)
+    customers: CustomerTable | None = field(default=None)
 
     @property
-    def unsafe(self) -> exp.Expr | None:
-        if self.mode != "json":
-            return None
-        return call("regexp_matches", cast(exp.column("data"), "VARCHAR"), string(UNSAFE_JSON_RE))
+    def resolves_customers(self) -> bool:
+        return self.customers is not None
+
+    def field(self, name: str) -> FieldSource:
+        if source_of(name) == "customer":
+            return self.customers.field(name) if self.customers is not None else FieldSource("missing")
+        if self.mode == "json":
+            return self._json_field(name)
+        nested = self._nested(name)
+        if name not in self.columns:
+            return nested
+        spelled = typed_source(self._column(name), self.columns[name], self.csv)
+        return spelled if nested.kind == "missing" else either(spelled, nested)
+
+    def _column(self, name: str) -> exp.Expr:
+        if self.mode == "struct":
+            return exp.Dot(this=exp.column("data"), expression=exp.to_identifier(name, quoted=True))
+        return exp.column(name, quoted=True)
+
+    def _extracted(self, path: str) -> exp.Expr:
+        element = exp.Bracket(this=exp.column("__j"), expressions=[number(self.json_paths.index(path))])
+        return element  # SQLGlot's index is 0-based, DuckDB's 1-based: SQLGlot adds the one
+
+    def _json_field(self, name: str) -> FieldSource:
+        literal_key = self._extracted(json_path([name]))
+        unsafe = unsafe_json(cast(exp.column("data"), "VARCHAR"))
+        parts = name.split(".")
+        if len(parts) == 1:
+            return FieldSource("json", literal_key, unsafe=unsafe)
+        if "" in parts:  # a JSON path cannot name an empty key: Python reads it (where its first key is there)
+            first = self._extracted(json_path(parts[:1]))
+            return FieldSource("python", exp.Coalesce(this=literal_key, expressions=[first]))
+        nested = self._extracted(json_path(parts))
+        return FieldSource("json", exp.Coalesce(this=literal_key, expressions=[nested]), unsafe=unsafe)
+
+    def _nested(self, name: str) -> FieldSource:
+        """`a.b.c` where no column is spelled so: a STRUCT (or JSON) column `a` holding `b`, then `c`."""
+        parts = name.split(".")
+        if len(parts) < 2 or parts[0] not in self.columns:
+            return FieldSource("missing")
+        node, kind = self._column(parts[0]), self.columns[parts[0]]
+        for index, key in enumerate(parts[1:], start=1):
+            if _is_json(kind):
+                rest = parts[index:]
+                if "" in rest:
+                    return FieldSource("python", node)
+                text = cast(node, "VARCHAR")
+                value = call("json_extract", cast(node.copy(), "JSON"), string(json_path(rest)))
+                return FieldSource("json", value, unsafe=unsafe_json(text))
+            type_id = getattr(kind, "id", "")
+            if type_id == "map":
+                return FieldSource("python", node)  # Python walks into a MAP (a dict to it)
+            children = dict(kind.children) if type_id == "struct" else {}
+            if key not in children:
+                return FieldSource("missing")
+            node, kind = exp.Dot(this=node, expression=exp.to_identifier(key, quoted=True)), children[key]
+        return typed_source(node, kind, False)
 
     def prepare(self, fields: Iterable[str], view: str | None = None) -> str:
         """The FROM clause over the events (`view`, by default this source's), parsing JSON data once per row
@@ -101,49 +169,82 @@ class EventSource(FieldReader):
         events = view or self.view
         if self.mode != "json":
             return events
-        self.json_fields = tuple(dict.fromkeys(fields))
-        if not self.json_fields:
+        paths: list[str] = []
+        for name in fields:
+            parts = name.split(".")
+            paths.append(json_path([name]))
+            if len(parts) > 1:
+                paths.append(json_path(parts) if "" not in parts else json_path(parts[:1]))
+        self.json_paths = tuple(dict.fromkeys(paths))
+        if not self.json_paths:
             return events
-        paths = exp.Array(expressions=[string(f'$."{name}"') for name in self.json_fields])
-        extract = DUCKDB.render(call("json_extract", exp.column("data"), paths))
+        listed = exp.Array(expressions=[string(path) for path in self.json_paths])
+        extract = DUCKDB.render(call("json_extract", exp.column("data"), listed))
         return f"(SELECT *, {extract} AS __j FROM {events})"
 
     def python_data(self, rows: list[int], fields: Iterable[str]) -> dict[int, dict[str, Any]]:
-        """The exact data of the given input rows (by __rn), as the live engine would read it."""
+        """The exact data of the given input rows (by __rn), as the live engine would read it: the JSON object,
+        or the columns (STRUCT fields) the fields name, as Python values."""
         if not rows:
             return {}
-        names = list(dict.fromkeys(fields))
         keys = pa.table({"rn": pa.array(rows, pa.int64())})
         self.con.register("__replay_rows", keys)
+        wanted = f"{ROW} IN (SELECT rn FROM __replay_rows)"
         try:
             if self.mode == "json":
-                wanted = f"{ROW} IN (SELECT rn FROM __replay_rows)"
                 fetched = self.con.sql(
                     f"SELECT {ROW}, CAST(data AS VARCHAR) FROM {self.view} WHERE {wanted}"
                 ).fetchall()
                 return {int(rn): _json_object(text) for rn, text in fetched}
-            sources = [(name, self.field(name)) for name in names]
-            present = [(name, source) for name, source in sources if source.kind != "missing"]
-            select = ", ".join([ROW, *[DUCKDB.render(source.value) for _, source in present]])
-            fetched = self.con.sql(
-                f"SELECT {select} FROM {self.view} WHERE {ROW} IN (SELECT rn FROM __replay_rows)"
-            ).fetchall()
+            present = list(dict.fromkeys(column for name in fields for column in self._top_level(name)))
+            select = ", ".join([ROW, *(DUCKDB.render(self._column(name)) for name in present)])
+            fetched = self.con.sql(f"SELECT {select} FROM {self.view} WHERE {wanted}").fetchall()
         finally:
             self.con.unregister("__replay_rows")
         result: dict[int, dict[str, Any]] = {}
         for row in fetched:
             data: dict[str, Any] = {}
-            for (name, source), value in zip(present, row[1:], strict=True):
+            for name, value in zip(present, row[1:], strict=True):
                 if value is None:
                     continue
-                if source.encoding == "json":
+                if _is_json(self.columns[name]):
                     data[name] = jsonutil.loads(value)
-                elif source.encoding == "csv":
-                    data[name] = _text_scalar(value)
+                elif self.csv:
+                    data[name] = text_scalar(value)
                 else:
                     data[name] = value
             result[int(row[0])] = data
         return result
+
+    def _top_level(self, name: str) -> list[str]:
+        """The columns (STRUCT fields) the live engine reads a field from: the one spelled so, and the path's
+        first key (when the first is empty in a row)."""
+        first = name.split(".")[0]
+        return [column for column in dict.fromkeys([name, first]) if column in self.columns]
+
+
+def either(first: FieldSource, second: FieldSource) -> FieldSource:
+    """A field read from `first` where it is present, else from `second` (a column spelled `a.b`, else a
+    STRUCT `a`'s field `b`): one column of their common kind, or Python's where they differ."""
+    same = first.kind == second.kind and (first.precision, first.scale) == (second.precision, second.scale)
+    if same and first.kind in ("int", "double", "string", "boolean", "json", "csv"):
+        value = exp.Coalesce(this=first.value, expressions=[second.value])
+        text = (
+            None
+            if first.text is None or second.text is None
+            else exp.Coalesce(this=first.text, expressions=[second.text])
+        )
+        unsafe = None if first.unsafe is None else exp.or_(first.unsafe, second.unsafe or exp.false())
+        return FieldSource(first.kind, value, bound=max(first.bound, second.bound), text=text, unsafe=unsafe)
+    either_present = exp.or_(
+        exp.not_(exp.Is(this=first.value, expression=exp.null())),
+        exp.not_(exp.Is(this=second.value, expression=exp.null())),
+    )
+    return FieldSource("python", exp.Paren(this=when(either_present, exp.true())))
+
+
+def _is_json(kind: Any) -> bool:
+    return str(kind).upper() == JSON_TYPE
 
 
 def _json_object(text: str | None) -> dict[str, Any]:
@@ -153,15 +254,13 @@ def _json_object(text: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _text_scalar(text: str) -> Any:
-    """A CSV cell as the JSON scalar it spells: a number (exact), true/false, or else the string itself."""
-    if re.fullmatch(NUMBER_RE, text):
-        return Decimal(text)
-    return {"true": True, "false": False}.get(text, text)
-
-
-def _typed(column: exp.Expr, type_name: str, csv: bool) -> FieldSource:
-    upper = type_name.upper()
+def typed_source(column: exp.Expr, kind: Any, csv: bool) -> FieldSource:
+    """How a typed column (a DuckDB type, or JSON_TYPE) reads."""
+    if _is_json(kind):
+        text = cast(column, "VARCHAR")
+        return FieldSource("json", cast(column.copy(), "JSON"), text=text, unsafe=unsafe_json(text.copy()))
+    upper = str(kind).upper()
+    type_id = getattr(kind, "id", "")
     if upper in _INT_BOUNDS:
         return FieldSource("int", column, bound=_INT_BOUNDS[upper])
     match = _DECIMAL.fullmatch(upper)
@@ -174,10 +273,17 @@ def _typed(column: exp.Expr, type_name: str, csv: bool) -> FieldSource:
         return FieldSource("text", cast(column, "VARCHAR"))
     if upper in ("DOUBLE", "FLOAT", "REAL"):
         return FieldSource("double", column)
-    if upper == "JSON":
-        return FieldSource("text", cast(column, "VARCHAR"), encoding="json")
-    if csv and upper == "VARCHAR":
-        return FieldSource("text", cast(column, "VARCHAR"), encoding="csv")
+    if upper == "VARCHAR":
+        return FieldSource("csv" if csv else "string", column)
+    if type_id == "enum":
+        return FieldSource("string", cast(column, "VARCHAR"))
+    if upper == "BOOLEAN":
+        return FieldSource("boolean", column)
+    if type_id in ("list", "array"):
+        element = typed_source(exp.null(), dict(kind.children)["child"], False)
+        if element.kind not in _LIST_ELEMENTS:
+            return FieldSource("python", column)
+        return FieldSource("list", column, element=element)
     return FieldSource("never", column)
 
 
@@ -284,9 +390,10 @@ def open_events(con: duckdb.DuckDBPyConnection, events: Any, view: str = VIEW) -
         f"{data_sql}{extra} FROM "
     )
     con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {select}{source}")
+    columns: dict[str, Any]
     if mode == "struct":
         struct = con.sql(f"SELECT data FROM {view} LIMIT 0").types[0]
-        columns = {str(k): str(v) for k, v in struct.children}
+        columns = {str(k): v for k, v in struct.children}
     else:
-        columns = {c: "JSON" if c in json_columns else str(types[c]) for c in others}
+        columns = {c: JSON_TYPE if c in json_columns else types[c] for c in others}
     return EventSource(con, view, mode, columns, csv=csv, origin=table, select=select)

@@ -34,7 +34,17 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition
 from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.domain.rules import RuleSpec
-from rewards_lab.replay.compiler import SPARK, TOO_LARGE, CompiledProgramme, cast, compile_programme, number, string
+from rewards_lab.replay.compiler import (
+    BENEFICIARY_MISSING,
+    NOT_FOUND_BASE,
+    SPARK,
+    TOO_LARGE,
+    CompiledProgramme,
+    cast,
+    compile_programme,
+    number,
+    string,
+)
 from rewards_lab.replay.engine import (
     ISSUANCE_COLUMNS,
     STEPS,
@@ -44,8 +54,9 @@ from rewards_lab.replay.engine import (
     frame_of,
     parse_supply,
 )
-from rewards_lab.replay.fallback import slot_amounts
+from rewards_lab.replay.fallback import slot_outcomes
 from rewards_lab.replay.spark_ceiling import CeilingDecision, decide
+from rewards_lab.replay.spark_customers import open_spark_customers
 from rewards_lab.replay.spark_inputs import (
     FILE,
     ORDER,
@@ -61,6 +72,7 @@ if TYPE_CHECKING:
 # PySpark 4.x warns about pandas 3 on every Arrow exchange; this engine exchanges Arrow tables only.
 warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
 _CANDIDATE_COLUMNS = ("__pos", "external_event_id", "customer_id", "occurred_at", "type")
+_CODES = ("amount_too_large", "asset_supply_exhausted", "beneficiary_missing", "beneficiary_not_found")
 
 
 def spark_session() -> SparkSession:
@@ -121,7 +133,8 @@ def with_positions(frame: DataFrame) -> tuple[DataFrame, int]:
 
 # 2. rules -------------------------------------------------------------------------------------------------------
 def amounts_expression(plan: CompiledProgramme) -> str:
-    """Spark SQL: per event, an array of (slot, m) for its type's rule actions (NULL for a type without rules)."""
+    """Spark SQL: per event, an array of (slot, m, r) for its type's rule actions (NULL for a type without
+    rules); r is the customer a beneficiary's action rewards (NULL: the event's customer)."""
     case = exp.Case(this=exp.column("type", quoted=True))
     for group in plan.by_type:
         elements = [
@@ -129,20 +142,44 @@ def amounts_expression(plan: CompiledProgramme) -> str:
                 expressions=[
                     exp.PropertyEQ(this=exp.to_identifier("slot"), expression=cast(number(slot), "INT")),
                     exp.PropertyEQ(this=exp.to_identifier("m"), expression=cast(amount, "BIGINT")),
+                    exp.PropertyEQ(this=exp.to_identifier("r"), expression=cast(recipient or exp.null(), "STRING")),
                 ]
             )
-            for slot, amount in zip(group.slots, group.amounts, strict=True)
+            for slot, amount, recipient in zip(group.slots, group.amounts, group.recipients, strict=True)
         ]
         case = case.when(string(group.event_type), exp.Array(expressions=elements))
     return plan.render(case)
 
 
-def sql_candidates(ordered: DataFrame, plan: CompiledProgramme) -> DataFrame:
+def with_facts(ordered: DataFrame, plan: CompiledProgramme, source: SparkEventSource) -> DataFrame:
+    """The events with what the rules read beyond them: the customer's facts (one join on customer_id), each
+    beneficiary field's reference and, with a customers table, the id it resolves to (one join per field)."""
     from pyspark.sql import functions as F
 
-    rows = ordered if plan.exotic_sql is None else ordered.where(~F.expr(plan.exotic_sql))
+    customers = source.customers
+    events = ordered
+    if customers is not None and plan.joins_customers:
+        lookup = customers.build(plan.reads_customers)
+        if plan.reads_customers:
+            facts = lookup.select(F.col("__ref").alias("__cref"), *customers.columns)
+            events = events.join(facts, events["customer_id"] == facts["__cref"], "left").drop("__cref")
+    for column, reference in plan.beneficiaries:
+        events = events.withColumn(column, F.expr(plan.render(reference)))
+        if customers is not None:
+            assert customers.lookup is not None
+            resolved = customers.lookup.select(F.col("__ref").alias("__bref"), F.col("__cid").alias(f"{column}_id"))
+            events = events.join(resolved, events[column] == resolved["__bref"], "left").drop("__bref")
+    return events
+
+
+def sql_candidates(events: DataFrame, plan: CompiledProgramme) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    rows = events if plan.exotic_sql is None else events.where(~F.expr(plan.exotic_sql))
     exploded = rows.select(*_CANDIDATE_COLUMNS, F.explode(F.expr(amounts_expression(plan))).alias("__c"))
-    return exploded.select(*_CANDIDATE_COLUMNS, "__c.slot", "__c.m").where(F.col("m") != 0)
+    rewarded = F.coalesce(F.col("__c.r"), F.col("customer_id")).alias("customer_id")
+    columns = [rewarded if name == "customer_id" else F.col(name) for name in _CANDIDATE_COLUMNS]
+    return exploded.select(*columns, "__c.slot", "__c.m").where(F.col("m") != 0)
 
 
 def _evaluate_batches(
@@ -152,38 +189,45 @@ def _evaluate_batches(
 
     def evaluate_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            rows = batch.to_pylist()
+            rows = batch.to_pylist(maps_as_pydicts="strict")
             events = [(str(row["type"]), reader.data(row)) for row in rows]
-            taken, slots, amounts = [], [], []
-            for index, found in enumerate(slot_amounts(specs, first_slot, events)):
-                for slot, m in found:
+            facts = [reader.facts(row) for row in rows]
+            taken, slots, amounts, references = [], [], [], []
+            for index, found in enumerate(slot_outcomes(specs, first_slot, events, facts)):
+                for slot, m, reference in found:
                     taken.append(index)
                     slots.append(slot)
                     amounts.append(m)
+                    references.append(reference)
             indices = pa.array(taken, pa.int64())
             columns = [batch.column(name).take(indices) for name in _CANDIDATE_COLUMNS]
-            columns += [pa.array(slots, pa.int32()), pa.array(amounts, pa.int64())]
+            columns += [pa.array(slots, pa.int32()), pa.array(amounts, pa.int64()), pa.array(references, pa.string())]
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
     return evaluate_batches
 
 
 def python_candidates(
-    ordered: DataFrame, plan: CompiledProgramme, source: SparkEventSource
+    events: DataFrame, plan: CompiledProgramme, source: SparkEventSource
 ) -> tuple[DataFrame | None, int]:
     """The candidates of the rows SQL cannot read exactly, and how many such rows there are."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, LongType, StructField
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField
 
     if plan.exotic_sql is None:
         return None, 0
-    reading = source.python_columns(plan.fields)
-    exotic = ordered.where(F.expr(plan.exotic_sql)).select(*_CANDIDATE_COLUMNS, *reading)
+    facts = source.customers.reader() if source.customers is not None and plan.reads_customers else None
+    reading = [*source.python_columns(plan.fields), *(F.col(c) for c in (facts.columns if facts else []))]
+    exotic = events.where(F.expr(plan.exotic_sql)).select(*_CANDIDATE_COLUMNS, *reading)
     count = exotic.count()
     if count == 0:
         return None, 0
     base = exotic.select(*_CANDIDATE_COLUMNS).schema
-    schema = base.add(StructField("slot", IntegerType())).add(StructField("m", LongType()))
+    schema = (
+        base.add(StructField("slot", IntegerType()))
+        .add(StructField("m", LongType()))
+        .add(StructField("__ref", StringType()))
+    )
     arrow_schema = pa.schema(
         [
             pa.field("__pos", pa.int64()),
@@ -193,10 +237,21 @@ def python_candidates(
             pa.field("type", pa.string()),
             pa.field("slot", pa.int32()),
             pa.field("m", pa.int64()),
+            pa.field("__ref", pa.string()),
         ]
     )
-    function = _evaluate_batches(plan.specs, plan.first_slot, source.row_reader(plan.fields), arrow_schema)
-    return exotic.mapInArrow(function, schema), count
+    function = _evaluate_batches(plan.specs, plan.first_slot, source.row_reader(plan.fields, facts), arrow_schema)
+    evaluated = exotic.mapInArrow(function, schema)
+    m, reference = F.col("m"), F.col("__ref")
+    if source.customers is not None and source.customers.lookup is not None:  # beneficiaries, resolved
+        lookup = source.customers.lookup.select(F.col("__ref").alias("__bref"), F.col("__cid").alias("__rid"))
+        evaluated = evaluated.join(lookup, evaluated["__ref"] == lookup["__bref"], "left")
+        unknown = reference.isNotNull() & (m > 0) & F.col("__rid").isNull()
+        evaluated = evaluated.withColumn("m", F.when(unknown, F.lit(NOT_FOUND_BASE) - m).otherwise(m))
+        evaluated = evaluated.withColumn("__ref", F.coalesce(F.col("__rid"), reference))
+    rewarded = F.coalesce(F.col("__ref"), F.col("customer_id")).alias("customer_id")
+    columns = [rewarded if name == "customer_id" else F.col(name) for name in _CANDIDATE_COLUMNS]
+    return evaluated.select(*columns, "slot", "m"), count
 
 
 def _by_slot(values: list[int], slot: Column) -> Column:
@@ -243,7 +298,8 @@ class SparkReplayResult:
         c = self._candidates
         m = F.col("m")
         issued = (m > 0) & self._decision.issued(F.col("seq"), m)
-        minor = F.greatest(m, F.lit(0)).cast("long")
+        not_found = m < F.lit(NOT_FOUND_BASE)
+        minor = F.when(not_found, F.lit(NOT_FOUND_BASE) - m).otherwise(F.greatest(m, F.lit(0))).cast("long")
         return c.select(
             F.col("seq"),
             F.col("external_event_id"),
@@ -257,6 +313,8 @@ class SparkReplayResult:
             minor.alias("amount_minor"),
             F.when(issued, "issued").otherwise("failed").alias("status"),
             F.when(m == F.lit(TOO_LARGE), "amount_too_large")
+            .when(m == F.lit(BENEFICIARY_MISSING), "beneficiary_missing")
+            .when(not_found, "beneficiary_not_found")
             .when(~issued, "asset_supply_exhausted")
             .alias("error_code"),
         )
@@ -290,15 +348,14 @@ class SparkReplayResult:
         row = rows.agg(
             F.sum(F.when(F.col("status") == "issued", F.col("amount_minor").cast("decimal(38,0)"))).alias("issued"),
             F.count_if(F.col("status") == "issued").alias("issuances"),
-            F.count_if(F.col("error_code") == "amount_too_large").alias("too_large"),
-            F.count_if(F.col("error_code") == "asset_supply_exhausted").alias("exhausted"),
+            *(F.count_if(F.col("error_code") == code).alias(code) for code in _CODES),
         ).first()
         assert row is not None
-        codes = {"amount_too_large": int(row["too_large"]), "asset_supply_exhausted": int(row["exhausted"])}
+        codes = {code: int(row[code]) for code in _CODES}
         return {
             "issued": to_decimal(int(row["issued"] or 0), self._decimals),
             "issuances": int(row["issuances"]),
-            "failed": codes["amount_too_large"] + codes["asset_supply_exhausted"],
+            "failed": sum(codes.values()),
             "failed_by_code": {code: count for code, count in codes.items() if count},
         }
 
@@ -362,8 +419,10 @@ def replay_spark(
     opening_supply: Decimal | int | str = 0,
     progress: Progress = None,
     spark: SparkSession | None = None,
+    customers: Any = None,
 ) -> SparkReplayResult:
-    """Replay `events` through `programme` on Spark; see the module docstring and docs/replay.md."""
+    """Replay `events` through `programme` on Spark; see the module docstring and docs/replay.md. `customers`:
+    the customers table (a Spark DataFrame, a Parquet path, or any shape the DuckDB engine takes)."""
     started = time.perf_counter()
     definition = definition_of(programme)  # a bad programme file or events path is refused before Spark starts
     if isinstance(events, str | Path):
@@ -372,6 +431,8 @@ def replay_spark(
     reporter = ProgressReporter(progress, len(STEPS))
     try:
         source = open_spark_events(session, events)
+        if customers is not None:
+            source.customers = open_spark_customers(session, customers)
         ordered, count = with_positions(source.frame)
         reporter.step("ordered")
         return replay_ordered(definition, source, ordered, count, opening_supply, started, reporter)
@@ -397,9 +458,10 @@ def replay_ordered(
     opening = parse_supply(opening_supply, decimals)
     step = reporter.step if reporter is not None else (lambda _label: None)
     plan = compile_programme(definition, source, SPARK)
-    candidates = sql_candidates(ordered, plan)
+    events = with_facts(ordered, plan, source)
+    candidates = sql_candidates(events, plan)
     step("rules")
-    fallback, python_events = python_candidates(ordered, plan, source)
+    fallback, python_events = python_candidates(events, plan, source)
     if fallback is not None:
         candidates = candidates.unionByName(fallback)
     step("fallback")

@@ -7,9 +7,11 @@ DataFrame, its own order, partition by partition (`monotonically_increasing_id`)
 
 Data fields are read as the DuckDB engine reads them (rewards_lab.replay.inputs): integer and DECIMAL columns
 are exact numbers; FLOAT/DOUBLE columns are compared as doubles, and their `{per, rate}` amounts are evaluated
-in Python (Java does not always spell a double as its shortest repr); strings and booleans are never numbers;
-JSON (a string `data` column, or the JSON columns a pandas frame of mixed values becomes) and DECIMALs wider than
-SQL reads exactly are evaluated in Python (`kind == "python"`), inside the executors.
+in Python (Java does not always spell a double as its shortest repr); strings, booleans and arrays are read in
+SQL and are never numbers; JSON (a string `data` column, or the JSON columns a pandas frame of mixed values
+becomes), MAPs walked into and DECIMALs wider than SQL reads exactly are evaluated in Python (`kind ==
+"python"`), inside the executors. A path `a.b` is the column (STRUCT field) spelled `a.b` where present, else the
+STRUCT `a`'s field `b`, decided from the schema.
 """
 
 from __future__ import annotations
@@ -25,12 +27,16 @@ from sqlglot import exp
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.replay.compiler import SPARK, FieldReader, FieldSource
-from rewards_lab.replay.inputs import CORE, _pandas_to_arrow
+from rewards_lab.domain.conditions import EventFacts, source_of
+from rewards_lab.replay.fallback import FactsReader
+from rewards_lab.replay.inputs import CORE, _pandas_to_arrow, either
+from rewards_lab.replay.sql_values import SPARK, FieldReader, FieldSource
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
+
+    from rewards_lab.replay.spark_customers import SparkCustomerTable
 
 ORDER = "__order"  # input order within a file or partition
 FILE = "__file"  # the file a row came from ("" for a DataFrame)
@@ -66,60 +72,100 @@ class SparkEventSource(FieldReader):
     mode: str  # columns, json or struct
     types: dict[str, DataType]  # data field -> Spark type (columns and struct modes)
     json_columns: frozenset[str] = frozenset()
+    customers: SparkCustomerTable | None = None
+
+    @property
+    def resolves_customers(self) -> bool:
+        return self.customers is not None
 
     def field(self, name: str) -> FieldSource:
+        if source_of(name) == "customer":
+            return self.customers.field(name) if self.customers is not None else FieldSource("missing")
         if self.mode == "json":
-            return FieldSource("python", exp.column("data", quoted=True), encoding="json")
+            return FieldSource("python", exp.column("data", quoted=True))
+        nested = self._nested(name)
         if name not in self.types:
-            return FieldSource("missing")
-        column: exp.Expr = (
-            exp.Dot(this=exp.column("data", quoted=True), expression=exp.to_identifier(name, quoted=True))
-            if self.mode == "struct"
-            else exp.column(name, quoted=True)
-        )
+            return nested
+        spelled = self._typed_column(name)
+        return spelled if nested.kind == "missing" else either(spelled, nested)
+
+    def _column(self, name: str) -> exp.Expr:
+        if self.mode == "struct":
+            return exp.Dot(this=exp.column("data", quoted=True), expression=exp.to_identifier(name, quoted=True))
+        return exp.column(name, quoted=True)
+
+    def _typed_column(self, name: str) -> FieldSource:
+        column = self._column(name)
         if name in self.json_columns:
-            return FieldSource("python", column, encoding="json")
-        return _typed(column, self.types[name])
+            return FieldSource("python", column)
+        return spark_typed(column, self.types[name])
+
+    def _nested(self, name: str) -> FieldSource:
+        """`a.b.c` where no column is spelled so: a STRUCT column `a` holding `b`, then `c`."""
+        from pyspark.sql.types import MapType, StructType
+
+        parts = name.split(".")
+        if len(parts) < 2 or parts[0] not in self.types:
+            return FieldSource("missing")
+        if parts[0] in self.json_columns:
+            return FieldSource("python", self._column(parts[0]))
+        node, kind = self._column(parts[0]), self.types[parts[0]]
+        for key in parts[1:]:
+            if isinstance(kind, MapType):
+                return FieldSource("python", node)  # Python walks into a MAP (a dict to it)
+            children = {f.name: f.dataType for f in kind.fields} if isinstance(kind, StructType) else {}
+            if key not in children:
+                return FieldSource("missing")
+            node, kind = exp.Dot(this=node, expression=exp.to_identifier(key, quoted=True)), children[key]
+        return spark_typed(node, kind)
+
+    def _top_level(self, fields: list[str]) -> list[str]:
+        """The columns (STRUCT fields) the live engine reads the fields from: each one spelled so, and each
+        path's first key."""
+        wanted = (column for name in fields for column in (name, name.split(".")[0]))
+        return [column for column in dict.fromkeys(wanted) if column in self.types]
 
     def python_columns(self, fields: list[str]) -> list[Column]:
-        """The columns the Python fallback reads for these fields (the fields renamed `fallback_column(i)`:
-        mapInArrow resolves its input by name, and a field's name may hold dots)."""
+        """The columns the Python fallback reads for these fields (renamed `fallback_column(i)`: mapInArrow
+        resolves its input by name, and a field's name may hold dots)."""
         from pyspark.sql import functions as F
 
-        if self.mode in ("json", "struct"):
+        if self.mode == "json":
             return [F.col("data")]
         return [
-            F.col(spark_identifier(name)).alias(fallback_column(index))
-            for index, name in enumerate(fields)
-            if name in self.types
+            F.expr(SPARK.render(self._column(name))).alias(fallback_column(index))
+            for index, name in enumerate(self._top_level(fields))
         ]
 
-    def row_reader(self, fields: list[str]) -> RowReader:
-        return RowReader(self.mode, self.json_columns, tuple(fields))
+    def row_reader(self, fields: list[str], facts: FactsReader | None = None) -> RowReader:
+        columns = tuple(self._top_level(fields)) if self.mode != "json" else ()
+        return RowReader(self.mode, self.json_columns, columns, facts)
 
 
 @dataclass(frozen=True)
 class RowReader:
-    """Reads one row's data as the live engine reads it (picklable: it runs on the executors)."""
+    """Reads one row's data and facts as the live engine reads them (picklable: it runs on the executors)."""
 
     mode: str
     json_columns: frozenset[str]
-    fields: tuple[str, ...]
+    columns: tuple[str, ...]  # the top-level columns read, in the order of fallback_column(i)
+    customers: FactsReader | None = None
 
     def data(self, row: dict[str, Any]) -> dict[str, Any]:
         if self.mode == "json":
             text = row.get("data")
             value = jsonutil.loads(text) if text is not None else {}
             return value if isinstance(value, dict) else {}
-        if self.mode == "struct":
-            struct = row.get("data") or {}
-            return {name: struct[name] for name in self.fields if struct.get(name) is not None}
         data = {}
-        for index, name in enumerate(self.fields):
+        for index, name in enumerate(self.columns):
             value = row.get(fallback_column(index))
             if value is not None:
                 data[name] = jsonutil.loads(value) if name in self.json_columns else value
         return data
+
+    def facts(self, row: dict[str, Any]) -> EventFacts:
+        customer = self.customers.facts(row) if self.customers is not None else None
+        return EventFacts(row.get("occurred_at"), customer)
 
 
 def fallback_column(index: int) -> str:
@@ -131,7 +177,10 @@ def spark_identifier(name: str) -> str:
     return SPARK.render(exp.to_identifier(name, quoted=True))
 
 
-def _typed(column: exp.Expr, data_type: DataType) -> FieldSource:
+def spark_typed(column: exp.Expr, data_type: DataType) -> FieldSource:
+    """How a typed Spark column reads."""
+    from pyspark.sql.types import ArrayType, BooleanType, StringType
+
     name = type(data_type).__name__
     if name in _INT_BOUNDS:
         return FieldSource("int", column, bound=_INT_BOUNDS[name])
@@ -142,6 +191,15 @@ def _typed(column: exp.Expr, data_type: DataType) -> FieldSource:
         return FieldSource("python", column)
     if name in ("DoubleType", "FloatType"):
         return FieldSource("double", column)
+    if isinstance(data_type, StringType):
+        return FieldSource("string", column)
+    if isinstance(data_type, BooleanType):
+        return FieldSource("boolean", column)
+    if isinstance(data_type, ArrayType):
+        element = spark_typed(exp.null(), data_type.elementType)
+        if element.kind == "python":
+            return FieldSource("python", column)
+        return FieldSource("list", column, element=element)
     return FieldSource("never", column)
 
 

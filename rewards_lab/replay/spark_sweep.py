@@ -13,6 +13,7 @@ import pandas as pd
 
 from rewards_lab.contract.programme_file import ProgrammeDefinition
 from rewards_lab.replay.engine import definition_of, parse_supply
+from rewards_lab.replay.spark_customers import open_spark_customers
 from rewards_lab.replay.spark_engine import replay_ordered, spark_session, with_positions
 from rewards_lab.replay.spark_inputs import open_spark_events
 from rewards_lab.replay.sweep import grid_points, point_row, sweep_frame
@@ -28,6 +29,7 @@ def sweep_spark(
     *,
     opening_supply: Decimal | int | str = 0,
     spark: SparkSession | None = None,
+    customers: Any = None,
 ) -> pd.DataFrame:
     """One row per grid point, as rewards_lab.replay.sweep.sweep, computed on Spark."""
     from pyspark import StorageLevel
@@ -36,6 +38,8 @@ def sweep_spark(
     keys, points, definitions = grid_points(definition_of(programme), grid)
     session = spark if spark is not None else spark_session()
     source = open_spark_events(session, events)
+    if customers is not None:
+        source.customers = open_spark_customers(session, customers)
     ordered, count = with_positions(source.frame)
     ordered = ordered.persist(StorageLevel.MEMORY_AND_DISK)
     rows = []

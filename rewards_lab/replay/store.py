@@ -30,7 +30,14 @@ import numpy as np
 import pyarrow as pa
 
 from rewards_lab.replay.ceiling import first_over, resolve
-from rewards_lab.replay.compiler import DUCKDB, TOO_LARGE, CompiledProgramme, string
+from rewards_lab.replay.compiler import (
+    BENEFICIARY_MISSING,
+    DUCKDB,
+    NOT_FOUND_BASE,
+    TOO_LARGE,
+    CompiledProgramme,
+    string,
+)
 
 DAY_US = 86_400_000_000
 _FIRST_CHUNK, _LAST_CHUNK = 50_000, 3_200_000  # events fetched at a time after the first refusal
@@ -45,9 +52,18 @@ class Layout:
     types: tuple[str, ...]  # event types that have rules; k indexes them
     slots_of: tuple[tuple[int, ...], ...]  # per type: its slots in order (field c{i + 1} holds slots_of[k][i])
     expressions: tuple[tuple[str, ...], ...]  # per type: SQL of each slot's amount (0 when nothing is issued)
-    refusing: frozenset[int]  # slots whose amount may be TOO_LARGE
+    refusing: frozenset[int]  # slots whose amount may be TOO_LARGE (or a beneficiary's refusal)
     largest: tuple[int, ...]  # per slot: no amount is above this
     rule_of: tuple[tuple[int, int], ...]  # per slot: (rule index, action index)
+    # per type: SQL of the customer each field's action rewards (None: the event's customer), when an action
+    # names a beneficiary; fields b{i} of `a` hold them
+    recipients: tuple[tuple[str | None, ...], ...] = ()
+
+    @property
+    def beneficiary_fields(self) -> list[int]:
+        """Field numbers i whose b{i} names a beneficiary for some event type."""
+        width = self.width
+        return [i for i in range(1, width + 1) if any(len(r) >= i and r[i - 1] is not None for r in self.recipients)]
 
     @property
     def width(self) -> int:
@@ -89,13 +105,16 @@ class Layout:
 
 
 def layout(plan: CompiledProgramme) -> Layout:
-    refusing, largest, rule_of = set(), [], []
+    refusing: set[int] = set()
+    largest, rule_of = [0] * plan.slots, [(0, 0)] * plan.slots  # by slot: slots follow processing order
     for rule in plan.rules:
         for action, part in enumerate(rule.parts):
-            rule_of.append((rule.index, action))
-            largest.append(part.largest)
-            if part.may_refuse:
-                refusing.add(plan.first_slot[rule.index] + action)
+            slot = plan.first_slot[rule.index] + action
+            rule_of[slot] = (rule.index, action)
+            largest[slot] = part.largest
+            if part.may_refuse or rule.recipient(action) is not None:
+                refusing.add(slot)
+    recipients = tuple(tuple(None if r is None else plan.render(r) for r in group.recipients) for group in plan.by_type)
     return Layout(
         slots=plan.slots,
         types=tuple(group.event_type for group in plan.by_type),
@@ -104,12 +123,26 @@ def layout(plan: CompiledProgramme) -> Layout:
         refusing=frozenset(refusing),
         largest=tuple(largest),
         rule_of=tuple(rule_of),
+        recipients=recipients if any(r is not None for group in recipients for r in group) else (),
     )
 
 
-def _struct(k: str, values: Sequence[str], width: int) -> str:
+def _struct(k: str, values: Sequence[str], width: int, recipients: dict[int, str] | None = None) -> str:
+    """`a`: k, the amounts c1 .. cW and, for the fields of `recipients` (field number -> SQL), b{i}."""
     padded = [*values, *["0"] * (width - len(values))]
-    return "{'k': " + k + "".join(f", 'c{index + 1}': {value}" for index, value in enumerate(padded)) + "}"
+    fields = "".join(f", 'c{index + 1}': {value}" for index, value in enumerate(padded))
+    fields += "".join(f", 'b{index}': {value}" for index, value in (recipients or {}).items())
+    return "{'k': " + k + fields + "}"
+
+
+def _recipients_of(lay: Layout, k: int) -> dict[int, str]:
+    """The b{i} fields of type k's struct: its beneficiaries, NULL for the other fields."""
+    own = lay.recipients[k] if lay.recipients else ()
+    found: dict[int, str] = {}
+    for i in lay.beneficiary_fields:
+        recipient = own[i - 1] if i <= len(own) else None
+        found[i] = recipient if recipient is not None else "CAST(NULL AS VARCHAR)"
+    return found
 
 
 def create(
@@ -132,7 +165,8 @@ def create(
     con.unregister(f"{name}_slots_input")
     day = f"CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER)"
     a = " ".join(
-        f"WHEN {DUCKDB.render(string(t))} THEN {_struct(str(index), lay.expressions[index], lay.width)}"
+        f"WHEN {DUCKDB.render(string(t))} THEN "
+        f"{_struct(str(index), lay.expressions[index], lay.width, _recipients_of(lay, index))}"
         for index, t in enumerate(lay.types)
     )
     keep = "" if exotic is None else f" WHERE NOT {exotic}"
@@ -144,17 +178,24 @@ def create(
 
 
 def add_fallback(
-    con: duckdb.DuckDBPyConnection, lay: Layout, events: str, rows: Sequence[tuple[int, int, int]], name: str
+    con: duckdb.DuckDBPyConnection,
+    lay: Layout,
+    events: str,
+    rows: Sequence[tuple[int, int, int]],
+    name: str,
+    recipients: dict[int, str] | None = None,
 ) -> None:
-    """Add the Python fallback's issuances, (seq, occurred_at in epoch microseconds, amount), as stored rows."""
+    """Add the Python fallback's issuances, (seq, occurred_at in epoch microseconds, amount), as stored rows;
+    `recipients`: seq -> the customer a beneficiary's action rewards."""
     if not rows:
         return
-    by_event: dict[int, tuple[int, int, list[int]]] = {}
+    by_event: dict[int, tuple[int, int, list[int], list[str | None]]] = {}
     for seq, stamp, amount in rows:
         position, slot = divmod(seq, lay.slots)
         k, index = lay.where(slot)
-        entry = by_event.setdefault(position, (stamp, k, [0] * lay.width))
+        entry = by_event.setdefault(position, (stamp, k, [0] * lay.width, [None] * lay.width))
         entry[2][index - 1] = amount
+        entry[3][index - 1] = (recipients or {}).get(seq)
     columns = {
         "pos": pa.array(list(by_event), pa.int64()),
         "t": pa.array([v[0] for v in by_event.values()], pa.int64()),
@@ -162,8 +203,11 @@ def add_fallback(
     }
     for index in range(lay.width):
         columns[f"c{index + 1}"] = pa.array([v[2][index] for v in by_event.values()], pa.int64())
+    for index in lay.beneficiary_fields:
+        columns[f"b{index}"] = pa.array([v[3][index - 1] for v in by_event.values()], pa.string())
     con.register(f"{name}_fallback", pa.table(columns))
-    struct = _struct("f.k", [f"f.c{index}" for index in range(1, lay.width + 1)], lay.width)
+    beneficiaries = {index: f"f.b{index}" for index in lay.beneficiary_fields}
+    struct = _struct("f.k", [f"f.c{index}" for index in range(1, lay.width + 1)], lay.width, beneficiaries)
     con.execute(
         f"INSERT INTO {name}_pe SELECT f.pos, e.customer_id, CAST(f.t // {DAY_US} AS INTEGER), {struct} "
         f"FROM {name}_fallback f JOIN {events} e ON e.__pos = f.pos"
@@ -174,24 +218,30 @@ def add_fallback(
 def summarise(con: duckdb.DuckDBPyConnection, lay: Layout, name: str) -> None:
     """`{name}_cand` (day, slot, p: sum of positive amounts, n: their count, x: refusals as too large)."""
     aggregates: list[str] = []
-    lists: dict[str, list[str]] = {"p": [], "n": [], "x": []}
+    lists: dict[str, list[str]] = {"p": [], "n": [], "x": [], "y": [], "z": []}
+    named = set(lay.beneficiary_fields)
     for index in range(1, lay.width + 1):
         field = f"a.c{index}"
         aggregates.append(f"sum({lay.positive(index)}) AS p{index}, count_if({field} > 0) AS n{index}")
         if lay.refuses(index):
             aggregates.append(f"count_if({field} = {TOO_LARGE}) AS x{index}")
+        if index in named:
+            aggregates.append(f"count_if({field} = {BENEFICIARY_MISSING}) AS y{index}")
+            aggregates.append(f"count_if({field} < {NOT_FOUND_BASE}) AS z{index}")
         lists["p"].append(f"p{index}")
         lists["n"].append(f"n{index}")
         lists["x"].append(f"x{index}" if lay.refuses(index) else "0")
+        lists["y"].append(f"y{index}" if index in named else "0")
+        lists["z"].append(f"z{index}" if index in named else "0")
     spread = ", ".join(f"unnest([{', '.join(v)}]) AS {c}" for c, v in lists.items())
     con.execute(
         f"""CREATE TEMP TABLE {name}_cand AS
         SELECT u.day, s.slot, CAST(coalesce(u.p, 0) AS HUGEINT) AS p, CAST(u.n AS BIGINT) AS n,
-               CAST(u.x AS BIGINT) AS x
+               CAST(u.x AS BIGINT) AS x, CAST(u.y AS BIGINT) AS y, CAST(u.z AS BIGINT) AS z
         FROM (SELECT day, k, unnest(range(1, {lay.width + 1})) AS i, {spread}
               FROM (SELECT day, a.k AS k, {", ".join(aggregates)} FROM {name}_pe GROUP BY day, a.k)) u
         JOIN {name}_slots s ON s.k = u.k AND s.i = u.i
-        WHERE u.n > 0 OR u.x > 0"""
+        WHERE u.n > 0 OR u.x > 0 OR u.y > 0 OR u.z > 0"""
     )
 
 
@@ -295,17 +345,40 @@ def issued_cells(name: str, boundary: int | None) -> str:
 
 
 def totals_sql(name: str, boundary: int | None, amount: Callable[[str], str]) -> str:
-    """SQL: one row (issued as an exact DECIMAL, issued count, candidate count, refusals as too large)."""
+    """SQL: one row (issued as an exact DECIMAL, issued count, candidate count, refusals as too large, as
+    beneficiary_missing, as beneficiary_not_found)."""
     cells = issued_cells(name, boundary)
     return (
         f"SELECT {amount(f'(SELECT coalesce(sum(issued), 0) FROM ({cells}))')}, "
-        f"(SELECT coalesce(sum(n), 0) FROM ({cells})), coalesce(sum(n), 0), coalesce(sum(x), 0) FROM {name}_cand"
+        f"(SELECT coalesce(sum(n), 0) FROM ({cells})), coalesce(sum(n), 0), coalesce(sum(x), 0), "
+        f"coalesce(sum(y), 0), coalesce(sum(z), 0) FROM {name}_cand"
+    )
+
+
+def _unnested(lay: Layout, name: str) -> str:
+    """SQL: one row per stored amount (pos, customer_id: the one it rewards, day, k, i: its field, m)."""
+    pairs = ", ".join(
+        f"{{'m': a.c{i}, 'b': {f'a.b{i}' if i in lay.beneficiary_fields else 'CAST(NULL AS VARCHAR)'}}}"
+        for i in range(1, lay.width + 1)
+    )
+    return (
+        f"SELECT p.pos, coalesce(u.x.b, p.customer_id) AS customer_id, p.day, p.a.k AS k, u.i, u.x.m AS m "
+        f"FROM {name}_pe p, unnest([{pairs}]) WITH ORDINALITY AS u(x, i) WHERE u.x.m <> 0"
     )
 
 
 def per_customer_sql(lay: Layout, name: str, boundary: int | None) -> str:
     """SQL: customer_id, issued (minor units), issuances of every customer seen (issuances may be 0, or NULL
     when all the customer's events are of types without rules)."""
+    if lay.beneficiary_fields:  # an event's amounts may go to several customers: one row per amount
+        rows = f"SELECT customer_id, greatest(m, 0) AS v, CAST(m > 0 AS INTEGER) AS c FROM ({_unnested(lay, name)})"
+        if boundary is not None:
+            rows = (
+                f"SELECT customer_id, greatest(m, 0) AS v, CAST(m > 0 AS INTEGER) AS c FROM ({_unnested(lay, name)}) "
+                f"WHERE day < {boundary} UNION ALL SELECT u.customer_id, q.m, 1 FROM {name}_kept q "
+                f"JOIN ({_unnested(lay, name)}) u ON u.pos = q.pos AND u.i = q.i"
+            )
+        return f"SELECT customer_id, sum(v) AS issued, sum(c) AS issuances FROM ({rows}) GROUP BY customer_id"
     events = f"SELECT customer_id, {lay.event_total()} AS v, {lay.event_count()} AS c FROM {name}_pe"
     if boundary is not None:
         events += (
@@ -334,14 +407,26 @@ def issuances_sql(
     kept = "" if boundary is None else f"LEFT JOIN {name}_kept q ON q.pos = p.pos AND q.i = p.i"
     ok = "p.m > 0" if boundary is None else f"(p.m > 0 AND (p.day < {boundary} OR q.pos IS NOT NULL))"
     symbol = DUCKDB.render(string(asset))
+    minor, codes = "greatest(p.m, 0)", f"WHEN p.m = {TOO_LARGE} THEN 'amount_too_large'"
+    amounts = (
+        f"SELECT p.pos, p.customer_id, p.day, p.a.k AS k, u.i, CAST(u.m AS BIGINT) AS m "
+        f"FROM {name}_pe p, unnest([{', '.join(lay.fields)}]) WITH ORDINALITY AS u(m, i) WHERE u.m <> 0{some}"
+    )
+    if lay.beneficiary_fields:  # the customer of each amount; a beneficiary's refusals keep their codes
+        minor = f"CASE WHEN p.m < {NOT_FOUND_BASE} THEN {NOT_FOUND_BASE} - p.m ELSE greatest(p.m, 0) END"
+        codes += (
+            f" WHEN p.m = {BENEFICIARY_MISSING} THEN 'beneficiary_missing'"
+            f" WHEN p.m < {NOT_FOUND_BASE} THEN 'beneficiary_not_found'"
+        )
+        amounts = _unnested(lay, name)
+        if positions is not None:
+            amounts += f" AND p.pos >= {positions[0]} AND p.pos < {positions[1]}"
     return f"""
         SELECT p.pos * {lay.slots} + s.slot AS seq, e.external_event_id, p.customer_id, s.event_type, e.occurred_at,
-               s.rule_index, s.action_index, {symbol} AS asset, {amount("greatest(p.m, 0)")} AS amount,
-               greatest(p.m, 0) AS amount_minor, CASE WHEN {ok} THEN 'issued' ELSE 'failed' END AS status,
-               CASE WHEN p.m = {TOO_LARGE} THEN 'amount_too_large'
-                    WHEN NOT {ok} THEN 'asset_supply_exhausted' END AS error_code
-        FROM (SELECT p.pos, p.customer_id, p.day, p.a.k AS k, u.i, CAST(u.m AS BIGINT) AS m
-              FROM {name}_pe p, unnest([{", ".join(lay.fields)}]) WITH ORDINALITY AS u(m, i) WHERE u.m <> 0{some}) p
+               s.rule_index, s.action_index, {symbol} AS asset, {amount(minor)} AS amount,
+               {minor} AS amount_minor, CASE WHEN {ok} THEN 'issued' ELSE 'failed' END AS status,
+               CASE {codes} WHEN NOT {ok} THEN 'asset_supply_exhausted' END AS error_code
+        FROM ({amounts}) p
         JOIN {name}_slots s ON s.k = p.k AND s.i = p.i
         JOIN {events} e ON e.__pos = p.pos
         {kept}"""

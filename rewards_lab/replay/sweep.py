@@ -27,6 +27,7 @@ from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_progr
 from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.replay.ceiling import resolve
 from rewards_lab.replay.compiler import DUCKDB, compile_programme, referenced_fields, rule_specs
+from rewards_lab.replay.customers import joined, open_customers
 from rewards_lab.replay.engine import candidate_selects, definition_of, parse_supply, python_rows
 from rewards_lab.replay.inputs import open_events
 from rewards_lab.replay.order import order_events
@@ -81,19 +82,23 @@ def sweep(
     grid: dict[str, Sequence[Any]],
     *,
     opening_supply: Decimal | int | str = 0,
+    customers: Any = None,
 ) -> pd.DataFrame:
     """One row per grid point: the grid's values (a column per key), then issued, issuances, failed,
-    liability (opening supply + issued) and exhausted_on (the day of the first asset_supply_exhausted, or None)."""
+    liability (opening supply + issued) and exhausted_on (the day of the first asset_supply_exhausted, or None).
+    `customers`: the customers table, as for `replay`."""
     started = time.perf_counter()
     keys, points, definitions = grid_points(definition_of(programme), grid)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     source = open_events(con, events, "__sweep_events")  # reads CSV and JSON lines in file order
     con.execute("SET preserve_insertion_order = false")  # from here every order is explicit
+    if customers is not None:
+        source.customers = open_customers(con, customers, "__sweep")
     fields = list(dict.fromkeys(f for d in definitions for f in referenced_fields(rule_specs(d))))
     from_sql = source.prepare(fields)
-    order_events(con, source, from_sql, "__sweep")
     plans = [compile_programme(d, source, DUCKDB) for d in definitions]
+    order_events(con, source, joined(from_sql, plans, source.customers), "__sweep")  # one FROM for every point
     selects = [
         f"SELECT {g} AS g, seq, day, m FROM ({select})"
         for g, plan in enumerate(plans)

@@ -9,7 +9,8 @@ A binding supply ceiling is resolved first, by replay.store's ceiling over a vie
 nothing stored): the first refusal `f`, after which only the few issuances that still fit succeed; the COPY
 marks every positive amount before `f` issued and looks the later ones up in that short list.
 
-Otherwise (events out of order, a row for the Python fallback, or a long list after the first refusal) it is
+Otherwise (events out of order, a row for the Python fallback, a long list after the first refusal, or a
+programme that reads a customers table or names beneficiaries, whose joins would not keep the input order) it is
 `replay().write()`, which stores one row per event and sorts each output batch.
 """
 
@@ -31,16 +32,8 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition
 from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.replay import store
-from rewards_lab.replay.compiler import (
-    DUCKDB,
-    TOO_LARGE,
-    CompiledProgramme,
-    compile_programme,
-    referenced_fields,
-    rule_specs,
-    string,
-)
-from rewards_lab.replay.engine import decimal_sql, definition_of, parse_supply, replay
+from rewards_lab.replay.compiler import TOO_LARGE, CompiledProgramme, string
+from rewards_lab.replay.engine import decimal_sql, definition_of, parse_supply, prepared, replay
 from rewards_lab.replay.inputs import ROW, literal, open_events
 from rewards_lab.replay.order import input_in_order
 
@@ -198,6 +191,7 @@ def replay_to_file(
     out: str | Path,
     *,
     opening_supply: Decimal | int | str = 0,
+    customers: Any = None,
 ) -> WrittenReplay:
     """Replay `events` through `programme` and write the issuances (in processing order) to `out`, .parquet or
     .csv: the same rows as `replay(...).write(out)`, streamed when it can be (see the module docstring)."""
@@ -215,16 +209,19 @@ def replay_to_file(
         known = input_in_order(source)
         issued: _Issued | None = None
         if known is not None and known[1]:
-            from_sql = source.prepare(referenced_fields(rule_specs(definition)))
-            plan = compile_programme(definition, source, DUCKDB)
+            from_sql, plan = prepared(con, definition, source, customers)
             con.execute(f"CREATE TEMP VIEW {_NAME}_ordered AS SELECT *, {ROW} AS __pos FROM {from_sql}")
             exotic = plan.exotic_sql
-            if exotic is None or not con.sql(f"SELECT 1 FROM {_NAME}_ordered WHERE {exotic} LIMIT 1").fetchall():
+            # joins (customers, beneficiaries) do not keep the input order a streaming COPY writes in
+            streamable = not plan.beneficiaries and (customers is None or not plan.reads_customers)
+            if streamable and (
+                exotic is None or not con.sql(f"SELECT 1 FROM {_NAME}_ordered WHERE {exotic} LIMIT 1").fetchall()
+            ):
                 con.execute("SET preserve_insertion_order = false")  # the ceiling's queries order explicitly
                 issued = _issued(con, plan, None if ceiling is None else ceiling - opening)
         if issued is None:
             con.close()
-            result = replay(events, definition, opening_supply=opening_supply)
+            result = replay(events, definition, opening_supply=opening_supply, customers=customers)
             result.write(target)
             seconds = time.perf_counter() - started
             return WrittenReplay(definition, target, result.events_processed, result.totals(), seconds, False)

@@ -1,0 +1,190 @@
+"""A replay's customers table on Spark: the same table and the same reading as the DuckDB engine's
+(rewards_lab.replay.customers), as a lookup DataFrame joined with the events.
+
+The table may also be a Spark DataFrame, and a Parquet path is read by Spark; other shapes (CSV, JSON lines, pandas,
+Arrow) are read as the DuckDB engine reads them, on the driver. Attributes in columns, a STRUCT or a MAP are read in
+SQL; attributes given as JSON text (and CSV cells) are read in Python on the executors, as JSON event data is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.domain.conditions import ATTRIBUTES_PREFIX
+from rewards_lab.replay.customers import FOUND, ROLES, customers_arrow
+from rewards_lab.replay.fallback import FactsReader, Reading
+from rewards_lab.replay.spark_inputs import spark_identifier, spark_typed
+from rewards_lab.replay.sql_values import SPARK, FieldSource, call, string
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType
+
+
+def _refuse(message: str) -> ServiceError:
+    return ServiceError("field_invalid", f"customers: {message}", field="customers")
+
+
+@dataclass
+class SparkCustomerTable:
+    """The customers as a DataFrame; `field` gives the customer fields' sources (columns of `lookup`)."""
+
+    frame: DataFrame
+    types: dict[str, DataType]
+    text_columns: frozenset[str]  # columns of JSON text (a pandas frame's objects) or CSV cells: read in Python
+    csv: bool
+    wanted: dict[str, str] = field(default_factory=dict)  # attribute read -> its lookup column
+    lookup: DataFrame | None = None
+
+    def field(self, name: str) -> FieldSource:
+        if name == "customer.country":
+            return FieldSource("string", exp.column("__cc")) if "country" in self.types else FieldSource("missing")
+        if name == "customer.segments":
+            return FieldSource("list", exp.column("__cs"), element=FieldSource("string"))
+        attribute = name.removeprefix(ATTRIBUTES_PREFIX)
+        reading = self._reading(attribute)
+        if reading is None:
+            return FieldSource("missing")
+        column = self.wanted.setdefault(attribute, f"__ca{len(self.wanted)}")
+        if reading == "document":
+            return FieldSource("python", exp.column("__cattr"))
+        if reading != "value":
+            return FieldSource("python", exp.column(column))
+        return spark_typed(exp.column(column), self._value_type(attribute))
+
+    def _reading(self, attribute: str) -> Reading | None:
+        """How an attribute reads (None: no customer has it)."""
+        from pyspark.sql.types import MapType, StringType, StructType
+
+        if attribute in self.types and attribute not in ROLES:
+            if attribute in self.text_columns:
+                return "csv" if self.csv else "json"
+            return "value"
+        kind = self.types.get("attributes")
+        if kind is None:
+            return None
+        if isinstance(kind, StringType):
+            return "document"
+        if isinstance(kind, StructType):
+            return "value" if attribute in kind.fieldNames() else None
+        if isinstance(kind, MapType):
+            return "value"
+        raise _refuse(f"attributes must be a JSON object as text, a STRUCT or a MAP, not {kind.simpleString()}")
+
+    def _value_type(self, attribute: str) -> DataType:
+        from pyspark.sql.types import MapType, StructType
+
+        if attribute in self.types and attribute not in ROLES:
+            return self.types[attribute]
+        kind = self.types["attributes"]
+        if isinstance(kind, StructType):
+            return kind[attribute].dataType
+        assert isinstance(kind, MapType)
+        return kind.valueType
+
+    def _attribute_sql(self, attribute: str) -> str:
+        from pyspark.sql.types import StructType
+
+        if attribute in self.types and attribute not in ROLES:
+            return spark_identifier(attribute)
+        if isinstance(self.types["attributes"], StructType):
+            return f"`attributes`.{spark_identifier(attribute)}"
+        return SPARK.render(call("try_element_at", exp.column("attributes"), string(attribute)))
+
+    def _segments_sql(self) -> str:
+        from pyspark.sql.types import ArrayType, StringType
+
+        kind = self.types.get("segments")
+        if kind is None:
+            return "CAST(array() AS ARRAY<STRING>)"
+        if isinstance(kind, StringType):
+            listed = "from_json(`segments`, 'ARRAY<STRING>')"
+        elif isinstance(kind, ArrayType):
+            listed = "CAST(`segments` AS ARRAY<STRING>)"
+        else:
+            raise _refuse(f"segments must be a list of strings or a JSON array as text, not {kind.simpleString()}")
+        return f"coalesce({listed}, CAST(array() AS ARRAY<STRING>))"
+
+    def _documented(self) -> bool:
+        return any(self._reading(attribute) == "document" for attribute in self.wanted)
+
+    def build(self, facts: bool) -> DataFrame:
+        """The lookup: one row per reference (every customer under its id and its external_id)."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        columns = [F.col("id").cast("string").alias(FOUND)]
+        if facts:
+            if "country" in self.types:
+                columns.append(F.col("country").cast("string").alias("__cc"))
+            columns.append(F.expr(self._segments_sql()).alias("__cs"))
+            if self._documented():
+                columns.append(F.col("attributes").cast("string").alias("__cattr"))
+            columns += [F.expr(self._attribute_sql(a)).alias(column) for a, column in self._columned()]
+        known = self.frame.where(F.col("id").isNotNull())
+        by_id = known.select(F.col("id").cast("string").alias("__ref"), F.lit(0).alias("__pri"), *columns)
+        rows = by_id
+        if "external_id" in self.types:
+            named = known.where(F.col("external_id").isNotNull())
+            rows = rows.unionByName(
+                named.select(F.col("external_id").cast("string").alias("__ref"), F.lit(1).alias("__pri"), *columns)
+            )
+        first = Window.partitionBy("__ref").orderBy("__pri", FOUND)
+        self.lookup = rows.withColumn("__rank", F.row_number().over(first)).where("__rank = 1").drop("__rank", "__pri")
+        return self.lookup
+
+    @property
+    def columns(self) -> list[str]:
+        """The lookup's columns the events are joined with (built with facts)."""
+        names = [FOUND, *(["__cc"] if "country" in self.types else []), "__cs"]
+        names += ["__cattr"] if self._documented() else []
+        return names + [column for _, column in self._columned()]
+
+    def _columned(self) -> list[tuple[str, str]]:
+        """(attribute, column) of the attributes read from a column of their own (not the JSON document)."""
+        return [(a, column) for a, column in self.wanted.items() if self._reading(a) != "document"]
+
+    def reader(self) -> FactsReader:
+        attributes = tuple(
+            (attribute, column, self._reading(attribute) or "value") for attribute, column in self.wanted.items()
+        )
+        document = "__cattr" if self._documented() else None
+        country = "__cc" if "country" in self.types else None
+        return FactsReader(FOUND, country, "__cs", document, attributes)
+
+
+def open_spark_customers(spark: SparkSession, customers: Any) -> SparkCustomerTable:
+    """The customers as a DataFrame: a Spark DataFrame as it is, a Parquet path read by Spark, any other shape
+    read on the driver (rewards_lab.replay.customers.customers_arrow)."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql import functions as F
+
+    text_columns: frozenset[str] = frozenset()
+    csv = False
+    if isinstance(customers, DataFrame):
+        frame = customers
+    elif isinstance(customers, str | Path) and Path(customers).suffix.lower() == ".parquet":
+        if not Path(customers).exists():
+            raise ServiceError("field_invalid", f"{customers}: no such file", field="customers", file=str(customers))
+        frame = spark.read.parquet(str(customers))
+    else:
+        table, csv = customers_arrow(customers)
+        metadata = table.schema.metadata or {}
+        marked = metadata.get(b"replay_json_columns")
+        text_columns = frozenset(jsonutil.loads(marked)) if marked is not None else frozenset()
+        if csv:
+            text_columns = frozenset(table.column_names)
+        frame = spark.createDataFrame(table.replace_schema_metadata(None))
+    types = {f.name: f.dataType for f in frame.schema.fields}
+    if "id" not in types:
+        raise ServiceError("field_required", "customers need an id column", field="customers.id")
+    twice = frame.where(F.col("id").isNotNull()).groupBy("id").count().where("count > 1").limit(1).collect()
+    if twice:
+        raise _refuse(f"the id {twice[0]['id']!r} appears on more than one row")
+    return SparkCustomerTable(frame, types, text_columns, csv)
