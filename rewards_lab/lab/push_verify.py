@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -17,7 +18,7 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition
 from rewards_lab.contract.rule_requests import condition_payload
-from rewards_lab.domain.conditions import ConditionSpec, leaves, source_of
+from rewards_lab.domain.conditions import ConditionSpec, EventFacts, leaves, source_of
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.rule_evaluation import RuleVerdict, evaluate
 from rewards_lab.domain.rules import compile_rule, condition_node
@@ -25,6 +26,7 @@ from rewards_lab.lab.push import PushError, live_fingerprint, make_plan
 
 PER_FIELD_VALUES = (Decimal("42.50"), Decimal("0.07"), Decimal("1000"), Decimal("19.99"))
 OTHER_EVENT_TYPE = "push.verify.unmatched"
+SAMPLE_TIME = datetime(2026, 6, 6, 12, 0, tzinfo=UTC)  # a Saturday: weekday and hour rules are exercised too
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,17 @@ def _conflicts(conditions: list[ConditionSpec], name: str, value: Decimal) -> bo
     return any(c.field == name and c.operator == "eq" and c.value != value for c in conditions)
 
 
+def sample_time(definition: ProgrammeDefinition) -> datetime:
+    """The time both sides simulate at: inside the programme's window (its start, else a day before its end), so
+    that the live side's window does not hide a difference in the rules; a fixed time when it has none."""
+    info = definition.programme
+    if info.starts_at is not None:
+        return info.starts_at
+    if info.ends_at is not None:
+        return info.ends_at - timedelta(days=1)
+    return SAMPLE_TIME
+
+
 def _lab_outcome(verdict: RuleVerdict) -> str:
     if not verdict.matched:
         return "no match"
@@ -174,6 +187,7 @@ def verify(definition: ProgrammeDefinition, client: RewardsClient) -> Verificati
         live_by_fingerprint[live_fingerprint(live_rule, plan.asset.id)].append(live_rule.id)
     used: Counter[str] = Counter()
     decimals = definition.asset.decimals
+    at = sample_time(definition)
     for index, rule in enumerate(definition.rules):
         fingerprint = rule.fingerprint()
         candidates = live_by_fingerprint.get(fingerprint, [])
@@ -187,11 +201,17 @@ def verify(definition: ProgrammeDefinition, client: RewardsClient) -> Verificati
             payload["actions"],
             "asset",
             lambda _asset: decimals,
+            timezone=definition.programme.zone,
         )
         for event in sample_events(rule):
             data = {key: value for key, value in event.items() if key != "type"}
-            lab = _lab_outcome(evaluate([spec], [(str(event["type"]), data)], explain=True)[0][0])
-            live = "rule missing" if rule_id is None else _live_outcome(client.simulate_rule(rule_id, event))
+            facts = [EventFacts(at)]
+            lab = _lab_outcome(evaluate([spec], [(str(event["type"]), data)], facts=facts, explain=True)[0][0])
+            live = (
+                "rule missing"
+                if rule_id is None
+                else _live_outcome(client.simulate_rule(rule_id, event, occurred_at=at.isoformat()))
+            )
             result.checks += 1
             if _normalised(lab) != _normalised(live):
                 result.differences.append(Difference(index, rule_id, event, lab, live))
