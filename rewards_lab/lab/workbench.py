@@ -10,7 +10,7 @@ engine: every write is a service call and every verdict comes from `domain.rules
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -191,9 +191,12 @@ class Lab:
         """Create (or reuse) the file's asset, activate it, create the programme and add every rule to its draft."""
         definition = source if isinstance(source, ProgrammeDefinition) else load_programme(source)
         asset = self._asset_for(definition.asset)
-        body = {"name": definition.programme.name, "asset_id": asset.id}
-        if definition.programme.description is not None:
-            body["description"] = definition.programme.description
+        info = definition.programme
+        body: dict[str, Any] = {"name": info.name, "asset_id": asset.id}
+        if info.description is not None:
+            body["description"] = info.description
+        schedule = {"timezone": info.timezone, "starts_at": info.starts_at, "ends_at": info.ends_at}
+        body.update({key: value for key, value in schedule.items() if value is not None})
         created = programmes.create_programme(self.database, self.scope, validate(rq.ProgrammeCreate, body))
         programme = LabProgramme(self, created.id)
         for rule in definition.rules:
@@ -438,8 +441,15 @@ class LabProgramme:
         ]
         if not rules:
             raise ServiceError("programme_draft_empty", "the version has no rules to export", field="rules")
+        schedule = self.schedule(version)
         return ProgrammeDefinition(
-            programme=ProgrammeInfo(name=info.name, description=info.description),
+            programme=ProgrammeInfo(
+                name=info.name,
+                description=info.description,
+                timezone=None if schedule.timezone == "UTC" else schedule.timezone,
+                starts_at=_aware(schedule.starts_at),
+                ends_at=_aware(schedule.ends_at),
+            ),
             asset=rq.AssetCreate(
                 name=asset.name,
                 symbol=asset.symbol,
@@ -449,6 +459,10 @@ class LabProgramme:
             ),
             rules=rules,
         )
+
+    def schedule(self, version: Version = None) -> r.ProgrammeVersion:
+        """A version (the draft by default): its timezone and window (`timezone`, `starts_at`, `ends_at`)."""
+        return programmes.get_version(self._db, self._scope, self.id, version)
 
     def export(self, path: str | Path, version: Version = None) -> Path:
         return save_programme(self.definition(version), path)
@@ -537,6 +551,13 @@ class LabProgramme:
         return run_sweep(
             events, definition, dict(grid), engine=engine, opening_supply=opening_supply, customers=customers
         )
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """A stored bound (UTC) as an aware date-time, as a programme file writes it."""
+    if moment is None:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _outcome_rows(position: int, item: EventRow, outcome: r.Simulation, indices: list[int]) -> list[dict[str, Any]]:
