@@ -3,7 +3,8 @@
 Some refusals no JSON Schema can express: a cursor the service never issued, an amount with more decimals than the
 stored asset allows, a rate with 16 significant digits. The document lists them per operation in
 `x-refused-beyond-schema` (code -> the fields it names; `[]` stands for any index, `*` for any field, `name.*` for
-any field inside `name`). The built-in `positive_data_acceptance` check is told to let a 422 through
+any field inside `name`, `name[]*` for anything in an element of the list `name`). The built-in
+`positive_data_acceptance` check is told to let a 422 through
 (tests/test_schemathesis.py's config), and this check takes its place for 422s, strictly: a schema-valid request
 may be refused only with a code and field the operation declares there. Any other 422 to a schema-valid request
 means the schema says more is valid than the service takes.
@@ -39,8 +40,8 @@ def refusal_of_valid_data_is_declared(ctx: Any, response: Any, case: Any) -> boo
     fields = _declared(case).get(code)
     if fields is not None and ("*" in fields or field in fields or field.split(".", 1)[-1] in fields):
         return None
-    if fields is not None and any(f.endswith(".*") and field.startswith(f[:-1]) for f in fields):
-        return None  # `attributes.*`: any key of a free-form object
+    if fields is not None and any(f.endswith(("].*", ".*", "]*")) and field.startswith(f[:-1]) for f in fields):
+        return None  # `attributes.*`: any key of a free-form object; `conditions[]*`: anything in a condition
     raise AssertionError(
         f"a schema-valid request was refused with {code} (field {field or '-'}), which the operation does not "
         f"declare in x-refused-beyond-schema: make the schema say so, or accept the request\n"

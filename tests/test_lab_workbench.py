@@ -120,3 +120,25 @@ def test_a_data_column_holds_the_event_data() -> None:
     table = spring.simulate_table(events, rule=0)
     assert list(table["amount"]) == [Decimal("5.00"), Decimal("0")]
     assert "not a number" in table["reasons"].iloc[1]
+
+
+def test_priority_stop_processing_and_beneficiaries_survive_load_and_export(tmp_path: Path) -> None:
+    path = PROGRAMMES / "refer_a_friend.json"
+    referral = Lab().load(path)
+    assert referral.definition() == load_programme(path)
+    assert load_programme(referral.export(tmp_path / "out.json")) == load_programme(path)
+    table = referral.simulate_table([{"type": "customer.signed_up", "referrer_id": "cust_1"}])
+    assert list(table["matched"]) == [True, False]  # the referral rule stops the welcome rule
+    assert "rule" in table["reasons"].iloc[1] and "stops processing" in table["reasons"].iloc[1]
+
+
+def test_a_programme_schedule_survives_load_and_export_and_applies_to_its_simulation() -> None:
+    path = PROGRAMMES / "december_campaign.json"
+    december = Lab().load(path)
+    assert december.definition() == load_programme(path)  # the same instants, written in UTC
+    schedule = december.schedule()
+    assert schedule.timezone == "Europe/Paris" and schedule.starts_at is not None
+    before = december.simulate({"type": "order.completed", "amount": 45}, occurred_at="2026-11-30T23:30:00+01:00")
+    assert not before.in_window and "outside the window" in before.window_reason
+    inside = december.simulate({"type": "order.completed", "amount": 45}, occurred_at="2026-12-24T10:00:00+01:00")
+    assert inside.in_window and not inside.matched  # no customer named: customer.country is absent

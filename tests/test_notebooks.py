@@ -29,6 +29,7 @@ SMALL: dict[str, dict[str, Any]] = {
     "03_compare_versions.ipynb": {"max_events": 3000, "draft_rate": "0.06"},
     # No base_url: the notebook starts a throwaway local service (test_push_notebook.py runs it against `serve`).
     "04_push.ipynb": {},
+    "05_rule_language.ipynb": {"n_events": 3000, "n_customers": 300},
 }
 
 

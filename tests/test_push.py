@@ -274,3 +274,27 @@ def test_every_example_programme_pushes_and_verifies(live: LiveServer, name: str
         report = verify(definition, api)
     assert report.ok, report.text()
     assert report.checks >= 3 * len(definition.rules)
+
+
+def test_the_schedule_priority_and_beneficiaries_are_pushed_and_a_changed_window_republishes(live: LiveServer) -> None:
+    data = load_programme(SPRING.parent / "december_campaign.json").payload()
+    data["asset"]["symbol"], data["programme"]["name"] = "XSCH", "December schedule"
+    definition = ProgrammeDefinition.model_validate(data)
+    with client(live) as api:
+        push(definition, api)
+        (programme,) = [p for p in api.iter_programmes() if p.name == "December schedule"]
+        (published,) = [v for v in api.list_versions(programme.id) if v.status == "published"]
+        assert (published.timezone, published.starts_at, published.ends_at) == (
+            "Europe/Paris",
+            definition.programme.starts_at,
+            definition.programme.ends_at,
+        )
+        assert [(rule.priority, rule.stop_processing) for rule in published.rules] == [(0, True), (1, False)]
+        data["programme"]["ends_at"] = "2027-01-07T00:00:00+01:00"  # the campaign runs a week longer
+        longer = ProgrammeDefinition.model_validate(data)
+        plan = make_plan(longer, api)
+        assert [step.kind for step in plan.steps] == ["update_schedule", "publish"]
+        push(longer, api)
+        assert not make_plan(longer, api).changes
+        versions = [v for v in api.list_versions(programme.id) if v.status == "published"]
+        assert [v.ends_at for v in versions] == [definition.programme.ends_at, longer.programme.ends_at]

@@ -4,13 +4,20 @@ the programme simulation's reasons, and bad rules refused with the offending pat
 
 from __future__ import annotations
 
+import io
+import json
+import os
 import time
 from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from typing import Any
+from unittest import mock
 
 import httpx
 import pytest
 
+from rewards_lab.cli.main import main
+from rewards_lab.client import RewardsClient
 from tests.live_server import LiveServer, start_server
 
 
@@ -76,10 +83,15 @@ def _send(http: httpx.Client, external_id: str, customer: str, data: dict[str, A
     return str(event["id"])
 
 
-def _issued(http: httpx.Client, event_id: str) -> list[tuple[str, str, str]]:
-    """(customer, rule, amount) of each issued execution of an event."""
+def _issued(http: httpx.Client, event_id: str, program_id: str) -> list[tuple[str, str, str]]:
+    """(customer, rule, amount) of each issued execution of an event by a programme (the tests' programmes
+    share the server, and some reward every order)."""
     rows = _ok(http.get("/reward-executions", params={"event_id": event_id, "limit": 100}))
-    return sorted((e["customer_id"], e["rule_id"], e["amount"]) for e in rows if e["status"] == "issued")
+    return sorted(
+        (e["customer_id"], e["rule_id"], e["amount"])
+        for e in rows
+        if e["status"] == "issued" and e["program_id"] == program_id
+    )
 
 
 def test_groups_strings_lists_and_nested_paths_decide_what_is_issued(http: httpx.Client) -> None:
@@ -113,8 +125,8 @@ def test_groups_strings_lists_and_nested_paths_decide_what_is_issued(http: httpx
     ids = {name: _send(http, name, "grp-alice", data) for name, (data, _) in cases.items()}
     _settled(http, list(ids.values()))
     for name, (_, expected) in cases.items():
-        assert bool(_issued(http, ids[name])) is expected, name
-    assert _issued(http, ids["grp-1"]) == [(alice["id"], rule["id"], "1")]
+        assert bool(_issued(http, ids[name], program_id)) is expected, name
+    assert _issued(http, ids["grp-1"], program_id) == [(alice["id"], rule["id"], "1")]
 
 
 def test_priority_and_stop_processing(http: httpx.Client) -> None:
@@ -132,8 +144,8 @@ def test_priority_and_stop_processing(http: httpx.Client) -> None:
     bob = _customer(http, "pri-bob")
     plain, special = _send(http, "pri-1", "pri-bob", {}), _send(http, "pri-2", "pri-bob", {"vip": True})
     _settled(http, [plain, special])
-    assert _issued(http, plain) == [(bob["id"], base["id"], "1")]
-    assert _issued(http, special) == [(bob["id"], vip["id"], "100")]
+    assert _issued(http, plain, program_id) == [(bob["id"], base["id"], "1")]
+    assert _issued(http, special, program_id) == [(bob["id"], vip["id"], "100")]
     simulated = _ok(
         http.post(
             f"/reward-programs/{program_id}/simulate?version=live",
@@ -188,13 +200,15 @@ def test_referrals_reward_the_beneficiary_and_fail_only_the_unusable_action(http
         )
     )
     both = sorted([(referrer["id"], rule["id"], "10"), (newcomer["id"], rule["id"], "5")])
-    assert _issued(http, by_external) == both and _issued(http, by_id) == both
+    assert _issued(http, by_external, program_id) == both and _issued(http, by_id, program_id) == both
     assert events["by_external"]["status"] == "processed"
     for name, code in (("unknown", "beneficiary_not_found"), ("missing", "beneficiary_missing")):
         assert events[name]["status"] == "failed" and events[name]["error"]["code"] == code, events[name]
-        assert _issued(http, events[name]["id"]) == [(newcomer["id"], rule["id"], "5")]  # the other action issued
+        assert _issued(http, events[name]["id"], program_id) == [
+            (newcomer["id"], rule["id"], "5")
+        ]  # the other action issued
     rows = _ok(http.get("/reward-executions", params={"event_id": unknown, "limit": 100}))
-    failed = [row for row in rows if row["status"] == "failed"]
+    failed = [row for row in rows if row["status"] == "failed" and row["program_id"] == program_id]
     assert [(row["error_code"], row["inputs"]) for row in failed] == [
         ("beneficiary_not_found", {"referrer_id": "nobody"})
     ]
@@ -229,3 +243,143 @@ def test_bad_rules_are_refused_with_the_offending_path(http: httpx.Client) -> No
         http.patch(f"/reward-rules/{rule['id']}", json={"conditions": [{"not": exists, "any": [exists]}]}),
         "field_unknown",
     ).startswith("conditions[0]")
+
+
+def test_customer_attributes_country_and_segments_as_they_are_when_the_event_is_processed(http: httpx.Client) -> None:
+    _, program_id = _programme(http, "CUS")
+    gold = _rule(
+        http,
+        program_id,
+        conditions=[
+            {"field": "customer.attributes.tier", "operator": "eq", "value": "gold"},
+            {"field": "customer.country", "operator": "in", "value": ["FR", "BE"]},
+            {"field": "customer.segments", "operator": "contains", "value": "new"},
+        ],
+    )
+    _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
+    carla = _customer(http, "cus-carla", country="FR", attributes={"tier": "gold", "visits": 12.50})
+    first = _send(http, "cus-1", "cus-carla", {})
+    _settled(http, [first])
+    assert _issued(http, first, program_id) == [(carla["id"], gold["id"], "1")]
+    (execution,) = [
+        e for e in _ok(http.get("/reward-executions", params={"event_id": first})) if e["program_id"] == program_id
+    ]
+    assert execution["inputs"] == {
+        "customer.attributes.tier": "gold",
+        "customer.country": "FR",
+        "customer.segments": ["new", "active"],
+    }
+    _ok(http.patch(f"/customers/{carla['id']}", json={"attributes": {"tier": "silver"}}))
+    second = _send(http, "cus-2", "cus-carla", {})
+    _settled(http, [second])
+    assert _issued(http, second, program_id) == []  # read as it is when the event is processed
+    simulated = _ok(
+        http.post(
+            f"/reward-programs/{program_id}/simulate?version=live",
+            json={"event": {"type": "order.completed"}, "customer_id": "cus-carla"},
+        )
+    )
+    assert simulated["matched"] is False
+    assert (
+        simulated["rules"][0]["conditions"][0]["reason"]
+        == 'customer.attributes.tier = "silver" == "gold" does not hold'
+    )
+    unknown = {"event": {"type": "order.completed"}, "customer_id": "nobody"}
+    assert _refused_code(http.post(f"/reward-programs/{program_id}/simulate", json=unknown), 404) == "customer_id"
+
+
+def _refused_code(response: httpx.Response, status: int) -> str:
+    body = response.json()
+    assert response.status_code == status, body
+    return str(body["error"]["details"]["field"])
+
+
+def test_time_fields_read_the_event_time_in_the_programme_timezone(http: httpx.Client) -> None:
+    _, program_id = _programme(http, "TIM")
+    _ok(http.patch(f"/reward-programs/{program_id}", json={"timezone": "Europe/Paris"}))
+    weekend = _rule(
+        http, program_id, conditions=[{"field": "occurred_at.weekday", "operator": "between", "value": [6, 7]}]
+    )
+    _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
+    dana = _customer(http, "tim-dana")
+    saturday_in_paris = _send(http, "tim-1", "tim-dana", {}, occurred_at="2026-12-04T23:30:00Z")
+    friday = _send(http, "tim-2", "tim-dana", {}, occurred_at="2026-12-04T12:00:00Z")
+    _settled(http, [saturday_in_paris, friday])
+    assert _issued(http, saturday_in_paris, program_id) == [(dana["id"], weekend["id"], "1")]
+    assert _issued(http, friday, program_id) == []
+    rows = _ok(http.get("/reward-executions", params={"event_id": saturday_in_paris}))
+    (execution,) = [e for e in rows if e["program_id"] == program_id]
+    assert execution["inputs"] == {"occurred_at.weekday": "6"}
+    simulated = _ok(
+        http.post(
+            f"/reward-programs/{program_id}/simulate?version=live",
+            json={"event": {"type": "order.completed"}, "occurred_at": "2026-12-05T10:00:00+01:00"},
+        )
+    )
+    assert simulated["matched"] is True and simulated["in_window"] is True
+
+
+def test_the_simulation_says_when_the_window_keeps_a_version_off(http: httpx.Client) -> None:
+    _, program_id = _programme(http, "WIN")
+    body = {"starts_at": "2026-12-01T00:00:00+01:00", "ends_at": "2027-01-01T00:00:00+01:00"}
+    _ok(http.patch(f"/reward-programs/{program_id}", json=body))
+    _rule(http, program_id)
+    event = {"type": "order.completed"}
+    inside = _ok(
+        http.post(
+            f"/reward-programs/{program_id}/simulate", json={"event": event, "occurred_at": "2026-12-24T12:00:00Z"}
+        )
+    )
+    outside = _ok(
+        http.post(
+            f"/reward-programs/{program_id}/simulate", json={"event": event, "occurred_at": "2027-01-01T00:00:00+01:00"}
+        )
+    )
+    assert (inside["matched"], inside["in_window"]) == (True, True)
+    assert (outside["matched"], outside["in_window"], outside["totals"]) == (False, False, [])
+    assert "outside the window" in outside["window_reason"] and outside["rules"][0]["reason"].startswith("not applied")
+
+
+def _cli(server: LiveServer, *args: str) -> Any:
+    """`rewards-lab api ...` in-process (the very entry point), its JSON output."""
+    target = ["--base-url", server.base_url, "--org", server.organization_id, "--env", "sandbox"]
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        mock.patch.dict(os.environ, {"REWARDS_API_KEY": server.keys["sandbox"]}),
+        redirect_stdout(out),
+        redirect_stderr(err),
+    ):
+        status = main(["api", *args, *target])
+    assert status == 0, err.getvalue()
+    return json.loads(out.getvalue())
+
+
+def test_the_command_line_and_the_client_take_the_rule_language(server: LiveServer, http: httpx.Client) -> None:
+    _, program_id = _programme(http, "CLI")
+    group = [
+        {"any": [{"field": "channel", "operator": "eq", "value": "web"}, {"field": "coupon", "operator": "exists"}]}
+    ]
+    rule = _cli(
+        server,
+        "rules", "create", "--program-id", program_id, "--event-type", "order.completed",
+        "--conditions", json.dumps(group),
+        "--actions", '[{"type": "issue", "amount": {"fixed": "3"}, "beneficiary": {"field": "referrer_id"}}]',
+        "--priority", "5", "--stop-processing",
+    )  # fmt: skip
+    assert (rule["conditions"], rule["priority"], rule["stop_processing"]) == (group, 5, True)
+    assert rule["actions"][0]["beneficiary"] == {"field": "referrer_id"}
+    edited = _cli(server, "rules", "update", rule["id"], "--priority", "7", "--no-stop-processing")
+    assert (edited["priority"], edited["stop_processing"], edited["conditions"]) == (7, False, group)
+    event = '{"type": "order.completed", "channel": "web", "referrer_id": "x"}'
+    at = "2026-12-05T10:00:00Z"
+    simulated = _cli(server, "programmes", "simulate", program_id, "--event", event, "--occurred-at", at)
+    assert simulated["matched"] is True
+    assert simulated["rules"][0]["actions"][0]["beneficiary"] == "x"
+    assert simulated["rules"][0]["conditions"][0]["conditions"][0]["path"] == "conditions[0].any[0]"
+    with RewardsClient(server.base_url, server.keys["sandbox"], server.organization_id, "sandbox") as client:
+        again = client.simulate_programme(program_id, {"type": "order.completed", "coupon": "C"}, version="draft")
+        assert again.matched and again.rules[0].conditions[0].operator == "any"
+        created = client.create_rule(
+            program_id, "order.completed", [{"type": "issue", "amount": {"fixed": "1"}}], priority=-3
+        )
+        assert created.priority == -3 and created.stop_processing is False

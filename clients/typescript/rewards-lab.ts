@@ -401,12 +401,31 @@ export interface Programme {
   current_version: number | null;
   draft_version_id: string;
   created_at: string;
+  status?: "active" | "inactive";
+  timezone?: string;
+  starts_at?: string | null;
+  ends_at?: string | null;
 }
 
 export interface ProgrammeCreate {
   name: string;
   asset_id: string;
   description?: string | null;
+  /** IANA timezone name */
+  timezone?: string;
+  starts_at?: string | null;
+  ends_at?: string | null;
+}
+
+/** Edits the programme and its DRAFT version's schedule; absent fields stay as they are. `starts_at` and
+`ends_at` bound the event times the version rewards (starts_at <= t < ends_at); null clears a bound. A null
+`timezone` is the default, UTC; a null `description` clears it. Published versions keep their schedule. */
+export interface ProgrammeUpdate {
+  name?: string;
+  description?: string | null;
+  timezone?: string | null;
+  starts_at?: string | null;
+  ends_at?: string | null;
 }
 
 export interface ProgrammeVersion {
@@ -417,6 +436,9 @@ export interface ProgrammeVersion {
   based_on: number | null;
   published_at: string | null;
   rules: Rule[];
+  timezone?: string;
+  starts_at?: string | null;
+  ends_at?: string | null;
 }
 
 export interface PublishResult {
@@ -542,13 +564,19 @@ export interface Simulation {
   matched: boolean;
   rules: RuleOutcome[];
   totals: AssetTotal[];
+  in_window?: boolean;
+  window_reason?: string;
 }
 
 /** The seed's shape: `event` holds `type` and the event's data fields as one flat object. `occurred_at` (the
 time rules read as `occurred_at.*`; now when absent) and `customer_id` (whose attributes, country and
 segments rules read as `customer.*`) are optional. */
 export interface SimulationRequest {
-  event: { [key: string]: unknown };
+  /** The event's `type` and its data fields, side by side. */
+  event: {
+    type: string;
+    [key: string]: unknown;
+  };
   occurred_at?: string | null;
   customer_id?: string | null;
 }
@@ -944,6 +972,36 @@ export interface Operations {
     idempotent: "none";
     errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
+  "PATCH /reward-programs/{program_id}": {
+    path: { program_id: string };
+    query: Record<string, never>;
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: ProgrammeUpdate;
+    response: Envelope<Programme>;
+    permission: "rewards.edit";
+    idempotent: "optional";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+  };
+  "POST /reward-programs/{program_id}/deactivate": {
+    path: { program_id: string };
+    query: Record<string, never>;
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: never;
+    response: Envelope<Programme>;
+    permission: "rewards.activate";
+    idempotent: "optional";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
+  };
+  "POST /reward-programs/{program_id}/activate": {
+    path: { program_id: string };
+    query: Record<string, never>;
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: never;
+    response: Envelope<Programme>;
+    permission: "rewards.activate";
+    idempotent: "optional";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "invalid_state_transition" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
+  };
   "GET /reward-programs/{program_id}/versions": {
     path: { program_id: string };
     query: Record<string, never>;
@@ -963,6 +1021,16 @@ export interface Operations {
     permission: "rewards.activate";
     idempotent: "optional";
     errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_draft_empty" | "programme_not_found" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
+  };
+  "POST /reward-programs/{program_id}/versions/{version}/restore": {
+    path: { program_id: string; version: string };
+    query: Record<string, never>;
+    headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: never;
+    response: Envelope<ProgrammeVersion>;
+    permission: "rewards.edit";
+    idempotent: "optional";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "programme_version_not_found" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "POST /reward-rules": {
     path: Record<string, never>;

@@ -190,7 +190,8 @@ RESPONSE_HEADERS: dict[str, dict[str, Any]] = {
 }
 # Refusals no JSON Schema can express, by code: the fields (`[]` for any index) whose value the service refuses
 # for a reason outside the schema: stored state, another resource, the environment, or numeric rules (significant
-# digits) that JSON Schema cannot state. `*` means any field, `name.*` any field inside `name`. An operation lists
+# digits) that JSON Schema cannot state. `*` means any field, `name.*` any field inside `name`, `name[]*` any element
+# of the list `name` or field inside one. An operation lists
 # those among its codes.
 REFUSED_BEYOND_SCHEMA: dict[str, tuple[str, ...]] = {
     "cursor_invalid": ("cursor",),  # only the service issues cursors
@@ -203,12 +204,18 @@ REFUSED_BEYOND_SCHEMA: dict[str, tuple[str, ...]] = {
     "period_invalid": ("from", "to"),  # the order of from and to, and the longest period
     "event_payload_too_large": ("data",),  # the serialized size of the data
     "permission_escalation": ("permissions",),
+    # a condition's value must suit its operator (docs/rules.md), and the conditions' depth and count are bounded
+    "field_required": ("conditions[]*",),
     "field_invalid": (
         "conditions[].value",  # rates and thresholds: at most 10 decimal places and 15 significant digits
+        "conditions[]*",
         "actions[].amount.rate",
         "attributes",  # a customer's attributes: their stored size, and their count after a PATCH's merge
         "attributes.*",  # an attribute number's decimal places and significant digits (contract/attributes.py)
         "Authorization",  # POST /auth/logout ends a session, and is refused to an API key
+        "timezone",  # a zone name this system's zoneinfo knows (the list varies with the tz database)
+        "ends_at",  # after starts_at, which a PATCH may leave to the draft's
+        "version",  # a path segment: a published version's number or `live`, never `draft`
     ),
 }
 

@@ -103,6 +103,38 @@ def _customer_edits(args: argparse.Namespace) -> dict[str, Any]:
     return edits
 
 
+RULE_ORDER = (
+    _a("--priority", type=int, help="lower applies first (default 0); ties in creation order"),
+    _a(
+        "--stop-processing",
+        action=argparse.BooleanOptionalAction,
+        help="when the rule matches, the programme's later rules do not apply to the event",
+    ),
+)
+SIMULATION = (
+    _a("--event", type=_json_arg, required=True, help='flat JSON: {"type": "order.completed", "amount": 42}'),
+    _a("--occurred-at", help="the event's time the rules read (RFC 3339; now when absent)"),
+    _a("--customer-id", help="the customer whose attributes, country and segments the rules read"),
+)
+SCHEDULE = (
+    _a("--timezone", help="IANA timezone of the draft, e.g. Europe/London"),
+    _a("--starts-at", help="first rewarded event time, RFC 3339 with an offset"),
+    _a("--ends-at", help="end of the window (exclusive), RFC 3339 with an offset"),
+)
+
+
+def _programme_update(args: argparse.Namespace) -> dict[str, Any]:
+    """The fields `programmes update` sends: those given; a cleared bound as None (sent as null)."""
+    fields: dict[str, Any] = {
+        name: getattr(args, name) for name in ("name", "description", "timezone", "starts_at", "ends_at")
+    }
+    fields = {name: value for name, value in fields.items() if value is not None}
+    for bound in ("starts_at", "ends_at"):
+        if getattr(args, f"clear_{bound}"):
+            fields[bound] = None
+    return fields
+
+
 def _password() -> str:
     return os.environ.get("REWARDS_PASSWORD") or getpass.getpass("Password: ")
 
@@ -303,12 +335,54 @@ COMMANDS: tuple[Command, ...] = (
         "create",
         "create_programme",
         "create a reward programme",
-        (_a("--name", required=True), _a("--asset-id", required=True), _a("--description")),
+        (
+            _a("--name", required=True),
+            _a("--asset-id", required=True),
+            _a("--description"),
+            *SCHEDULE,
+        ),
         lambda c, a: c.create_programme(
-            a.name, a.asset_id, description=a.description, idempotency_key=a.idempotency_key
+            a.name,
+            a.asset_id,
+            description=a.description,
+            timezone=a.timezone,
+            starts_at=a.starts_at,
+            ends_at=a.ends_at,
+            idempotency_key=a.idempotency_key,
         ),
     ),
     Command("programmes", "get", "get_programme", "read a programme", (ID,), lambda c, a: c.get_programme(a.id)),
+    Command(
+        "programmes",
+        "update",
+        "update_programme",
+        "edit a programme and its draft's schedule",
+        (
+            ID,
+            _a("--name"),
+            _a("--description"),
+            *SCHEDULE,
+            _a("--clear-starts-at", action="store_true", help="remove the draft's start bound"),
+            _a("--clear-ends-at", action="store_true", help="remove the draft's end bound"),
+        ),
+        lambda c, a: c.update_programme(a.id, **_programme_update(a), idempotency_key=a.idempotency_key),
+    ),
+    Command(
+        "programmes",
+        "deactivate",
+        "deactivate_programme",
+        "stop a programme rewarding events",
+        (ID,),
+        lambda c, a: c.deactivate_programme(a.id, idempotency_key=a.idempotency_key),
+    ),
+    Command(
+        "programmes",
+        "activate",
+        "activate_programme",
+        "let a deactivated programme reward events again",
+        (ID,),
+        lambda c, a: c.activate_programme(a.id, idempotency_key=a.idempotency_key),
+    ),
     Command(
         "programmes",
         "list",
@@ -334,6 +408,14 @@ COMMANDS: tuple[Command, ...] = (
         lambda c, a: c.publish(a.id, idempotency_key=a.idempotency_key),
     ),
     Command(
+        "programmes",
+        "restore",
+        "restore_version",
+        "make the draft a copy of a published version (publish it to roll back)",
+        (ID, _a("--version", required=True, help="the published version's number, or live")),
+        lambda c, a: c.restore_version(a.id, a.version, idempotency_key=a.idempotency_key),
+    ),
+    Command(
         "rules",
         "create",
         "create_rule",
@@ -343,9 +425,16 @@ COMMANDS: tuple[Command, ...] = (
             _a("--event-type", required=True),
             _a("--actions", type=_json_arg, required=True, help='JSON, e.g. [{"type":"issue","amount":{"fixed":"5"}}]'),
             _a("--conditions", type=_json_arg, help='JSON, e.g. [{"field":"amount","operator":"gte","value":20}]'),
+            *RULE_ORDER,
         ),
         lambda c, a: c.create_rule(
-            a.program_id, a.event_type, a.actions, conditions=a.conditions, idempotency_key=a.idempotency_key
+            a.program_id,
+            a.event_type,
+            a.actions,
+            conditions=a.conditions,
+            priority=a.priority,
+            stop_processing=a.stop_processing,
+            idempotency_key=a.idempotency_key,
         ),
     ),
     Command("rules", "get", "get_rule", "read a rule", (ID,), lambda c, a: c.get_rule(a.id)),
@@ -354,9 +443,15 @@ COMMANDS: tuple[Command, ...] = (
         "update",
         "update_rule",
         "edit a rule of the draft",
-        (ID, _a("--event-type"), _a("--actions", type=_json_arg), _a("--conditions", type=_json_arg)),
+        (ID, _a("--event-type"), _a("--actions", type=_json_arg), _a("--conditions", type=_json_arg), *RULE_ORDER),
         lambda c, a: c.update_rule(
-            a.id, event_type=a.event_type, conditions=a.conditions, actions=a.actions, idempotency_key=a.idempotency_key
+            a.id,
+            event_type=a.event_type,
+            conditions=a.conditions,
+            actions=a.actions,
+            priority=a.priority,
+            stop_processing=a.stop_processing,
+            idempotency_key=a.idempotency_key,
         ),
     ),
     Command(
@@ -372,8 +467,18 @@ COMMANDS: tuple[Command, ...] = (
         "simulate",
         "simulate_rule",
         "what the rule would issue for one event (writes nothing)",
-        (ID, _a("--event", type=_json_arg, required=True, help='flat JSON: {"type": "order.completed", "amount": 42}')),
-        lambda c, a: c.simulate_rule(a.id, a.event),
+        (ID, *SIMULATION),
+        lambda c, a: c.simulate_rule(a.id, a.event, occurred_at=a.occurred_at, customer_id=a.customer_id),
+    ),
+    Command(
+        "programmes",
+        "simulate",
+        "simulate_programme",
+        "what every rule of a version would issue for one event, in the order they apply (writes nothing)",
+        (ID, *SIMULATION, _a("--version", help="draft (the default), live or a version number")),
+        lambda c, a: c.simulate_programme(
+            a.id, a.event, version=a.version, occurred_at=a.occurred_at, customer_id=a.customer_id
+        ),
     ),
     # events and executions
     Command(

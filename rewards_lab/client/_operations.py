@@ -281,9 +281,24 @@ def get_transaction(transaction_id: str) -> Call[r.LedgerTransaction]:
 
 # programmes, versions, rules
 def create_programme(
-    name: str, asset_id: str, *, description: str | None = None, idempotency_key: str | None = None
+    name: str,
+    asset_id: str,
+    *,
+    description: str | None = None,
+    timezone: str | None = None,
+    starts_at: str | None = None,
+    ends_at: str | None = None,
+    idempotency_key: str | None = None,
 ) -> Call[r.Programme]:
-    body = _without_none(name=name, asset_id=asset_id, description=description)
+    """`timezone` (IANA), `starts_at` and `ends_at` (RFC 3339 with an offset) set the first draft's schedule."""
+    body = _without_none(
+        name=name,
+        asset_id=asset_id,
+        description=description,
+        timezone=timezone,
+        starts_at=starts_at,
+        ends_at=ends_at,
+    )
     return _write("create_programme", _model(r.Programme), body=body, key=idempotency_key)
 
 
@@ -295,6 +310,42 @@ def list_programmes(
     *, asset_id: str | None = None, limit: int | None = None, cursor: str | None = None
 ) -> Call[Page[r.Programme]]:
     return _list("list_programmes", _model(r.Programme), limit, cursor, asset_id=asset_id)
+
+
+_UNCHANGED: Any = object()  # a field update_programme leaves out of the body (None sends null: clears it)
+
+
+def update_programme(
+    program_id: str,
+    *,
+    name: str | None = None,
+    description: str | None = _UNCHANGED,
+    timezone: str | None = _UNCHANGED,
+    starts_at: str | None = _UNCHANGED,
+    ends_at: str | None = _UNCHANGED,
+    idempotency_key: str | None = None,
+) -> Call[r.Programme]:
+    """Edit the programme and its draft's schedule. Only the fields given are sent; None sends null, which
+    clears a bound or the description (timezone: back to UTC)."""
+    body: Json = _without_none(name=name)
+    fields = {"description": description, "timezone": timezone, "starts_at": starts_at, "ends_at": ends_at}
+    body |= {field: value for field, value in fields.items() if value is not _UNCHANGED}
+    return _write("update_programme", _model(r.Programme), program_id, body=body, key=idempotency_key)
+
+
+def deactivate_programme(program_id: str, *, idempotency_key: str | None = None) -> Call[r.Programme]:
+    return _write("deactivate_programme", _model(r.Programme), program_id, key=idempotency_key)
+
+
+def activate_programme(program_id: str, *, idempotency_key: str | None = None) -> Call[r.Programme]:
+    return _write("activate_programme", _model(r.Programme), program_id, key=idempotency_key)
+
+
+def restore_version(
+    program_id: str, version: int | str, *, idempotency_key: str | None = None
+) -> Call[r.ProgrammeVersion]:
+    """Make the draft a copy of published version `version` (a number, or "live"); publish to make it live."""
+    return _write("restore_version", _model(r.ProgrammeVersion), program_id, str(version), key=idempotency_key)
 
 
 def _versions(data: Any) -> list[r.ProgrammeVersion]:
@@ -317,11 +368,16 @@ def create_rule(
     actions: Sequence[Json],
     *,
     conditions: Sequence[Json] | None = None,
+    priority: int | None = None,
+    stop_processing: bool | None = None,
     idempotency_key: str | None = None,
 ) -> Call[r.Rule]:
+    """`priority` (lower applies first) and `stop_processing` are sent only when given (the service defaults
+    them to 0 and false)."""
     body: Json = {"program_id": program_id, "event_type": event_type, "actions": list(actions)}
     if conditions is not None:
         body["conditions"] = list(conditions)
+    body.update(_without_none(priority=priority, stop_processing=stop_processing))
     return _write("create_rule", _model(r.Rule), body=body, key=idempotency_key)
 
 
@@ -335,12 +391,16 @@ def update_rule(
     event_type: str | None = None,
     conditions: Sequence[Json] | None = None,
     actions: Sequence[Json] | None = None,
+    priority: int | None = None,
+    stop_processing: bool | None = None,
     idempotency_key: str | None = None,
 ) -> Call[r.Rule]:
     body = _without_none(
         event_type=event_type,
         conditions=list(conditions) if conditions is not None else None,
         actions=list(actions) if actions is not None else None,
+        priority=priority,
+        stop_processing=stop_processing,
     )
     return _write("update_rule", _model(r.Rule), rule_id, body=body, key=idempotency_key)
 
@@ -349,9 +409,32 @@ def delete_rule(rule_id: str, *, idempotency_key: str | None = None) -> Call[Any
     return _write("delete_rule", _raw, rule_id, key=idempotency_key)
 
 
-def simulate_rule(rule_id: str, event: Json) -> Call[r.Simulation]:
-    """Writes nothing on the service, so it is safe to resend and carries no Idempotency-Key (the seed's rule)."""
-    return _call("simulate_rule", _model(r.Simulation), rule_id, body={"event": event}, resendable=True)
+def _simulation_body(event: Json, occurred_at: str | None, customer_id: str | None) -> Json:
+    return {"event": event, **_without_none(occurred_at=occurred_at, customer_id=customer_id)}
+
+
+def simulate_rule(
+    rule_id: str, event: Json, *, occurred_at: str | None = None, customer_id: str | None = None
+) -> Call[r.Simulation]:
+    """Writes nothing on the service, so it is safe to resend and carries no Idempotency-Key (the seed's rule).
+    `occurred_at` and `customer_id` give the time and the customer the rules read (`occurred_at.*`, `customer.*`)."""
+    body = _simulation_body(event, occurred_at, customer_id)
+    return _call("simulate_rule", _model(r.Simulation), rule_id, body=body, resendable=True)
+
+
+def simulate_programme(
+    program_id: str,
+    event: Json,
+    *,
+    version: int | str | None = None,
+    occurred_at: str | None = None,
+    customer_id: str | None = None,
+) -> Call[r.Simulation]:
+    """Every rule of a version (`draft` by default, `live` or a number) against one event, in the order they
+    apply, with the reasons. Writes nothing."""
+    body = _simulation_body(event, occurred_at, customer_id)
+    params = _without_none(version=None if version is None else str(version))
+    return _call("simulate_programme", _model(r.Simulation), program_id, body=body, params=params, resendable=True)
 
 
 # events and executions

@@ -377,6 +377,39 @@ _TABLE: tuple[Operation, ...] = (
         errors=("programme_not_found",),
     ),
     Operation(
+        "update_programme",
+        "PATCH",
+        "/reward-programs/{program_id}",
+        P.REWARDS_EDIT,
+        request=rq.ProgrammeUpdate,
+        response=r.Programme,
+        idempotency="optional",
+        errors=(*BODY_CODES, "programme_not_found"),
+        description=(
+            "Edits the programme's name and description and its DRAFT version's schedule (timezone, starts_at, "
+            "ends_at); published versions keep theirs until the next publication."
+        ),
+    ),
+    Operation(
+        "deactivate_programme",
+        "POST",
+        "/reward-programs/{program_id}/deactivate",
+        P.REWARDS_ACTIVATE,
+        response=r.Programme,
+        idempotency="optional",
+        errors=("programme_not_found", "invalid_state_transition"),
+        description="An inactive programme rewards no event processed while it is inactive.",
+    ),
+    Operation(
+        "activate_programme",
+        "POST",
+        "/reward-programs/{program_id}/activate",
+        P.REWARDS_ACTIVATE,
+        response=r.Programme,
+        idempotency="optional",
+        errors=("programme_not_found", "invalid_state_transition"),
+    ),
+    Operation(
         "list_versions",
         "GET",
         "/reward-programs/{program_id}/versions",
@@ -394,6 +427,19 @@ _TABLE: tuple[Operation, ...] = (
         status=201,
         idempotency="optional",
         errors=("programme_not_found", "programme_draft_empty"),
+    ),
+    Operation(
+        "restore_version",
+        "POST",
+        "/reward-programs/{program_id}/versions/{version}/restore",
+        P.REWARDS_EDIT,
+        response=r.ProgrammeVersion,
+        idempotency="optional",
+        errors=("programme_not_found", "programme_version_not_found"),
+        description=(
+            "Makes the draft a copy of a published version (its rules, with their ids, and its schedule), to be "
+            "published as a new version; the history is never changed."
+        ),
     ),
     Operation(
         "create_rule",

@@ -6,7 +6,9 @@ import re
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
+from functools import cache
 from typing import Annotated, Any
+from zoneinfo import available_timezones
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 from rfc3986_validator import validate_rfc3986  # type: ignore[import-untyped]
@@ -258,10 +260,70 @@ class AssetCreate(RequestModel):
     supply_ceiling: DecimalString | None = None
 
 
+# A schedule bound names an instant: an RFC 3339 date-time WITH its offset (a bare local time would be ambiguous
+# beside the programme's timezone). Stored in UTC.
+_OFFSET_DATE_TIME_RE = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+DEFAULT_TIMEZONE = "UTC"
+
+
+def _offset_date_time(value: object) -> object:
+    """A string in RFC 3339 with an offset (from JSON), or an aware datetime (from Python callers)."""
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value
+    if not (isinstance(value, str) and _OFFSET_DATE_TIME_RE.fullmatch(value)):
+        message = "must be an RFC 3339 date-time with an offset such as 2026-01-31T12:00:00Z"
+        raise custom_error(ServiceError("field_invalid", message))
+    return value
+
+
+@cache
+def _zone_names() -> frozenset[str]:
+    return frozenset(available_timezones())
+
+
+def _timezone(value: str) -> str:
+    """An IANA zone name this system's zoneinfo knows (looked up in its list, never opened as a path)."""
+    if value not in _zone_names():
+        raise custom_error(ServiceError("field_invalid", "must be an IANA timezone name such as Europe/London"))
+    return value
+
+
+OffsetDateTime = Annotated[datetime, BeforeValidator(_offset_date_time), AfterValidator(_in_utc_range)]
+Timezone = Annotated[
+    str,
+    Field(min_length=1, max_length=64, description="IANA timezone name", examples=["Europe/London"]),
+    AfterValidator(_timezone),
+]
+Description = Annotated[str, Field(max_length=2000)]
+
+
 class ProgrammeCreate(RequestModel):
     name: Name
     asset_id: Identifier
-    description: Annotated[str, Field(max_length=2000)] | None = None
+    description: Description | None = None
+    # The first draft's schedule (see ProgrammeUpdate).
+    timezone: Timezone = DEFAULT_TIMEZONE
+    starts_at: OffsetDateTime | None = None
+    ends_at: OffsetDateTime | None = None
+
+
+class ProgrammeUpdate(RequestModel):
+    """Edits the programme and its DRAFT version's schedule; absent fields stay as they are. `starts_at` and
+    `ends_at` bound the event times the version rewards (starts_at <= t < ends_at); null clears a bound. A null
+    `timezone` is the default, UTC; a null `description` clears it. Published versions keep their schedule."""
+
+    # A name cannot be cleared: absent keeps it, and the document says null is not a name (no null default).
+    name: Annotated[
+        Name | None,
+        WithJsonSchema({"type": "string", "minLength": 1, "maxLength": 200}),
+        Field(json_schema_extra=lambda schema: schema.pop("default", None)),
+    ] = None
+    description: Description | None = None
+    timezone: Timezone | None = None
+    starts_at: OffsetDateTime | None = None
+    ends_at: OffsetDateTime | None = None
 
 
 class SimulationRequest(RequestModel):
@@ -269,7 +331,19 @@ class SimulationRequest(RequestModel):
     time rules read as `occurred_at.*`; now when absent) and `customer_id` (whose attributes, country and
     segments rules read as `customer.*`) are optional."""
 
-    event: Annotated[dict[str, Any], _free_json("event")]
+    event: Annotated[
+        dict[str, Any],
+        _free_json("event"),
+        WithJsonSchema(
+            {
+                "type": "object",
+                "description": "The event's `type` and its data fields, side by side.",
+                "required": ["type"],
+                "properties": {"type": {"type": "string", "minLength": 1}},
+                "additionalProperties": True,
+            }
+        ),
+    ]
     occurred_at: DateTime | None = None
     customer_id: Identifier | None = None
 

@@ -80,6 +80,10 @@ class ProgrammeVersion(Resource):
     based_on: int | None
     published_at: datetime | None
     rules: list[Rule]
+    # The version's schedule: events whose time t (occurred_at, else receipt) has starts_at <= t < ends_at.
+    timezone: str = "UTC"
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
 
 
 class Programme(Resource):
@@ -90,6 +94,11 @@ class Programme(Resource):
     current_version: int | None  # the number of the live (latest published) version
     draft_version_id: str
     created_at: datetime
+    status: Literal["active", "inactive"] = "active"  # an inactive programme rewards nothing
+    # The DRAFT version's schedule (what the next publication freezes); each version shows its own.
+    timezone: str = "UTC"
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
 
 
 class PublishResult(Resource):
@@ -230,6 +239,8 @@ class Simulation(Resource):
     matched: bool
     rules: list[RuleOutcome]
     totals: list[AssetTotal]
+    in_window: bool = True  # the version's window holds the event's time (or it has none): its rules apply
+    window_reason: str = ""  # why the window holds or not ("" when the version has no window)
 
 
 class Page(BaseModel, Generic[T]):

@@ -13,6 +13,11 @@ WALLET_TRANSITIONS: dict[str, dict[str, str]] = {
     "freeze": {"active": "frozen"},
     "unfreeze": {"frozen": "active"},
 }
+# As the asset's moves: repeating a move (deactivating an inactive programme) is a refused transition.
+PROGRAMME_TRANSITIONS: dict[str, dict[str, str]] = {
+    "deactivate": {"active": "inactive"},
+    "activate": {"inactive": "active"},
+}
 
 
 def next_state(resource: str, transitions: dict[str, dict[str, str]], action: str, current: str) -> str:
@@ -35,3 +40,7 @@ def asset_transition(action: str, current: str) -> str:
 
 def wallet_transition(action: str, current: str) -> str:
     return next_state("wallet", WALLET_TRANSITIONS, action, current)
+
+
+def programme_transition(action: str, current: str) -> str:
+    return next_state("programme", PROGRAMME_TRANSITIONS, action, current)

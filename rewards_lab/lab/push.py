@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -21,8 +22,11 @@ from rewards_lab.client import RewardsClient
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition
+from rewards_lab.contract.rule_requests import condition_payload
 
-StepKind = Literal["create_asset", "activate_asset", "create_programme", "remove_rule", "add_rule", "publish"]
+StepKind = Literal[
+    "create_asset", "activate_asset", "create_programme", "update_schedule", "remove_rule", "add_rule", "publish"
+]
 MAX_APPLY_ROUNDS = 3
 
 
@@ -105,6 +109,7 @@ _SIGNS: dict[str, str] = {
     "create_asset": "+",
     "activate_asset": "~",
     "create_programme": "+",
+    "update_schedule": "~",
     "remove_rule": "-",
     "add_rule": "+",
     "publish": "^",
@@ -126,8 +131,14 @@ def live_fingerprint(rule: r.Rule, asset_id: str) -> str:
     as_file = FileRule.model_validate(
         {
             "event_type": rule.event_type,
-            "conditions": [condition.model_dump(mode="json") for condition in rule.conditions],
-            "actions": [{"type": a.type, "amount": a.amount.model_dump(mode="json")} for a in rule.actions],
+            "conditions": [condition_payload(condition) for condition in rule.conditions],
+            "actions": [
+                {"type": a.type, "amount": a.amount.model_dump(mode="json")}
+                | ({"beneficiary": a.beneficiary.model_dump(mode="json")} if a.beneficiary else {})
+                for a in rule.actions
+            ],
+            "priority": rule.priority,
+            "stop_processing": rule.stop_processing,
         }
     )
     return as_file.fingerprint() + (f"+foreign:{','.join(map(str, foreign))}" if foreign else "")
@@ -179,7 +190,42 @@ def _asset_steps(plan: Plan) -> None:
         plan.matches.append(f"asset {asset.symbol} ({asset.id}) is active")
 
 
-def _rule_steps(plan: Plan, asset_id: str) -> None:
+Schedule = tuple[str, datetime | None, datetime | None]  # (timezone, starts_at, ends_at), bounds aware UTC
+
+
+def file_schedule(definition: ProgrammeDefinition) -> Schedule:
+    info = definition.programme
+    return (info.zone, _utc(info.starts_at), _utc(info.ends_at))
+
+
+def live_schedule(version: r.ProgrammeVersion) -> Schedule:
+    return (version.timezone, _utc(version.starts_at), _utc(version.ends_at))
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    if moment is None:
+        return None
+    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def describe_schedule(schedule: Schedule) -> str:
+    zone, starts, ends = schedule
+    window = f"from {starts.isoformat() if starts else 'always'} until {ends.isoformat() if ends else 'ever after'}"
+    return f"timezone {zone}, {window}"
+
+
+def _schedule_steps(plan: Plan) -> bool:
+    """Bring the draft's schedule to the file's; whether the published version's schedule differs from it."""
+    wanted = file_schedule(plan.definition)
+    draft = live_schedule(plan.draft) if plan.draft else None
+    if draft is not None and draft != wanted:
+        plan.steps.append(Step("update_schedule", f"set the draft's schedule: {describe_schedule(wanted)}"))
+    elif draft is not None and wanted != ("UTC", None, None):  # a file without a schedule says nothing of it
+        plan.matches.append(f"the draft's schedule is the file's ({describe_schedule(wanted)})")
+    return plan.published is not None and live_schedule(plan.published) != wanted
+
+
+def _rule_steps(plan: Plan, asset_id: str, schedule_differs: bool = False) -> None:
     """Bring the draft to the file's rules; publish when the live version differs from the file."""
     wanted = Counter(rule.fingerprint() for rule in plan.definition.rules)
     draft_rules = plan.draft.rules if plan.draft else []
@@ -205,7 +251,7 @@ def _rule_steps(plan: Plan, asset_id: str) -> None:
     if plan.programme is not None and not missing and not (in_draft - wanted):
         plan.matches.append(f"the draft holds the file's {len(plan.definition.rules)} rule(s)")
     published = plan.published
-    if published is not None and _multiset(published.rules, asset_id) == wanted:
+    if published is not None and _multiset(published.rules, asset_id) == wanted and not schedule_differs:
         plan.matches.append(f"published version {published.number} holds the file's rules")
     else:
         number = (published.number or 0) + 1 if published else 1
@@ -234,7 +280,8 @@ def make_plan(definition: ProgrammeDefinition, client: RewardsClient) -> Plan:
     published = [v for v in versions if v.status == "published"]
     plan.published = max(published, key=lambda v: v.number or 0, default=None)
     assert plan.asset is not None
-    _rule_steps(plan, plan.asset.id)
+    schedule_differs = _schedule_steps(plan)
+    _rule_steps(plan, plan.asset.id, schedule_differs)
     return plan
 
 
@@ -261,6 +308,10 @@ def idempotency_key(plan: Plan, step: str, *parts: object) -> str:
     a write that a crashed run already made."""
     material = jsonutil.dumps([plan.organization_id, plan.environment, plan.digest, step, *map(str, parts)])
     return "push_" + hashlib.sha256(material.encode()).hexdigest()[:48]
+
+
+def _text(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
 
 
 def _rule_body(rule: FileRule) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -293,13 +344,29 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
         elif step.kind == "create_programme":
             assert asset is not None
             key = idempotency_key(plan, "programme.create", asset.id, round_number)
+            info = plan.definition.programme
             programme = client.create_programme(
-                plan.definition.programme.name,
+                info.name,
                 asset.id,
-                description=plan.definition.programme.description,
+                description=info.description,
+                timezone=info.timezone,
+                starts_at=_text(info.starts_at),
+                ends_at=_text(info.ends_at),
                 idempotency_key=key,
             )
             draft_id = programme.draft_version_id
+            done.append({"kind": step.kind, "id": programme.id})
+        elif step.kind == "update_schedule":
+            assert programme is not None
+            info = plan.definition.programme
+            key = idempotency_key(plan, "programme.schedule", programme.id, draft_id, round_number)
+            client.update_programme(
+                programme.id,
+                timezone=info.zone,
+                starts_at=_text(info.starts_at),
+                ends_at=_text(info.ends_at),
+                idempotency_key=key,
+            )
             done.append({"kind": step.kind, "id": programme.id})
         elif step.kind == "remove_rule":
             assert step.rule_id is not None
@@ -312,7 +379,13 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
                 plan, "rule.create", programme.id, draft_id, step.rule.fingerprint(), step.occurrence, round_number
             )
             rule = client.create_rule(
-                programme.id, step.rule.event_type, actions, conditions=conditions, idempotency_key=key
+                programme.id,
+                step.rule.event_type,
+                actions,
+                conditions=conditions,
+                priority=step.rule.priority or None,
+                stop_processing=step.rule.stop_processing or None,
+                idempotency_key=key,
             )
             done.append({"kind": step.kind, "id": rule.id})
         else:
@@ -327,10 +400,15 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
 
 
 def _draft_holds_the_file(plan: Plan, client: RewardsClient, program_id: str, asset_id: str) -> bool:
-    """Checked right before publishing, so that a version is never published short of a rule."""
+    """Checked right before publishing, so that a version is never published short of a rule or with another
+    schedule than the file's."""
     draft = next((v for v in client.list_versions(program_id) if v.status == "draft"), None)
     wanted = Counter(rule.fingerprint() for rule in plan.definition.rules)
-    return draft is not None and _multiset(draft.rules, asset_id) == wanted
+    return (
+        draft is not None
+        and _multiset(draft.rules, asset_id) == wanted
+        and live_schedule(draft) == file_schedule(plan.definition)
+    )
 
 
 def apply(plan: Plan, client: RewardsClient) -> ApplyResult:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -17,7 +18,7 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition
 from rewards_lab.contract.rule_requests import condition_payload
-from rewards_lab.domain.conditions import ConditionSpec, leaves, source_of
+from rewards_lab.domain.conditions import ConditionSpec, EventFacts, leaves, source_of
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.rule_evaluation import RuleVerdict, evaluate
 from rewards_lab.domain.rules import compile_rule, condition_node
@@ -25,6 +26,7 @@ from rewards_lab.lab.push import PushError, live_fingerprint, make_plan
 
 PER_FIELD_VALUES = (Decimal("42.50"), Decimal("0.07"), Decimal("1000"), Decimal("19.99"))
 OTHER_EVENT_TYPE = "push.verify.unmatched"
+SAMPLE_TIME = datetime(2026, 6, 6, 12, 0, tzinfo=UTC)  # a Saturday: weekday and hour rules are exercised too
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ def _passing(condition: ConditionSpec) -> Any:
     """A value the condition holds for (None when no data value can make it hold)."""
     op, value = condition.operator, condition.value
     if op in ("exists", "in", "between", "contains"):
-        return {"exists": Decimal(1), "contains": [value]}.get(op, value[0] if isinstance(value, tuple) else None)
+        return {"exists": "x", "contains": [value]}.get(op, value[0] if isinstance(value, tuple) else None)
     if op in ("not_exists", "not_in"):
         return None if op == "not_exists" else ("~" if isinstance(value[0], str) else Decimal(0))
     if isinstance(value, Decimal):
@@ -87,6 +89,8 @@ def _passing(condition: ConditionSpec) -> Any:
 def _probes(condition: ConditionSpec) -> list[Any]:
     """Values around the condition's edges."""
     value = condition.value
+    if condition.operator in ("exists", "not_exists"):
+        return ["x", Decimal(1), None]  # null counts as absent
     values: list[Any] = []
     for item in value if isinstance(value, tuple) else (value,):
         if isinstance(item, Decimal) and not isinstance(item, bool):
@@ -111,9 +115,9 @@ def sample_events(rule: FileRule) -> list[dict[str, Any]]:
         passing = _passing(condition)
         if passing is not None:
             base.setdefault(condition.field, passing)
-    for action in rule.actions:
-        if action.beneficiary is not None:
-            base.setdefault(action.beneficiary.field, "cus_sample")
+    beneficiaries = [action.beneficiary.field for action in rule.actions if action.beneficiary is not None]
+    for name in beneficiaries:
+        base[name] = "cus_sample"
     per_fields = [a.amount.per for a in rule.actions if hasattr(a.amount, "per")]
     events = [dict(base)]
     for condition in conditions:
@@ -122,7 +126,9 @@ def sample_events(rule: FileRule) -> list[dict[str, Any]]:
     for name in per_fields:
         events += [{**base, name: value} for value in PER_FIELD_VALUES if not _conflicts(conditions, name, value)]
         events.append({key: value for key, value in base.items() if key != name})
-    events.append({**base, "type": OTHER_EVENT_TYPE})
+    for name in beneficiaries:  # a beneficiary that names nobody usable fails its action alike on both sides
+        events += [{**base, name: 7}, {key: value for key, value in base.items() if key != name}]
+    events += [{**base, "type": OTHER_EVENT_TYPE}, {**base, "unrelated_field": "x"}]
     unique: dict[str, dict[str, Any]] = {}
     for event in events:
         unique.setdefault(jsonutil.canonical_hash(event), event)
@@ -132,6 +138,17 @@ def sample_events(rule: FileRule) -> list[dict[str, Any]]:
 def _conflicts(conditions: list[ConditionSpec], name: str, value: Decimal) -> bool:
     """Per-rate samples stay within the rule's conditions on the same field, so that they exercise the amount."""
     return any(c.field == name and c.operator == "eq" and c.value != value for c in conditions)
+
+
+def sample_time(definition: ProgrammeDefinition) -> datetime:
+    """The time both sides simulate at: inside the programme's window (its start, else a day before its end), so
+    that the live side's window does not hide a difference in the rules; a fixed time when it has none."""
+    info = definition.programme
+    if info.starts_at is not None:
+        return info.starts_at
+    if info.ends_at is not None:
+        return info.ends_at - timedelta(days=1)
+    return SAMPLE_TIME
 
 
 def _lab_outcome(verdict: RuleVerdict) -> str:
@@ -170,6 +187,7 @@ def verify(definition: ProgrammeDefinition, client: RewardsClient) -> Verificati
         live_by_fingerprint[live_fingerprint(live_rule, plan.asset.id)].append(live_rule.id)
     used: Counter[str] = Counter()
     decimals = definition.asset.decimals
+    at = sample_time(definition)
     for index, rule in enumerate(definition.rules):
         fingerprint = rule.fingerprint()
         candidates = live_by_fingerprint.get(fingerprint, [])
@@ -183,11 +201,17 @@ def verify(definition: ProgrammeDefinition, client: RewardsClient) -> Verificati
             payload["actions"],
             "asset",
             lambda _asset: decimals,
+            timezone=definition.programme.zone,
         )
         for event in sample_events(rule):
             data = {key: value for key, value in event.items() if key != "type"}
-            lab = _lab_outcome(evaluate([spec], [(str(event["type"]), data)], explain=True)[0][0])
-            live = "rule missing" if rule_id is None else _live_outcome(client.simulate_rule(rule_id, event))
+            facts = [EventFacts(at)]
+            lab = _lab_outcome(evaluate([spec], [(str(event["type"]), data)], facts=facts, explain=True)[0][0])
+            live = (
+                "rule missing"
+                if rule_id is None
+                else _live_outcome(client.simulate_rule(rule_id, event, occurred_at=at.isoformat()))
+            )
             result.checks += 1
             if _normalised(lab) != _normalised(live):
                 result.differences.append(Difference(index, rule_id, event, lab, live))

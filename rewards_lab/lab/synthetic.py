@@ -120,3 +120,40 @@ def generate_events(
             **{name: columns[name] for name in _DATA_COLUMNS},
         }
     )
+
+
+CHANNELS = ("store", "web", "app")  # channel_code 1, 2, 3
+COUNTRIES = ("GB", "FR", "DE", "BE", "ES")
+TIERS = ("bronze", "silver", "gold")
+
+
+def with_rule_fields(events: pa.Table, *, seed: int = 0, referral_share: float = 0.3) -> pa.Table:
+    """`generate_events`' table with the string fields the richer example programmes read: `channel` (the name of
+    `channel_code`) and, on sign-ups, a `referrer_id` naming an earlier customer for `referral_share` of them.
+    Drawn from a generator of its own, so the other columns stay exactly those of `generate_events`."""
+    rng = np.random.default_rng([seed, 17])
+    codes = events.column("channel_code").to_numpy(zero_copy_only=False)
+    valid = ~np.isnan(codes.astype(np.float64)) if codes.dtype.kind == "f" else np.ones(len(codes), dtype=bool)
+    names = np.array(CHANNELS, dtype=object)[np.nan_to_num(codes.astype(np.float64), nan=1).astype(np.int64) - 1]
+    channel = pa.array(np.where(valid, names, None), pa.string())
+    signups = pc.equal(events.column("type"), "customer.signed_up").to_numpy(zero_copy_only=False)
+    referred = signups & (rng.random(events.num_rows) < referral_share)
+    customers = events.column("customer_id").to_numpy(zero_copy_only=False)
+    pool = np.unique(customers) if len(customers) else np.array(["cust_0000000"], dtype=object)
+    referrer = pool[rng.integers(0, len(pool), events.num_rows)]
+    referrer_id = pa.array(np.where(referred & (referrer != customers), referrer, None), pa.string())
+    return events.append_column("channel", channel).append_column("referrer_id", referrer_id)
+
+
+def generate_customers(n_customers: int, *, seed: int = 0) -> pa.Table:
+    """The customers of `generate_events(..., n_customers)` as a replay customers table: `id` (the events'
+    `customer_id`), `country`, and the attribute `tier` (mostly bronze, a few gold)."""
+    rng = np.random.default_rng([seed, 23])
+    numbers = np.arange(n_customers)
+    return pa.table(
+        {
+            "id": _ids("cust_", numbers, max(len(str(n_customers - 1)), 7)),
+            "country": pa.array(np.array(COUNTRIES, dtype=object)[rng.choice(len(COUNTRIES), n_customers)]),
+            "tier": pa.array(np.array(TIERS, dtype=object)[rng.choice(3, n_customers, p=(0.7, 0.22, 0.08))]),
+        }
+    )

@@ -15,11 +15,23 @@ from typing import Any
 
 import ipywidgets as w
 import pandas as pd
+import simplejson
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.requests import FixedAmount, Operator
+from rewards_lab.contract.rule_requests import (
+    EQUALITY,
+    MEMBERSHIP,
+    ORDERING,
+    PRESENCE,
+    AllGroup,
+    AnyGroup,
+    Condition,
+    ConditionItem,
+    NotGroup,
+)
 from rewards_lab.lab import forecast, plots
 from rewards_lab.lab.workbench import LabProgramme, describe_rule
 from rewards_lab.replay.engine import ReplayResult
@@ -27,6 +39,7 @@ from rewards_lab.replay.spark_engine import SparkReplayResult
 
 NEW_RULE = -1
 OPERATORS = [op.value for op in Operator]
+GROUP_KINDS = [("all of", "all"), ("any of", "any"), ("not", "not")]
 
 
 def error_html(error: ServiceError) -> str:
@@ -61,40 +74,182 @@ class Panel:
         return self.view._repr_mimebundle_(**kwargs)
 
 
+VALUE_HINTS = {
+    **dict.fromkeys(ORDERING, "a number: 20"),
+    **dict.fromkeys(EQUALITY, '20, web, "20" or true'),
+    **dict.fromkeys(MEMBERSHIP, '["web", "app"] or [1, 2]'),
+    "between": '[10, 20] or ["2024-01-01", "2024-03-31"]',
+    "contains": 'gold or "20"',
+    **dict.fromkeys(PRESENCE, "(no value)"),
+}
+
+
+def parse_value(text: str) -> Any:
+    """A condition's value as typed: JSON when it parses (a number `20`, a string `"20"`, `true`, a list
+    `["web", "app"]`); any other text is that string (`web`, `2024-05-01`); empty text is no value."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return jsonutil.loads_request(text)
+    except (ValueError, RecursionError):
+        return text
+
+
+def value_text(value: Any) -> str:
+    """A condition's value as the form shows it, written so that `parse_value` reads back the same value: a
+    string plainly when that reads back as itself (`web`), else quoted (`"20"`, `"true"`); the rest as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        read = parse_value(value)
+        if isinstance(read, str) and read == value:
+            return value
+    shown = list(value) if isinstance(value, tuple) else value
+    return str(simplejson.dumps(shown, use_decimal=True, ensure_ascii=False, separators=(", ", ": ")))
+
+
 class ConditionRow(Panel):
+    """A condition on one field: field, operator, value (see `parse_value`; none for exists / not_exists)."""
+
     def __init__(
         self, on_remove: Callable[[ConditionRow], None], field: str = "", operator: str = "gte", value: str = ""
     ):
         self.field = w.Text(value=field, placeholder="field, e.g. amount", layout=w.Layout(width="12em"))
-        self.operator = w.Dropdown(options=OPERATORS, value=operator, layout=w.Layout(width="6em"))
-        self.value = w.Text(value=value, placeholder="number", layout=w.Layout(width="8em"))
+        self.operator = w.Dropdown(options=OPERATORS, value=operator, layout=w.Layout(width="8em"))
+        self.value = w.Text(value=value, layout=w.Layout(width="16em"))
         self.remove = w.Button(description="remove", layout=w.Layout(width="6em"))
         self.remove.on_click(lambda _: on_remove(self))
+        self.operator.observe(lambda _: self._fit_value(), names="value")
+        self._fit_value()
         self.view = w.HBox([self.field, self.operator, self.value, self.remove])
 
-    def payload(self) -> dict[str, Any]:
-        return {"field": self.field.value.strip(), "operator": self.operator.value, "value": _number(self.value.value)}
+    def _fit_value(self) -> None:
+        self.value.placeholder = VALUE_HINTS[self.operator.value]
+        self.value.disabled = self.operator.value in PRESENCE
+
+    def payload(self, where: str = "conditions[0]") -> dict[str, Any]:
+        """The condition's body (`where`, its path, is for the errors only groups raise)."""
+        body: dict[str, Any] = {"field": self.field.value.strip(), "operator": self.operator.value}
+        value = None if self.operator.value in PRESENCE else parse_value(self.value.value)
+        if value is not None:
+            body["value"] = value
+        return body
+
+
+class ConditionList:
+    """An ordered list of conditions and groups: the rule's top level (all must hold) and each group's parts."""
+
+    def __init__(self, on_change: Callable[[], None] = lambda: None) -> None:
+        self.rows: list[ConditionRow | GroupRow] = []
+        self.box = w.VBox([])
+        self.on_change = on_change
+
+    def add_condition_row(self, field: str = "", operator: str = "gte", value: str = "") -> ConditionRow:
+        row = ConditionRow(self._remove, field, operator, value)
+        self.set_rows([*self.rows, row])
+        return row
+
+    def add_group_row(self, kind: str = "any") -> GroupRow:
+        row = GroupRow(self._remove, kind)
+        self.set_rows([*self.rows, row])
+        return row
+
+    def _remove(self, row: ConditionRow | GroupRow) -> None:
+        self.set_rows([r for r in self.rows if r is not row])
+
+    def set_rows(self, rows: list[ConditionRow | GroupRow]) -> None:
+        self.rows = rows
+        self.box.children = [row.view for row in rows]
+        self.on_change()
+
+    def payloads(self, where: str) -> list[dict[str, Any]]:
+        """The bodies of the rows; `where` is the list's path (`conditions`, `conditions[1].any`)."""
+        return [row.payload(f"{where}[{i}]") for i, row in enumerate(self.rows)]
+
+    def load(self, item: ConditionItem) -> None:
+        """Append a rule's condition or group (as the service returns it), its parts rebuilt as rows."""
+        if isinstance(item, Condition):
+            self.add_condition_row(item.field, item.operator.value, value_text(item.value))
+            return
+        kind, parts = _group_parts(item)
+        group = self.add_group_row(kind)
+        for part in parts:
+            group.parts.load(part)
+
+
+def _group_parts(group: AnyGroup | AllGroup | NotGroup) -> tuple[str, list[ConditionItem]]:
+    if isinstance(group, AnyGroup):
+        return "any", group.any
+    if isinstance(group, AllGroup):
+        return "all", group.all
+    return "not", [group.not_]
+
+
+class GroupRow(Panel):
+    """A group: all of its parts hold, any of them holds, or (not) its one part does not hold. A `not` group
+    takes no second part: its add buttons are disabled while it has one."""
+
+    def __init__(self, on_remove: Callable[[GroupRow], None], kind: str = "any") -> None:
+        self.kind = w.Dropdown(options=GROUP_KINDS, value=kind, layout=w.Layout(width="8em"))
+        self.add_condition = w.Button(description="add condition")
+        self.add_group = w.Button(description="add group")
+        self.remove = w.Button(description="remove", layout=w.Layout(width="6em"))
+        self.parts = ConditionList(self._fit_buttons)
+        self.parts.box.layout = w.Layout(margin="0 0 0 2em", border_left="2px solid #ccc", padding="0 0 0 0.5em")
+        self.add_condition.on_click(lambda _: self.parts.add_condition_row())
+        self.add_group.on_click(lambda _: self.parts.add_group_row())
+        self.remove.on_click(lambda _: on_remove(self))
+        self.kind.observe(lambda _: self._fit_buttons(), names="value")
+        self._fit_buttons()
+        self.view = w.VBox([w.HBox([self.kind, self.add_condition, self.add_group, self.remove]), self.parts.box])
+
+    def _fit_buttons(self) -> None:
+        full = self.kind.value == "not" and len(self.parts.rows) >= 1
+        self.add_condition.disabled = self.add_group.disabled = full
+
+    def payload(self, where: str = "conditions[0]") -> dict[str, Any]:
+        kind = self.kind.value
+        if kind != "not":
+            return {kind: self.parts.payloads(f"{where}.{kind}")}
+        if not self.parts.rows:
+            raise ServiceError("field_required", "a not group needs its one condition", field=f"{where}.not")
+        if len(self.parts.rows) > 1:
+            message = f"a not group holds exactly one condition, not {len(self.parts.rows)}: group them first"
+            raise ServiceError("field_invalid", message, field=f"{where}.not")
+        return {"not": self.parts.rows[0].payload(f"{where}.not")}
 
 
 class RuleBuilder(Panel):
-    """Add, edit and remove the draft's rules: event type, conditions, a fixed or per-rate amount."""
+    """Add, edit and remove the draft's rules: event type, a tree of conditions and groups, priority,
+    stop_processing, and the first action's amount (fixed or per field x rate) and beneficiary."""
 
     def __init__(self, programme: LabProgramme) -> None:
         self.programme = programme
         self.rule = w.Dropdown(description="rule", layout=w.Layout(width="40em"))
         self.event_type = w.Text(description="event type", placeholder="order.completed")
-        self.condition_rows: list[ConditionRow] = []
-        self.conditions = w.VBox([])
+        self.tree = ConditionList()
+        self.conditions = self.tree.box
         self.add_condition = w.Button(description="add condition")
+        self.add_group = w.Button(description="add group")
+        self.priority = w.IntText(description="priority", value=0)
+        self.stop_processing = w.Checkbox(description="stop processing", value=False)
         self.kind = w.ToggleButtons(options=[("fixed amount", "fixed"), ("per field x rate", "per")], value="fixed")
         self.fixed = w.Text(description="fixed", placeholder="2.50")
         self.per = w.Text(description="per field", placeholder="amount")
         self.rate = w.Text(description="rate", placeholder="0.05")
+        self.beneficiary = w.Text(
+            description="beneficiary field",
+            placeholder="referrer_id (empty: the event's customer)",
+            style={"description_width": "initial"},
+            layout=w.Layout(width="30em"),
+        )
         self.save = w.Button(description="save to draft", button_style="primary")
         self.remove = w.Button(description="remove rule", button_style="danger")
         self.message = w.HTML()
         self.draft = w.HTML()
         self.add_condition.on_click(lambda _: self.add_condition_row())
+        self.add_group.on_click(lambda _: self.add_group_row())
         self.rule.observe(lambda _: self._load_selected(), names="value")
         self.save.on_click(lambda _: _guard(self.message, self._save))
         self.remove.on_click(lambda _: _guard(self.message, self._remove))
@@ -104,11 +259,13 @@ class RuleBuilder(Panel):
                 self.event_type,
                 w.HTML("<b>conditions</b> (all must hold)"),
                 self.conditions,
-                self.add_condition,
+                w.HBox([self.add_condition, self.add_group]),
+                w.HBox([self.priority, self.stop_processing]),
                 self.kind,
                 self.fixed,
                 self.per,
                 self.rate,
+                self.beneficiary,
                 w.HBox([self.save, self.remove]),
                 self.message,
                 self.draft,
@@ -116,17 +273,16 @@ class RuleBuilder(Panel):
         )
         self.refresh()
 
+    @property
+    def condition_rows(self) -> list[ConditionRow | GroupRow]:
+        """The top-level conditions and groups, in order."""
+        return self.tree.rows
+
     def add_condition_row(self, field: str = "", operator: str = "gte", value: str = "") -> ConditionRow:
-        row = ConditionRow(self._remove_condition, field, operator, value)
-        self._set_rows([*self.condition_rows, row])
-        return row
+        return self.tree.add_condition_row(field, operator, value)
 
-    def _remove_condition(self, row: ConditionRow) -> None:
-        self._set_rows([c for c in self.condition_rows if c is not row])
-
-    def _set_rows(self, rows: list[ConditionRow]) -> None:
-        self.condition_rows = rows
-        self.conditions.children = [row.view for row in rows]
+    def add_group_row(self, kind: str = "any") -> GroupRow:
+        return self.tree.add_group_row(kind)
 
     def refresh(self, select: int = NEW_RULE) -> None:
         rules = self.programme.rules()
@@ -136,38 +292,53 @@ class RuleBuilder(Panel):
         self.draft.value = _rules_html(rules)
 
     def _load_selected(self) -> None:
-        self._set_rows([])
+        self.tree.set_rows([])
         if self.rule.value is None or self.rule.value == NEW_RULE:
-            self.event_type.value = self.fixed.value = self.per.value = self.rate.value = ""
+            self.event_type.value = self.fixed.value = self.per.value = self.rate.value = self.beneficiary.value = ""
+            self.priority.value, self.stop_processing.value = 0, False
             return
         rule = self.programme.rules()[self.rule.value]
         self.event_type.value = rule.event_type
-        for condition in rule.conditions:
-            self.add_condition_row(condition.field, condition.operator.value, str(condition.value))
-        amount = rule.actions[0].amount
+        for item in rule.conditions:
+            self.tree.load(item)
+        self.priority.value, self.stop_processing.value = rule.priority, rule.stop_processing
+        first = rule.actions[0]
+        amount = first.amount
         if isinstance(amount, FixedAmount):
             self.kind.value, self.fixed.value = "fixed", amount.fixed
         else:
             self.kind.value, self.per.value, self.rate.value = "per", amount.per, str(amount.rate)
+        self.beneficiary.value = first.beneficiary.field if first.beneficiary is not None else ""
 
     def _amount(self) -> dict[str, Any]:
         if self.kind.value == "fixed":
             return {"fixed": self.fixed.value.strip()}
         return {"per": self.per.value.strip(), "rate": _number(self.rate.value)}
 
+    def _first_action(self, current: dict[str, Any] | None) -> dict[str, Any]:
+        """The form's action over the rule's current first one (whose `asset_id`, if any, it keeps)."""
+        action = {**(current or {"type": "issue"}), "amount": self._amount()}
+        action.pop("beneficiary", None)
+        if self.beneficiary.value.strip():
+            action["beneficiary"] = {"field": self.beneficiary.value.strip()}
+        return action
+
     def _save(self) -> str:
-        conditions = [row.payload() for row in self.condition_rows]
+        conditions = self.tree.payloads("conditions")
+        flags = {"priority": self.priority.value, "stop_processing": self.stop_processing.value}
         if self.rule.value == NEW_RULE:
-            self.programme.add_rule(self.event_type.value.strip(), conditions=conditions, amount=self._amount())
+            self.programme.add_rule(
+                self.event_type.value.strip(), conditions=conditions, actions=[self._first_action(None)], **flags
+            )
             index = len(self.programme.rules()) - 1
             self.refresh(select=index)
             return f"rule {index} added to the draft"
         index = self.rule.value
         # The form edits the first action; a rule's further actions are kept as they are.
-        others = [a.model_dump(mode="json", exclude_none=True) for a in self.programme.rules()[index].actions[1:]]
-        actions = [{"type": "issue", "amount": self._amount()}, *others]
+        current = [a.model_dump(mode="json", exclude_none=True) for a in self.programme.rules()[index].actions]
+        actions = [self._first_action(current[0]), *current[1:]]
         self.programme.update_rule(
-            index, event_type=self.event_type.value.strip(), conditions=conditions, actions=actions
+            index, event_type=self.event_type.value.strip(), conditions=conditions, actions=actions, **flags
         )
         self.refresh(select=index)
         return f"rule {index} updated in the draft"

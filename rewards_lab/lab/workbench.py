@@ -10,6 +10,7 @@ engine: every write is a service call and every verdict comes from `domain.rules
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,8 +34,7 @@ from rewards_lab.contract.programme_file import (
 from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.domain.conditions import describe_node
-from rewards_lab.domain.rule_evaluation import evaluate
+from rewards_lab.domain.conditions import EventFacts, describe_node
 from rewards_lab.domain.rules import condition_node
 from rewards_lab.lab.event_rows import EventRow, event_rows
 from rewards_lab.replay.engine import ReplayResult
@@ -46,7 +46,10 @@ if TYPE_CHECKING:
     from rewards_lab.replay.spark_engine import SparkReplayResult
 
 Version = int | str | None  # a version number, "draft", "live", or None (the draft)
-ConditionLike = Mapping[str, Any] | Sequence[Any]  # {"field":..., "operator":..., "value":...} or (f, op, v)
+# A leaf {"field":..., "operator":..., "value":...} or (field, operator, value) or (field, "exists"); or a group
+# {"any": [...]}, {"all": [...]}, {"not": ...} whose parts take any of these forms, at any depth.
+ConditionLike = Mapping[str, Any] | Sequence[Any]
+GROUP_KINDS = ("any", "all", "not")
 SIMULATION_COLUMNS = [
     "event",
     "external_event_id",
@@ -57,22 +60,74 @@ SIMULATION_COLUMNS = [
     "amount",
     "reasons",
 ]
+RULES_TABLE_COLUMNS = ["rule", "event_type", "priority", "stop_processing", "when", "issue"]
 
 
-def _condition(condition: ConditionLike) -> dict[str, Any]:
+def _group_kind(condition: Mapping[str, Any]) -> str | None:
+    """The group a dict spells (as the contract tells them apart: a group key and no `field`), else None."""
+    if "field" in condition:
+        return None
+    return next((kind for kind in GROUP_KINDS if kind in condition), None)
+
+
+def _condition(condition: ConditionLike, where: str = "conditions[0]") -> Any:
+    """A condition as the contract reads it: tuples become leaf dicts, groups are rebuilt part by part. Shapes
+    this cannot read are passed on as they are, so the contract refuses them naming their field."""
     if isinstance(condition, Mapping):
-        return dict(condition)
-    field, operator, value = condition
-    return {"field": field, "operator": operator, "value": value}
+        kind = _group_kind(condition)
+        if kind is None:
+            return dict(condition)
+        parts = condition[kind]
+        body = dict(condition)
+        if kind == "not" and isinstance(parts, Mapping | list | tuple):
+            body["not"] = _condition(parts, f"{where}.not")
+        elif kind != "not" and isinstance(parts, list | tuple):
+            body[kind] = [_condition(part, f"{where}.{kind}[{i}]") for i, part in enumerate(parts)]
+        return body
+    if not isinstance(condition, list | tuple) or not condition or not isinstance(condition[0], str):
+        return condition
+    if len(condition) == 3:
+        field, operator, value = condition
+        return {"field": field, "operator": operator, "value": value}
+    if len(condition) == 2:
+        field, operator = condition
+        return {"field": field, "operator": operator}
+    message = "a condition tuple is (field, operator, value), or (field, operator) for exists and not_exists"
+    raise ServiceError("field_invalid", message, field=where)
 
 
-def _actions(amount: Mapping[str, Any] | None, actions: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+def _conditions(conditions: Iterable[ConditionLike]) -> list[Any]:
+    return [_condition(c, f"conditions[{i}]") for i, c in enumerate(conditions)]
+
+
+def _actions(
+    amount: Mapping[str, Any] | None,
+    actions: Sequence[Mapping[str, Any]] | None,
+    beneficiary: str | None = None,
+) -> list[dict[str, Any]]:
     if (amount is None) == (actions is None):
         raise ServiceError("field_required", "give either amount or actions", field="actions")
     if actions is not None:
+        if beneficiary is not None:
+            message = "beneficiary goes with amount; with actions, give each action its beneficiary"
+            raise ServiceError("field_invalid", message, field="beneficiary")
         return [dict(action) for action in actions]
     assert amount is not None
-    return [{"type": "issue", "amount": dict(amount)}]
+    action: dict[str, Any] = {"type": "issue", "amount": dict(amount)}
+    if beneficiary is not None:
+        action["beneficiary"] = {"field": beneficiary}
+    return [action]
+
+
+def _rule_flags(priority: int | None, stop_processing: bool | None) -> dict[str, Any]:
+    """Priority and stop_processing as a body gives them: only those given (absent keeps the default or the
+    rule's current value)."""
+    flags: dict[str, Any] = {}
+    if priority is not None:
+        flags["priority"] = priority
+    if stop_processing is not None:
+        flags["stop_processing"] = stop_processing
+    return flags
 
 
 def describe_conditions(rule: r.Rule) -> str:
@@ -80,16 +135,23 @@ def describe_conditions(rule: r.Rule) -> str:
     return " and ".join(describe_node(node) for node in nodes) or "always"
 
 
+def describe_amount(action: rq.Action) -> str:
+    """One action's amount, and who receives it when that is not the event's customer: `10.00 to referrer_id`."""
+    amount = action.amount
+    text = amount.fixed if isinstance(amount, rq.FixedAmount) else f"{amount.per} x {amount.rate}"
+    return text if action.beneficiary is None else f"{text} to {action.beneficiary.field}"
+
+
 def describe_amounts(rule: r.Rule) -> str:
-    return ", ".join(
-        a.amount.fixed if isinstance(a.amount, rq.FixedAmount) else f"{a.amount.per} x {a.amount.rate}"
-        for a in rule.actions
-    )
+    return ", ".join(describe_amount(action) for action in rule.actions)
 
 
 def describe_rule(rule: r.Rule) -> str:
-    """One line: `order.completed when amount gte 20: issue amount x 0.05`."""
-    return f"{rule.event_type} when {describe_conditions(rule)}: issue {describe_amounts(rule)}"
+    """One line: `order.completed when amount >= 20: issue amount x 0.05`, then the priority and stop_processing
+    when they are not the defaults: `[priority 5, stops]`."""
+    flags = ([f"priority {rule.priority}"] if rule.priority else []) + (["stops"] if rule.stop_processing else [])
+    suffix = f" [{', '.join(flags)}]" if flags else ""
+    return f"{rule.event_type} when {describe_conditions(rule)}: issue {describe_amounts(rule)}{suffix}"
 
 
 class Lab:
@@ -129,14 +191,22 @@ class Lab:
         """Create (or reuse) the file's asset, activate it, create the programme and add every rule to its draft."""
         definition = source if isinstance(source, ProgrammeDefinition) else load_programme(source)
         asset = self._asset_for(definition.asset)
-        body = {"name": definition.programme.name, "asset_id": asset.id}
-        if definition.programme.description is not None:
-            body["description"] = definition.programme.description
+        info = definition.programme
+        body: dict[str, Any] = {"name": info.name, "asset_id": asset.id}
+        if info.description is not None:
+            body["description"] = info.description
+        schedule = {"timezone": info.timezone, "starts_at": info.starts_at, "ends_at": info.ends_at}
+        body.update({key: value for key, value in schedule.items() if value is not None})
         created = programmes.create_programme(self.database, self.scope, validate(rq.ProgrammeCreate, body))
         programme = LabProgramme(self, created.id)
         for rule in definition.rules:
+            payload = rule.payload()
             programme.add_rule(
-                rule.event_type, conditions=rule.payload()["conditions"], actions=rule.payload()["actions"]
+                rule.event_type,
+                conditions=payload["conditions"],
+                actions=payload["actions"],
+                priority=rule.priority,
+                stop_processing=rule.stop_processing,
             )
         return programme
 
@@ -254,17 +324,20 @@ class LabProgramme:
         return programmes.get_version(self._db, self._scope, self.id, version).rules
 
     def rules_table(self, version: Version = None) -> pd.DataFrame:
-        """The rules of a version as a readable table: position, event type, conditions, amount."""
+        """The rules of a version as a readable table: position, event type, priority, stop_processing,
+        conditions (`amount >= 20 and any(...)`) and amounts (with their beneficiaries: `10.00 to referrer_id`)."""
         rows = [
             {
                 "rule": i,
                 "event_type": rule.event_type,
+                "priority": rule.priority,
+                "stop_processing": rule.stop_processing,
                 "when": describe_conditions(rule),
                 "issue": describe_amounts(rule),
             }
             for i, rule in enumerate(self.rules(version))
         ]
-        return pd.DataFrame(rows, columns=["rule", "event_type", "when", "issue"]).set_index("rule")
+        return pd.DataFrame(rows, columns=RULES_TABLE_COLUMNS).set_index("rule")
 
     def rule_id(self, rule: int | str) -> str:
         """A draft rule by position or by id."""
@@ -282,14 +355,22 @@ class LabProgramme:
         conditions: Iterable[ConditionLike] = (),
         amount: Mapping[str, Any] | None = None,
         actions: Sequence[Mapping[str, Any]] | None = None,
+        beneficiary: str | None = None,
+        priority: int | None = None,
+        stop_processing: bool | None = None,
     ) -> r.Rule:
-        """Add a rule to the draft: `amount={"fixed": "2.50"}` or `{"per": "amount", "rate": 0.05}`, or `actions`.
-        Validation errors are the contract's (`ServiceError` with `details.field`)."""
+        """Add a rule to the draft: `amount={"fixed": "2.50"}` or `{"per": "amount", "rate": 0.05}` (with
+        `beneficiary="referrer_id"` to reward the customer that event field names), or `actions`. Conditions are
+        dicts or tuples, `("amount", "gte", 20)`, `("vip", "exists")`, or groups of them:
+        `{"any": [...]}`, `{"all": [...]}`, `{"not": ...}`. `priority` (lower applies first) and
+        `stop_processing` default to 0 and False. Validation errors are the contract's (`ServiceError` with
+        `details.field`, e.g. `conditions[1].any[0].value`)."""
         body = {
             "program_id": self.id,
             "event_type": event_type,
-            "conditions": [_condition(c) for c in conditions],
-            "actions": _actions(amount, actions),
+            "conditions": _conditions(conditions),
+            "actions": _actions(amount, actions, beneficiary),
+            **_rule_flags(priority, stop_processing),
         }
         return programmes.create_rule(self._db, self._scope, validate(rq.RuleCreate, body))
 
@@ -301,14 +382,19 @@ class LabProgramme:
         conditions: Iterable[ConditionLike] | None = None,
         amount: Mapping[str, Any] | None = None,
         actions: Sequence[Mapping[str, Any]] | None = None,
+        beneficiary: str | None = None,
+        priority: int | None = None,
+        stop_processing: bool | None = None,
     ) -> r.Rule:
+        """Edit a draft rule (by position or id); what is not given stays as it is. Arguments as `add_rule`."""
         body: dict[str, Any] = {}
         if event_type is not None:
             body["event_type"] = event_type
         if conditions is not None:
-            body["conditions"] = [_condition(c) for c in conditions]
-        if amount is not None or actions is not None:
-            body["actions"] = _actions(amount, actions)
+            body["conditions"] = _conditions(conditions)
+        if amount is not None or actions is not None or beneficiary is not None:
+            body["actions"] = _actions(amount, actions, beneficiary)
+        body.update(_rule_flags(priority, stop_processing))
         return programmes.update_rule(self._db, self._scope, self.rule_id(rule), validate(rq.RuleUpdate, body))
 
     def remove_rule(self, rule: int | str) -> r.Rule:
@@ -344,14 +430,26 @@ class LabProgramme:
             FileRule(
                 event_type=rule.event_type,
                 conditions=rule.conditions,
-                actions=[FileAction(type="issue", amount=action.amount) for action in rule.actions],
+                actions=[
+                    FileAction(type="issue", amount=action.amount, beneficiary=action.beneficiary)
+                    for action in rule.actions
+                ],
+                priority=rule.priority,
+                stop_processing=rule.stop_processing,
             )
             for rule in self.rules(version)
         ]
         if not rules:
             raise ServiceError("programme_draft_empty", "the version has no rules to export", field="rules")
+        schedule = self.schedule(version)
         return ProgrammeDefinition(
-            programme=ProgrammeInfo(name=info.name, description=info.description),
+            programme=ProgrammeInfo(
+                name=info.name,
+                description=info.description,
+                timezone=None if schedule.timezone == "UTC" else schedule.timezone,
+                starts_at=_aware(schedule.starts_at),
+                ends_at=_aware(schedule.ends_at),
+            ),
             asset=rq.AssetCreate(
                 name=asset.name,
                 symbol=asset.symbol,
@@ -362,6 +460,10 @@ class LabProgramme:
             rules=rules,
         )
 
+    def schedule(self, version: Version = None) -> r.ProgrammeVersion:
+        """A version (the draft by default): its timezone and window (`timezone`, `starts_at`, `ends_at`)."""
+        return programmes.get_version(self._db, self._scope, self.id, version)
+
     def export(self, path: str | Path, version: Version = None) -> Path:
         return save_programme(self.definition(version), path)
 
@@ -371,11 +473,21 @@ class LabProgramme:
 
     # simulation ---------------------------------------------------------------------------------------------
     def simulate(
-        self, event: Mapping[str, Any], *, version: Version = None, rule: int | str | None = None
+        self,
+        event: Mapping[str, Any],
+        *,
+        version: Version = None,
+        rule: int | str | None = None,
+        occurred_at: datetime | str | None = None,
+        customer_id: str | None = None,
     ) -> r.Simulation:
         """The service's simulation of one event (`{"type": ..., <data fields>}`): every rule of a version, or
-        one draft rule (by position or id), with the outcome of every condition and action and its reason."""
-        body = validate(rq.SimulationRequest, {"event": dict(event)})
+        one draft rule (by position or id), with the outcome of every condition and action and its reason.
+        `occurred_at` and `customer_id` give the time and the customer the rules read (now and none by default)."""
+        facts = {"occurred_at": occurred_at, "customer_id": customer_id}
+        body = validate(
+            rq.SimulationRequest, {"event": dict(event), **{k: v for k, v in facts.items() if v is not None}}
+        )
         if rule is not None:
             return simulation.simulate_rule(self._db, self._scope, self.rule_id(rule), body)
         return simulation.simulate_programme(self._db, self._scope, self.id, body, version)
@@ -384,7 +496,7 @@ class LabProgramme:
         """A table of events (DataFrame, Arrow table or list of dicts with `type` and data fields or a `data`
         column) through a version or one rule: one row per event and rule with matched, amount and reasons.
         The rules are compiled once; each event is evaluated by the engine's own rule evaluation."""
-        specs, number = simulation.version_rules(self._db, self._scope, self.id, version)
+        specs, number, schedule = simulation.version_rules(self._db, self._scope, self.id, version)
         indices = list(range(len(specs)))
         if rule is not None:
             wanted = self.rule_id(rule)
@@ -394,10 +506,12 @@ class LabProgramme:
         chosen = [specs[i] for i in indices]
         rows: list[dict[str, Any]] = []
         items = list(event_rows(events))
-        explained = evaluate(chosen, [(item.type, item.data) for item in items], explain=True)
-        for position, (item, verdicts) in enumerate(zip(items, explained, strict=True)):
-            outcome = simulation.outcome(verdicts, item.type, self.id, number)
-            rows += _outcome_rows(position, item, outcome, indices)
+        index_of = {specs[i].rule_id: i for i in indices}
+        for position, item in enumerate(items):
+            facts = EventFacts(item.occurred_at)  # no customer: the table names customers, not their attributes
+            verdicts, window = simulation.explain_event(chosen, item.type, item.data, facts, schedule)
+            outcome = simulation.outcome(verdicts, item.type, self.id, number, window)
+            rows += _outcome_rows(position, item, outcome, [index_of[rule.rule_id] for rule in outcome.rules])
         return pd.DataFrame(rows, columns=SIMULATION_COLUMNS)
 
     # replay -----------------------------------------------------------------------------------------------
@@ -437,6 +551,13 @@ class LabProgramme:
         return run_sweep(
             events, definition, dict(grid), engine=engine, opening_supply=opening_supply, customers=customers
         )
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """A stored bound (UTC) as an aware date-time, as a programme file writes it."""
+    if moment is None:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _outcome_rows(position: int, item: EventRow, outcome: r.Simulation, indices: list[int]) -> list[dict[str, Any]]:

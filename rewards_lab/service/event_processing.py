@@ -15,6 +15,7 @@ import weakref
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rewards_lab.contract import jsonutil
@@ -22,16 +23,20 @@ from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_ids
 from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.posting_policy import PostingRequest
 from rewards_lab.domain.rule_evaluation import RuleMatch, evaluate
 from rewards_lab.domain.rules import ActionOutcome, RuleSpec
+from rewards_lab.domain.schedule import epoch_us, within_window
 from rewards_lab.service import presenters
 from rewards_lab.service.ledger import apply_postings
 from rewards_lab.service.notifications import outbox_messages
 from rewards_lab.service.programmes import compile_rows
-from rewards_lab.store.database import Database
+from rewards_lab.service.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
+from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces import Repositories
+from rewards_lab.store.interfaces.customers import CustomerRow
 from rewards_lab.store.interfaces.events import EventOutcome, PendingEvent
 from rewards_lab.store.interfaces.executions import ExecutionRecord
 from rewards_lab.store.uow import reader, unit_of_work
@@ -44,6 +49,7 @@ INTERNAL_FAILURE_MESSAGE = "The event could not be processed because of a server
 
 ExecutionKey = tuple[str, str, str, int]  # (event, version, rule, action)
 BENEFICIARY_NOT_FOUND = "beneficiary_not_found"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(slots=True)
@@ -85,13 +91,17 @@ class _Recipient:
 
 @dataclass(frozen=True, slots=True)
 class VersionMeta:
-    """What an execution records of the programme version whose rule it ran."""
+    """What an execution records of the programme version whose rule it ran, and the version's schedule: its
+    IANA timezone and the window of event times it rewards (epoch microseconds, UTC; None: unbounded)."""
 
     version_id: str
     program_id: str
     number: int
     asset_id: str
     published: bool
+    timezone: str = "UTC"
+    starts_at_us: int | None = None
+    ends_at_us: int | None = None
 
 
 @dataclass(slots=True)
@@ -131,6 +141,14 @@ class _RuleBook:
                     by_type[spec.event_type].append(row.id)
         return by_type
 
+    def in_window(self, version_ids: list[str], event: PendingEvent) -> list[str]:
+        """Those of these loaded versions whose window holds the event's time (starts_at <= t < ends_at)."""
+        return [
+            v
+            for v in version_ids
+            if within_window(event.event_time_us, self.meta[v].starts_at_us, self.meta[v].ends_at_us)
+        ]
+
     def load(self, version_ids: list[str]) -> None:
         published = self._published()
         for version_id in version_ids:
@@ -152,10 +170,13 @@ class _RuleBook:
                 version.number,
                 programme.asset_id,
                 version.status != "draft",
+                version.timezone,
+                None if version.starts_at is None else epoch_us(version.starts_at),
+                None if version.ends_at is None else epoch_us(version.ends_at),
             )
             own = [row for row in rows if row.version_id == version_id]
             self.meta[version_id] = meta
-            self.rules[version_id] = compile_rows(self.uow, self.scope, own, meta.asset_id)
+            self.rules[version_id] = compile_rows(self.uow, self.scope, own, meta.asset_id, meta.timezone)
             if meta.published:
                 with _PUBLISHED_LOCK:
                     published[(self.scope, version_id)] = (meta, self.rules[version_id])
@@ -167,7 +188,9 @@ class _RuleBook:
             return _PUBLISHED.setdefault(self.uow.database, {})
 
 
-def _matches(book: _RuleBook, plans: list[_EventPlan]) -> list[list[tuple[str, RuleMatch]]]:
+def _matches(
+    uow: Repositories, scope: Scope, book: _RuleBook, plans: list[_EventPlan], customers: dict[str, CustomerRow]
+) -> list[list[tuple[str, RuleMatch]]]:
     """Per plan, (version id, match) for every rule that matched its event, in the order of its versions, then
     of their rules: each version's rules are evaluated once, column-wise, over all the events evaluated against
     that version."""
@@ -177,17 +200,53 @@ def _matches(book: _RuleBook, plans: list[_EventPlan]) -> list[list[tuple[str, R
             by_version.setdefault(version_id, []).append(index)
     data: dict[int, Any] = {}
     found: dict[tuple[int, str], list[RuleMatch]] = {}
+    facts = _Facts(uow, scope, customers)
     for version_id, indices in by_version.items():
         for index in indices:
             if index not in data:
                 data[index] = jsonutil.loads(plans[index].event.data)
         batch = [(plans[index].event.type, data[index]) for index in indices]
-        for index, matches in zip(indices, evaluate(book.rules[version_id], batch), strict=True):
+        rules = book.rules[version_id]
+        known = facts.of(rules, [plans[index].event for index in indices])
+        results = evaluate(rules, batch) if known is None else evaluate(rules, batch, facts=known)
+        for index, matches in zip(indices, results, strict=True):
             found[(index, version_id)] = matches
     return [
         [(version_id, match) for version_id in plan.versions for match in found[(index, version_id)]]
         for index, plan in enumerate(plans)
     ]
+
+
+class _Facts:
+    """What rules read beyond the data (`service.rule_facts`), built only for versions whose rules read it: the
+    event's time, and its customer's attributes, country and (derived once per batch) segments."""
+
+    def __init__(self, uow: Repositories, scope: Scope, customers: dict[str, CustomerRow]) -> None:
+        self.uow, self.scope, self.customers = uow, scope, customers
+        self.segments: dict[str, tuple[str, ...]] | None = None
+
+    def of(self, rules: list[RuleSpec], events: list[PendingEvent]) -> list[EventFacts] | None:
+        time, customer = any(r.reads("time") for r in rules), reads_customer(rules)
+        if not time and not customer:
+            return None
+        segments = self._segments() if reads_segments(rules) else {}
+        result = []
+        for event in events:
+            row = self.customers.get(event.customer_id) if customer else None
+            about = customer_facts(row, segments.get(row.id, ())) if row is not None else None
+            result.append(EventFacts(_event_time(event) if time else None, about))
+        return result
+
+    def _segments(self) -> dict[str, tuple[str, ...]]:
+        if self.segments is None:
+            rows = list(self.customers.values())
+            self.segments = segment_codes(self.uow.segments, self.scope, rows, utcnow())
+        return self.segments
+
+
+def _event_time(event: PendingEvent) -> datetime:
+    """The event's time (occurred_at, else its time of receipt), aware UTC."""
+    return EPOCH + timedelta(microseconds=event.event_time_us)
 
 
 def _plan_event(
@@ -275,7 +334,8 @@ def _process_scope(
     for event, known in zip(events, recorded, strict=True):
         if known is not None:
             book.load(known)
-        plans.append(_EventPlan(event, known if known is not None else list(live.get(event.type, []))))
+        # A replay keeps the versions first recorded; a first attempt takes the live ones whose window holds it.
+        plans.append(_EventPlan(event, known if known is not None else book.in_window(live.get(event.type, []), event)))
     if sink is not None:
         sink.append(plans)
 
@@ -285,7 +345,7 @@ def _process_scope(
     previous = uow.executions.for_events(scope, attempted) if attempted else []
     issued_keys = {(e.event_id, e.version_id, e.rule_id, e.action_index) for e in previous if e.status == "issued"}
     existing_ids = {(e.event_id, e.version_id, e.rule_id, e.action_index): e.id for e in previous}
-    matches = _matches(book, plans)
+    matches = _matches(uow, scope, book, plans, customers)
     at_most = sum(a.issues or a.error_code is not None for m in matches for _, match in m for a in match.actions)
     execution_ids = iter(new_ids("execution", at_most))  # one call each for the batch; ids not needed are dropped
     transaction_ids = iter(new_ids("transaction", at_most))
@@ -480,8 +540,11 @@ def _mark_broken(database: Database, scope: Scope, event_id: str, versions: list
             row = uow.events.get(scope, event_id)
             if row is None or row.status != "received":
                 return  # settled meanwhile by someone else: nothing to mark
-            if versions is None:
-                versions = _RuleBook(uow, scope).live_versions([row.type]).get(row.type, [])
+            if versions is None:  # resolved as a first attempt would: live versions whose window holds it
+                pending = uow.events.to_process(scope, event_id)
+                assert pending is not None
+                book = _RuleBook(uow, scope)
+                versions = book.in_window(book.live_versions([row.type]).get(row.type, []), pending)
             recorded = None if not versions else jsonutil.dumps(versions)
             uow.events.mark_many(scope, [_broken(event_id, recorded)])
         return

@@ -108,6 +108,9 @@ def version(row: VersionRow, rules: list[RuleRow]) -> r.ProgrammeVersion:
         based_on=row.based_on,
         published_at=utc(row.published_at),
         rules=[rule(x) for x in rules],
+        timezone=row.timezone,
+        starts_at=utc(row.starts_at),
+        ends_at=utc(row.ends_at),
     )
 
 
@@ -120,6 +123,10 @@ def programme(row: ProgrammeRow) -> r.Programme:
         current_version=row.current_version,
         draft_version_id=row.draft_version_id,
         created_at=_utc(row.created_at),
+        status=row.status,
+        timezone=row.timezone,
+        starts_at=utc(row.starts_at),
+        ends_at=utc(row.ends_at),
     )
 
 

@@ -1,11 +1,13 @@
 """Programmes, their versions and rules: rules attach to the draft; publish freezes it as a numbered version.
 
-After publishing, a new draft starts as a copy of the published version (same rule ids), so a designer edits
-the next version while the published one keeps applying exactly as published.
+After publishing, a new draft starts as a copy of the published version (same rule ids and schedule), so a
+designer edits the next version while the published one keeps applying exactly as published. Editing a
+programme's schedule, its status and restoring an old version: service.programme_lifecycle.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from rewards_lab.contract import jsonutil
@@ -23,10 +25,11 @@ from rewards_lab.service.assets import asset_row
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow
+from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow, Schedule
 from rewards_lab.store.uow import reader
 
 PROGRAMME_SORTS = ("created_at", "name")
+_SCHEDULE_FIELDS = ("timezone", "starts_at", "ends_at")
 
 
 def create_programme(
@@ -36,19 +39,37 @@ def create_programme(
         if uow.assets.get(scope, body.asset_id) is None:
             raise ServiceError("asset_not_found", field="asset_id", asset_id=body.asset_id)
         fields = body.model_dump(mode="json")
-        row = uow.programmes.add(scope, new_id("programme"), new_id("programme_version"), fields)
+        schedule = checked_schedule(body.timezone, body.starts_at, body.ends_at)
+        row = uow.programmes.add(scope, new_id("programme"), new_id("programme_version"), fields, schedule)
         return presenters.programme(row)
 
+    # The schedule fields count for the Idempotency-Key only when sent, so a key stored before they existed still
+    # stands for the same request.
+    unsent = {name for name in _SCHEDULE_FIELDS if name not in body.model_fields_set}
     return run_write(
         database,
         scope,
         "programmes.create",
-        body,
+        body.model_dump(mode="json", exclude=unsent),
         write,
         r.Programme,
         idempotency_key=idempotency_key,
         status_code=201,
     )
+
+
+def _naive_utc(moment: datetime | None) -> datetime | None:
+    if moment is None or moment.tzinfo is None:
+        return moment
+    return moment.astimezone(UTC).replace(tzinfo=None)
+
+
+def checked_schedule(timezone: str, starts_at: datetime | None, ends_at: datetime | None) -> Schedule:
+    """A version's schedule as stored (bounds in naive UTC); the window must not be empty."""
+    starts, ends = _naive_utc(starts_at), _naive_utc(ends_at)
+    if starts is not None and ends is not None and ends <= starts:
+        raise ServiceError("field_invalid", "ends_at must be after starts_at", field="ends_at")
+    return Schedule(timezone, starts, ends)
 
 
 def programme_row(uow: Repositories, scope: Scope, program_id: str, field: str | None = None) -> ProgrammeRow:
@@ -204,11 +225,11 @@ def publish(
         number = int(programme.current_version or 0) + 1
         uow.programmes.publish_version(scope, draft_id, number)
         new_draft = new_id("programme_version")
-        uow.programmes.add_version(scope, new_draft, program_id, based_on=number)
+        uow.programmes.add_version(scope, new_draft, program_id, number, programme.draft_schedule)
         uow.programmes.copy_rules(scope, draft_id, new_draft)
         uow.programmes.set_current(scope, program_id, number, new_draft)
         return r.PublishResult(
-            program_id=program_id, version=_version(uow, scope, draft_id), draft_version_id=new_draft
+            program_id=program_id, version=version_resource(uow, scope, draft_id), draft_version_id=new_draft
         )
 
     return run_write(
@@ -223,7 +244,7 @@ def publish(
     )
 
 
-def _version(uow: Repositories, scope: Scope, version_id: str) -> r.ProgrammeVersion:
+def version_resource(uow: Repositories, scope: Scope, version_id: str) -> r.ProgrammeVersion:
     row = uow.programmes.get_version(scope, version_id)
     if row is None:
         raise ServiceError("programme_version_not_found", version_id=version_id)
@@ -251,7 +272,7 @@ def get_version(
     database: Database, scope: Scope, program_id: str, version: int | str | None = None
 ) -> r.ProgrammeVersion:
     uow = reader(database)
-    return _version(uow, scope, version_id_of(uow, scope, program_id, version))
+    return version_resource(uow, scope, version_id_of(uow, scope, program_id, version))
 
 
 def list_versions(database: Database, scope: Scope, program_id: str) -> list[r.ProgrammeVersion]:
@@ -266,8 +287,11 @@ def list_versions(database: Database, scope: Scope, program_id: str) -> list[r.P
     return [presenters.version(row, by_version.get(row.id, [])) for row in rows]
 
 
-def compile_rows(uow: Repositories, scope: Scope, rule_rows: list[RuleRow], default_asset_id: str) -> list[RuleSpec]:
-    """Stored rules as RuleSpecs ready for the engine (decimals looked up once per asset)."""
+def compile_rows(
+    uow: Repositories, scope: Scope, rule_rows: list[RuleRow], default_asset_id: str, timezone: str = "UTC"
+) -> list[RuleSpec]:
+    """Stored rules as RuleSpecs ready for the engine (decimals looked up once per asset); `timezone` is their
+    version's, in which they read the time fields."""
     decimals: dict[str, int] = {}
 
     def decimals_of(asset_id: str) -> int:
@@ -285,6 +309,7 @@ def compile_rows(uow: Repositories, scope: Scope, rule_rows: list[RuleRow], defa
             decimals_of,
             priority=row.priority,
             stop_processing=row.stop_processing,
+            timezone=timezone,
         )
         for row in rule_rows
     ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from rewards_lab.contract import jsonutil
@@ -14,11 +14,13 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.rule_evaluation import ConditionVerdict, RuleVerdict, evaluate
-from rewards_lab.domain.rules import RuleSpec
+from rewards_lab.domain.rules import RuleSpec, in_order
+from rewards_lab.domain.schedule import epoch_us, within_window
 from rewards_lab.service.presenters import json_value
 from rewards_lab.service.programmes import compile_rows, programme_row, version_id_of
 from rewards_lab.service.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
 from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.interfaces.programmes import Schedule, VersionRow
 from rewards_lab.store.uow import reader
 
 
@@ -31,7 +33,13 @@ def split_event(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return event_type, data
 
 
-def outcome(verdicts: list[RuleVerdict], event_type: str, program_id: str | None, version: int | None) -> r.Simulation:
+def outcome(
+    verdicts: list[RuleVerdict],
+    event_type: str,
+    program_id: str | None,
+    version: int | None,
+    window: tuple[bool, str] = (True, ""),
+) -> r.Simulation:
     rules = []
     totals: dict[tuple[str, int], int] = defaultdict(int)
     for verdict in verdicts:
@@ -75,6 +83,8 @@ def outcome(verdicts: list[RuleVerdict], event_type: str, program_id: str | None
             r.AssetTotal(asset_id=asset, amount=format_amount(minor, decimals))
             for (asset, decimals), minor in sorted(totals.items())
         ],
+        in_window=window[0],
+        window_reason=window[1],
     )
 
 
@@ -117,6 +127,45 @@ def _facts(database: Database, scope: Scope, body: rq.SimulationRequest, rules: 
     return EventFacts(occurred_at, customer_facts(row, segments))
 
 
+def _run(
+    specs: list[RuleSpec], body: rq.SimulationRequest, facts: EventFacts, schedule: Schedule
+) -> tuple[str, list[RuleVerdict], tuple[bool, str]]:
+    event_type, data = split_event(body.event)
+    verdicts, window = explain_event(specs, event_type, data, facts, schedule)
+    return event_type, verdicts, window
+
+
+def explain_event(
+    specs: list[RuleSpec], event_type: str, data: dict[str, Any], facts: EventFacts, schedule: Schedule
+) -> tuple[list[RuleVerdict], tuple[bool, str]]:
+    """The verdicts of the rules for the event, unless the version's window excludes its time: then none
+    applies, as in the worker, and each rule says so. An event without a time is taken as inside."""
+    window = (True, "") if facts.occurred_at is None else window_verdict(schedule, facts.occurred_at)
+    if not window[0]:
+        skipped = [
+            RuleVerdict(spec.rule_id, spec.event_type, False, f"not applied: {window[1]}", (), priority=spec.priority)
+            for spec in in_order(specs)
+        ]
+        return skipped, window
+    (verdicts,) = evaluate(specs, [(event_type, data)], facts=[facts], explain=True)
+    return verdicts, window
+
+
+def window_verdict(schedule: Schedule, at: datetime) -> tuple[bool, str]:
+    """Whether the window holds the time, and why ("" for a version without a window)."""
+    if schedule.starts_at is None and schedule.ends_at is None:
+        return True, ""
+    holds = within_window(
+        epoch_us(at),
+        None if schedule.starts_at is None else epoch_us(schedule.starts_at),
+        None if schedule.ends_at is None else epoch_us(schedule.ends_at),
+    )
+    start = "" if schedule.starts_at is None else f"from {schedule.starts_at.isoformat()}Z "
+    end = "" if schedule.ends_at is None else f"until {schedule.ends_at.isoformat()}Z (exclusive)"
+    relation = "inside" if holds else "outside"
+    return holds, f"the event's time {at.astimezone(UTC).isoformat()} is {relation} the window {start}{end}".strip()
+
+
 def simulate_rule(database: Database, scope: Scope, rule_id: str, body: rq.SimulationRequest) -> r.Simulation:
     """The rule as it stands in the draft (else as last published) against one event."""
     uow = reader(database)
@@ -125,23 +174,29 @@ def simulate_rule(database: Database, scope: Scope, rule_id: str, body: rq.Simul
         raise ServiceError("rule_not_found", rule_id=rule_id)
     rule = revisions[0]
     programme = programme_row(uow, scope, rule.program_id)
-    specs = compile_rows(uow, scope, [rule], programme.asset_id)
-    event_type, data = split_event(body.event)
+    schedule = _schedule(uow.programmes.get_version(scope, rule.version_id))
+    specs = compile_rows(uow, scope, [rule], programme.asset_id, schedule.timezone)
     facts = _facts(database, scope, body, specs)
-    (verdicts,) = evaluate(specs, [(event_type, data)], facts=[facts], explain=True)
-    return outcome(verdicts, event_type, programme.id, rule.version_number)
+    event_type, verdicts, window = _run(specs, body, facts, schedule)
+    return outcome(verdicts, event_type, programme.id, rule.version_number, window)
+
+
+def _schedule(version: VersionRow | None) -> Schedule:
+    assert version is not None
+    return version.schedule
 
 
 def version_rules(
     database: Database, scope: Scope, program_id: str, version: int | str | None
-) -> tuple[list[RuleSpec], int | None]:
+) -> tuple[list[RuleSpec], int | None, Schedule]:
     uow = reader(database)
     version_id = version_id_of(uow, scope, program_id, _version(version))
     programme = programme_row(uow, scope, program_id)
     rows = uow.programmes.rules_of(scope, [version_id])
-    number = uow.programmes.get_version(scope, version_id)
-    assert number is not None
-    return compile_rows(uow, scope, rows, programme.asset_id), number.number
+    row = uow.programmes.get_version(scope, version_id)
+    schedule = _schedule(row)
+    assert row is not None
+    return compile_rows(uow, scope, rows, programme.asset_id, schedule.timezone), row.number, schedule
 
 
 def _version(version: int | str | None) -> int | str | None:
@@ -161,9 +216,8 @@ def simulate_programme(
     version: int | str | None = None,
 ) -> r.Simulation:
     """Every rule of a version (the draft by default; a number or "live") against one event, in the order they
-    apply (priority, then creation), with the stops of `stop_processing` rules."""
-    specs, number = version_rules(database, scope, program_id, version)
-    event_type, data = split_event(body.event)
+    apply (priority, then creation), with the stops of `stop_processing` rules and the version's window."""
+    specs, number, schedule = version_rules(database, scope, program_id, version)
     facts = _facts(database, scope, body, specs)
-    (verdicts,) = evaluate(specs, [(event_type, data)], facts=[facts], explain=True)
-    return outcome(verdicts, event_type, program_id, number)
+    event_type, verdicts, window = _run(specs, body, facts, schedule)
+    return outcome(verdicts, event_type, program_id, number, window)

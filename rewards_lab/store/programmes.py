@@ -15,11 +15,25 @@ import duckdb
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.programmes import LiveVersion, ProgrammeRow, RuleRow, VersionRow
+from rewards_lab.store.interfaces.programmes import (
+    OPEN_SCHEDULE,
+    LiveVersion,
+    ProgrammeRow,
+    RuleRow,
+    Schedule,
+    VersionRow,
+)
 from rewards_lab.store.queries import RowPage, columns, fetch_all_as, fetch_one_as, paginate, scalar
 
 TENANT = "organization_id = ? AND environment = ?"
-_PROGRAMME = columns(ProgrammeRow)
+_DRAFT_SCHEDULE = ("timezone", "starts_at", "ends_at")
+# A programme (`p`) with its draft version's (`d`) schedule.
+_PROGRAMME = (
+    "SELECT "
+    + ", ".join(("d." if f.name in _DRAFT_SCHEDULE else "p.") + f.name for f in fields(ProgrammeRow))
+    + " FROM programmes p JOIN programme_versions d ON d.id = p.draft_version_id "
+    "WHERE p.organization_id = ? AND p.environment = ?"
+)
 _VERSION = columns(VersionRow)
 # A rule with its version's number and status (`r` the rule, `v` its version).
 _RULE = ", ".join(
@@ -32,10 +46,18 @@ class ProgrammeRepository:
         self.con = con
 
     # programmes -----------------------------------------------------------------------------------------
-    def add(self, scope: Scope, program_id: str, draft_version_id: str, fields: dict[str, Any]) -> ProgrammeRow:
+    def add(
+        self,
+        scope: Scope,
+        program_id: str,
+        draft_version_id: str,
+        fields: dict[str, Any],
+        schedule: Schedule = OPEN_SCHEDULE,
+    ) -> ProgrammeRow:
         now = utcnow()
         self.con.execute(
-            "INSERT INTO programmes VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+            "INSERT INTO programmes (id, organization_id, environment, name, asset_id, description, "
+            "current_version, draft_version_id, created_at, status) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, 'active')",
             [
                 program_id,
                 *scope.params,
@@ -46,20 +68,20 @@ class ProgrammeRepository:
                 now,
             ],
         )
-        self.add_version(scope, draft_version_id, program_id, based_on=None)
+        self.add_version(scope, draft_version_id, program_id, None, schedule)
         row = self.get(scope, program_id)
         assert row is not None
         return row
 
     def get(self, scope: Scope, program_id: str) -> ProgrammeRow | None:
-        sql = f"SELECT {_PROGRAMME} FROM programmes WHERE {TENANT} AND id = ?"
+        sql = f"{_PROGRAMME} AND p.id = ?"
         return fetch_one_as(self.con, ProgrammeRow, sql, [*scope.params, program_id])
 
     def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[ProgrammeRow]:
-        sql = f"SELECT {_PROGRAMME} FROM programmes WHERE {TENANT}"
+        sql = _PROGRAMME
         params: list[Any] = list(scope.params)
         if filters.get("asset_id"):
-            sql += " AND asset_id = ?"
+            sql += " AND p.asset_id = ?"
             params.append(filters["asset_id"])
         listed = paginate(self.con, list_name="programmes", select_sql=sql, params=params, page=page, sort=sort)
         return listed.typed(ProgrammeRow)
@@ -70,11 +92,48 @@ class ProgrammeRepository:
             [number, draft_version_id, *scope.params, program_id],
         )
 
-    # versions -------------------------------------------------------------------------------------------
-    def add_version(self, scope: Scope, version_id: str, program_id: str, based_on: int | None) -> None:
+    def update(self, scope: Scope, program_id: str, name: str, description: str | None) -> None:
         self.con.execute(
-            "INSERT INTO programme_versions VALUES (?, ?, ?, ?, NULL, 'draft', ?, NULL, ?)",
-            [version_id, *scope.params, program_id, based_on, utcnow()],
+            f"UPDATE programmes SET name = ?, description = ? WHERE {TENANT} AND id = ?",
+            [name, description, *scope.params, program_id],
+        )
+
+    def set_status(self, scope: Scope, program_id: str, status: str) -> None:
+        self.con.execute(
+            f"UPDATE programmes SET status = ? WHERE {TENANT} AND id = ?", [status, *scope.params, program_id]
+        )
+
+    # versions -------------------------------------------------------------------------------------------
+    def add_version(
+        self,
+        scope: Scope,
+        version_id: str,
+        program_id: str,
+        based_on: int | None,
+        schedule: Schedule = OPEN_SCHEDULE,
+    ) -> None:
+        self.con.execute(
+            "INSERT INTO programme_versions (id, organization_id, environment, program_id, number, status, "
+            "based_on, published_at, created_at, timezone, starts_at, ends_at) "
+            "VALUES (?, ?, ?, ?, NULL, 'draft', ?, NULL, ?, ?, ?, ?)",
+            [
+                version_id,
+                *scope.params,
+                program_id,
+                based_on,
+                utcnow(),
+                schedule.timezone,
+                schedule.starts_at,
+                schedule.ends_at,
+            ],
+        )
+
+    def set_schedule(self, scope: Scope, version_id: str, schedule: Schedule) -> None:
+        """Only a draft's schedule changes: a published version's is frozen with it."""
+        self.con.execute(
+            "UPDATE programme_versions SET timezone = ?, starts_at = ?, ends_at = ? "
+            f"WHERE {TENANT} AND id = ? AND status = 'draft'",
+            [schedule.timezone, schedule.starts_at, schedule.ends_at, *scope.params, version_id],
         )
 
     def get_version(self, scope: Scope, version_id: str) -> VersionRow | None:
@@ -109,11 +168,12 @@ class ProgrammeRepository:
         )
 
     def live_versions(self, scope: Scope, event_types: list[str] | None = None) -> list[LiveVersion]:
-        """The latest published version of every programme (optionally only those with a rule for a type)."""
+        """The latest published version of every ACTIVE programme (optionally only those with a rule for a
+        type): an inactive programme rewards nothing."""
         sql = (
             "SELECT v.id, v.program_id, v.number, p.asset_id FROM programmes p JOIN programme_versions v "
             "ON v.program_id = p.id AND v.number = p.current_version "
-            "WHERE p.organization_id = ? AND p.environment = ? "
+            "WHERE p.organization_id = ? AND p.environment = ? AND p.status = 'active' "
         )
         params: list[Any] = list(scope.params)
         if event_types is not None:
@@ -154,6 +214,19 @@ class ProgrammeRepository:
             f"actions, position, created_at, priority, stop_processing FROM rules WHERE {TENANT} AND version_id = ?",
             [to_version_id, *scope.params, from_version_id],
         )
+
+    def restore_draft(self, scope: Scope, draft_version_id: str, source_version_id: str) -> None:
+        """Make the draft a copy of another version: its rules (same ids, bodies and positions) and its schedule;
+        the draft is then based on that version's number. The source is only read."""
+        self.con.execute(
+            "UPDATE programme_versions AS d SET timezone = s.timezone, starts_at = s.starts_at, "
+            "ends_at = s.ends_at, based_on = s.number FROM programme_versions AS s "
+            "WHERE d.organization_id = ? AND d.environment = ? AND d.id = ? AND d.status = 'draft' "
+            "AND s.organization_id = d.organization_id AND s.environment = d.environment AND s.id = ?",
+            [*scope.params, draft_version_id, source_version_id],
+        )
+        self.con.execute(f"DELETE FROM rules WHERE {TENANT} AND version_id = ?", [*scope.params, draft_version_id])
+        self.copy_rules(scope, source_version_id, draft_version_id)
 
     def update_rule(self, scope: Scope, rule_id: str, version_id: str, body: dict[str, Any]) -> None:
         self.con.execute(

@@ -290,6 +290,22 @@ MIGRATIONS.append(
 
 MIGRATIONS.append(
     (
+        15,
+        "programme lifecycle: each version's schedule (timezone, window of event times); a programme's status",
+        [
+            # A version's timezone (IANA) and the window of event times it rewards, starts_at <= t < ends_at, in
+            # naive UTC (NULL: unbounded). Set on the draft, frozen by publication. Existing versions: UTC, no window.
+            "ALTER TABLE programme_versions ADD COLUMN timezone VARCHAR DEFAULT 'UTC'",
+            "ALTER TABLE programme_versions ADD COLUMN starts_at TIMESTAMP",
+            "ALTER TABLE programme_versions ADD COLUMN ends_at TIMESTAMP",
+            # active | inactive: the worker evaluates no version of an inactive programme. Existing ones: active.
+            "ALTER TABLE programmes ADD COLUMN status VARCHAR DEFAULT 'active'",
+        ],
+    )
+)
+
+MIGRATIONS.append(
+    (
         16,
         "rules: priority (lower applies first) and stop_processing (a match keeps the programme's later rules off)",
         [

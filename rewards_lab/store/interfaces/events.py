@@ -53,6 +53,9 @@ class PendingEvent(NamedTuple):
     data: str
     attempts: int
     evaluated_versions: str | None
+    # The event's time as epoch microseconds (UTC): its occurred_at, else its time of receipt. An integer, not a
+    # datetime, for the same reason; what a version's window is checked against.
+    event_time_us: int
 
 
 class EventOutcome(NamedTuple):

@@ -12,7 +12,21 @@ from rewards_lab.store.queries import RowPage
 
 
 @dataclass(frozen=True, slots=True)
+class Schedule:
+    """A version's timezone (IANA) and window of event times (starts_at <= t < ends_at; naive UTC, None: open)."""
+
+    timezone: str = "UTC"
+    starts_at: datetime | None = None
+    ends_at: datetime | None = None
+
+
+OPEN_SCHEDULE = Schedule()  # UTC, no bounds: what every version had before schedules existed
+
+
+@dataclass(frozen=True, slots=True)
 class ProgrammeRow:
+    """A programme, with its DRAFT version's schedule (`timezone`, `starts_at`, `ends_at`)."""
+
     id: str
     organization_id: str
     environment: str
@@ -22,6 +36,14 @@ class ProgrammeRow:
     current_version: int | None  # the number of the live version; None before the first publication
     draft_version_id: str
     created_at: datetime
+    status: str  # active | inactive: an inactive programme's versions are never live
+    timezone: str
+    starts_at: datetime | None
+    ends_at: datetime | None
+
+    @property
+    def draft_schedule(self) -> Schedule:
+        return Schedule(self.timezone, self.starts_at, self.ends_at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +57,18 @@ class VersionRow:
     based_on: int | None
     published_at: datetime | None
     created_at: datetime
+    timezone: str
+    starts_at: datetime | None
+    ends_at: datetime | None
+
+    @property
+    def schedule(self) -> Schedule:
+        return Schedule(self.timezone, self.starts_at, self.ends_at)
 
 
 @dataclass(frozen=True, slots=True)
 class LiveVersion:
-    """A programme's live version and the programme's asset."""
+    """A programme's live version (of an active programme) and the programme's asset."""
 
     id: str
     program_id: str
@@ -71,7 +100,14 @@ class RuleRow:
 class ProgrammeStore(Protocol):
     """What the services need of the programme rows (DuckDB: store.programmes.ProgrammeRepository)."""
 
-    def add(self, scope: Scope, program_id: str, draft_version_id: str, fields: dict[str, Any]) -> ProgrammeRow: ...
+    def add(
+        self,
+        scope: Scope,
+        program_id: str,
+        draft_version_id: str,
+        fields: dict[str, Any],
+        schedule: Schedule = OPEN_SCHEDULE,
+    ) -> ProgrammeRow: ...
 
     def get(self, scope: Scope, program_id: str) -> ProgrammeRow | None: ...
 
@@ -79,7 +115,20 @@ class ProgrammeStore(Protocol):
 
     def set_current(self, scope: Scope, program_id: str, number: int, draft_version_id: str) -> None: ...
 
-    def add_version(self, scope: Scope, version_id: str, program_id: str, based_on: int | None) -> None: ...
+    def update(self, scope: Scope, program_id: str, name: str, description: str | None) -> None: ...
+
+    def set_status(self, scope: Scope, program_id: str, status: str) -> None: ...
+
+    def add_version(
+        self,
+        scope: Scope,
+        version_id: str,
+        program_id: str,
+        based_on: int | None,
+        schedule: Schedule = OPEN_SCHEDULE,
+    ) -> None: ...
+
+    def set_schedule(self, scope: Scope, version_id: str, schedule: Schedule) -> None: ...
 
     def get_version(self, scope: Scope, version_id: str) -> VersionRow | None: ...
 
@@ -96,6 +145,8 @@ class ProgrammeStore(Protocol):
     ) -> None: ...
 
     def copy_rules(self, scope: Scope, from_version_id: str, to_version_id: str) -> None: ...
+
+    def restore_draft(self, scope: Scope, draft_version_id: str, source_version_id: str) -> None: ...
 
     def update_rule(self, scope: Scope, rule_id: str, version_id: str, body: dict[str, Any]) -> None: ...
 

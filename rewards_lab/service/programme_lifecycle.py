@@ -1,0 +1,116 @@
+"""A programme's lifecycle: the draft's schedule, activation and deactivation, and rolling back to a version.
+
+The schedule (timezone, starts_at, ends_at) belongs to the draft, like its rules, and is frozen into each
+version published from it. A deactivated programme rewards no event processed while it is inactive; its
+versions, asset and history stay as they are. Restoring makes the draft a copy of a published version, to be
+published as a new version: the history itself is never rewritten.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.states import programme_transition
+from rewards_lab.service import presenters
+from rewards_lab.service.programmes import checked_schedule, programme_row, version_id_of, version_resource
+from rewards_lab.service.writes import run_write
+from rewards_lab.store.database import Database
+from rewards_lab.store.interfaces import Repositories
+
+_DIGITS_RE = re.compile(r"[0-9]+")
+MAX_VERSION_DIGITS = 9  # any such number fits the INTEGER column
+
+
+def update_programme(
+    database: Database, scope: Scope, program_id: str, body: rq.ProgrammeUpdate, *, idempotency_key: str | None = None
+) -> r.Programme:
+    """Edit the name, description and the DRAFT's schedule; absent fields stay, null clears (see ProgrammeUpdate)."""
+    given = body.model_fields_set
+    if "name" in given and body.name is None:
+        raise ServiceError("field_invalid", "name cannot be null", field="name")
+
+    def write(uow: Repositories) -> r.Programme:
+        row = programme_row(uow, scope, program_id)
+        if "name" in given or "description" in given:
+            name = body.name if body.name is not None else row.name
+            description = body.description if "description" in given else row.description
+            uow.programmes.update(scope, program_id, name, description)
+        if given & {"timezone", "starts_at", "ends_at"}:
+            schedule = checked_schedule(
+                (body.timezone or rq.DEFAULT_TIMEZONE) if "timezone" in given else row.timezone,
+                body.starts_at if "starts_at" in given else row.starts_at,
+                body.ends_at if "ends_at" in given else row.ends_at,
+            )
+            uow.programmes.set_schedule(scope, row.draft_version_id, schedule)
+        return presenters.programme(programme_row(uow, scope, program_id))
+
+    # Absent and null differ here, so the request an Idempotency-Key stands for is the fields as sent.
+    sent = body.model_dump(mode="json", exclude_unset=True)
+    return run_write(
+        database, scope, f"programmes.update:{program_id}", sent, write, r.Programme, idempotency_key=idempotency_key
+    )
+
+
+def _move(database: Database, scope: Scope, program_id: str, action: str, idempotency_key: str | None) -> r.Programme:
+    def write(uow: Repositories) -> r.Programme:
+        row = programme_row(uow, scope, program_id)
+        uow.programmes.set_status(scope, program_id, programme_transition(action, row.status))
+        return presenters.programme(programme_row(uow, scope, program_id))
+
+    return run_write(
+        database, scope, f"programmes.{action}:{program_id}", {}, write, r.Programme, idempotency_key=idempotency_key
+    )
+
+
+def deactivate_programme(
+    database: Database, scope: Scope, program_id: str, *, idempotency_key: str | None = None
+) -> r.Programme:
+    """From now on the worker evaluates none of the programme's versions (events processed earlier keep their
+    results; a failed event replayed later is still evaluated against the versions recorded for it)."""
+    return _move(database, scope, program_id, "deactivate", idempotency_key)
+
+
+def activate_programme(
+    database: Database, scope: Scope, program_id: str, *, idempotency_key: str | None = None
+) -> r.Programme:
+    """Its live version rewards events again (those processed while it was inactive stay unrewarded)."""
+    return _move(database, scope, program_id, "activate", idempotency_key)
+
+
+def _restorable(version: str) -> int | str:
+    """A published version named in the path: its number, or "live"; never the draft. A number too long for the
+    INTEGER column names no version (0 names none either)."""
+    if _DIGITS_RE.fullmatch(version):
+        return int(version) if len(version) <= MAX_VERSION_DIGITS else 0
+    if version == "live":
+        return version
+    message = "name a published version by its number (or live); the draft cannot be restored"
+    raise ServiceError("field_invalid", message, field="version")
+
+
+def restore_version(
+    database: Database, scope: Scope, program_id: str, version: str, *, idempotency_key: str | None = None
+) -> r.ProgrammeVersion:
+    """Make the draft a copy of a published version: its rules (the same rule ids) and its schedule; returns the
+    draft, which a publication then freezes as a new version."""
+    wanted = _restorable(version)
+
+    def write(uow: Repositories) -> r.ProgrammeVersion:
+        draft_id = programme_row(uow, scope, program_id).draft_version_id
+        source_id = version_id_of(uow, scope, program_id, wanted)
+        uow.programmes.restore_draft(scope, draft_id, source_id)
+        return version_resource(uow, scope, draft_id)
+
+    return run_write(
+        database,
+        scope,
+        f"programmes.restore:{program_id}:{version}",
+        {},
+        write,
+        r.ProgrammeVersion,
+        idempotency_key=idempotency_key,
+    )
