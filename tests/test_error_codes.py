@@ -345,6 +345,36 @@ def s_beneficiary_not_found(w: World) -> ServiceError:
     return _referral_failure(w, {"amount": 5, "referrer_id": "nobody"})
 
 
+def _refund_failure(w: World, data: dict[str, object], fraction: object = None) -> ServiceError:
+    """A refund rule whose reverse action the refund event does not feed usably: the event fails with the
+    action's code."""
+    w.wallet(w.customer("customer-1"))
+    programme = w.programme(w.asset())
+    action: dict[str, object] = {"type": "reverse", "original": {"field": "order_id"}}
+    if fraction is not None:
+        action["fraction"] = fraction
+    body = {"program_id": programme.id, "event_type": "order.refunded", "actions": [action]}
+    programmes.create_rule(w.db, w.scope, validate(rq.RuleCreate, body))
+    programmes.publish(w.db, w.scope, programme.id)
+    event = validate(
+        rq.EventCreate,
+        {"type": "order.refunded", "external_event_id": "r-1", "customer_id": "customer-1", "data": data},
+    )
+    created = event_intake.submit_event(w.db, w.scope, event)
+    event_processing.process_all(w.db)
+    failed = event_queries.get_event(w.db, w.scope, created.id)
+    assert failed.status == "failed" and failed.error is not None
+    return ServiceError(failed.error.code, failed.error.message)
+
+
+def s_original_missing(w: World) -> ServiceError:
+    return _refund_failure(w, {"refund_amount": 5})
+
+
+def s_fraction_invalid(w: World) -> ServiceError:
+    return _refund_failure(w, {"order_id": "o-1", "refund_amount": -5}, {"field": "refund_amount", "of": "amount"})
+
+
 def s_idempotency_key_reused(w: World) -> ServiceError:
     customers.create_customer(w.db, w.scope, rq.CustomerCreate(external_id="a"), idempotency_key="k-1")
     other = rq.CustomerCreate(external_id="b")

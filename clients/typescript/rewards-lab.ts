@@ -55,6 +55,7 @@ export type ErrorCode =
   | "field_invalid"
   | "field_required"
   | "field_unknown"
+  | "fraction_invalid"
   | "idempotency_key_invalid"
   | "idempotency_key_required"
   | "idempotency_key_reused"
@@ -66,6 +67,7 @@ export type ErrorCode =
   | "method_not_allowed"
   | "organization_mismatch"
   | "organization_not_found"
+  | "original_missing"
   | "period_invalid"
   | "permission_denied"
   | "permission_escalation"
@@ -120,6 +122,7 @@ export interface Account {
   created_at: string;
 }
 
+/** An issue action (the seed's). */
 export interface Action {
   type: "issue";
   asset_id?: string | null;
@@ -141,6 +144,14 @@ export interface ActionOutcome {
 /** Holds when every one of its conditions holds. */
 export interface AllGroup {
   all: (Condition | AnyGroup | AllGroup | NotGroup)[];
+}
+
+/** A cap on what one customer (the recipient of a reward) may receive in a calendar period of the
+programme's timezone, as an amount of the programme's asset: a reward is cut to what remains. */
+export interface AmountLimit {
+  per?: "customer";
+  period: "day" | "week" | "month" | "year" | "lifetime";
+  max_amount: string;
 }
 
 /** Holds when at least one of its conditions holds. */
@@ -246,6 +257,21 @@ export interface Beneficiary {
   field: string;
 }
 
+/** What the programme may issue in a calendar period across all customers, in processing order. */
+export interface Budget {
+  period: "day" | "week" | "month" | "year" | "lifetime";
+  max_amount: string;
+}
+
+/** One period of a programme's budget: what was issued in it (net of reversals) against the maximum. */
+export interface BudgetConsumption {
+  period: string;
+  period_start: string;
+  max_amount: string | null;
+  consumed: string;
+  remaining: string | null;
+}
+
 export interface BusinessCounts {
   events_received: number;
   rewards_issued: number;
@@ -269,6 +295,14 @@ export interface ConditionOutcome {
   reason: string;
   path: string;
   conditions?: ConditionOutcome[];
+}
+
+/** A cap on how many rewards one customer may receive in a calendar period: once reached, rewards are
+skipped. */
+export interface CountLimit {
+  per?: "customer";
+  period: "day" | "week" | "month" | "year" | "lifetime";
+  max_count: number;
 }
 
 export interface Customer {
@@ -339,6 +373,13 @@ export interface FixedAmount {
   fixed: string;
 }
 
+/** A fraction read from both events: the refund's `field` over the original's `of` (e.g. refund_amount over
+amount), clamped to [0, 1]. */
+export interface FractionOf {
+  field: string;
+  of: string;
+}
+
 export interface IssueRequest {
   wallet_id: string;
   amount: string;
@@ -370,6 +411,16 @@ export interface LedgerTransaction {
   created_at: string;
 }
 
+/** What cut a reward: a cap of its rule (`rule`), of its programme (`programme`) or the budget (`budget`). */
+export interface LimitCut {
+  scope: "rule" | "programme" | "budget";
+  period: string;
+  period_start: string;
+  max_amount: string | null;
+  max_count: number | null;
+  cut: string;
+}
+
 /** `totp_code` is the six-digit code of the account's authenticator app, when the account has one. */
 export interface LoginRequest {
   email: string;
@@ -388,6 +439,12 @@ export interface NotGroup {
 
 export type Operator = "gte" | "gt" | "lte" | "lt" | "eq" | "neq" | "in" | "not_in" | "between" | "exists" | "not_exists" | "contains";
 
+/** Where a reverse action finds its original: the event whose external_event_id this field of the refund's
+data holds. */
+export interface Original {
+  field: string;
+}
+
 export interface PerRateAmount {
   per: string;
   rate: number | string;
@@ -405,6 +462,10 @@ export interface Programme {
   timezone?: string;
   starts_at?: string | null;
   ends_at?: string | null;
+  limits?: (AmountLimit | CountLimit)[];
+  budget?: Budget | null;
+  clawback?: "available" | "negative" | "none";
+  budget_consumption?: BudgetConsumption[];
 }
 
 export interface ProgrammeCreate {
@@ -415,6 +476,9 @@ export interface ProgrammeCreate {
   timezone?: string;
   starts_at?: string | null;
   ends_at?: string | null;
+  limits?: (AmountLimit | CountLimit)[];
+  budget?: Budget | null;
+  clawback?: "available" | "negative" | "none";
 }
 
 /** Edits the programme and its DRAFT version's schedule; absent fields stay as they are. `starts_at` and
@@ -426,6 +490,9 @@ export interface ProgrammeUpdate {
   timezone?: string | null;
   starts_at?: string | null;
   ends_at?: string | null;
+  limits?: (AmountLimit | CountLimit)[] | null;
+  budget?: Budget | null;
+  clawback?: "available" | "negative" | "none" | null;
 }
 
 export interface ProgrammeVersion {
@@ -439,6 +506,9 @@ export interface ProgrammeVersion {
   timezone?: string;
   starts_at?: string | null;
   ends_at?: string | null;
+  limits?: (AmountLimit | CountLimit)[];
+  budget?: Budget | null;
+  clawback?: "available" | "negative" | "none";
 }
 
 export interface PublishResult {
@@ -467,6 +537,15 @@ export interface RequestLogEntry {
   sdk_version?: string | null;
 }
 
+/** Takes back what the original event (named by `original.field` of this event's data) issued through this
+programme, across all its rewards: the whole of what remains, or `fraction` of each reward (a constant, or
+`{"field": "refund_amount", "of": "amount"}`). Never more than was issued, over any number of refunds. */
+export interface ReverseAction {
+  type: "reverse";
+  original: Original;
+  fraction?: number | string | FractionOf | null;
+}
+
 export interface RewardExecution {
   id: string;
   event_id: string;
@@ -479,12 +558,14 @@ export interface RewardExecution {
   asset_id: string;
   wallet_id: string | null;
   amount: string;
-  status: "issued" | "failed";
+  status: "issued" | "failed" | "limited";
   error_code: string | null;
   transaction_id: string | null;
   inputs: { [key: string]: unknown };
   created_at: string;
   updated_at: string;
+  requested_amount?: string | null;
+  limited?: LimitCut | null;
 }
 
 export interface Rule {
@@ -493,9 +574,10 @@ export interface Rule {
   version: number | null;
   event_type: string;
   conditions: (Condition | AnyGroup | AllGroup | NotGroup)[];
-  actions: Action[];
+  actions: (Action | ReverseAction)[];
   priority?: number;
   stop_processing?: boolean;
+  limits?: (AmountLimit | CountLimit)[];
   created_at: string;
 }
 
@@ -503,9 +585,10 @@ export interface RuleCreate {
   program_id: string;
   event_type: string;
   conditions?: (Condition | AnyGroup | AllGroup | NotGroup)[];
-  actions: Action[];
+  actions: (Action | ReverseAction)[];
   priority?: number;
   stop_processing?: boolean;
+  limits?: (AmountLimit | CountLimit)[];
 }
 
 export interface RuleOutcome {
@@ -524,9 +607,10 @@ export interface RuleOutcome {
 export interface RuleUpdate {
   event_type?: string | null;
   conditions?: (Condition | AnyGroup | AllGroup | NotGroup)[] | null;
-  actions?: Action[] | null;
+  actions?: (Action | ReverseAction)[] | null;
   priority?: number | null;
   stop_processing?: boolean | null;
+  limits?: (AmountLimit | CountLimit)[] | null;
 }
 
 export interface Segment {
@@ -950,7 +1034,7 @@ export interface Operations {
     response: Envelope<Programme>;
     permission: "rewards.edit";
     idempotent: "optional";
-    errors: "api_key_revoked" | "asset_not_found" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "asset_not_found" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "GET /reward-programs": {
     path: Record<string, never>;
@@ -980,7 +1064,7 @@ export interface Operations {
     response: Envelope<Programme>;
     permission: "rewards.edit";
     idempotent: "optional";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "POST /reward-programs/{program_id}/deactivate": {
     path: { program_id: string };

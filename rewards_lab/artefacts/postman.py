@@ -49,7 +49,7 @@ class _Examples:
 
     def of(self, schema: Any, name: str = "", depth: int = 0) -> Any:
         """An example value that satisfies `schema` (required fields only, first choice of every union)."""
-        if not isinstance(schema, dict) or depth > 8:
+        if not isinstance(schema, dict) or depth > 12:
             return None
         if "$ref" in schema:
             return self.of(self.schemas[schema["$ref"].rsplit("/", 1)[1]], name, depth + 1)

@@ -75,6 +75,8 @@ REGISTRY: dict[str, ErrorCode] = {
             "rule_asset_mismatch": "A rule action issues an asset other than the programme's.",
             "beneficiary_missing": "The event has no customer reference in the field the action's beneficiary names.",
             "beneficiary_not_found": "No customer has the id or external id the action's beneficiary names.",
+            "original_missing": "The event has no event reference in the field the reverse action's original names.",
+            "fraction_invalid": "The reverse action's fraction cannot be read from the events (missing or negative).",
             "programme_draft_empty": "The draft version has no rules to publish.",
             "idempotency_key_required": "This operation requires an Idempotency-Key header.",
             "idempotency_key_invalid": "The Idempotency-Key header is empty or too long.",

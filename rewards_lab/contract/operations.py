@@ -356,7 +356,7 @@ _TABLE: tuple[Operation, ...] = (
         response=r.Programme,
         status=201,
         idempotency="optional",
-        errors=(*BODY_CODES, "asset_not_found"),
+        errors=(*BODY_CODES, "asset_not_found", *AMOUNT_CODES),  # amounts: caps and budget
     ),
     Operation(
         "list_programmes",
@@ -384,10 +384,11 @@ _TABLE: tuple[Operation, ...] = (
         request=rq.ProgrammeUpdate,
         response=r.Programme,
         idempotency="optional",
-        errors=(*BODY_CODES, "programme_not_found"),
+        errors=(*BODY_CODES, "programme_not_found", *AMOUNT_CODES),
         description=(
             "Edits the programme's name and description and its DRAFT version's schedule (timezone, starts_at, "
-            "ends_at); published versions keep theirs until the next publication."
+            "ends_at), caps per customer (limits), budget and clawback policy; published versions keep theirs "
+            "until the next publication."
         ),
     ),
     Operation(

@@ -5,8 +5,9 @@ organization and environment. Actions therefore never carry an `asset_id`; they 
 
 `programme.timezone` (IANA, default UTC) is the zone time fields (`occurred_at.weekday` ...) are read in, and
 `programme.starts_at` / `programme.ends_at` (RFC 3339 with an offset) the window a replay rewards events in:
-`starts_at <= occurred_at < ends_at`. All three are optional and, when absent, not written, so a file without
-them reads, saves and fingerprints as it did before they existed.
+`starts_at <= occurred_at < ends_at`. `programme.limits`, `programme.budget` and `programme.clawback`, a rule's
+`limits` and `reverse` actions are caps, budget and reversals (docs/rules.md). All of these are optional and,
+when absent, not written, so a file without them reads, saves and fingerprints as it did before they existed.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from typing import Annotated, Any, Literal
 from zoneinfo import available_timezones
 
 import simplejson
-from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Discriminator, Field, Tag, model_validator
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, Budget, Clawback, Limits, ReverseAction
 from rewards_lab.contract.requests import (
     MAX_RULE_ACTIONS,
     Amount,
@@ -34,7 +36,7 @@ from rewards_lab.contract.requests import (
     Name,
     RequestModel,
 )
-from rewards_lab.contract.rule_requests import Conditions, Priority, RuleFields
+from rewards_lab.contract.rule_requests import Conditions, Priority, RuleFields, action_shape
 from rewards_lab.contract.validation import custom_error, validate
 
 MAX_RULES_PER_FILE = 200
@@ -90,6 +92,10 @@ class ProgrammeInfo(RequestModel):
     # The window a replay rewards events in: starts_at <= occurred_at < ends_at (either side open when absent).
     starts_at: Instant | None = Field(default=None, exclude_if=lambda value: value is None)
     ends_at: Instant | None = Field(default=None, exclude_if=lambda value: value is None)
+    # Caps per customer across the rules, the budget across customers, the clawback policy of reversals.
+    limits: Limits = Field(default=[], exclude_if=lambda value: not value)
+    budget: Budget | None = Field(default=None, exclude_if=lambda value: value is None)
+    clawback: Clawback = Field(default=DEFAULT_CLAWBACK, exclude_if=lambda value: value == DEFAULT_CLAWBACK)
 
     @model_validator(mode="after")
     def _window(self) -> ProgrammeInfo:
@@ -104,17 +110,27 @@ class ProgrammeInfo(RequestModel):
 
 
 class FileAction(RequestModel):
+    """An issue action of the file's asset."""
+
     type: Literal["issue"]
     amount: Amount
     beneficiary: Beneficiary | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
+# An issue action (of the file's asset) or a reverse action (takes back what an original event issued).
+FileRuleAction = Annotated[
+    Annotated[FileAction, Tag("issue_action")] | Annotated[ReverseAction, Tag("reverse_action")],
+    Discriminator(action_shape),
+]
+
+
 class FileRule(RuleFields):
     event_type: EventType
     conditions: Conditions = []
-    actions: Annotated[list[FileAction], Field(min_length=1, max_length=MAX_RULE_ACTIONS)]
+    actions: Annotated[list[FileRuleAction], Field(min_length=1, max_length=MAX_RULE_ACTIONS)]
     priority: Priority = Field(default=0, exclude_if=lambda value: value == 0)
     stop_processing: bool = Field(default=False, exclude_if=lambda value: value is False)
+    limits: Limits = Field(default=[], exclude_if=lambda value: not value)
 
     def payload(self) -> dict[str, Any]:
         """The rule as JSON-ready data (exact numbers), without programme or asset ids."""

@@ -16,6 +16,7 @@ from rfc3986_validator import validate_rfc3986  # type: ignore[import-untyped]
 from rewards_lab.contract import attributes
 from rewards_lab.contract.amounts import MAX_DECIMALS, MAX_THRESHOLD
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, Budget, Clawback, Limits
 from rewards_lab.contract.limits import check_data
 from rewards_lab.contract.permissions import Permission
 from rewards_lab.contract.request_base import (
@@ -39,6 +40,7 @@ from rewards_lab.contract.rule_requests import (
     FixedAmount,
     Operator,
     PerRateAmount,
+    RuleAction,
     RuleCreate,
     RuleUpdate,
 )
@@ -62,6 +64,7 @@ __all__ = [  # re-exported: request models are named `rq.<Model>` throughout
     "PerRateAmount",
     "Rate",
     "RequestModel",
+    "RuleAction",
     "RuleCreate",
     "RuleUpdate",
     "Threshold",
@@ -307,6 +310,10 @@ class ProgrammeCreate(RequestModel):
     timezone: Timezone = DEFAULT_TIMEZONE
     starts_at: OffsetDateTime | None = None
     ends_at: OffsetDateTime | None = None
+    # The first draft's caps, budget and clawback policy (see ProgrammeUpdate).
+    limits: Limits = []
+    budget: Budget | None = None
+    clawback: Clawback = DEFAULT_CLAWBACK
 
 
 class ProgrammeUpdate(RequestModel):
@@ -324,6 +331,11 @@ class ProgrammeUpdate(RequestModel):
     timezone: Timezone | None = None
     starts_at: OffsetDateTime | None = None
     ends_at: OffsetDateTime | None = None
+    # The draft's caps per customer across the programme's rules, its budget across all customers (null: none)
+    # and what a reversal does when the points are spent (null: the default, "available").
+    limits: Limits | None = None
+    budget: Budget | None = None
+    clawback: Clawback | None = None
 
 
 class SimulationRequest(RequestModel):

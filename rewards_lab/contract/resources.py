@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from rewards_lab.contract.requests import Action, AssetType, ConditionItem, TransferPolicy, WalletType
+from rewards_lab.contract.limit_requests import Budget, Clawback, Limit
+from rewards_lab.contract.requests import AssetType, ConditionItem, RuleAction, TransferPolicy, WalletType
 
 T = TypeVar("T")
 
@@ -66,9 +67,10 @@ class Rule(Resource):
     version: int | None  # None while the rule belongs to the draft
     event_type: str
     conditions: list[ConditionItem]
-    actions: list[Action]
+    actions: list[RuleAction]
     priority: int = 0
     stop_processing: bool = False
+    limits: list[Limit] = []  # caps on what the rule gives one customer per period
     created_at: datetime
 
 
@@ -84,6 +86,20 @@ class ProgrammeVersion(Resource):
     timezone: str = "UTC"
     starts_at: datetime | None = None
     ends_at: datetime | None = None
+    # Its caps per customer across its rules, its budget across customers, its clawback policy.
+    limits: list[Limit] = []
+    budget: Budget | None = None
+    clawback: Clawback = "available"
+
+
+class BudgetConsumption(Resource):
+    """One period of a programme's budget: what was issued in it (net of reversals) against the maximum."""
+
+    period: str
+    period_start: date  # the period's first day in the programme's timezone (1970-01-01 for lifetime)
+    max_amount: str | None  # the live version's budget (null: it has none now)
+    consumed: str
+    remaining: str | None
 
 
 class Programme(Resource):
@@ -99,6 +115,12 @@ class Programme(Resource):
     timezone: str = "UTC"
     starts_at: datetime | None = None
     ends_at: datetime | None = None
+    # The DRAFT version's caps, budget and clawback policy (each version shows its own).
+    limits: list[Limit] = []
+    budget: Budget | None = None
+    clawback: Clawback = "available"
+    # What the programme has issued against its budget, per period, newest first (the live version's budget).
+    budget_consumption: list[BudgetConsumption] = []
 
 
 class PublishResult(Resource):
@@ -159,6 +181,17 @@ class Event(Resource):
     processed_at: datetime | None
 
 
+class LimitCut(Resource):
+    """What cut a reward: a cap of its rule (`rule`), of its programme (`programme`) or the budget (`budget`)."""
+
+    scope: Literal["rule", "programme", "budget"]
+    period: str
+    period_start: date
+    max_amount: str | None
+    max_count: int | None
+    cut: str  # the amount taken off what the rule called for
+
+
 class RewardExecution(Resource):
     id: str
     event_id: str
@@ -171,12 +204,14 @@ class RewardExecution(Resource):
     asset_id: str
     wallet_id: str | None
     amount: str
-    status: Literal["issued", "failed"]
+    status: Literal["issued", "failed", "limited"]  # limited: a cap or the budget cut it to nothing
     error_code: str | None
     transaction_id: str | None
     inputs: dict[str, Any]
     created_at: datetime
     updated_at: datetime
+    requested_amount: str | None = None  # what the rule called for, when a cap or the budget cut it
+    limited: LimitCut | None = None  # the cap or budget that cut it, and by how much
 
 
 class Segment(Resource):

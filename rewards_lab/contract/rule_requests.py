@@ -34,6 +34,7 @@ from pydantic_core import PydanticCustomError
 
 from rewards_lab.contract.amounts import as_number, parse_threshold
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.limit_requests import Limits, ReverseAction
 from rewards_lab.contract.request_base import (
     DecimalString,
     EventType,
@@ -311,6 +312,8 @@ class Beneficiary(RequestModel):
 
 
 class Action(RequestModel):
+    """An issue action (the seed's)."""
+
     type: Literal["issue"]
     asset_id: Identifier | None = None  # the programme's asset when absent
     amount: Amount
@@ -331,8 +334,21 @@ Priority = Annotated[
     Field(ge=-MAX_PRIORITY, le=MAX_PRIORITY, strict=True),
     WithJsonSchema({"type": "integer", "minimum": -MAX_PRIORITY, "maximum": MAX_PRIORITY}),
 ]
+
+
+def action_shape(value: Any) -> str:
+    """A reverse action when it says so; anything else is read (and refused) as an issue action, as before."""
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return "reverse_action" if kind == "reverse" else "issue_action"
+
+
+# An action: `issue` (the seed's) or `reverse` (issue 18: takes back what an original event issued).
+RuleAction = Annotated[
+    Annotated[Action, Tag("issue_action")] | Annotated[ReverseAction, Tag("reverse_action")],
+    Discriminator(action_shape),
+]
 Conditions = Annotated[list[ConditionItem], Field(max_length=MAX_RULES_CONDITIONS)]
-Actions = Annotated[list[Action], Field(min_length=1, max_length=MAX_RULE_ACTIONS)]
+Actions = Annotated[list[RuleAction], Field(min_length=1, max_length=MAX_RULE_ACTIONS)]
 
 
 class RuleFields(RequestModel):
@@ -356,6 +372,7 @@ class RuleCreate(RuleFields):
     actions: Actions
     priority: Priority = 0  # lower applies first; ties by creation order
     stop_processing: bool = False  # when the rule matches, the programme's later rules do not apply
+    limits: Limits = []  # caps on what this rule gives one customer per period (issue 18)
 
 
 class RuleUpdate(RuleFields):
@@ -366,3 +383,4 @@ class RuleUpdate(RuleFields):
     actions: Actions | None = None
     priority: Priority | None = None
     stop_processing: bool | None = None
+    limits: Limits | None = None

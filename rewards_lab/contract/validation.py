@@ -26,6 +26,12 @@ _BRANCH_LABELS = {
     "any_group",
     "all_group",
     "not_group",
+    "issue_action",
+    "reverse_action",
+    "fraction_constant",
+    "fraction_of",
+    "amount_limit",
+    "count_limit",
 }
 
 

@@ -200,7 +200,9 @@ def _match(rules: Sequence[RuleSpec], events: Sequence[Event], facts: Sequence[E
         names = rule.fields()
         read_columns = [(name, column(event_type, name, timezone)) for name in names]
         valued = [(i, a, column(event_type, str(a.per), timezone)) for i, a in enumerate(rule.actions) if a.per]
-        to = {i: column(event_type, a.beneficiary, timezone) for i, a in enumerate(rule.actions) if a.beneficiary}
+        to = {
+            i: column(event_type, a.reference_field, timezone) for i, a in enumerate(rule.actions) if a.reference_field
+        }
         fixed = {
             i: a.outcome(i, None) for i, a in enumerate(rule.actions) if a.fixed_minor is not None and not a.beneficiary
         }
@@ -238,7 +240,7 @@ def _once_per_number(
     """`action.outcome`, computed once per distinct number of the batch (equal numbers, such as 42.5 and 42.50,
     have equal amounts; a refusal names the number as written, so it is never shared; a beneficiary differs
     from event to event, so such an action is computed for each)."""
-    if number is None or action.beneficiary is not None:
+    if number is None or action.reference_field is not None:
         return action.outcome(index, number, beneficiary)
     outcome = known.get(number)
     if outcome is None:
@@ -329,9 +331,11 @@ def _explain_action(
 ) -> ActionVerdict:
     inputs: dict[str, Any] = {}
     beneficiary = None
-    if action.beneficiary is not None:
-        beneficiary = read(data, action.beneficiary, facts, timezone)
-        inputs[action.beneficiary] = recorded(beneficiary)
+    if action.reference_field is not None:
+        beneficiary = read(data, action.reference_field, facts, timezone)
+        inputs[action.reference_field] = recorded(beneficiary)
+    if action.reverse_of is not None:
+        return _explain_reversal(index, action, data, facts, timezone, beneficiary, inputs)
     if action.fixed_minor is not None:
         outcome = action.outcome(index, None, beneficiary)
         reason = outcome.reason or f"fixed {format_amount(action.fixed_minor, action.decimals)}"
@@ -352,6 +356,35 @@ def _explain_action(
         )
     inputs = {per: recorded(value), **inputs}
     return _action_verdict(index, action, outcome, _to_whom(reason, outcome, action), inputs)
+
+
+def _explain_reversal(
+    index: int,
+    action: ActionSpec,
+    data: Mapping[str, Any],
+    facts: EventFacts,
+    timezone: str,
+    original: Any,
+    inputs: dict[str, Any],
+) -> ActionVerdict:
+    number = None
+    if action.per is not None:
+        value = read(data, action.per, facts, timezone)
+        inputs = {action.per: recorded(value), **inputs}
+        number = number_of(value)
+    outcome = action.outcome(index, number, original)
+    if outcome.error_code is not None:
+        reason = outcome.reason
+    elif action.fraction_of is not None:
+        reason = (
+            f"takes back {action.per} = {number} over the original's {action.fraction_of} of what event "
+            f"'{original}' issued"
+        )
+    elif action.fraction is not None:
+        reason = f"takes back {action.fraction} of what event '{original}' issued"
+    else:
+        reason = f"takes back what remains of what event '{original}' issued"
+    return _action_verdict(index, action, outcome, reason, inputs)
 
 
 def _to_whom(reason: str, outcome: ActionOutcome, action: ActionSpec) -> str:

@@ -31,9 +31,12 @@ from rewards_lab.domain.conditions import (
     read_value,
     source_of,
 )
+from rewards_lab.domain.limits import Cap, caps_of
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR, parse_amount, reward_minor
 
 BENEFICIARY_MISSING = "beneficiary_missing"
+ORIGINAL_MISSING = "original_missing"
+FRACTION_INVALID = "fraction_invalid"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +47,22 @@ class ActionSpec:
     per: str | None = None
     rate: Decimal | None = None
     beneficiary: str | None = None  # the field naming the customer to reward (None: the event's customer)
+    # A reverse action (issue 18): the field naming the original event, and its fraction: a constant, or `per`
+    # (this event's field) over `fraction_of` (the original's field); neither: the whole of what remains.
+    reverse_of: str | None = None
+    fraction: Decimal | None = None
+    fraction_of: str | None = None
+
+    @property
+    def reference_field(self) -> str | None:
+        """The field whose value the action needs per event: its beneficiary, or a reversal's original."""
+        return self.beneficiary or self.reverse_of
 
     def outcome(self, index: int, number: Decimal | None, beneficiary: Any = None) -> ActionOutcome:
         """What the action calls for, given the number of its `per` field (ignored for a fixed amount) and the
-        value of its beneficiary field (ignored without one)."""
+        value of its reference field (the beneficiary's or, for a reversal, the original's; ignored without)."""
+        if self.reverse_of is not None:
+            return self._reversal(index, number, beneficiary)
         if self.fixed_minor is not None:
             found = ActionOutcome(index, self.asset_id, self.decimals, self.fixed_minor)
         elif number is None:
@@ -69,6 +84,38 @@ class ActionSpec:
     def product(self, number: Decimal) -> str:
         return f"{self.per} = {number} x rate {self.rate}"
 
+    def _reversal(self, index: int, number: Decimal | None, original: Any) -> ActionOutcome:
+        if not isinstance(original, str) or not original:
+            reason = f"refused: the original field '{self.reverse_of}' {_no_event(original)}"
+            return ActionOutcome(index, self.asset_id, self.decimals, 0, ORIGINAL_MISSING, reason)
+        if self.fraction_of is not None and (number is None or number < 0):
+            reason = f"refused: the fraction's field '{self.per}' {_not_a_share(number)}"
+            return ActionOutcome(index, self.asset_id, self.decimals, 0, FRACTION_INVALID, reason)
+        call = ReversalCall(original, self.fraction, number if self.fraction_of else None, self.fraction_of)
+        return ActionOutcome(index, self.asset_id, self.decimals, 0, reversal=call)
+
+
+def _no_event(value: Any) -> str:
+    if value is None:
+        return "is missing"
+    return f"holds no event reference ({type(value).__name__})"
+
+
+def _not_a_share(number: Decimal | None) -> str:
+    return "is missing or not a number" if number is None else f"is negative ({number})"
+
+
+@dataclass(frozen=True, slots=True)
+class ReversalCall:
+    """What a matched reverse action asks for: take back from the event whose external_event_id is `original`,
+    a constant `fraction` of each reward, or `numerator` over the original's `of` field, or (neither) all that
+    remains."""
+
+    original: str
+    fraction: Decimal | None = None
+    numerator: Decimal | None = None
+    of: str | None = None
+
 
 def _no_customer(value: Any) -> str:
     if value is None:
@@ -87,6 +134,7 @@ class ActionOutcome:
     error_code: str | None = None  # set when the action must be refused (`amount_too_large`, `beneficiary_missing`)
     reason: str = ""  # kept only for a refusal (it becomes the error's message)
     beneficiary: str | None = None  # the customer reference to reward instead of the event's customer
+    reversal: ReversalCall | None = None  # a reverse action's call (it issues nothing itself)
 
     @property
     def issues(self) -> bool:
@@ -104,12 +152,13 @@ class RuleSpec:
     priority: int = 0
     stop_processing: bool = False
     timezone: str = "UTC"  # the programme's: time fields are read in it
+    limits: tuple[Cap, ...] = ()  # caps on what the rule gives one customer per period (domain.limits)
 
     def fields(self) -> list[str]:
         """Every field path the rule reads, in order: conditions, amounts, beneficiaries."""
         names = [leaf.field for leaf in leaves(self.conditions)]
         names += [a.per for a in self.actions if a.per is not None]
-        names += [a.beneficiary for a in self.actions if a.beneficiary is not None]
+        names += [a.reference_field for a in self.actions if a.reference_field is not None]
         return list(dict.fromkeys(names))
 
     def reads(self, source: str) -> bool:
@@ -163,6 +212,7 @@ def compile_rule(
     priority: int = 0,
     stop_processing: bool = False,
     timezone: str = "UTC",
+    limits: Sequence[Mapping[str, Any]] = (),
 ) -> RuleSpec:
     """A stored rule (its JSON form) as a RuleSpec. Raises ServiceError for amounts the asset cannot hold."""
     nodes = tuple(condition_node(c) for c in conditions)
@@ -170,6 +220,9 @@ def compile_rule(
     for index, action in enumerate(actions):
         asset_id = action.get("asset_id") or default_asset_id
         decimals = decimals_of(asset_id)
+        if action.get("type") == "reverse":
+            action_specs.append(_reverse_spec(action, asset_id, decimals))
+            continue
         amount = action["amount"]
         beneficiary = (action.get("beneficiary") or {}).get("field")
         if "fixed" in amount:
@@ -180,4 +233,17 @@ def compile_rule(
             action_specs.append(
                 ActionSpec(asset_id, decimals, per=str(amount["per"]), rate=rate, beneficiary=beneficiary)
             )
-    return RuleSpec(rule_id, event_type, nodes, tuple(action_specs), priority, stop_processing, timezone)
+    caps = caps_of(limits, "rule", decimals_of(default_asset_id)) if limits else ()
+    return RuleSpec(rule_id, event_type, nodes, tuple(action_specs), priority, stop_processing, timezone, caps)
+
+
+def _reverse_spec(action: Mapping[str, Any], asset_id: str, decimals: int) -> ActionSpec:
+    """A stored reverse action as an ActionSpec: its fraction's field is read as `per`."""
+    fraction = action.get("fraction")
+    original = str(action["original"]["field"])
+    if isinstance(fraction, Mapping):
+        return ActionSpec(
+            asset_id, decimals, per=str(fraction["field"]), reverse_of=original, fraction_of=str(fraction["of"])
+        )
+    constant = None if fraction is None else Decimal(str(fraction))
+    return ActionSpec(asset_id, decimals, reverse_of=original, fraction=constant)

@@ -127,18 +127,17 @@ def rule_summary(rule: FileRule) -> str:
 
 def live_fingerprint(rule: r.Rule, asset_id: str) -> str:
     """The fingerprint of a live rule as the file would write it; an action on another asset never matches."""
-    foreign = [action.asset_id for action in rule.actions if action.asset_id not in (None, asset_id)]
+    foreign = [
+        getattr(a, "asset_id", None) for a in rule.actions if getattr(a, "asset_id", None) not in (None, asset_id)
+    ]
     as_file = FileRule.model_validate(
         {
             "event_type": rule.event_type,
             "conditions": [condition_payload(condition) for condition in rule.conditions],
-            "actions": [
-                {"type": a.type, "amount": a.amount.model_dump(mode="json")}
-                | ({"beneficiary": a.beneficiary.model_dump(mode="json")} if a.beneficiary else {})
-                for a in rule.actions
-            ],
+            "actions": [a.model_dump(mode="json", exclude={"asset_id"}) for a in rule.actions],
             "priority": rule.priority,
             "stop_processing": rule.stop_processing,
+            "limits": [limit.model_dump(mode="json") for limit in rule.limits],
         }
     )
     return as_file.fingerprint() + (f"+foreign:{','.join(map(str, foreign))}" if foreign else "")

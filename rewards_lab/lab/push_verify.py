@@ -16,7 +16,7 @@ from typing import Any
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
-from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition
+from rewards_lab.contract.programme_file import FileAction, FileRule, ProgrammeDefinition
 from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.domain.conditions import ConditionSpec, EventFacts, leaves, source_of
 from rewards_lab.domain.money import format_amount
@@ -115,10 +115,11 @@ def sample_events(rule: FileRule) -> list[dict[str, Any]]:
         passing = _passing(condition)
         if passing is not None:
             base.setdefault(condition.field, passing)
-    beneficiaries = [action.beneficiary.field for action in rule.actions if action.beneficiary is not None]
+    issuing = [action for action in rule.actions if isinstance(action, FileAction)]
+    beneficiaries = [action.beneficiary.field for action in issuing if action.beneficiary is not None]
     for name in beneficiaries:
         base[name] = "cus_sample"
-    per_fields = [a.amount.per for a in rule.actions if hasattr(a.amount, "per")]
+    per_fields = [a.amount.per for a in issuing if hasattr(a.amount, "per")]
     events = [dict(base)]
     for condition in conditions:
         events += [{**base, condition.field: value} for value in _probes(condition)]

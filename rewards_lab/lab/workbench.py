@@ -20,10 +20,12 @@ import pandas as pd
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.limit_requests import FractionOf, ReverseAction
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.programme_file import (
     FileAction,
     FileRule,
+    FileRuleAction,
     ProgrammeDefinition,
     ProgrammeDiff,
     ProgrammeInfo,
@@ -135,11 +137,29 @@ def describe_conditions(rule: r.Rule) -> str:
     return " and ".join(describe_node(node) for node in nodes) or "always"
 
 
-def describe_amount(action: rq.Action) -> str:
-    """One action's amount, and who receives it when that is not the event's customer: `10.00 to referrer_id`."""
+def describe_amount(action: rq.RuleAction) -> str:
+    """One action's amount, and who receives it when that is not the event's customer: `10.00 to referrer_id`;
+    a reverse action as what it takes back: `reverse of order_id x 0.5`."""
+    if isinstance(action, ReverseAction):
+        fraction = action.fraction
+        share = (
+            ""
+            if fraction is None
+            else f" x {fraction}"
+            if not isinstance(fraction, FractionOf)
+            else (f" x {fraction.field}/{fraction.of}")
+        )
+        return f"reverse of {action.original.field}{share}"
     amount = action.amount
     text = amount.fixed if isinstance(amount, rq.FixedAmount) else f"{amount.per} x {amount.rate}"
     return text if action.beneficiary is None else f"{text} to {action.beneficiary.field}"
+
+
+def file_action(action: rq.RuleAction) -> FileRuleAction:
+    """An action as a programme file writes it (no asset id: a file has one asset)."""
+    if isinstance(action, ReverseAction):
+        return action
+    return FileAction(type="issue", amount=action.amount, beneficiary=action.beneficiary)
 
 
 def describe_amounts(rule: r.Rule) -> str:
@@ -430,11 +450,9 @@ class LabProgramme:
             FileRule(
                 event_type=rule.event_type,
                 conditions=rule.conditions,
-                actions=[
-                    FileAction(type="issue", amount=action.amount, beneficiary=action.beneficiary)
-                    for action in rule.actions
-                ],
+                actions=[file_action(action) for action in rule.actions],
                 priority=rule.priority,
+                limits=rule.limits,
                 stop_processing=rule.stop_processing,
             )
             for rule in self.rules(version)

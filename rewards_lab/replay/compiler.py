@@ -33,7 +33,7 @@ from decimal import Decimal
 
 from sqlglot import exp
 
-from rewards_lab.contract.programme_file import ProgrammeDefinition
+from rewards_lab.contract.programme_file import FileAction, ProgrammeDefinition
 from rewards_lab.contract.rule_requests import ORDERING, condition_payload
 from rewards_lab.domain.conditions import TIME_FIELDS, ConditionNode, ConditionSpec, source_of
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR, parse_amount
@@ -91,6 +91,8 @@ def rule_specs(definition: ProgrammeDefinition) -> list[RuleSpec]:
         conditions = tuple(condition_node(condition_payload(c)) for c in rule.conditions)
         actions = []
         for number_, action in enumerate(rule.actions):
+            if not isinstance(action, FileAction):
+                raise ValueError(f"rules[{index}].actions[{number_}]: replay does not take back rewards yet")
             amount = action.amount
             beneficiary = action.beneficiary.field if action.beneficiary else None
             if hasattr(amount, "fixed"):

@@ -24,15 +24,18 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.conditions import EventFacts
+from rewards_lab.domain.limits import Cap, CapCheck, Grant, budget_of, caps_of, checks_for
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.posting_policy import PostingRequest
 from rewards_lab.domain.rule_evaluation import RuleMatch, evaluate
 from rewards_lab.domain.rules import ActionOutcome, RuleSpec
 from rewards_lab.domain.schedule import epoch_us, within_window
 from rewards_lab.service import presenters
+from rewards_lab.service.assets import asset_row
 from rewards_lab.service.ledger import apply_postings
 from rewards_lab.service.notifications import outbox_messages
 from rewards_lab.service.programmes import compile_rows
+from rewards_lab.service.reward_limits import LimitBook, cut_json, keys_json
 from rewards_lab.service.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces import Repositories
@@ -78,6 +81,7 @@ class _Planned:
     inputs: str
     request: PostingRequest | None
     recipient: _Recipient | None = None  # the beneficiary, when the action names one
+    grant: Grant | None = None  # what its caps and budget allowed, when it has any
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +106,8 @@ class VersionMeta:
     timezone: str = "UTC"
     starts_at_us: int | None = None
     ends_at_us: int | None = None
+    caps: tuple[Cap, ...] = ()  # the programme's caps per customer, then its budget (domain.limits)
+    clawback: str = "available"
 
 
 @dataclass(slots=True)
@@ -164,6 +170,11 @@ class _RuleBook:
             programme = self.uow.programmes.get(self.scope, version.program_id)
             assert programme is not None
             assert version.number is not None, "the worker evaluates published versions only"
+            spending = presenters.spending_of(version.spending)
+            caps: tuple[Cap, ...] = ()
+            if spending["limits"] or spending["budget"]:
+                decimals = int(asset_row(self.uow, self.scope, programme.asset_id).decimals)
+                caps = caps_of(spending["limits"], "programme", decimals) + budget_of(spending["budget"], decimals)
             meta = VersionMeta(
                 version_id,
                 version.program_id,
@@ -173,6 +184,8 @@ class _RuleBook:
                 version.timezone,
                 None if version.starts_at is None else epoch_us(version.starts_at),
                 None if version.ends_at is None else epoch_us(version.ends_at),
+                caps,
+                str(spending["clawback"]),
             )
             own = [row for row in rows if row.version_id == version_id]
             self.meta[version_id] = meta
@@ -343,7 +356,9 @@ def _process_scope(
     wallets = uow.wallets.reward_wallets(scope, sorted({c.id for c in customers.values()}))
     attempted = [e.id for e in events if e.attempts > 0]
     previous = uow.executions.for_events(scope, attempted) if attempted else []
-    issued_keys = {(e.event_id, e.version_id, e.rule_id, e.action_index) for e in previous if e.status == "issued"}
+    issued_keys = {  # decided: issued, or cut to nothing by a cap (its counters already moved)
+        (e.event_id, e.version_id, e.rule_id, e.action_index) for e in previous if e.status in ("issued", "limited")
+    }
     existing_ids = {(e.event_id, e.version_id, e.rule_id, e.action_index): e.id for e in previous}
     matches = _matches(uow, scope, book, plans, customers)
     at_most = sum(a.issues or a.error_code is not None for m in matches for _, match in m for a in match.actions)
@@ -363,7 +378,34 @@ def _process_scope(
             plan.blocker = ServiceError(
                 "wallet_not_found", "the customer has no wallet to receive the reward", customer_id=plan.customer_id
             )
+    _apply_limits(uow, scope, book, plans)
     return _issue(uow, scope, plans)
+
+
+def _apply_limits(uow: Repositories, scope: Scope, book: _RuleBook, plans: list[_EventPlan]) -> None:
+    """Cut the batch's rewards to what their caps and budgets allow, in processing order (`domain.limits`): a
+    reward cut to nothing posts nothing."""
+    rule_caps = {(v, spec.rule_id): spec.limits for v, specs in book.rules.items() for spec in specs}
+    pending: list[tuple[_EventPlan, int, list[CapCheck]]] = []
+    for plan in plans:
+        for index, planned in enumerate(plan.planned):
+            meta, caps = planned.version, rule_caps.get((planned.version.version_id, planned.rule_id), ())
+            if planned.request is None or not (caps or meta.caps):
+                continue
+            customer = plan.customer_id if planned.recipient is None else planned.recipient.customer_id
+            at_us = plan.event.event_time_us
+            checks = checks_for(meta.program_id, planned.rule_id, customer, at_us, meta.timezone, caps, meta.caps)
+            pending.append((plan, index, checks))
+    if not pending:
+        return
+    limits = LimitBook(uow, scope, (check.key for _, _, checks in pending for check in checks))
+    for plan, index, checks in pending:
+        planned = plan.planned[index]
+        assert planned.request is not None
+        grant = limits.grant(planned.request.amount_minor, checks)
+        request = planned.request._replace(amount_minor=grant.amount_minor) if grant.amount_minor > 0 else None
+        plan.planned[index] = replace(planned, request=request, grant=grant)
+    limits.save()
 
 
 def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessReport:
@@ -383,6 +425,7 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
             status, code, transaction_id = "failed", action.error_code, None
             customer_id = plan.customer_id if recipient is None else recipient.customer_id
             wallet_id = plan.wallet_id if recipient is None else recipient.wallet_id
+            grant = planned.grant
             if code is None and recipient is not None and recipient.error_code is not None:
                 code = recipient.error_code
                 why = f"no customer has the id or external id '{recipient.customer_id}' named by the beneficiary"
@@ -390,6 +433,8 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
             if code is not None:  # refused when planned (amount_too_large, beneficiary_missing / _not_found)
                 report.refused += 1
                 refused_when_planned = refused_when_planned or ServiceError(code, action.reason)
+            elif grant is not None and grant.amount_minor == 0:  # a cap or the budget let nothing through
+                status = "limited"
             elif request is None and recipient is not None:  # a beneficiary without a wallet
                 code = "wallet_not_found"
                 refused_when_planned = refused_when_planned or ServiceError(
@@ -416,11 +461,14 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
                 action.action_index,
                 action.asset_id,
                 wallet_id,
-                action.amount_minor,
+                action.amount_minor if grant is None else grant.amount_minor,
                 status,
                 code,
                 transaction_id,
                 planned.inputs,
+                None if grant is None or grant.cut is None else action.amount_minor,
+                None if grant is None else cut_json(grant.cut),
+                None if grant is None else keys_json(grant.keys),
             )
             records.append(record)
             if status == "issued":

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from rewards_lab.contract import attributes, jsonutil
 from rewards_lab.contract import resources as r
+from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK
 from rewards_lab.domain.money import format_amount
 from rewards_lab.store.interfaces.assets import AssetRow
 from rewards_lab.store.interfaces.customers import CustomerRow
@@ -95,6 +96,7 @@ def rule(row: RuleRow) -> r.Rule:
         actions=jsonutil.loads(row.actions),
         priority=row.priority,
         stop_processing=row.stop_processing,
+        limits=jsonutil.loads(row.limits or "[]"),
         created_at=_utc(row.created_at),
     )
 
@@ -111,10 +113,11 @@ def version(row: VersionRow, rules: list[RuleRow]) -> r.ProgrammeVersion:
         timezone=row.timezone,
         starts_at=utc(row.starts_at),
         ends_at=utc(row.ends_at),
+        **spending_of(row.spending),
     )
 
 
-def programme(row: ProgrammeRow) -> r.Programme:
+def programme(row: ProgrammeRow, consumption: list[r.BudgetConsumption] | None = None) -> r.Programme:
     return r.Programme(
         id=row.id,
         name=row.name,
@@ -127,6 +130,8 @@ def programme(row: ProgrammeRow) -> r.Programme:
         timezone=row.timezone,
         starts_at=utc(row.starts_at),
         ends_at=utc(row.ends_at),
+        **spending_of(row.spending),
+        budget_consumption=consumption or [],
     )
 
 
@@ -212,6 +217,21 @@ def execution(row: StoredExecution, decimals: int) -> r.RewardExecution:
         inputs=jsonutil.loads(row.inputs),
         created_at=_utc(row.created_at),
         updated_at=_utc(row.updated_at),
+        requested_amount=None if row.requested_minor is None else format_amount(int(row.requested_minor), decimals),
+        limited=None if row.limited is None else limit_cut(jsonutil.loads(row.limited), decimals),
+    )
+
+
+def limit_cut(stored: dict[str, Any], decimals: int) -> r.LimitCut:
+    """A stored cut (amounts in minor units) as shown."""
+    maximum = stored.get("max_amount_minor")
+    return r.LimitCut(
+        scope=stored["scope"],
+        period=stored["period"],
+        period_start=stored["period_start"],
+        max_amount=None if maximum is None else format_amount(int(maximum), decimals),
+        max_count=stored.get("max_count"),
+        cut=format_amount(int(stored["cut_minor"]), decimals),
     )
 
 
@@ -240,3 +260,13 @@ def transaction(row: TransactionRow, decimals: int) -> r.LedgerTransaction:
 def json_value(value: Any) -> Any:
     """Decimals as exact strings, for provenance records."""
     return str(value) if isinstance(value, Decimal) else value
+
+
+def spending_of(text: str | None) -> dict[str, Any]:
+    """A stored spending setting (None: the defaults) as a dict of limits, budget and clawback."""
+    stored = jsonutil.loads(text) if text else {}
+    return {
+        "limits": stored.get("limits", []),
+        "budget": stored.get("budget"),
+        "clawback": stored.get("clawback", DEFAULT_CLAWBACK),
+    }

@@ -13,9 +13,11 @@ import re
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.limit_requests import LIMITS, Budget
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.states import programme_transition
 from rewards_lab.service import presenters
+from rewards_lab.service.programme_spending import checked_spending
 from rewards_lab.service.programmes import checked_schedule, programme_row, version_id_of, version_resource
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
@@ -46,6 +48,13 @@ def update_programme(
                 body.ends_at if "ends_at" in given else row.ends_at,
             )
             uow.programmes.set_schedule(scope, row.draft_version_id, schedule)
+        if given & {"limits", "budget", "clawback"}:
+            current = presenters.spending_of(row.spending)
+            limits = (body.limits or []) if "limits" in given else LIMITS.validate_python(current["limits"])
+            budget = body.budget if "budget" in given else _budget(current["budget"])
+            clawback = body.clawback if "clawback" in given else current["clawback"]
+            spending = checked_spending(uow, scope, row.asset_id, limits, budget, clawback)
+            uow.programmes.set_spending(scope, row.draft_version_id, spending)
         return presenters.programme(programme_row(uow, scope, program_id))
 
     # Absent and null differ here, so the request an Idempotency-Key stands for is the fields as sent.
@@ -53,6 +62,10 @@ def update_programme(
     return run_write(
         database, scope, f"programmes.update:{program_id}", sent, write, r.Programme, idempotency_key=idempotency_key
     )
+
+
+def _budget(stored: dict[str, object] | None) -> Budget | None:
+    return None if stored is None else Budget.model_validate(stored)
 
 
 def _move(database: Database, scope: Scope, program_id: str, action: str, idempotency_key: str | None) -> r.Programme:

@@ -15,6 +15,7 @@ from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
+from rewards_lab.contract.limit_requests import Limit, ReverseAction
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.contract.scope import Scope
@@ -22,6 +23,7 @@ from rewards_lab.domain.money import parse_amount
 from rewards_lab.domain.rules import RuleSpec, compile_rule
 from rewards_lab.service import presenters
 from rewards_lab.service.assets import asset_row
+from rewards_lab.service.programme_spending import budget_consumption, checked_spending, stored_limits
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces import Repositories
@@ -29,7 +31,7 @@ from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow, Sched
 from rewards_lab.store.uow import reader
 
 PROGRAMME_SORTS = ("created_at", "name")
-_SCHEDULE_FIELDS = ("timezone", "starts_at", "ends_at")
+_OPTIONAL_FIELDS = ("timezone", "starts_at", "ends_at", "limits", "budget", "clawback")
 
 
 def create_programme(
@@ -40,12 +42,13 @@ def create_programme(
             raise ServiceError("asset_not_found", field="asset_id", asset_id=body.asset_id)
         fields = body.model_dump(mode="json")
         schedule = checked_schedule(body.timezone, body.starts_at, body.ends_at)
-        row = uow.programmes.add(scope, new_id("programme"), new_id("programme_version"), fields, schedule)
+        spending = checked_spending(uow, scope, body.asset_id, body.limits, body.budget, body.clawback)
+        row = uow.programmes.add(scope, new_id("programme"), new_id("programme_version"), fields, schedule, spending)
         return presenters.programme(row)
 
-    # The schedule fields count for the Idempotency-Key only when sent, so a key stored before they existed still
-    # stands for the same request.
-    unsent = {name for name in _SCHEDULE_FIELDS if name not in body.model_fields_set}
+    # The schedule and spending fields count for the Idempotency-Key only when sent, so a key stored before they
+    # existed still stands for the same request.
+    unsent = {name for name in _OPTIONAL_FIELDS if name not in body.model_fields_set}
     return run_write(
         database,
         scope,
@@ -83,7 +86,10 @@ def programme_row(uow: Repositories, scope: Scope, program_id: str, field: str |
 
 
 def get_programme(database: Database, scope: Scope, program_id: str) -> r.Programme:
-    return presenters.programme(programme_row(reader(database), scope, program_id))
+    """The programme, with its draft's settings and its budget's consumption per period."""
+    uow = reader(database)
+    row = programme_row(uow, scope, program_id)
+    return presenters.programme(row, budget_consumption(uow, scope, row))
 
 
 def list_programmes(
@@ -100,13 +106,17 @@ def _rule_body(
     programme: ProgrammeRow,
     event_type: str,
     conditions: list[rq.ConditionItem],
-    actions: list[rq.Action],
+    actions: list[rq.RuleAction],
     priority: int,
     stop_processing: bool,
+    limits: list[Limit],
 ) -> dict[str, Any]:
-    """The stored form of a rule: actions carry their asset, fixed amounts fit the asset's decimals."""
+    """The stored form of a rule: actions carry their asset, fixed amounts and caps fit the asset's decimals."""
     stored_actions = []
     for index, action in enumerate(actions):
+        if isinstance(action, ReverseAction):  # takes back in the assets the original was issued in
+            stored_actions.append(action.model_dump(mode="json"))
+            continue
         asset_id = action.asset_id or programme.asset_id
         if asset_id != programme.asset_id:
             raise ServiceError(
@@ -124,6 +134,7 @@ def _rule_body(
         "actions": stored_actions,
         "priority": priority,
         "stop_processing": stop_processing,
+        "limits": stored_limits(uow, scope, programme.asset_id, limits, "limits"),
     }
 
 
@@ -151,6 +162,7 @@ def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempo
             body.actions,
             body.priority,
             body.stop_processing,
+            body.limits,
         )
         draft_id = programme.draft_version_id
         rule_id = new_id("rule")
@@ -181,6 +193,7 @@ def update_rule(
             body.actions if body.actions is not None else old.actions,
             body.priority if body.priority is not None else old.priority,
             body.stop_processing if body.stop_processing is not None else old.stop_processing,
+            body.limits if body.limits is not None else old.limits,
         )
         uow.programmes.update_rule(scope, rule_id, current.version_id, stored)
         return _rule_resource(uow, scope, rule_id)
@@ -225,7 +238,8 @@ def publish(
         number = int(programme.current_version or 0) + 1
         uow.programmes.publish_version(scope, draft_id, number)
         new_draft = new_id("programme_version")
-        uow.programmes.add_version(scope, new_draft, program_id, number, programme.draft_schedule)
+        schedule, spending = programme.draft_schedule, programme.spending
+        uow.programmes.add_version(scope, new_draft, program_id, number, schedule, spending)
         uow.programmes.copy_rules(scope, draft_id, new_draft)
         uow.programmes.set_current(scope, program_id, number, new_draft)
         return r.PublishResult(
@@ -310,6 +324,7 @@ def compile_rows(
             priority=row.priority,
             stop_processing=row.stop_processing,
             timezone=timezone,
+            limits=jsonutil.loads(row.limits or "[]"),
         )
         for row in rule_rows
     ]

@@ -34,6 +34,9 @@ _SCHEMA = pa.schema(
         ("error_code", pa.string()),
         ("transaction_id", pa.string()),
         ("inputs", pa.string()),
+        ("requested_minor", pa.int64()),
+        ("limited", pa.string()),
+        ("usage_keys", pa.string()),
     ]
 )
 assert tuple(_SCHEMA.names) == ExecutionRecord._fields
@@ -56,7 +59,9 @@ class ExecutionRepository:
             " ON CONFLICT (event_id, version_id, rule_id, action_index) DO UPDATE SET "
             "status = excluded.status, error_code = excluded.error_code, wallet_id = excluded.wallet_id, "
             "transaction_id = excluded.transaction_id, amount_minor = excluded.amount_minor, "
-            "inputs = excluded.inputs, updated_at = excluded.updated_at",
+            "inputs = excluded.inputs, updated_at = excluded.updated_at, "
+            "requested_minor = excluded.requested_minor, limited = excluded.limited, "
+            "usage_keys = excluded.usage_keys",
         )
 
     def _write(self, scope: Scope, records: list[ExecutionRecord], on_conflict: str) -> None:
@@ -72,7 +77,8 @@ class ExecutionRepository:
             self.con.execute(
                 "INSERT INTO reward_executions SELECT id, ?, ?, event_id, external_event_id, customer_id, program_id, "
                 "version_id, version_number, rule_id, action_index, asset_id, wallet_id, amount_minor, status, "
-                "error_code, transaction_id, inputs, ?, ? FROM execution_batch" + on_conflict,
+                "error_code, transaction_id, inputs, ?, ?, requested_minor, limited, usage_keys FROM execution_batch"
+                + on_conflict,
                 [*scope.params, now, now],
             )
         finally:

@@ -26,7 +26,7 @@ from rewards_lab.store.interfaces.programmes import (
 from rewards_lab.store.queries import RowPage, columns, fetch_all_as, fetch_one_as, paginate, scalar
 
 TENANT = "organization_id = ? AND environment = ?"
-_DRAFT_SCHEDULE = ("timezone", "starts_at", "ends_at")
+_DRAFT_SCHEDULE = ("timezone", "starts_at", "ends_at", "spending")
 # A programme (`p`) with its draft version's (`d`) schedule.
 _PROGRAMME = (
     "SELECT "
@@ -53,6 +53,7 @@ class ProgrammeRepository:
         draft_version_id: str,
         fields: dict[str, Any],
         schedule: Schedule = OPEN_SCHEDULE,
+        spending: str | None = None,
     ) -> ProgrammeRow:
         now = utcnow()
         self.con.execute(
@@ -68,7 +69,7 @@ class ProgrammeRepository:
                 now,
             ],
         )
-        self.add_version(scope, draft_version_id, program_id, None, schedule)
+        self.add_version(scope, draft_version_id, program_id, None, schedule, spending)
         row = self.get(scope, program_id)
         assert row is not None
         return row
@@ -111,11 +112,12 @@ class ProgrammeRepository:
         program_id: str,
         based_on: int | None,
         schedule: Schedule = OPEN_SCHEDULE,
+        spending: str | None = None,
     ) -> None:
         self.con.execute(
             "INSERT INTO programme_versions (id, organization_id, environment, program_id, number, status, "
-            "based_on, published_at, created_at, timezone, starts_at, ends_at) "
-            "VALUES (?, ?, ?, ?, NULL, 'draft', ?, NULL, ?, ?, ?, ?)",
+            "based_on, published_at, created_at, timezone, starts_at, ends_at, spending) "
+            "VALUES (?, ?, ?, ?, NULL, 'draft', ?, NULL, ?, ?, ?, ?, ?)",
             [
                 version_id,
                 *scope.params,
@@ -125,7 +127,15 @@ class ProgrammeRepository:
                 schedule.timezone,
                 schedule.starts_at,
                 schedule.ends_at,
+                spending,
             ],
+        )
+
+    def set_spending(self, scope: Scope, version_id: str, spending: str | None) -> None:
+        """Only a draft's caps, budget and clawback change: a published version's are frozen with it."""
+        self.con.execute(
+            f"UPDATE programme_versions SET spending = ? WHERE {TENANT} AND id = ? AND status = 'draft'",
+            [spending, *scope.params, version_id],
         )
 
     def set_schedule(self, scope: Scope, version_id: str, schedule: Schedule) -> None:
@@ -192,7 +202,7 @@ class ProgrammeRepository:
         position: int,
     ) -> None:
         self.con.execute(
-            "INSERT INTO rules VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO rules VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 rule_id,
                 version_id,
@@ -205,13 +215,15 @@ class ProgrammeRepository:
                 utcnow(),
                 body.get("priority", 0),
                 body.get("stop_processing", False),
+                json.dumps(body.get("limits", [])),
             ],
         )
 
     def copy_rules(self, scope: Scope, from_version_id: str, to_version_id: str) -> None:
         self.con.execute(
             "INSERT INTO rules SELECT id, ?, organization_id, environment, program_id, event_type, conditions, "
-            f"actions, position, created_at, priority, stop_processing FROM rules WHERE {TENANT} AND version_id = ?",
+            "actions, position, created_at, priority, stop_processing, limits "
+            f"FROM rules WHERE {TENANT} AND version_id = ?",
             [to_version_id, *scope.params, from_version_id],
         )
 
@@ -220,7 +232,7 @@ class ProgrammeRepository:
         the draft is then based on that version's number. The source is only read."""
         self.con.execute(
             "UPDATE programme_versions AS d SET timezone = s.timezone, starts_at = s.starts_at, "
-            "ends_at = s.ends_at, based_on = s.number FROM programme_versions AS s "
+            "ends_at = s.ends_at, spending = s.spending, based_on = s.number FROM programme_versions AS s "
             "WHERE d.organization_id = ? AND d.environment = ? AND d.id = ? AND d.status = 'draft' "
             "AND s.organization_id = d.organization_id AND s.environment = d.environment AND s.id = ?",
             [*scope.params, draft_version_id, source_version_id],
@@ -230,14 +242,15 @@ class ProgrammeRepository:
 
     def update_rule(self, scope: Scope, rule_id: str, version_id: str, body: dict[str, Any]) -> None:
         self.con.execute(
-            f"UPDATE rules SET event_type = ?, conditions = ?, actions = ?, priority = ?, stop_processing = ? "
-            f"WHERE {TENANT} AND id = ? AND version_id = ?",
+            "UPDATE rules SET event_type = ?, conditions = ?, actions = ?, priority = ?, stop_processing = ?, "
+            f"limits = ? WHERE {TENANT} AND id = ? AND version_id = ?",
             [
                 body["event_type"],
                 json.dumps(body["conditions"]),
                 json.dumps(body["actions"]),
                 body.get("priority", 0),
                 body.get("stop_processing", False),
+                json.dumps(body.get("limits", [])),
                 *scope.params,
                 rule_id,
                 version_id,

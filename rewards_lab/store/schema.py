@@ -314,3 +314,28 @@ MIGRATIONS.append(
         ],
     )
 )
+
+MIGRATIONS.append(
+    (
+        17,
+        "caps and budgets: rule and programme limits, usage counters per customer and period, what a cap cut",
+        [
+            # A rule's caps (JSON list; [] none) and a version's programme-wide spending settings (JSON object of
+            # limits, budget and clawback; NULL: none, clawback "available").
+            "ALTER TABLE rules ADD COLUMN limits VARCHAR DEFAULT '[]'",
+            "ALTER TABLE programme_versions ADD COLUMN spending VARCHAR",
+            # What a programme has given in a period, per counter ("rule:<id>:<period>", "programme:<period>",
+            # "budget:<period>") and customer ('' for a budget): issued amounts and rewards, net of reversals.
+            """CREATE TABLE limit_usage (
+                organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL, program_id VARCHAR NOT NULL,
+                counter VARCHAR NOT NULL, customer_id VARCHAR NOT NULL, period_start VARCHAR NOT NULL,
+                amount_minor HUGEINT NOT NULL, reward_count BIGINT NOT NULL, updated_at TIMESTAMP NOT NULL,
+                PRIMARY KEY (organization_id, environment, program_id, counter, customer_id, period_start))""",
+            # An execution's amount before its caps (NULL: not limited), the cap that cut it (JSON) and the usage
+            # counters it counted in (JSON list), so that a reversal gives the allowance back where it was taken.
+            "ALTER TABLE reward_executions ADD COLUMN requested_minor BIGINT",
+            "ALTER TABLE reward_executions ADD COLUMN limited VARCHAR",
+            "ALTER TABLE reward_executions ADD COLUMN usage_keys VARCHAR",
+        ],
+    )
+)

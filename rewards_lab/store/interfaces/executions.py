@@ -30,6 +30,9 @@ class ExecutionRecord(NamedTuple):
     error_code: str | None
     transaction_id: str | None
     inputs: str
+    requested_minor: int | None = None  # what the rule called for, when a cap or the budget cut it
+    limited: str | None = None  # the cut (JSON), when one did
+    usage_keys: str | None = None  # the cap and budget counters it counted in (JSON), for a reversal to give back
 
 
 class StoredExecution(NamedTuple):
@@ -53,6 +56,9 @@ class StoredExecution(NamedTuple):
     inputs: str
     created_at: datetime
     updated_at: datetime
+    requested_minor: int | None
+    limited: str | None
+    usage_keys: str | None
 
 
 class ExecutionStore(Protocol):

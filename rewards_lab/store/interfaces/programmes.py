@@ -40,6 +40,7 @@ class ProgrammeRow:
     timezone: str
     starts_at: datetime | None
     ends_at: datetime | None
+    spending: str | None  # the draft's programme-wide caps, budget and clawback (JSON; None: none)
 
     @property
     def draft_schedule(self) -> Schedule:
@@ -60,6 +61,7 @@ class VersionRow:
     timezone: str
     starts_at: datetime | None
     ends_at: datetime | None
+    spending: str | None  # the version's programme-wide caps, budget and clawback (JSON; None: none)
 
     @property
     def schedule(self) -> Schedule:
@@ -93,6 +95,7 @@ class RuleRow:
     created_at: datetime
     priority: int
     stop_processing: bool
+    limits: str  # the rule's caps (JSON list)
     version_number: int | None
     version_status: str
 
@@ -107,6 +110,7 @@ class ProgrammeStore(Protocol):
         draft_version_id: str,
         fields: dict[str, Any],
         schedule: Schedule = OPEN_SCHEDULE,
+        spending: str | None = None,
     ) -> ProgrammeRow: ...
 
     def get(self, scope: Scope, program_id: str) -> ProgrammeRow | None: ...
@@ -126,9 +130,12 @@ class ProgrammeStore(Protocol):
         program_id: str,
         based_on: int | None,
         schedule: Schedule = OPEN_SCHEDULE,
+        spending: str | None = None,
     ) -> None: ...
 
     def set_schedule(self, scope: Scope, version_id: str, schedule: Schedule) -> None: ...
+
+    def set_spending(self, scope: Scope, version_id: str, spending: str | None) -> None: ...
 
     def get_version(self, scope: Scope, version_id: str) -> VersionRow | None: ...
 

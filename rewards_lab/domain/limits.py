@@ -1,0 +1,182 @@
+"""Caps and budgets: how much of a reward its programme's limits still allow (pure; no I/O).
+
+A cap (`limits` of a rule or of a programme) bounds what one customer, the reward's recipient, receives in a
+calendar period of the programme's timezone; a budget bounds what the programme gives in a period across all
+customers. Each is a counter per (programme, counter, customer, period start) holding the amount given and the
+number of rewards, net of reversals. A reward is checked, in processing order, against its rule's caps (in their
+order), then its programme's caps, then the budget:
+
+- an amount cap (`max_amount`) lets through at most what remains of it; the reward is cut to the smallest
+  remainder (amounts are whole minor units, so what remains is already rounded down to the asset's decimals);
+- a count cap (`max_count`) that is reached lets nothing through (the reward is skipped);
+- what is let through counts in every counter checked (once per counter, when a rule's amount and count caps share
+  a period), even if the ledger then refuses the posting (a frozen wallet, the supply ceiling);
+- a reward cut to nothing counts nowhere.
+
+A reversal gives back what it took back to the counters its original counted in (and the reward itself, when the
+original is reversed in full). `Allowance` is the running state a batch (or a replay) decides against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
+from typing import Any, Literal, NamedTuple
+from zoneinfo import ZoneInfo
+
+from rewards_lab.domain.money import parse_amount
+
+Scope = Literal["rule", "programme", "budget"]
+CounterKey = tuple[str, str, str, str]  # (programme, counter, customer ('' for a budget), period start ISO date)
+LIFETIME_START = date(1970, 1, 1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Cap:
+    """One cap or budget as the engine checks it (amounts in the programme asset's minor units)."""
+
+    scope: Scope
+    period: str
+    max_amount_minor: int | None = None
+    max_count: int | None = None
+
+    def counter(self, rule_id: str) -> str:
+        return f"rule:{rule_id}:{self.period}" if self.scope == "rule" else f"{self.scope}:{self.period}"
+
+    def key(self, program_id: str, rule_id: str, customer_id: str, start: date) -> CounterKey:
+        holder = "" if self.scope == "budget" else customer_id
+        return (program_id, self.counter(rule_id), holder, start.isoformat())
+
+
+class CapCut(NamedTuple):
+    """What cut a reward, and by how much (minor units)."""
+
+    scope: Scope
+    period: str
+    period_start: date
+    max_amount_minor: int | None
+    max_count: int | None
+    cut_minor: int
+
+
+class Grant(NamedTuple):
+    """What a reward may give (minor units), the cap that cut it (None: nothing did) and the counters it counted
+    in (empty when it gives nothing)."""
+
+    amount_minor: int
+    cut: CapCut | None
+    keys: tuple[CounterKey, ...]
+
+
+def caps_of(stored: Sequence[Mapping[str, Any]], scope: Scope, decimals: int, field: str = "limits") -> tuple[Cap, ...]:
+    """Stored caps (their JSON form) as Caps; amounts in minor units of the programme's asset."""
+    caps = []
+    for index, item in enumerate(stored):
+        amount = item.get("max_amount")
+        minor = None if amount is None else parse_amount(str(amount), decimals, f"{field}[{index}].max_amount")
+        count = item.get("max_count")
+        caps.append(Cap(scope, str(item["period"]), minor, None if count is None else int(count)))
+    return tuple(caps)
+
+
+def budget_of(stored: Mapping[str, Any] | None, decimals: int) -> tuple[Cap, ...]:
+    if not stored:
+        return ()
+    return (Cap("budget", str(stored["period"]), parse_amount(str(stored["max_amount"]), decimals, "budget")),)
+
+
+@lru_cache(maxsize=64)
+def _zone(name: str) -> ZoneInfo:
+    return ZoneInfo(name)
+
+
+def period_start(period: str, at_us: int, timezone: str) -> date:
+    """The first day of the calendar period holding an instant (epoch microseconds), in a timezone: weeks start on
+    Monday (ISO); `lifetime` is one period, 1970-01-01."""
+    if period == "lifetime":
+        return LIFETIME_START
+    day = (_EPOCH + timedelta(microseconds=at_us)).astimezone(_zone(timezone)).date()
+    if period == "day":
+        return day
+    if period == "week":
+        return day - timedelta(days=day.weekday())
+    if period == "month":
+        return day.replace(day=1)
+    if period == "year":
+        return day.replace(month=1, day=1)
+    raise ValueError(f"unknown period {period!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class CapCheck:
+    """A cap to check for one reward, and its counter."""
+
+    cap: Cap
+    key: CounterKey
+    start: date
+
+
+def checks_for(
+    program_id: str,
+    rule_id: str,
+    customer_id: str,
+    at_us: int,
+    timezone: str,
+    rule_caps: Iterable[Cap],
+    programme_caps: Iterable[Cap],
+) -> list[CapCheck]:
+    """The caps one reward is checked against, in order: its rule's, then its programme's (budget last)."""
+    checks = []
+    for cap in (*rule_caps, *programme_caps):
+        start = period_start(cap.period, at_us, timezone)
+        checks.append(CapCheck(cap, cap.key(program_id, rule_id, customer_id, start), start))
+    return checks
+
+
+class Allowance:
+    """The counters a batch touches, as they run: `grant` decides a reward and counts it, `give_back` returns
+    what a reversal took back."""
+
+    def __init__(self, usage: Mapping[CounterKey, tuple[int, int]] | None = None) -> None:
+        self.usage: dict[CounterKey, tuple[int, int]] = {k: (int(v[0]), int(v[1])) for k, v in (usage or {}).items()}
+        self.changed: set[CounterKey] = set()
+
+    def used(self, key: CounterKey) -> tuple[int, int]:
+        return self.usage.get(key, (0, 0))
+
+    def grant(self, requested_minor: int, checks: Sequence[CapCheck]) -> Grant:
+        allowed, binding, reached = requested_minor, None, None
+        for check in checks:
+            amount, count = self.used(check.key)
+            if check.cap.max_count is not None and count >= check.cap.max_count and reached is None:
+                reached = check
+            if check.cap.max_amount_minor is not None:
+                remaining = max(0, check.cap.max_amount_minor - amount)
+                if remaining < allowed:
+                    allowed, binding = remaining, check
+        if reached is not None:
+            allowed, binding = 0, reached
+        keys = tuple(dict.fromkeys(check.key for check in checks)) if allowed > 0 else ()
+        for key in keys:
+            amount, count = self.used(key)
+            self.usage[key] = (amount + allowed, count + 1)
+            self.changed.add(key)
+        cut = None
+        if binding is not None and allowed < requested_minor:
+            cap = binding.cap
+            cut = CapCut(
+                cap.scope, cap.period, binding.start, cap.max_amount_minor, cap.max_count, requested_minor - allowed
+            )
+        return Grant(allowed, cut, keys)
+
+    def give_back(self, keys: Iterable[Sequence[str]], amount_minor: int, *, whole: bool) -> None:
+        """A reversal took `amount_minor` back from a reward that counted in `keys` (as stored: lists are taken
+        as keys; `whole`: all of it is now reversed, so the reward no longer counts either)."""
+        for stored in keys:
+            key = (stored[0], stored[1], stored[2], stored[3])
+            amount, count = self.used(key)
+            self.usage[key] = (max(0, amount - amount_minor), max(0, count - (1 if whole else 0)))
+            self.changed.add(key)
