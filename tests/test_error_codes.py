@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -345,9 +346,11 @@ def s_beneficiary_not_found(w: World) -> ServiceError:
     return _referral_failure(w, {"amount": 5, "referrer_id": "nobody"})
 
 
-def _refund_failure(w: World, data: dict[str, object], fraction: object = None) -> ServiceError:
+def _refund_failure(
+    w: World, data: dict[str, object], fraction: object = None, *, waited: bool = False
+) -> ServiceError:
     """A refund rule whose reverse action the refund event does not feed usably: the event fails with the
-    action's code."""
+    action's code (`waited`: its original never came, and its wait is over)."""
     w.wallet(w.customer("customer-1"))
     programme = w.programme(w.asset())
     action: dict[str, object] = {"type": "reverse", "original": {"field": "order_id"}}
@@ -362,9 +365,17 @@ def _refund_failure(w: World, data: dict[str, object], fraction: object = None) 
     )
     created = event_intake.submit_event(w.db, w.scope, event)
     event_processing.process_all(w.db)
+    if waited:
+        with unit_of_work(w.db) as uow:
+            uow.events.wait(w.scope, {created.id: str(data["order_id"])}, datetime(2000, 1, 1))
+        event_processing.process_all(w.db)
     failed = event_queries.get_event(w.db, w.scope, created.id)
     assert failed.status == "failed" and failed.error is not None
     return ServiceError(failed.error.code, failed.error.message)
+
+
+def s_original_not_found(w: World) -> ServiceError:
+    return _refund_failure(w, {"order_id": "never-sent"}, waited=True)
 
 
 def s_original_missing(w: World) -> ServiceError:

@@ -68,6 +68,7 @@ export type ErrorCode =
   | "organization_mismatch"
   | "organization_not_found"
   | "original_missing"
+  | "original_not_found"
   | "period_invalid"
   | "permission_denied"
   | "permission_escalation"
@@ -354,6 +355,8 @@ export interface Event {
   attempts: number;
   received_at: string;
   processed_at: string | null;
+  waiting_for?: string | null;
+  wait_until?: string | null;
 }
 
 export interface EventCreate {
@@ -400,7 +403,7 @@ export interface KnowledgeSearch {
 
 export interface LedgerTransaction {
   id: string;
-  kind: "issue" | "redemption" | "transfer" | "reward";
+  kind: "issue" | "redemption" | "transfer" | "reward" | "reversal";
   asset_id: string;
   amount: string;
   wallet_id: string | null;
@@ -537,6 +540,18 @@ export interface RequestLogEntry {
   sdk_version?: string | null;
 }
 
+/** What a reverse action did: its original event, the fraction applied (null: all that remained), and per
+reward of the original its reversal. */
+export interface Reversal {
+  original_event_id: string | null;
+  original_external_event_id: string;
+  fraction: string | null;
+  clawback: "available" | "negative" | "none";
+  target: string;
+  shortfall: string;
+  rewards: ReversedReward[];
+}
+
 /** Takes back what the original event (named by `original.field` of this event's data) issued through this
 programme, across all its rewards: the whole of what remains, or `fraction` of each reward (a constant, or
 `{"field": "refund_amount", "of": "amount"}`). Never more than was issued, over any number of refunds. */
@@ -544,6 +559,19 @@ export interface ReverseAction {
   type: "reverse";
   original: Original;
   fraction?: number | string | FractionOf | null;
+}
+
+/** One reward a reverse action took back from: the original execution and transaction, the wallet, what was
+due back (`target`), what the wallet gave (`amount`, after the clawback policy) and the `shortfall`. */
+export interface ReversedReward {
+  original_execution_id: string;
+  original_transaction_id: string | null;
+  customer_id: string;
+  wallet_id: string | null;
+  target: string;
+  amount: string;
+  shortfall: string;
+  transaction_id: string | null;
 }
 
 export interface RewardExecution {
@@ -558,7 +586,7 @@ export interface RewardExecution {
   asset_id: string;
   wallet_id: string | null;
   amount: string;
-  status: "issued" | "failed" | "limited";
+  status: "issued" | "failed" | "limited" | "reversed";
   error_code: string | null;
   transaction_id: string | null;
   inputs: { [key: string]: unknown };
@@ -566,6 +594,8 @@ export interface RewardExecution {
   updated_at: string;
   requested_amount?: string | null;
   limited?: LimitCut | null;
+  reversed_amount?: string | null;
+  reversal?: Reversal | null;
 }
 
 export interface Rule {
@@ -747,7 +777,7 @@ export interface WebhookAttempt {
 /** The seed's shape: `url` and the event kinds to deliver. The signing secret is returned once. */
 export interface WebhookCreate {
   url: string;
-  events: ("reward.issued" | "asset.paused" | "wallet.frozen")[];
+  events: ("reward.issued" | "asset.paused" | "wallet.frozen" | "reward.reversed")[];
 }
 
 /** One message to one endpoint. `body` is the exact JSON sent (and signed) on every attempt. */

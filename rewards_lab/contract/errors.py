@@ -76,6 +76,7 @@ REGISTRY: dict[str, ErrorCode] = {
             "beneficiary_missing": "The event has no customer reference in the field the action's beneficiary names.",
             "beneficiary_not_found": "No customer has the id or external id the action's beneficiary names.",
             "original_missing": "The event has no event reference in the field the reverse action's original names.",
+            "original_not_found": "No event has the external_event_id the reverse action names as its original.",
             "fraction_invalid": "The reverse action's fraction cannot be read from the events (missing or negative).",
             "programme_draft_empty": "The draft version has no rules to publish.",
             "idempotency_key_required": "This operation requires an Idempotency-Key header.",

@@ -395,7 +395,7 @@ def _uri(value: str) -> str:
     return value
 
 
-WEBHOOK_EVENT_KINDS = ("reward.issued", "asset.paused", "wallet.frozen")
+WEBHOOK_EVENT_KINDS = ("reward.issued", "asset.paused", "wallet.frozen", "reward.reversed")
 
 
 class WebhookCreate(RequestModel):

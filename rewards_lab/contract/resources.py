@@ -151,7 +151,7 @@ class Entry(Resource):
 
 class LedgerTransaction(Resource):
     id: str
-    kind: Literal["issue", "redemption", "transfer", "reward"]
+    kind: Literal["issue", "redemption", "transfer", "reward", "reversal"]
     asset_id: str
     amount: str
     wallet_id: str | None
@@ -179,6 +179,10 @@ class Event(Resource):
     attempts: int
     received_at: datetime
     processed_at: datetime | None
+    # A refund waiting for its original (still `received`): that event's external_event_id, and until when it
+    # waits; absent otherwise.
+    waiting_for: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    wait_until: datetime | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class LimitCut(Resource):
@@ -190,6 +194,33 @@ class LimitCut(Resource):
     max_amount: str | None
     max_count: int | None
     cut: str  # the amount taken off what the rule called for
+
+
+class ReversedReward(Resource):
+    """One reward a reverse action took back from: the original execution and transaction, the wallet, what was
+    due back (`target`), what the wallet gave (`amount`, after the clawback policy) and the `shortfall`."""
+
+    original_execution_id: str
+    original_transaction_id: str | None
+    customer_id: str
+    wallet_id: str | None
+    target: str
+    amount: str
+    shortfall: str
+    transaction_id: str | None  # the reversal's ledger transaction (none when the wallet gave nothing)
+
+
+class Reversal(Resource):
+    """What a reverse action did: its original event, the fraction applied (null: all that remained), and per
+    reward of the original its reversal."""
+
+    original_event_id: str | None
+    original_external_event_id: str
+    fraction: str | None
+    clawback: Literal["available", "negative", "none"]
+    target: str
+    shortfall: str
+    rewards: list[ReversedReward]
 
 
 class RewardExecution(Resource):
@@ -204,7 +235,8 @@ class RewardExecution(Resource):
     asset_id: str
     wallet_id: str | None
     amount: str
-    status: Literal["issued", "failed", "limited"]  # limited: a cap or the budget cut it to nothing
+    # limited: a cap or the budget cut it to nothing; reversed: a reverse action that took back (part of) rewards
+    status: Literal["issued", "failed", "limited", "reversed"]
     error_code: str | None
     transaction_id: str | None
     inputs: dict[str, Any]
@@ -212,6 +244,8 @@ class RewardExecution(Resource):
     updated_at: datetime
     requested_amount: str | None = None  # what the rule called for, when a cap or the budget cut it
     limited: LimitCut | None = None  # the cap or budget that cut it, and by how much
+    reversed_amount: str | None = None  # of a reward: what reversals have taken back of it (their targets)
+    reversal: Reversal | None = None  # of a reverse action: what it took back, from which rewards
 
 
 class Segment(Resource):

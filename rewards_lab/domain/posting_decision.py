@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import cast
 
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.domain.ledger import Posting
+from rewards_lab.domain.ledger import Posting, TransactionKind
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR
 from rewards_lab.domain.posting_policy import KINDS, MAX_ISSUED_MINOR, LedgerState, PostingRequest, Refusal
 from rewards_lab.domain.posting_whole import AcceptedBatch, decide_whole
@@ -121,7 +122,8 @@ def _accept_all(state: LedgerState, requests: Sequence[PostingRequest]) -> list[
         else:
             source, destination = assets[asset_id].issuance_account_id, wallet_id
             outstanding[asset_id] += amount
-        append(Posting(transaction_id, kind, asset_id, amount, source, destination, memo, execution_id))
+        posted = cast(TransactionKind, kind)  # _nothing_refused admits only KINDS
+        append(Posting(transaction_id, posted, asset_id, amount, source, destination, memo, execution_id))
         key = (source, asset_id)
         balances[key] = balances.get(key, 0) - amount
         key = (destination, asset_id)

@@ -10,14 +10,19 @@ decides a batch; its faster strategies are held equal to `decide` one request af
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, cast
 
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.domain.ledger import Posting, check_posting
+from rewards_lab.domain.ledger import Posting, TransactionKind, check_posting
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR
+from rewards_lab.domain.reversals import clawback_take
 
-Kind = Literal["issue", "reward", "redemption", "transfer"]
-KINDS = frozenset(("issue", "reward", "redemption", "transfer"))
+Kind = Literal["issue", "reward", "redemption", "transfer", "reversal_available", "reversal_negative", "reversal_none"]
+KINDS = frozenset(("issue", "reward", "redemption", "transfer"))  # what the no-refusal shortcut decides
+# A reversal takes back a reward (wallet -> issuance account): its kind names the programme's clawback policy,
+# which decides how much a wallet holding less than the amount gives (`domain.reversals.clawback_take`); the
+# posting it makes is of kind "reversal".
+REVERSAL_KINDS = {"reversal_available": "available", "reversal_negative": "negative", "reversal_none": "none"}
 # The most one asset may ever have issued in total (minor units). No balance's magnitude can exceed it (a wallet
 # holds at most what was issued; the issuance account holds minus the total issued), so every balance fits the
 # store's HUGEINT and the batch's DECIMAL(38, 0) deltas. An issue past it is refused as `amount_too_large`.
@@ -71,6 +76,8 @@ class LedgerState:
     wallets: dict[str, WalletState]
     balances: dict[tuple[str, str], int]
     outstanding: dict[str, int] = field(default_factory=dict)
+    # (wallet, asset) that a "negative" clawback took below zero in this batch: the store lowers their floor
+    below_zero: set[tuple[str, str]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         for asset_id, asset in self.assets.items():
@@ -85,6 +92,8 @@ class LedgerState:
 
     def decide(self, request: PostingRequest) -> Posting:
         """The posting for `request`, applied to the running state; or raise the ServiceError refusing it."""
+        if request.kind in REVERSAL_KINDS:
+            return self._reverse(request)
         asset = self._active_asset(request.asset_id)
         if request.amount_minor > MAX_AMOUNT_MINOR:
             raise ServiceError("amount_too_large", field="amount")
@@ -111,6 +120,42 @@ class LedgerState:
         else:
             posting = self._transfer(request)
         check_posting(posting)
+        self._apply(posting, request.kind)
+        return posting
+
+    def _reverse(self, request: PostingRequest) -> Posting:
+        """Take back (part of) a reward: whatever the asset's status or the wallet's (a frozen wallet gives back
+        too), as much as the clawback policy lets the wallet give; nothing at all is refused as
+        `insufficient_balance` (the caller records the whole amount as a shortfall)."""
+        asset = self.assets.get(request.asset_id)
+        if asset is None:
+            raise ServiceError("asset_not_found", asset_id=request.asset_id)
+        if request.wallet_id not in self.known_wallets:
+            raise ServiceError("wallet_not_found", wallet_id=request.wallet_id)
+        key = (request.wallet_id, request.asset_id)
+        held = self.balances.get(key, 0)
+        taken = clawback_take(request.amount_minor, held, REVERSAL_KINDS[request.kind])
+        if taken <= 0:
+            raise ServiceError(
+                "insufficient_balance",
+                "the wallet holds too little of the asset to give back",
+                wallet_id=request.wallet_id,
+                asset_id=request.asset_id,
+                balance_minor=str(held),
+            )
+        posting = Posting(
+            request.transaction_id,
+            "reversal",
+            request.asset_id,
+            taken,
+            request.wallet_id,
+            asset.issuance_account_id,
+            request.memo,
+            request.execution_id,
+        )
+        check_posting(posting)
+        if held - taken < 0:
+            self.below_zero.add(key)
         self._apply(posting, request.kind)
         return posting
 
@@ -170,7 +215,7 @@ class LedgerState:
     def _posting(request: PostingRequest, source: str, destination: str) -> Posting:
         return Posting(
             request.transaction_id,
-            request.kind,
+            cast(TransactionKind, request.kind),  # reversals make their own posting (`_reverse`)
             request.asset_id,
             request.amount_minor,
             source,
@@ -187,5 +232,5 @@ class LedgerState:
         balances[destination] = balances.get(destination, 0) + amount
         if kind in ("issue", "reward"):
             self.outstanding[posting.asset_id] += posting.amount_minor
-        elif kind == "redemption":
+        elif kind == "redemption" or kind in REVERSAL_KINDS:
             self.outstanding[posting.asset_id] -= posting.amount_minor

@@ -140,7 +140,7 @@ def _answers(
 
 def _as_stored(row: NewEvent, received_at: datetime) -> StoredEvent:
     """A new event's row as inserted: no need to read it back."""
-    return StoredEvent(*row, "received", None, None, 0, received_at, None)
+    return StoredEvent(*row, "received", None, None, 0, received_at, None, None, None)
 
 
 def _naive_utc(moment: datetime | None) -> datetime | None:

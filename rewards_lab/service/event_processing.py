@@ -13,15 +13,16 @@ import logging
 import threading
 import weakref
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from itertools import chain, count
 from typing import Any
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.contract.ids import new_ids
+from rewards_lab.contract.ids import new_id, new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.limits import Cap, CapCheck, Grant, budget_of, caps_of, checks_for
@@ -35,12 +36,14 @@ from rewards_lab.service.assets import asset_row
 from rewards_lab.service.ledger import apply_postings
 from rewards_lab.service.notifications import outbox_messages
 from rewards_lab.service.programmes import compile_rows
+from rewards_lab.service.refund_order import REFUND_WAIT, refunds_after_originals, segments
 from rewards_lab.service.reward_limits import LimitBook, cut_json, keys_json
+from rewards_lab.service.reward_reversals import ReversalPlan, Reverser, reversal_json
 from rewards_lab.service.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.interfaces.customers import CustomerRow
-from rewards_lab.store.interfaces.events import EventOutcome, PendingEvent
+from rewards_lab.store.interfaces.events import EventOutcome, PendingEvent, StoredEvent
 from rewards_lab.store.interfaces.executions import ExecutionRecord
 from rewards_lab.store.uow import reader, unit_of_work
 
@@ -61,12 +64,16 @@ class ProcessReport:
     failed: int = 0
     issued: int = 0
     refused: int = 0
+    reversed: int = 0  # reverse actions that took back rewards
+    waiting: int = 0  # refunds set to wait for their original
 
     def add(self, other: ProcessReport) -> None:
         self.processed += other.processed
         self.failed += other.failed
         self.issued += other.issued
         self.refused += other.refused
+        self.reversed += other.reversed
+        self.waiting += other.waiting
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +89,7 @@ class _Planned:
     request: PostingRequest | None
     recipient: _Recipient | None = None  # the beneficiary, when the action names one
     grant: Grant | None = None  # what its caps and budget allowed, when it has any
+    reversal: ReversalPlan | None = None  # a reverse action's: what it takes back (set in processing order)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +126,7 @@ class _EventPlan:
     wallet_id: str | None = None
     planned: list[_Planned] = field(default_factory=list)
     blocker: ServiceError | None = None  # nothing can be issued: no such customer, or no wallet (no requests made)
+    references: list[str] = field(default_factory=list)  # the originals its reverse actions name
 
 
 # Compiled rules of published versions, per database and (scope, version): a published version's rules,
@@ -277,7 +286,7 @@ def _plan_event(
         inputs_text: str | None = None
         for action in verdict.actions:
             key = (event.id, version_id, verdict.rule_id, action.action_index)
-            if (not action.issues and action.error_code is None) or key in issued_keys:
+            if (not action.issues and action.error_code is None and action.reversal is None) or key in issued_keys:
                 continue
             if inputs_text is None:  # the same provenance for every action of the rule
                 inputs_text = jsonutil.dumps({k: presenters.json_value(v) for k, v in verdict.inputs.items()})
@@ -285,7 +294,8 @@ def _plan_event(
             recipient = recipients[action.beneficiary] if action.beneficiary is not None else None
             wallet_id = plan.wallet_id if recipient is None else recipient.wallet_id
             request = None
-            if action.error_code is None and wallet_id is not None and (recipient is None or not recipient.error_code):
+            usable = action.reversal is None and action.error_code is None
+            if usable and wallet_id is not None and (recipient is None or not recipient.error_code):
                 request = PostingRequest(
                     next(transaction_ids),
                     "reward",
@@ -340,6 +350,7 @@ def _process_scope(
     are made, so that a caller whose transaction fails still knows which versions were live for each event.
     """
     book = _RuleBook(uow, scope)
+    events = _with_waiting_refunds(uow, scope, events)
     recorded = [_recorded_versions(event) for event in events]
     unknown_types = sorted({e.type for e, known in zip(events, recorded, strict=True) if known is None})
     live = book.live_versions(unknown_types)
@@ -356,14 +367,23 @@ def _process_scope(
     wallets = uow.wallets.reward_wallets(scope, sorted({c.id for c in customers.values()}))
     attempted = [e.id for e in events if e.attempts > 0]
     previous = uow.executions.for_events(scope, attempted) if attempted else []
-    issued_keys = {  # decided: issued, or cut to nothing by a cap (its counters already moved)
-        (e.event_id, e.version_id, e.rule_id, e.action_index) for e in previous if e.status in ("issued", "limited")
+    issued_keys = {  # decided: issued, cut to nothing by a cap (its counters already moved), or reversed
+        (e.event_id, e.version_id, e.rule_id, e.action_index)
+        for e in previous
+        if e.status in ("issued", "limited", "reversed")
     }
     existing_ids = {(e.event_id, e.version_id, e.rule_id, e.action_index): e.id for e in previous}
     matches = _matches(uow, scope, book, plans, customers)
-    at_most = sum(a.issues or a.error_code is not None for m in matches for _, match in m for a in match.actions)
+    report = ProcessReport()
+    plans, matches, originals = _order_refunds(uow, scope, plans, matches, report)
+    at_most = sum(
+        a.issues or a.error_code is not None or a.reversal is not None
+        for m in matches
+        for _, match in m
+        for a in match.actions
+    )
     execution_ids = iter(new_ids("execution", at_most))  # one call each for the batch; ids not needed are dropped
-    transaction_ids = iter(new_ids("transaction", at_most))
+    transaction_ids = chain(new_ids("transaction", at_most), (new_id("transaction") for _ in count()))
     recipients = _recipients(uow, scope, matches)
     for plan, matched in zip(plans, matches, strict=True):
         customer = customers.get(plan.event.customer_id)
@@ -371,50 +391,135 @@ def _process_scope(
         plan.customer_id = customer.id if customer else plan.event.customer_id
         plan.wallet_id = wallet.id if wallet else None
         _plan_event(plan, book, matched, recipients, issued_keys, existing_ids, execution_ids, transaction_ids)
-        own = [planned for planned in plan.planned if planned.recipient is None]  # to the event's customer
+        own = [p for p in plan.planned if p.recipient is None and p.action.reversal is None]  # to the event's customer
         if own and customer is None:
             plan.blocker = ServiceError("customer_not_found", customer_id=plan.event.customer_id)
         elif own and wallet is None:
             plan.blocker = ServiceError(
                 "wallet_not_found", "the customer has no wallet to receive the reward", customer_id=plan.customer_id
             )
-    _apply_limits(uow, scope, book, plans)
-    return _issue(uow, scope, plans)
+    external_ids = [plan.event.external_event_id for plan in plans]
+    references = [plan.references for plan in plans]
+    for part in segments(range(len(plans)), external_ids, references):
+        segment = [plans[index] for index in part]
+        _decide_in_order(uow, scope, book, segment, originals, transaction_ids)
+        report.add(_issue(uow, scope, segment))
+    return report
 
 
-def _apply_limits(uow: Repositories, scope: Scope, book: _RuleBook, plans: list[_EventPlan]) -> None:
-    """Cut the batch's rewards to what their caps and budgets allow, in processing order (`domain.limits`): a
-    reward cut to nothing posts nothing."""
+def _with_waiting_refunds(uow: Repositories, scope: Scope, events: list[PendingEvent]) -> list[PendingEvent]:
+    """These events and the refunds waiting for one of them (they are processed right after their original)."""
+    waiting = uow.events.waiting_on(scope, [event.external_event_id for event in events]) if events else []
+    known = {event.id for event in events}
+    extra = [event for event in waiting if event.id not in known]
+    return sorted([*events, *extra], key=lambda event: event.id) if extra else events
+
+
+def _order_refunds(
+    uow: Repositories,
+    scope: Scope,
+    plans: list[_EventPlan],
+    matches: list[list[tuple[str, RuleMatch]]],
+    report: ProcessReport,
+) -> tuple[list[_EventPlan], list[list[tuple[str, RuleMatch]]], dict[str, StoredEvent]]:
+    """Refunds whose original has not arrived wait (a first attempt; a later one fails `original_not_found`);
+    the rest are ordered after their originals (`refund_order`). Returns the plans and matches to process, in
+    order, and the originals that have arrived (external id -> event)."""
+    for plan, matched in zip(plans, matches, strict=True):
+        plan.references = sorted(
+            {a.reversal.original for _, m in matched for a in m.actions if a.reversal is not None and not a.error_code}
+        )
+    named = sorted({name for plan in plans for name in plan.references})
+    if not named:
+        return plans, matches, {}
+    in_batch = {plan.event.external_event_id for plan in plans}
+    found = uow.events.get_by_external_ids(scope, named)
+    arrived = {k: v for k, v in found.items() if v.status != "received" or k in in_batch}
+    keep, waits = [], {}
+    for index, plan in enumerate(plans):
+        missing = [name for name in plan.references if name not in arrived]
+        if missing and plan.event.attempts == 0 and plan.event.waiting_for is None:
+            waits[plan.event.id] = missing[0]
+        else:
+            keep.append(index)
+    if waits:
+        uow.events.wait(scope, waits, utcnow() + REFUND_WAIT)
+        report.waiting += len(waits)
+    plans, matches = [plans[i] for i in keep], [matches[i] for i in keep]
+    order = refunds_after_originals([p.event.external_event_id for p in plans], [p.references for p in plans])
+    return [plans[i] for i in order], [matches[i] for i in order], arrived
+
+
+def _decide_in_order(
+    uow: Repositories,
+    scope: Scope,
+    book: _RuleBook,
+    plans: list[_EventPlan],
+    originals: dict[str, StoredEvent],
+    transaction_ids: Iterator[str],
+) -> None:
+    """In processing order: cut rewards to what their caps and budgets allow (`domain.limits`: a reward cut to
+    nothing posts nothing), and plan what reverse actions take back (`service.reward_reversals`), giving their
+    targets back to the counters the original rewards counted in."""
     rule_caps = {(v, spec.rule_id): spec.limits for v, specs in book.rules.items() for spec in specs}
-    pending: list[tuple[_EventPlan, int, list[CapCheck]]] = []
-    for plan in plans:
+    checks_of: dict[tuple[int, int], list[CapCheck]] = {}
+    reversing: list[str] = []
+    for number, plan in enumerate(plans):
         for index, planned in enumerate(plan.planned):
+            if planned.action.reversal is not None:
+                reversing.append(planned.action.reversal.original)
+                continue
             meta, caps = planned.version, rule_caps.get((planned.version.version_id, planned.rule_id), ())
             if planned.request is None or not (caps or meta.caps):
                 continue
             customer = plan.customer_id if planned.recipient is None else planned.recipient.customer_id
             at_us = plan.event.event_time_us
             checks = checks_for(meta.program_id, planned.rule_id, customer, at_us, meta.timezone, caps, meta.caps)
-            pending.append((plan, index, checks))
-    if not pending:
+            checks_of[(number, index)] = checks
+    if not checks_of and not reversing:
         return
-    limits = LimitBook(uow, scope, (check.key for _, _, checks in pending for check in checks))
-    for plan, index, checks in pending:
-        planned = plan.planned[index]
-        assert planned.request is not None
-        grant = limits.grant(planned.request.amount_minor, checks)
-        request = planned.request._replace(amount_minor=grant.amount_minor) if grant.amount_minor > 0 else None
-        plan.planned[index] = replace(planned, request=request, grant=grant)
-    limits.save()
+    reverser = Reverser(uow, scope, {k: v for k, v in originals.items() if k in reversing}) if reversing else None
+    keys: list[Sequence[str]] = [check.key for checks in checks_of.values() for check in checks]
+    if reverser is not None:
+        keys += list(reverser.usage_keys(reversing))
+    limits = LimitBook(uow, scope, keys) if keys else None
+    for number, plan in enumerate(plans):
+        for index, planned in enumerate(plan.planned):
+            call = planned.action.reversal
+            if call is not None and reverser is not None:
+                meta, memo = planned.version, f"{plan.event.type} {plan.event.external_event_id}"
+                reversal = reverser.plan(
+                    call, meta.program_id, meta.clawback, planned.execution_id, memo, transaction_ids, limits
+                )
+                plan.planned[index] = replace(planned, reversal=reversal)
+            elif (number, index) in checks_of and limits is not None:
+                assert planned.request is not None
+                grant = limits.grant(planned.request.amount_minor, checks_of[(number, index)])
+                request = planned.request._replace(amount_minor=grant.amount_minor) if grant.amount_minor else None
+                plan.planned[index] = replace(planned, request=request, grant=grant)
+    if limits is not None:
+        limits.save()
+    if reverser is not None:
+        reverser.save()
 
 
 def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessReport:
-    requests = [planned.request for plan in plans for planned in plan.planned if planned.request is not None]
+    requests = []
+    for plan in plans:
+        for planned in plan.planned:
+            if planned.request is not None:
+                requests.append(planned.request)
+            elif planned.reversal is not None:
+                requests.extend(item.request for item in planned.reversal.items)
     decision = apply_postings(uow, scope, requests)
     rejected = {request.transaction_id: error for request, error in decision.rejected}
+    taken: dict[str, int] = {}  # a reversal's transaction -> what the wallet gave (a refused one gave nothing)
+    if any(planned.reversal is not None for plan in plans for planned in plan.planned):
+        taken = {p.transaction_id: p.amount_minor for p in decision.accepted if p.kind == "reversal"}
     report = ProcessReport()
     records: list[ExecutionRecord] = []
     issued: list[tuple[ExecutionRecord, int]] = []
+    reversed_: list[tuple[ExecutionRecord, int]] = []
     outcomes: list[EventOutcome] = []
     for plan in plans:
         event = plan.event
@@ -425,7 +530,11 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
             status, code, transaction_id = "failed", action.error_code, None
             customer_id = plan.customer_id if recipient is None else recipient.customer_id
             wallet_id = plan.wallet_id if recipient is None else recipient.wallet_id
-            grant = planned.grant
+            grant, reversal = planned.grant, planned.reversal
+            amount_minor = action.amount_minor if grant is None else grant.amount_minor
+            if code is None and reversal is not None and reversal.error is not None:  # original_not_found, ...
+                code = reversal.error.code
+                action = replace(action, error_code=code, reason=reversal.error.message)
             if code is None and recipient is not None and recipient.error_code is not None:
                 code = recipient.error_code
                 why = f"no customer has the id or external id '{recipient.customer_id}' named by the beneficiary"
@@ -433,6 +542,10 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
             if code is not None:  # refused when planned (amount_too_large, beneficiary_missing / _not_found)
                 report.refused += 1
                 refused_when_planned = refused_when_planned or ServiceError(code, action.reason)
+            elif reversal is not None:  # what the wallets gave back, after the clawback policy
+                status, customer_id, wallet_id = "reversed", plan.customer_id, None
+                amount_minor = sum(taken.get(item.request.transaction_id, 0) for item in reversal.items)
+                report.reversed += 1
             elif grant is not None and grant.amount_minor == 0:  # a cap or the budget let nothing through
                 status = "limited"
             elif request is None and recipient is not None:  # a beneficiary without a wallet
@@ -461,7 +574,7 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
                 action.action_index,
                 action.asset_id,
                 wallet_id,
-                action.amount_minor if grant is None else grant.amount_minor,
+                amount_minor,
                 status,
                 code,
                 transaction_id,
@@ -469,10 +582,13 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
                 None if grant is None or grant.cut is None else action.amount_minor,
                 None if grant is None else cut_json(grant.cut),
                 None if grant is None else keys_json(grant.keys),
+                None if reversal is None or code is not None else reversal_json(reversal, taken),
             )
             records.append(record)
             if status == "issued":
                 issued.append((record, action.decimals))
+            elif status == "reversed" and reversal is not None and reversal.items:
+                reversed_.append((record, action.decimals))
         error = plan.blocker or refused_when_planned or refused_by_ledger
         status = "failed" if error else "processed"
         message = error.message if error else None
@@ -488,8 +604,20 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
     uow.executions.insert_many(scope, [record for record in records if record.event_id not in retried])
     uow.executions.upsert_many(scope, [record for record in records if record.event_id in retried])
     uow.outbox.add_many(scope, outbox_messages("reward.issued", [(r.id, _issued_payload(r, d)) for r, d in issued]))
+    if reversed_:
+        payloads = [(r.id, _reversed_payload(r, d)) for r, d in reversed_]
+        uow.outbox.add_many(scope, outbox_messages("reward.reversed", payloads))
     uow.events.mark_many(scope, outcomes)
     return report
+
+
+def _reversed_payload(record: ExecutionRecord, decimals: int) -> dict[str, Any]:
+    """The `reward.reversed` webhook's body: the reverse action's execution and what it took back, reward by
+    reward (the same `reversal` object as the execution resource)."""
+    assert record.reversal is not None
+    body = _issued_payload(record, decimals)
+    body["reversal"] = presenters.reversal(jsonutil.loads(record.reversal), decimals).model_dump(mode="json")
+    return body
 
 
 def _issued_payload(record: ExecutionRecord, decimals: int) -> dict[str, Any]:

@@ -151,6 +151,8 @@ def event(row: StoredEvent) -> r.Event:
         attempts=int(row.attempts),
         received_at=_utc(row.received_at),
         processed_at=utc(row.processed_at),
+        waiting_for=row.waiting_for if row.status == "received" else None,
+        wait_until=utc(row.wait_until) if row.status == "received" and row.waiting_for else None,
     )
 
 
@@ -219,6 +221,39 @@ def execution(row: StoredExecution, decimals: int) -> r.RewardExecution:
         updated_at=_utc(row.updated_at),
         requested_amount=None if row.requested_minor is None else format_amount(int(row.requested_minor), decimals),
         limited=None if row.limited is None else limit_cut(jsonutil.loads(row.limited), decimals),
+        reversed_amount=format_amount(int(row.reversed_minor or 0), decimals) if row.status == "issued" else None,
+        reversal=None if row.reversal is None else reversal(jsonutil.loads(row.reversal), decimals),
+    )
+
+
+def reversal(stored: dict[str, Any], decimals: int) -> r.Reversal:
+    """A reverse action's stored detail (minor units) as shown: per reward its target, what the wallet gave and
+    the shortfall, and the totals."""
+    rewards = []
+    target = shortfall = 0
+    for item in stored["rewards"]:
+        due, taken = int(item["target_minor"]), int(item["taken_minor"])
+        target, shortfall = target + due, shortfall + due - taken
+        rewards.append(
+            r.ReversedReward(
+                original_execution_id=item["original_execution_id"],
+                original_transaction_id=item["original_transaction_id"],
+                customer_id=item["customer_id"],
+                wallet_id=item["wallet_id"],
+                target=format_amount(due, decimals),
+                amount=format_amount(taken, decimals),
+                shortfall=format_amount(due - taken, decimals),
+                transaction_id=item["transaction_id"],
+            )
+        )
+    return r.Reversal(
+        original_event_id=stored["original_event_id"],
+        original_external_event_id=stored["original_external_event_id"],
+        fraction=stored["fraction"],
+        clawback=stored["clawback"],
+        target=format_amount(target, decimals),
+        shortfall=format_amount(shortfall, decimals),
+        rewards=rewards,
     )
 
 
@@ -235,6 +270,9 @@ def limit_cut(stored: dict[str, Any], decimals: int) -> r.LimitCut:
     )
 
 
+_GIVING = ("redemption", "reversal")  # kinds whose wallet gives
+
+
 def transaction(row: TransactionRow, decimals: int) -> r.LedgerTransaction:
     """A transaction with its two entries (legs): the source gives the amount, the destination receives it."""
     kind = row.kind
@@ -245,7 +283,7 @@ def transaction(row: TransactionRow, decimals: int) -> r.LedgerTransaction:
         kind=kind,
         asset_id=row.asset_id,
         amount=format_amount(amount, decimals),
-        wallet_id=destination if kind in ("issue", "reward") else source if kind == "redemption" else None,
+        wallet_id=destination if kind in ("issue", "reward") else source if kind in _GIVING else None,
         from_wallet_id=source if kind == "transfer" else None,
         to_wallet_id=destination if kind == "transfer" else None,
         memo=row.memo,

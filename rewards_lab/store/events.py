@@ -50,7 +50,7 @@ class EventRepository:
             self.con.execute(
                 "INSERT INTO events SELECT unnest($id), unnest($org), unnest($env), unnest($ext), unnest($type), "
                 "unnest($customer), unnest($occurred::TIMESTAMP[]), unnest($data), unnest($hash), 'received', "
-                "NULL, NULL, 0, NULL, $received, NULL",
+                "NULL, NULL, 0, NULL, $received, NULL, NULL, NULL",
                 {
                     "id": list(ids),
                     "org": [scope.organization_id for scope in scopes],
@@ -82,9 +82,32 @@ class EventRepository:
         return {row.external_event_id: row for row in map(StoredEvent._make, rows)}
 
     def pending(self, limit: int) -> list[PendingEvent]:
-        """The oldest `received` events of every tenant, in arrival order."""
+        """The oldest `received` events of every tenant, in arrival order, but for refunds still waiting for
+        their original (those come back when it is processed, or when their wait is over)."""
         rows = self.con.execute(
-            f"SELECT {_PENDING} FROM events WHERE status = 'received' ORDER BY id LIMIT ?", [limit]
+            f"SELECT {_PENDING} FROM events WHERE status = 'received' AND (wait_until IS NULL OR wait_until <= ?) "
+            "ORDER BY id LIMIT ?",
+            [utcnow(), limit],
+        ).fetchall()
+        return list(map(PendingEvent._make, rows))
+
+    def wait(self, scope: Scope, waits: dict[str, str], until: datetime) -> None:
+        """These received events (id -> the external_event_id of the original each waits for) wait until then."""
+        if not waits:
+            return
+        self.con.execute(
+            "UPDATE events SET waiting_for = w.original, wait_until = ? "
+            "FROM (SELECT unnest(?) AS id, unnest(?) AS original) w "
+            "WHERE events.id = w.id AND events.organization_id = ? AND events.environment = ?",
+            [until, list(waits), list(waits.values()), *scope.params],
+        )
+
+    def waiting_on(self, scope: Scope, external_ids: list[str]) -> list[PendingEvent]:
+        """The received events waiting for one of these originals, in arrival order."""
+        rows = self.con.execute(
+            f"SELECT {_PENDING} FROM events WHERE {TENANT} AND status = 'received' "
+            "AND waiting_for IN (SELECT unnest(?)) ORDER BY id",
+            [*scope.params, external_ids],
         ).fetchall()
         return list(map(PendingEvent._make, rows))
 

@@ -37,6 +37,7 @@ _SCHEMA = pa.schema(
         ("requested_minor", pa.int64()),
         ("limited", pa.string()),
         ("usage_keys", pa.string()),
+        ("reversal", pa.string()),
     ]
 )
 assert tuple(_SCHEMA.names) == ExecutionRecord._fields
@@ -61,7 +62,7 @@ class ExecutionRepository:
             "transaction_id = excluded.transaction_id, amount_minor = excluded.amount_minor, "
             "inputs = excluded.inputs, updated_at = excluded.updated_at, "
             "requested_minor = excluded.requested_minor, limited = excluded.limited, "
-            "usage_keys = excluded.usage_keys",
+            "usage_keys = excluded.usage_keys, reversal = excluded.reversal",
         )
 
     def _write(self, scope: Scope, records: list[ExecutionRecord], on_conflict: str) -> None:
@@ -77,8 +78,8 @@ class ExecutionRepository:
             self.con.execute(
                 "INSERT INTO reward_executions SELECT id, ?, ?, event_id, external_event_id, customer_id, program_id, "
                 "version_id, version_number, rule_id, action_index, asset_id, wallet_id, amount_minor, status, "
-                "error_code, transaction_id, inputs, ?, ?, requested_minor, limited, usage_keys FROM execution_batch"
-                + on_conflict,
+                "error_code, transaction_id, inputs, ?, ?, requested_minor, limited, usage_keys, 0, reversal "
+                "FROM execution_batch" + on_conflict,
                 [*scope.params, now, now],
             )
         finally:
@@ -90,6 +91,17 @@ class ExecutionRepository:
             [*scope.params, event_ids],
         ).fetchall()
         return list(map(StoredExecution._make, rows))
+
+    def add_reversed(self, scope: Scope, amounts: dict[str, int]) -> None:
+        """Count what reversals targeted against these rewards (execution id -> minor units)."""
+        if not amounts:
+            return
+        self.con.execute(
+            "UPDATE reward_executions SET reversed_minor = reversed_minor + w.amount "
+            "FROM (SELECT unnest(?) AS id, unnest(?) AS amount) w "
+            "WHERE reward_executions.id = w.id AND organization_id = ? AND environment = ?",
+            [list(amounts), list(amounts.values()), *scope.params],
+        )
 
     def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[StoredExecution]:
         sql = f"SELECT {_STORED} FROM reward_executions WHERE {TENANT}"

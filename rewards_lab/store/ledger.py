@@ -66,13 +66,19 @@ _WIDE_DELTA_SCHEMA = pa.schema(
     ]
 )
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+MAX_FLOOR_DEPTH = 10**38 - 1  # no balance goes below minus everything ever issued (posting_policy.MAX_ISSUED_MINOR)
 _INSERT_TRANSACTIONS = (
     "INSERT INTO transactions SELECT id, ?, ?, kind, asset_id, amount_minor, source_account_id, "
     "destination_account_id, memo, execution_id, ?, id_time_ms FROM txn_batch"
 )
+# A wallet's floor is 0, or the balance a "negative" clawback left it at; credits raise it with the balance up to 0
+# (`floor_minor < 0` holds only for such wallets: an issuance account's floor is -(ceiling + redeemed) <= 0, and
+# is moved by floor_delta alone).
 _UPDATE_BALANCES = (
     "UPDATE balances SET balance_minor = balance_minor + CAST(d.delta AS HUGEINT), "
-    "floor_minor = floor_minor + CAST(d.floor_delta AS HUGEINT), "
+    "floor_minor = CASE WHEN starts_with(balances.account_id, 'wal_') AND floor_minor < 0 "
+    "THEN LEAST(0, balance_minor + CAST(d.delta AS HUGEINT)) "
+    "ELSE floor_minor + CAST(d.floor_delta AS HUGEINT) END, "
     "updated_at = ? FROM balance_deltas d "
     "WHERE balances.account_id = d.account_id AND balances.asset_id = d.asset_id"
 )
@@ -187,9 +193,24 @@ class LedgerRepository:
         if not batch:
             return
         deltas = deltas_table(batch, state.issuance_accounts())
+        if state.below_zero:  # a "negative" clawback: the wallet's floor goes down with it
+            self._lower_floors(scope, state.below_zero)
         self._write_tables(scope, postings_table(batch), deltas)
         changed = zip(deltas["account_id"].to_pylist(), deltas["asset_id"].to_pylist(), strict=True)
         self._remember(scope, state, changed)
+
+    def _lower_floors(self, scope: Scope, wallets: set[tuple[str, str]]) -> None:
+        """Before the batch's update: the floor of each wallet a "negative" clawback takes below zero becomes its
+        lowest possible value, then the update itself sets it to the balance it leaves (LEAST(0, balance))."""
+        accounts, assets = zip(*sorted(wallets), strict=True)
+        self.con.execute(
+            f"UPDATE balances SET floor_minor = -{MAX_FLOOR_DEPTH}::HUGEINT "
+            "FROM (SELECT unnest(?) AS account_id, unnest(?) AS asset_id) w "
+            "WHERE balances.account_id = w.account_id AND balances.asset_id = w.asset_id "
+            "AND balances.organization_id = ? AND balances.environment = ? "
+            "AND starts_with(balances.account_id, 'wal_')",
+            [list(accounts), list(assets), *scope.params],
+        )
 
     def _write_tables(self, scope: Scope, txn_batch: pa.Table, balance_deltas: pa.Table) -> None:
         """The statements of `write_postings`. DuckDB reads the Arrow tables `txn_batch` and `balance_deltas` that

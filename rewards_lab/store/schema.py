@@ -339,3 +339,21 @@ MIGRATIONS.append(
         ],
     )
 )
+
+MIGRATIONS.append(
+    (
+        18,
+        "reversals: what each reward has had taken back, a reverse action's detail, refunds waiting for their original",
+        [
+            # How much of a reward reversals have targeted (never more than its amount), and a reverse action's
+            # execution's detail (JSON: the original, and per reward taken back its target, what the wallet gave,
+            # the shortfall and the transactions).
+            "ALTER TABLE reward_executions ADD COLUMN reversed_minor BIGINT DEFAULT 0",
+            "ALTER TABLE reward_executions ADD COLUMN reversal VARCHAR",
+            # A refund that arrived before its original stays `received` and waits (until wait_until) for the event
+            # whose external_event_id is waiting_for; processing that event processes the refund right after it.
+            "ALTER TABLE events ADD COLUMN waiting_for VARCHAR",
+            "ALTER TABLE events ADD COLUMN wait_until TIMESTAMP",
+        ],
+    )
+)

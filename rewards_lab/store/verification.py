@@ -25,9 +25,13 @@ _CHECKS: dict[str, str] = {
         WHERE coalesce(b.balance_minor, 0) <> coalesce(r.balance_minor, 0)""",
     "ledger_not_zero": """
         SELECT asset_id FROM entries GROUP BY asset_id HAVING sum(amount_minor) <> 0""",
+    # Only a "negative" clawback (a reversal) takes a wallet below zero, and its floor then follows the balance.
     "negative_wallet_balance": """
-        SELECT account_id || '/' || asset_id FROM balances
-        WHERE starts_with(account_id, 'wal_') AND balance_minor < 0""",
+        SELECT b.account_id || '/' || b.asset_id FROM balances b
+        WHERE starts_with(b.account_id, 'wal_') AND b.balance_minor < 0 AND (
+            b.floor_minor IS DISTINCT FROM b.balance_minor OR NOT EXISTS (
+                SELECT 1 FROM transactions t WHERE t.kind = 'reversal' AND t.source_account_id = b.account_id
+                    AND t.asset_id = b.asset_id))""",
     "supply_over_ceiling": """
         SELECT a.id FROM assets a
         LEFT JOIN balances bi ON bi.account_id = a.issuance_account_id AND bi.asset_id = a.id
@@ -46,7 +50,7 @@ _CHECKS: dict[str, str] = {
         LEFT JOIN assets a ON a.issuance_account_id = b.account_id AND a.id = b.asset_id
         LEFT JOIN balances br ON br.account_id = a.redemption_account_id AND br.asset_id = a.id
         WHERE CASE
-            WHEN starts_with(b.account_id, 'wal_') THEN b.floor_minor IS DISTINCT FROM 0
+            WHEN starts_with(b.account_id, 'wal_') THEN b.floor_minor IS DISTINCT FROM LEAST(0, b.balance_minor)
             WHEN a.id IS NOT NULL THEN b.floor_minor IS DISTINCT FROM
                 -(a.supply_ceiling_minor + coalesce(br.balance_minor, 0))
             ELSE b.floor_minor IS NOT NULL END""",

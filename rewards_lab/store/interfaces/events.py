@@ -38,6 +38,8 @@ class StoredEvent(NamedTuple):
     attempts: int
     received_at: datetime
     processed_at: datetime | None
+    waiting_for: str | None  # a refund waiting for its original: that event's external_event_id
+    wait_until: datetime | None
 
 
 class PendingEvent(NamedTuple):
@@ -56,6 +58,8 @@ class PendingEvent(NamedTuple):
     # The event's time as epoch microseconds (UTC): its occurred_at, else its time of receipt. An integer, not a
     # datetime, for the same reason; what a version's window is checked against.
     event_time_us: int
+    # Set when the event (a refund) waited for its original: `pending` returns it again once its wait is over.
+    waiting_for: str | None = None
 
 
 class EventOutcome(NamedTuple):
@@ -80,6 +84,10 @@ class EventStore(Protocol):
     def pending(self, limit: int) -> list[PendingEvent]: ...
 
     def received(self, scope: Scope, event_ids: list[str]) -> list[PendingEvent]: ...
+
+    def wait(self, scope: Scope, waits: dict[str, str], until: datetime) -> None: ...
+
+    def waiting_on(self, scope: Scope, external_ids: list[str]) -> list[PendingEvent]: ...
 
     def to_process(self, scope: Scope, event_id: str) -> PendingEvent | None: ...
 

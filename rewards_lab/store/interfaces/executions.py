@@ -33,6 +33,7 @@ class ExecutionRecord(NamedTuple):
     requested_minor: int | None = None  # what the rule called for, when a cap or the budget cut it
     limited: str | None = None  # the cut (JSON), when one did
     usage_keys: str | None = None  # the cap and budget counters it counted in (JSON), for a reversal to give back
+    reversal: str | None = None  # a reverse action's detail (JSON)
 
 
 class StoredExecution(NamedTuple):
@@ -59,6 +60,8 @@ class StoredExecution(NamedTuple):
     requested_minor: int | None
     limited: str | None
     usage_keys: str | None
+    reversal: str | None
+    reversed_minor: int  # what reversals have targeted of this reward
 
 
 class ExecutionStore(Protocol):
@@ -69,5 +72,7 @@ class ExecutionStore(Protocol):
     def upsert_many(self, scope: Scope, records: list[ExecutionRecord]) -> None: ...
 
     def for_events(self, scope: Scope, event_ids: list[str]) -> list[StoredExecution]: ...
+
+    def add_reversed(self, scope: Scope, amounts: dict[str, int]) -> None: ...
 
     def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[StoredExecution]: ...

@@ -1,0 +1,163 @@
+"""Reversals in the event worker: what a refund's reverse action takes back, reward by reward of its original
+(`domain.reversals` holds the arithmetic; the clawback itself is decided by the posting policy, in order, with
+the wallet's running balance).
+
+A reverse action of programme P takes back from the rewards its original event received from P (any version,
+any rule, any beneficiary): for each, a target (all that remains, or a fraction of the reward rounded down,
+never more than remains), posted as a `reversal_<clawback>` request from the reward's wallet to the issuance
+account. The target counts as reversed at once, and is given back to the caps and budget the reward counted in.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.conditions import NO_FACTS
+from rewards_lab.domain.posting_policy import Kind, PostingRequest
+from rewards_lab.domain.reversals import fraction_of, reversal_target
+from rewards_lab.domain.rules import ReversalCall, number_of, read
+from rewards_lab.service.reward_limits import LimitBook
+from rewards_lab.store.interfaces import Repositories
+from rewards_lab.store.interfaces.events import StoredEvent
+from rewards_lab.store.interfaces.executions import StoredExecution
+
+ORIGINAL_NOT_FOUND = "original_not_found"
+FRACTION_INVALID = "fraction_invalid"
+_KINDS: dict[str, Kind] = {
+    "available": "reversal_available",
+    "negative": "reversal_negative",
+    "none": "reversal_none",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ReversalItem:
+    """One reward being taken back: the original execution, its target and the posting request."""
+
+    original: StoredExecution
+    target_minor: int
+    request: PostingRequest
+
+
+@dataclass(slots=True)
+class ReversalPlan:
+    """What one reverse action does: its original (None when unknown), the fraction it applies, its items, or the
+    error that fails it."""
+
+    reference: str
+    original: StoredEvent | None
+    clawback: str
+    fraction: Decimal | None = None
+    items: list[ReversalItem] = field(default_factory=list)
+    error: ServiceError | None = None
+
+    @property
+    def target_minor(self) -> int:
+        return sum(item.target_minor for item in self.items)
+
+
+class Reverser:
+    """The reversals of one segment of a batch: the originals' rewards read once, what this segment has already
+    targeted remembered, the targets counted on the original executions when saved."""
+
+    def __init__(self, uow: Repositories, scope: Scope, originals: dict[str, StoredEvent]) -> None:
+        self.uow, self.scope, self.originals = uow, scope, originals
+        ids = sorted(event.id for event in originals.values())
+        rows = uow.executions.for_events(scope, ids) if ids else []
+        self.rewards: dict[str, list[StoredExecution]] = defaultdict(list)
+        for row in rows:  # the original's issued rewards, in the order they were made (ids are time-ordered)
+            if row.status == "issued" and row.reversal is None and int(row.amount_minor) > 0:
+                self.rewards[row.event_id].append(row)
+        self.targeted: dict[str, int] = defaultdict(int)  # execution id -> targeted in this segment
+
+    def usage_keys(self, references: list[str]) -> Iterator[list[str]]:
+        """The cap and budget counters the rewards of these originals counted in (to give back to)."""
+        for reference in references:
+            original = self.originals.get(reference)
+            for row in self.rewards.get(original.id, []) if original is not None else []:
+                yield from jsonutil.loads(row.usage_keys) if row.usage_keys else []
+
+    def plan(
+        self,
+        call: ReversalCall,
+        program_id: str,
+        clawback: str,
+        execution_id: str,
+        memo: str,
+        transaction_ids: Iterator[str],
+        limits: LimitBook | None,
+    ) -> ReversalPlan:
+        original = self.originals.get(call.original)
+        plan = ReversalPlan(call.original, original, clawback)
+        if original is None:
+            message = f"no event has the external_event_id '{call.original}' named as the original"
+            plan.error = ServiceError(ORIGINAL_NOT_FOUND, message)
+            return plan
+        try:
+            denominator = None if call.of is None else number_of(read(_data(original), call.of, NO_FACTS))
+            plan.fraction = fraction_of(call, denominator)
+        except ValueError as error:
+            plan.error = ServiceError(FRACTION_INVALID, str(error))
+            return plan
+        for reward in self.rewards.get(original.id, []):
+            if reward.program_id != program_id:
+                continue
+            issued = int(reward.amount_minor)
+            done = int(reward.reversed_minor) + self.targeted[reward.id]
+            target = reversal_target(issued, done, plan.fraction)
+            if target <= 0 or reward.wallet_id is None:
+                continue
+            self.targeted[reward.id] += target
+            if limits is not None and reward.usage_keys:
+                limits.give_back(jsonutil.loads(reward.usage_keys), target, whole=done + target >= issued)
+            request = PostingRequest(
+                next(transaction_ids),
+                _KINDS[clawback],
+                reward.asset_id,
+                target,
+                reward.wallet_id,
+                memo=f"{memo}: reversal of {reward.transaction_id}",
+                execution_id=execution_id,
+            )
+            plan.items.append(ReversalItem(reward, target, request))
+        return plan
+
+    def save(self) -> None:
+        self.uow.executions.add_reversed(self.scope, {k: v for k, v in self.targeted.items() if v})
+
+
+def _data(event: StoredEvent) -> dict[str, Any]:
+    data: dict[str, Any] = jsonutil.loads(event.data)
+    return data
+
+
+def reversal_json(plan: ReversalPlan, taken: dict[str, int]) -> str:
+    """A reverse action's detail as its execution stores it (minor units; `taken`: transaction id -> what the
+    wallet gave)."""
+    return jsonutil.dumps(
+        {
+            "original_event_id": plan.original.id if plan.original else None,
+            "original_external_event_id": plan.reference,
+            "fraction": None if plan.fraction is None else str(plan.fraction),
+            "clawback": plan.clawback,
+            "rewards": [
+                {
+                    "original_execution_id": item.original.id,
+                    "original_transaction_id": item.original.transaction_id,
+                    "customer_id": item.original.customer_id,
+                    "wallet_id": item.original.wallet_id,
+                    "target_minor": item.target_minor,
+                    "taken_minor": taken.get(item.request.transaction_id, 0),
+                    "transaction_id": item.request.transaction_id if taken.get(item.request.transaction_id) else None,
+                }
+                for item in plan.items
+            ],
+        }
+    )
