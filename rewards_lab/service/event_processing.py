@@ -408,8 +408,11 @@ def _process_scope(
 
 
 def _with_waiting_refunds(uow: Repositories, scope: Scope, events: list[PendingEvent]) -> list[PendingEvent]:
-    """These events and the refunds waiting for one of them (they are processed right after their original)."""
-    waiting = uow.events.waiting_on(scope, [event.external_event_id for event in events]) if events else []
+    """These events and the refunds waiting for one of them (they are processed right after their original).
+    Only a tenant with a published reverse action can have waiting refunds (a cheap check on its rules first)."""
+    if not events or not uow.programmes.has_reversals(scope):
+        return events
+    waiting = uow.events.waiting_on(scope, [event.external_event_id for event in events])
     known = {event.id for event in events}
     extra = [event for event in waiting if event.id not in known]
     return sorted([*events, *extra], key=lambda event: event.id) if extra else events

@@ -284,6 +284,17 @@ class ProgrammeRepository:
             [*scope.params, rule_id],
         )
 
+    def has_reversals(self, scope: Scope) -> bool:
+        """Whether any published version of the tenant has a reverse action (only then can a refund wait)."""
+        value = scalar(
+            self.con,
+            "SELECT EXISTS (SELECT 1 FROM rules r JOIN programme_versions v ON v.id = r.version_id "
+            "WHERE r.organization_id = ? AND r.environment = ? AND v.status = 'published' "
+            'AND contains(r.actions, \'"type": "reverse"\'))',
+            list(scope.params),
+        )
+        return bool(value)
+
     def next_position(self, scope: Scope, version_id: str) -> int:
         value = scalar(
             self.con,
