@@ -1,0 +1,215 @@
+"""The sequential part of a replay: caps and budgets that can bind, reversals and redemptions, in processing order,
+decided by the live engine's own arithmetic (`domain.limits.Allowance`, `domain.reversals.reversal_target` and
+`clawback_take`), so that live and replay share it.
+
+Both engines feed it the same operations, sorted by processing key (anchor, sub, slot, k; `replay.refund_order`):
+
+- **grant** (op 0): a reward whose counters can bind (`mask`, `replay.limits_plan`), or every reward when the
+  supply ceiling is enforced here: cut to what its caps allow (`Allowance.grant`), then, with a ceiling, issued
+  when it fits what is left (`room`); a reward cut to nothing is `limited`. Its outcome is output only when it is
+  not "the requested amount, issued" (what set-based SQL assumes of every other reward);
+- **item** (op 1): a reverse action's reward of its original (one per reward the original received): the target
+  (`reversal_target`, from what earlier reversals targeted), given back to the counters the reward counted in,
+  and what the wallet gives (`clawback_take`); a reward that was not issued is skipped;
+- **redeem** (op 2): a redemption of the optional input, accepted when the customer's balance covers it.
+
+A customer's balance is only needed where it can fall short of a target: before any redemption every issued
+reward is still held, less what reversals targeted of it, so a target never exceeds the balance and every
+clawback policy takes the whole target. Balances are therefore tracked only for customers with redemptions:
+their operations carry `credit`, what set-based rewards gave them before that point (a running sum in SQL), to
+which the pass adds its own grants, takings and redemptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from rewards_lab.domain.limits import LIFETIME_START, Allowance, CapCheck, CounterKey
+from rewards_lab.domain.reversals import clawback_take, reversal_target
+from rewards_lab.replay.limits_plan import PROGRAMME_ID, LimitsPlan
+
+GRANT, ITEM, REDEEM = 0, 1, 2
+EXHAUSTED = "asset_supply_exhausted"
+DECISIONS = pa.schema(
+    [
+        ("seq", pa.int64()),
+        ("holder", pa.string()),
+        ("requested", pa.int64()),
+        ("g", pa.int64()),
+        ("status", pa.string()),
+        ("error_code", pa.string()),
+        ("cut_scope", pa.string()),
+        ("cut_period", pa.string()),
+        ("cut_start", pa.int32()),
+        ("cut_minor", pa.int64()),
+    ]
+)
+ITEMS = pa.schema(
+    [
+        ("seq", pa.int64()),
+        ("reward", pa.int64()),
+        ("holder", pa.string()),
+        ("target", pa.int64()),
+        ("taken", pa.int64()),
+    ]
+)
+REDEMPTIONS = pa.schema([("idx", pa.int64()), ("accepted", pa.bool_())])
+
+
+@dataclass
+class PassOutput:
+    """What the pass decided, as Arrow record batches of DECISIONS, ITEMS and REDEMPTIONS."""
+
+    decisions: list[pa.RecordBatch] = field(default_factory=list)
+    items: list[pa.RecordBatch] = field(default_factory=list)
+    redemptions: list[pa.RecordBatch] = field(default_factory=list)
+
+    def tables(self) -> tuple[pa.Table, pa.Table, pa.Table]:
+        return (
+            pa.Table.from_batches(self.decisions, DECISIONS),
+            pa.Table.from_batches(self.items, ITEMS),
+            pa.Table.from_batches(self.redemptions, REDEMPTIONS),
+        )
+
+
+class SequentialPass:
+    """The running state: counters that can bind, rewards that may be reversed, what reversals targeted, the
+    balances of customers with redemptions and, when the ceiling is enforced here, the room left under it."""
+
+    def __init__(self, plan: LimitsPlan, room: int | None = None) -> None:
+        self.plan, self.room = plan, room
+        self.allowance = Allowance()
+        self.rewards: dict[int, tuple[int, tuple[CounterKey, ...]]] = {}  # seq -> (issued, counters) of originals
+        self.targeted: dict[int, int] = {}  # reward seq -> what reversals targeted of it
+        self.delta: dict[str, int] = {}  # balance of customers with redemptions, beyond their SQL credit
+        self._checks = {rule: plan.checks(rule) for rule in plan.rule_caps}
+        self._default_checks = plan.checks(-1)
+        self._dates: dict[int, date] = {}
+        self._fractions: dict[str, Decimal] = {}
+
+    def run(self, batches: Iterable[pa.RecordBatch]) -> PassOutput:
+        out = PassOutput()
+        for batch in batches:
+            decisions: dict[str, list[Any]] = {name: [] for name in DECISIONS.names}
+            items: dict[str, list[Any]] = {name: [] for name in ITEMS.names}
+            redemptions: dict[str, list[Any]] = {name: [] for name in REDEMPTIONS.names}
+            for row in _rows(batch):
+                op = row["op"]
+                if op == GRANT:
+                    self._grant(row, decisions)
+                elif op == ITEM:
+                    self._item(row, items)
+                else:
+                    self._redeem(row, redemptions)
+            out.decisions.append(pa.RecordBatch.from_pydict(decisions, DECISIONS))
+            out.items.append(pa.RecordBatch.from_pydict(items, ITEMS))
+            out.redemptions.append(pa.RecordBatch.from_pydict(redemptions, REDEMPTIONS))
+        return out
+
+    # operations -------------------------------------------------------------------------------------------
+    def _grant(self, row: dict[str, Any], out: dict[str, list[Any]]) -> None:
+        seq, holder, requested, mask = row["seq"], row["holder"], row["m"], row["mask"] or 0
+        amount, cut = requested, None
+        keys: tuple[CounterKey, ...] = ()
+        if mask:
+            rule = row["rule"]
+            checks = []
+            for bit, cap in self._checks.get(rule, self._default_checks):
+                if mask & bit:
+                    start = self._date(row[f"d_{cap.period}"]) if cap.period != "lifetime" else LIFETIME_START
+                    checks.append(CapCheck(cap, cap.key(PROGRAMME_ID, str(rule), holder, start), start))
+            grant = self.allowance.grant(requested, checks)
+            amount, cut, keys = grant.amount_minor, grant.cut, grant.keys
+        status, code = "issued", None
+        if amount == 0:
+            status = "limited"
+        elif self.room is not None and amount > self.room:
+            status, code = "failed", EXHAUSTED
+        elif self.room is not None:
+            self.room -= amount
+        if status == "issued":
+            if row["keep"]:
+                self.rewards[seq] = (amount, keys)
+            if row["tracked"]:
+                self.delta[holder] = self.delta.get(holder, 0) + amount
+        if amount == requested and status == "issued":
+            return
+        out["seq"].append(seq)
+        out["holder"].append(holder)
+        out["requested"].append(requested)
+        out["g"].append(amount)
+        out["status"].append(status)
+        out["error_code"].append(code)
+        out["cut_scope"].append(None if cut is None else cut.scope)
+        out["cut_period"].append(None if cut is None else cut.period)
+        out["cut_start"].append(None if cut is None else (cut.period_start - LIFETIME_START).days)
+        out["cut_minor"].append(None if cut is None else cut.cut_minor)
+
+    def _item(self, row: dict[str, Any], out: dict[str, list[Any]]) -> None:
+        reward, holder = row["ref"], row["holder"]
+        if row["sequential"]:
+            known = self.rewards.get(reward)
+            if known is None:  # cut to nothing, or refused by the ceiling: nothing was issued to take back
+                return
+            issued, keys = known
+        else:
+            issued, keys = row["m"], ()
+        done = self.targeted.get(reward, 0)
+        target = reversal_target(issued, done, self._fraction(row["fraction"]))
+        if target <= 0:
+            return
+        self.targeted[reward] = done + target
+        if keys:
+            self.allowance.give_back(keys, target, whole=done + target >= issued)
+        if row["tracked"]:
+            balance = int(row["credit"] or 0) + self.delta.get(holder, 0)
+            taken = clawback_take(target, balance, self.plan.clawback)
+            self.delta[holder] = self.delta.get(holder, 0) - taken
+        else:  # nothing was spent: the wallet still holds at least the target
+            taken = clawback_take(target, target, self.plan.clawback)
+        if self.room is not None:
+            self.room += taken
+        out["seq"].append(row["seq"])
+        out["reward"].append(reward)
+        out["holder"].append(holder)
+        out["target"].append(target)
+        out["taken"].append(taken)
+
+    def _redeem(self, row: dict[str, Any], out: dict[str, list[Any]]) -> None:
+        holder, amount = row["holder"], row["m"]
+        balance = int(row["credit"] or 0) + self.delta.get(holder, 0)
+        accepted = balance >= amount  # the ledger refuses a redemption the wallet cannot cover
+        if accepted:
+            self.delta[holder] = self.delta.get(holder, 0) - amount
+            if self.room is not None:
+                self.room += amount
+        out["idx"].append(row["ref"])
+        out["accepted"].append(accepted)
+
+    # values -----------------------------------------------------------------------------------------------
+    def _date(self, days: int) -> date:
+        found = self._dates.get(days)
+        if found is None:
+            found = self._dates[days] = LIFETIME_START + timedelta(days=int(days))
+        return found
+
+    def _fraction(self, text: str | None) -> Decimal | None:
+        if text is None:
+            return None
+        found = self._fractions.get(text)
+        if found is None:
+            found = self._fractions[text] = Decimal(text)
+        return found
+
+
+def _rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
+    columns = batch.to_pydict()
+    names = list(columns)
+    for values in zip(*(columns[name] for name in names), strict=True):
+        yield dict(zip(names, values, strict=True))
