@@ -52,7 +52,7 @@ class Outcome:
 class Live:
     outcome: Outcome
     customers: pd.DataFrame  # the customers table exported from the live service
-    ids: dict[str, str]  # external id -> id
+    submitted: list[dict[str, Any]]  # the events as submitted (a reference `@id:name` is that customer's id)
 
 
 def _programme_body(definition: ProgrammeDefinition, asset_id: str) -> dict[str, Any]:
@@ -93,6 +93,7 @@ def run_live(
             if name != "house":
                 exported.append({"id": customer.id, "external_id": name})
         ids = {row["external_id"]: row["id"] for row in exported}
+        stream = [_with_ids(event, ids) for event in stream]
         house = next(c for c in wallets if c not in ids.values())
         if opening:
             body = {"wallet_id": wallets[house], "amount": format_amount(opening, asset.decimals), "reason": "o"}
@@ -152,7 +153,14 @@ def run_live(
             )
     nonzero = {customer: balance for customer, balance in balances.items() if balance}
     outcome = Outcome(rows, items, nonzero, [redeemed[index] for index in range(len(redemptions))])
-    return Live(outcome, pd.DataFrame(exported), ids)
+    return Live(outcome, pd.DataFrame(exported), stream)
+
+
+def _with_ids(event: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
+    reference = event["data"].get("ref")
+    if isinstance(reference, str) and reference.startswith("@id:"):
+        return {**event, "data": {**event["data"], "ref": ids[reference.removeprefix("@id:")]}}
+    return event
 
 
 def _submit(database: Database, scope: Scope, events: list[dict[str, Any]]) -> None:

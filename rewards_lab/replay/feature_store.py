@@ -376,7 +376,7 @@ def run_pass(
     `{name}_redout`, and `{name}_corr` (the decisions with their event's day and slot)."""
     redeeming = bool(con.sql(f"SELECT count(*) FROM {name}_red").fetchall()[0][0])
     query = credits_sql(rows, name, full) if redeeming else f"SELECT *, CAST(NULL AS HUGEINT) AS credit FROM {name}_ops"
-    reader = con.sql(f"{query} ORDER BY k1, k2, k3, k4").fetch_record_batch(_PASS_BATCH)
+    reader = con.sql(f"{query} ORDER BY k1, k2, k3, k4").to_arrow_reader(_PASS_BATCH)
     decisions, items, redemptions = SequentialPass(limits, room if full else None).run(reader).tables()
     _table(con, f"{name}_dec", decisions)
     _table(con, f"{name}_items", items)

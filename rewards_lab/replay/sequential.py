@@ -60,6 +60,19 @@ ITEMS = pa.schema(
     ]
 )
 REDEMPTIONS = pa.schema([("idx", pa.int64()), ("accepted", pa.bool_())])
+# The three outputs as one (Spark's mapInArrow yields one schema): `kind` d (decision), i (item), r (redemption).
+OUTCOMES = pa.schema(
+    [pa.field("kind", pa.string()), *DECISIONS, *(f for f in ITEMS if f.name not in ("seq", "holder")), *REDEMPTIONS]
+)
+
+
+def as_outcomes(batch: pa.RecordBatch, kind: str) -> pa.RecordBatch:
+    """A DECISIONS, ITEMS or REDEMPTIONS batch in the OUTCOMES schema (the other columns null)."""
+    columns = [pa.array([kind] * batch.num_rows, pa.string())]
+    for field_ in list(OUTCOMES)[1:]:
+        index = batch.schema.get_field_index(field_.name)
+        columns.append(batch.column(index) if index >= 0 else pa.nulls(batch.num_rows, field_.type))
+    return pa.RecordBatch.from_arrays(columns, schema=OUTCOMES)
 
 
 @dataclass
@@ -95,6 +108,16 @@ class SequentialPass:
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> PassOutput:
         out = PassOutput()
+        for decisions, items, redemptions in self.batches(batches):
+            out.decisions.append(decisions)
+            out.items.append(items)
+            out.redemptions.append(redemptions)
+        return out
+
+    def batches(
+        self, batches: Iterable[pa.RecordBatch]
+    ) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch, pa.RecordBatch]]:
+        """The decisions, items and redemptions of each batch of operations, as it is run (streamed)."""
         for batch in batches:
             decisions: dict[str, list[Any]] = {name: [] for name in DECISIONS.names}
             items: dict[str, list[Any]] = {name: [] for name in ITEMS.names}
@@ -107,10 +130,11 @@ class SequentialPass:
                     self._item(row, items)
                 else:
                     self._redeem(row, redemptions)
-            out.decisions.append(pa.RecordBatch.from_pydict(decisions, DECISIONS))
-            out.items.append(pa.RecordBatch.from_pydict(items, ITEMS))
-            out.redemptions.append(pa.RecordBatch.from_pydict(redemptions, REDEMPTIONS))
-        return out
+            yield (
+                pa.RecordBatch.from_pydict(decisions, DECISIONS),
+                pa.RecordBatch.from_pydict(items, ITEMS),
+                pa.RecordBatch.from_pydict(redemptions, REDEMPTIONS),
+            )
 
     # operations -------------------------------------------------------------------------------------------
     def _grant(self, row: dict[str, Any], out: dict[str, list[Any]]) -> None:
