@@ -731,11 +731,17 @@ def featured_programmes_st(draw: st.DrawFn) -> ProgrammeDefinition:
                 rate = draw(st.sampled_from(["1", "0.5", "0.333", "2", "0.05"]))
                 action: dict[str, Any] = {"type": "issue", "amount": {"per": "amount", "rate": rate}}
             else:
-                action = {"type": "issue", "amount": {"fixed": format_amount(draw(st.integers(1, 40 * unit)), decimals)}}
+                action = {
+                    "type": "issue",
+                    "amount": {"fixed": format_amount(draw(st.integers(1, 40 * unit)), decimals)},
+                }
             if draw(st.integers(0, 5)) == 0:
                 action["beneficiary"] = {"field": "ref"}
             actions.append(action)
-        rule: dict[str, Any] = {"event_type": draw(st.sampled_from([ORDER, ORDER, "review.posted"])), "actions": actions}
+        rule: dict[str, Any] = {
+            "event_type": draw(st.sampled_from([ORDER, ORDER, "review.posted"])),
+            "actions": actions,
+        }
         if draw(st.integers(0, 3)) == 0:
             rule["conditions"] = [{"field": "amount", "operator": "gte", "value": draw(st.integers(0, 60))}]
         if draw(st.integers(0, 2)) > 0:

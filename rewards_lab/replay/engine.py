@@ -158,7 +158,7 @@ class ReplayResult:
             return self.con.sql(_empty(REDEMPTION_COLUMNS))
         return self.con.sql(feature_sql.redemptions_sql(self._name, self.definition.asset.symbol, self._amount))
 
-    def _issuances_sql(self, positions: tuple[int, int] | None = None) -> str:
+    def issuances_query(self, positions: tuple[int, int] | None = None) -> str:
         symbol = self.definition.asset.symbol
         base = store.issuances_sql(self._layout, self._name, self._boundary, symbol, self._amount, positions)
         if self._features is None:
@@ -169,7 +169,7 @@ class ReplayResult:
         """The issuance rows in processing order, as Arrow tables of the events of one position range at a time:
         each is sorted on its own, so that the rows are never sorted (nor held) all at once."""
         for low in range(0, max(self.events_processed, 1), _OUTPUT_EVENTS):
-            query = self._issuances_sql((low, low + _OUTPUT_EVENTS))
+            query = self.issuances_query((low, low + _OUTPUT_EVENTS))
             yield self.con.sql(f"{query} ORDER BY seq").to_arrow_table()
 
     def to_pandas(self) -> pd.DataFrame:
@@ -500,7 +500,7 @@ def replay(
             _boundary=boundary,
             _features=tables,
         )
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_issuances AS {result._issuances_sql()}")
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_issuances AS {result.issuances_query()}")
     finally:
         reporter.close()
     result.seconds = time.perf_counter() - started

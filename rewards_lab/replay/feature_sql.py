@@ -108,22 +108,23 @@ def totals_sql(name: str, boundary: int | None) -> str:
         SELECT
             (SELECT coalesce(sum(issued), 0) FROM ({cells})) + (SELECT coalesce(sum(
                 CASE WHEN status = 'issued' THEN g ELSE 0 END - requested), 0) FROM {name}_corr),
-            (SELECT coalesce(sum(n), 0) FROM ({cells})) - (SELECT count_if(status <> 'issued') FROM {name}_corr),
+            (SELECT coalesce(sum(n), 0) FROM ({cells}))
+                - coalesce((SELECT count_if(status <> 'issued') FROM {name}_corr), 0),
             (SELECT coalesce(sum(p), 0) FROM {name}_cand),
             (SELECT coalesce(sum(n), 0) FROM {name}_cand),
             (SELECT coalesce(sum(x), 0) FROM {name}_cand),
             (SELECT coalesce(sum(y), 0) FROM {name}_cand),
             (SELECT coalesce(sum(z), 0) FROM {name}_cand),
-            (SELECT count_if(status = 'failed') FROM {name}_corr),
-            (SELECT count_if(status = 'limited') FROM {name}_corr),
+            coalesce((SELECT count_if(status = 'failed') FROM {name}_corr), 0),
+            coalesce((SELECT count_if(status = 'limited') FROM {name}_corr), 0),
             (SELECT coalesce(sum(cut_minor), 0) FROM {name}_corr),
             (SELECT coalesce(sum(taken), 0) FROM {name}_items),
             (SELECT coalesce(sum(target), 0) FROM {name}_items),
-            (SELECT count_if(code IS NULL) FROM {name}_rad),
-            (SELECT count_if(o.accepted) FROM {name}_red r JOIN {name}_redout o ON o.idx = r.idx),
+            coalesce((SELECT count_if(code IS NULL) FROM {name}_rad), 0),
+            coalesce((SELECT count_if(o.accepted) FROM {name}_red r JOIN {name}_redout o ON o.idx = r.idx), 0),
             (SELECT coalesce(sum(r.amount), 0) FROM {name}_red r JOIN {name}_redout o ON o.idx = r.idx
                 WHERE o.accepted),
-            (SELECT count(*) FROM {name}_red)"""
+            coalesce((SELECT count(*) FROM {name}_red), 0)"""
 
 
 def codes_sql(name: str) -> str:

@@ -67,10 +67,9 @@ def period_starts(periods: list[str], lday: str) -> dict[str, str]:
     return {period: forms[period] for period in periods if period != "lifetime"}
 
 
-def local_day(zone: str) -> str | None:
-    """SQL of an event's day in the programme's timezone (days since 1970-01-01); None in UTC (its `day`)."""
-    if zone == "UTC":
-        return None
+def local_day(zone: str) -> str:
+    """SQL of an event's day in the programme's timezone (days since 1970-01-01; a calendar day, also before
+    1970, unlike the UTC `day` of the summaries, which divides the time)."""
     local = DUCKDB.render(DUCKDB.local_time(exp.column("occurred_at"), zone))
     return f"CAST(CAST({local} AS DATE) - DATE '1970-01-01' AS INTEGER)"
 
@@ -258,7 +257,8 @@ def redemption_rows(
 
 # the candidate rewards and their counters ---------------------------------------------------------------------
 def rows_sql(lay: Layout, name: str, limits: LimitsPlan, lookup: str | None, lday: bool) -> str:
-    """SQL: every positive candidate reward (seq, pos, slot, rule_index, holder, m, d_<period>...)."""
+    """SQL: every positive candidate reward (seq, pos, slot, rule_index, holder, m, d_<period>...); `lday`:
+    whether `{name}_pe` holds the local day (when the programme has caps or a budget)."""
     named = set(lay.beneficiary_fields)
     pairs = ", ".join(
         f"{{'m': a.c{i}, 'b': {f'a.b{i}' if i in named else 'CAST(NULL AS VARCHAR)'}}}" for i in range(1, lay.width + 1)

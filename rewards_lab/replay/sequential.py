@@ -30,11 +30,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from rewards_lab.domain.limits import LIFETIME_START, Allowance, CapCheck, CounterKey
+from rewards_lab.domain.limits import LIFETIME_START, Allowance, Cap, CapCheck, CounterKey
 from rewards_lab.domain.reversals import clawback_take, reversal_target
 from rewards_lab.replay.limits_plan import PROGRAMME_ID, LimitsPlan
 
 GRANT, ITEM, REDEEM = 0, 1, 2
+Columns = dict[str, list[Any]]  # a batch of operations, column by column
 EXHAUSTED = "asset_supply_exhausted"
 DECISIONS = pa.schema(
     [
@@ -101,10 +102,12 @@ class SequentialPass:
         self.rewards: dict[int, tuple[int, tuple[CounterKey, ...]]] = {}  # seq -> (issued, counters) of originals
         self.targeted: dict[int, int] = {}  # reward seq -> what reversals targeted of it
         self.delta: dict[str, int] = {}  # balance of customers with redemptions, beyond their SQL credit
-        self._checks = {rule: plan.checks(rule) for rule in plan.rule_caps}
+        self._rule_checks = {rule: plan.checks(rule) for rule in plan.rule_caps}
         self._default_checks = plan.checks(-1)
         self._dates: dict[int, date] = {}
         self._fractions: dict[str, Decimal] = {}
+        self._wanted: dict[tuple[int, int], list[tuple[int, Cap]]] = {}
+        self._made: dict[tuple[int, int, str, int], CapCheck] = {}
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> PassOutput:
         out = PassOutput()
@@ -122,14 +125,14 @@ class SequentialPass:
             decisions: dict[str, list[Any]] = {name: [] for name in DECISIONS.names}
             items: dict[str, list[Any]] = {name: [] for name in ITEMS.names}
             redemptions: dict[str, list[Any]] = {name: [] for name in REDEMPTIONS.names}
-            for row in _rows(batch):
-                op = row["op"]
+            columns = batch.to_pydict()
+            for index, op in enumerate(columns["op"]):
                 if op == GRANT:
-                    self._grant(row, decisions)
+                    self._grant(columns, index, decisions)
                 elif op == ITEM:
-                    self._item(row, items)
+                    self._item(columns, index, items)
                 else:
-                    self._redeem(row, redemptions)
+                    self._redeem(columns, index, redemptions)
             yield (
                 pa.RecordBatch.from_pydict(decisions, DECISIONS),
                 pa.RecordBatch.from_pydict(items, ITEMS),
@@ -137,18 +140,32 @@ class SequentialPass:
             )
 
     # operations -------------------------------------------------------------------------------------------
-    def _grant(self, row: dict[str, Any], out: dict[str, list[Any]]) -> None:
-        seq, holder, requested, mask = row["seq"], row["holder"], row["m"], row["mask"] or 0
+    def _checks(self, columns: Columns, index: int, rule: int, mask: int, holder: str) -> list[CapCheck]:
+        """The checks of a reward whose counters in `mask` can bind, in order (each counter's check made once)."""
+        wanted = self._wanted.get((rule, mask))
+        if wanted is None:
+            wanted = self._wanted[(rule, mask)] = [
+                (bit, cap) for bit, cap in self._rule_checks.get(rule, self._default_checks) if mask & bit
+            ]
+        checks = []
+        for bit, cap in wanted:
+            days = 0 if cap.period == "lifetime" else columns[f"d_{cap.period}"][index]
+            whose = "" if cap.scope == "budget" else holder
+            found = self._made.get((bit, rule, whose, days))
+            if found is None:
+                start = self._date(days)
+                found = CapCheck(cap, cap.key(PROGRAMME_ID, str(rule), holder, start), start)
+                self._made[(bit, rule, whose, days)] = found
+            checks.append(found)
+        return checks
+
+    def _grant(self, columns: Columns, index: int, out: dict[str, list[Any]]) -> None:
+        seq, holder, requested = columns["seq"][index], columns["holder"][index], columns["m"][index]
+        mask = columns["mask"][index] or 0
         amount, cut = requested, None
         keys: tuple[CounterKey, ...] = ()
         if mask:
-            rule = row["rule"]
-            checks = []
-            for bit, cap in self._checks.get(rule, self._default_checks):
-                if mask & bit:
-                    start = self._date(row[f"d_{cap.period}"]) if cap.period != "lifetime" else LIFETIME_START
-                    checks.append(CapCheck(cap, cap.key(PROGRAMME_ID, str(rule), holder, start), start))
-            grant = self.allowance.grant(requested, checks)
+            grant = self.allowance.grant(requested, self._checks(columns, index, columns["rule"][index], mask, holder))
             amount, cut, keys = grant.amount_minor, grant.cut, grant.keys
         status, code = "issued", None
         if amount == 0:
@@ -158,9 +175,9 @@ class SequentialPass:
         elif self.room is not None:
             self.room -= amount
         if status == "issued":
-            if row["keep"]:
+            if columns["keep"][index]:
                 self.rewards[seq] = (amount, keys)
-            if row["tracked"]:
+            if columns["tracked"][index]:
                 self.delta[holder] = self.delta.get(holder, 0) + amount
         if amount == requested and status == "issued":
             return
@@ -175,45 +192,45 @@ class SequentialPass:
         out["cut_start"].append(None if cut is None else (cut.period_start - LIFETIME_START).days)
         out["cut_minor"].append(None if cut is None else cut.cut_minor)
 
-    def _item(self, row: dict[str, Any], out: dict[str, list[Any]]) -> None:
-        reward, holder = row["ref"], row["holder"]
-        if row["sequential"]:
+    def _item(self, columns: Columns, index: int, out: dict[str, list[Any]]) -> None:
+        reward, holder = columns["ref"][index], columns["holder"][index]
+        if columns["sequential"][index]:
             known = self.rewards.get(reward)
             if known is None:  # cut to nothing, or refused by the ceiling: nothing was issued to take back
                 return
             issued, keys = known
         else:
-            issued, keys = row["m"], ()
+            issued, keys = columns["m"][index], ()
         done = self.targeted.get(reward, 0)
-        target = reversal_target(issued, done, self._fraction(row["fraction"]))
+        target = reversal_target(issued, done, self._fraction(columns["fraction"][index]))
         if target <= 0:
             return
         self.targeted[reward] = done + target
         if keys:
             self.allowance.give_back(keys, target, whole=done + target >= issued)
-        if row["tracked"]:
-            balance = int(row["credit"] or 0) + self.delta.get(holder, 0)
+        if columns["tracked"][index]:
+            balance = int(columns["credit"][index] or 0) + self.delta.get(holder, 0)
             taken = clawback_take(target, balance, self.plan.clawback)
             self.delta[holder] = self.delta.get(holder, 0) - taken
         else:  # nothing was spent: the wallet still holds at least the target
             taken = clawback_take(target, target, self.plan.clawback)
         if self.room is not None:
             self.room += taken
-        out["seq"].append(row["seq"])
+        out["seq"].append(columns["seq"][index])
         out["reward"].append(reward)
         out["holder"].append(holder)
         out["target"].append(target)
         out["taken"].append(taken)
 
-    def _redeem(self, row: dict[str, Any], out: dict[str, list[Any]]) -> None:
-        holder, amount = row["holder"], row["m"]
-        balance = int(row["credit"] or 0) + self.delta.get(holder, 0)
+    def _redeem(self, columns: Columns, index: int, out: dict[str, list[Any]]) -> None:
+        holder, amount = columns["holder"][index], columns["m"][index]
+        balance = int(columns["credit"][index] or 0) + self.delta.get(holder, 0)
         accepted = balance >= amount  # the ledger refuses a redemption the wallet cannot cover
         if accepted:
             self.delta[holder] = self.delta.get(holder, 0) - amount
             if self.room is not None:
                 self.room += amount
-        out["idx"].append(row["ref"])
+        out["idx"].append(columns["ref"][index])
         out["accepted"].append(accepted)
 
     # values -----------------------------------------------------------------------------------------------
@@ -230,10 +247,3 @@ class SequentialPass:
         if found is None:
             found = self._fractions[text] = Decimal(text)
         return found
-
-
-def _rows(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
-    columns = batch.to_pydict()
-    names = list(columns)
-    for values in zip(*(columns[name] for name in names), strict=True):
-        yield dict(zip(names, values, strict=True))

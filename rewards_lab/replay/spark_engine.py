@@ -363,6 +363,10 @@ class SparkReplayResult:
         """The day (UTC) of the first refusal by the supply ceiling; None when it never binds."""
         from pyspark.sql import functions as F
 
+        if self._features is not None and self._features.outcome is not None:  # the pass decided the ceiling
+            exhausted = self.issuances.where(F.col("error_code") == F.lit("asset_supply_exhausted"))
+            first = exhausted.agg(F.min(F.to_date("occurred_at"))).first()
+            return None if first is None else first[0]
         refusal = self._decision.first_refusal
         if refusal is None:
             return None

@@ -157,7 +157,7 @@ def reversals(candidates: DataFrame, features: SparkFeatures, amount: Amount, as
         amount(F.col("target") - F.col("taken")).alias("shortfall_amount"),
         (F.col("target") - F.col("taken")).alias("shortfall_minor"),
         F.lit(clawback).alias("clawback"),
-    )
+    ).orderBy("seq", "original_seq")
 
 
 def redemptions(features: SparkFeatures, amount: Amount, asset: str) -> DataFrame:
@@ -178,7 +178,7 @@ def redemptions(features: SparkFeatures, amount: Amount, asset: str) -> DataFram
         amount(F.col("amount")).alias("amount"),
         F.col("amount").alias("amount_minor"),
         F.when(F.col("accepted"), F.lit("redeemed")).otherwise(F.lit("refused")).alias("status"),
-    )
+    ).orderBy("idx")
 
 
 def _positive(rows: DataFrame) -> Column:
