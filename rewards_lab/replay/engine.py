@@ -56,8 +56,8 @@ _names = itertools.count()
 _EPOCH = np.datetime64("1970-01-01", "D")
 _OUTPUT_EVENTS = 1_000_000  # events per batch of issuance rows (to_pandas, write)
 _AUTO_PROGRESS_AFTER = 2.0  # seconds before the default progress starts printing
-STEPS = ("ordered", "rules", "fallback", "summaries", "ceiling")
-FEATURED_MEMORY_LIMIT = "1GB"  # DuckDB's share when a replay has caps, budgets, reversals or redemptions  # what each progress step has finished
+STEPS = ("ordered", "rules", "fallback", "summaries", "ceiling")  # what each progress step has finished
+FEATURED_MEMORY_LIMIT = "1GB"  # DuckDB's share when a replay has caps, budgets, reversals or redemptions
 ISSUANCE_COLUMNS = (  # the `issuances` relation's columns, in order
     "seq",
     "external_event_id",
