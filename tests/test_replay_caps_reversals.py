@@ -316,6 +316,14 @@ def test_clawback_policies_against_spent_points(tmp_path: Path, clawback: str, t
     assert int(result.reversals.df()["shortfall_minor"].sum()) == 100 - taken
 
 
+def test_redemptions_at_one_place_go_in_time_order(tmp_path: Path) -> None:
+    """Two redemptions after the last event, given latest first: the earlier one is made first, as it was."""
+    definition = programme()
+    stream = [order("o1", "bob", 0, 100)]
+    outcome, _ = agree(tmp_path, definition, stream, [spend("bob", 50, 80), spend("bob", 10, 60)])
+    assert outcome.redeemed == [False, True] and outcome.balances == {outcome.rows[0][6]: 40}
+
+
 def test_a_binding_ceiling_meets_reversals_and_redemptions(tmp_path: Path) -> None:
     """A ceiling that binds, with a reversal and a redemption giving supply back: every reward goes through the
     pass, which sees the room they leave, as the live ledger does."""

@@ -836,11 +836,14 @@ def redemptions_st(draw: st.DrawFn, decimals: int) -> list[dict[str, Any]]:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(data=st.data())
-def test_caps_budgets_reversals_and_redemptions_agree_with_the_live_engine(tmp_path: Path, data: st.DataObject) -> None:
+def test_caps_budgets_reversals_and_redemptions_agree_with_the_live_engine(
+    tmp_path: Path, data: st.DataObject, spark: Any
+) -> None:
     """Binding caps (amount and count, every period, in the programme's timezone), budgets exhausted mid-period,
     partial, repeated and early refunds, refunds of unknown orders, spent points under every clawback policy,
-    and sometimes a binding ceiling: DuckDB gives the live engine's executions (amount, status, code, customer,
-    the cap that cut), the rewards each reversal took back (target and what the wallet gave), every customer's
+    and sometimes a binding ceiling: DuckDB (both inputs) and Spark (the third party, on one example in eight: its
+    share of the suite's time stays small) give the live engine's executions (amount, status, code, customer, the
+    cap that cut), the rewards each reversal took back (target and what the wallet gave), every customer's
     balance and every redemption's outcome."""
     definition = data.draw(featured_programmes_st(), label="programme")
     stream = data.draw(featured_streams_st(), label="events")
@@ -852,6 +855,13 @@ def test_caps_budgets_reversals_and_redemptions_agree_with_the_live_engine(tmp_p
     expected = live.outcome.sorted()
     frame = redemptions_frame(spends, definition.asset.decimals)
     supply = format_amount(opening, definition.asset.decimals)
-    for events_input in (pd.DataFrame(submitted), _as_columns(submitted)):
+    inputs = (pd.DataFrame(submitted), _as_columns(submitted))
+    for events_input in inputs:
         result = replay(events_input, definition, opening_supply=supply, customers=live.customers, redemptions=frame)
         assert replayed_outcome(result).sorted() == expected
+    if data.draw(st.integers(0, 7), label="on Spark too") == 0:
+        spark_input = inputs[data.draw(st.integers(0, 1), label="spark reads the data column")]
+        on_spark = replay_spark(
+            spark_input, definition, opening_supply=supply, spark=spark, customers=live.customers, redemptions=frame
+        )
+        assert replayed_outcome(on_spark, spark=True).sorted() == expected

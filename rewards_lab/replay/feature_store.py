@@ -244,10 +244,12 @@ def _table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
 def redemption_rows(
     con: duckdb.DuckDBPyConnection, table: pa.Table | None, events: str, name: str, lookup: str | None
 ) -> None:
-    """`{name}_red` (idx, holder, amount, t, anchor): each redemption after the last event at or before it."""
+    """`{name}_red` (idx, holder, amount, t, rank, anchor): each redemption after the last event at or before it
+    (several there by `rank`: time, then input order)."""
     if table is None or table.num_rows == 0:
         con.execute(
-            f"CREATE TEMP TABLE {name}_red (idx BIGINT, holder VARCHAR, amount BIGINT, t BIGINT, anchor BIGINT)"
+            f"CREATE TEMP TABLE {name}_red (idx BIGINT, holder VARCHAR, amount BIGINT, t BIGINT, rank BIGINT, "
+            "anchor BIGINT)"
         )
         return
     stamps = con.sql(f"SELECT epoch_us(occurred_at) FROM {events} ORDER BY __pos").fetchnumpy()
@@ -256,7 +258,8 @@ def redemption_rows(
     con.register(f"{name}_red_input", table.append_column("anchor", pa.array(anchors, pa.int64())))
     holder, join = holder_sql("r.customer_id", lookup)
     con.execute(
-        f"CREATE TEMP TABLE {name}_red AS SELECT r.idx, {holder} AS holder, r.amount_minor AS amount, r.t, r.anchor "
+        f"CREATE TEMP TABLE {name}_red AS SELECT r.idx, {holder} AS holder, r.amount_minor AS amount, r.t, r.rank, "
+        "r.anchor "
         f"FROM {name}_red_input r {join}"
     )
     con.unregister(f"{name}_red_input")
@@ -463,7 +466,7 @@ def operations(con: duckdb.DuckDBPyConnection, limits: LimitsPlan, name: str, fu
         FROM {name}_rad a JOIN {name}_mrows o ON o.pos = a.opos LEFT JOIN {name}_moved mv ON mv.pos = a.pos
         WHERE a.code IS NULL AND a.opos <> a.pos
         UNION ALL
-        SELECT anchor, {AFTER_EVENTS}, 0, idx, 2, NULL, holder, amount, NULL, 0{nothing}, FALSE, idx, NULL, NULL, TRUE
+        SELECT anchor, {AFTER_EVENTS}, 0, rank, 2, NULL, holder, amount, NULL, 0{nothing}, FALSE, idx, NULL, NULL, TRUE
         FROM {name}_red"""
     )
 

@@ -3,7 +3,7 @@
 A row is (customer_id, amount, occurred_at): the customer (an id or an external id, resolved like an event's
 customer), an amount of the programme's asset (a decimal string or an exact number) and when it was spent. A
 redemption at time t is processed after every event with occurred_at <= t (and before refunds that wait for an
-original after t); several at one point keep their input order. Like the ledger, a redemption the customer's
+original after t); several at one point in time order, ties in input order. Like the ledger, a redemption the customer's
 replayed balance cannot cover is refused and spends nothing. Without redemptions, nothing was spent.
 
 Accepted: a .parquet, .csv or .jsonl path, a pandas DataFrame or an Arrow table (the Spark engine also takes a
@@ -31,6 +31,7 @@ SCHEMA = pa.schema(
         ("customer_id", pa.string()),
         ("amount_minor", pa.int64()),
         ("t", pa.int64()),  # occurred_at, epoch microseconds
+        ("rank", pa.int64()),  # place in processing order among the redemptions: by time, ties in input order
     ]
 )
 
@@ -93,12 +94,16 @@ def redemptions_table(redemptions: Any, decimals: int) -> pa.Table:
         raise _refuse("every redemption needs a customer_id (a non-empty string)", "redemptions.customer_id")
     amounts = [_amount(value, decimals) for value in frame["amount"].tolist()]
     times = [_instant(value) for value in frame["occurred_at"].tolist()]
+    ranks = [0] * len(times)
+    for rank, index in enumerate(sorted(range(len(times)), key=lambda i: (times[i], i))):
+        ranks[index] = rank
     return pa.table(
         {
             "idx": pa.array(range(len(customers)), pa.int64()),
             "customer_id": pa.array(customers, pa.string()),
             "amount_minor": pa.array(amounts, pa.int64()),
             "t": pa.array(times, pa.int64()),
+            "rank": pa.array(ranks, pa.int64()),
         },
         schema=SCHEMA,
     )

@@ -53,7 +53,7 @@ class SparkFeatures:
     limits: LimitsPlan
     outcome: DataFrame | None
     actions: DataFrame  # seq, pos, slot, code, opos, fraction, refers, pday
-    redemptions: DataFrame  # idx, holder, amount, t, anchor
+    redemptions: DataFrame  # idx, holder, amount, t, rank, anchor
     lookup: DataFrame | None
     full: bool
 
@@ -332,7 +332,7 @@ def _bucket_batches(times: np.ndarray) -> Callable[[Iterator[pa.RecordBatch]], I
 
 
 def redemption_rows(ordered: DataFrame, table: pa.Table | None, lookup: DataFrame | None) -> DataFrame:
-    """(idx, holder, amount, t, anchor): the redemptions, each after the last event at or before it. Counted
+    """(idx, holder, amount, t, rank, anchor): the redemptions, each after the last event at or before it. Counted
     distributed: each event falls in the bucket of the first redemption at or after it (a search in the sorted
     redemption times, sent to the executors); a redemption's anchor is the events of its bucket and the earlier
     ones, less one."""
@@ -341,7 +341,7 @@ def redemption_rows(ordered: DataFrame, table: pa.Table | None, lookup: DataFram
 
     spark = ordered.sparkSession
     if table is None or table.num_rows == 0:
-        schema = "idx long, customer_id string, amount long, t long, anchor long"
+        schema = "idx long, customer_id string, amount long, t long, rank long, anchor long"
         return holder_of(spark.createDataFrame([], schema), "customer_id", lookup).drop("customer_id")
     times = np.asarray(table.column("t").to_numpy(), dtype=np.int64)
     order = np.argsort(times, kind="stable")
@@ -354,7 +354,7 @@ def redemption_rows(ordered: DataFrame, table: pa.Table | None, lookup: DataFram
     at_or_before = np.cumsum(counts)[: len(times)]  # events at or before each sorted redemption time
     anchors = np.empty(len(times), dtype=np.int64)
     anchors[order] = at_or_before - 1
-    rows = table.rename_columns(["idx", "customer_id", "amount", "t"]).append_column(
+    rows = table.rename_columns(["idx", "customer_id", "amount", "t", "rank"]).append_column(
         "anchor", pa.array(anchors, pa.int64())
     )
     frame = spark.createDataFrame(rows.to_pandas())
@@ -468,7 +468,7 @@ def operations(
         F.col("anchor").alias("k1"),
         F.lit(AFTER_EVENTS).cast("int").alias("k2"),
         F.lit(0).cast("int").alias("k3"),
-        F.col("idx").alias("k4"),
+        F.col("rank").alias("k4"),
         F.lit(2).cast("int").alias("op"),
         F.lit(None).cast("long").alias("seq"),
         F.col("holder"),
@@ -601,12 +601,13 @@ def decide_features(
         "customer_id", "occurred_at"
     )
     bound, groups = binding(rows, limits) if limits.capped else (None, [])
-    reversing = refunds.where(F.col("code").isNull()).limit(1).count() > 0
     redeeming = spent is not None and spent.num_rows > 0
-    if not (groups or reversing or redeeming):
+    if not (groups or plan.reversals or redeeming):
         return SparkFeatures(limits, None, refunds, redemptions, lookup, False)
-    requested = rows.agg(F.sum(F.col("m").cast("decimal(38,0)"))).first()
-    full = room is not None and int((requested[0] if requested is not None else 0) or 0) > room
+    full = False
+    if room is not None:  # the pass enforces the ceiling when the rewards ask for more than its room
+        requested = rows.agg(F.sum(F.col("m").cast("decimal(38,0)"))).first()
+        full = int((requested[0] if requested is not None else 0) or 0) > room
     groupings = limits.groupings()
     one_task = full or any(groupings[g].scope == "budget" for g in groups)
     originals = refunds.where(F.col("code").isNull()).select(F.col("opos").alias("pos")).distinct()
