@@ -136,7 +136,7 @@ class SequentialPass:
                     )
                 elif op == ITEM:
                     self._item(columns, index, items)
-                else:
+                elif op == REDEEM:
                     self._redeem(columns, index, redemptions)
             made = zip(*decisions, strict=True) if decisions else ([] for _ in DECISIONS.names)
             yield (
