@@ -212,3 +212,29 @@ def _o1(shop: LabProgramme) -> str:
     lab = shop.lab
     events = event_queries.list_events(lab.database, lab.scope, PageRequest(limit=100)).data
     return next(event.id for event in events if event.external_event_id == "o-1")
+
+
+def test_the_labs_simulation_waits_for_an_unprocessed_original_and_reads_caps_for_a_customer(
+    definition: ProgrammeDefinition,
+) -> None:
+    shop = Lab().load(definition)
+    shop.publish()
+    lab = shop.lab
+    _customer(shop, "bea")
+    at = "2026-03-10T12:00:00+01:00"
+    body = {"type": "shop.order", "external_event_id": "o-9", "customer_id": "bea", "data": {"amount": 300}}
+    body["occurred_at"] = at
+    event_intake.submit_event(lab.database, lab.scope, validate(rq.EventCreate, body))  # received, not processed
+    refund = {"type": "shop.cancel", "order_id": "o-9"}
+    (waiting,) = shop.simulate(refund, version="live").rules[2].actions
+    assert (waiting.error_code, waiting.reversal) == (None, None)
+    assert waiting.reason.endswith("; event 'o-9' has not been processed yet: the refund would follow it")
+    event_processing.process_all(lab.database)
+    (ready,) = shop.simulate(refund, version="live").rules[2].actions
+    assert ready.reversal is not None and ready.reversal.target == "25.00"  # 30.00 called for, cut to the cap
+    order = {"type": "shop.order", "amount": 10}
+    (capped,) = shop.simulate(order, version="live", customer_id="bea", occurred_at=at).rules[0].actions
+    assert (capped.amount, capped.requested_amount) == ("0.00", "1.00")
+    assert capped.limit_reason is not None and capped.limit_reason.startswith(
+        "cut to nothing by the programme's month cap of 25.00"
+    )

@@ -1,6 +1,7 @@
 """The rule builder edits caps (period + max amount or max count) and reverse actions (the original's field, and
 the share taken back: all that remains, a constant, or a refund field over an original field), driven headless
-(set values, click) against the engine's own draft; loading a rule and saving it unchanged gives the same rule."""
+(set values, click) against the engine's own draft; loading a rule and saving it unchanged gives the same rule.
+The simulator reads the caps of the customer it is given."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
-from rewards_lab.lab.widgets import NEW_RULE, RuleBuilder
+from rewards_lab.lab.widgets import NEW_RULE, RuleBuilder, Simulator
 from rewards_lab.lab.workbench import Lab, LabProgramme
+from rewards_lab.service import customers
 
 SPRING = Path(__file__).parent.parent / "data" / "programmes" / "spring_launch.json"
 
@@ -128,3 +131,20 @@ def test_switching_a_rule_between_issue_and_reverse_keeps_nothing_of_the_other(s
     builder.save.click()
     asset_id = spring.info().asset_id
     assert actions(spring.rules()[0]) == [{"type": "issue", "asset_id": asset_id, "amount": {"fixed": "2.00"}}]
+
+
+def test_the_simulator_reads_the_caps_of_the_customer_it_is_given(spring: LabProgramme) -> None:
+    spring.set_spending(limits=[{"period": "lifetime", "max_amount": "1"}])
+    lab = spring.lab
+    customers.create_customer(lab.database, lab.scope, rq.CustomerCreate(external_id="cap-1"))
+    simulator = Simulator(spring)
+    simulator.event.value = '{"type": "order.completed", "amount": 42.50}'
+    simulator.run.click()
+    assert "issues 2.12" in simulator.result.value and "caps and budget not read" in simulator.result.value
+    simulator.customer.value = "cap-1"
+    simulator.run.click()
+    assert "issues 1.00" in simulator.result.value
+    assert "cut from 2.12 to 1.00 by the programme&#x27;s lifetime cap" in simulator.result.value
+    simulator.customer.value = "nobody"
+    simulator.run.click()
+    assert "no customer &#x27;nobody&#x27;" in simulator.result.value

@@ -484,7 +484,8 @@ def _version_options(programme: LabProgramme) -> list[tuple[str, int | str]]:
 
 
 class Simulator(Panel):
-    """An event (JSON: `type` and the data fields) through a version: the outcome and every reason."""
+    """An event (JSON: `type` and the data fields) through a version: the outcome and every reason; with a
+    customer, what its caps and the budget would cut (read from its counters, nothing counted)."""
 
     def __init__(self, programme: LabProgramme, example: dict[str, Any] | None = None) -> None:
         self.programme = programme
@@ -494,11 +495,16 @@ class Simulator(Panel):
             description="event",
             layout=w.Layout(width="40em", height="6em"),
         )
+        self.customer = w.Text(
+            description="customer",
+            placeholder="customer_id (optional): whose attributes, caps and budget counters to read",
+            layout=w.Layout(width="40em"),
+        )
         self.run = w.Button(description="simulate", button_style="primary")
         self.result = w.HTML()
         self.outcome: r.Simulation | None = None
         self.run.on_click(lambda _: self._run())
-        self.view = w.VBox([self.version, self.event, self.run, self.result])
+        self.view = w.VBox([self.version, self.event, self.customer, self.run, self.result])
         self.refresh()
 
     def refresh(self) -> None:
@@ -510,7 +516,8 @@ class Simulator(Panel):
             event = jsonutil.loads(self.event.value)
             if not isinstance(event, dict):
                 raise ServiceError("field_invalid", "the event must be a JSON object", field="event")
-            self.outcome = self.programme.simulate(event, version=self.version.value)
+            customer = self.customer.value.strip() or None
+            self.outcome = self.programme.simulate(event, version=self.version.value, customer_id=customer)
         except ValueError as error:  # not JSON
             self.outcome = None
             self.result.value = error_html(ServiceError("request_malformed", f"not valid JSON: {error}", field="event"))
@@ -527,7 +534,8 @@ def _simulation_html(outcome: r.Simulation) -> str:
     rows = []
     for index, rule in enumerate(outcome.rules):
         amount = sum((Decimal(a.amount) for a in rule.actions if a.issues), Decimal(0))
-        reasons = "<br>".join(html.escape(x) for x in [rule.reason, *(a.reason for a in rule.actions)])
+        texts = [rule.reason, *(a.reason for a in rule.actions), *(a.limit_reason or "" for a in rule.actions)]
+        reasons = "<br>".join(html.escape(x) for x in texts if x)
         mark = "yes" if rule.matched else "no"
         rows.append(
             f"<tr><td>{index}</td><td>{rule.event_type}</td><td>{mark}</td><td>{amount}</td><td>{reasons}</td></tr>"
