@@ -6,16 +6,22 @@ file's, and verify probes reverse rules (an original neither side holds) and see
 from __future__ import annotations
 
 import copy
+import io
+import os
 import time
 from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
+from rewards_lab.cli.main import main
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.limit_requests import AmountLimit, Budget, CountLimit
-from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme
+from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme, save_programme
 from rewards_lab.lab.push import apply, make_plan, push
 from rewards_lab.lab.push_verify import ABSENT_ORIGINAL, sample_events, verify
 from tests.live_server import LiveServer, start_server
@@ -126,6 +132,7 @@ def test_a_changed_setting_is_planned_applied_and_published_as_a_new_version(
         push(file, api)
         plan = make_plan(changed, api)
         assert [step.kind for step in plan.steps] == [*kinds, "publish"], plan.text()
+        assert ("  ~ set the draft's caps " in plan.text()) == ("update_spending" in kinds)
         push(changed, api)
         assert not make_plan(changed, api).changes
         _, published = versions(api, changed)
@@ -194,3 +201,26 @@ def test_verify_probes_reverse_rules_and_sees_an_original_the_live_side_holds(li
     assert {d.rule_index for d in differs.differences} == {1, 2, 3}
     assert {d.lab for d in differs.differences if d.rule_index == 2} == {"issues refused original_not_found"}
     assert {d.live for d in differs.differences if d.rule_index == 2} == {"issues takes back 0.00"}
+
+
+def _push_command(live: LiveServer, *args: str) -> tuple[int, str]:
+    """`rewards-lab push ...` in-process (the command's own entry point), its status and output."""
+    target = ["--base-url", live.base_url, "--org", live.organization_id, "--env", "sandbox"]
+    out, err = io.StringIO(), io.StringIO()
+    with mock.patch.dict(os.environ, {"REWARDS_API_KEY": live.keys["sandbox"]}), redirect_stdout(out):
+        with redirect_stderr(err):
+            status = main(["push", *args, *target])
+    return status, out.getvalue() + err.getvalue()
+
+
+def test_the_push_command_plans_applies_and_verifies_spending_and_refund_rules(
+    live: LiveServer, tmp_path: Path
+) -> None:
+    path = save_programme(definition("P"), tmp_path / "p.json")
+    status, output = _push_command(live, str(path), "--yes")
+    assert status == 0, output
+    assert "Applied 8 step(s)" in output and "no difference" in output
+    changed = save_programme(definition("P", lambda d: d["programme"].update(clawback="available")), path)
+    status, output = _push_command(live, str(changed), "--plan-only")
+    assert status == 0, output
+    assert "~ set the draft's caps [" in output and "clawback available" in output and "2 change(s)" in output
