@@ -48,6 +48,7 @@ from rewards_lab.replay.engine import replay
 from rewards_lab.replay.spark_engine import replay_spark
 from rewards_lab.service import assets, customers, event_intake, event_processing, ledger, organizations, programmes
 from rewards_lab.store.database import Database
+from tests.replay_live import redemptions_frame, replayed_outcome, run_live
 
 NUMBER_FIELDS = ("amount", "qty", "x.y")
 FIELDS = (*NUMBER_FIELDS, "channel", "order.channel", "tags", "vip")
@@ -695,3 +696,159 @@ def test_rounding_toward_zero_at_every_scale(tmp_path: Path, decimals: int, spar
     assert _replayed(pd.DataFrame(stream), definition, 0) == live
     assert _replayed(_as_columns(stream), definition, 0) == live
     assert _spark_replayed(_as_columns(stream), definition, 0, spark) == live
+
+
+# caps, budgets, reversals and redemptions (issue 18) -----------------------------------------------------------
+ORDER, REFUND = "order.completed", "order.refunded"
+PERIOD_NAMES = ("day", "week", "month", "year", "lifetime")
+
+
+@st.composite
+def caps_st(draw: st.DrawFn, unit: int, most: int = 2) -> list[dict[str, Any]]:
+    """Caps small enough to bind partially: amounts of a few rewards, counts of one to three."""
+    caps = []
+    for _ in range(draw(st.integers(1, most))):
+        period = draw(st.sampled_from(PERIOD_NAMES))
+        if draw(st.booleans()):
+            caps.append({"period": period, "max_amount": str(Decimal(draw(st.integers(1, 120 * unit))) / unit)})
+        else:
+            caps.append({"period": period, "max_count": draw(st.integers(1, 3))})
+    return caps
+
+
+@st.composite
+def featured_programmes_st(draw: st.DrawFn) -> ProgrammeDefinition:
+    """Issue rules on orders and reviews (per-rate and fixed amounts, beneficiaries, caps), reverse rules on
+    refunds (the whole, a constant fraction, or refund_amount over amount), programme caps, a budget, a clawback
+    policy, a timezone and sometimes a binding ceiling."""
+    decimals = draw(st.integers(0, 2))
+    unit = 10**decimals
+    rules: list[dict[str, Any]] = []
+    for _ in range(draw(st.integers(1, 3))):
+        actions = []
+        for _ in range(draw(st.integers(1, 2))):
+            if draw(st.booleans()):
+                rate = draw(st.sampled_from(["1", "0.5", "0.333", "2", "0.05"]))
+                action: dict[str, Any] = {"type": "issue", "amount": {"per": "amount", "rate": rate}}
+            else:
+                action = {
+                    "type": "issue",
+                    "amount": {"fixed": format_amount(draw(st.integers(1, 40 * unit)), decimals)},
+                }
+            if draw(st.integers(0, 5)) == 0:
+                action["beneficiary"] = {"field": "ref"}
+            actions.append(action)
+        rule: dict[str, Any] = {
+            "event_type": draw(st.sampled_from([ORDER, ORDER, "review.posted"])),
+            "actions": actions,
+        }
+        if draw(st.integers(0, 3)) == 0:
+            rule["conditions"] = [{"field": "amount", "operator": "gte", "value": draw(st.integers(0, 60))}]
+        if draw(st.integers(0, 2)) > 0:
+            rule["limits"] = draw(caps_st(unit))
+        if draw(st.integers(0, 5)) == 0:
+            rule["priority"] = draw(st.integers(-1, 1))
+        rules.append(rule)
+    for _ in range(draw(st.integers(1, 2))):
+        reverse: dict[str, Any] = {"type": "reverse", "original": {"field": "order_id"}}
+        shape = draw(st.integers(0, 2))
+        if shape == 1:
+            reverse["fraction"] = draw(st.sampled_from(["0.5", "0.333333", "1", "0.25"]))
+        elif shape == 2:
+            reverse["fraction"] = {"field": "refund_amount", "of": "amount"}
+        refund: dict[str, Any] = {"event_type": REFUND, "actions": [reverse]}
+        if draw(st.integers(0, 4)) == 0:
+            refund["conditions"] = [{"field": "reason", "operator": "neq", "value": "fraud"}]
+        rules.insert(draw(st.integers(0, len(rules))), refund)
+    info: dict[str, Any] = {
+        "name": "Featured",
+        "timezone": draw(st.sampled_from(ZONES)),
+        "clawback": draw(st.sampled_from(["available", "negative", "none"])),
+    }
+    if draw(st.booleans()):
+        info["limits"] = draw(caps_st(unit, 1))
+    if draw(st.booleans()):
+        budget = draw(st.integers(1, 400 * unit))
+        info["budget"] = {"period": draw(st.sampled_from(PERIOD_NAMES)), "max_amount": str(Decimal(budget) / unit)}
+    asset: dict[str, Any] = {"name": "Stars", "symbol": "STAR", "type": "points", "decimals": decimals}
+    if draw(st.integers(0, 3)) == 0:
+        asset["supply_ceiling"] = format_amount(draw(st.integers(1, 600 * unit)), decimals)
+    return parse_programme({"programme": info, "asset": asset, "rules": rules})
+
+
+@st.composite
+def featured_streams_st(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Orders, reviews and refunds over a few weeks (ties on purpose): refunds of earlier and later orders, of
+    unknown ones, repeated, partial (refund_amount missing, negative, above the order), without an order_id."""
+    count = draw(st.integers(1, 22))
+    kinds = [draw(st.sampled_from([ORDER, ORDER, ORDER, REFUND, REFUND, "review.posted"])) for _ in range(count)]
+    orders = [f"e{i}" for i, kind in enumerate(kinds) if kind == ORDER] or ["e0"]
+    stream = []
+    for index, kind in enumerate(kinds):
+        data: dict[str, Any] = {}
+        if kind == REFUND:
+            pick = draw(st.integers(0, 9))
+            if pick <= 6:
+                data["order_id"] = draw(st.sampled_from(orders))
+            elif pick == 7:
+                data["order_id"] = draw(st.sampled_from(["nothing", f"e{draw(st.integers(0, count - 1))}"]))
+            elif pick == 8:
+                data["order_id"] = draw(st.sampled_from([7, None, ""]))
+            if draw(st.integers(0, 4)) > 0:
+                data["refund_amount"] = draw(st.sampled_from([10, 25, Decimal("12.5"), 0, -5, 1000, 33]))
+            if draw(st.integers(0, 5)) == 0:
+                data["reason"] = "fraud"
+        elif draw(st.integers(0, 6)) > 0:
+            data["amount"] = draw(st.sampled_from([0, 5, 20, 33, 60, 100, Decimal("12.75"), Decimal("99.99")]))
+        if kind != REFUND and draw(st.integers(0, 4)) == 0:
+            data["ref"] = draw(st.sampled_from(["bob", "@id:carol", "dave", "", 7]))
+        stream.append(
+            {
+                "external_event_id": f"e{index}",
+                "type": kind,
+                "customer_id": draw(st.sampled_from(CUSTOMERS)),
+                "occurred_at": BASE + timedelta(hours=draw(st.sampled_from([0, 1, 20, 30, 50, 170, 200, 700, 900]))),
+                "data": data,
+            }
+        )
+    return stream
+
+
+@st.composite
+def redemptions_st(draw: st.DrawFn, decimals: int) -> list[dict[str, Any]]:
+    """What customers spent, at times among the events' (some more than they hold)."""
+    return [
+        {
+            "customer_id": draw(st.sampled_from(CUSTOMERS)),
+            "amount": draw(st.integers(1, 80 * 10**decimals)),
+            "occurred_at": BASE + timedelta(hours=draw(st.sampled_from([0, 1, 25, 40, 180, 800, 1000]))),
+        }
+        for _ in range(draw(st.integers(0, 4)))
+    ]
+
+
+@settings(
+    max_examples=int(os.environ.get("REPLAY_FEATURED_EXAMPLES", "12")),  # more when run by hand
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data())
+def test_caps_budgets_reversals_and_redemptions_agree_with_the_live_engine(tmp_path: Path, data: st.DataObject) -> None:
+    """Binding caps (amount and count, every period, in the programme's timezone), budgets exhausted mid-period,
+    partial, repeated and early refunds, refunds of unknown orders, spent points under every clawback policy,
+    and sometimes a binding ceiling: DuckDB gives the live engine's executions (amount, status, code, customer,
+    the cap that cut), the rewards each reversal took back (target and what the wallet gave), every customer's
+    balance and every redemption's outcome."""
+    definition = data.draw(featured_programmes_st(), label="programme")
+    stream = data.draw(featured_streams_st(), label="events")
+    spends = data.draw(redemptions_st(definition.asset.decimals), label="redemptions")
+    ceiling = definition.asset.supply_ceiling
+    opening = data.draw(st.sampled_from([0, 0, 1 if ceiling else 0]), label="opening")
+    live = run_live(tmp_path / f"featured-{next(_counter)}.duckdb", definition, stream, spends, opening)
+    submitted = live.submitted
+    expected = live.outcome.sorted()
+    frame = redemptions_frame(spends, definition.asset.decimals)
+    supply = format_amount(opening, definition.asset.decimals)
+    for events_input in (pd.DataFrame(submitted), _as_columns(submitted)):
+        result = replay(events_input, definition, opening_supply=supply, customers=live.customers, redemptions=frame)
+        assert replayed_outcome(result).sorted() == expected

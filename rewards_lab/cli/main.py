@@ -161,6 +161,13 @@ def _contract_export(args: argparse.Namespace) -> int:
     return 0
 
 
+FEATURE_TOTALS = ("requested", "cut", "limited", "reversed", "shortfall", "net", "redeemed", "redemptions_refused")
+
+
+def _printable(value: object) -> object:
+    return value if isinstance(value, int) else str(value)
+
+
 def _replay(args: argparse.Namespace) -> int:
     """Replay an event history through a programme file; write the issuances and print a short summary."""
     from rewards_lab.contract.errors import ServiceError
@@ -170,7 +177,12 @@ def _replay(args: argparse.Namespace) -> int:
     try:
         if args.engine == "duckdb":  # streamed straight to the file when it can be (replay/to_file.py)
             written = replay_to_file(
-                args.events, args.programme, args.out, opening_supply=args.opening_supply, customers=args.customers
+                args.events,
+                args.programme,
+                args.out,
+                opening_supply=args.opening_supply,
+                customers=args.customers,
+                redemptions=args.redemptions,
             )
             definition, events, totals, seconds = (
                 written.definition,
@@ -185,6 +197,7 @@ def _replay(args: argparse.Namespace) -> int:
                 engine=args.engine,
                 opening_supply=args.opening_supply,
                 customers=args.customers,
+                redemptions=args.redemptions,
             )
             result.write(args.out)
             definition, events, totals, seconds = (
@@ -203,6 +216,7 @@ def _replay(args: argparse.Namespace) -> int:
         "asset": definition.asset.symbol,
         "failed": totals["failed"],
         "failed_by_code": totals["failed_by_code"],
+        **{key: _printable(totals[key]) for key in FEATURE_TOTALS if key in totals},
         "seconds": round(seconds, 3),
         "engine": args.engine,
         "out": str(args.out),
@@ -291,6 +305,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--customers",
         help="customers table (.parquet, .csv or .jsonl: id, external_id, country, segments, attributes) that "
         "rules read customer.* from and beneficiaries resolve in",
+    )
+    replay.add_argument(
+        "--redemptions",
+        help="what customers spent (.parquet, .csv or .jsonl: customer_id, amount, occurred_at), so that "
+        "reversals claw back from the balances they had; without it nothing was spent",
     )
     replay.add_argument(
         "--engine",

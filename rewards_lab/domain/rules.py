@@ -221,7 +221,7 @@ def compile_rule(
         asset_id = action.get("asset_id") or default_asset_id
         decimals = decimals_of(asset_id)
         if action.get("type") == "reverse":
-            action_specs.append(_reverse_spec(action, asset_id, decimals))
+            action_specs.append(reverse_spec(action, asset_id, decimals))
             continue
         amount = action["amount"]
         beneficiary = (action.get("beneficiary") or {}).get("field")
@@ -237,7 +237,7 @@ def compile_rule(
     return RuleSpec(rule_id, event_type, nodes, tuple(action_specs), priority, stop_processing, timezone, caps)
 
 
-def _reverse_spec(action: Mapping[str, Any], asset_id: str, decimals: int) -> ActionSpec:
+def reverse_spec(action: Mapping[str, Any], asset_id: str, decimals: int) -> ActionSpec:
     """A stored reverse action as an ActionSpec: its fraction's field is read as `per`."""
     fraction = action.get("fraction")
     original = str(action["original"]["field"])

@@ -339,19 +339,32 @@ class Lab:
         opening_supply: Decimal | int | str = 0,
         engine: str = "duckdb",
         customers: Any = None,
+        redemptions: Any = None,
         **options: Any,
     ) -> ReplayResult | SparkReplayResult:
         """Replay a history through a programme of the lab (a version of it, the published one by default) or
         through a programme file as it stands, on DuckDB (default) or Spark; returns the engine's result.
         `customers`: a customers table (a path, a DataFrame or an Arrow table; docs/replay.md) for rules that
-        read customer.* or name beneficiaries."""
+        read customer.* or name beneficiaries; `redemptions`: what customers spent (docs/replay.md)."""
         if isinstance(programme, LabProgramme):
             return programme.replay(
-                events, version=version, opening_supply=opening_supply, engine=engine, customers=customers, **options
+                events,
+                version=version,
+                opening_supply=opening_supply,
+                engine=engine,
+                customers=customers,
+                redemptions=redemptions,
+                **options,
             )
         definition = programme if isinstance(programme, ProgrammeDefinition) else load_programme(programme)
         return run_replay(
-            events, definition, engine=engine, opening_supply=opening_supply, customers=customers, **options
+            events,
+            definition,
+            engine=engine,
+            opening_supply=opening_supply,
+            customers=customers,
+            redemptions=redemptions,
+            **options,
         )
 
     def _asset_for(self, spec: rq.AssetCreate) -> r.Asset:
@@ -658,15 +671,23 @@ class LabProgramme:
         opening_supply: Decimal | int | str = 0,
         engine: str = "duckdb",
         customers: Any = None,
+        redemptions: Any = None,
         **options: Any,
     ) -> ReplayResult | SparkReplayResult:
         """Replay a history through a version (the published one by default) with the vectorised engine, on
         DuckDB (default) or Spark (`engine="spark"`; events may then be a Spark DataFrame or Parquet files);
         returns the engine's result (the same API and the same issuance rows on both). `customers`: the
-        customers table rules read customer.* from and beneficiaries resolve in (docs/replay.md)."""
+        customers table rules read customer.* from and beneficiaries resolve in; `redemptions`: what customers
+        spent, for clawbacks (docs/replay.md)."""
         definition = self.definition(version)
         return run_replay(
-            events, definition, engine=engine, opening_supply=opening_supply, customers=customers, **options
+            events,
+            definition,
+            engine=engine,
+            opening_supply=opening_supply,
+            customers=customers,
+            redemptions=redemptions,
+            **options,
         )
 
     def sweep(

@@ -36,8 +36,9 @@ from sqlglot import exp
 from rewards_lab.contract.programme_file import FileAction, ProgrammeDefinition
 from rewards_lab.contract.rule_requests import ORDERING, condition_payload
 from rewards_lab.domain.conditions import TIME_FIELDS, ConditionNode, ConditionSpec, source_of
+from rewards_lab.domain.limits import caps_of
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR, parse_amount
-from rewards_lab.domain.rules import ActionSpec, RuleSpec, condition_node, in_order
+from rewards_lab.domain.rules import ActionSpec, RuleSpec, condition_node, in_order, reverse_spec
 from rewards_lab.replay.sql_values import (
     DUCKDB,
     SPARK,
@@ -83,7 +84,8 @@ RECIPIENT = "__r"  # column prefix of a beneficiary field's reference (and `{col
 
 
 def rule_specs(definition: ProgrammeDefinition) -> list[RuleSpec]:
-    """The file's rules as the live engine's RuleSpecs (rule_id = the rule's index in the file)."""
+    """The file's rules as the live engine's RuleSpecs (rule_id = the rule's index in the file), with their caps
+    and reverse actions as `domain.rules.compile_rule` makes them."""
     decimals = definition.asset.decimals
     zone = definition.programme.zone
     specs = []
@@ -92,7 +94,8 @@ def rule_specs(definition: ProgrammeDefinition) -> list[RuleSpec]:
         actions = []
         for number_, action in enumerate(rule.actions):
             if not isinstance(action, FileAction):
-                raise ValueError(f"rules[{index}].actions[{number_}]: replay does not take back rewards yet")
+                actions.append(reverse_spec(action.model_dump(mode="python"), "asset", decimals))
+                continue
             amount = action.amount
             beneficiary = action.beneficiary.field if action.beneficiary else None
             if hasattr(amount, "fixed"):
@@ -101,15 +104,20 @@ def rule_specs(definition: ProgrammeDefinition) -> list[RuleSpec]:
                 actions.append(ActionSpec("asset", decimals, fixed_minor=minor, beneficiary=beneficiary))
             else:
                 actions.append(ActionSpec("asset", decimals, per=amount.per, rate=amount.rate, beneficiary=beneficiary))
+        caps = caps_of([limit.model_dump(mode="json") for limit in rule.limits], "rule", decimals)
         specs.append(
-            RuleSpec(str(index), rule.event_type, conditions, tuple(actions), rule.priority, rule.stop_processing, zone)
+            RuleSpec(
+                str(index), rule.event_type, conditions, tuple(actions), rule.priority, rule.stop_processing, zone, caps
+            )
         )
     return specs
 
 
 def referenced_fields(specs: list[RuleSpec]) -> list[str]:
-    """The event data fields the rules read (time and customer fields are not data)."""
-    names = (name for spec in specs for name in spec.fields())
+    """The event data fields the rules read (time and customer fields are not data), and the originals' fields
+    reverse actions divide by."""
+    names = [name for spec in specs for name in spec.fields()]
+    names += [action.fraction_of for spec in specs for action in spec.actions if action.fraction_of is not None]
     return list(dict.fromkeys(name for name in names if source_of(name) == "data"))
 
 
@@ -445,6 +453,23 @@ class Recipient:
 
 
 @dataclass(frozen=True)
+class CompiledReversal:
+    """A reverse action: where it applies (`where`, with its event type), the original's external id its field
+    holds (`reference`: NULL unless a non-empty string, which fails the action with `original_missing`) and, for
+    a fraction read from both events, the refund's number as exact text (`numerator`: NULL when it is no number)
+    and the original's field it is divided by (`of`). `fraction` is a constant fraction; neither: the whole."""
+
+    rule_index: int
+    action_index: int
+    event_type: str
+    where: exp.Expr
+    reference: exp.Expr
+    numerator: exp.Expr | None
+    fraction: Decimal | None
+    of: str | None
+
+
+@dataclass(frozen=True)
 class CompiledRule:
     index: int
     event_type: str
@@ -495,6 +520,7 @@ class CompiledProgramme:
     # the resolved id, with a customers table) to the events before the rules run
     beneficiaries: tuple[tuple[str, exp.Expr], ...] = ()
     reads_customers: bool = False  # some rule reads customer.* (the events need their customer's facts)
+    reversals: tuple[CompiledReversal, ...] = ()  # reverse actions, in slot order (their slots issue nothing)
 
     def render(self, node: exp.Expr) -> str:
         return self.dialect.render(node)
@@ -524,6 +550,16 @@ def recipient_column(reference: exp.Expr, dialect: Dialect) -> str:
     return RECIPIENT + hashlib.sha1(dialect.render(reference).encode()).hexdigest()[:16]
 
 
+def _reference(named: FieldSource, exotic_parts: list[exp.Expr]) -> exp.Expr:
+    """A field naming a customer or an event: its value when it is a non-empty string, else NULL (a value only
+    Python reads marks its row exotic)."""
+    if named.kind == "python":
+        exotic_parts.append(not_null(named.value))
+    text = string_of(named)
+    non_empty = exp.NEQ(this=text, expression=string(""))
+    return exp.null() if isinstance(text, exp.Null) else exp.Paren(this=when(non_empty, text.copy()))
+
+
 def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dialect: Dialect) -> CompiledProgramme:
     specs = rule_specs(definition)
     window = window_test(definition, dialect)
@@ -533,6 +569,7 @@ def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dial
     resolving = reader.resolves_customers
     stops: dict[str, list[tuple[exp.Expr, bool]]] = {}  # per type: conditions of the stop rules met so far
     compiled: dict[int, CompiledRule] = {}
+    reversals: list[CompiledReversal] = []
     for spec in in_order(specs):  # processing order: a stop rule keeps the later rules of its type off
         conditions = _Conditions(reader, dialect, spec.timezone)
         where, nullable = conditions.nodes(spec.conditions)
@@ -541,8 +578,19 @@ def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dial
             stops.setdefault(spec.event_type, []).append((where, nullable))
         amounts = []
         recipients: list[Recipient | None] = []
-        for action in spec.actions:
+        reversing: list[tuple[int, ActionSpec, exp.Expr, exp.Expr | None]] = []
+        numerator: exp.Expr | None
+        for action_index, action in enumerate(spec.actions):
             source = conditions.source(action.per) if action.per else None
+            if action.reverse_of is not None:
+                amounts.append(Amount(exp.true(), exp.null(), False, 0))  # a reversal issues nothing itself
+                if source is not None:
+                    conditions.numbers_read(source)
+                reference = _reference(conditions.source(action.reverse_of), exotic_parts)
+                numerator = None if source is None else cast(numeric(source, dialect).value, "VARCHAR")
+                reversing.append((action_index, action, reference, numerator))
+                recipients.append(None)
+                continue
             amounts.append(amount_parts(action, source, dialect))
             if source is not None:
                 conditions.numbers_read(source)
@@ -550,12 +598,7 @@ def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dial
                 recipients.append(None)
                 continue
             if action.beneficiary not in references:
-                named = conditions.source(action.beneficiary)
-                if named.kind == "python":
-                    exotic_parts.append(not_null(named.value))
-                text = string_of(named)
-                non_empty = exp.NEQ(this=text, expression=string(""))
-                reference = exp.null() if isinstance(text, exp.Null) else exp.Paren(this=when(non_empty, text.copy()))
+                reference = _reference(conditions.source(action.beneficiary), exotic_parts)
                 references[action.beneficiary] = (recipient_column(reference, dialect), reference)
             column = references[action.beneficiary][0]
             resolved = exp.column(f"{column}_id") if resolving else None
@@ -563,6 +606,19 @@ def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dial
         exotic_parts += conditions.exotic
         unsafe_parts += conditions.unsafe
         rule_where = conjunction([window, where, *earlier])
+        for action_index, action, reference, reversal_numerator in reversing:
+            reversals.append(
+                CompiledReversal(
+                    int(spec.rule_id),
+                    action_index,
+                    spec.event_type,
+                    rule_where.copy(),
+                    reference,
+                    reversal_numerator,
+                    action.fraction,
+                    action.fraction_of,
+                )
+            )
         has_recipient = any(r is not None for r in recipients)
         compiled[int(spec.rule_id)] = CompiledRule(
             int(spec.rule_id), spec.event_type, rule_where, tuple(amounts), tuple(recipients) if has_recipient else ()
@@ -606,4 +662,5 @@ def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dial
         dialect,
         tuple(references.values()),
         any(spec.reads("customer") for spec in specs),
+        tuple(sorted(reversals, key=lambda r: first[r.rule_index] + r.action_index)),
     )

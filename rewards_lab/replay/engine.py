@@ -33,7 +33,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
 from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
-from rewards_lab.replay import store
+from rewards_lab.replay import feature_sql, store
 from rewards_lab.replay.compiler import (
     DUCKDB,
     CompiledProgramme,
@@ -43,9 +43,12 @@ from rewards_lab.replay.compiler import (
     string,
 )
 from rewards_lab.replay.customers import joined, open_customers
-from rewards_lab.replay.fallback import instant_of, resolved_amount, slot_outcomes
+from rewards_lab.replay.fallback import all_outcomes, instant_of, resolved_amount
+from rewards_lab.replay.feature_store import FeatureInputs, FeatureTables, decide_features, local_day
 from rewards_lab.replay.inputs import ROW, EventSource, literal, open_events
+from rewards_lab.replay.limits_plan import has_features, limits_plan
 from rewards_lab.replay.order import order_events
+from rewards_lab.replay.redemptions import redemptions_table
 from rewards_lab.replay.store import DAY_US
 
 Progress = Callable[[int, int], None] | bool | None
@@ -117,6 +120,7 @@ class ReplayResult:
     _name: str  # prefix of this replay's temporary tables and views
     _layout: store.Layout
     _boundary: int | None  # the day of the first refusal by the ceiling (None: none refused)
+    _features: FeatureTables | None = None  # caps, budgets, reversals or redemptions (None: the programme has none)
 
     @property
     def _decimals(self) -> int:
@@ -127,17 +131,45 @@ class ReplayResult:
 
     @property
     def issuances(self) -> duckdb.DuckDBPyRelation:
-        """One row per attempted issuance, in processing order (ISSUANCE_COLUMNS)."""
+        """One row per attempted issuance, in processing order (ISSUANCE_COLUMNS; with caps, budgets or reversals
+        also feature_sql.ADDED_COLUMNS and one row per reverse action)."""
         return self.con.sql(f"SELECT * FROM {self._name}_issuances ORDER BY seq")
+
+    @property
+    def reversals(self) -> duckdb.DuckDBPyRelation:
+        """One row per reward a reverse action took back: the action (seq), the original reward (original_seq),
+        its customer, the target, what the wallet gave (taken), the shortfall and the clawback policy."""
+        if self._features is None:
+            return self.con.sql(_empty(REVERSAL_COLUMNS))
+        return self.con.sql(
+            feature_sql.reversals_sql(
+                self._layout,
+                self._name,
+                self.definition.asset.symbol,
+                self._amount,
+                self.definition.programme.clawback,
+            )
+        )
+
+    @property
+    def redemptions(self) -> duckdb.DuckDBPyRelation:
+        """The redemptions given, in input order, each `redeemed` or `refused` (the balance could not cover it)."""
+        if self._features is None:
+            return self.con.sql(_empty(REDEMPTION_COLUMNS))
+        return self.con.sql(feature_sql.redemptions_sql(self._name, self.definition.asset.symbol, self._amount))
+
+    def issuances_query(self, positions: tuple[int, int] | None = None) -> str:
+        symbol = self.definition.asset.symbol
+        base = store.issuances_sql(self._layout, self._name, self._boundary, symbol, self._amount, positions)
+        if self._features is None:
+            return base
+        return feature_sql.issuances_sql(base, self._name, symbol, self._amount, self._features, positions)
 
     def batches(self) -> Iterator[pa.Table]:
         """The issuance rows in processing order, as Arrow tables of the events of one position range at a time:
         each is sorted on its own, so that the rows are never sorted (nor held) all at once."""
         for low in range(0, max(self.events_processed, 1), _OUTPUT_EVENTS):
-            positions = (low, low + _OUTPUT_EVENTS)
-            query = store.issuances_sql(
-                self._layout, self._name, self._boundary, self.definition.asset.symbol, self._amount, positions
-            )
+            query = self.issuances_query((low, low + _OUTPUT_EVENTS))
             yield self.con.sql(f"{query} ORDER BY seq").to_arrow_table()
 
     def to_pandas(self) -> pd.DataFrame:
@@ -145,7 +177,11 @@ class ReplayResult:
         return frame
 
     def totals(self) -> dict[str, Any]:
-        """issued (Decimal), issuances, failed, and failures by error code."""
+        """issued (Decimal), issuances, failed, and failures by error code; with caps, budgets, reversals or
+        redemptions also what was requested and cut, limited, reversed (and its target and shortfall), the net
+        issuance and what was redeemed (`feature_totals`)."""
+        if self._features is not None:
+            return self._feature_totals()
         (row,) = self.con.sql(store.totals_sql(self._name, self._boundary, self._amount)).fetchall()
         issued_count, candidates, too_large = int(row[1]), int(row[2]), int(row[3])
         codes = {
@@ -162,9 +198,51 @@ class ReplayResult:
             "failed_by_code": failed_by_code,
         }
 
+    def _feature_totals(self) -> dict[str, Any]:
+        (row,) = self.con.sql(feature_sql.totals_sql(self._name, self._boundary)).fetchall()
+        issued, issuances, requested, candidates, too_large, missing, not_found = (int(v) for v in row[:7])
+        exhausted, limited, cut, taken, target, reversed_, redeemed_count, redeemed, redemptions = (
+            int(v) for v in row[7:]
+        )
+        if self._boundary is not None:  # the ceiling, set-based, refused what it did not issue
+            exhausted = candidates - issuances
+        codes = {
+            "amount_too_large": too_large,
+            "asset_supply_exhausted": exhausted,
+            "beneficiary_missing": missing,
+            "beneficiary_not_found": not_found,
+        }
+        codes.update(
+            {str(code): int(count) for code, count in self.con.sql(feature_sql.codes_sql(self._name)).fetchall()}
+        )
+        decimal = partial(to_decimal, decimals=self._decimals)
+        return {
+            "issued": decimal(issued),
+            "issuances": issuances,
+            "failed": sum(codes.values()),
+            "failed_by_code": {code: count for code, count in codes.items() if count},
+            "requested": decimal(requested),
+            "cut": decimal(cut),
+            "limited": limited,
+            "reversed": decimal(taken),
+            "reversal_target": decimal(target),
+            "shortfall": decimal(target - taken),
+            "reversals": reversed_,
+            "net": decimal(issued - taken),
+            "redeemed": decimal(redeemed),
+            "redemptions": redeemed_count,
+            "redemptions_refused": redemptions - redeemed_count,
+        }
+
     def daily(self) -> pd.DataFrame:
         """day (UTC), asset, rule_index, issued, cumulative (running total of that rule), issuances (issued rows);
-        amounts are exact Arrow decimals (see `per_customer`)."""
+        amounts are exact Arrow decimals (see `per_customer`). With caps, budgets or reversals also requested,
+        cut, limited, reversed, net and net_cumulative (feature_sql.daily_sql)."""
+        if self._features is not None:
+            query = feature_sql.daily_sql(
+                self._layout, self._name, self._boundary, self.definition.asset.symbol, self._amount
+            )
+            return frame_of(self.con.sql(query).to_arrow_table())
         asset = DUCKDB.render(string(self.definition.asset.symbol))
         query = f"""
             SELECT DATE '1970-01-01' + day AS day, {asset} AS asset, rule_index,
@@ -187,6 +265,11 @@ class ReplayResult:
         whose values come out as `Decimal` when read (`to_dict`, iteration, `sum()`)."""
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
             raise ServiceError("field_invalid", f"top must be a whole number of at least 1, not {top!r}", field="top")
+        if self._features is not None:  # also reversed, net, redeemed and balance, per holder
+            query = feature_sql.per_customer_sql_with(
+                self._layout, self._name, self._boundary, self._features, self._amount, top
+            )
+            return frame_of(self.con.sql(query).to_arrow_table())
         inner = store.per_customer_sql(self._layout, self._name, self._boundary)
         order = "" if top is None else f" ORDER BY c.issued DESC, c.customer_id LIMIT {top}"
         query = f"""
@@ -214,6 +297,42 @@ class ReplayResult:
         query = f"SELECT * FROM {self._name}_issuances ORDER BY seq"
         self.con.execute(f"COPY ({query}) TO {literal(str(target))} ({formats[target.suffix.lower()]})")
         return target
+
+
+REVERSAL_COLUMNS = (
+    ("seq", "BIGINT"),
+    ("external_event_id", "VARCHAR"),
+    ("occurred_at", "TIMESTAMPTZ"),
+    ("rule_index", "INTEGER"),
+    ("action_index", "INTEGER"),
+    ("original_seq", "BIGINT"),
+    ("original_external_event_id", "VARCHAR"),
+    ("original_rule_index", "INTEGER"),
+    ("original_action_index", "INTEGER"),
+    ("customer_id", "VARCHAR"),
+    ("asset", "VARCHAR"),
+    ("target_amount", "DECIMAL(38, 0)"),
+    ("target_minor", "BIGINT"),
+    ("taken_amount", "DECIMAL(38, 0)"),
+    ("taken_minor", "BIGINT"),
+    ("shortfall_amount", "DECIMAL(38, 0)"),
+    ("shortfall_minor", "BIGINT"),
+    ("clawback", "VARCHAR"),
+)
+REDEMPTION_COLUMNS = (
+    ("idx", "BIGINT"),
+    ("customer_id", "VARCHAR"),
+    ("occurred_at", "TIMESTAMPTZ"),
+    ("asset", "VARCHAR"),
+    ("amount", "DECIMAL(38, 0)"),
+    ("amount_minor", "BIGINT"),
+    ("status", "VARCHAR"),
+)
+
+
+def _empty(columns: tuple[tuple[str, str], ...]) -> str:
+    """SQL of an empty relation with these columns (a replay without reversals or redemptions)."""
+    return "SELECT " + ", ".join(f"CAST(NULL AS {kind}) AS {column}" for column, kind in columns) + " WHERE FALSE"
 
 
 def frame_of(table: pa.Table) -> pd.DataFrame:
@@ -255,14 +374,17 @@ def candidate_selects(plan: CompiledProgramme, events: str) -> list[tuple[str, s
     return selects
 
 
+ReverseRow = tuple[int, int, str | None, str | None, str | None]  # (seq, occurred_at us, code, original, numerator)
+
+
 def python_outcomes(
     con: duckdb.DuckDBPyConnection, source: EventSource, plan: CompiledProgramme, events: str
-) -> tuple[list[tuple[int, int, int]], dict[int, str], int]:
+) -> tuple[list[tuple[int, int, int]], dict[int, str], int, list[ReverseRow]]:
     """(seq, occurred_at in epoch microseconds, m) of the events SQL cannot read exactly, evaluated by the live
     engine's own functions with the facts the SQL reads (time, customer); seq -> the customer a beneficiary's
-    action rewards; and how many such events there were."""
+    action rewards; how many such events there were; and their matched reverse actions."""
     if plan.exotic_sql is None:
-        return [], {}, 0
+        return [], {}, 0, []
     reader = source.customers.reader() if source.customers is not None and plan.reads_customers else None
     facts_columns = reader.columns if reader is not None else []
     extra = "".join(f", {column}" for column in facts_columns)
@@ -277,18 +399,21 @@ def python_outcomes(
         )
         for row in fetched
     ]
-    evaluated = slot_outcomes(plan.specs, plan.first_slot, typed, facts)
+    both = all_outcomes(plan.specs, plan.first_slot, typed, facts)
+    evaluated = [issues for issues, _ in both]
     named = [reference for found in evaluated for _, m, reference in found if reference is not None and m > 0]
     resolved = source.customers.resolve(named) if source.customers is not None else None
-    rows, recipients = [], {}
-    for row, outcomes in zip(fetched, evaluated, strict=True):
+    rows, recipients, reversing = [], {}, []
+    for row, outcomes, (_, reversals) in zip(fetched, evaluated, both, strict=True):
         for slot, m, reference in outcomes:
             seq = int(row[0]) * plan.slots + slot
             amount, customer = resolved_amount(m, reference, resolved)
             rows.append((seq, int(row[3]), amount))
             if customer is not None:
                 recipients[seq] = customer
-    return rows, recipients, len(fetched)
+        for slot, code, original, numerator in reversals:
+            reversing.append((int(row[0]) * plan.slots + slot, int(row[3]), code, original, numerator))
+    return rows, recipients, len(fetched), reversing
 
 
 def python_rows(
@@ -296,7 +421,7 @@ def python_rows(
 ) -> tuple[list[tuple[int, int, int]], int]:
     """(seq, occurred_at in epoch microseconds, m) of the events SQL cannot read exactly (`python_outcomes`),
     and how many such events there were."""
-    rows, _, count = python_outcomes(con, source, plan, events)
+    rows, _, count, _ = python_outcomes(con, source, plan, events)
     return rows, count
 
 
@@ -320,14 +445,17 @@ def replay(
     progress: Progress = None,
     connection: duckdb.DuckDBPyConnection | None = None,
     customers: Any = None,
+    redemptions: Any = None,
 ) -> ReplayResult:
     """Replay `events` through `programme`; see the module docstring and docs/decisions.md ("Replay").
-    `customers`: the customers table (a path, a DataFrame, an Arrow table or a relation; docs/replay.md)."""
+    `customers`: the customers table (a path, a DataFrame, an Arrow table or a relation; docs/replay.md).
+    `redemptions`: what customers spent (rewards_lab.replay.redemptions; None: nothing)."""
     started = time.perf_counter()
     definition = definition_of(programme)
     decimals = definition.asset.decimals
     ceiling = parse_ceiling(definition.asset.supply_ceiling, decimals, "asset.supply_ceiling")
     opening = parse_supply(opening_supply, decimals)
+    spent = None if redemptions is None else redemptions_table(redemptions, decimals)
     con = connection if connection is not None else duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     name = f"__replay_{next(_names)}"
@@ -338,31 +466,42 @@ def replay(
     lay = store.layout(plan)
     reporter = ProgressReporter(progress, len(STEPS))
     ordered = f"{name}_ordered"
+    featured = has_features(definition) or spent is not None
+    limits = limits_plan(definition, plan.specs) if featured else None
+    lday = local_day(definition.programme.zone) if limits is not None and limits.capped else None
+    room = None if ceiling is None else ceiling - opening
+    tables: FeatureTables | None = None
     try:
         count = order_events(con, source, from_sql, name)
         reporter.step("ordered")
-        store.create(con, lay, ordered, plan.exotic_sql, name)
+        store.create(con, lay, ordered, plan.exotic_sql, name, local_day=lday)
         reporter.step("rules")
-        fallback, recipients, python_events = python_outcomes(con, source, plan, ordered)
-        store.add_fallback(con, lay, ordered, fallback, name, recipients)
+        fallback, recipients, python_events, reversing = python_outcomes(con, source, plan, ordered)
+        store.add_fallback(con, lay, ordered, fallback, name, recipients, local_day=lday)
         reporter.step("fallback")
         store.summarise(con, lay, name)
         reporter.step("summaries")
-        boundary = store.enforce_ceiling(con, lay, name, None if ceiling is None else ceiling - opening)
+        if limits is None:
+            boundary = store.enforce_ceiling(con, lay, name, room)
+        else:
+            inputs = FeatureInputs(limits, room, spent, reversing, lday is not None)
+            boundary, tables = decide_features(con, source, plan, lay, name, inputs)
         reporter.step("ceiling")
-        issuances = store.issuances_sql(lay, name, boundary, definition.asset.symbol, partial(decimal_sql, decimals))
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_issuances AS {issuances}")
+        result = ReplayResult(
+            definition=definition,
+            con=con,
+            events_processed=count,
+            seconds=0.0,
+            ceiling=None if ceiling is None else to_decimal(ceiling, decimals),
+            opening_supply=to_decimal(opening, decimals),
+            python_rows=python_events,
+            _name=name,
+            _layout=lay,
+            _boundary=boundary,
+            _features=tables,
+        )
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_issuances AS {result.issuances_query()}")
     finally:
         reporter.close()
-    return ReplayResult(
-        definition=definition,
-        con=con,
-        events_processed=count,
-        seconds=time.perf_counter() - started,
-        ceiling=None if ceiling is None else to_decimal(ceiling, decimals),
-        opening_supply=to_decimal(opening, decimals),
-        python_rows=python_events,
-        _name=name,
-        _layout=lay,
-        _boundary=boundary,
-    )
+    result.seconds = time.perf_counter() - started
+    return result

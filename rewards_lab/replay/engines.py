@@ -42,16 +42,22 @@ def run_replay(
     engine: str = "duckdb",
     opening_supply: Decimal | int | str = 0,
     customers: Any = None,
+    redemptions: Any = None,
     **options: Any,
 ) -> ReplayResult | SparkReplayResult:
     """Replay on the chosen engine; both give the same issuance table (docs/replay.md). `customers`: the
-    customers table rules read (customer.*) and beneficiaries resolve in (None: none). `options` go to the
+    customers table rules read (customer.*) and beneficiaries resolve in (None: none). `redemptions`: what
+    customers spent, for clawbacks (rewards_lab.replay.redemptions; None: nothing). `options` go to the
     engine: `progress` to both, `connection` to DuckDB's, `spark` (a session) to Spark's."""
     if _checked(engine) == "spark":
         from rewards_lab.replay.spark_engine import replay_spark
 
-        return replay_spark(events, programme, opening_supply=opening_supply, customers=customers, **options)
-    return replay(events, programme, opening_supply=opening_supply, customers=customers, **options)
+        return replay_spark(
+            events, programme, opening_supply=opening_supply, customers=customers, redemptions=redemptions, **options
+        )
+    return replay(
+        events, programme, opening_supply=opening_supply, customers=customers, redemptions=redemptions, **options
+    )
 
 
 def run_sweep(

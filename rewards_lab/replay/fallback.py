@@ -25,6 +25,8 @@ from rewards_lab.replay.sql_values import NUMBER_RE
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 Outcome = tuple[int, int, str | None]  # (slot, m, the beneficiary's reference or None)
+# (slot, the code failing it or None, the original's external id, the fraction's number as text or None)
+ReverseOutcome = tuple[int, str | None, str | None, str | None]
 
 
 Reading = Literal["value", "json", "csv", "document"]  # how an attribute's column reads (document: a JSON object's key)
@@ -85,24 +87,44 @@ def slot_outcomes(
     events: Sequence[tuple[str, Mapping[str, Any]]],
     facts: Sequence[EventFacts] | None = None,
 ) -> list[list[Outcome]]:
-    """Per event (type, data): (slot, m, reference) of every action that issues something or is refused, in
+    """Per event (type, data): (slot, m, reference) of every issue action that issues something or is refused, in
     processing order; m is the amount, TOO_LARGE or BENEFICIARY_MISSING; the reference is the beneficiary named
     (unresolved) of an action that issues to one."""
+    return [issues for issues, _ in all_outcomes(specs, first_slot, events, facts)]
+
+
+def all_outcomes(
+    specs: Sequence[RuleSpec],
+    first_slot: Sequence[int],
+    events: Sequence[tuple[str, Mapping[str, Any]]],
+    facts: Sequence[EventFacts] | None = None,
+) -> list[tuple[list[Outcome], list[ReverseOutcome]]]:
+    """Per event: its issue actions' outcomes (`slot_outcomes`) and its matched reverse actions' (`ReverseOutcome`:
+    the code failing the action, else the original's external id and the fraction's number as exact text)."""
     result = []
     for matches in evaluate(specs, events, facts=facts):
         amounts: list[Outcome] = []
+        reversals: list[ReverseOutcome] = []
         for verdict in matches:
             for action in verdict.actions:
+                slot = first_slot[int(verdict.rule_id)] + action.action_index
+                if specs[int(verdict.rule_id)].actions[action.action_index].reverse_of is not None:
+                    call = action.reversal
+                    if call is None:
+                        reversals.append((slot, action.error_code, None, None))
+                    else:
+                        numerator = None if call.numerator is None else str(call.numerator)
+                        reversals.append((slot, None, call.original, numerator))
+                    continue
                 if not action.issues and action.error_code is None:
                     continue
-                slot = first_slot[int(verdict.rule_id)] + action.action_index
                 if action.error_code == MISSING_CODE:
                     amounts.append((slot, BENEFICIARY_MISSING, None))
                 elif action.error_code is not None:
                     amounts.append((slot, TOO_LARGE, None))
                 else:
                     amounts.append((slot, action.amount_minor, action.beneficiary))
-        result.append(amounts)
+        result.append((amounts, reversals))
     return result
 
 

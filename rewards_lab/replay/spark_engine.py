@@ -34,6 +34,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition
 from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.domain.rules import RuleSpec
+from rewards_lab.replay import spark_feature_result
 from rewards_lab.replay.compiler import (
     BENEFICIARY_MISSING,
     NOT_FOUND_BASE,
@@ -47,6 +48,8 @@ from rewards_lab.replay.compiler import (
 )
 from rewards_lab.replay.engine import (
     ISSUANCE_COLUMNS,
+    REDEMPTION_COLUMNS,
+    REVERSAL_COLUMNS,
     STEPS,
     Progress,
     ProgressReporter,
@@ -55,8 +58,12 @@ from rewards_lab.replay.engine import (
     parse_supply,
 )
 from rewards_lab.replay.fallback import slot_outcomes
+from rewards_lab.replay.feature_sql import ADDED_COLUMNS
+from rewards_lab.replay.limits_plan import has_features, limits_plan
+from rewards_lab.replay.redemptions import redemptions_table
 from rewards_lab.replay.spark_ceiling import CeilingDecision, decide
 from rewards_lab.replay.spark_customers import open_spark_customers
+from rewards_lab.replay.spark_features import SparkFeatures, decide_features
 from rewards_lab.replay.spark_inputs import (
     FILE,
     ORDER,
@@ -275,6 +282,7 @@ class SparkReplayResult:
     python_rows: int  # events evaluated by the Python fallback
     _candidates: DataFrame
     _decision: CeilingDecision
+    _features: SparkFeatures | None = None  # caps, budgets, reversals or redemptions (None: the programme has none)
 
     @property
     def _decimals(self) -> int:
@@ -291,8 +299,40 @@ class SparkReplayResult:
         return (minor.cast("decimal(20,0)") * unit).cast(f"decimal(38,{d})")
 
     @property
+    def columns(self) -> tuple[str, ...]:
+        """The issuance table's columns (with caps, budgets or reversals also feature_sql.ADDED_COLUMNS)."""
+        return ISSUANCE_COLUMNS if self._features is None else (*ISSUANCE_COLUMNS, *ADDED_COLUMNS)
+
+    @property
     def issuances(self) -> DataFrame:
-        """One row per attempted issuance (ISSUANCE_COLUMNS)."""
+        """One row per attempted issuance (`columns`; with reverse actions also one row per reverse action)."""
+        base = self._base_issuances
+        if self._features is None:
+            return base
+        return spark_feature_result.issuances(base, self._features, self._amount, self.definition.asset.symbol)
+
+    @property
+    def reversals(self) -> DataFrame:
+        """One row per reward a reverse action took back (as the DuckDB result's `reversals`)."""
+        if self._features is None:
+            return self.spark.createDataFrame([], _schema(REVERSAL_COLUMNS))
+        return spark_feature_result.reversals(
+            self._candidates,
+            self._features,
+            self._amount,
+            self.definition.asset.symbol,
+            self.definition.programme.clawback,
+        )
+
+    @property
+    def redemptions(self) -> DataFrame:
+        """The redemptions given, in input order (`idx`), each `redeemed` or `refused`."""
+        if self._features is None:
+            return self.spark.createDataFrame([], _schema(REDEMPTION_COLUMNS))
+        return spark_feature_result.redemptions(self._features, self._amount, self.definition.asset.symbol)
+
+    @property
+    def _base_issuances(self) -> DataFrame:
         from pyspark.sql import functions as F
 
         c = self._candidates
@@ -323,6 +363,10 @@ class SparkReplayResult:
         """The day (UTC) of the first refusal by the supply ceiling; None when it never binds."""
         from pyspark.sql import functions as F
 
+        if self._features is not None and self._features.outcome is not None:  # the pass decided the ceiling
+            exhausted = self.issuances.where(F.col("error_code") == F.lit("asset_supply_exhausted"))
+            first = exhausted.agg(F.min(F.to_date("occurred_at"))).first()
+            return None if first is None else first[0]
         refusal = self._decision.first_refusal
         if refusal is None:
             return None
@@ -335,7 +379,7 @@ class SparkReplayResult:
 
     def to_arrow(self) -> pa.Table:
         table: pa.Table = self.issuances.orderBy("seq").toArrow()
-        return table.select(list(ISSUANCE_COLUMNS))
+        return table.select(list(self.columns))
 
     def to_pandas(self) -> pd.DataFrame:
         return frame_of(self.to_arrow())
@@ -345,6 +389,8 @@ class SparkReplayResult:
         from pyspark.sql import functions as F
 
         rows = self.issuances
+        if self._features is not None:
+            return spark_feature_result.totals(rows, self._features, self._decimals)
         row = rows.agg(
             F.sum(F.when(F.col("status") == "issued", F.col("amount_minor").cast("decimal(38,0)"))).alias("issued"),
             F.count_if(F.col("status") == "issued").alias("issuances"),
@@ -364,6 +410,11 @@ class SparkReplayResult:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
+        if self._features is not None:
+            symbol = self.definition.asset.symbol
+            return frame_of(
+                spark_feature_result.daily(self.issuances, self._candidates, self._features, self._amount, symbol)
+            )
         issued = self.issuances.where(F.col("status") == "issued")
         per_day = issued.groupBy(F.to_date("occurred_at").alias("day"), "rule_index").agg(
             F.sum(F.col("amount_minor").cast("decimal(38,0)")).alias("minor"), F.count("*").alias("issuances")
@@ -390,6 +441,8 @@ class SparkReplayResult:
 
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
             raise ServiceError("field_invalid", f"top must be a whole number of at least 1, not {top!r}", field="top")
+        if self._features is not None:
+            return frame_of(spark_feature_result.per_customer(self.issuances, self._features, self._amount, top))
         issued = self.issuances.where(F.col("status") == "issued")
         grouped = issued.groupBy("customer_id").agg(
             F.sum(F.col("amount_minor").cast("decimal(38,0)")).alias("minor"), F.count("*").alias("issuances")
@@ -420,11 +473,14 @@ def replay_spark(
     progress: Progress = None,
     spark: SparkSession | None = None,
     customers: Any = None,
+    redemptions: Any = None,
 ) -> SparkReplayResult:
     """Replay `events` through `programme` on Spark; see the module docstring and docs/replay.md. `customers`:
-    the customers table (a Spark DataFrame, a Parquet path, or any shape the DuckDB engine takes)."""
+    the customers table (a Spark DataFrame, a Parquet path, or any shape the DuckDB engine takes);
+    `redemptions`: what customers spent (rewards_lab.replay.redemptions; a Spark DataFrame is collected)."""
     started = time.perf_counter()
     definition = definition_of(programme)  # a bad programme file or events path is refused before Spark starts
+    spent = _redemptions(redemptions, definition.asset.decimals)
     if isinstance(events, str | Path):
         check_parquet_path(events)
     session = spark if spark is not None else spark_session()
@@ -435,9 +491,25 @@ def replay_spark(
             source.customers = open_spark_customers(session, customers)
         ordered, count = with_positions(source.frame)
         reporter.step("ordered")
-        return replay_ordered(definition, source, ordered, count, opening_supply, started, reporter)
+        return replay_ordered(definition, source, ordered, count, opening_supply, started, reporter, spent)
     finally:
         reporter.close()
+
+
+def _redemptions(redemptions: Any, decimals: int) -> pa.Table | None:
+    if redemptions is None:
+        return None
+    from pyspark.sql import DataFrame
+
+    if isinstance(redemptions, DataFrame):
+        redemptions = redemptions.toArrow()
+    return redemptions_table(redemptions, decimals)
+
+
+def _schema(columns: tuple[tuple[str, str], ...]) -> str:
+    """A Spark DDL schema of the DuckDB engine's empty relations' columns."""
+    kinds = {"BIGINT": "long", "VARCHAR": "string", "TIMESTAMPTZ": "timestamp", "INTEGER": "int"}
+    return ", ".join(f"{name} {kinds.get(kind, 'decimal(38,0)')}" for name, kind in columns)
 
 
 def replay_ordered(
@@ -448,8 +520,10 @@ def replay_ordered(
     opening_supply: Decimal | int | str,
     started: float,
     reporter: ProgressReporter | None = None,
+    spent: pa.Table | None = None,
 ) -> SparkReplayResult:
-    """Steps 2 and 3 over events already in order (a sweep orders them once for every grid point)."""
+    """Steps 2 and 3 over events already in order (a sweep orders them once for every grid point); `spent`:
+    the redemptions (rewards_lab.replay.redemptions.redemptions_table)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -475,7 +549,15 @@ def replay_ordered(
     )
     step("summaries")
     room = None if ceiling is None else ceiling - opening
-    decision = decide(candidates.where(F.col("m") > 0), room, max(plan.slots, 1))
+    features = None
+    if has_features(definition) or spent is not None:
+        limits = limits_plan(definition, plan.specs)
+        zone = definition.programme.zone
+        features = decide_features(events, candidates, plan, source, limits, zone, room, spent)
+    if features is not None and features.outcome is not None:  # the pass decided the ceiling, if any
+        decision = CeilingDecision(None)
+    else:
+        decision = decide(candidates.where(F.col("m") > 0), room, max(plan.slots, 1))
     step("ceiling")
     return SparkReplayResult(
         definition=definition,
@@ -487,4 +569,5 @@ def replay_ordered(
         python_rows=python_events,
         _candidates=candidates,
         _decision=decision,
+        _features=features,
     )

@@ -146,11 +146,18 @@ def _recipients_of(lay: Layout, k: int) -> dict[int, str]:
 
 
 def create(
-    con: duckdb.DuckDBPyConnection, lay: Layout, events: str, exotic: str | None, name: str, materialise: bool = True
+    con: duckdb.DuckDBPyConnection,
+    lay: Layout,
+    events: str,
+    exotic: str | None,
+    name: str,
+    materialise: bool = True,
+    local_day: str | None = None,
 ) -> None:
     """`{name}_pe` from the events view (with __pos), and `{name}_slots`; rows flagged `exotic` are left out (the
     Python fallback adds them). Not materialised, `{name}_pe` is a view: every query over it reads the events
-    again (the streaming writer's ceiling queries, which read it a few times, not the summaries)."""
+    again (the streaming writer's ceiling queries, which read it a few times, not the summaries). `local_day`:
+    SQL of the day in the programme's timezone, stored as `lday` (caps count in its calendar periods)."""
     slots = [(k, i + 1, slot) for k, slots_k in enumerate(lay.slots_of) for i, slot in enumerate(slots_k)]
     rows = {
         "k": pa.array([k for k, _, _ in slots], pa.int32()),
@@ -171,9 +178,10 @@ def create(
     )
     keep = "" if exotic is None else f" WHERE NOT {exotic}"
     kind = "TABLE" if materialise else "VIEW"
+    lday = "" if local_day is None else f", {local_day} AS lday"
     con.execute(
-        f"CREATE TEMP {kind} {name}_pe AS SELECT __pos AS pos, customer_id, {day} AS day, CASE type {a} END AS a "
-        f"FROM {events}{keep}"
+        f"CREATE TEMP {kind} {name}_pe AS SELECT __pos AS pos, customer_id, {day} AS day, CASE type {a} END AS a"
+        f"{lday} FROM {events}{keep}"
     )
 
 
@@ -184,9 +192,10 @@ def add_fallback(
     rows: Sequence[tuple[int, int, int]],
     name: str,
     recipients: dict[int, str] | None = None,
+    local_day: str | None = None,
 ) -> None:
     """Add the Python fallback's issuances, (seq, occurred_at in epoch microseconds, amount), as stored rows;
-    `recipients`: seq -> the customer a beneficiary's action rewards."""
+    `recipients`: seq -> the customer a beneficiary's action rewards; `local_day` as for `create`."""
     if not rows:
         return
     by_event: dict[int, tuple[int, int, list[int], list[str | None]]] = {}
@@ -208,8 +217,9 @@ def add_fallback(
     con.register(f"{name}_fallback", pa.table(columns))
     beneficiaries = {index: f"f.b{index}" for index in lay.beneficiary_fields}
     struct = _struct("f.k", [f"f.c{index}" for index in range(1, lay.width + 1)], lay.width, beneficiaries)
+    lday = "" if local_day is None else f", {local_day}"
     con.execute(
-        f"INSERT INTO {name}_pe SELECT f.pos, e.customer_id, CAST(f.t // {DAY_US} AS INTEGER), {struct} "
+        f"INSERT INTO {name}_pe SELECT f.pos, e.customer_id, CAST(f.t // {DAY_US} AS INTEGER), {struct}{lday} "
         f"FROM {name}_fallback f JOIN {events} e ON e.__pos = f.pos"
     )
     con.unregister(f"{name}_fallback")

@@ -30,6 +30,7 @@ from rewards_lab.replay.compiler import DUCKDB, compile_programme, referenced_fi
 from rewards_lab.replay.customers import joined, open_customers
 from rewards_lab.replay.engine import candidate_selects, definition_of, parse_supply, python_rows
 from rewards_lab.replay.inputs import open_events
+from rewards_lab.replay.limits_plan import has_features
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.store import DAY_US
 
@@ -89,6 +90,12 @@ def sweep(
     `customers`: the customers table, as for `replay`."""
     started = time.perf_counter()
     keys, points, definitions = grid_points(definition_of(programme), grid)
+    if any(has_features(definition) for definition in definitions):  # caps, budgets or reversals: point by point
+        rows = [
+            featured_point(events, definition, dict(zip(keys, point, strict=True)), opening_supply, customers)
+            for point, definition in zip(points, definitions, strict=True)
+        ]
+        return sweep_frame(keys, rows, started)
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
     source = open_events(con, events, "__sweep_events")  # reads CSV and JSON lines in file order
@@ -143,6 +150,31 @@ def sweep(
     return sweep_frame(keys, rows, started)
 
 
+def featured_point(
+    events: Any,
+    definition: ProgrammeDefinition,
+    values: dict[str, Any],
+    opening_supply: Decimal | int | str,
+    customers: Any,
+) -> dict[str, Any]:
+    """A grid point of a programme with caps, budgets or reversals: its own replay (liability net of
+    reversals)."""
+    from rewards_lab.replay.engine import replay
+
+    result = replay(events, definition, opening_supply=opening_supply, customers=customers)
+    totals = result.totals()
+    decimals = definition.asset.decimals
+    query = result.issuances_query()
+    ((exhausted_on,),) = result.con.sql(
+        f"SELECT min(CAST(occurred_at AS DATE)) FROM ({query}) WHERE error_code = 'asset_supply_exhausted'"
+    ).fetchall()
+    issued = int(Decimal(totals["issued"]).scaleb(decimals))
+    reversed_ = int(Decimal(totals["reversed"]).scaleb(decimals))
+    opening = parse_supply(opening_supply, decimals)
+    counts = (int(totals["issuances"]), int(totals["failed"]))
+    return point_row(values, decimals, issued, counts, opening, exhausted_on, reversed_)
+
+
 def grid_points(
     base: ProgrammeDefinition, grid: dict[str, Sequence[Any]]
 ) -> tuple[list[str], list[tuple[Any, ...]], list[ProgrammeDefinition]]:
@@ -159,15 +191,17 @@ def point_row(
     counts: tuple[int, int],
     opening_minor: int,
     exhausted_on: Any,
+    reversed_minor: int = 0,
 ) -> dict[str, Any]:
-    """One grid point's row: its values, issued, issuances, failed, liability and exhausted_on."""
+    """One grid point's row: its values, issued, issuances, failed, liability (opening supply + issued - what
+    reversals took back) and exhausted_on."""
     issued = to_decimal(issued_minor, decimals)
     return {
         **values,
         "issued": issued,
         "issuances": counts[0],
         "failed": counts[1],
-        "liability": to_decimal(opening_minor, decimals) + issued,
+        "liability": to_decimal(opening_minor + issued_minor - reversed_minor, decimals),
         "exhausted_on": exhausted_on,
     }
 

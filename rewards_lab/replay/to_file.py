@@ -35,6 +35,7 @@ from rewards_lab.replay import store
 from rewards_lab.replay.compiler import TOO_LARGE, CompiledProgramme, string
 from rewards_lab.replay.engine import decimal_sql, definition_of, parse_supply, prepared, replay
 from rewards_lab.replay.inputs import ROW, literal, open_events
+from rewards_lab.replay.limits_plan import has_features
 from rewards_lab.replay.order import input_in_order
 
 MEMORY_LIMIT = "1GB"  # what DuckDB may hold back while writing in order
@@ -192,9 +193,11 @@ def replay_to_file(
     *,
     opening_supply: Decimal | int | str = 0,
     customers: Any = None,
+    redemptions: Any = None,
 ) -> WrittenReplay:
     """Replay `events` through `programme` and write the issuances (in processing order) to `out`, .parquet or
-    .csv: the same rows as `replay(...).write(out)`, streamed when it can be (see the module docstring)."""
+    .csv: the same rows as `replay(...).write(out)`, streamed when it can be (see the module docstring; a
+    programme with caps, budgets or reversals, or given redemptions, is replayed whole, then written)."""
     started = time.perf_counter()
     target = _output(out)
     definition = definition_of(programme)
@@ -208,7 +211,8 @@ def replay_to_file(
         source = open_events(con, events, f"{_NAME}_events")
         known = input_in_order(source)
         issued: _Issued | None = None
-        if known is not None and known[1]:
+        plain = redemptions is None and not has_features(definition)
+        if plain and known is not None and known[1]:
             from_sql, plan = prepared(con, definition, source, customers)
             con.execute(f"CREATE TEMP VIEW {_NAME}_ordered AS SELECT *, {ROW} AS __pos FROM {from_sql}")
             exotic = plan.exotic_sql
@@ -221,7 +225,9 @@ def replay_to_file(
                 issued = _issued(con, plan, None if ceiling is None else ceiling - opening)
         if issued is None:
             con.close()
-            result = replay(events, definition, opening_supply=opening_supply, customers=customers)
+            result = replay(
+                events, definition, opening_supply=opening_supply, customers=customers, redemptions=redemptions
+            )
             result.write(target)
             seconds = time.perf_counter() - started
             return WrittenReplay(definition, target, result.events_processed, result.totals(), seconds, False)

@@ -1,0 +1,183 @@
+"""The DuckDB result of a replay with caps, budgets, reversals or redemptions: the issuance table with its added
+columns, the reversals and redemptions, and the summaries net of reversals (docs/replay.md).
+
+Every summary starts from the set-based summaries of rewards_lab.replay.store (which take every positive reward
+as issued in full, or the ceiling's boundary when the pass did not run) and adds the pass's corrections
+(`{name}_corr`: rewards cut, skipped or refused), what reversals took (`{name}_items`) and what redemptions spent,
+so that no summary reads the issuance rows themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rewards_lab.replay.compiler import DUCKDB, string
+from rewards_lab.replay.feature_store import FeatureTables, holder_sql
+from rewards_lab.replay.store import Layout, issued_cells, per_customer_sql
+
+Amount = Callable[[str], str]
+ADDED_COLUMNS = (  # the issuance table's columns after rewards_lab.replay.engine.ISSUANCE_COLUMNS
+    "kind",
+    "requested_amount",
+    "requested_minor",
+    "cap_scope",
+    "cap_period",
+    "cap_period_start",
+    "cut_amount",
+    "cut_minor",
+)
+_EPOCH = "DATE '1970-01-01'"
+
+
+def _events(name: str, positions: tuple[int, int] | None) -> str:
+    if positions is None:
+        return f"{name}_ordered"
+    return f"(SELECT * FROM {name}_ordered WHERE __pos >= {positions[0]} AND __pos < {positions[1]})"
+
+
+def issuances_sql(
+    base: str,
+    name: str,
+    asset: str,
+    amount: Amount,
+    tables: FeatureTables,
+    positions: tuple[int, int] | None = None,
+) -> str:
+    """SQL: the set-based issuance rows (`base`, rewards_lab.replay.store.issuances_sql) with the pass's decisions,
+    then one row per reverse action (kind `reversal`: `amount` what the wallets gave back, `requested_amount` the
+    target); the customer is the holder."""
+    holder, join = holder_sql("b.customer_id", tables.lookup)
+    refund_holder, refund_join = holder_sql("e.customer_id", tables.lookup)
+    symbol = DUCKDB.render(string(asset))
+    taken = "coalesce(t.taken, 0)"
+    target = "coalesce(t.target, 0)"
+    return f"""
+        SELECT b.seq, b.external_event_id, {holder} AS customer_id, b.event_type, b.occurred_at, b.rule_index,
+               b.action_index, b.asset, CASE WHEN d.seq IS NULL THEN b.amount ELSE {amount("d.g")} END AS amount,
+               CAST(CASE WHEN d.seq IS NULL THEN b.amount_minor ELSE d.g END AS BIGINT) AS amount_minor,
+               coalesce(d.status, b.status) AS status,
+               CASE WHEN d.seq IS NULL THEN b.error_code ELSE d.error_code END AS error_code,
+               'issue' AS kind, b.amount AS requested_amount, b.amount_minor AS requested_minor,
+               d.cut_scope AS cap_scope, d.cut_period AS cap_period, {_EPOCH} + d.cut_start AS cap_period_start,
+               {amount("d.cut_minor")} AS cut_amount, d.cut_minor
+        FROM ({base}) b LEFT JOIN {name}_dec d ON d.seq = b.seq {join}
+        UNION ALL
+        SELECT a.seq, e.external_event_id, {refund_holder}, s.event_type, e.occurred_at, s.rule_index,
+               s.action_index, {symbol}, {amount(taken)}, CAST({taken} AS BIGINT),
+               CASE WHEN a.code IS NULL THEN 'reversed' ELSE 'failed' END, a.code, 'reversal', {amount(target)},
+               CAST({target} AS BIGINT), NULL, NULL, NULL, NULL, NULL
+        FROM {name}_rad a JOIN {_events(name, positions)} e ON e.__pos = a.pos JOIN {name}_slots s ON s.slot = a.slot
+        LEFT JOIN (SELECT seq, sum(target) AS target, sum(taken) AS taken FROM {name}_items GROUP BY seq) t
+            ON t.seq = a.seq
+        {refund_join}"""
+
+
+def reversals_sql(lay: Layout, name: str, asset: str, amount: Amount, clawback: str) -> str:
+    """SQL: one row per reward a reverse action took back (or tried to), in processing order of the actions."""
+    symbol = DUCKDB.render(string(asset))
+    return f"""
+        SELECT t.seq, e.external_event_id, e.occurred_at, s.rule_index, s.action_index,
+               t.reward AS original_seq, o.external_event_id AS original_external_event_id,
+               os.rule_index AS original_rule_index, os.action_index AS original_action_index,
+               t.holder AS customer_id, {symbol} AS asset,
+               {amount("t.target")} AS target_amount, t.target AS target_minor,
+               {amount("t.taken")} AS taken_amount, t.taken AS taken_minor,
+               {amount("t.target - t.taken")} AS shortfall_amount, t.target - t.taken AS shortfall_minor,
+               {DUCKDB.render(string(clawback))} AS clawback
+        FROM {name}_items t JOIN {name}_rad a ON a.seq = t.seq
+        JOIN {name}_ordered e ON e.__pos = a.pos JOIN {name}_slots s ON s.slot = a.slot
+        JOIN {name}_ordered o ON o.__pos = t.reward // {lay.slots}
+        JOIN {name}_slots os ON os.slot = t.reward % {lay.slots}
+        ORDER BY t.seq, t.reward"""
+
+
+def redemptions_sql(name: str, asset: str, amount: Amount) -> str:
+    """SQL: the redemptions in input order, each `redeemed` or `refused` (the balance could not cover it)."""
+    symbol = DUCKDB.render(string(asset))
+    return f"""
+        SELECT r.idx, r.holder AS customer_id, CAST(make_timestamp(r.t) AS TIMESTAMPTZ) AS occurred_at,
+               {symbol} AS asset, {amount("r.amount")} AS amount, r.amount AS amount_minor,
+               CASE WHEN o.accepted THEN 'redeemed' ELSE 'refused' END AS status
+        FROM {name}_red r LEFT JOIN {name}_redout o ON o.idx = r.idx ORDER BY r.idx"""
+
+
+def totals_sql(name: str, boundary: int | None) -> str:
+    """SQL: one row of minor-unit totals and counts (see `totals`)."""
+    cells = issued_cells(name, boundary)
+    return f"""
+        SELECT
+            (SELECT coalesce(sum(issued), 0) FROM ({cells})) + (SELECT coalesce(sum(
+                CASE WHEN status = 'issued' THEN g ELSE 0 END - requested), 0) FROM {name}_corr),
+            (SELECT coalesce(sum(n), 0) FROM ({cells}))
+                - coalesce((SELECT count_if(status <> 'issued') FROM {name}_corr), 0),
+            (SELECT coalesce(sum(p), 0) FROM {name}_cand),
+            (SELECT coalesce(sum(n), 0) FROM {name}_cand),
+            (SELECT coalesce(sum(x), 0) FROM {name}_cand),
+            (SELECT coalesce(sum(y), 0) FROM {name}_cand),
+            (SELECT coalesce(sum(z), 0) FROM {name}_cand),
+            coalesce((SELECT count_if(status = 'failed') FROM {name}_corr), 0),
+            coalesce((SELECT count_if(status = 'limited') FROM {name}_corr), 0),
+            (SELECT coalesce(sum(cut_minor), 0) FROM {name}_corr),
+            (SELECT coalesce(sum(taken), 0) FROM {name}_items),
+            (SELECT coalesce(sum(target), 0) FROM {name}_items),
+            coalesce((SELECT count_if(code IS NULL) FROM {name}_rad), 0),
+            coalesce((SELECT count_if(o.accepted) FROM {name}_red r JOIN {name}_redout o ON o.idx = r.idx), 0),
+            (SELECT coalesce(sum(r.amount), 0) FROM {name}_red r JOIN {name}_redout o ON o.idx = r.idx
+                WHERE o.accepted),
+            coalesce((SELECT count(*) FROM {name}_red), 0)"""
+
+
+def codes_sql(name: str) -> str:
+    """SQL: (code, count) of the reverse actions that failed."""
+    return f"SELECT code, count(*) FROM {name}_rad WHERE code IS NOT NULL GROUP BY code ORDER BY code"
+
+
+def daily_sql(lay: Layout, name: str, boundary: int | None, asset: str, amount: Amount) -> str:
+    """SQL: per UTC day and rule, what was issued (and its running total), requested, cut by caps and budgets,
+    skipped (`limited`), taken back by reversals (on the day the refund is processed, from the rule that issued
+    the reward) and the net issuance with its running total."""
+    symbol = DUCKDB.render(string(asset))
+    cells = f"""
+        SELECT day, slot, issued, n, 0 AS req, 0 AS cut, 0 AS lim, 0 AS rev FROM ({issued_cells(name, boundary)})
+        UNION ALL SELECT day, slot, 0, 0, p, 0, 0, 0 FROM {name}_cand WHERE n > 0
+        UNION ALL SELECT day, slot, CASE WHEN status = 'issued' THEN g ELSE 0 END - requested,
+                         -CAST(status <> 'issued' AS INTEGER), 0, coalesce(cut_minor, 0),
+                         CAST(status = 'limited' AS INTEGER), 0 FROM {name}_corr
+        UNION ALL SELECT a.pday, CAST(t.reward % {lay.slots} AS INTEGER), 0, 0, 0, 0, 0, t.taken
+                  FROM {name}_items t JOIN {name}_rad a ON a.seq = t.seq"""
+    window = "OVER (PARTITION BY rule_index ORDER BY day)"
+    return f"""
+        SELECT {_EPOCH} + day AS day, {symbol} AS asset, rule_index, {amount("issued")} AS issued,
+               {amount(f"sum(issued) {window}")} AS cumulative, CAST(issuances AS BIGINT) AS issuances,
+               {amount("req")} AS requested, {amount("cut")} AS cut, CAST(lim AS BIGINT) AS limited,
+               {amount("rev")} AS reversed, {amount("issued - rev")} AS net,
+               {amount(f"sum(issued - rev) {window}")} AS net_cumulative
+        FROM (
+            SELECT c.day, s.rule_index, sum(c.issued) AS issued, sum(c.n) AS issuances, sum(c.req) AS req,
+                   sum(c.cut) AS cut, sum(c.lim) AS lim, sum(c.rev) AS rev
+            FROM ({cells}) c JOIN (SELECT DISTINCT slot, rule_index FROM {name}_slots) s ON s.slot = c.slot
+            GROUP BY ALL
+        ) WHERE req > 0 OR rev > 0 ORDER BY day, rule_index"""
+
+
+def per_customer_sql_with(
+    lay: Layout, name: str, boundary: int | None, tables: FeatureTables, amount: Amount, top: int | None
+) -> str:
+    """SQL: per customer (its holder), what was issued, taken back and redeemed, and the balance it leaves."""
+    holder, join = holder_sql("c.customer_id", tables.lookup)
+    parts = f"""
+        SELECT {holder} AS holder, c.issued, coalesce(c.issuances, 0) AS n, 0 AS rev, 0 AS red
+            FROM ({per_customer_sql(lay, name, boundary)}) c {join}
+        UNION ALL SELECT holder, CASE WHEN status = 'issued' THEN g ELSE 0 END - requested,
+                         -CAST(status <> 'issued' AS INTEGER), 0, 0 FROM {name}_corr
+        UNION ALL SELECT holder, 0, 0, taken, 0 FROM {name}_items
+        UNION ALL SELECT r.holder, 0, 0, 0, r.amount FROM {name}_red r JOIN {name}_redout o ON o.idx = r.idx
+                  WHERE o.accepted"""
+    order = "" if top is None else f" ORDER BY c.issued DESC, c.customer_id LIMIT {top}"
+    return f"""
+        SELECT c.customer_id, {amount("c.issued")} AS issued, CAST(c.issuances AS BIGINT) AS issuances,
+               {amount("c.rev")} AS reversed, {amount("c.issued - c.rev")} AS net, {amount("c.red")} AS redeemed,
+               {amount("c.issued - c.rev - c.red")} AS balance
+        FROM (SELECT holder AS customer_id, sum(issued) AS issued, sum(n) AS issuances, sum(rev) AS rev,
+                     sum(red) AS red FROM ({parts}) GROUP BY holder) c
+        WHERE c.issuances > 0{order}"""

@@ -1,0 +1,451 @@
+"""Caps, budgets, reversals and redemptions in the DuckDB replay: the set-based part, the sequential pass's input
+and its outcome as tables (`replay.sequential` decides; this module only moves rows).
+
+Tables of a replay `{name}` (besides rewards_lab.replay.store's):
+- `{name}_ra`: one row per matched reverse action (pos, slot, reference, numerator; `code` for rows the live
+  evaluation decided in Python); `{name}_rad`: its decision (`replay.reversal_actions`): code, the original's
+  position `opos` (the first event of that external id in processing order), the fraction, whether it names an
+  original; `{name}_moved`: the processing key (ppos, psub) of refunds processed after an original that comes
+  later (`replay.refund_order`);
+- `{name}_red`: the redemptions (idx, holder, amount, anchor: the last event at or before their time);
+- `{name}_bind`: the counters that can bind (grouping number, holder, period start; `replay.limits_plan`);
+- `{name}_mrows`: the candidate rewards the pass needs: those whose counters can bind (`mask` > 0) and those of
+  originals (to take back); `{name}_ops`: the pass's operations;
+- `{name}_dec`, `{name}_items`, `{name}_redout`: what the pass decided (`replay.sequential`).
+
+Every reward not in the pass keeps its set-based row: its amount, issued. A customer is its `holder`: with a
+customers table, the id its reference resolves to (as the live engine resolves an event's customer), else the
+reference itself; counters and balances are per holder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+from sqlglot import exp
+
+from rewards_lab.domain.rules import number_of, read
+from rewards_lab.replay.compiler import DUCKDB, CompiledProgramme, string
+from rewards_lab.replay.customers import FOUND, CustomerTable
+from rewards_lab.replay.inputs import ROW, EventSource
+from rewards_lab.replay.limits_plan import LimitsPlan
+from rewards_lab.replay.refund_order import processing_keys
+from rewards_lab.replay.reversal_actions import decide
+from rewards_lab.replay.sequential import DECISIONS, ITEMS, REDEMPTIONS, SequentialPass
+from rewards_lab.replay.sql_values import number_markers, numeric
+from rewards_lab.replay.store import DAY_US, Layout
+from rewards_lab.replay.store import enforce_ceiling as store_enforce
+
+AFTER_EVENTS = 2**31 - 1  # psub of a redemption: after every event (moved or not) at its anchor
+_PASS_BATCH = 65_536  # operations fetched at a time by the sequential pass
+
+
+@dataclass
+class FeatureTables:
+    """What the result needs to read a featured replay: its limits, its customers' lookup (None: holders are the
+    references), whether the pass enforced the ceiling (`full`) and whether redemptions were given."""
+
+    limits: LimitsPlan
+    lookup: str | None
+    full: bool
+    redemptions: bool
+
+
+def period_starts(periods: list[str], lday: str) -> dict[str, str]:
+    """SQL of each period's first day (days since 1970-01-01) from the local day `lday`: ISO weeks (Monday)."""
+    epoch = "DATE '1970-01-01'"
+    forms = {
+        "day": lday,
+        "week": f"{lday} - ((({lday} + 3) % 7) + 7) % 7",
+        "month": f"CAST(CAST(date_trunc('month', {epoch} + {lday}) AS DATE) - {epoch} AS INTEGER)",
+        "year": f"CAST(CAST(date_trunc('year', {epoch} + {lday}) AS DATE) - {epoch} AS INTEGER)",
+    }
+    return {period: forms[period] for period in periods if period != "lifetime"}
+
+
+def local_day(zone: str) -> str:
+    """SQL of an event's day in the programme's timezone (days since 1970-01-01; a calendar day, also before
+    1970, unlike the UTC `day` of the summaries, which divides the time)."""
+    local = DUCKDB.render(DUCKDB.local_time(exp.column("occurred_at"), zone))
+    return f"CAST(CAST({local} AS DATE) - DATE '1970-01-01' AS INTEGER)"
+
+
+def holder_sql(column: str, lookup: str | None) -> tuple[str, str]:
+    """(SQL of the holder of a customer reference column, the join it needs)."""
+    if lookup is None:
+        return column, ""
+    return f"coalesce(hl.{FOUND}, {column})", f"LEFT JOIN {lookup} hl ON hl.__ref = {column}"
+
+
+def lookup_of(customers: CustomerTable | None, plan: CompiledProgramme) -> str | None:
+    """The customers' lookup table (built here when the rules did not need it), or None without a table."""
+    if customers is None:
+        return None
+    if not plan.joins_customers:
+        customers.build(False)
+    return customers.lookup
+
+
+# reverse actions ----------------------------------------------------------------------------------------------
+def reverse_actions(
+    con: duckdb.DuckDBPyConnection,
+    plan: CompiledProgramme,
+    events: str,
+    name: str,
+    fallback: list[tuple[int, int, str | None, str | None, str | None]],
+) -> None:
+    """`{name}_ra` (pos, slot, t, code, ref, num): every matched reverse action, SQL's rows and the fallback's
+    (pos * slots + slot, occurred_at in epoch microseconds, code, reference, numerator)."""
+    con.execute(
+        f"CREATE TEMP TABLE {name}_ra (pos BIGINT, slot INTEGER, t BIGINT, code VARCHAR, ref VARCHAR, num VARCHAR)"
+    )
+    keep = "" if plan.exotic_sql is None else f" AND NOT {plan.exotic_sql}"
+    for reversal in plan.reversals:
+        slot = plan.first_slot[reversal.rule_index] + reversal.action_index
+        numerator = "CAST(NULL AS VARCHAR)" if reversal.numerator is None else plan.render(reversal.numerator)
+        con.execute(
+            f"INSERT INTO {name}_ra SELECT __pos, {slot}, epoch_us(occurred_at), CAST(NULL AS VARCHAR), "
+            f"{plan.render(reversal.reference)}, "
+            f"{numerator} FROM {events} WHERE type = {plan.render(string(reversal.event_type))}{keep} "
+            f"AND {plan.render(reversal.where)}"
+        )
+    if fallback:
+        seqs, stamps, codes, refs, nums = (list(column) for column in zip(*fallback, strict=True))
+        table = pa.table(
+            {
+                "pos": pa.array([seq // plan.slots for seq in seqs], pa.int64()),
+                "slot": pa.array([seq % plan.slots for seq in seqs], pa.int32()),
+                "t": pa.array(stamps, pa.int64()),
+                "code": pa.array(codes, pa.string()),
+                "ref": pa.array(refs, pa.string()),
+                "num": pa.array(nums, pa.string()),
+            }
+        )
+        con.register(f"{name}_ra_fallback", table)
+        con.execute(f"INSERT INTO {name}_ra SELECT * FROM {name}_ra_fallback")
+        con.unregister(f"{name}_ra_fallback")
+
+
+def _divisors(
+    con: duckdb.DuckDBPyConnection, source: EventSource, plan: CompiledProgramme, events: str, name: str
+) -> dict[tuple[str, int], Decimal | None]:
+    """(the `of` field, an original's position) -> the original's number there, read exactly (SQL where it can,
+    else the live engine's `read` of the original's data)."""
+    found: dict[tuple[str, int], Decimal | None] = {}
+    for of in dict.fromkeys(r.of for r in plan.reversals if r.of is not None):
+        field_source = source.field(of)
+        read_ = numeric(field_source, DUCKDB)
+        exotic, unsafe = number_markers(field_source, DUCKDB)
+        flagged = exotic if unsafe is None else exp.or_(exotic, unsafe)
+        value = DUCKDB.render(exp.cast(read_.value, exp.DataType.build("VARCHAR")))
+        rows = con.sql(
+            f"SELECT o.opos, {value}, coalesce({DUCKDB.render(flagged)}, FALSE), e.{ROW} FROM {name}_orig o "
+            f"JOIN {events} e ON e.__pos = o.opos"
+        ).fetchall()
+        python = {int(rn): int(pos) for pos, _, exotic_row, rn in rows if exotic_row}
+        for pos, text, exotic_row, _ in rows:
+            if not exotic_row:
+                found[(of, int(pos))] = None if text is None else Decimal(text)
+        for rn, data in source.python_data(list(python), [of]).items():
+            found[(of, python[rn])] = number_of(read(data, of))
+        for rn in python:
+            found.setdefault((of, python[rn]), None)
+    return found
+
+
+def decide_reversals(
+    con: duckdb.DuckDBPyConnection, source: EventSource, plan: CompiledProgramme, events: str, name: str
+) -> None:
+    """`{name}_rad` (seq, pos, slot, code, opos, fraction, refers) and `{name}_moved` (pos, ppos, psub)."""
+    con.execute(
+        f"CREATE TEMP TABLE {name}_orig AS SELECT external_event_id AS ref, min(__pos) AS opos, "
+        f"arg_min(epoch_us(occurred_at), __pos) AS t FROM {events} "
+        f"WHERE external_event_id IN (SELECT ref FROM {name}_ra WHERE ref IS NOT NULL) GROUP BY external_event_id"
+    )
+    divisors = _divisors(con, source, plan, events, name)
+    by_slot = {plan.first_slot[r.rule_index] + r.action_index: r for r in plan.reversals}
+    fetched = con.sql(
+        f"SELECT a.pos, a.slot, a.code, a.ref, a.num, o.opos, a.t, o.t FROM {name}_ra a "
+        f"LEFT JOIN {name}_orig o ON o.ref = a.ref ORDER BY a.pos, a.slot"
+    ).fetchall()
+    names = ("seq", "pos", "slot", "code", "opos", "fraction", "refers", "pday")
+    columns: dict[str, list[object]] = {n: [] for n in names}
+    follows: dict[int, int] = {}
+    stamps: dict[int, int] = {}
+    positions: list[int] = []
+    for pos, slot, code, reference, numerator, opos, t, original_t in fetched:
+        stamps[int(pos)] = int(t)
+        positions.append(int(pos))
+        if opos is not None:
+            stamps[int(opos)] = int(original_t)
+        reversal = by_slot[int(slot)]
+        divisor = divisors.get((reversal.of, int(opos))) if reversal.of is not None and opos is not None else None
+        decision = decide(
+            reference,
+            None if numerator is None else Decimal(numerator),
+            reversal.fraction,
+            reversal.of,
+            opos is not None,
+            divisor,
+            code,
+        )
+        if decision.references and opos is not None and int(opos) > int(pos):
+            follows[int(pos)] = max(follows.get(int(pos), -1), int(opos))
+        for key, value in (
+            ("seq", int(pos) * plan.slots + int(slot)),
+            ("pos", int(pos)),
+            ("slot", int(slot)),
+            ("code", decision.code),
+            ("opos", None if opos is None else int(opos)),
+            ("fraction", decision.fraction),
+            ("refers", decision.references),
+        ):
+            columns[key].append(value)
+    keys = processing_keys(follows)
+    anchors = [keys.get(position, (position, 0))[0] for position in positions]
+    columns["pday"] = [stamps[anchor] // DAY_US for anchor in anchors]  # the day its processing place falls on
+    types = {
+        "seq": pa.int64(),
+        "pos": pa.int64(),
+        "slot": pa.int32(),
+        "code": pa.string(),
+        "opos": pa.int64(),
+        "fraction": pa.string(),
+        "refers": pa.bool_(),
+        "pday": pa.int32(),
+    }
+    _table(con, f"{name}_rad", pa.table({k: pa.array(v, types[k]) for k, v in columns.items()}))
+    moved = {
+        "pos": pa.array(list(keys), pa.int64()),
+        "ppos": pa.array([k[0] for k in keys.values()], pa.int64()),
+        "psub": pa.array([k[1] for k in keys.values()], pa.int32()),
+    }
+    _table(con, f"{name}_moved", pa.table(moved))
+
+
+def _table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    con.register(f"{name}_input", table)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name}_input")
+    con.unregister(f"{name}_input")
+
+
+# redemptions --------------------------------------------------------------------------------------------------
+def redemption_rows(
+    con: duckdb.DuckDBPyConnection, table: pa.Table | None, events: str, name: str, lookup: str | None
+) -> None:
+    """`{name}_red` (idx, holder, amount, t, anchor): each redemption after the last event at or before it."""
+    if table is None or table.num_rows == 0:
+        con.execute(
+            f"CREATE TEMP TABLE {name}_red (idx BIGINT, holder VARCHAR, amount BIGINT, t BIGINT, anchor BIGINT)"
+        )
+        return
+    stamps = con.sql(f"SELECT epoch_us(occurred_at) FROM {events} ORDER BY __pos").fetchnumpy()
+    times = np.asarray(next(iter(stamps.values())), dtype=np.int64)
+    anchors = np.searchsorted(times, np.asarray(table.column("t").to_numpy(), dtype=np.int64), side="right") - 1
+    con.register(f"{name}_red_input", table.append_column("anchor", pa.array(anchors, pa.int64())))
+    holder, join = holder_sql("r.customer_id", lookup)
+    con.execute(
+        f"CREATE TEMP TABLE {name}_red AS SELECT r.idx, {holder} AS holder, r.amount_minor AS amount, r.t, r.anchor "
+        f"FROM {name}_red_input r {join}"
+    )
+    con.unregister(f"{name}_red_input")
+
+
+# the candidate rewards and their counters ---------------------------------------------------------------------
+def rows_sql(lay: Layout, name: str, limits: LimitsPlan, lookup: str | None, lday: bool) -> str:
+    """SQL: every positive candidate reward (seq, pos, slot, rule_index, holder, m, d_<period>...); `lday`:
+    whether `{name}_pe` holds the local day (when the programme has caps or a budget)."""
+    named = set(lay.beneficiary_fields)
+    pairs = ", ".join(
+        f"{{'m': a.c{i}, 'b': {f'a.b{i}' if i in named else 'CAST(NULL AS VARCHAR)'}}}" for i in range(1, lay.width + 1)
+    )
+    day = "p.lday" if lday else "p.day"
+    unnested = (
+        f"SELECT p.pos, coalesce(u.x.b, p.customer_id) AS customer_id, {day} AS lday, p.a.k AS k, u.i, u.x.m AS m "
+        f"FROM {name}_pe p, unnest([{pairs}]) WITH ORDINALITY AS u(x, i) WHERE u.x.m > 0"
+    )
+    holder, join = holder_sql("r.customer_id", lookup)
+    starts = "".join(f", {sql} AS d_{period}" for period, sql in period_starts(limits.periods, "r.lday").items())
+    return (
+        f"SELECT r.pos * {lay.slots} + s.slot AS seq, r.pos, s.slot, s.rule_index, {holder} AS holder, r.m{starts} "
+        f"FROM ({unnested}) r JOIN {name}_slots s ON s.k = r.k AND s.i = r.i {join}"
+    )
+
+
+def binding(con: duckdb.DuckDBPyConnection, rows: str, limits: LimitsPlan, name: str) -> list[int]:
+    """`{name}_bind` (g, holder, start): the counters that can bind; returns the groupings that have some."""
+    con.execute(f"CREATE TEMP TABLE {name}_bind (g INTEGER, holder VARCHAR, start INTEGER)")
+    groupings = limits.groupings()
+    for g, grouping in enumerate(groupings):
+        start = "0" if grouping.period == "lifetime" else f"d_{grouping.period}"
+        holder = "holder" if grouping.per_customer else "''"
+        where = "" if grouping.rule_index is None else f" WHERE rule_index = {grouping.rule_index}"
+        over = []
+        for cap in grouping.caps:
+            if cap.max_amount_minor is not None:
+                over.append(f"sum(m) > {cap.max_amount_minor}")
+            if cap.max_count is not None:
+                over.append(f"count(*) > {cap.max_count}")
+        con.execute(
+            f"INSERT INTO {name}_bind SELECT {g}, {holder}, {start} FROM ({rows}){where} "
+            f"GROUP BY ALL HAVING {' OR '.join(over)}"
+        )
+    bound = con.sql(f"SELECT DISTINCT g FROM {name}_bind ORDER BY g").fetchall()
+    return [int(g) for (g,) in bound]
+
+
+def mask_sql(rows: str, limits: LimitsPlan, bound: list[int], name: str) -> str:
+    """SQL: the rows with `mask`, the bits of their checks whose counter can bind."""
+    groupings = limits.groupings()
+    joins, bits = [], []
+    for g in bound:
+        grouping = groupings[g]
+        start = "0" if grouping.period == "lifetime" else f"r.d_{grouping.period}"
+        on = [f"b{g}.start = {start}"]
+        if grouping.per_customer:
+            on.append(f"b{g}.holder = r.holder")
+        if grouping.rule_index is not None:
+            on.append(f"r.rule_index = {grouping.rule_index}")
+        joins.append(f"LEFT JOIN (SELECT holder, start FROM {name}_bind WHERE g = {g}) b{g} ON {' AND '.join(on)}")
+        bits.append(f"CASE WHEN b{g}.start IS NULL THEN 0 ELSE {grouping.bits} END")
+    mask = " + ".join(bits) if bits else "0"
+    return f"SELECT r.*, CAST({mask} AS INTEGER) AS mask FROM ({rows}) r {' '.join(joins)}"
+
+
+# the pass -----------------------------------------------------------------------------------------------------
+def operations(con: duckdb.DuckDBPyConnection, masked: str, name: str, full: bool, periods: list[str]) -> None:
+    """`{name}_mrows` and `{name}_ops` (k1, k2, k3, k4, op, seq, holder, m, rule, mask, d_..., keep, ref,
+    sequential, fraction, tracked, credit)."""
+    originals = f"SELECT opos FROM {name}_rad WHERE code IS NULL"
+    where = "" if full else f" WHERE r.mask > 0 OR r.pos IN ({originals})"
+    con.execute(
+        f"CREATE TEMP TABLE {name}_mrows AS SELECT r.*, r.pos IN ({originals}) AS keep, "
+        f"r.holder IN (SELECT holder FROM {name}_red) AS tracked FROM ({masked}) r{where}"
+    )
+    starts = "".join(f", d_{period}" for period in periods if period != "lifetime")
+    nothing = "".join(f", CAST(NULL AS INTEGER) AS d_{period}" for period in periods if period != "lifetime")
+    grants = "" if full else " WHERE r.mask > 0"
+    con.execute(
+        f"""CREATE TEMP TABLE {name}_ops AS
+        SELECT coalesce(mv.ppos, r.pos) AS k1, coalesce(mv.psub, 0) AS k2, r.slot AS k3, CAST(0 AS BIGINT) AS k4,
+               CAST(0 AS TINYINT) AS op, r.seq, r.holder, r.m, r.rule_index AS rule, r.mask{starts}, r.keep,
+               CAST(NULL AS BIGINT) AS ref, CAST(NULL AS BOOLEAN) AS sequential, CAST(NULL AS VARCHAR) AS fraction,
+               r.tracked
+        FROM {name}_mrows r LEFT JOIN {name}_moved mv ON mv.pos = r.pos{grants}
+        UNION ALL
+        SELECT coalesce(mv.ppos, a.pos), coalesce(mv.psub, 0), a.slot, o.seq, 1, a.seq, o.holder, o.m, o.rule_index,
+               0{nothing}, FALSE, o.seq, {"TRUE" if full else "o.mask > 0"}, a.fraction, o.tracked
+        FROM {name}_rad a JOIN {name}_mrows o ON o.pos = a.opos LEFT JOIN {name}_moved mv ON mv.pos = a.pos
+        WHERE a.code IS NULL AND a.opos <> a.pos
+        UNION ALL
+        SELECT anchor, {AFTER_EVENTS}, 0, idx, 2, NULL, holder, amount, NULL, 0{nothing}, FALSE, idx, NULL, NULL, TRUE
+        FROM {name}_red"""
+    )
+
+
+def credits_sql(rows: str, name: str, full: bool) -> str:
+    """SQL: the ops with `credit`, what set-based rewards gave their holder before them (holders with redemptions;
+    0 when the pass holds every reward, NULL for the others)."""
+    if full:
+        return f"SELECT o.*, CASE WHEN o.tracked THEN CAST(0 AS HUGEINT) END AS credit FROM {name}_ops o"
+    set_based = (
+        f"SELECT coalesce(mv.ppos, r.pos) AS k1, coalesce(mv.psub, 0) AS k2, r.slot AS k3, CAST(0 AS BIGINT) AS k4, "
+        f"CAST(-1 AS TINYINT) AS op, r.holder, r.m AS v FROM ({rows}) r LEFT JOIN {name}_moved mv ON mv.pos = r.pos "
+        f"WHERE r.holder IN (SELECT holder FROM {name}_red) "
+        f"AND r.seq NOT IN (SELECT seq FROM {name}_mrows WHERE mask > 0)"
+    )
+    reading = f"SELECT k1, k2, k3, k4, op, holder, 0 AS v FROM {name}_ops WHERE tracked AND op > 0"
+    window = (
+        "sum(v) OVER (PARTITION BY holder ORDER BY k1, k2, k3, k4, op ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
+    )
+    running = f"SELECT k1, k2, k3, k4, op, CAST({window} AS HUGEINT) AS credit FROM ({set_based} UNION ALL {reading})"
+    return (
+        f"SELECT o.*, c.credit FROM {name}_ops o LEFT JOIN ({running}) c "
+        f"ON o.op > 0 AND o.tracked AND c.op = o.op AND c.k1 = o.k1 AND c.k2 = o.k2 AND c.k3 = o.k3 AND c.k4 = o.k4"
+    )
+
+
+def run_pass(
+    con: duckdb.DuckDBPyConnection, rows: str, name: str, limits: LimitsPlan, room: int | None, full: bool
+) -> None:
+    """Run the sequential pass over `{name}_ops` in processing order; store `{name}_dec`, `{name}_items` and
+    `{name}_redout`, and `{name}_corr` (the decisions with their event's day and slot)."""
+    redeeming = bool(con.sql(f"SELECT count(*) FROM {name}_red").fetchall()[0][0])
+    query = credits_sql(rows, name, full) if redeeming else f"SELECT *, CAST(NULL AS HUGEINT) AS credit FROM {name}_ops"
+    reader = con.sql(f"{query} ORDER BY k1, k2, k3, k4").to_arrow_reader(_PASS_BATCH)
+    decisions, items, redemptions = SequentialPass(limits, room if full else None).run(reader).tables()
+    _table(con, f"{name}_dec", decisions)
+    _table(con, f"{name}_items", items)
+    _table(con, f"{name}_redout", redemptions)
+
+
+def empty_outcome(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """The pass's tables when it has nothing to decide."""
+    _table(con, f"{name}_dec", DECISIONS.empty_table())
+    _table(con, f"{name}_items", ITEMS.empty_table())
+    _table(con, f"{name}_redout", REDEMPTIONS.empty_table())
+
+
+def with_days(con: duckdb.DuckDBPyConnection, lay: Layout, name: str) -> None:
+    """`{name}_corr`: the pass's decisions with their UTC day and slot (for the summaries)."""
+    con.execute(
+        f"CREATE TEMP TABLE {name}_corr AS SELECT d.*, p.day, CAST(d.seq % {lay.slots} AS INTEGER) AS slot "
+        f"FROM {name}_dec d JOIN {name}_pe p ON p.pos = d.seq // {lay.slots}"
+    )
+
+
+# the whole of it ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FeatureInputs:
+    """What the featured part of a replay reads: its limits, the ceiling's room (None: no ceiling), the
+    redemptions (None: none), the fallback's reverse actions and whether `_pe` holds the local day (`lday`)."""
+
+    limits: LimitsPlan
+    room: int | None
+    redemptions: pa.Table | None
+    reversing: list[tuple[int, int, str | None, str | None, str | None]]
+    lday: bool
+
+
+def decide_features(
+    con: duckdb.DuckDBPyConnection,
+    source: EventSource,
+    plan: CompiledProgramme,
+    lay: Layout,
+    name: str,
+    inputs: FeatureInputs,
+) -> tuple[int | None, FeatureTables]:
+    """Caps, budgets, reversals and redemptions over the stored rows; returns the ceiling's boundary day (when
+    the pass did not run and the ceiling binds) and the tables the result reads.
+
+    The pass runs when a counter can bind, a reverse action reverses or a redemption is given; it then also
+    enforces the ceiling when the rewards asked for more than its room (`full`: every reward goes through it,
+    since reversals and redemptions give room back). Otherwise the ceiling is enforced set-based, as without
+    these features."""
+    events = f"{name}_ordered"
+    limits = inputs.limits
+    lookup = lookup_of(source.customers, plan)
+    reverse_actions(con, plan, events, name, inputs.reversing)
+    decide_reversals(con, source, plan, events, name)
+    redemption_rows(con, inputs.redemptions, events, name, lookup)
+    rows = rows_sql(lay, name, limits, lookup, inputs.lday)
+    bound = binding(con, rows, limits, name)
+    ((reversing, redeeming, requested),) = con.sql(
+        f"SELECT (SELECT count_if(code IS NULL) FROM {name}_rad), (SELECT count(*) FROM {name}_red), "
+        f"(SELECT coalesce(sum(p), 0) FROM {name}_cand)"
+    ).fetchall()
+    if not (bound or reversing or redeeming):
+        boundary = store_enforce(con, lay, name, inputs.room)
+        empty_outcome(con, name)
+        with_days(con, lay, name)
+        return boundary, FeatureTables(limits, lookup, False, False)
+    store_enforce(con, lay, name, None)  # the kept table, empty: the pass decides the ceiling
+    full = inputs.room is not None and int(requested) > inputs.room
+    operations(con, mask_sql(rows, limits, bound, name), name, full, limits.periods)
+    run_pass(con, rows, name, limits, inputs.room, full)
+    with_days(con, lay, name)
+    return None, FeatureTables(limits, lookup, full, bool(redeeming))

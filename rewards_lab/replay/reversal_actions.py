@@ -1,0 +1,65 @@
+"""What each reverse action of a replay asks for, decided once per action with the live engine's functions:
+the code that fails it, or the fraction it takes of each reward of its original (`domain.reversals.fraction_of`).
+
+In the live engine's order: a refund whose original field holds no event reference fails `original_missing`; a
+fraction read from the refund that is missing or negative fails `fraction_invalid` (neither names an original, so
+neither moves the refund); an original that never appears in the history fails `original_not_found` (a replay
+takes the history as complete: nothing waits); an original whose divisor is missing or not above zero fails
+`fraction_invalid`.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from typing import NamedTuple
+
+from rewards_lab.domain.reversals import fraction_of
+from rewards_lab.domain.rules import FRACTION_INVALID, ORIGINAL_MISSING, ReversalCall
+
+ORIGINAL_NOT_FOUND = "original_not_found"
+REVERSAL_CODES = (ORIGINAL_MISSING, FRACTION_INVALID, ORIGINAL_NOT_FOUND)
+
+
+class ActionDecision(NamedTuple):
+    """A reverse action's code (None: it reverses) and fraction as exact text (None: all that remains);
+    `references`: whether it names an original (the refund then follows it in processing order)."""
+
+    code: str | None
+    fraction: str | None
+    references: bool
+
+
+def number(text: str | None) -> Decimal | None:
+    """An exact number read as text by SQL (None: no number)."""
+    if text is None:
+        return None
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        return None
+
+
+def decide(
+    reference: str | None,
+    numerator: Decimal | None,
+    constant: Decimal | None,
+    of: str | None,
+    found: bool,
+    divisor: Decimal | None,
+    code: str | None = None,
+) -> ActionDecision:
+    """The decision for one reverse action (`code`: a failure the live evaluation already gave, for rows the
+    replay evaluates in Python; `found`: its original appears in the history; `divisor`: the original's `of`)."""
+    if code is not None:
+        return ActionDecision(code, None, False)
+    if reference is None:
+        return ActionDecision(ORIGINAL_MISSING, None, False)
+    if of is not None and (numerator is None or numerator < 0):
+        return ActionDecision(FRACTION_INVALID, None, False)
+    if not found:
+        return ActionDecision(ORIGINAL_NOT_FOUND, None, True)
+    try:
+        fraction = fraction_of(ReversalCall(reference, constant, numerator, of), divisor)
+    except ValueError:
+        return ActionDecision(FRACTION_INVALID, None, True)
+    return ActionDecision(None, None if fraction is None else str(fraction), True)

@@ -1,0 +1,249 @@
+"""The sequential part of a replay: caps and budgets that can bind, reversals and redemptions, in processing order,
+decided by the live engine's own arithmetic (`domain.limits.Allowance`, `domain.reversals.reversal_target` and
+`clawback_take`), so that live and replay share it.
+
+Both engines feed it the same operations, sorted by processing key (anchor, sub, slot, k; `replay.refund_order`):
+
+- **grant** (op 0): a reward whose counters can bind (`mask`, `replay.limits_plan`), or every reward when the
+  supply ceiling is enforced here: cut to what its caps allow (`Allowance.grant`), then, with a ceiling, issued
+  when it fits what is left (`room`); a reward cut to nothing is `limited`. Its outcome is output only when it is
+  not "the requested amount, issued" (what set-based SQL assumes of every other reward);
+- **item** (op 1): a reverse action's reward of its original (one per reward the original received): the target
+  (`reversal_target`, from what earlier reversals targeted), given back to the counters the reward counted in,
+  and what the wallet gives (`clawback_take`); a reward that was not issued is skipped;
+- **redeem** (op 2): a redemption of the optional input, accepted when the customer's balance covers it.
+
+A customer's balance is only needed where it can fall short of a target: before any redemption every issued
+reward is still held, less what reversals targeted of it, so a target never exceeds the balance and every
+clawback policy takes the whole target. Balances are therefore tracked only for customers with redemptions:
+their operations carry `credit`, what set-based rewards gave them before that point (a running sum in SQL), to
+which the pass adds its own grants, takings and redemptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from rewards_lab.domain.limits import LIFETIME_START, Allowance, Cap, CapCheck, CounterKey
+from rewards_lab.domain.reversals import clawback_take, reversal_target
+from rewards_lab.replay.limits_plan import PROGRAMME_ID, LimitsPlan
+
+GRANT, ITEM, REDEEM = 0, 1, 2
+Columns = dict[str, list[Any]]  # a batch of operations, column by column
+EXHAUSTED = "asset_supply_exhausted"
+DECISIONS = pa.schema(
+    [
+        ("seq", pa.int64()),
+        ("holder", pa.string()),
+        ("requested", pa.int64()),
+        ("g", pa.int64()),
+        ("status", pa.string()),
+        ("error_code", pa.string()),
+        ("cut_scope", pa.string()),
+        ("cut_period", pa.string()),
+        ("cut_start", pa.int32()),
+        ("cut_minor", pa.int64()),
+    ]
+)
+ITEMS = pa.schema(
+    [
+        ("seq", pa.int64()),
+        ("reward", pa.int64()),
+        ("holder", pa.string()),
+        ("target", pa.int64()),
+        ("taken", pa.int64()),
+    ]
+)
+REDEMPTIONS = pa.schema([("idx", pa.int64()), ("accepted", pa.bool_())])
+# The three outputs as one (Spark's mapInArrow yields one schema): `kind` d (decision), i (item), r (redemption).
+OUTCOMES = pa.schema(
+    [pa.field("kind", pa.string()), *DECISIONS, *(f for f in ITEMS if f.name not in ("seq", "holder")), *REDEMPTIONS]
+)
+
+
+def as_outcomes(batch: pa.RecordBatch, kind: str) -> pa.RecordBatch:
+    """A DECISIONS, ITEMS or REDEMPTIONS batch in the OUTCOMES schema (the other columns null)."""
+    columns = [pa.array([kind] * batch.num_rows, pa.string())]
+    for field_ in list(OUTCOMES)[1:]:
+        index = batch.schema.get_field_index(field_.name)
+        columns.append(batch.column(index) if index >= 0 else pa.nulls(batch.num_rows, field_.type))
+    return pa.RecordBatch.from_arrays(columns, schema=OUTCOMES)
+
+
+@dataclass
+class PassOutput:
+    """What the pass decided, as Arrow record batches of DECISIONS, ITEMS and REDEMPTIONS."""
+
+    decisions: list[pa.RecordBatch] = field(default_factory=list)
+    items: list[pa.RecordBatch] = field(default_factory=list)
+    redemptions: list[pa.RecordBatch] = field(default_factory=list)
+
+    def tables(self) -> tuple[pa.Table, pa.Table, pa.Table]:
+        return (
+            pa.Table.from_batches(self.decisions, DECISIONS),
+            pa.Table.from_batches(self.items, ITEMS),
+            pa.Table.from_batches(self.redemptions, REDEMPTIONS),
+        )
+
+
+class SequentialPass:
+    """The running state: counters that can bind, rewards that may be reversed, what reversals targeted, the
+    balances of customers with redemptions and, when the ceiling is enforced here, the room left under it."""
+
+    def __init__(self, plan: LimitsPlan, room: int | None = None) -> None:
+        self.plan, self.room = plan, room
+        self.allowance = Allowance()
+        self.rewards: dict[int, tuple[int, tuple[CounterKey, ...]]] = {}  # seq -> (issued, counters) of originals
+        self.targeted: dict[int, int] = {}  # reward seq -> what reversals targeted of it
+        self.delta: dict[str, int] = {}  # balance of customers with redemptions, beyond their SQL credit
+        self._rule_checks = {rule: plan.checks(rule) for rule in plan.rule_caps}
+        self._default_checks = plan.checks(-1)
+        self._dates: dict[int, date] = {}
+        self._fractions: dict[str, Decimal] = {}
+        self._wanted: dict[tuple[int, int], list[tuple[int, Cap]]] = {}
+        self._made: dict[tuple[int, int, str, int], CapCheck] = {}
+
+    def run(self, batches: Iterable[pa.RecordBatch]) -> PassOutput:
+        out = PassOutput()
+        for decisions, items, redemptions in self.batches(batches):
+            out.decisions.append(decisions)
+            out.items.append(items)
+            out.redemptions.append(redemptions)
+        return out
+
+    def batches(
+        self, batches: Iterable[pa.RecordBatch]
+    ) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch, pa.RecordBatch]]:
+        """The decisions, items and redemptions of each batch of operations, as it is run (streamed)."""
+        for batch in batches:
+            decisions: dict[str, list[Any]] = {name: [] for name in DECISIONS.names}
+            items: dict[str, list[Any]] = {name: [] for name in ITEMS.names}
+            redemptions: dict[str, list[Any]] = {name: [] for name in REDEMPTIONS.names}
+            columns = batch.to_pydict()
+            for index, op in enumerate(columns["op"]):
+                if op == GRANT:
+                    self._grant(columns, index, decisions)
+                elif op == ITEM:
+                    self._item(columns, index, items)
+                else:
+                    self._redeem(columns, index, redemptions)
+            yield (
+                pa.RecordBatch.from_pydict(decisions, DECISIONS),
+                pa.RecordBatch.from_pydict(items, ITEMS),
+                pa.RecordBatch.from_pydict(redemptions, REDEMPTIONS),
+            )
+
+    # operations -------------------------------------------------------------------------------------------
+    def _checks(self, columns: Columns, index: int, rule: int, mask: int, holder: str) -> list[CapCheck]:
+        """The checks of a reward whose counters in `mask` can bind, in order (each counter's check made once)."""
+        wanted = self._wanted.get((rule, mask))
+        if wanted is None:
+            wanted = self._wanted[(rule, mask)] = [
+                (bit, cap) for bit, cap in self._rule_checks.get(rule, self._default_checks) if mask & bit
+            ]
+        checks = []
+        for bit, cap in wanted:
+            days = 0 if cap.period == "lifetime" else columns[f"d_{cap.period}"][index]
+            whose = "" if cap.scope == "budget" else holder
+            found = self._made.get((bit, rule, whose, days))
+            if found is None:
+                start = self._date(days)
+                found = CapCheck(cap, cap.key(PROGRAMME_ID, str(rule), holder, start), start)
+                self._made[(bit, rule, whose, days)] = found
+            checks.append(found)
+        return checks
+
+    def _grant(self, columns: Columns, index: int, out: dict[str, list[Any]]) -> None:
+        seq, holder, requested = columns["seq"][index], columns["holder"][index], columns["m"][index]
+        mask = columns["mask"][index] or 0
+        amount, cut = requested, None
+        keys: tuple[CounterKey, ...] = ()
+        if mask:
+            grant = self.allowance.grant(requested, self._checks(columns, index, columns["rule"][index], mask, holder))
+            amount, cut, keys = grant.amount_minor, grant.cut, grant.keys
+        status, code = "issued", None
+        if amount == 0:
+            status = "limited"
+        elif self.room is not None and amount > self.room:
+            status, code = "failed", EXHAUSTED
+        elif self.room is not None:
+            self.room -= amount
+        if status == "issued":
+            if columns["keep"][index]:
+                self.rewards[seq] = (amount, keys)
+            if columns["tracked"][index]:
+                self.delta[holder] = self.delta.get(holder, 0) + amount
+        if amount == requested and status == "issued":
+            return
+        out["seq"].append(seq)
+        out["holder"].append(holder)
+        out["requested"].append(requested)
+        out["g"].append(amount)
+        out["status"].append(status)
+        out["error_code"].append(code)
+        out["cut_scope"].append(None if cut is None else cut.scope)
+        out["cut_period"].append(None if cut is None else cut.period)
+        out["cut_start"].append(None if cut is None else (cut.period_start - LIFETIME_START).days)
+        out["cut_minor"].append(None if cut is None else cut.cut_minor)
+
+    def _item(self, columns: Columns, index: int, out: dict[str, list[Any]]) -> None:
+        reward, holder = columns["ref"][index], columns["holder"][index]
+        if columns["sequential"][index]:
+            known = self.rewards.get(reward)
+            if known is None:  # cut to nothing, or refused by the ceiling: nothing was issued to take back
+                return
+            issued, keys = known
+        else:
+            issued, keys = columns["m"][index], ()
+        done = self.targeted.get(reward, 0)
+        target = reversal_target(issued, done, self._fraction(columns["fraction"][index]))
+        if target <= 0:
+            return
+        self.targeted[reward] = done + target
+        if keys:
+            self.allowance.give_back(keys, target, whole=done + target >= issued)
+        if columns["tracked"][index]:
+            balance = int(columns["credit"][index] or 0) + self.delta.get(holder, 0)
+            taken = clawback_take(target, balance, self.plan.clawback)
+            self.delta[holder] = self.delta.get(holder, 0) - taken
+        else:  # nothing was spent: the wallet still holds at least the target
+            taken = clawback_take(target, target, self.plan.clawback)
+        if self.room is not None:
+            self.room += taken
+        out["seq"].append(columns["seq"][index])
+        out["reward"].append(reward)
+        out["holder"].append(holder)
+        out["target"].append(target)
+        out["taken"].append(taken)
+
+    def _redeem(self, columns: Columns, index: int, out: dict[str, list[Any]]) -> None:
+        holder, amount = columns["holder"][index], columns["m"][index]
+        balance = int(columns["credit"][index] or 0) + self.delta.get(holder, 0)
+        accepted = balance >= amount  # the ledger refuses a redemption the wallet cannot cover
+        if accepted:
+            self.delta[holder] = self.delta.get(holder, 0) - amount
+            if self.room is not None:
+                self.room += amount
+        out["idx"].append(columns["ref"][index])
+        out["accepted"].append(accepted)
+
+    # values -----------------------------------------------------------------------------------------------
+    def _date(self, days: int) -> date:
+        found = self._dates.get(days)
+        if found is None:
+            found = self._dates[days] = LIFETIME_START + timedelta(days=int(days))
+        return found
+
+    def _fraction(self, text: str | None) -> Decimal | None:
+        if text is None:
+            return None
+        found = self._fractions.get(text)
+        if found is None:
+            found = self._fractions[text] = Decimal(text)
+        return found

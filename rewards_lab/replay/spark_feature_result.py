@@ -1,0 +1,354 @@
+"""The Spark result of a replay with caps, budgets, reversals or redemptions: the same issuance table, reversals,
+redemptions and summaries as the DuckDB engine's (rewards_lab.replay.feature_sql), as DataFrames.
+
+The summaries are aggregations of the issuance rows, the reversals' rewards and the redemptions (distributed);
+only their results reach the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from rewards_lab.domain.money import to_decimal
+from rewards_lab.replay.reversal_actions import REVERSAL_CODES
+from rewards_lab.replay.spark_features import SparkFeatures
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+Amount = Callable[["Column"], "Column"]
+ISSUE_CODES = ("amount_too_large", "asset_supply_exhausted", "beneficiary_missing", "beneficiary_not_found")
+
+
+def issuances(base: DataFrame, features: SparkFeatures, amount: Amount, asset: str) -> DataFrame:
+    """The issuance rows (`base`, the set-based ones) with the pass's decisions and the holder as customer, then
+    one row per reverse action (rewards_lab.replay.feature_sql.issuances_sql)."""
+    from pyspark.sql import functions as F
+
+    from rewards_lab.replay.spark_features import holder_of
+
+    rows = base
+    decisions = features.part("d")
+    if decisions is not None:
+        chosen = decisions.select(
+            "seq",
+            F.col("g").alias("__g"),
+            F.col("status").alias("__status"),
+            F.col("error_code").alias("__code"),
+            "cut_scope",
+            "cut_period",
+            "cut_start",
+            "cut_minor",
+        )
+        rows = rows.join(chosen, "seq", "left")
+    else:
+        rows = rows.select(
+            "*",
+            *(
+                F.lit(None).cast(kind).alias(name)
+                for name, kind in (
+                    ("__g", "long"),
+                    ("__status", "string"),
+                    ("__code", "string"),
+                    ("cut_scope", "string"),
+                    ("cut_period", "string"),
+                    ("cut_start", "int"),
+                    ("cut_minor", "long"),
+                )
+            ),
+        )
+    rows = holder_of(rows, "customer_id", features.lookup)
+    decided = F.col("__status").isNotNull()
+    issue_rows = rows.select(
+        "seq",
+        "external_event_id",
+        F.col("holder").alias("customer_id"),
+        "event_type",
+        "occurred_at",
+        "rule_index",
+        "action_index",
+        "asset",
+        F.when(decided, amount(F.col("__g"))).otherwise(F.col("amount")).alias("amount"),
+        F.when(decided, F.col("__g")).otherwise(F.col("amount_minor")).cast("long").alias("amount_minor"),
+        F.coalesce(F.col("__status"), F.col("status")).alias("status"),
+        F.when(decided, F.col("__code")).otherwise(F.col("error_code")).alias("error_code"),
+        F.lit("issue").alias("kind"),
+        F.col("amount").alias("requested_amount"),
+        F.col("amount_minor").cast("long").alias("requested_minor"),
+        F.col("cut_scope").alias("cap_scope"),
+        F.col("cut_period").alias("cap_period"),
+        F.date_add(F.lit("1970-01-01").cast("date"), F.col("cut_start")).alias("cap_period_start"),
+        amount(F.col("cut_minor")).alias("cut_amount"),
+        F.col("cut_minor").cast("long").alias("cut_minor"),
+    )
+    items = features.part("i")
+    sums = (
+        items.groupBy("seq").agg(F.sum("target").alias("target"), F.sum("taken").alias("taken"))
+        if items is not None
+        else None
+    )
+    refunds = features.actions
+    if sums is not None:
+        refunds = refunds.join(sums, "seq", "left")
+    else:
+        refunds = refunds.withColumn("target", F.lit(None).cast("long")).withColumn("taken", F.lit(None).cast("long"))
+    taken = F.coalesce(F.col("taken"), F.lit(0)).cast("long")
+    target = F.coalesce(F.col("target"), F.lit(0)).cast("long")
+    reversal_rows = refunds.select(
+        "seq",
+        "external_event_id",
+        F.col("holder").alias("customer_id"),
+        "event_type",
+        "occurred_at",
+        "rule_index",
+        "action_index",
+        F.lit(asset).alias("asset"),
+        amount(taken).alias("amount"),
+        taken.alias("amount_minor"),
+        F.when(F.col("code").isNull(), F.lit("reversed")).otherwise(F.lit("failed")).alias("status"),
+        F.col("code").alias("error_code"),
+        F.lit("reversal").alias("kind"),
+        amount(target).alias("requested_amount"),
+        target.alias("requested_minor"),
+        F.lit(None).cast("string").alias("cap_scope"),
+        F.lit(None).cast("string").alias("cap_period"),
+        F.lit(None).cast("date").alias("cap_period_start"),
+        amount(F.lit(None).cast("long")).alias("cut_amount"),
+        F.lit(None).cast("long").alias("cut_minor"),
+    )
+    return issue_rows.unionByName(reversal_rows)
+
+
+def reversals(candidates: DataFrame, features: SparkFeatures, amount: Amount, asset: str, clawback: str) -> DataFrame:
+    """One row per reward a reverse action took back (rewards_lab.replay.feature_sql.reversals_sql)."""
+    from pyspark.sql import functions as F
+
+    items = features.part("i")
+    if items is None:
+        items = candidates.sparkSession.createDataFrame(
+            [], "kind string, seq long, holder string, reward long, target long, taken long"
+        )
+    refunds = features.actions.select("seq", "external_event_id", "occurred_at", "rule_index", "action_index")
+    originals = candidates.select(
+        F.col("seq").alias("reward"),
+        F.col("external_event_id").alias("original_external_event_id"),
+        F.col("rule_index").alias("original_rule_index"),
+        F.col("action_index").alias("original_action_index"),
+    )
+    joined = items.select("seq", "reward", "holder", "target", "taken").join(refunds, "seq").join(originals, "reward")
+    return joined.select(
+        "seq",
+        "external_event_id",
+        "occurred_at",
+        "rule_index",
+        "action_index",
+        F.col("reward").alias("original_seq"),
+        "original_external_event_id",
+        "original_rule_index",
+        "original_action_index",
+        F.col("holder").alias("customer_id"),
+        F.lit(asset).alias("asset"),
+        amount(F.col("target")).alias("target_amount"),
+        F.col("target").alias("target_minor"),
+        amount(F.col("taken")).alias("taken_amount"),
+        F.col("taken").alias("taken_minor"),
+        amount(F.col("target") - F.col("taken")).alias("shortfall_amount"),
+        (F.col("target") - F.col("taken")).alias("shortfall_minor"),
+        F.lit(clawback).alias("clawback"),
+    ).orderBy("seq", "original_seq")
+
+
+def redemptions(features: SparkFeatures, amount: Amount, asset: str) -> DataFrame:
+    """The redemptions in input order (`idx`), each `redeemed` or `refused`."""
+    from pyspark.sql import functions as F
+
+    found = features.part("r")
+    rows = features.redemptions
+    if found is not None:
+        rows = rows.join(found.select("idx", "accepted"), "idx", "left")
+    else:
+        rows = rows.withColumn("accepted", F.lit(None).cast("boolean"))
+    return rows.select(
+        "idx",
+        F.col("holder").alias("customer_id"),
+        F.timestamp_micros(F.col("t")).alias("occurred_at"),
+        F.lit(asset).alias("asset"),
+        amount(F.col("amount")).alias("amount"),
+        F.col("amount").alias("amount_minor"),
+        F.when(F.col("accepted"), F.lit("redeemed")).otherwise(F.lit("refused")).alias("status"),
+    ).orderBy("idx")
+
+
+def _positive(rows: DataFrame) -> Column:
+    """Issue rows that asked for something (the candidates set-based SQL counts as requested)."""
+    from pyspark.sql import functions as F
+
+    code = F.col("error_code")
+    return (F.col("kind") == F.lit("issue")) & (code.isNull() | (code == F.lit("asset_supply_exhausted")))
+
+
+def totals(issued_rows: DataFrame, features: SparkFeatures, decimals: int) -> dict[str, Any]:
+    """The totals of rewards_lab.replay.engine.ReplayResult.totals with caps, budgets and reversals."""
+    from pyspark.sql import functions as F
+
+    wide = F.col("amount_minor").cast("decimal(38,0)")
+    issue = F.col("kind") == F.lit("issue")
+    codes = (*ISSUE_CODES, *REVERSAL_CODES)
+    row = issued_rows.agg(
+        F.sum(F.when(issue & (F.col("status") == "issued"), wide)).alias("issued"),
+        F.count_if(issue & (F.col("status") == "issued")).alias("issuances"),
+        F.sum(F.when(_positive(issued_rows), F.col("requested_minor").cast("decimal(38,0)"))).alias("requested"),
+        F.sum(F.col("cut_minor").cast("decimal(38,0)")).alias("cut"),
+        F.count_if(F.col("status") == "limited").alias("limited"),
+        F.count_if(F.col("status") == "reversed").alias("reversals"),
+        *(F.count_if(F.col("error_code") == code).alias(code) for code in codes),
+    ).first()
+    assert row is not None
+    items = features.part("i")
+    taken = target = 0
+    if items is not None:
+        sums = items.agg(F.sum("taken").alias("taken"), F.sum("target").alias("target")).first()
+        taken, target = int((sums["taken"] if sums else 0) or 0), int((sums["target"] if sums else 0) or 0)
+    spent = (
+        redemptions(features, lambda c: c, "")
+        .agg(
+            F.count_if(F.col("status") == "redeemed").alias("n"),
+            F.sum(F.when(F.col("status") == "redeemed", F.col("amount_minor"))).alias("amount"),
+            F.count("*").alias("all"),
+        )
+        .first()
+    )
+    assert spent is not None
+    counts = {code: int(row[code]) for code in codes}
+    issued = int(row["issued"] or 0)
+
+    def decimal(minor: int) -> Decimal:
+        return to_decimal(minor, decimals)
+
+    return {
+        "issued": decimal(issued),
+        "issuances": int(row["issuances"]),
+        "failed": sum(counts.values()),
+        "failed_by_code": {code: count for code, count in counts.items() if count},
+        "requested": decimal(int(row["requested"] or 0)),
+        "cut": decimal(int(row["cut"] or 0)),
+        "limited": int(row["limited"]),
+        "reversed": decimal(taken),
+        "reversal_target": decimal(target),
+        "shortfall": decimal(target - taken),
+        "reversals": int(row["reversals"]),
+        "net": decimal(issued - taken),
+        "redeemed": decimal(int(spent["amount"] or 0)),
+        "redemptions": int(spent["n"]),
+        "redemptions_refused": int(spent["all"]) - int(spent["n"]),
+    }
+
+
+def daily(issued_rows: DataFrame, candidates: DataFrame, features: SparkFeatures, amount: Amount, asset: str) -> Any:
+    """Per UTC day and rule (rewards_lab.replay.feature_sql.daily_sql), as an Arrow table."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    issue = issued_rows.where(F.col("kind") == "issue")
+    wide = F.col("amount_minor").cast("decimal(38,0)")
+    zero = F.lit(0).cast("decimal(38,0)")
+    per_day = issue.groupBy(F.to_date("occurred_at").alias("day"), "rule_index").agg(
+        F.coalesce(F.sum(F.when(F.col("status") == "issued", wide)), zero).alias("issued"),
+        F.count_if(F.col("status") == "issued").alias("issuances"),
+        F.coalesce(F.sum(F.when(_positive(issue), F.col("requested_minor").cast("decimal(38,0)"))), zero).alias("req"),
+        F.coalesce(F.sum(F.col("cut_minor").cast("decimal(38,0)")), zero).alias("cut"),
+        F.count_if(F.col("status") == "limited").alias("lim"),
+        zero.alias("rev"),
+    )
+    items = features.part("i")
+    if items is not None:
+        rules = candidates.select(F.col("seq").alias("reward"), "rule_index")
+        days = features.actions.select("seq", "pday")
+        taken = (
+            items.join(days, "seq")
+            .join(rules, "reward")
+            .groupBy(F.date_add(F.lit("1970-01-01").cast("date"), F.col("pday")).alias("day"), "rule_index")
+            .agg(F.sum(F.col("taken").cast("decimal(38,0)")).alias("rev"))
+            .select(
+                "day",
+                "rule_index",
+                *(zero.alias(c) for c in ("issued",)),
+                F.lit(0).cast("long").alias("issuances"),
+                zero.alias("req"),
+                zero.alias("cut"),
+                F.lit(0).cast("long").alias("lim"),
+                "rev",
+            )
+        )
+        per_day = per_day.unionByName(taken)
+    grouped = per_day.groupBy("day", "rule_index").agg(
+        *(F.sum(c).alias(c) for c in ("issued", "issuances", "req", "cut", "lim", "rev"))
+    )
+    window = Window.partitionBy("rule_index").orderBy("day")
+    return (
+        grouped.where((F.col("req") > 0) | (F.col("rev") > 0))
+        .select(
+            "day",
+            F.lit(asset).alias("asset"),
+            "rule_index",
+            amount(F.col("issued")).alias("issued"),
+            amount(F.sum("issued").over(window)).alias("cumulative"),
+            F.col("issuances").cast("long").alias("issuances"),
+            amount(F.col("req")).alias("requested"),
+            amount(F.col("cut")).alias("cut"),
+            F.col("lim").cast("long").alias("limited"),
+            amount(F.col("rev")).alias("reversed"),
+            amount(F.col("issued") - F.col("rev")).alias("net"),
+            amount(F.sum(F.col("issued") - F.col("rev")).over(window)).alias("net_cumulative"),
+        )
+        .orderBy("day", "rule_index")
+        .toArrow()
+    )
+
+
+def per_customer(issued_rows: DataFrame, features: SparkFeatures, amount: Amount, top: int | None) -> Any:
+    """Per customer (rewards_lab.replay.feature_sql.per_customer_sql_with), as an Arrow table."""
+    from pyspark.sql import functions as F
+
+    zero = F.lit(0).cast("decimal(38,0)")
+    issue = issued_rows.where((F.col("kind") == "issue") & (F.col("status") == "issued"))
+    parts = issue.groupBy("customer_id").agg(
+        F.sum(F.col("amount_minor").cast("decimal(38,0)")).alias("issued"),
+        F.count("*").alias("issuances"),
+        zero.alias("rev"),
+        zero.alias("red"),
+    )
+    items = features.part("i")
+    if items is not None:
+        parts = parts.unionByName(
+            items.groupBy(F.col("holder").alias("customer_id")).agg(
+                zero.alias("issued"),
+                F.lit(0).cast("long").alias("issuances"),
+                F.sum(F.col("taken").cast("decimal(38,0)")).alias("rev"),
+                zero.alias("red"),
+            )
+        )
+    spent = redemptions(features, lambda c: c, "").where(F.col("status") == "redeemed")
+    parts = parts.unionByName(
+        spent.groupBy("customer_id").agg(
+            zero.alias("issued"),
+            F.lit(0).cast("long").alias("issuances"),
+            zero.alias("rev"),
+            F.sum(F.col("amount_minor").cast("decimal(38,0)")).alias("red"),
+        )
+    )
+    grouped = parts.groupBy("customer_id").agg(*(F.sum(c).alias(c) for c in ("issued", "issuances", "rev", "red")))
+    grouped = grouped.where(F.col("issuances") > 0)
+    if top is not None:
+        grouped = grouped.orderBy(F.col("issued").desc(), F.col("customer_id")).limit(top)
+    return grouped.select(
+        "customer_id",
+        amount(F.col("issued")).alias("issued"),
+        F.col("issuances").cast("long").alias("issuances"),
+        amount(F.col("rev")).alias("reversed"),
+        amount(F.col("issued") - F.col("rev")).alias("net"),
+        amount(F.col("red")).alias("redeemed"),
+        amount(F.col("issued") - F.col("rev") - F.col("red")).alias("balance"),
+    ).toArrow()

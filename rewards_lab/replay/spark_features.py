@@ -1,0 +1,629 @@
+"""Caps, budgets, reversals and redemptions on Spark: the DuckDB engine's method (rewards_lab.replay.feature_store)
+with DataFrames, and the same sequential pass (rewards_lab.replay.sequential) inside `mapInArrow`.
+
+What is distributed:
+- the reverse actions (one projection per refund type; rows SQL cannot read exactly through the live evaluation
+  on the executors), their originals (a join on external_event_id), the originals' divisors and each action's
+  decision (`replay.reversal_actions`, in `mapInArrow`);
+- the counters that can bind (an aggregation per family of counters) and each reward's `mask` (joins);
+- the pass's operations and, for customers with redemptions, their set-based credit (a window per customer);
+- the pass itself, **per customer**: operations are partitioned by customer and sorted by processing key within
+  each partition, and one pass runs over each partition (customers never share a counter, a reward or a
+  balance). When a budget can bind, or the ceiling may refuse (every reward then goes through the pass), the
+  pass needs one order across customers: it runs as **one task** over all operations in processing order.
+What reaches the driver: the refunds processed after a later original (few: their (position, original) pairs
+order them, `replay.refund_order`), which families of counters can bind (one number each), the redemptions
+(read there) and, per redemption, how many events come at or before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+from sqlglot import exp
+
+from rewards_lab.domain.rules import RuleSpec, number_of, read
+from rewards_lab.replay.compiler import SPARK, CompiledProgramme
+from rewards_lab.replay.customers import FOUND
+from rewards_lab.replay.fallback import all_outcomes
+from rewards_lab.replay.feature_store import AFTER_EVENTS
+from rewards_lab.replay.limits_plan import LimitsPlan
+from rewards_lab.replay.refund_order import processing_keys
+from rewards_lab.replay.reversal_actions import decide
+from rewards_lab.replay.sequential import OUTCOMES, SequentialPass, as_outcomes
+from rewards_lab.replay.spark_inputs import RowReader, SparkEventSource
+from rewards_lab.replay.sql_values import number_markers, numeric
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+DAY_US = 86_400_000_000
+
+
+@dataclass
+class SparkFeatures:
+    """The featured part of a Spark replay: the pass's outcome (None when it did not run), the reverse actions'
+    decisions, the redemptions, and how customers resolve (`lookup`: None without a customers table)."""
+
+    limits: LimitsPlan
+    outcome: DataFrame | None
+    actions: DataFrame  # seq, pos, slot, code, opos, fraction, refers, pday
+    redemptions: DataFrame  # idx, holder, amount, t, anchor
+    lookup: DataFrame | None
+    full: bool
+
+    def part(self, kind: str) -> DataFrame | None:
+        from pyspark.sql import functions as F
+
+        return None if self.outcome is None else self.outcome.where(F.col("kind") == F.lit(kind))
+
+
+def holder_of(frame: DataFrame, column: str, lookup: DataFrame | None, alias: str = "holder") -> DataFrame:
+    """The frame with `alias`: the customer id `column` resolves to in the lookup, else the reference itself."""
+    from pyspark.sql import functions as F
+
+    if lookup is None:
+        return frame.withColumn(alias, F.col(column))
+    ids = lookup.select(F.col("__ref").alias("__href"), F.col(FOUND).alias("__hid"))
+    joined = frame.join(ids, frame[column] == ids["__href"], "left")
+    return joined.withColumn(alias, F.coalesce(F.col("__hid"), F.col(column))).drop("__href", "__hid")
+
+
+def period_columns(frame: DataFrame, periods: list[str], zone: str) -> DataFrame:
+    """The frame with d_<period>: the first local day (days since 1970-01-01) of each period holding occurred_at."""
+    from pyspark.sql import functions as F
+
+    local = F.to_date(F.from_utc_timestamp(F.col("occurred_at"), zone))
+    epoch = F.lit("1970-01-01").cast("date")
+    lday = F.datediff(local, epoch)
+    forms: dict[str, Column] = {
+        "day": lday,
+        "week": lday - F.pmod(lday + F.lit(3), F.lit(7)),
+        "month": F.datediff(F.trunc(local, "month"), epoch),
+        "year": F.datediff(F.trunc(local, "year"), epoch),
+    }
+    for period in periods:
+        if period != "lifetime":
+            frame = frame.withColumn(f"d_{period}", forms[period].cast("int"))
+    return frame
+
+
+# reverse actions ----------------------------------------------------------------------------------------------
+def _reverse_batches(
+    specs: list[RuleSpec], first_slot: tuple[int, ...], reader: RowReader, schema: pa.Schema
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The live evaluation's reverse actions of rows SQL cannot read exactly (runs on the executors)."""
+
+    def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows = batch.to_pylist(maps_as_pydicts="strict")
+            events = [(str(row["type"]), reader.data(row)) for row in rows]
+            facts = [reader.facts(row) for row in rows]
+            found: dict[str, list[Any]] = {name: [] for name in schema.names}
+            for row, (_, reversals) in zip(rows, all_outcomes(specs, first_slot, events, facts), strict=True):
+                for slot, code, original, numerator in reversals:
+                    for key, value in zip(
+                        schema.names, (row["__pos"], slot, row["occurred_at"], code, original, numerator), strict=True
+                    ):
+                        found[key].append(value)
+            yield pa.RecordBatch.from_pydict(found, schema)
+
+    return evaluate
+
+
+def reverse_actions(events: DataFrame, plan: CompiledProgramme, source: SparkEventSource) -> DataFrame:
+    """(pos, slot, t_at, code, ref, num) of every matched reverse action."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType, TimestampType
+
+    schema = StructType(
+        [
+            StructField("pos", LongType()),
+            StructField("slot", IntegerType()),
+            StructField("t_at", TimestampType()),
+            StructField("code", StringType()),
+            StructField("ref", StringType()),
+            StructField("num", StringType()),
+        ]
+    )
+    exotic = plan.exotic_sql
+    parts = []
+    for reversal in plan.reversals:
+        slot = plan.first_slot[reversal.rule_index] + reversal.action_index
+        rows = events.where(F.col("type") == F.lit(reversal.event_type)).where(F.expr(plan.render(reversal.where)))
+        if exotic is not None:
+            rows = rows.where(~F.expr(exotic))
+        numerator = F.lit(None) if reversal.numerator is None else F.expr(plan.render(reversal.numerator))
+        parts.append(
+            rows.select(
+                F.col("__pos").alias("pos"),
+                F.lit(slot).cast("int").alias("slot"),
+                F.col("occurred_at").alias("t_at"),
+                F.lit(None).cast("string").alias("code"),
+                F.expr(plan.render(reversal.reference)).cast("string").alias("ref"),
+                numerator.cast("string").alias("num"),
+            )
+        )
+    found = parts[0] if parts else events.sparkSession.createDataFrame([], schema)
+    for part in parts[1:]:
+        found = found.unionByName(part)
+    if exotic is not None and plan.reversals:
+        types = sorted({r.event_type for r in plan.reversals})
+        facts = source.customers.reader() if source.customers is not None and plan.reads_customers else None
+        reading = [*source.python_columns(plan.fields), *(F.col(c) for c in (facts.columns if facts else []))]
+        rows = events.where(F.col("type").isin(types)).where(F.expr(exotic))
+        rows = rows.select("__pos", "type", "occurred_at", *reading)
+        arrow = pa.schema(
+            [
+                pa.field("pos", pa.int64()),
+                pa.field("slot", pa.int32()),
+                pa.field("t_at", pa.timestamp("us", tz="UTC")),
+                pa.field("code", pa.string()),
+                pa.field("ref", pa.string()),
+                pa.field("num", pa.string()),
+            ]
+        )
+        reader = source.row_reader(plan.fields, facts)
+        found = found.unionByName(rows.mapInArrow(_reverse_batches(plan.specs, plan.first_slot, reader, arrow), schema))
+    return found
+
+
+def _divisor_batches(of: str, reader: RowReader) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def divisors(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows = batch.to_pylist(maps_as_pydicts="strict")
+            values = []
+            for row in rows:
+                found = number_of(read(reader.data(row), of))
+                values.append(None if found is None else str(found))
+            yield pa.RecordBatch.from_pydict(
+                {"opos": [row["opos"] for row in rows], "of": [of] * len(rows), "dv": values},
+                pa.schema([("opos", pa.int64()), ("of", pa.string()), ("dv", pa.string())]),
+            )
+
+    return divisors
+
+
+def divisors(events: DataFrame, originals: DataFrame, plan: CompiledProgramme, source: SparkEventSource) -> DataFrame:
+    """(opos, of, dv): each original's number in each field a fraction divides by, as exact text."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType(
+        [StructField("opos", LongType()), StructField("of", StringType()), StructField("dv", StringType())]
+    )
+    found = events.sparkSession.createDataFrame([], schema)
+    for of in dict.fromkeys(r.of for r in plan.reversals if r.of is not None):
+        field_source = source.field(of)
+        value = numeric(field_source, SPARK).value
+        exotic, unsafe = number_markers(field_source, SPARK)
+        rows = events.join(originals.select("opos"), events["__pos"] == originals["opos"])
+        marker = exotic if unsafe is None else exp.or_(exotic, unsafe)
+        flagged = F.coalesce(F.expr(SPARK.render(marker)), F.lit(False))
+        plain = rows.where(~flagged).select(
+            "opos", F.lit(of).alias("of"), F.expr(SPARK.render(value)).cast("string").alias("dv")
+        )
+        python = rows.where(flagged).select("opos", *source.python_columns([of]))
+        reader = source.row_reader([of])
+        found = found.unionByName(plain).unionByName(python.mapInArrow(_divisor_batches(of, reader), schema))
+    return found
+
+
+def _decision_batches(
+    by_slot: dict[int, tuple[Decimal | None, str | None]], slots: int
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    schema = pa.schema(
+        [
+            ("seq", pa.int64()),
+            ("pos", pa.int64()),
+            ("slot", pa.int32()),
+            ("code", pa.string()),
+            ("opos", pa.int64()),
+            ("fraction", pa.string()),
+            ("refers", pa.bool_()),
+            ("t", pa.int64()),
+            ("ot", pa.int64()),
+        ]
+    )
+
+    def decisions(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            out: dict[str, list[Any]] = {name: [] for name in schema.names}
+            for row in batch.to_pylist():
+                constant, of = by_slot[row["slot"]]
+                numerator = None if row["num"] is None else Decimal(row["num"])
+                divisor = None if row["dv"] is None else Decimal(row["dv"])
+                made = decide(row["ref"], numerator, constant, of, row["opos"] is not None, divisor, row["code"])
+                values = (
+                    row["pos"] * slots + row["slot"],
+                    row["pos"],
+                    row["slot"],
+                    made.code,
+                    row["opos"],
+                    made.fraction,
+                    made.references,
+                    row["t"],
+                    row["ot"],
+                )
+                for key, value in zip(schema.names, values, strict=True):
+                    out[key].append(value)
+            yield pa.RecordBatch.from_pydict(out, schema)
+
+    return decisions
+
+
+def decide_actions(
+    events: DataFrame, actions: DataFrame, plan: CompiledProgramme, source: SparkEventSource
+) -> tuple[DataFrame, DataFrame]:
+    """(the actions' decisions with pday, the moved refunds (pos, ppos, psub))."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
+
+    spark = events.sparkSession
+    named = actions.where(F.col("ref").isNotNull()).select("ref").distinct()
+    first = Window.partitionBy("ref").orderBy("opos")
+    originals = (
+        events.select(F.col("external_event_id").alias("ref"), F.col("__pos").alias("opos"), "occurred_at")
+        .join(named, "ref", "left_semi")
+        .withColumn("__rank", F.row_number().over(first))
+        .where("__rank = 1")
+        .select("ref", "opos", (F.unix_micros(F.col("occurred_at"))).alias("ot"))
+    )
+    by_slot = {plan.first_slot[r.rule_index] + r.action_index: (r.fraction, r.of) for r in plan.reversals}
+    of_of = F.lit(None).cast("string")
+    for slot, (_, of) in by_slot.items():
+        of_of = F.when(F.col("slot") == F.lit(slot), F.lit(of)).otherwise(of_of)
+    joined = (
+        actions.join(originals, "ref", "left")
+        .withColumn("of", of_of)
+        .join(divisors(events, originals, plan, source), ["opos", "of"], "left")
+        .select("pos", "slot", "code", "ref", "num", "opos", "dv", F.unix_micros("t_at").alias("t"), "ot")
+    )
+    schema = StructType(
+        [
+            StructField("seq", LongType()),
+            StructField("pos", LongType()),
+            StructField("slot", IntegerType()),
+            StructField("code", StringType()),
+            StructField("opos", LongType()),
+            StructField("fraction", StringType()),
+            StructField("refers", BooleanType()),
+            StructField("t", LongType()),
+            StructField("ot", LongType()),
+        ]
+    )
+    decided = joined.mapInArrow(_decision_batches(by_slot, plan.slots), schema).localCheckpoint(eager=True)
+    later = decided.where(F.col("refers") & (F.col("opos") > F.col("pos")))
+    pairs = later.groupBy("pos").agg(F.max(F.struct("opos", "ot")).alias("o")).collect()
+    follows = {int(row["pos"]): int(row["o"]["opos"]) for row in pairs}
+    stamps = {int(row["o"]["opos"]): int(row["o"]["ot"]) for row in pairs}
+    keys = processing_keys(follows)
+    moved_rows = [(pos, ppos, psub, stamps[ppos] // DAY_US) for pos, (ppos, psub) in keys.items()]
+    moved_schema = StructType(
+        [
+            StructField("pos", LongType()),
+            StructField("ppos", LongType()),
+            StructField("psub", IntegerType()),
+            StructField("mday", IntegerType()),
+        ]
+    )
+    moved = spark.createDataFrame(moved_rows, moved_schema)
+    with_day = decided.join(F.broadcast(moved.select("pos", "mday")), "pos", "left").withColumn(
+        "pday", F.coalesce(F.col("mday"), F.floor(F.col("t") / F.lit(DAY_US))).cast("int")
+    )
+    return with_day.drop("mday"), moved.drop("mday")
+
+
+# redemptions --------------------------------------------------------------------------------------------------
+def _bucket_batches(times: np.ndarray) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def buckets(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            stamps = np.asarray(batch.column(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+            found = np.searchsorted(times, stamps, side="left")
+            yield pa.RecordBatch.from_pydict({"b": pa.array(found, pa.int64())})
+
+    return buckets
+
+
+def redemption_rows(ordered: DataFrame, table: pa.Table | None, lookup: DataFrame | None) -> DataFrame:
+    """(idx, holder, amount, t, anchor): the redemptions, each after the last event at or before it. Counted
+    distributed: each event falls in the bucket of the first redemption at or after it (a search in the sorted
+    redemption times, sent to the executors); a redemption's anchor is the events of its bucket and the earlier
+    ones, less one."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    spark = ordered.sparkSession
+    if table is None or table.num_rows == 0:
+        schema = "idx long, customer_id string, amount long, t long, anchor long"
+        return holder_of(spark.createDataFrame([], schema), "customer_id", lookup).drop("customer_id")
+    times = np.asarray(table.column("t").to_numpy(), dtype=np.int64)
+    order = np.argsort(times, kind="stable")
+    sorted_times = times[order]
+    stamps = ordered.select(F.unix_micros(F.col("occurred_at")).alias("t"))
+    bucketed = stamps.mapInArrow(_bucket_batches(sorted_times), StructType([StructField("b", LongType())]))
+    counts = np.zeros(len(times) + 1, dtype=np.int64)
+    for row in bucketed.groupBy("b").count().collect():
+        counts[int(row["b"])] = int(row["count"])
+    at_or_before = np.cumsum(counts)[: len(times)]  # events at or before each sorted redemption time
+    anchors = np.empty(len(times), dtype=np.int64)
+    anchors[order] = at_or_before - 1
+    rows = table.rename_columns(["idx", "customer_id", "amount", "t"]).append_column(
+        "anchor", pa.array(anchors, pa.int64())
+    )
+    frame = spark.createDataFrame(rows.to_pandas())
+    return holder_of(frame, "customer_id", lookup).drop("customer_id")
+
+
+# the candidate rewards, their counters and the pass -----------------------------------------------------------
+def binding(rows: DataFrame, limits: LimitsPlan) -> tuple[DataFrame | None, list[int]]:
+    """(the counters that can bind: g, holder, start; the families that have some)."""
+    from pyspark.sql import functions as F
+
+    found = None
+    for g, grouping in enumerate(limits.groupings()):
+        start = F.lit(0) if grouping.period == "lifetime" else F.col(f"d_{grouping.period}")
+        holder = F.col("holder") if grouping.per_customer else F.lit("")
+        subset = rows if grouping.rule_index is None else rows.where(F.col("rule_index") == grouping.rule_index)
+        counted = subset.groupBy(holder.alias("holder"), start.cast("int").alias("start")).agg(
+            F.sum(F.col("m").cast("decimal(38,0)")).alias("amount"), F.count("*").alias("n")
+        )
+        over = F.lit(False)
+        for cap in grouping.caps:
+            if cap.max_amount_minor is not None:
+                over = over | (F.col("amount") > F.lit(cap.max_amount_minor))
+            if cap.max_count is not None:
+                over = over | (F.col("n") > F.lit(cap.max_count))
+        part = counted.where(over).select(F.lit(g).alias("g"), "holder", "start")
+        found = part if found is None else found.unionByName(part)
+    if found is None:
+        return None, []
+    found = found.localCheckpoint(eager=True)
+    return found, sorted(int(row["g"]) for row in found.select("g").distinct().collect())
+
+
+def masked(rows: DataFrame, limits: LimitsPlan, bound: DataFrame | None, groups: list[int]) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    groupings = limits.groupings()
+    mask = F.lit(0)
+    for g in groups:
+        grouping = groupings[g]
+        assert bound is not None
+        keys = bound.where(F.col("g") == g).select(F.col("holder").alias(f"__h{g}"), F.col("start").alias(f"__s{g}"))
+        start = F.lit(0) if grouping.period == "lifetime" else F.col(f"d_{grouping.period}")
+        on = keys[f"__s{g}"] == start
+        if grouping.per_customer:
+            on = on & (keys[f"__h{g}"] == F.col("holder"))
+        if grouping.rule_index is not None:
+            on = on & (F.col("rule_index") == F.lit(grouping.rule_index))
+        rows = rows.join(keys, on, "left").drop(f"__h{g}")
+        mask = mask + F.when(F.col(f"__s{g}").isNull(), F.lit(0)).otherwise(F.lit(grouping.bits))
+    return rows.withColumn("mask", mask.cast("int")).drop(*(f"__s{g}" for g in groups))
+
+
+def operations(
+    mrows: DataFrame, actions: DataFrame, moved: DataFrame, redemptions: DataFrame, periods: list[str], full: bool
+) -> DataFrame:
+    """The pass's operations (the DuckDB engine's `{name}_ops`)."""
+    from pyspark.sql import functions as F
+
+    starts = [p for p in periods if p != "lifetime"]
+    mv = F.broadcast(moved)
+    grants = (mrows if full else mrows.where(F.col("mask") > 0)).join(mv, "pos", "left")
+    grant_ops = grants.select(
+        F.coalesce(F.col("ppos"), F.col("pos")).alias("k1"),
+        F.coalesce(F.col("psub"), F.lit(0)).cast("int").alias("k2"),
+        F.col("slot").cast("int").alias("k3"),
+        F.lit(0).cast("long").alias("k4"),
+        F.lit(0).cast("int").alias("op"),
+        F.col("seq"),
+        F.col("holder"),
+        F.col("m"),
+        F.col("rule_index").cast("int").alias("rule"),
+        F.col("mask"),
+        *(F.col(f"d_{p}") for p in starts),
+        F.col("keep"),
+        F.lit(None).cast("long").alias("ref"),
+        F.lit(None).cast("boolean").alias("sequential"),
+        F.lit(None).cast("string").alias("fraction"),
+        F.col("tracked"),
+    )
+    valid = actions.select("seq", "pos", "slot", "code", "opos", "fraction")
+    valid = valid.where(F.col("code").isNull() & (F.col("opos") != F.col("pos"))).join(mv, "pos", "left")
+    rewards = mrows.select(
+        F.col("pos").alias("opos"),
+        F.col("seq").alias("rseq"),
+        F.col("holder"),
+        F.col("m"),
+        F.col("rule_index"),
+        F.col("mask").alias("rmask"),
+        F.col("tracked"),
+    )
+    item_ops = valid.join(rewards, "opos").select(
+        F.coalesce(F.col("ppos"), F.col("pos")).alias("k1"),
+        F.coalesce(F.col("psub"), F.lit(0)).cast("int").alias("k2"),
+        F.col("slot").cast("int").alias("k3"),
+        F.col("rseq").alias("k4"),
+        F.lit(1).cast("int").alias("op"),
+        F.col("seq"),
+        F.col("holder"),
+        F.col("m"),
+        F.col("rule_index").cast("int").alias("rule"),
+        F.lit(0).alias("mask"),
+        *(F.lit(None).cast("int").alias(f"d_{p}") for p in starts),
+        F.lit(False).alias("keep"),
+        F.col("rseq").alias("ref"),
+        (F.lit(True) if full else F.col("rmask") > 0).alias("sequential"),
+        F.col("fraction"),
+        F.col("tracked"),
+    )
+    redeem_ops = redemptions.select(
+        F.col("anchor").alias("k1"),
+        F.lit(AFTER_EVENTS).cast("int").alias("k2"),
+        F.lit(0).cast("int").alias("k3"),
+        F.col("idx").alias("k4"),
+        F.lit(2).cast("int").alias("op"),
+        F.lit(None).cast("long").alias("seq"),
+        F.col("holder"),
+        F.col("amount").alias("m"),
+        F.lit(None).cast("int").alias("rule"),
+        F.lit(0).alias("mask"),
+        *(F.lit(None).cast("int").alias(f"d_{p}") for p in starts),
+        F.lit(False).alias("keep"),
+        F.col("idx").alias("ref"),
+        F.lit(None).cast("boolean").alias("sequential"),
+        F.lit(None).cast("string").alias("fraction"),
+        F.lit(True).alias("tracked"),
+    )
+    return grant_ops.unionByName(item_ops).unionByName(redeem_ops)
+
+
+def with_credit(ops: DataFrame, rows: DataFrame, mrows: DataFrame, moved: DataFrame, full: bool) -> DataFrame:
+    """The ops with `credit` (as `feature_store.credits_sql`): a running sum per customer with redemptions."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if full:
+        return ops.withColumn("credit", F.when(F.col("tracked"), F.lit(0)).cast("decimal(38,0)"))
+    tracked = ops.where(F.col("op") == 2).select("holder").distinct()
+    in_pass = mrows.where(F.col("mask") > 0).select("seq")
+    set_based = (
+        rows.join(tracked, "holder", "left_semi")
+        .join(in_pass, "seq", "left_anti")
+        .join(F.broadcast(moved), "pos", "left")
+        .select(
+            F.coalesce(F.col("ppos"), F.col("pos")).alias("k1"),
+            F.coalesce(F.col("psub"), F.lit(0)).cast("int").alias("k2"),
+            F.col("slot").cast("int").alias("k3"),
+            F.lit(0).cast("long").alias("k4"),
+            F.lit(-1).cast("int").alias("op"),
+            "holder",
+            F.col("m").cast("decimal(38,0)").alias("v"),
+        )
+    )
+    reading = ops.where(F.col("tracked") & (F.col("op") > 0)).select(
+        "k1", "k2", "k3", "k4", "op", "holder", F.lit(0).cast("decimal(38,0)").alias("v")
+    )
+    window = (
+        Window.partitionBy("holder")
+        .orderBy("k1", "k2", "k3", "k4", "op")
+        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    running = (
+        set_based.unionByName(reading)
+        .withColumn("credit", F.sum("v").over(window).cast("decimal(38,0)"))
+        .where(F.col("op") > 0)
+        .select("k1", "k2", "k3", "k4", "op", "holder", "credit")
+    )
+    return ops.join(running, ["k1", "k2", "k3", "k4", "op", "holder"], "left")
+
+
+def _pass_batches(
+    limits: LimitsPlan, room: int | None
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The sequential pass over one partition's operations, in order (runs on the executors)."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for decisions, items, redemptions in SequentialPass(limits, room).batches(batches):
+            yield as_outcomes(decisions, "d")
+            yield as_outcomes(items, "i")
+            yield as_outcomes(redemptions, "r")
+
+    return run
+
+
+def run_pass(ops: DataFrame, limits: LimitsPlan, room: int | None, one_task: bool) -> DataFrame:
+    """The pass's outcome (sequential.OUTCOMES): one task over every operation in processing order, or one pass
+    per partition of customers."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    keys = ["k1", "k2", "k3", "k4"]
+    if one_task:
+        arranged = ops.repartition(1).sortWithinPartitions(*keys)
+    else:
+        partitions = max(1, int(ops.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1))
+        arranged = ops.repartition(partitions, "holder").sortWithinPartitions("holder", *keys)
+    schema = from_arrow_schema(OUTCOMES)
+    return arranged.mapInArrow(_pass_batches(limits, room), schema).localCheckpoint(eager=True)
+
+
+# the whole of it ----------------------------------------------------------------------------------------------
+def decide_features(
+    events: DataFrame,
+    candidates: DataFrame,
+    plan: CompiledProgramme,
+    source: SparkEventSource,
+    limits: LimitsPlan,
+    zone: str,
+    room: int | None,
+    spent: pa.Table | None,
+) -> SparkFeatures:
+    """Caps, budgets, reversals and redemptions over the candidates (as the DuckDB engine's `decide_features`):
+    the pass runs when a counter can bind, a reverse action reverses or a redemption is given, and then also
+    enforces the ceiling when the rewards asked for more than its room (`full`); `outcome` is None otherwise."""
+    from pyspark.sql import functions as F
+
+    lookup = None
+    if source.customers is not None:
+        built = source.customers.lookup is not None and plan.joins_customers
+        lookup = source.customers.lookup if built else source.customers.build(False)
+    actions = reverse_actions(events, plan, source)
+    decided, moved = decide_actions(events, actions, plan, source)
+    refunds = decided.join(
+        events.select(
+            F.col("__pos").alias("pos"),
+            "external_event_id",
+            "customer_id",
+            "occurred_at",
+            F.col("type").alias("event_type"),
+        ),
+        "pos",
+    )
+    rule_index, action_index = F.lit(None).cast("int"), F.lit(None).cast("int")
+    for slot in range(plan.slots):
+        rule, action = plan.rule_of(slot)
+        rule_index = F.when(F.col("slot") == F.lit(slot), F.lit(rule)).otherwise(rule_index)
+        action_index = F.when(F.col("slot") == F.lit(slot), F.lit(action)).otherwise(action_index)
+    refunds = refunds.withColumn("rule_index", rule_index).withColumn("action_index", action_index)
+    refunds = holder_of(refunds, "customer_id", lookup).localCheckpoint(eager=True)
+    redemptions = redemption_rows(events, spent, lookup).localCheckpoint(eager=True)
+    positive = candidates.where(F.col("m") > 0).select(
+        "seq", F.col("__pos").alias("pos"), "slot", "rule_index", "customer_id", "m", "occurred_at"
+    )
+    rows = period_columns(holder_of(positive, "customer_id", lookup), limits.periods, zone).drop(
+        "customer_id", "occurred_at"
+    )
+    bound, groups = binding(rows, limits) if limits.capped else (None, [])
+    reversing = refunds.where(F.col("code").isNull()).limit(1).count() > 0
+    redeeming = spent is not None and spent.num_rows > 0
+    if not (groups or reversing or redeeming):
+        return SparkFeatures(limits, None, refunds, redemptions, lookup, False)
+    requested = rows.agg(F.sum(F.col("m").cast("decimal(38,0)"))).first()
+    full = room is not None and int((requested[0] if requested is not None else 0) or 0) > room
+    groupings = limits.groupings()
+    one_task = full or any(groupings[g].scope == "budget" for g in groups)
+    originals = refunds.where(F.col("code").isNull()).select(F.col("opos").alias("pos")).distinct()
+    holders = redemptions.select("holder").distinct()
+    flagged = (
+        masked(rows, limits, bound, groups)
+        .join(originals.withColumn("keep", F.lit(True)), "pos", "left")
+        .join(holders.withColumn("tracked", F.lit(True)), "holder", "left")
+        .withColumn("keep", F.coalesce(F.col("keep"), F.lit(False)))
+        .withColumn("tracked", F.coalesce(F.col("tracked"), F.lit(False)))
+    )
+    mrows = flagged if full else flagged.where((F.col("mask") > 0) | F.col("keep"))
+    mrows = mrows.localCheckpoint(eager=True)
+    ops = operations(mrows, refunds, moved, redemptions, limits.periods, full)
+    if redeeming:
+        ops = with_credit(ops, rows, mrows, moved, full)
+    else:
+        ops = ops.withColumn("credit", F.lit(None).cast("decimal(38,0)"))
+    outcome = run_pass(ops, limits, room if full else None, one_task)
+    return SparkFeatures(limits, outcome, refunds, redemptions, lookup, full)

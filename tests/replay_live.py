@@ -1,0 +1,231 @@
+"""The live engine's side of the replay tests with caps, budgets, reversals and redemptions (issue 18), in process
+over a real DuckDB file, and the replays' side in the same shape, so that the tests compare like with like.
+
+The live side creates the programme (its timezone, window, caps, budget and clawback) and its rules through the
+service layer, customers alice, bob and carol with wallets (and a `house` customer holding the opening supply),
+submits the events in occurred_at order (ties in input order) and processes them; a redemption at time t is made
+with `service.ledger.redeem` once every event at or before t is submitted and processed. Refunds still waiting for
+an original that never came are then let out of their wait (as if the seven days had passed) and fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.programme_file import ProgrammeDefinition
+from rewards_lab.contract.scope import Scope
+from rewards_lab.contract.validation import validate
+from rewards_lab.domain.money import format_amount
+from rewards_lab.service import assets, customers, event_intake, event_processing, ledger, organizations, programmes
+from rewards_lab.store.database import Database
+from rewards_lab.store.uow import unit_of_work
+from rewards_lab.store.verification import verify_ledger
+
+CUSTOMERS = ("alice", "bob", "carol")
+Row = tuple[Any, ...]
+
+
+@dataclass
+class Outcome:
+    """What an engine did, in comparable form: execution rows keyed by (event, rule, action), the rewards each
+    reverse action took back, every customer's balance (minor units, by customer id) and the redemptions'."""
+
+    rows: list[Row]  # (external_event_id, rule, action, amount_minor, status, error_code, customer_id, cut)
+    items: list[Row]  # (refund, rule, action, original, original rule, original action, customer, target, taken)
+    balances: dict[str, int]
+    redeemed: list[bool]
+
+    def sorted(self) -> Outcome:
+        return Outcome(sorted(self.rows, key=repr), sorted(self.items, key=repr), self.balances, self.redeemed)
+
+
+@dataclass
+class Live:
+    outcome: Outcome
+    customers: pd.DataFrame  # the customers table exported from the live service
+    submitted: list[dict[str, Any]]  # the events as submitted (a reference `@id:name` is that customer's id)
+
+
+def _programme_body(definition: ProgrammeDefinition, asset_id: str) -> dict[str, Any]:
+    settings = definition.programme.model_dump(
+        mode="json", include={"timezone", "starts_at", "ends_at", "limits", "budget", "clawback"}
+    )
+    return {"name": "Replayed", "asset_id": asset_id, **settings}
+
+
+def run_live(
+    path: Path,
+    definition: ProgrammeDefinition,
+    stream: list[dict[str, Any]],
+    redemptions: list[dict[str, Any]],
+    opening: int = 0,
+) -> Live:
+    """The live engine over `stream` and `redemptions` (dicts of customer_id, amount (minor units),
+    occurred_at); `opening` minor units issued to `house` first."""
+    database = Database(path)
+    try:
+        org = organizations.create_organization(database, "Replayed")
+        scope = Scope(org.id, "sandbox")
+        asset_body = validate(rq.AssetCreate, definition.asset.model_dump(mode="python", exclude_none=True))
+        asset = assets.activate_asset(database, scope, assets.create_asset(database, scope, asset_body).id)
+        programme = programmes.create_programme(
+            database, scope, validate(rq.ProgrammeCreate, _programme_body(definition, asset.id))
+        )
+        rule_index = {}
+        for index, rule in enumerate(definition.rules):
+            body = {"program_id": programme.id, **rule.model_dump(mode="python")}
+            rule_index[programmes.create_rule(database, scope, validate(rq.RuleCreate, body)).id] = index
+        programmes.publish(database, scope, programme.id)
+        wallets, exported = {}, []
+        for name in (*CUSTOMERS, "house"):
+            customer = customers.create_customer(database, scope, validate(rq.CustomerCreate, {"external_id": name}))
+            wallet = customers.create_wallet(database, scope, validate(rq.WalletCreate, {"customer_id": customer.id}))
+            wallets[customer.id] = wallet.id
+            if name != "house":
+                exported.append({"id": customer.id, "external_id": name})
+        ids = {row["external_id"]: row["id"] for row in exported}
+        stream = [_with_ids(event, ids) for event in stream]
+        house = next(c for c in wallets if c not in ids.values())
+        if opening:
+            body = {"wallet_id": wallets[house], "amount": format_amount(opening, asset.decimals), "reason": "o"}
+            ledger.issue(database, scope, asset.id, validate(rq.IssueRequest, body))
+        ordered = sorted(stream, key=lambda e: e["occurred_at"])  # stable: ties keep input order
+        spends = sorted(enumerate(redemptions), key=lambda item: item[1]["occurred_at"])
+        redeemed: dict[int, bool] = {}
+        sent = 0
+        for index, spend in spends:
+            upto = sent
+            while upto < len(ordered) and ordered[upto]["occurred_at"] <= spend["occurred_at"]:
+                upto += 1
+            _submit(database, scope, ordered[sent:upto])
+            sent = upto
+            wallet = wallets[ids.get(spend["customer_id"], spend["customer_id"])]
+            body = {"wallet_id": wallet, "amount": format_amount(spend["amount"], asset.decimals), "reference": "r"}
+            try:
+                ledger.redeem(database, scope, asset.id, validate(rq.RedemptionRequest, body))
+                redeemed[index] = True
+            except ServiceError as error:
+                assert error.code == "insufficient_balance", error
+                redeemed[index] = False
+        _submit(database, scope, ordered[sent:])
+        with unit_of_work(database) as uow:  # refunds whose original never came: their wait is over
+            waiting = uow.con.execute(
+                "SELECT id, waiting_for FROM events WHERE status = 'received' AND waiting_for IS NOT NULL"
+            ).fetchall()
+            uow.events.wait(scope, {row[0]: row[1] for row in waiting}, datetime(2000, 1, 1))
+        event_processing.process_all(database)
+        reader = database.reader()
+        executions = reader.execute(
+            "SELECT id, external_event_id, rule_id, action_index, amount_minor, status, error_code, customer_id, "
+            "limited, reversal FROM reward_executions ORDER BY id"
+        ).fetchall()
+        balances = {}
+        for customer, wallet in wallets.items():
+            held = ledger.wallet_balances(database, scope, wallet).balances
+            if customer != house:
+                balances[customer] = sum(int(Decimal(b.balance).scaleb(b.decimals)) for b in held)
+        report = verify_ledger(reader)
+        assert report.ok, report.problems
+    finally:
+        database.close()
+    by_id = {row[0]: (row[1], rule_index[row[2]], row[3]) for row in executions}
+    rows, items = [], []
+    for _, event, rule, action, amount, status, code, customer, limited, reversal in executions:
+        cut = None
+        if limited is not None:
+            found = jsonutil.loads(limited)
+            cut = (found["scope"], found["period"], found["period_start"], int(found["cut_minor"]))
+        rows.append((event, rule_index[rule], action, int(amount), status, code, customer, cut))
+        for item in jsonutil.loads(reversal)["rewards"] if reversal else []:
+            original = by_id[item["original_execution_id"]]
+            taken = int(item["taken_minor"])
+            items.append(
+                (event, rule_index[rule], action, *original, item["customer_id"], int(item["target_minor"]), taken)
+            )
+    nonzero = {customer: balance for customer, balance in balances.items() if balance}
+    outcome = Outcome(rows, items, nonzero, [redeemed[index] for index in range(len(redemptions))])
+    return Live(outcome, pd.DataFrame(exported), stream)
+
+
+def _with_ids(event: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
+    reference = event["data"].get("ref")
+    if isinstance(reference, str) and reference.startswith("@id:"):
+        return {**event, "data": {**event["data"], "ref": ids[reference.removeprefix("@id:")]}}
+    return event
+
+
+def _submit(database: Database, scope: Scope, events: list[dict[str, Any]]) -> None:
+    if not events:
+        return
+    bodies = [validate(rq.EventCreate, event) for event in events]
+    results = event_intake.submit_events(database, scope, bodies)
+    assert all(not isinstance(result, Exception) for result in results)
+    event_processing.process_all(database)
+
+
+def replayed_outcome(result: Any, spark: bool = False) -> Outcome:
+    """An engine's result (DuckDB's ReplayResult or Spark's) in the live outcome's form."""
+    issuances = (result.to_arrow() if spark else result.issuances.to_arrow_table()).to_pylist()
+    reversals = (result.reversals.toArrow() if spark else result.reversals.to_arrow_table()).to_pylist()
+    redemptions = (result.redemptions.toArrow() if spark else result.redemptions.to_arrow_table()).to_pylist()
+    rows = []
+    for row in issuances:
+        cut = None
+        if row["cap_scope"] is not None:
+            start = row["cap_period_start"].isoformat()
+            cut = (row["cap_scope"], row["cap_period"], start, int(row["cut_minor"]))
+        rows.append(
+            (
+                row["external_event_id"],
+                row["rule_index"],
+                row["action_index"],
+                int(row["amount_minor"]),
+                row["status"],
+                row["error_code"],
+                row["customer_id"],
+                cut,
+            )
+        )
+    items = [
+        (
+            row["external_event_id"],
+            row["rule_index"],
+            row["action_index"],
+            row["original_external_event_id"],
+            row["original_rule_index"],
+            row["original_action_index"],
+            row["customer_id"],
+            int(row["target_minor"]),
+            int(row["taken_minor"]),
+        )
+        for row in reversals
+    ]
+    frame = result.per_customer()
+    decimals = result.definition.asset.decimals
+    balances = {
+        str(customer): int(Decimal(balance).scaleb(decimals))
+        for customer, balance in zip(frame["customer_id"], frame["balance"], strict=True)
+        if Decimal(balance) != 0
+    }
+    return Outcome(rows, items, balances, [row["status"] == "redeemed" for row in redemptions])
+
+
+def redemptions_frame(redemptions: list[dict[str, Any]], decimals: int) -> pd.DataFrame:
+    """The redemptions as the replay reads them (amounts as decimal strings)."""
+    return pd.DataFrame(
+        {
+            "customer_id": [r["customer_id"] for r in redemptions],
+            "amount": [format_amount(r["amount"], decimals) for r in redemptions],
+            "occurred_at": [r["occurred_at"] for r in redemptions],
+        },
+        columns=["customer_id", "amount", "occurred_at"],
+    )
