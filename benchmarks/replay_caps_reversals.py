@@ -107,7 +107,7 @@ def featured(budget: str) -> dict[str, Any]:
     """The benchmark programme with caps, a daily budget and a reverse rule on refunds."""
     payload: dict[str, Any] = json.loads(PROGRAMME.read_text())
     payload["programme"]["name"] = "Benchmark: twenty rules with caps, a budget and refunds"
-    payload["programme"]["limits"] = [{"period": "month", "max_amount": "150"}]
+    payload["programme"]["limits"] = [{"period": "month", "max_amount": "500"}]
     payload["programme"]["budget"] = {"period": "day", "max_amount": budget}
     payload["programme"]["clawback"] = "available"
     payload["rules"][0]["limits"] = [{"period": "day", "max_amount": "20"}]

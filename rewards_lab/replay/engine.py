@@ -57,6 +57,7 @@ _EPOCH = np.datetime64("1970-01-01", "D")
 _OUTPUT_EVENTS = 1_000_000  # events per batch of issuance rows (to_pandas, write)
 _AUTO_PROGRESS_AFTER = 2.0  # seconds before the default progress starts printing
 STEPS = ("ordered", "rules", "fallback", "summaries", "ceiling")  # what each progress step has finished
+FEATURED_MEMORY_LIMIT = "1GB"  # DuckDB's share when a replay has caps, budgets, reversals or redemptions
 ISSUANCE_COLUMNS = (  # the `issuances` relation's columns, in order
     "seq",
     "external_event_id",
@@ -460,13 +461,15 @@ def replay(
     con.execute("SET TimeZone = 'UTC'")
     name = f"__replay_{next(_names)}"
     source = open_events(con, events, f"{name}_events")  # reads CSV and JSON lines in file order
+    featured = has_features(definition) or spent is not None
     if connection is None:
         con.execute("SET preserve_insertion_order = false")  # from here every order is explicit (seq, __rn)
+        if featured:  # the pass's state lives beside DuckDB's: DuckDB holds less back (it spills, if it must)
+            con.execute(f"SET memory_limit = {literal(FEATURED_MEMORY_LIMIT)}")
     from_sql, plan = prepared(con, definition, source, customers)
     lay = store.layout(plan)
     reporter = ProgressReporter(progress, len(STEPS))
     ordered = f"{name}_ordered"
-    featured = has_features(definition) or spent is not None
     limits = limits_plan(definition, plan.specs) if featured else None
     lday = local_day(definition.programme.zone) if limits is not None and limits.capped else None
     room = None if ceiling is None else ceiling - opening

@@ -32,7 +32,7 @@ from rewards_lab.domain.rules import number_of, read
 from rewards_lab.replay.compiler import DUCKDB, CompiledProgramme, string
 from rewards_lab.replay.customers import FOUND, CustomerTable
 from rewards_lab.replay.inputs import ROW, EventSource
-from rewards_lab.replay.limits_plan import LimitsPlan
+from rewards_lab.replay.limits_plan import Grouping, LimitsPlan
 from rewards_lab.replay.refund_order import processing_keys
 from rewards_lab.replay.reversal_actions import decide
 from rewards_lab.replay.sequential import DECISIONS, ITEMS, REDEMPTIONS, SequentialPass
@@ -130,22 +130,28 @@ def reverse_actions(
         con.unregister(f"{name}_ra_fallback")
 
 
+def _divisor_columns(source: EventSource, plan: CompiledProgramme) -> tuple[list[str], str]:
+    """(the `of` fields reverse actions divide by, SQL of their exact text and of whether SQL cannot read it,
+    each taken at the original: the first event of its external id)."""
+    fields = list(dict.fromkeys(r.of for r in plan.reversals if r.of is not None))
+    columns = ""
+    for index, of in enumerate(fields):
+        field_source = source.field(of)
+        exotic, unsafe = number_markers(field_source, DUCKDB)
+        flagged = DUCKDB.render(exotic if unsafe is None else exp.or_(exotic, unsafe))
+        value = DUCKDB.render(exp.cast(numeric(field_source, DUCKDB).value, exp.DataType.build("VARCHAR")))
+        columns += f", arg_min({value}, __pos) AS v{index}, arg_min(coalesce({flagged}, FALSE), __pos) AS x{index}"
+    return fields, columns
+
+
 def _divisors(
-    con: duckdb.DuckDBPyConnection, source: EventSource, plan: CompiledProgramme, events: str, name: str
+    con: duckdb.DuckDBPyConnection, source: EventSource, fields: list[str], name: str
 ) -> dict[tuple[str, int], Decimal | None]:
     """(the `of` field, an original's position) -> the original's number there, read exactly (SQL where it can,
     else the live engine's `read` of the original's data)."""
     found: dict[tuple[str, int], Decimal | None] = {}
-    for of in dict.fromkeys(r.of for r in plan.reversals if r.of is not None):
-        field_source = source.field(of)
-        read_ = numeric(field_source, DUCKDB)
-        exotic, unsafe = number_markers(field_source, DUCKDB)
-        flagged = exotic if unsafe is None else exp.or_(exotic, unsafe)
-        value = DUCKDB.render(exp.cast(read_.value, exp.DataType.build("VARCHAR")))
-        rows = con.sql(
-            f"SELECT o.opos, {value}, coalesce({DUCKDB.render(flagged)}, FALSE), e.{ROW} FROM {name}_orig o "
-            f"JOIN {events} e ON e.__pos = o.opos"
-        ).fetchall()
+    for index, of in enumerate(fields):
+        rows = con.sql(f"SELECT opos, v{index}, x{index}, rn FROM {name}_orig").fetchall()
         python = {int(rn): int(pos) for pos, _, exotic_row, rn in rows if exotic_row}
         for pos, text, exotic_row, _ in rows:
             if not exotic_row:
@@ -161,12 +167,13 @@ def decide_reversals(
     con: duckdb.DuckDBPyConnection, source: EventSource, plan: CompiledProgramme, events: str, name: str
 ) -> None:
     """`{name}_rad` (seq, pos, slot, code, opos, fraction, refers) and `{name}_moved` (pos, ppos, psub)."""
+    fields, columns_sql = _divisor_columns(source, plan)
     con.execute(
         f"CREATE TEMP TABLE {name}_orig AS SELECT external_event_id AS ref, min(__pos) AS opos, "
-        f"arg_min(epoch_us(occurred_at), __pos) AS t FROM {events} "
+        f"arg_min(epoch_us(occurred_at), __pos) AS t, arg_min({ROW}, __pos) AS rn{columns_sql} FROM {events} "
         f"WHERE external_event_id IN (SELECT ref FROM {name}_ra WHERE ref IS NOT NULL) GROUP BY external_event_id"
     )
-    divisors = _divisors(con, source, plan, events, name)
+    divisors = _divisors(con, source, fields, name)
     by_slot = {plan.first_slot[r.rule_index] + r.action_index: r for r in plan.reversals}
     fetched = con.sql(
         f"SELECT a.pos, a.slot, a.code, a.ref, a.num, o.opos, a.t, o.t FROM {name}_ra a "
@@ -256,9 +263,12 @@ def redemption_rows(
 
 
 # the candidate rewards and their counters ---------------------------------------------------------------------
-def rows_sql(lay: Layout, name: str, limits: LimitsPlan, lookup: str | None, lday: bool) -> str:
-    """SQL: every positive candidate reward (seq, pos, slot, rule_index, holder, m, d_<period>...); `lday`:
-    whether `{name}_pe` holds the local day (when the programme has caps or a budget)."""
+def rows_sql(
+    lay: Layout, name: str, limits: LimitsPlan, lookup: str | None, lday: bool, events: str | None = None
+) -> str:
+    """SQL: every positive candidate reward (seq, pos, slot, rule_index, holder, m, d_<period>...) of `events`
+    (rows of `{name}_pe`; all of them by default); `lday`: whether they hold the local day (when the programme
+    has caps or a budget)."""
     named = set(lay.beneficiary_fields)
     pairs = ", ".join(
         f"{{'m': a.c{i}, 'b': {f'a.b{i}' if i in named else 'CAST(NULL AS VARCHAR)'}}}" for i in range(1, lay.width + 1)
@@ -266,7 +276,7 @@ def rows_sql(lay: Layout, name: str, limits: LimitsPlan, lookup: str | None, lda
     day = "p.lday" if lday else "p.day"
     unnested = (
         f"SELECT p.pos, coalesce(u.x.b, p.customer_id) AS customer_id, {day} AS lday, p.a.k AS k, u.i, u.x.m AS m "
-        f"FROM {name}_pe p, unnest([{pairs}]) WITH ORDINALITY AS u(x, i) WHERE u.x.m > 0"
+        f"FROM {events or f'{name}_pe'} p, unnest([{pairs}]) WITH ORDINALITY AS u(x, i) WHERE u.x.m > 0"
     )
     holder, join = holder_sql("r.customer_id", lookup)
     starts = "".join(f", {sql} AS d_{period}" for period, sql in period_starts(limits.periods, "r.lday").items())
@@ -276,26 +286,67 @@ def rows_sql(lay: Layout, name: str, limits: LimitsPlan, lookup: str | None, lda
     )
 
 
-def binding(con: duckdb.DuckDBPyConnection, rows: str, limits: LimitsPlan, name: str) -> list[int]:
-    """`{name}_bind` (g, holder, start): the counters that can bind; returns the groupings that have some."""
-    con.execute(f"CREATE TEMP TABLE {name}_bind (g INTEGER, holder VARCHAR, start INTEGER)")
-    groupings = limits.groupings()
-    for g, grouping in enumerate(groupings):
+def grouping_rows_sql(lay: Layout, name: str, limits: LimitsPlan, lookup: str | None, grouping: Grouping) -> str:
+    """SQL: what a family of counters counts, as narrowly as it can be read (pos, holder, m, n, its d_<period>):
+    a rule's amounts from its own fields only; the programme's and the budget's as each event's total and count
+    (one row per event, no unnesting), unless beneficiaries make one event reward several customers."""
+    starts = "".join(f", {sql} AS d_{period}" for period, sql in period_starts([grouping.period], "p.lday").items())
+    if grouping.rule_index is not None:
+        parts = []
+        for slot, (rule, _) in enumerate(lay.rule_of):
+            if rule != grouping.rule_index or all(slot not in slots for slots in lay.slots_of):
+                continue
+            k, i = lay.where(slot)
+            named = f"coalesce(a.b{i}, p.customer_id)" if i in lay.beneficiary_fields else "p.customer_id"
+            holder, join = holder_sql(named, lookup)
+            parts.append(
+                f"SELECT p.pos, {holder} AS holder, a.c{i} AS m, 1 AS n{starts} FROM {name}_pe p {join} "
+                f"WHERE p.a.k = {k} AND a.c{i} > 0"
+            )
+        return " UNION ALL ".join(parts)
+    if grouping.per_customer and lay.beneficiary_fields:
+        fields = "" if grouping.period == "lifetime" else f", d_{grouping.period}"
+        return f"SELECT pos, holder, m, 1 AS n{fields} FROM ({rows_sql(lay, name, limits, lookup, True)})"
+    holder, join = holder_sql("p.customer_id", lookup)
+    return (
+        f"SELECT p.pos, {holder} AS holder, {lay.event_total()} AS m, {lay.event_count()} AS n{starts} "
+        f"FROM {name}_pe p {join} WHERE p.a.k IS NOT NULL AND {lay.event_count()} > 0"
+    )
+
+
+def binding(
+    con: duckdb.DuckDBPyConnection, lay: Layout, limits: LimitsPlan, lookup: str | None, name: str
+) -> list[int]:
+    """Fill `{name}_bind` (g, holder, start): the counters that can bind, and `{name}_mpos`: the events holding
+    a reward they count; returns the groupings that have some."""
+    bound: list[int] = []
+    for g, grouping in enumerate(limits.groupings()):
+        rows = grouping_rows_sql(lay, name, limits, lookup, grouping)
+        if not rows:
+            continue
         start = "0" if grouping.period == "lifetime" else f"d_{grouping.period}"
         holder = "holder" if grouping.per_customer else "''"
-        where = "" if grouping.rule_index is None else f" WHERE rule_index = {grouping.rule_index}"
         over = []
         for cap in grouping.caps:
             if cap.max_amount_minor is not None:
                 over.append(f"sum(m) > {cap.max_amount_minor}")
             if cap.max_count is not None:
-                over.append(f"count(*) > {cap.max_count}")
+                over.append(f"sum(n) > {cap.max_count}")
         con.execute(
-            f"INSERT INTO {name}_bind SELECT {g}, {holder}, {start} FROM ({rows}){where} "
+            f"INSERT INTO {name}_bind SELECT {g}, {holder}, {start} FROM ({rows}) "
             f"GROUP BY ALL HAVING {' OR '.join(over)}"
         )
-    bound = con.sql(f"SELECT DISTINCT g FROM {name}_bind ORDER BY g").fetchall()
-    return [int(g) for (g,) in bound]
+        if not con.sql(f"SELECT 1 FROM {name}_bind WHERE g = {g} LIMIT 1").fetchall():
+            continue
+        bound.append(g)
+        on = f"b.start = r.{start}" if grouping.period != "lifetime" else "TRUE"
+        if grouping.per_customer:
+            on += " AND b.holder = r.holder"
+        con.execute(
+            f"INSERT INTO {name}_mpos SELECT DISTINCT r.pos FROM ({rows}) r "
+            f"SEMI JOIN (SELECT holder, start FROM {name}_bind WHERE g = {g}) b ON {on}"
+        )
+    return bound
 
 
 def mask_sql(rows: str, limits: LimitsPlan, bound: list[int], name: str) -> str:
@@ -317,18 +368,88 @@ def mask_sql(rows: str, limits: LimitsPlan, bound: list[int], name: str) -> str:
 
 
 # the pass -----------------------------------------------------------------------------------------------------
-def operations(con: duckdb.DuckDBPyConnection, masked: str, name: str, full: bool, periods: list[str]) -> None:
-    """`{name}_mrows` and `{name}_ops` (k1, k2, k3, k4, op, seq, holder, m, rule, mask, d_..., keep, ref,
-    sequential, fraction, tracked, credit)."""
+def masked_rows(
+    con: duckdb.DuckDBPyConnection, rows: str, limits: LimitsPlan, bound: list[int], name: str, full: bool
+) -> None:
+    """`{name}_mrows`: the rewards the pass needs (every one when it enforces the ceiling, `full`), with their
+    mask, whether a refund names their event (`keep`) and whether their customer redeems (`tracked`)."""
     originals = f"SELECT opos FROM {name}_rad WHERE code IS NULL"
+    masked = mask_sql(rows, limits, bound, name)
     where = "" if full else f" WHERE r.mask > 0 OR r.pos IN ({originals})"
     con.execute(
         f"CREATE TEMP TABLE {name}_mrows AS SELECT r.*, r.pos IN ({originals}) AS keep, "
         f"r.holder IN (SELECT holder FROM {name}_red) AS tracked FROM ({masked}) r{where}"
     )
+
+
+def tails(con: duckdb.DuckDBPyConnection, limits: LimitsPlan, bound: list[int], name: str) -> None:
+    """`{name}_tail` (sequential.DECISIONS): rewards surely skipped, decided here rather than in the pass.
+
+    Take a counter of a single cap (bound B: its max_amount, or max_count) and, in processing order, the rewards
+    it counts and the reversals of those rewards. A lower bound L of its usage runs along them: a reward this
+    counter alone checks adds what it asked for (1 for a count) up to B, as the counter itself does (usage is at
+    least L, so it adds at least as much); any other reward adds nothing (it adds something or nothing); a
+    reversal takes back what its reward asked for (1 for a count: at least the counter gives back). This running
+    sum capped at B is L = S - max(0, max over the prefix of S - B) with S the plain running sum. A reward this
+    counter alone checks, arriving when L is already B, finds the counter used up: it is cut to nothing by this
+    cap, counts nowhere, and can be decided here instead of in the pass (which it would leave unchanged). So a
+    customer past a monthly cap early in the month costs the pass little more that month."""
+    con.execute(
+        f"CREATE TEMP TABLE {name}_tail AS SELECT * FROM (SELECT CAST(NULL AS BIGINT) AS seq, "
+        "CAST(NULL AS VARCHAR) AS holder, CAST(NULL AS BIGINT) AS requested, CAST(NULL AS BIGINT) AS g, "
+        "CAST(NULL AS VARCHAR) AS status, CAST(NULL AS VARCHAR) AS error_code, CAST(NULL AS VARCHAR) AS cut_scope, "
+        "CAST(NULL AS VARCHAR) AS cut_period, CAST(NULL AS INTEGER) AS cut_start, CAST(NULL AS BIGINT) AS cut_minor) "
+        "WHERE FALSE"
+    )
+    groupings = limits.groupings()
+    for g in bound:
+        grouping = groupings[g]
+        if len(grouping.caps) != 1:
+            continue
+        (cap,) = grouping.caps
+        bits, counting = grouping.bits, cap.max_count is not None
+        most = cap.max_count if counting else cap.max_amount_minor
+        start = "0" if grouping.period == "lifetime" else f"r.d_{grouping.period}"
+        holder = "r.holder" if grouping.per_customer else "''"
+        rule = "" if grouping.rule_index is None else f" AND r.rule_index = {grouping.rule_index}"
+        added = f"CASE WHEN r.mask = {bits} THEN {'1' if counting else 'r.m'} ELSE 0 END"
+        keyed = (
+            f"SELECT r.seq, r.pos, r.holder, {holder} AS h, {start} AS st, r.mask, r.m, "
+            "coalesce(mv.ppos, r.pos) AS k1, "
+            f"coalesce(mv.psub, 0) AS k2, r.slot AS k3, CAST(0 AS BIGINT) AS k4, 0 AS gb, "
+            f"CAST({added} AS HUGEINT) AS x FROM {name}_mrows r LEFT JOIN {name}_moved mv ON mv.pos = r.pos "
+            f"WHERE (r.mask & {bits}) <> 0{rule}"
+        )
+        taken = "-1" if counting else "-k.m"
+        marks = (
+            "SELECT NULL, NULL, NULL, k.h, k.st, NULL, 0, coalesce(mv.ppos, a.pos), coalesce(mv.psub, 0), a.slot, "
+            "k.seq, 1, "
+            f"CAST({taken} AS HUGEINT) FROM {name}_rad a JOIN keyed k ON k.pos = a.opos "
+            f"LEFT JOIN {name}_moved mv ON mv.pos = a.pos WHERE a.code IS NULL AND a.opos <> a.pos"
+        )
+        order = "PARTITION BY h, st ORDER BY k1, k2, k3, k4, gb"
+        con.execute(
+            f"""INSERT INTO {name}_tail
+            WITH keyed AS ({keyed}),
+                 summed AS (SELECT *, sum(x) OVER ({order} ROWS UNBOUNDED PRECEDING) AS s
+                            FROM (SELECT * FROM keyed UNION ALL {marks})),
+                 bounded AS (SELECT *, s - x - greatest(0, coalesce(max(s - {most}) OVER (
+                                 {order} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)) AS lower
+                             FROM summed)
+            SELECT seq, holder, m, 0, 'limited', NULL, {DUCKDB.render(string(grouping.scope))},
+                   {DUCKDB.render(string(grouping.period))}, st, m
+            FROM bounded WHERE gb = 0 AND mask = {bits} AND lower >= {most}"""
+        )
+
+
+def operations(con: duckdb.DuckDBPyConnection, limits: LimitsPlan, name: str, full: bool) -> None:
+    """`{name}_ops` (k1, k2, k3, k4, op, seq, holder, m, rule, mask, d_..., keep, ref, sequential, fraction,
+    tracked) from `{name}_mrows`: the rewards whose counters can bind (all of them, `full`) but the tail's, the
+    rewards reverse actions take back, the redemptions."""
+    periods = limits.periods
     starts = "".join(f", d_{period}" for period in periods if period != "lifetime")
     nothing = "".join(f", CAST(NULL AS INTEGER) AS d_{period}" for period in periods if period != "lifetime")
-    grants = "" if full else " WHERE r.mask > 0"
+    grants = "" if full else f" WHERE r.mask > 0 AND r.seq NOT IN (SELECT seq FROM {name}_tail)"
     con.execute(
         f"""CREATE TEMP TABLE {name}_ops AS
         SELECT coalesce(mv.ppos, r.pos) AS k1, coalesce(mv.psub, 0) AS k2, r.slot AS k3, CAST(0 AS BIGINT) AS k4,
@@ -379,6 +500,7 @@ def run_pass(
     reader = con.sql(f"{query} ORDER BY k1, k2, k3, k4").to_arrow_reader(_PASS_BATCH)
     decisions, items, redemptions = SequentialPass(limits, room if full else None).run(reader).tables()
     _table(con, f"{name}_dec", decisions)
+    con.execute(f"INSERT INTO {name}_dec SELECT * FROM {name}_tail")
     _table(con, f"{name}_items", items)
     _table(con, f"{name}_redout", redemptions)
 
@@ -433,7 +555,9 @@ def decide_features(
     decide_reversals(con, source, plan, events, name)
     redemption_rows(con, inputs.redemptions, events, name, lookup)
     rows = rows_sql(lay, name, limits, lookup, inputs.lday)
-    bound = binding(con, rows, limits, name)
+    con.execute(f"CREATE TEMP TABLE {name}_bind (g INTEGER, holder VARCHAR, start INTEGER)")
+    con.execute(f"CREATE TEMP TABLE {name}_mpos (pos BIGINT)")
+    bound = binding(con, lay, limits, lookup, name) if limits.capped else []
     ((reversing, redeeming, requested),) = con.sql(
         f"SELECT (SELECT count_if(code IS NULL) FROM {name}_rad), (SELECT count(*) FROM {name}_red), "
         f"(SELECT coalesce(sum(p), 0) FROM {name}_cand)"
@@ -445,7 +569,15 @@ def decide_features(
         return boundary, FeatureTables(limits, lookup, False, False)
     store_enforce(con, lay, name, None)  # the kept table, empty: the pass decides the ceiling
     full = inputs.room is not None and int(requested) > inputs.room
-    operations(con, mask_sql(rows, limits, bound, name), name, full, limits.periods)
+    if not full:  # the pass needs the rewards of the events some counter that can bind counts, and the originals'
+        con.execute(f"INSERT INTO {name}_mpos SELECT opos FROM {name}_rad WHERE code IS NULL")
+        needed = f"(SELECT * FROM {name}_pe WHERE pos IN (SELECT pos FROM {name}_mpos))"
+        masked_rows(con, rows_sql(lay, name, limits, lookup, inputs.lday, needed), limits, bound, name, full)
+        tails(con, limits, bound, name)
+    else:
+        masked_rows(con, rows, limits, bound, name, full)
+        tails(con, limits, [], name)
+    operations(con, limits, name, full)
     run_pass(con, rows, name, limits, inputs.room, full)
     with_days(con, lay, name)
     return None, FeatureTables(limits, lookup, full, bool(redeeming))

@@ -106,7 +106,7 @@ class SequentialPass:
         self._default_checks = plan.checks(-1)
         self._dates: dict[int, date] = {}
         self._fractions: dict[str, Decimal] = {}
-        self._wanted: dict[tuple[int, int], list[tuple[int, Cap]]] = {}
+        self._wanted: dict[tuple[int, int], list[tuple[int, Cap, str]]] = {}
         self._made: dict[tuple[int, int, str, int], CapCheck] = {}
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> PassOutput:
@@ -122,34 +122,46 @@ class SequentialPass:
     ) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch, pa.RecordBatch]]:
         """The decisions, items and redemptions of each batch of operations, as it is run (streamed)."""
         for batch in batches:
-            decisions: dict[str, list[Any]] = {name: [] for name in DECISIONS.names}
+            decisions: list[tuple[Any, ...]] = []
             items: dict[str, list[Any]] = {name: [] for name in ITEMS.names}
             redemptions: dict[str, list[Any]] = {name: [] for name in REDEMPTIONS.names}
             columns = batch.to_pydict()
+            seqs, holders, amounts, rules, masks = (columns[c] for c in ("seq", "holder", "m", "rule", "mask"))
+            keeps, tracked = columns["keep"], columns["tracked"]
             for index, op in enumerate(columns["op"]):
                 if op == GRANT:
-                    self._grant(columns, index, decisions)
+                    checks = self._checks(columns, index, rules[index], masks[index], holders[index])
+                    self._grant(
+                        seqs[index], holders[index], amounts[index], checks, keeps[index], tracked[index], decisions
+                    )
                 elif op == ITEM:
                     self._item(columns, index, items)
                 else:
                     self._redeem(columns, index, redemptions)
+            made = zip(*decisions, strict=True) if decisions else ([] for _ in DECISIONS.names)
             yield (
-                pa.RecordBatch.from_pydict(decisions, DECISIONS),
+                pa.RecordBatch.from_arrays(
+                    [pa.array(v, f.type) for v, f in zip(made, DECISIONS, strict=True)], schema=DECISIONS
+                ),
                 pa.RecordBatch.from_pydict(items, ITEMS),
                 pa.RecordBatch.from_pydict(redemptions, REDEMPTIONS),
             )
 
     # operations -------------------------------------------------------------------------------------------
-    def _checks(self, columns: Columns, index: int, rule: int, mask: int, holder: str) -> list[CapCheck]:
+    def _checks(self, columns: Columns, index: int, rule: int, mask: int | None, holder: str) -> list[CapCheck]:
         """The checks of a reward whose counters in `mask` can bind, in order (each counter's check made once)."""
+        if not mask:
+            return []
         wanted = self._wanted.get((rule, mask))
         if wanted is None:
             wanted = self._wanted[(rule, mask)] = [
-                (bit, cap) for bit, cap in self._rule_checks.get(rule, self._default_checks) if mask & bit
+                (bit, cap, f"d_{cap.period}")
+                for bit, cap in self._rule_checks.get(rule, self._default_checks)
+                if mask & bit
             ]
         checks = []
-        for bit, cap in wanted:
-            days = 0 if cap.period == "lifetime" else columns[f"d_{cap.period}"][index]
+        for bit, cap, period in wanted:
+            days = 0 if cap.period == "lifetime" else columns[period][index]
             whose = "" if cap.scope == "budget" else holder
             found = self._made.get((bit, rule, whose, days))
             if found is None:
@@ -159,13 +171,20 @@ class SequentialPass:
             checks.append(found)
         return checks
 
-    def _grant(self, columns: Columns, index: int, out: dict[str, list[Any]]) -> None:
-        seq, holder, requested = columns["seq"][index], columns["holder"][index], columns["m"][index]
-        mask = columns["mask"][index] or 0
+    def _grant(
+        self,
+        seq: int,
+        holder: str,
+        requested: int,
+        checks: list[CapCheck],
+        keep: bool,
+        tracked: bool,
+        out: list[tuple[Any, ...]],
+    ) -> None:
         amount, cut = requested, None
         keys: tuple[CounterKey, ...] = ()
-        if mask:
-            grant = self.allowance.grant(requested, self._checks(columns, index, columns["rule"][index], mask, holder))
+        if checks:
+            grant = self.allowance.grant(requested, checks)
             amount, cut, keys = grant.amount_minor, grant.cut, grant.keys
         status, code = "issued", None
         if amount == 0:
@@ -175,22 +194,17 @@ class SequentialPass:
         elif self.room is not None:
             self.room -= amount
         if status == "issued":
-            if columns["keep"][index]:
+            if keep:
                 self.rewards[seq] = (amount, keys)
-            if columns["tracked"][index]:
+            if tracked:
                 self.delta[holder] = self.delta.get(holder, 0) + amount
         if amount == requested and status == "issued":
             return
-        out["seq"].append(seq)
-        out["holder"].append(holder)
-        out["requested"].append(requested)
-        out["g"].append(amount)
-        out["status"].append(status)
-        out["error_code"].append(code)
-        out["cut_scope"].append(None if cut is None else cut.scope)
-        out["cut_period"].append(None if cut is None else cut.period)
-        out["cut_start"].append(None if cut is None else (cut.period_start - LIFETIME_START).days)
-        out["cut_minor"].append(None if cut is None else cut.cut_minor)
+        if cut is None:
+            out.append((seq, holder, requested, amount, status, code, None, None, None, None))
+        else:
+            start = (cut.period_start - LIFETIME_START).days
+            out.append((seq, holder, requested, amount, status, code, cut.scope, cut.period, start, cut.cut_minor))
 
     def _item(self, columns: Columns, index: int, out: dict[str, list[Any]]) -> None:
         reward, holder = columns["ref"][index], columns["holder"][index]
