@@ -66,8 +66,9 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
+# Every core, one test file per worker at a time (a file's module fixtures, e.g. its live server, stay together).
 pytest: setup
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist loadfile
 
 test: lint typecheck pytest
 

@@ -30,6 +30,7 @@ SMALL: dict[str, dict[str, Any]] = {
     # No base_url: the notebook starts a throwaway local service (test_push_notebook.py runs it against `serve`).
     "04_push.ipynb": {},
     "05_rule_language.ipynb": {"n_events": 3000, "n_customers": 300},
+    "06_caps_budgets_refunds.ipynb": {"max_events": 4000, "sweep_caps": ["300", "800"], "projection_days": 14},
 }
 
 

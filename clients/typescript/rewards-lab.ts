@@ -140,6 +140,10 @@ export interface ActionOutcome {
   inputs: { [key: string]: unknown };
   error_code?: string | null;
   beneficiary?: string | null;
+  requested_amount?: string | null;
+  limited?: LimitCut | null;
+  limit_reason?: string | null;
+  reversal?: Reversal | null;
 }
 
 /** Holds when every one of its conditions holds. */

@@ -121,17 +121,38 @@ SCHEDULE = (
     _a("--starts-at", help="first rewarded event time, RFC 3339 with an offset"),
     _a("--ends-at", help="end of the window (exclusive), RFC 3339 with an offset"),
 )
+RULE_LIMITS = _a(
+    "--limits",
+    type=_json_arg,
+    help='caps per customer, JSON: [{"period": "month", "max_amount": "500"}, {"period": "day", "max_count": 3}]',
+)
+SPENDING = (
+    _a(
+        "--limits",
+        type=_json_arg,
+        help='the draft\'s caps per customer across its rules, JSON: [{"period": "week", "max_amount": "1000"}]',
+    ),
+    _a("--budget", type=_json_arg, help='across all customers, JSON: {"period": "month", "max_amount": "10000"}'),
+    _a(
+        "--clawback",
+        choices=["available", "negative", "none"],
+        help="what a reversal takes when the points are spent (default available)",
+    ),
+)
+_CLEARABLE = ("starts_at", "ends_at", "limits", "budget")
 
 
 def _programme_update(args: argparse.Namespace) -> dict[str, Any]:
-    """The fields `programmes update` sends: those given; a cleared bound as None (sent as null)."""
-    fields: dict[str, Any] = {
-        name: getattr(args, name) for name in ("name", "description", "timezone", "starts_at", "ends_at")
-    }
+    """The fields `programmes update` sends: those given; a cleared one as None (sent as null)."""
+    names = ("name", "description", "timezone", "starts_at", "ends_at", "limits", "budget", "clawback")
+    fields = {name: getattr(args, name) for name in names}
     fields = {name: value for name, value in fields.items() if value is not None}
-    for bound in ("starts_at", "ends_at"):
-        if getattr(args, f"clear_{bound}"):
-            fields[bound] = None
+    for name in _CLEARABLE:
+        if getattr(args, f"clear_{name}"):
+            if name in fields:
+                flag = name.replace("_", "-")
+                raise UsageError(f"--{flag} and --clear-{flag} contradict each other")
+            fields[name] = None
     return fields
 
 
@@ -340,6 +361,7 @@ COMMANDS: tuple[Command, ...] = (
             _a("--asset-id", required=True),
             _a("--description"),
             *SCHEDULE,
+            *SPENDING,
         ),
         lambda c, a: c.create_programme(
             a.name,
@@ -348,6 +370,9 @@ COMMANDS: tuple[Command, ...] = (
             timezone=a.timezone,
             starts_at=a.starts_at,
             ends_at=a.ends_at,
+            limits=a.limits,
+            budget=a.budget,
+            clawback=a.clawback,
             idempotency_key=a.idempotency_key,
         ),
     ),
@@ -356,14 +381,17 @@ COMMANDS: tuple[Command, ...] = (
         "programmes",
         "update",
         "update_programme",
-        "edit a programme and its draft's schedule",
+        "edit a programme and its draft's schedule, caps, budget and clawback",
         (
             ID,
             _a("--name"),
             _a("--description"),
             *SCHEDULE,
+            *SPENDING,
             _a("--clear-starts-at", action="store_true", help="remove the draft's start bound"),
             _a("--clear-ends-at", action="store_true", help="remove the draft's end bound"),
+            _a("--clear-limits", action="store_true", help="remove the draft's caps"),
+            _a("--clear-budget", action="store_true", help="remove the draft's budget"),
         ),
         lambda c, a: c.update_programme(a.id, **_programme_update(a), idempotency_key=a.idempotency_key),
     ),
@@ -423,9 +451,16 @@ COMMANDS: tuple[Command, ...] = (
         (
             _a("--program-id", required=True),
             _a("--event-type", required=True),
-            _a("--actions", type=_json_arg, required=True, help='JSON, e.g. [{"type":"issue","amount":{"fixed":"5"}}]'),
+            _a(
+                "--actions",
+                type=_json_arg,
+                required=True,
+                help='JSON, e.g. [{"type":"issue","amount":{"fixed":"5"}}] or '
+                '[{"type":"reverse","original":{"field":"order_id"},"fraction":"0.5"}]',
+            ),
             _a("--conditions", type=_json_arg, help='JSON, e.g. [{"field":"amount","operator":"gte","value":20}]'),
             *RULE_ORDER,
+            RULE_LIMITS,
         ),
         lambda c, a: c.create_rule(
             a.program_id,
@@ -434,6 +469,7 @@ COMMANDS: tuple[Command, ...] = (
             conditions=a.conditions,
             priority=a.priority,
             stop_processing=a.stop_processing,
+            limits=a.limits,
             idempotency_key=a.idempotency_key,
         ),
     ),
@@ -443,7 +479,14 @@ COMMANDS: tuple[Command, ...] = (
         "update",
         "update_rule",
         "edit a rule of the draft",
-        (ID, _a("--event-type"), _a("--actions", type=_json_arg), _a("--conditions", type=_json_arg), *RULE_ORDER),
+        (
+            ID,
+            _a("--event-type"),
+            _a("--actions", type=_json_arg),
+            _a("--conditions", type=_json_arg),
+            *RULE_ORDER,
+            RULE_LIMITS,
+        ),
         lambda c, a: c.update_rule(
             a.id,
             event_type=a.event_type,
@@ -451,6 +494,7 @@ COMMANDS: tuple[Command, ...] = (
             actions=a.actions,
             priority=a.priority,
             stop_processing=a.stop_processing,
+            limits=a.limits,
             idempotency_key=a.idempotency_key,
         ),
     ),
@@ -512,7 +556,7 @@ COMMANDS: tuple[Command, ...] = (
         "list",
         "list_executions",
         "list reward executions",
-        _page(customer_id="of this customer", event_id="of this event", status="issued or failed"),
+        _page(customer_id="of this customer", event_id="of this event", status="issued, failed, limited or reversed"),
         lambda c, a: (c.list_executions, _filters(a, "customer_id", "event_id", "status")),
     ),
     # webhooks, developer tools, sessions

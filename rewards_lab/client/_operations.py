@@ -288,9 +288,14 @@ def create_programme(
     timezone: str | None = None,
     starts_at: str | None = None,
     ends_at: str | None = None,
+    limits: Sequence[Json] | None = None,
+    budget: Json | None = None,
+    clawback: str | None = None,
     idempotency_key: str | None = None,
 ) -> Call[r.Programme]:
-    """`timezone` (IANA), `starts_at` and `ends_at` (RFC 3339 with an offset) set the first draft's schedule."""
+    """`timezone` (IANA), `starts_at` and `ends_at` (RFC 3339 with an offset) set the first draft's schedule;
+    `limits` (caps per customer: `[{"period": "month", "max_amount": "500"}]`), `budget`
+    (`{"period": "month", "max_amount": "10000"}`) and `clawback` (available, negative or none) its spending."""
     body = _without_none(
         name=name,
         asset_id=asset_id,
@@ -298,6 +303,9 @@ def create_programme(
         timezone=timezone,
         starts_at=starts_at,
         ends_at=ends_at,
+        limits=None if limits is None else list(limits),
+        budget=budget,
+        clawback=clawback,
     )
     return _write("create_programme", _model(r.Programme), body=body, key=idempotency_key)
 
@@ -323,12 +331,24 @@ def update_programme(
     timezone: str | None = _UNCHANGED,
     starts_at: str | None = _UNCHANGED,
     ends_at: str | None = _UNCHANGED,
+    limits: Sequence[Json] | None = _UNCHANGED,
+    budget: Json | None = _UNCHANGED,
+    clawback: str | None = _UNCHANGED,
     idempotency_key: str | None = None,
 ) -> Call[r.Programme]:
-    """Edit the programme and its draft's schedule. Only the fields given are sent; None sends null, which
-    clears a bound or the description (timezone: back to UTC)."""
+    """Edit the programme and its draft's schedule, caps, budget and clawback. Only the fields given are sent;
+    None sends null, which clears a bound, the description, the caps or the budget (timezone: back to UTC;
+    clawback: back to available)."""
     body: Json = _without_none(name=name)
-    fields = {"description": description, "timezone": timezone, "starts_at": starts_at, "ends_at": ends_at}
+    fields = {
+        "description": description,
+        "timezone": timezone,
+        "starts_at": starts_at,
+        "ends_at": ends_at,
+        "limits": list(limits) if limits is not None and limits is not _UNCHANGED else limits,
+        "budget": budget,
+        "clawback": clawback,
+    }
     body |= {field: value for field, value in fields.items() if value is not _UNCHANGED}
     return _write("update_programme", _model(r.Programme), program_id, body=body, key=idempotency_key)
 
@@ -370,14 +390,18 @@ def create_rule(
     conditions: Sequence[Json] | None = None,
     priority: int | None = None,
     stop_processing: bool | None = None,
+    limits: Sequence[Json] | None = None,
     idempotency_key: str | None = None,
 ) -> Call[r.Rule]:
-    """`priority` (lower applies first) and `stop_processing` are sent only when given (the service defaults
-    them to 0 and false)."""
+    """`priority` (lower applies first), `stop_processing` and `limits` (caps per customer:
+    `[{"period": "day", "max_count": 3}]`) are sent only when given (the service defaults them to 0, false and
+    none). `actions` may hold reverse actions: `{"type": "reverse", "original": {"field": "order_id"}}`."""
     body: Json = {"program_id": program_id, "event_type": event_type, "actions": list(actions)}
     if conditions is not None:
         body["conditions"] = list(conditions)
     body.update(_without_none(priority=priority, stop_processing=stop_processing))
+    if limits is not None:
+        body["limits"] = list(limits)
     return _write("create_rule", _model(r.Rule), body=body, key=idempotency_key)
 
 
@@ -393,14 +417,17 @@ def update_rule(
     actions: Sequence[Json] | None = None,
     priority: int | None = None,
     stop_processing: bool | None = None,
+    limits: Sequence[Json] | None = None,
     idempotency_key: str | None = None,
 ) -> Call[r.Rule]:
+    """Only the fields given are sent; `limits=[]` removes the rule's caps."""
     body = _without_none(
         event_type=event_type,
         conditions=list(conditions) if conditions is not None else None,
         actions=list(actions) if actions is not None else None,
         priority=priority,
         stop_processing=stop_processing,
+        limits=list(limits) if limits is not None else None,
     )
     return _write("update_rule", _model(r.Rule), rule_id, body=body, key=idempotency_key)
 

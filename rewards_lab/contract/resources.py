@@ -276,12 +276,20 @@ class ConditionOutcome(Resource):
 class ActionOutcome(Resource):
     action_index: int
     asset_id: str
-    amount: str  # what the action would issue (0 when nothing)
+    amount: str  # what the action would issue (0 when nothing), after the caps and budget when they were read
     issues: bool
     reason: str
     inputs: dict[str, Any]
     error_code: str | None = None  # the code the action would fail with (amount_too_large, beneficiary_missing)
     beneficiary: str | None = None  # the customer reference rewarded instead of the event's customer
+    # With `customer_id`, caps and the budget are read from the customer's current counters (nothing is counted):
+    # what the rule calls for when a cap or the budget would cut it, the cut as an execution shows it, and why.
+    requested_amount: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    limited: LimitCut | None = Field(default=None, exclude_if=lambda value: value is None)
+    limit_reason: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    # A reverse action whose original has been processed: what it would take back, per reward of the original,
+    # against the wallets' current balances (no transaction: nothing is written).
+    reversal: Reversal | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class RuleOutcome(Resource):

@@ -35,6 +35,7 @@ from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.rules import (
     ActionOutcome,
     ActionSpec,
+    ReversalCall,
     RuleSpec,
     in_order,
     number_of,
@@ -84,6 +85,7 @@ class ActionVerdict:
     inputs: dict[str, Any]
     error_code: str | None = None  # set when the action calls for an amount the ledger must refuse
     beneficiary: str | None = None  # the customer reference rewarded instead of the event's customer
+    reversal: ReversalCall | None = None  # a reverse action's call: which original, which share
 
     @property
     def issues(self) -> bool:
@@ -405,4 +407,5 @@ def _action_verdict(
         inputs,
         outcome.error_code,
         outcome.beneficiary,
+        outcome.reversal,
     )

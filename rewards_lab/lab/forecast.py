@@ -23,6 +23,7 @@ from rewards_lab.domain import segments as seg
 from rewards_lab.domain.money import format_amount
 
 ISSUED = "issued"
+REVERSED = "reversed"
 EXHAUSTED = "asset_supply_exhausted"
 
 
@@ -45,6 +46,18 @@ class History:
     @property
     def issued_rows(self) -> pd.DataFrame:
         return self.issuances[self.issuances["status"] == ISSUED]
+
+    @property
+    def reversed_rows(self) -> pd.DataFrame:
+        """A reverse action's rows (what refunds took back: `amount_minor` is what the wallets gave)."""
+        if "kind" not in self.issuances:
+            return self.issuances.iloc[0:0]
+        return self.issuances[(self.issuances["kind"] == "reversal") & (self.issuances["status"] == REVERSED)]
+
+    @property
+    def has_limits_or_reversals(self) -> bool:
+        """Whether the replay had caps, budgets or reversals (its rows carry what they cut and took back)."""
+        return "kind" in self.issuances
 
     def day_range(self) -> pd.DatetimeIndex:
         days = _days(self.issuances)
@@ -119,7 +132,58 @@ def daily(source: Any, by: Literal["asset", "rule", "event_type"] = "asset") -> 
             "cumulative": [amount(m, h.decimals) for m in minor["cumulative_minor"]],
         }
     )
+    if h.has_limits_or_reversals:  # what refunds took back, and issuance net of it
+        taken = h.reversed_rows.assign(day=_days(h.reversed_rows)).groupby([key, "day"])["amount_minor"].sum()
+        back = taken.reindex(full, fill_value=0).to_numpy()
+        net = minor["sum"].to_numpy() - back
+        out["reversed"] = _amounts(back, h.decimals, out.index)
+        out["net"] = _amounts(net, h.decimals, out.index)
+        out["net_cumulative"] = _amounts(pd.Series(net).groupby(minor[key]).cumsum(), h.decimals, out.index)
     return out.sort_values(["day", key], kind="stable").reset_index(drop=True)
+
+
+def limits_and_reversals(source: Any) -> pd.DataFrame:
+    """Per day: what the rules called for (`requested`), what caps and budgets cut (in all and by scope: rule
+    caps, programme caps, budget), the rewards cut to nothing (`limited`), what was issued, what refunds took back
+    (`reversed`) and the net issuance. Empty for a replay without caps, budgets or reversals."""
+    h = history(source)
+    if not h.has_limits_or_reversals:
+        return pd.DataFrame(columns=["day", "requested", "cut", "issued", "reversed", "net"])
+    frame = h.issuances.assign(day=_days(h.issuances))
+    rewards = frame[frame["kind"] == "issue"]
+    cut = rewards["cut_minor"].fillna(0).astype("int64")
+    per_day = (
+        pd.DataFrame(
+            {
+                "requested": rewards["requested_minor"].fillna(rewards["amount_minor"]).astype("int64"),
+                "issued": rewards["amount_minor"].where(rewards["status"] == ISSUED, 0).astype("int64"),
+                "cut": cut,
+                "cut_by_rule_caps": cut.where(rewards["cap_scope"] == "rule", 0),
+                "cut_by_programme_caps": cut.where(rewards["cap_scope"] == "programme", 0),
+                "cut_by_budget": cut.where(rewards["cap_scope"] == "budget", 0),
+                "limited": (rewards["status"] == "limited").astype("int64"),
+                "day": rewards["day"],
+            }
+        )
+        .groupby("day")
+        .sum()
+    )
+    taken = h.reversed_rows.assign(day=_days(h.reversed_rows)).groupby("day")["amount_minor"].sum()
+    per_day = per_day.reindex(h.day_range(), fill_value=0)
+    per_day["reversed"] = taken.reindex(h.day_range(), fill_value=0).astype("int64")
+    per_day["net"] = per_day["issued"] - per_day["reversed"]
+    out = pd.DataFrame({"day": pd.DatetimeIndex(per_day.index).date})
+    for column in ("requested", "cut", "cut_by_rule_caps", "cut_by_programme_caps", "cut_by_budget", "issued"):
+        out[column] = _amounts(per_day[column], h.decimals, out.index)
+    out["limited"] = per_day["limited"].to_numpy()
+    out["reversed"] = _amounts(per_day["reversed"], h.decimals, out.index)
+    out["net"] = _amounts(per_day["net"], h.decimals, out.index)
+    return out
+
+
+def _amounts(minor: Any, decimals: int, index: pd.Index) -> pd.Series:
+    """Minor units as exact Decimals in a column (object dtype: pandas keeps them exact)."""
+    return pd.Series([amount(m, decimals) for m in minor], index=index, dtype="object")
 
 
 def per_rule(source: Any) -> pd.DataFrame:
@@ -221,11 +285,13 @@ def per_segment(source: Any, events: pd.DataFrame | None = None, as_of: datetime
 
 
 def liability(source: Any) -> pd.DataFrame:
-    """Outstanding supply at the end of each day: opening supply + everything issued so far (a replay redeems
-    nothing), and the headroom left under the ceiling (None without a ceiling)."""
+    """Outstanding supply at the end of each day: opening supply + everything issued so far, net of what refunds
+    took back (a replay without a redemptions table redeems nothing), and the headroom left under the ceiling
+    (None without a ceiling)."""
     h = history(source)
     days = daily(h)
-    outstanding = [h.opening_supply + c for c in days["cumulative"]]
+    cumulative = days["net_cumulative"] if "net_cumulative" in days else days["cumulative"]
+    outstanding = [h.opening_supply + c for c in cumulative]
     headroom = [None if h.ceiling is None else h.ceiling - value for value in outstanding]
     return pd.DataFrame({"day": days["day"], "issued": days["issued"], "liability": outstanding, "headroom": headroom})
 
@@ -245,9 +311,11 @@ class Projection:
 
 
 def _daily_minor(h: History) -> np.ndarray:
-    rows = h.issued_rows
-    per_day = rows.groupby(_days(rows))["amount_minor"].sum()
-    return np.asarray(per_day.reindex(h.day_range(), fill_value=0), dtype="float64")
+    """Issuance per day (minor units), net of what refunds took back."""
+    rows, back = h.issued_rows, h.reversed_rows
+    per_day = rows.groupby(_days(rows))["amount_minor"].sum().reindex(h.day_range(), fill_value=0)
+    taken = back.groupby(_days(back))["amount_minor"].sum().reindex(h.day_range(), fill_value=0)
+    return np.asarray(per_day - taken, dtype="float64")
 
 
 def _bootstrap_paths(sample: np.ndarray, days: int, draws: int, seed: int) -> np.ndarray:

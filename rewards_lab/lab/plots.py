@@ -132,3 +132,40 @@ def sweep_heatmap(
             axes.text(column_index, row_index, text, ha="center", va="center", color=colour, fontsize="x-small")
     axes.set_title(f"{value} per grid point")
     return figure
+
+
+def limits_and_reversals(
+    source: Any, *, title: str | None = None, size: tuple[float, float] = (9, 4), weekly: bool = True
+) -> Figure:
+    """Per week (or day): what the rules called for, split into what was issued and kept (net), what refunds
+    took back and what caps and budgets cut (stacked bars), so that the three effects read at a glance."""
+    h = forecast.history(source)
+    table = forecast.limits_and_reversals(h)
+    figure = LabFigure(figsize=size)
+    axes = figure.add_subplot()
+    if table.empty:
+        axes.set_title(f"{h.label}: no caps, budget or reversals")
+        return figure
+    frame = pd.DataFrame(
+        {
+            "kept": _floats(table["net"]),
+            "taken back by refunds": _floats(table["reversed"]),
+            "cut by rule caps": _floats(table["cut_by_rule_caps"]),
+            "cut by programme caps": _floats(table["cut_by_programme_caps"]),
+            "cut by the budget": _floats(table["cut_by_budget"]),
+        },
+        index=pd.to_datetime(table["day"]),
+    )
+    if weekly:
+        frame = frame.resample("W-MON", label="left", closed="left").sum()
+    bottom = np.zeros(len(frame))
+    colours = ("tab:blue", "tab:orange", "tab:red", "tab:purple", "tab:gray")
+    width = 5.5 if weekly else 0.8
+    for (label, values), colour in zip(frame.items(), colours, strict=True):
+        axes.bar(frame.index, values.to_numpy(), width=width, bottom=bottom, color=colour, label=label, align="edge")
+        bottom += values.to_numpy()
+    axes.set_title(title or f"{h.label}: what the rules called for, {'per week' if weekly else 'per day'}")
+    axes.set_ylabel("amount")
+    axes.legend(loc="upper left", fontsize="small")
+    figure.autofmt_xdate()
+    return figure

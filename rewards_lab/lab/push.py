@@ -1,8 +1,9 @@
 """Push a programme file to a live /v1 deployment: plan what would change, apply it idempotently.
 
 Live resources are matched by their natural keys: the asset by `symbol`, the programme by `name` (and asset),
-a rule by its behaviour (`FileRule.fingerprint()`). The target is: the asset active, the programme's draft
-holding exactly the file's rules, and the latest published version holding them too.
+a rule by its behaviour (`FileRule.fingerprint()`, which covers its caps and reverse actions). The target is:
+the asset active, the programme's draft holding exactly the file's rules, schedule and spending settings (caps,
+budget, clawback), and the latest published version holding them too.
 
 Every write carries an Idempotency-Key derived from the organization, environment, the file's content, the step
 and the ids it acts on, so a write retried after a crash (answer lost, process killed) is deduplicated by the
@@ -21,11 +22,19 @@ from typing import Any, Literal
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
-from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition
+from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, AmountLimit, Budget, Limit
+from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition, ProgrammeInfo
 from rewards_lab.contract.rule_requests import condition_payload
 
 StepKind = Literal[
-    "create_asset", "activate_asset", "create_programme", "update_schedule", "remove_rule", "add_rule", "publish"
+    "create_asset",
+    "activate_asset",
+    "create_programme",
+    "update_schedule",
+    "update_spending",
+    "remove_rule",
+    "add_rule",
+    "publish",
 ]
 MAX_APPLY_ROUNDS = 3
 
@@ -110,6 +119,7 @@ _SIGNS: dict[str, str] = {
     "activate_asset": "~",
     "create_programme": "+",
     "update_schedule": "~",
+    "update_spending": "~",
     "remove_rule": "-",
     "add_rule": "+",
     "publish": "^",
@@ -224,6 +234,59 @@ def _schedule_steps(plan: Plan) -> bool:
     return plan.published is not None and live_schedule(plan.published) != wanted
 
 
+# (caps as (period, measure, value), budget as (period, amount), clawback): amounts compared by value
+Spending = tuple[tuple[tuple[str, str, Decimal | int], ...], tuple[str, Decimal] | None, str]
+NO_SPENDING: Spending = ((), None, DEFAULT_CLAWBACK)
+
+
+def _spending(limits: list[Limit], budget: Budget | None, clawback: str) -> Spending:
+    caps = tuple(
+        (c.period, "max_amount", Decimal(c.max_amount))
+        if isinstance(c, AmountLimit)
+        else (c.period, "max_count", c.max_count)
+        for c in limits
+    )
+    return caps, None if budget is None else (budget.period, Decimal(budget.max_amount)), clawback
+
+
+def file_spending(definition: ProgrammeDefinition) -> Spending:
+    info = definition.programme
+    return _spending(info.limits, info.budget, info.clawback)
+
+
+def live_spending(version: r.ProgrammeVersion) -> Spending:
+    return _spending(version.limits, version.budget, version.clawback)
+
+
+def spending_body(info: ProgrammeInfo) -> dict[str, Any]:
+    """The file's caps, budget and clawback as `PATCH /reward-programs/{id}` takes them (every one sent: the
+    draft becomes exactly the file's)."""
+    return {
+        "limits": [limit.model_dump(mode="json") for limit in info.limits],
+        "budget": None if info.budget is None else info.budget.model_dump(mode="json"),
+        "clawback": info.clawback,
+    }
+
+
+def describe_spending(info: ProgrammeInfo) -> str:
+    body = spending_body(info)
+    caps = jsonutil.dumps(body["limits"]) if body["limits"] else "none"
+    budget = jsonutil.dumps(body["budget"]) if body["budget"] else "none"
+    return f"caps {caps}, budget {budget}, clawback {body['clawback']}"
+
+
+def _spending_steps(plan: Plan) -> bool:
+    """Bring the draft's caps, budget and clawback to the file's; whether the published version's differ."""
+    wanted = file_spending(plan.definition)
+    described = describe_spending(plan.definition.programme)
+    draft = live_spending(plan.draft) if plan.draft else None
+    if draft is not None and draft != wanted:
+        plan.steps.append(Step("update_spending", f"set the draft's {described}"))
+    elif draft is not None and wanted != NO_SPENDING:  # a file without them says nothing of them
+        plan.matches.append(f"the draft's caps, budget and clawback are the file's ({described})")
+    return plan.published is not None and live_spending(plan.published) != wanted
+
+
 def _rule_steps(plan: Plan, asset_id: str, schedule_differs: bool = False) -> None:
     """Bring the draft to the file's rules; publish when the live version differs from the file."""
     wanted = Counter(rule.fingerprint() for rule in plan.definition.rules)
@@ -280,7 +343,8 @@ def make_plan(definition: ProgrammeDefinition, client: RewardsClient) -> Plan:
     plan.published = max(published, key=lambda v: v.number or 0, default=None)
     assert plan.asset is not None
     schedule_differs = _schedule_steps(plan)
-    _rule_steps(plan, plan.asset.id, schedule_differs)
+    spending_differs = _spending_steps(plan)
+    _rule_steps(plan, plan.asset.id, schedule_differs or spending_differs)
     return plan
 
 
@@ -313,9 +377,9 @@ def _text(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
 
-def _rule_body(rule: FileRule) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _rule_body(rule: FileRule) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     payload = rule.payload()
-    return payload["conditions"], payload["actions"]
+    return payload["conditions"], payload["actions"], payload.get("limits", [])
 
 
 def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[str, Any]]:
@@ -344,6 +408,7 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
             assert asset is not None
             key = idempotency_key(plan, "programme.create", asset.id, round_number)
             info = plan.definition.programme
+            spending = spending_body(info)  # sent only when the file has them, as before they existed
             programme = client.create_programme(
                 info.name,
                 asset.id,
@@ -351,6 +416,9 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
                 timezone=info.timezone,
                 starts_at=_text(info.starts_at),
                 ends_at=_text(info.ends_at),
+                limits=spending["limits"] or None,
+                budget=spending["budget"],
+                clawback=None if info.clawback == DEFAULT_CLAWBACK else info.clawback,
                 idempotency_key=key,
             )
             draft_id = programme.draft_version_id
@@ -367,13 +435,18 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
                 idempotency_key=key,
             )
             done.append({"kind": step.kind, "id": programme.id})
+        elif step.kind == "update_spending":
+            assert programme is not None
+            key = idempotency_key(plan, "programme.spending", programme.id, draft_id, round_number)
+            client.update_programme(programme.id, **spending_body(plan.definition.programme), idempotency_key=key)
+            done.append({"kind": step.kind, "id": programme.id})
         elif step.kind == "remove_rule":
             assert step.rule_id is not None
             client.delete_rule(step.rule_id, idempotency_key=idempotency_key(plan, "rule.delete", step.rule_id))
             done.append({"kind": step.kind, "id": step.rule_id})
         elif step.kind == "add_rule":
             assert programme is not None and step.rule is not None
-            conditions, actions = _rule_body(step.rule)
+            conditions, actions, limits = _rule_body(step.rule)
             key = idempotency_key(
                 plan, "rule.create", programme.id, draft_id, step.rule.fingerprint(), step.occurrence, round_number
             )
@@ -384,6 +457,7 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
                 conditions=conditions,
                 priority=step.rule.priority or None,
                 stop_processing=step.rule.stop_processing or None,
+                limits=limits or None,
                 idempotency_key=key,
             )
             done.append({"kind": step.kind, "id": rule.id})
@@ -399,14 +473,15 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
 
 
 def _draft_holds_the_file(plan: Plan, client: RewardsClient, program_id: str, asset_id: str) -> bool:
-    """Checked right before publishing, so that a version is never published short of a rule or with another
-    schedule than the file's."""
+    """Checked right before publishing, so that a version is never published short of a rule (or of its caps)
+    or with another schedule, caps, budget or clawback than the file's."""
     draft = next((v for v in client.list_versions(program_id) if v.status == "draft"), None)
     wanted = Counter(rule.fingerprint() for rule in plan.definition.rules)
     return (
         draft is not None
         and _multiset(draft.rules, asset_id) == wanted
         and live_schedule(draft) == file_schedule(plan.definition)
+        and live_spending(draft) == file_spending(plan.definition)
     )
 
 

@@ -3,6 +3,12 @@ events and compare with the lab's own evaluation of the file (`domain.rules`, th
 
 Sample events are derived from the rules: each condition at, just below and just above its threshold, the
 per-rate fields at values that exercise rounding, a missing field, a numeric-looking string, another event type.
+
+A reverse action is probed with a refund naming an original that exists on neither side (the lab holds no events;
+the name is the file's own, unknown to any client): both sides must refuse it `original_not_found`, and refuse a
+missing or non-text original field `original_missing`, and a missing, negative or non-number fraction field
+`fraction_invalid`. What a reversal takes back of a real original is not compared (the lab has none), and caps
+are not read (the simulations name no customer): the rule's caps are compared by its fingerprint.
 """
 
 from __future__ import annotations
@@ -16,17 +22,21 @@ from typing import Any
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
+from rewards_lab.contract.limit_requests import FractionOf, ReverseAction
 from rewards_lab.contract.programme_file import FileAction, FileRule, ProgrammeDefinition
 from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.domain.conditions import ConditionSpec, EventFacts, leaves, source_of
 from rewards_lab.domain.money import format_amount
-from rewards_lab.domain.rule_evaluation import RuleVerdict, evaluate
+from rewards_lab.domain.rule_evaluation import ActionVerdict, RuleVerdict, evaluate
 from rewards_lab.domain.rules import compile_rule, condition_node
 from rewards_lab.lab.push import PushError, live_fingerprint, make_plan
 
 PER_FIELD_VALUES = (Decimal("42.50"), Decimal("0.07"), Decimal("1000"), Decimal("19.99"))
 OTHER_EVENT_TYPE = "push.verify.unmatched"
 SAMPLE_TIME = datetime(2026, 6, 6, 12, 0, tzinfo=UTC)  # a Saturday: weekday and hour rules are exercised too
+ABSENT_ORIGINAL = "push-verify-absent-original"  # an original no side holds
+ORIGINAL_NOT_FOUND = "original_not_found"
+FRACTION_PROBES = (None, Decimal(-1), "x", Decimal(0), Decimal("12.5"))
 
 
 @dataclass(frozen=True)
@@ -109,7 +119,7 @@ def _data_leaves(rule: FileRule) -> list[ConditionSpec]:
 
 def sample_events(rule: FileRule) -> list[dict[str, Any]]:
     """Flat simulation events (the seed's shape: `type` beside the data fields) probing the rule's edges."""
-    base: dict[str, Any] = {"type": rule.event_type}
+    base: dict[str, Any] = {"type": rule.event_type, **_reverse_base(rule)}
     conditions = _data_leaves(rule)
     for condition in conditions:
         passing = _passing(condition)
@@ -129,11 +139,38 @@ def sample_events(rule: FileRule) -> list[dict[str, Any]]:
         events.append({key: value for key, value in base.items() if key != name})
     for name in beneficiaries:  # a beneficiary that names nobody usable fails its action alike on both sides
         events += [{**base, name: 7}, {key: value for key, value in base.items() if key != name}]
+    for action in (a for a in rule.actions if isinstance(a, ReverseAction)):
+        events += _reverse_probes(base, action)
     events += [{**base, "type": OTHER_EVENT_TYPE}, {**base, "unrelated_field": "x"}]
     unique: dict[str, dict[str, Any]] = {}
     for event in events:
         unique.setdefault(jsonutil.canonical_hash(event), event)
     return list(unique.values())
+
+
+def _reverse_probes(base: dict[str, Any], action: ReverseAction) -> list[dict[str, Any]]:
+    """A refund naming an absent original, without one, naming it by a number; and its fraction field absent,
+    negative, not a number, zero and a share."""
+    original = action.original.field
+    refund = {**base, original: ABSENT_ORIGINAL}
+    events = [refund, {**base, original: 7}, {k: v for k, v in refund.items() if k != original}]
+    if isinstance(action.fraction, FractionOf):
+        share = action.fraction.field
+        events += [
+            {**refund, share: value} if value is not None else {k: v for k, v in refund.items() if k != share}
+            for value in FRACTION_PROBES
+        ]
+    return events
+
+
+def _reverse_base(rule: FileRule) -> dict[str, Any]:
+    """What every sample of a refund rule carries: its originals named (absent ones), its fractions a share."""
+    base: dict[str, Any] = {}
+    for action in (a for a in rule.actions if isinstance(a, ReverseAction)):
+        base[action.original.field] = ABSENT_ORIGINAL
+        if isinstance(action.fraction, FractionOf):
+            base[action.fraction.field] = Decimal(1)
+    return base
 
 
 def _conflicts(conditions: list[ConditionSpec], name: str, value: Decimal) -> bool:
@@ -152,17 +189,33 @@ def sample_time(definition: ProgrammeDefinition) -> datetime:
     return SAMPLE_TIME
 
 
-def _lab_outcome(verdict: RuleVerdict) -> str:
+def _lab_action(action: ActionVerdict, reverse: bool) -> str:
+    """An issue action's amount; a reverse action's refusal (the lab holds no event: every original it names
+    is unknown, so one that names an original fails `original_not_found`, as it would live)."""
+    if not reverse:
+        return format_amount(action.amount_minor, action.decimals)
+    return f"refused {action.error_code or ORIGINAL_NOT_FOUND}"
+
+
+def _lab_outcome(verdict: RuleVerdict, rule: FileRule) -> str:
     if not verdict.matched:
         return "no match"
-    return "issues " + ", ".join(format_amount(a.amount_minor, a.decimals) for a in verdict.actions)
+    kinds = [isinstance(action, ReverseAction) for action in rule.actions]
+    return "issues " + ", ".join(_lab_action(a, reverse) for a, reverse in zip(verdict.actions, kinds, strict=True))
 
 
-def _live_outcome(simulation: r.Simulation) -> str:
-    rule = simulation.rules[0] if simulation.rules else None
-    if rule is None or not rule.matched:
+def _live_action(action: r.ActionOutcome, reverse: bool) -> str:
+    if not reverse:
+        return action.amount
+    return f"refused {action.error_code}" if action.error_code else f"takes back {action.amount}"
+
+
+def _live_outcome(simulation: r.Simulation, rule: FileRule) -> str:
+    outcome = simulation.rules[0] if simulation.rules else None
+    if outcome is None or not outcome.matched:
         return "no match"
-    return "issues " + ", ".join(action.amount for action in rule.actions)
+    kinds = [isinstance(action, ReverseAction) for action in rule.actions]
+    return "issues " + ", ".join(_live_action(a, reverse) for a, reverse in zip(outcome.actions, kinds, strict=True))
 
 
 def _normalised(outcome: str) -> str:
@@ -207,11 +260,12 @@ def verify(definition: ProgrammeDefinition, client: RewardsClient) -> Verificati
         for event in sample_events(rule):
             data = {key: value for key, value in event.items() if key != "type"}
             facts = [EventFacts(at)]
-            lab = _lab_outcome(evaluate([spec], [(str(event["type"]), data)], facts=facts, explain=True)[0][0])
+            verdict = evaluate([spec], [(str(event["type"]), data)], facts=facts, explain=True)[0][0]
+            lab = _lab_outcome(verdict, rule)
             live = (
                 "rule missing"
                 if rule_id is None
-                else _live_outcome(client.simulate_rule(rule_id, event, occurred_at=at.isoformat()))
+                else _live_outcome(client.simulate_rule(rule_id, event, occurred_at=at.isoformat()), rule)
             )
             result.checks += 1
             if _normalised(lab) != _normalised(live):

@@ -157,3 +157,38 @@ def generate_customers(n_customers: int, *, seed: int = 0) -> pa.Table:
             "tier": pa.array(np.array(TIERS, dtype=object)[rng.choice(3, n_customers, p=(0.7, 0.22, 0.08))]),
         }
     )
+
+
+def with_refunds(
+    events: pa.Table, *, seed: int = 0, share: float = 0.05, partial_share: float = 0.4, twice_share: float = 0.1
+) -> pa.Table:
+    """`events` with a refund stream: `share` of the orders (`order.completed`) are refunded by an
+    `order.refunded` event of the same customer, hours to days later, naming the order in `order_id` and the
+    money given back in `refund_amount` (the whole order, or part of it for `partial_share` of them); a
+    `twice_share` of the refunded orders get a second partial refund. The result is in time order, refunds after
+    their orders; a column the other type lacks is null. Drawn from a generator of its own."""
+    rng = np.random.default_rng([seed, 29])
+    orders = pc.equal(events.column("type"), "order.completed").to_numpy(zero_copy_only=False)
+    chosen = np.flatnonzero(orders & (rng.random(events.num_rows) < share))
+    again = chosen[rng.random(len(chosen)) < twice_share]
+    picked = np.concatenate([chosen, again])
+    amounts = events.column("amount").take(pa.array(picked)).to_pylist()
+    partial = rng.random(len(picked)) < partial_share
+    percent = np.where(partial | (np.arange(len(picked)) >= len(chosen)), rng.integers(10, 60, len(picked)), 100)
+    refunded = [None if a is None else (a * int(p) / 100).quantize(a) for a, p in zip(amounts, percent, strict=True)]
+    delay = (rng.exponential(36.0, len(picked)) * 3_600_000_000).astype(np.int64) + 60_000_000
+    occurred = events.column("occurred_at").take(pa.array(picked)).cast(pa.int64()).to_numpy(zero_copy_only=False)
+    order_ids = events.column("external_event_id").take(pa.array(picked))
+    refunds = {
+        "external_event_id": pa.array([f"ref_{i:08d}" for i in range(len(picked))], pa.string()),
+        "type": pa.array(["order.refunded"] * len(picked), pa.string()),
+        "customer_id": events.column("customer_id").take(pa.array(picked)),
+        "occurred_at": pa.array(occurred + delay, pa.int64()).cast(events.schema.field("occurred_at").type),
+        "order_id": order_ids,
+        "refund_amount": pa.array(refunded, events.schema.field("amount").type),
+    }
+    base = events.append_column("order_id", pa.nulls(events.num_rows, pa.string()))
+    base = base.append_column("refund_amount", pa.nulls(events.num_rows, events.schema.field("amount").type))
+    columns = [refunds[f.name] if f.name in refunds else pa.nulls(len(picked), f.type) for f in base.schema]
+    merged = pa.concat_tables([base, pa.table(columns, schema=base.schema)])
+    return merged.take(pc.sort_indices(merged, sort_keys=[("occurred_at", "ascending")]))

@@ -20,7 +20,8 @@ import simplejson
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.contract.requests import FixedAmount, Operator
+from rewards_lab.contract.limit_requests import AmountLimit, FractionOf, Limit, ReverseAction
+from rewards_lab.contract.requests import FixedAmount, Operator, RuleAction
 from rewards_lab.contract.rule_requests import (
     EQUALITY,
     MEMBERSHIP,
@@ -40,6 +41,10 @@ from rewards_lab.replay.spark_engine import SparkReplayResult
 NEW_RULE = -1
 OPERATORS = [op.value for op in Operator]
 GROUP_KINDS = [("all of", "all"), ("any of", "any"), ("not", "not")]
+PERIODS = ["day", "week", "month", "year", "lifetime"]
+CAP_MEASURES = [("max amount", "max_amount"), ("max count", "max_count")]
+ACTION_KINDS = [("fixed amount", "fixed"), ("per field x rate", "per"), ("take back (reverse)", "reverse")]
+FRACTION_KINDS = [("all that remains", "whole"), ("a constant share", "constant"), ("refund field / original", "of")]
 
 
 def error_html(error: ServiceError) -> str:
@@ -220,9 +225,45 @@ class GroupRow(Panel):
         return {"not": self.parts.rows[0].payload(f"{where}.not")}
 
 
+def _wide_text(description: str, placeholder: str) -> w.Text:
+    """A labelled text box with its own layout (shown or hidden on its own)."""
+    style = {"description_width": "initial"}
+    return w.Text(description=description, placeholder=placeholder, style=style, layout=w.Layout(width="30em"))
+
+
+class CapRow(Panel):
+    """A cap on what the rule gives one customer per calendar period: a period and a max amount or count."""
+
+    def __init__(
+        self, on_remove: Callable[[CapRow], None], period: str = "month", measure: str = "max_amount", value: str = ""
+    ) -> None:
+        self.period = w.Dropdown(options=PERIODS, value=period, layout=w.Layout(width="8em"))
+        self.measure = w.Dropdown(options=CAP_MEASURES, value=measure, layout=w.Layout(width="9em"))
+        self.value = w.Text(value=value, placeholder="500 or 3", layout=w.Layout(width="10em"))
+        self.remove = w.Button(description="remove", layout=w.Layout(width="6em"))
+        self.remove.on_click(lambda _: on_remove(self))
+        self.view = w.HBox([self.period, self.measure, self.value, self.remove])
+
+    def payload(self) -> dict[str, Any]:
+        """The cap's body: an amount as typed (a decimal string, checked by the contract), a count as the number
+        it spells (any other text is sent as it is, and refused by the contract naming `limits[i].max_count`)."""
+        text = self.value.value.strip()
+        value: Any = text if self.measure.value == "max_amount" else parse_value(text)
+        return {"per": "customer", "period": self.period.value, self.measure.value: value}
+
+    @staticmethod
+    def values(limit: Limit) -> tuple[str, str, str]:
+        """A stored cap as the row's (period, measure, value)."""
+        if isinstance(limit, AmountLimit):
+            return limit.period, "max_amount", limit.max_amount
+        return limit.period, "max_count", str(limit.max_count)
+
+
 class RuleBuilder(Panel):
     """Add, edit and remove the draft's rules: event type, a tree of conditions and groups, priority,
-    stop_processing, and the first action's amount (fixed or per field x rate) and beneficiary."""
+    stop_processing, caps per customer (period and max amount or count), and the first action: an amount
+    (fixed or per field x rate) with its beneficiary, or a reverse action (the field naming the original event,
+    and the share taken back: all that remains, a constant, or a refund field over an original field)."""
 
     def __init__(self, programme: LabProgramme) -> None:
         self.programme = programme
@@ -234,7 +275,7 @@ class RuleBuilder(Panel):
         self.add_group = w.Button(description="add group")
         self.priority = w.IntText(description="priority", value=0)
         self.stop_processing = w.Checkbox(description="stop processing", value=False)
-        self.kind = w.ToggleButtons(options=[("fixed amount", "fixed"), ("per field x rate", "per")], value="fixed")
+        self.kind = w.ToggleButtons(options=ACTION_KINDS, value="fixed")
         self.fixed = w.Text(description="fixed", placeholder="2.50")
         self.per = w.Text(description="per field", placeholder="amount")
         self.rate = w.Text(description="rate", placeholder="0.05")
@@ -244,12 +285,26 @@ class RuleBuilder(Panel):
             style={"description_width": "initial"},
             layout=w.Layout(width="30em"),
         )
+        self.original = _wide_text("original event field", "order_id")
+        self.fraction_kind = w.ToggleButtons(options=FRACTION_KINDS, value="whole")
+        self.fraction = _wide_text("fraction", "0.5 (0 < fraction <= 1)")
+        self.fraction_field = _wide_text("refund field", "refund_amount")
+        self.fraction_of = _wide_text("over the original's field", "amount")
+        self.issue_box = w.VBox([self.fixed, self.per, self.rate, self.beneficiary])
+        share = [self.fraction_kind, self.fraction, self.fraction_field, self.fraction_of]
+        self.reverse_box = w.VBox([self.original, *share])
+        self.cap_rows: list[CapRow] = []
+        self.caps = w.VBox([])
+        self.add_cap = w.Button(description="add cap")
         self.save = w.Button(description="save to draft", button_style="primary")
         self.remove = w.Button(description="remove rule", button_style="danger")
         self.message = w.HTML()
         self.draft = w.HTML()
         self.add_condition.on_click(lambda _: self.add_condition_row())
         self.add_group.on_click(lambda _: self.add_group_row())
+        self.add_cap.on_click(lambda _: self.add_cap_row())
+        self.kind.observe(lambda _: self._fit_action(), names="value")
+        self.fraction_kind.observe(lambda _: self._fit_action(), names="value")
         self.rule.observe(lambda _: self._load_selected(), names="value")
         self.save.on_click(lambda _: _guard(self.message, self._save))
         self.remove.on_click(lambda _: _guard(self.message, self._remove))
@@ -262,16 +317,39 @@ class RuleBuilder(Panel):
                 w.HBox([self.add_condition, self.add_group]),
                 w.HBox([self.priority, self.stop_processing]),
                 self.kind,
-                self.fixed,
-                self.per,
-                self.rate,
-                self.beneficiary,
+                self.issue_box,
+                self.reverse_box,
+                w.HTML("<b>caps</b> on what the rule gives one customer per period (none: no cap)"),
+                self.caps,
+                self.add_cap,
                 w.HBox([self.save, self.remove]),
                 self.message,
                 self.draft,
             ]
         )
+        self._fit_action()
         self.refresh()
+
+    def _fit_action(self) -> None:
+        """Show the fields of the chosen action: an amount and beneficiary, or what a reversal takes back."""
+        reverse = self.kind.value == "reverse"
+        self.issue_box.layout.display = "none" if reverse else None
+        self.reverse_box.layout.display = None if reverse else "none"
+        share = self.fraction_kind.value
+        self.fraction.layout.display = None if share == "constant" else "none"
+        self.fraction_field.layout.display = self.fraction_of.layout.display = None if share == "of" else "none"
+
+    def add_cap_row(self, period: str = "month", measure: str = "max_amount", value: str = "") -> CapRow:
+        row = CapRow(self._remove_cap, period, measure, value)
+        self._set_caps([*self.cap_rows, row])
+        return row
+
+    def _remove_cap(self, row: CapRow) -> None:
+        self._set_caps([r for r in self.cap_rows if r is not row])
+
+    def _set_caps(self, rows: list[CapRow]) -> None:
+        self.cap_rows = rows
+        self.caps.children = [row.view for row in rows]
 
     @property
     def condition_rows(self) -> list[ConditionRow | GroupRow]:
@@ -291,10 +369,18 @@ class RuleBuilder(Panel):
         self.rule.value = select if select < len(rules) else NEW_RULE
         self.draft.value = _rules_html(rules)
 
+    def _clear_action(self) -> None:
+        for text in (self.fixed, self.per, self.rate, self.beneficiary, self.original, self.fraction):
+            text.value = ""
+        self.fraction_field.value = self.fraction_of.value = ""
+        self.kind.value, self.fraction_kind.value = "fixed", "whole"
+
     def _load_selected(self) -> None:
         self.tree.set_rows([])
+        self._set_caps([])
+        self._clear_action()
         if self.rule.value is None or self.rule.value == NEW_RULE:
-            self.event_type.value = self.fixed.value = self.per.value = self.rate.value = self.beneficiary.value = ""
+            self.event_type.value = ""
             self.priority.value, self.stop_processing.value = 0, False
             return
         rule = self.programme.rules()[self.rule.value]
@@ -302,7 +388,20 @@ class RuleBuilder(Panel):
         for item in rule.conditions:
             self.tree.load(item)
         self.priority.value, self.stop_processing.value = rule.priority, rule.stop_processing
-        first = rule.actions[0]
+        for limit in rule.limits:
+            self.add_cap_row(*CapRow.values(limit))
+        self._load_action(rule.actions[0])
+
+    def _load_action(self, first: RuleAction) -> None:
+        if isinstance(first, ReverseAction):
+            self.kind.value, self.original.value = "reverse", first.original.field
+            fraction = first.fraction
+            if isinstance(fraction, FractionOf):
+                self.fraction_kind.value = "of"
+                self.fraction_field.value, self.fraction_of.value = fraction.field, fraction.of
+            elif fraction is not None:
+                self.fraction_kind.value, self.fraction.value = "constant", str(fraction)
+            return
         amount = first.amount
         if isinstance(amount, FixedAmount):
             self.kind.value, self.fixed.value = "fixed", amount.fixed
@@ -315,9 +414,22 @@ class RuleBuilder(Panel):
             return {"fixed": self.fixed.value.strip()}
         return {"per": self.per.value.strip(), "rate": _number(self.rate.value)}
 
+    def _reverse_action(self) -> dict[str, Any]:
+        """The form's reverse action: the original's field and the share (texts as typed; the contract checks)."""
+        action: dict[str, Any] = {"type": "reverse", "original": {"field": self.original.value.strip()}}
+        if self.fraction_kind.value == "constant":
+            action["fraction"] = self.fraction.value.strip()
+        elif self.fraction_kind.value == "of":
+            action["fraction"] = {"field": self.fraction_field.value.strip(), "of": self.fraction_of.value.strip()}
+        return action
+
     def _first_action(self, current: dict[str, Any] | None) -> dict[str, Any]:
-        """The form's action over the rule's current first one (whose `asset_id`, if any, it keeps)."""
-        action = {**(current or {"type": "issue"}), "amount": self._amount()}
+        """The form's action over the rule's current first one (whose `asset_id`, if any, it keeps when both
+        are issue actions)."""
+        if self.kind.value == "reverse":
+            return self._reverse_action()
+        kept = current if current is not None and current.get("type") == "issue" else {"type": "issue"}
+        action = {**kept, "amount": self._amount()}
         action.pop("beneficiary", None)
         if self.beneficiary.value.strip():
             action["beneficiary"] = {"field": self.beneficiary.value.strip()}
@@ -325,7 +437,11 @@ class RuleBuilder(Panel):
 
     def _save(self) -> str:
         conditions = self.tree.payloads("conditions")
-        flags = {"priority": self.priority.value, "stop_processing": self.stop_processing.value}
+        flags = {
+            "priority": self.priority.value,
+            "stop_processing": self.stop_processing.value,
+            "limits": [row.payload() for row in self.cap_rows],
+        }
         if self.rule.value == NEW_RULE:
             self.programme.add_rule(
                 self.event_type.value.strip(), conditions=conditions, actions=[self._first_action(None)], **flags
@@ -368,7 +484,8 @@ def _version_options(programme: LabProgramme) -> list[tuple[str, int | str]]:
 
 
 class Simulator(Panel):
-    """An event (JSON: `type` and the data fields) through a version: the outcome and every reason."""
+    """An event (JSON: `type` and the data fields) through a version: the outcome and every reason; with a
+    customer, what its caps and the budget would cut (read from its counters, nothing counted)."""
 
     def __init__(self, programme: LabProgramme, example: dict[str, Any] | None = None) -> None:
         self.programme = programme
@@ -378,11 +495,16 @@ class Simulator(Panel):
             description="event",
             layout=w.Layout(width="40em", height="6em"),
         )
+        self.customer = w.Text(
+            description="customer",
+            placeholder="customer_id (optional): whose attributes, caps and budget counters to read",
+            layout=w.Layout(width="40em"),
+        )
         self.run = w.Button(description="simulate", button_style="primary")
         self.result = w.HTML()
         self.outcome: r.Simulation | None = None
         self.run.on_click(lambda _: self._run())
-        self.view = w.VBox([self.version, self.event, self.run, self.result])
+        self.view = w.VBox([self.version, self.event, self.customer, self.run, self.result])
         self.refresh()
 
     def refresh(self) -> None:
@@ -394,7 +516,8 @@ class Simulator(Panel):
             event = jsonutil.loads(self.event.value)
             if not isinstance(event, dict):
                 raise ServiceError("field_invalid", "the event must be a JSON object", field="event")
-            self.outcome = self.programme.simulate(event, version=self.version.value)
+            customer = self.customer.value.strip() or None
+            self.outcome = self.programme.simulate(event, version=self.version.value, customer_id=customer)
         except ValueError as error:  # not JSON
             self.outcome = None
             self.result.value = error_html(ServiceError("request_malformed", f"not valid JSON: {error}", field="event"))
@@ -411,7 +534,8 @@ def _simulation_html(outcome: r.Simulation) -> str:
     rows = []
     for index, rule in enumerate(outcome.rules):
         amount = sum((Decimal(a.amount) for a in rule.actions if a.issues), Decimal(0))
-        reasons = "<br>".join(html.escape(x) for x in [rule.reason, *(a.reason for a in rule.actions)])
+        texts = [rule.reason, *(a.reason for a in rule.actions), *(a.limit_reason or "" for a in rule.actions)]
+        reasons = "<br>".join(html.escape(x) for x in texts if x)
         mark = "yes" if rule.matched else "no"
         rows.append(
             f"<tr><td>{index}</td><td>{rule.event_type}</td><td>{mark}</td><td>{amount}</td><td>{reasons}</td></tr>"

@@ -20,7 +20,14 @@ import pandas as pd
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.contract.limit_requests import FractionOf, ReverseAction
+from rewards_lab.contract.limit_requests import (
+    AmountLimit,
+    Budget,
+    CountLimit,
+    FractionOf,
+    Limit,
+    ReverseAction,
+)
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.programme_file import (
     FileAction,
@@ -41,7 +48,7 @@ from rewards_lab.domain.rules import condition_node
 from rewards_lab.lab.event_rows import EventRow, event_rows
 from rewards_lab.replay.engine import ReplayResult
 from rewards_lab.replay.engines import run_replay, run_sweep
-from rewards_lab.service import assets, organizations, programmes, simulation
+from rewards_lab.service import assets, organizations, programme_lifecycle, programmes, simulation
 from rewards_lab.store.database import Database
 
 if TYPE_CHECKING:
@@ -63,6 +70,11 @@ SIMULATION_COLUMNS = [
     "reasons",
 ]
 RULES_TABLE_COLUMNS = ["rule", "event_type", "priority", "stop_processing", "when", "issue"]
+CAPS_COLUMN = "caps"  # added to the rules table when a rule of the version has caps
+# A reverse action's fraction as `add_rule(reverse=..., fraction=...)` takes it: a constant (0.5, "0.5"),
+# {"field": "refund_amount", "of": "amount"} or ("refund_amount", "amount"); None takes back all that remains.
+FractionLike = Decimal | float | int | str | Mapping[str, Any] | tuple[str, str] | None
+_UNSET: Any = object()  # a setting `set_spending` leaves as it is (None clears it)
 
 
 def _group_kind(condition: Mapping[str, Any]) -> str | None:
@@ -102,13 +114,35 @@ def _conditions(conditions: Iterable[ConditionLike]) -> list[Any]:
     return [_condition(c, f"conditions[{i}]") for i, c in enumerate(conditions)]
 
 
+def reverse_action(original: str, fraction: FractionLike = None) -> dict[str, Any]:
+    """A reverse action's body: take back what the event named by the `original` field issued, all that
+    remains (no fraction), a constant share (`0.5`) or a share read from both events (`("refund_amount",
+    "amount")` or `{"field": "refund_amount", "of": "amount"}`: the refund's field over the original's)."""
+    action: dict[str, Any] = {"type": "reverse", "original": {"field": original}}
+    if isinstance(fraction, tuple) and len(fraction) == 2:
+        action["fraction"] = {"field": fraction[0], "of": fraction[1]}
+    elif isinstance(fraction, Mapping):
+        action["fraction"] = dict(fraction)
+    elif fraction is not None:
+        action["fraction"] = str(fraction) if isinstance(fraction, float) else fraction
+    return action
+
+
 def _actions(
     amount: Mapping[str, Any] | None,
     actions: Sequence[Mapping[str, Any]] | None,
     beneficiary: str | None = None,
+    reverse: str | None = None,
+    fraction: FractionLike = None,
 ) -> list[dict[str, Any]]:
-    if (amount is None) == (actions is None):
-        raise ServiceError("field_required", "give either amount or actions", field="actions")
+    if sum(value is not None for value in (amount, actions, reverse)) != 1:
+        raise ServiceError("field_required", "give one of amount, reverse or actions", field="actions")
+    if fraction is not None and reverse is None:
+        raise ServiceError("field_invalid", "fraction goes with reverse", field="fraction")
+    if reverse is not None:
+        if beneficiary is not None:
+            raise ServiceError("field_invalid", "a reverse action has no beneficiary", field="beneficiary")
+        return [reverse_action(reverse, fraction)]
     if actions is not None:
         if beneficiary is not None:
             message = "beneficiary goes with amount; with actions, give each action its beneficiary"
@@ -121,15 +155,43 @@ def _actions(
     return [action]
 
 
-def _rule_flags(priority: int | None, stop_processing: bool | None) -> dict[str, Any]:
-    """Priority and stop_processing as a body gives them: only those given (absent keeps the default or the
-    rule's current value)."""
+def _rule_flags(
+    priority: int | None, stop_processing: bool | None, limits: Sequence[Mapping[str, Any] | Limit] | None = None
+) -> dict[str, Any]:
+    """Priority, stop_processing and caps as a body gives them: only those given (absent keeps the default or
+    the rule's current value; `limits=[]` removes the caps)."""
     flags: dict[str, Any] = {}
     if priority is not None:
         flags["priority"] = priority
     if stop_processing is not None:
         flags["stop_processing"] = stop_processing
+    if limits is not None:
+        flags["limits"] = [_plain_limit(limit) for limit in limits]
     return flags
+
+
+def _plain_limit(limit: Mapping[str, Any] | Limit) -> Any:
+    return limit.model_dump(mode="json") if isinstance(limit, AmountLimit | CountLimit) else dict(limit)
+
+
+_PERIOD_WORDS = {"day": "a day", "week": "a week", "month": "a month", "year": "a year", "lifetime": "in all"}
+
+
+def describe_limit(limit: Limit) -> str:
+    """One cap: `500 a month`, `3 rewards a day`, `1000 in all` (lifetime)."""
+    per = _PERIOD_WORDS.get(limit.period, f"per {limit.period}")
+    if isinstance(limit, AmountLimit):
+        return f"{limit.max_amount} {per}"
+    return f"{limit.max_count} reward{'s' if limit.max_count != 1 else ''} {per}"
+
+
+def describe_limits(limits: Sequence[Limit], budget: Budget | None = None) -> str:
+    """Caps and a budget in one line: `500 a month, 3 rewards a day; budget 10000 a month` ("" for none)."""
+    text = ", ".join(describe_limit(limit) for limit in limits)
+    if budget is not None:
+        spend = f"budget {budget.max_amount} {_PERIOD_WORDS.get(budget.period, budget.period)}"
+        text = f"{text}; {spend}" if text else spend
+    return text
 
 
 def describe_conditions(rule: r.Rule) -> str:
@@ -139,17 +201,18 @@ def describe_conditions(rule: r.Rule) -> str:
 
 def describe_amount(action: rq.RuleAction) -> str:
     """One action's amount, and who receives it when that is not the event's customer: `10.00 to referrer_id`;
-    a reverse action as what it takes back: `reverse of order_id x 0.5`."""
+    a reverse action as what it takes back: `take back what order_id issued`, `take back 0.5 of what order_id
+    issued`, `take back refund_amount/amount of what order_id issued`."""
     if isinstance(action, ReverseAction):
         fraction = action.fraction
         share = (
             ""
             if fraction is None
-            else f" x {fraction}"
-            if not isinstance(fraction, FractionOf)
-            else (f" x {fraction.field}/{fraction.of}")
+            else f"{fraction.field}/{fraction.of} of "
+            if isinstance(fraction, FractionOf)
+            else f"{fraction} of "
         )
-        return f"reverse of {action.original.field}{share}"
+        return f"take back {share}what {action.original.field} issued"
     amount = action.amount
     text = amount.fixed if isinstance(amount, rq.FixedAmount) else f"{amount.per} x {amount.rate}"
     return text if action.beneficiary is None else f"{text} to {action.beneficiary.field}"
@@ -166,12 +229,23 @@ def describe_amounts(rule: r.Rule) -> str:
     return ", ".join(describe_amount(action) for action in rule.actions)
 
 
+def describe_actions(rule: r.Rule) -> str:
+    """`issue 10.00, 5.00`; with a reverse action each action says what it does: `take back what order_id
+    issued, issue 1.00`."""
+    if not any(isinstance(action, ReverseAction) for action in rule.actions):
+        return f"issue {describe_amounts(rule)}"
+    return ", ".join(
+        describe_amount(a) if isinstance(a, ReverseAction) else f"issue {describe_amount(a)}" for a in rule.actions
+    )
+
+
 def describe_rule(rule: r.Rule) -> str:
-    """One line: `order.completed when amount >= 20: issue amount x 0.05`, then the priority and stop_processing
-    when they are not the defaults: `[priority 5, stops]`."""
+    """One line: `order.completed when amount >= 20: issue amount x 0.05`, then the priority, stop_processing
+    and caps when they are not the defaults: `[priority 5, stops, caps 500 a month]`."""
     flags = ([f"priority {rule.priority}"] if rule.priority else []) + (["stops"] if rule.stop_processing else [])
+    flags += [f"caps {describe_limits(rule.limits)}"] if rule.limits else []
     suffix = f" [{', '.join(flags)}]" if flags else ""
-    return f"{rule.event_type} when {describe_conditions(rule)}: issue {describe_amounts(rule)}{suffix}"
+    return f"{rule.event_type} when {describe_conditions(rule)}: {describe_actions(rule)}{suffix}"
 
 
 class Lab:
@@ -217,6 +291,8 @@ class Lab:
             body["description"] = info.description
         schedule = {"timezone": info.timezone, "starts_at": info.starts_at, "ends_at": info.ends_at}
         body.update({key: value for key, value in schedule.items() if value is not None})
+        spending = info.model_dump(mode="json", include={"limits", "budget", "clawback"})
+        body.update({key: value for key, value in spending.items() if value is not None})
         created = programmes.create_programme(self.database, self.scope, validate(rq.ProgrammeCreate, body))
         programme = LabProgramme(self, created.id)
         for rule in definition.rules:
@@ -227,6 +303,7 @@ class Lab:
                 actions=payload["actions"],
                 priority=rule.priority,
                 stop_processing=rule.stop_processing,
+                limits=payload.get("limits", []),
             )
         return programme
 
@@ -358,7 +435,10 @@ class LabProgramme:
 
     def rules_table(self, version: Version = None) -> pd.DataFrame:
         """The rules of a version as a readable table: position, event type, priority, stop_processing,
-        conditions (`amount >= 20 and any(...)`) and amounts (with their beneficiaries: `10.00 to referrer_id`)."""
+        conditions (`amount >= 20 and any(...)`) and amounts (with their beneficiaries: `10.00 to referrer_id`;
+        reverse actions as what they take back: `take back 0.5 of what order_id issued`). When a rule of the
+        version has caps, a `caps` column shows them (`500 a month, 3 rewards a day`)."""
+        rules = self.rules(version)
         rows = [
             {
                 "rule": i,
@@ -367,10 +447,12 @@ class LabProgramme:
                 "stop_processing": rule.stop_processing,
                 "when": describe_conditions(rule),
                 "issue": describe_amounts(rule),
+                CAPS_COLUMN: describe_limits(rule.limits),
             }
-            for i, rule in enumerate(self.rules(version))
+            for i, rule in enumerate(rules)
         ]
-        return pd.DataFrame(rows, columns=RULES_TABLE_COLUMNS).set_index("rule")
+        columns = RULES_TABLE_COLUMNS + ([CAPS_COLUMN] if any(rule.limits for rule in rules) else [])
+        return pd.DataFrame(rows, columns=columns).set_index("rule")
 
     def rule_id(self, rule: int | str) -> str:
         """A draft rule by position or by id."""
@@ -391,19 +473,25 @@ class LabProgramme:
         beneficiary: str | None = None,
         priority: int | None = None,
         stop_processing: bool | None = None,
+        limits: Sequence[Mapping[str, Any] | Limit] | None = None,
+        reverse: str | None = None,
+        fraction: FractionLike = None,
     ) -> r.Rule:
         """Add a rule to the draft: `amount={"fixed": "2.50"}` or `{"per": "amount", "rate": 0.05}` (with
-        `beneficiary="referrer_id"` to reward the customer that event field names), or `actions`. Conditions are
-        dicts or tuples, `("amount", "gte", 20)`, `("vip", "exists")`, or groups of them:
-        `{"any": [...]}`, `{"all": [...]}`, `{"not": ...}`. `priority` (lower applies first) and
-        `stop_processing` default to 0 and False. Validation errors are the contract's (`ServiceError` with
-        `details.field`, e.g. `conditions[1].any[0].value`)."""
+        `beneficiary="referrer_id"` to reward the customer that event field names), `reverse="order_id"` (take
+        back what the event that field names issued: all that remains, or `fraction=0.5`, or
+        `fraction=("refund_amount", "amount")` read from both events), or `actions`. Conditions are dicts or
+        tuples, `("amount", "gte", 20)`, `("vip", "exists")`, or groups of them: `{"any": [...]}`,
+        `{"all": [...]}`, `{"not": ...}`. `priority` (lower applies first) and `stop_processing` default to 0
+        and False; `limits` caps what the rule gives one customer per period:
+        `[{"period": "month", "max_amount": "500"}, {"period": "day", "max_count": 3}]`. Validation errors are
+        the contract's (`ServiceError` with `details.field`, e.g. `conditions[1].any[0].value`)."""
         body = {
             "program_id": self.id,
             "event_type": event_type,
             "conditions": _conditions(conditions),
-            "actions": _actions(amount, actions, beneficiary),
-            **_rule_flags(priority, stop_processing),
+            "actions": _actions(amount, actions, beneficiary, reverse, fraction),
+            **_rule_flags(priority, stop_processing, limits),
         }
         return programmes.create_rule(self._db, self._scope, validate(rq.RuleCreate, body))
 
@@ -418,20 +506,45 @@ class LabProgramme:
         beneficiary: str | None = None,
         priority: int | None = None,
         stop_processing: bool | None = None,
+        limits: Sequence[Mapping[str, Any] | Limit] | None = None,
+        reverse: str | None = None,
+        fraction: FractionLike = None,
     ) -> r.Rule:
-        """Edit a draft rule (by position or id); what is not given stays as it is. Arguments as `add_rule`."""
+        """Edit a draft rule (by position or id); what is not given stays as it is (`limits=[]` removes the
+        caps). Arguments as `add_rule`."""
         body: dict[str, Any] = {}
         if event_type is not None:
             body["event_type"] = event_type
         if conditions is not None:
             body["conditions"] = _conditions(conditions)
-        if amount is not None or actions is not None or beneficiary is not None:
-            body["actions"] = _actions(amount, actions, beneficiary)
-        body.update(_rule_flags(priority, stop_processing))
+        if any(value is not None for value in (amount, actions, beneficiary, reverse, fraction)):
+            body["actions"] = _actions(amount, actions, beneficiary, reverse, fraction)
+        body.update(_rule_flags(priority, stop_processing, limits))
         return programmes.update_rule(self._db, self._scope, self.rule_id(rule), validate(rq.RuleUpdate, body))
 
     def remove_rule(self, rule: int | str) -> r.Rule:
         return programmes.delete_rule(self._db, self._scope, self.rule_id(rule))
+
+    def set_spending(
+        self,
+        *,
+        limits: Sequence[Mapping[str, Any] | Limit] | None = _UNSET,
+        budget: Mapping[str, Any] | Budget | None = _UNSET,
+        clawback: str | None = _UNSET,
+    ) -> r.Programme:
+        """Set the draft's caps per customer across its rules (`[{"period": "week", "max_amount": "1000"}]`),
+        its budget across customers (`{"period": "month", "max_amount": "10000"}`) and its clawback policy
+        (available, negative or none), as `PATCH /reward-programs/{id}` does: what is not given stays, None
+        clears (clawback: back to available). Published versions keep theirs; `publish()` freezes these."""
+        body: dict[str, Any] = {}
+        if limits is not _UNSET:
+            body["limits"] = None if limits is None else [_plain_limit(limit) for limit in limits]
+        if budget is not _UNSET:
+            plain = budget.model_dump(mode="json") if isinstance(budget, Budget) else budget
+            body["budget"] = None if plain is None else dict(plain)
+        if clawback is not _UNSET:
+            body["clawback"] = clawback
+        return programme_lifecycle.update_programme(self._db, self._scope, self.id, validate(rq.ProgrammeUpdate, body))
 
     # versions -----------------------------------------------------------------------------------------------
     def publish(self) -> r.PublishResult:
@@ -480,6 +593,9 @@ class LabProgramme:
                 timezone=None if schedule.timezone == "UTC" else schedule.timezone,
                 starts_at=_aware(schedule.starts_at),
                 ends_at=_aware(schedule.ends_at),
+                limits=schedule.limits,
+                budget=schedule.budget,
+                clawback=schedule.clawback,
             ),
             asset=rq.AssetCreate(
                 name=asset.name,
@@ -492,7 +608,8 @@ class LabProgramme:
         )
 
     def schedule(self, version: Version = None) -> r.ProgrammeVersion:
-        """A version (the draft by default): its timezone and window (`timezone`, `starts_at`, `ends_at`)."""
+        """A version (the draft by default): its timezone and window (`timezone`, `starts_at`, `ends_at`), its
+        caps, budget and clawback (`limits`, `budget`, `clawback`)."""
         return programmes.get_version(self._db, self._scope, self.id, version)
 
     def export(self, path: str | Path, version: Version = None) -> Path:

@@ -19,6 +19,7 @@ from rewards_lab.domain.schedule import epoch_us, within_window
 from rewards_lab.service.presenters import json_value
 from rewards_lab.service.programmes import compile_rows, programme_row, version_id_of
 from rewards_lab.service.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
+from rewards_lab.service.simulation_spending import Effect, effects_of, spending_of
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces.programmes import Schedule, VersionRow
 from rewards_lab.store.uow import reader
@@ -39,27 +40,31 @@ def outcome(
     program_id: str | None,
     version: int | None,
     window: tuple[bool, str] = (True, ""),
+    effects: dict[tuple[str, int], Effect] | None = None,
 ) -> r.Simulation:
+    """The simulation resource; `effects` (per rule id and action index) are what caps, the budget and
+    reversals make of the actions (`simulation_spending`)."""
     rules = []
     totals: dict[tuple[str, int], int] = defaultdict(int)
     for verdict in verdicts:
         conditions = [_condition(c) for c in verdict.conditions]
         actions = []
         for a in verdict.actions:
-            if a.issues:
-                totals[(a.asset_id, a.decimals)] += a.amount_minor
-            actions.append(
-                r.ActionOutcome(
-                    action_index=a.action_index,
-                    asset_id=a.asset_id,
-                    amount=format_amount(a.amount_minor, a.decimals),
-                    issues=a.issues,
-                    reason=a.reason,
-                    inputs={k: json_value(v) for k, v in a.inputs.items()},
-                    error_code=a.error_code,
-                    beneficiary=a.beneficiary,
-                )
+            effect = (effects or {}).get((verdict.rule_id, a.action_index))
+            amount_minor = a.amount_minor if effect is None else effect.amount_minor
+            if amount_minor > 0:
+                totals[(a.asset_id, a.decimals)] += amount_minor
+            action = r.ActionOutcome(
+                action_index=a.action_index,
+                asset_id=a.asset_id,
+                amount=format_amount(amount_minor, a.decimals),
+                issues=amount_minor > 0,
+                reason=a.reason,
+                inputs={k: json_value(v) for k, v in a.inputs.items()},
+                error_code=a.error_code,
+                beneficiary=a.beneficiary,
             )
+            actions.append(action if effect is None else _with_effect(action, effect, a.decimals))
         rules.append(
             r.RuleOutcome(
                 rule_id=verdict.rule_id,
@@ -85,6 +90,20 @@ def outcome(
         ],
         in_window=window[0],
         window_reason=window[1],
+    )
+
+
+def _with_effect(action: r.ActionOutcome, effect: Effect, decimals: int) -> r.ActionOutcome:
+    requested = None if effect.requested_minor is None else format_amount(effect.requested_minor, decimals)
+    return action.model_copy(
+        update={
+            "reason": action.reason + effect.reason_suffix,
+            "error_code": effect.error_code or action.error_code,
+            "requested_amount": requested,
+            "limited": effect.cut,
+            "limit_reason": effect.limit_reason,
+            "reversal": effect.reversal,
+        }
     )
 
 
@@ -174,11 +193,15 @@ def simulate_rule(database: Database, scope: Scope, rule_id: str, body: rq.Simul
         raise ServiceError("rule_not_found", rule_id=rule_id)
     rule = revisions[0]
     programme = programme_row(uow, scope, rule.program_id)
-    schedule = _schedule(uow.programmes.get_version(scope, rule.version_id))
+    version = uow.programmes.get_version(scope, rule.version_id)
+    schedule = _schedule(version)
+    assert version is not None
     specs = compile_rows(uow, scope, [rule], programme.asset_id, schedule.timezone)
     facts = _facts(database, scope, body, specs)
     event_type, verdicts, window = _run(specs, body, facts, schedule)
-    return outcome(verdicts, event_type, programme.id, rule.version_number, window)
+    spending = spending_of(uow, scope, version, programme.asset_id, specs)
+    found = effects_of(uow, scope, spending, verdicts, body.customer_id, facts.occurred_at or utcnow())
+    return outcome(verdicts, event_type, programme.id, rule.version_number, window, found)
 
 
 def _schedule(version: VersionRow | None) -> Schedule:
@@ -217,7 +240,12 @@ def simulate_programme(
 ) -> r.Simulation:
     """Every rule of a version (the draft by default; a number or "live") against one event, in the order they
     apply (priority, then creation), with the stops of `stop_processing` rules and the version's window."""
+    uow = reader(database)
+    row = uow.programmes.get_version(scope, version_id_of(uow, scope, program_id, _version(version)))
     specs, number, schedule = version_rules(database, scope, program_id, version)
     facts = _facts(database, scope, body, specs)
     event_type, verdicts, window = _run(specs, body, facts, schedule)
-    return outcome(verdicts, event_type, program_id, number, window)
+    assert row is not None
+    spending = spending_of(uow, scope, row, programme_row(uow, scope, program_id).asset_id, specs)
+    found = effects_of(uow, scope, spending, verdicts, body.customer_id, facts.occurred_at or utcnow())
+    return outcome(verdicts, event_type, program_id, number, window, found)
