@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rewards_lab.replay.compiler import DUCKDB, string
-from rewards_lab.replay.feature_store import FeatureTables, holder_sql
+from rewards_lab.replay.feature_store import FeatureTables
+from rewards_lab.replay.reversal_store import holder_sql
 from rewards_lab.replay.store import Layout, issued_cells, per_customer_sql
 
 Amount = Callable[[str], str]
