@@ -476,6 +476,34 @@ def test_beneficiaries_are_resolved_in_the_customers_table(tmp_path: Path, spark
     assert not replay_to_file(events, programme, tmp_path / "again.parquet", customers=customers).streamed
 
 
+def test_a_beneficiary_action_refused_as_too_large_records_the_events_customer(spark: Any) -> None:
+    """The live engine refuses an amount no ledger can hold before it looks at the beneficiary, so the failed
+    execution is the event's customer's, not the referrer's (found by a Hypothesis draw of the differential
+    test, seed 137137226156176277949637495915417965664); an amount it can hold goes to the referrer."""
+    definition = _programme(
+        [
+            {
+                "event_type": "order",
+                "actions": [
+                    {
+                        "type": "issue",
+                        "amount": {"per": "amount", "rate": 10000000},
+                        "beneficiary": {"field": "referrer"},
+                    }
+                ],
+            }
+        ]
+    )
+    stream = _events([{"amount": 10**13, "referrer": "c3"}, {"amount": 4, "referrer": "c3"}])  # x 10^7: too large
+    expected = [("e0", 0, "failed", "amount_too_large", "alice"), ("e1", 40000000, "issued", None, "c3")]
+    for customers in (None, pd.DataFrame(CUSTOMERS)):
+        rows = _rows(replay(pd.DataFrame(stream), definition, customers=customers))
+        assert [(r[0], r[3], r[4], r[5], r[6]) for r in rows] == expected
+        assert replay(pd.DataFrame(stream), definition, customers=customers).python_rows == 0  # SQL decided it
+        on_spark = _spark_rows(replay_spark(pd.DataFrame(stream), definition, customers=customers, spark=spark))
+        assert on_spark == rows
+
+
 def test_the_fallback_reads_time_and_customer_facts(tmp_path: Path) -> None:
     """Rows SQL cannot read exactly (a number with more places than DECIMAL(28, 10)) are evaluated in Python with
     the same facts: time in the programme's timezone, the customer's attributes, a beneficiary resolved."""

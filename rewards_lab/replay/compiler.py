@@ -645,7 +645,10 @@ def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dial
     for rule in sorted(rules, key=lambda r: first[r.index]):
         for position in range(len(rule.parts)):
             recipient = rule.recipient(position)
-            entry = (first[rule.index] + position, rule.slot(position), recipient.customer if recipient else None)
+            customer = None if recipient is None else recipient.customer
+            if customer is not None and rule.parts[position].may_refuse:  # refused as too large: the event's own
+                customer = when(exp.EQ(this=rule.slot(position), expression=number(TOO_LARGE)), exp.null(), customer)
+            entry = (first[rule.index] + position, rule.slot(position), customer)
             by_type.setdefault(rule.event_type, []).append(entry)
     types = tuple(
         TypeSlots(t, tuple(e[0] for e in entries), tuple(e[1] for e in entries), tuple(e[2] for e in entries))
