@@ -1,0 +1,147 @@
+"""Expiry (issue 19) through the service layer on a real DuckDB file: lots per credit, FIFO debits, transfers that
+keep their lots' dates, the expiry run (idempotent, to the breakage account, `points.expired`), a programme whose
+expiry overrides the asset's, and the ledger's verification of lots."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import Scope
+from rewards_lab.contract.validation import validate
+from rewards_lab.service import ledger, lots, programme_lifecycle, programmes
+from rewards_lab.service.event_intake import submit_event
+from rewards_lab.service.event_processing import process_all
+from rewards_lab.service.expiry import expire_due
+from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.verification import verify_ledger
+from tests.conftest import World
+
+
+def _issue(world: World, asset_id: str, wallet_id: str, amount: str) -> None:
+    body = validate(rq.IssueRequest, {"wallet_id": wallet_id, "amount": amount, "reason": "grant"})
+    ledger.issue(world.db, world.scope, asset_id, body)
+
+
+def _redeem(world: World, asset_id: str, wallet_id: str, amount: str) -> None:
+    body = validate(rq.RedemptionRequest, {"wallet_id": wallet_id, "amount": amount, "reference": "shop"})
+    ledger.redeem(world.db, world.scope, asset_id, body)
+
+
+def _lots(world: World, wallet_id: str, **filters: Any) -> list[tuple[str, str, str]]:
+    page = lots.list_lots(world.db, world.scope, wallet_id, PageRequest(limit=100), **filters)
+    return [(lot.amount, lot.remaining, lot.status) for lot in page.data]
+
+
+def _set_expiry(db: Database, lot_expires_at: datetime) -> None:
+    """Move every open lot's expiry (the test's clock: lots are made now, and expire in a year)."""
+    with db.transaction() as con:
+        con.execute("UPDATE lots SET expires_at = ? WHERE remaining_minor > 0", [lot_expires_at])
+
+
+def _verified(db: Database) -> None:
+    report = verify_ledger(db.reader())
+    assert report.ok, report.problems
+
+
+def test_redemptions_take_the_oldest_lots_first_and_expiry_takes_what_remains(world: World) -> None:
+    asset = world.asset(expiry={"after_days": 365})
+    wallet = world.wallet()
+    for amount in ("10.00", "5.00", "7.00"):
+        _issue(world, asset.id, wallet.id, amount)
+    _redeem(world, asset.id, wallet.id, "12.00")  # all of the first lot, 2 of the second
+    assert _lots(world, wallet.id) == [("10.00", "0.00", "spent"), ("5.00", "3.00", "open"), ("7.00", "7.00", "open")]
+    balances = ledger.wallet_balances(world.db, world.scope, wallet.id).balances
+    assert balances[0].balance == "10.00" and balances[0].next_expiry is not None
+    assert balances[0].next_expiry.amount == "3.00"  # the second lot expires first (the first is spent)
+    assert abs(balances[0].next_expiry.at - (datetime.now(UTC) + timedelta(days=365))) < timedelta(minutes=5)
+    _verified(world.db)
+
+    assert expire_due(world.db).lots == 0  # nothing is due yet
+    report = expire_due(world.db, as_of=utcnow() + timedelta(days=366))
+    assert (report.lots, report.transactions) == (2, 2)
+    assert _lots(world, wallet.id, status="expired") == [("5.00", "0.00", "expired"), ("7.00", "0.00", "expired")]
+    after = ledger.wallet_balances(world.db, world.scope, wallet.id).balances[0]
+    assert after.balance == "0.00" and after.next_expiry is None
+    shown = world_asset(world, asset.id)
+    assert (shown.expired, shown.redeemed, shown.outstanding_supply) == ("10.00", "12.00", "0.00")
+    assert expire_due(world.db, as_of=utcnow() + timedelta(days=400)).lots == 0  # idempotent: nothing twice
+    expired = ledger.list_transactions(world.db, world.scope, PageRequest(limit=10), kind="expire").data
+    assert sorted(t.amount for t in expired) == ["3.00", "7.00"] and all(t.wallet_id == wallet.id for t in expired)
+    _verified(world.db)
+
+
+def world_asset(world: World, asset_id: str) -> Any:
+    from rewards_lab.service.assets import get_asset
+
+    return get_asset(world.db, world.scope, asset_id)
+
+
+def test_a_transfer_moves_lots_with_their_dates(world: World) -> None:
+    asset = world.asset(expiry={"at_end_of": "month"})
+    alice, bob = world.wallet(), world.wallet()
+    _issue(world, asset.id, alice.id, "4.00")
+    _issue(world, asset.id, alice.id, "6.00")
+    sent = validate(rq.TransferRequest, {"from_wallet_id": alice.id, "to_wallet_id": bob.id, "amount": "5.00"})
+    ledger.transfer(world.db, world.scope, asset.id, sent)
+    page = lots.list_lots(world.db, world.scope, bob.id, PageRequest(limit=10)).data
+    originals = lots.list_lots(world.db, world.scope, alice.id, PageRequest(limit=10)).data
+    assert [(lot.amount, lot.expires_at) for lot in page] == [
+        ("4.00", originals[0].expires_at),
+        ("1.00", originals[1].expires_at),
+    ]
+    assert [lot.issued_at for lot in page] == [lot.issued_at for lot in originals]
+    assert _lots(world, alice.id) == [("4.00", "0.00", "spent"), ("6.00", "5.00", "open")]
+    _verified(world.db)
+
+
+def test_an_asset_without_expiry_tracks_no_lots_until_a_programme_with_expiry_is_published(world: World) -> None:
+    asset = world.asset()
+    wallet = world.wallet(world.customer("carol"))
+    _issue(world, asset.id, wallet.id, "8.00")
+    assert _lots(world, wallet.id) == []
+    programme = world.programme(asset)
+    world.rule(programme, amount={"fixed": "2.00"})
+    update = validate(rq.ProgrammeUpdate, {"expiry": {"after_days": 30}})
+    shown = programme_lifecycle.update_programme(world.db, world.scope, programme.id, update)
+    assert shown.expiry is not None and shown.expiry.model_dump() == {"after_days": 30}
+    programmes.publish(world.db, world.scope, programme.id)
+    # the balance held so far is one opening lot that never expires
+    assert _lots(world, wallet.id) == [("8.00", "8.00", "open")]
+    occurred = datetime(2026, 1, 10, 12, tzinfo=UTC)
+    event = {"type": "order.completed", "external_event_id": "o-1", "customer_id": "carol", "occurred_at": occurred}
+    submit_event(world.db, world.scope, validate(rq.EventCreate, {**event, "data": {}}))
+    process_all(world.db)
+    page = lots.list_lots(world.db, world.scope, wallet.id, PageRequest(limit=10)).data
+    assert [(lot.amount, lot.issued_at, lot.expires_at) for lot in page] == [
+        ("2.00", occurred, occurred + timedelta(days=30)),  # issued at the event's time: the oldest lot
+        ("8.00", page[1].issued_at, None),
+    ]
+    report = expire_due(world.db)  # the reward's lot is long past its 30 days
+    assert report.lots == 1
+    assert ledger.wallet_balances(world.db, world.scope, wallet.id).balances[0].balance == "8.00"
+    _verified(world.db)
+
+
+def test_bad_expiry_is_refused_naming_the_field(world: World) -> None:
+    with pytest.raises(ServiceError) as refused:
+        world.asset(expiry={"after_days": 0})
+    assert refused.value.code == "field_invalid" and "expiry" in str(refused.value.details.get("field"))
+    with pytest.raises(ServiceError) as shape:
+        world.asset(expiry={"at_end_of": "week"})
+    assert shape.value.code == "field_invalid" and "at_end_of" in str(shape.value.details.get("field"))
+
+
+def test_tenants_see_only_their_own_lots(db: Database, world: World) -> None:
+    asset = world.asset(expiry={"after_days": 1})
+    wallet = world.wallet()
+    _issue(world, asset.id, wallet.id, "1.00")
+    other = Scope("org_other", "sandbox")
+    with pytest.raises(ServiceError) as hidden:
+        lots.list_lots(db, other, wallet.id, PageRequest(limit=10))
+    assert hidden.value.code == "wallet_not_found"
