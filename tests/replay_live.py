@@ -6,12 +6,17 @@ service layer, customers alice, bob and carol with wallets (and a `house` custom
 submits the events in occurred_at order (ties in input order) and processes them; a redemption at time t is made
 with `service.ledger.redeem` once every event at or before t is submitted and processed. Refunds still waiting for
 an original that never came are then let out of their wait (as if the seven days had passed) and fail.
+
+With expiry (the programme's or the asset's, issue 19) the expiry worker runs as an ideal one would:
+`expire_due(as_of=t)` before the events of each time t (submitted and processed together) and before each
+redemption at t, and at the end at `as_of`; the outcome then holds every customer's lots.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+import itertools
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -26,6 +31,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.money import format_amount
 from rewards_lab.service import assets, customers, event_intake, event_processing, ledger, organizations, programmes
+from rewards_lab.service.expiry import expire_due
 from rewards_lab.store.database import Database
 from rewards_lab.store.uow import unit_of_work
 from rewards_lab.store.verification import verify_ledger
@@ -43,9 +49,17 @@ class Outcome:
     items: list[Row]  # (refund, rule, action, original, original rule, original action, customer, target, taken)
     balances: dict[str, int]
     redeemed: list[bool]
+    # with expiry: (customer, issued_at, expires_at, amount, remaining, expired) per lot (naive UTC, minor units)
+    lots: list[Row] = field(default_factory=list)
 
     def sorted(self) -> Outcome:
-        return Outcome(sorted(self.rows, key=repr), sorted(self.items, key=repr), self.balances, self.redeemed)
+        return Outcome(
+            sorted(self.rows, key=repr),
+            sorted(self.items, key=repr),
+            self.balances,
+            self.redeemed,
+            sorted(self.lots, key=repr),
+        )
 
 
 @dataclass
@@ -57,7 +71,7 @@ class Live:
 
 def _programme_body(definition: ProgrammeDefinition, asset_id: str) -> dict[str, Any]:
     settings = definition.programme.model_dump(
-        mode="json", include={"timezone", "starts_at", "ends_at", "limits", "budget", "clawback"}
+        mode="json", include={"timezone", "starts_at", "ends_at", "limits", "budget", "clawback", "expiry"}
     )
     return {"name": "Replayed", "asset_id": asset_id, **settings}
 
@@ -68,9 +82,12 @@ def run_live(
     stream: list[dict[str, Any]],
     redemptions: list[dict[str, Any]],
     opening: int = 0,
+    as_of: datetime | None = None,
 ) -> Live:
     """The live engine over `stream` and `redemptions` (dicts of customer_id, amount (minor units),
-    occurred_at); `opening` minor units issued to `house` first."""
+    occurred_at); `opening` minor units issued to `house` first. `as_of` (aware): with expiry, until when the
+    worker runs (None: the last event or redemption)."""
+    expiring = definition.programme.expiry is not None or definition.asset.expiry is not None
     database = Database(path)
     try:
         org = organizations.create_organization(database, "Replayed")
@@ -102,12 +119,15 @@ def run_live(
         spends = sorted(enumerate(redemptions), key=lambda item: item[1]["occurred_at"])
         redeemed: dict[int, bool] = {}
         sent = 0
+        submit = _submit_expiring if expiring else _submit
         for index, spend in spends:
             upto = sent
             while upto < len(ordered) and ordered[upto]["occurred_at"] <= spend["occurred_at"]:
                 upto += 1
-            _submit(database, scope, ordered[sent:upto])
+            submit(database, scope, ordered[sent:upto])
             sent = upto
+            if expiring:
+                expire_due(database, as_of=_naive(spend["occurred_at"]))
             wallet = wallets[ids.get(spend["customer_id"], spend["customer_id"])]
             body = {"wallet_id": wallet, "amount": format_amount(spend["amount"], asset.decimals), "reference": "r"}
             try:
@@ -116,13 +136,17 @@ def run_live(
             except ServiceError as error:
                 assert error.code == "insufficient_balance", error
                 redeemed[index] = False
-        _submit(database, scope, ordered[sent:])
+        submit(database, scope, ordered[sent:])
         with unit_of_work(database) as uow:  # refunds whose original never came: their wait is over
             waiting = uow.con.execute(
                 "SELECT id, waiting_for FROM events WHERE status = 'received' AND waiting_for IS NOT NULL"
             ).fetchall()
             uow.events.wait(scope, {row[0]: row[1] for row in waiting}, datetime(2000, 1, 1))
         event_processing.process_all(database)
+        moments = [e["occurred_at"] for e in ordered] + [r["occurred_at"] for r in redemptions]
+        end = as_of if as_of is not None else max(moments, default=None)
+        if expiring and end is not None:
+            expire_due(database, as_of=_naive(end))
         reader = database.reader()
         executions = reader.execute(
             "SELECT id, external_event_id, rule_id, action_index, amount_minor, status, error_code, customer_id, "
@@ -133,6 +157,11 @@ def run_live(
             held = ledger.wallet_balances(database, scope, wallet).balances
             if customer != house:
                 balances[customer] = sum(int(Decimal(b.balance).scaleb(b.decimals)) for b in held)
+        lots = reader.execute(
+            "SELECT w.customer_id, l.issued_at, l.expires_at, l.amount_minor, l.remaining_minor, l.expired_minor "
+            "FROM lots l JOIN wallets w ON w.id = l.wallet_id WHERE w.customer_id <> ?",
+            [house],
+        ).fetchall()
         report = verify_ledger(reader)
         assert report.ok, report.problems
     finally:
@@ -152,7 +181,8 @@ def run_live(
                 (event, rule_index[rule], action, *original, item["customer_id"], int(item["target_minor"]), taken)
             )
     nonzero = {customer: balance for customer, balance in balances.items() if balance}
-    outcome = Outcome(rows, items, nonzero, [redeemed[index] for index in range(len(redemptions))])
+    found = [(c, i, x, int(a), int(r), int(e)) for c, i, x, a, r, e in lots]
+    outcome = Outcome(rows, items, nonzero, [redeemed[index] for index in range(len(redemptions))], found)
     return Live(outcome, pd.DataFrame(exported), stream)
 
 
@@ -161,6 +191,18 @@ def _with_ids(event: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
     if isinstance(reference, str) and reference.startswith("@id:"):
         return {**event, "data": {**event["data"], "ref": ids[reference.removeprefix("@id:")]}}
     return event
+
+
+def _naive(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(tzinfo=None)
+
+
+def _submit_expiring(database: Database, scope: Scope, events: list[dict[str, Any]]) -> None:
+    """The events of each time together, the expiry worker run at that time before them."""
+    for _, group in itertools.groupby(events, key=lambda e: e["occurred_at"]):
+        at_t = list(group)
+        expire_due(database, as_of=_naive(at_t[0]["occurred_at"]))
+        _submit(database, scope, at_t)
 
 
 def _submit(database: Database, scope: Scope, events: list[dict[str, Any]]) -> None:
@@ -180,7 +222,7 @@ def replayed_outcome(result: Any, spark: bool = False) -> Outcome:
     rows = []
     for row in issuances:
         cut = None
-        if row["cap_scope"] is not None:
+        if row.get("cap_scope") is not None:
             start = row["cap_period_start"].isoformat()
             cut = (row["cap_scope"], row["cap_period"], start, int(row["cut_minor"]))
         rows.append(
@@ -209,6 +251,18 @@ def replayed_outcome(result: Any, spark: bool = False) -> Outcome:
         )
         for row in reversals
     ]
+    lots_frame = result.lots.toArrow() if spark else result.lots.to_arrow_table()
+    lots = [
+        (
+            row["customer_id"],
+            _naive(row["issued_at"]),
+            None if row["expires_at"] is None else _naive(row["expires_at"]),
+            int(row["amount_minor"]),
+            int(row["remaining_minor"]),
+            int(row["expired_minor"]),
+        )
+        for row in lots_frame.to_pylist()
+    ]
     frame = result.per_customer()
     decimals = result.definition.asset.decimals
     balances = {
@@ -216,7 +270,7 @@ def replayed_outcome(result: Any, spark: bool = False) -> Outcome:
         for customer, balance in zip(frame["customer_id"], frame["balance"], strict=True)
         if Decimal(balance) != 0
     }
-    return Outcome(rows, items, balances, [row["status"] == "redeemed" for row in redemptions])
+    return Outcome(rows, items, balances, [row["status"] == "redeemed" for row in redemptions], lots)
 
 
 def redemptions_frame(redemptions: list[dict[str, Any]], decimals: int) -> pd.DataFrame:

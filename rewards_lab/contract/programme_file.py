@@ -6,9 +6,10 @@ organization and environment. Actions therefore never carry an `asset_id`; they 
 `programme.timezone` (IANA, default UTC) is the zone time fields (`occurred_at.weekday` ...) are read in, and
 `programme.starts_at` / `programme.ends_at` (RFC 3339 with an offset) the window a replay rewards events in:
 `starts_at <= occurred_at < ends_at`. `programme.limits`, `programme.budget` and `programme.clawback`, a rule's
-`limits` and `reverse` actions are caps, budget and reversals (docs/rules.md); `programme.expiry` and `asset.expiry` when
-rewards expire (rewards_lab.contract.expiry_requests; the programme's overrides the asset's). All of these are optional and,
-when absent, not written, so a file without them reads, saves and fingerprints as it did before they existed.
+`limits` and `reverse` actions are caps, budget and reversals (docs/rules.md); `programme.expiry` and
+`asset.expiry` when rewards expire (rewards_lab.contract.expiry_requests; the programme's overrides the asset's).
+All of these are optional and, when absent, not written, so a file without them reads, saves and fingerprints as
+it did before they existed.
 """
 
 from __future__ import annotations

@@ -291,7 +291,7 @@ class Lab:
             body["description"] = info.description
         schedule = {"timezone": info.timezone, "starts_at": info.starts_at, "ends_at": info.ends_at}
         body.update({key: value for key, value in schedule.items() if value is not None})
-        spending = info.model_dump(mode="json", include={"limits", "budget", "clawback"})
+        spending = info.model_dump(mode="json", include={"limits", "budget", "clawback", "expiry"})
         body.update({key: value for key, value in spending.items() if value is not None})
         created = programmes.create_programme(self.database, self.scope, validate(rq.ProgrammeCreate, body))
         programme = LabProgramme(self, created.id)
@@ -596,6 +596,7 @@ class LabProgramme:
                 limits=schedule.limits,
                 budget=schedule.budget,
                 clawback=schedule.clawback,
+                expiry=schedule.expiry,
             ),
             asset=rq.AssetCreate(
                 name=asset.name,
@@ -603,6 +604,7 @@ class LabProgramme:
                 type=asset.type,
                 decimals=asset.decimals,
                 supply_ceiling=asset.supply_ceiling,
+                expiry=asset.expiry,
             ),
             rules=rules,
         )

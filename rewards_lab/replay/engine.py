@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from functools import partial
 from pathlib import Path
@@ -33,7 +34,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
 from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
-from rewards_lab.replay import feature_sql, store
+from rewards_lab.replay import expiry_store, feature_sql, store
 from rewards_lab.replay.compiler import (
     DUCKDB,
     CompiledProgramme,
@@ -43,6 +44,7 @@ from rewards_lab.replay.compiler import (
     string,
 )
 from rewards_lab.replay.customers import joined, open_customers
+from rewards_lab.replay.expiry_plan import ExpiryPlan, expiry_plan, moment, until
 from rewards_lab.replay.fallback import all_outcomes, instant_of, resolved_amount
 from rewards_lab.replay.feature_store import FeatureInputs, FeatureTables, decide_features, local_day
 from rewards_lab.replay.inputs import ROW, EventSource, literal, open_events
@@ -122,10 +124,31 @@ class ReplayResult:
     _layout: store.Layout
     _boundary: int | None  # the day of the first refusal by the ceiling (None: none refused)
     _features: FeatureTables | None = None  # caps, budgets, reversals or redemptions (None: the programme has none)
+    _expiry: ExpiryPlan | None = None  # lots expire (None: the programme's points never do)
 
     @property
     def _decimals(self) -> int:
         return self.definition.asset.decimals
+
+    @property
+    def as_of(self) -> datetime | None:
+        """Until when the expiry worker ran (UTC; None: the programme's points never expire)."""
+        return None if self._expiry is None else moment(self._expiry.as_of)
+
+    @property
+    def lots(self) -> duckdb.DuckDBPyRelation:
+        """Every lot (LOT_COLUMNS), by customer then oldest first: what it added, what remains of it, what expired
+        (docs/replay.md "Expiry"); empty when the programme's points never expire."""
+        if self._expiry is None:
+            return self.con.sql(_empty(LOT_COLUMNS))
+        return self.con.sql(expiry_store.lots_sql(self._name, self.definition.asset.symbol, self._amount))
+
+    @property
+    def expired(self) -> duckdb.DuckDBPyRelation:
+        """Every lot that expired by `as_of` (EXPIRED_COLUMNS), in the order of their expiry."""
+        if self._expiry is None:
+            return self.con.sql(_empty(EXPIRED_COLUMNS))
+        return self.con.sql(expiry_store.expired_sql(self._name, self.definition.asset.symbol, self._amount))
 
     def _amount(self, minor: str) -> str:
         return decimal_sql(self._decimals, minor)
@@ -180,9 +203,14 @@ class ReplayResult:
     def totals(self) -> dict[str, Any]:
         """issued (Decimal), issuances, failed, and failures by error code; with caps, budgets, reversals or
         redemptions also what was requested and cut, limited, reversed (and its target and shortfall), the net
-        issuance and what was redeemed (`feature_totals`)."""
-        if self._features is not None:
-            return self._feature_totals()
+        issuance and what was redeemed (`feature_totals`); with expiry also what `expired` (and how many lots)."""
+        found = self._feature_totals() if self._features is not None else self._plain_totals()
+        if self._expiry is not None:
+            ((amount, count),) = self.con.sql(expiry_store.expired_total_sql(self._name)).fetchall()
+            found.update({"expired": to_decimal(int(amount), self._decimals), "expired_lots": int(count)})
+        return found
+
+    def _plain_totals(self) -> dict[str, Any]:
         (row,) = self.con.sql(store.totals_sql(self._name, self._boundary, self._amount)).fetchall()
         issued_count, candidates, too_large = int(row[1]), int(row[2]), int(row[3])
         codes = {
@@ -238,21 +266,30 @@ class ReplayResult:
     def daily(self) -> pd.DataFrame:
         """day (UTC), asset, rule_index, issued, cumulative (running total of that rule), issuances (issued rows);
         amounts are exact Arrow decimals (see `per_customer`). With caps, budgets or reversals also requested,
-        cut, limited, reversed, net and net_cumulative (feature_sql.daily_sql)."""
+        cut, limited, reversed, net and net_cumulative (feature_sql.daily_sql); with expiry also `expired`: what
+        expired that UTC day of the lots that rule's rewards made."""
+        expired = None if self._expiry is None else expiry_store.expired_cells(self._name, self._layout.slots)
         if self._features is not None:
             query = feature_sql.daily_sql(
-                self._layout, self._name, self._boundary, self.definition.asset.symbol, self._amount
+                self._layout, self._name, self._boundary, self.definition.asset.symbol, self._amount, expired
             )
             return frame_of(self.con.sql(query).to_arrow_table())
         asset = DUCKDB.render(string(self.definition.asset.symbol))
+        cells, column, total = store.issued_cells(self._name, self._boundary), "", ""
+        if expired is not None:
+            cells = (
+                f"SELECT day, slot, issued, n, 0 AS x FROM ({cells}) "
+                f"UNION ALL SELECT day, slot, 0, 0, x FROM ({expired})"
+            )
+            column, total = f", {self._amount('x')} AS expired", ", sum(d.x) AS x"
         query = f"""
             SELECT DATE '1970-01-01' + day AS day, {asset} AS asset, rule_index,
                    {self._amount("issued")} AS issued,
                    {self._amount("sum(issued) OVER (PARTITION BY rule_index ORDER BY day)")} AS cumulative,
-                   CAST(issuances AS BIGINT) AS issuances
+                   CAST(issuances AS BIGINT) AS issuances{column}
             FROM (
-                SELECT d.day, s.rule_index, sum(d.issued) AS issued, sum(d.n) AS issuances
-                FROM ({store.issued_cells(self._name, self._boundary)}) d
+                SELECT d.day, s.rule_index, sum(d.issued) AS issued, sum(d.n) AS issuances{total}
+                FROM ({cells}) d
                 JOIN (SELECT DISTINCT slot, rule_index FROM {self._name}_slots) s ON s.slot = d.slot GROUP BY ALL
             ) ORDER BY day, rule_index"""
         return frame_of(self.con.sql(query).to_arrow_table())
@@ -266,16 +303,23 @@ class ReplayResult:
         whose values come out as `Decimal` when read (`to_dict`, iteration, `sum()`)."""
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
             raise ServiceError("field_invalid", f"top must be a whole number of at least 1, not {top!r}", field="top")
+        expired = None if self._expiry is None else expiry_store.expired_per_holder(self._name)
         if self._features is not None:  # also reversed, net, redeemed and balance, per holder
             query = feature_sql.per_customer_sql_with(
-                self._layout, self._name, self._boundary, self._features, self._amount, top
+                self._layout, self._name, self._boundary, self._features, self._amount, top, expired
             )
             return frame_of(self.con.sql(query).to_arrow_table())
         inner = store.per_customer_sql(self._layout, self._name, self._boundary)
         order = "" if top is None else f" ORDER BY c.issued DESC, c.customer_id LIMIT {top}"
+        columns, join = "", ""
+        if expired is not None:  # also what expired, and the balance it leaves
+            x = "coalesce(x.x, 0)"
+            columns = f", {self._amount(x)} AS expired, {self._amount(f'c.issued - {x}')} AS balance"
+            join = f" LEFT JOIN ({expired}) x ON x.holder = c.customer_id"
         query = f"""
-            SELECT c.customer_id, {self._amount("c.issued")} AS issued, CAST(c.issuances AS BIGINT) AS issuances
-            FROM ({inner}) c WHERE c.issuances > 0{order}"""
+            SELECT c.customer_id, {self._amount("c.issued")} AS issued,
+                   CAST(c.issuances AS BIGINT) AS issuances{columns}
+            FROM ({inner}) c{join} WHERE c.issuances > 0{order}"""
         return frame_of(self.con.sql(query).to_arrow_table())
 
     def write(self, path: str | Path) -> Path:
@@ -319,6 +363,28 @@ REVERSAL_COLUMNS = (
     ("shortfall_amount", "DECIMAL(38, 0)"),
     ("shortfall_minor", "BIGINT"),
     ("clawback", "VARCHAR"),
+)
+LOT_COLUMNS = (
+    ("customer_id", "VARCHAR"),
+    ("asset", "VARCHAR"),
+    ("seq", "BIGINT"),
+    ("issued_at", "TIMESTAMPTZ"),
+    ("expires_at", "TIMESTAMPTZ"),
+    ("amount", "DECIMAL(38, 0)"),
+    ("amount_minor", "BIGINT"),
+    ("remaining", "DECIMAL(38, 0)"),
+    ("remaining_minor", "BIGINT"),
+    ("expired", "DECIMAL(38, 0)"),
+    ("expired_minor", "BIGINT"),
+)
+EXPIRED_COLUMNS = (
+    ("customer_id", "VARCHAR"),
+    ("asset", "VARCHAR"),
+    ("seq", "BIGINT"),
+    ("issued_at", "TIMESTAMPTZ"),
+    ("expires_at", "TIMESTAMPTZ"),
+    ("amount", "DECIMAL(38, 0)"),
+    ("amount_minor", "BIGINT"),
 )
 REDEMPTION_COLUMNS = (
     ("idx", "BIGINT"),
@@ -447,10 +513,12 @@ def replay(
     connection: duckdb.DuckDBPyConnection | None = None,
     customers: Any = None,
     redemptions: Any = None,
+    as_of: Any = None,
 ) -> ReplayResult:
     """Replay `events` through `programme`; see the module docstring and docs/decisions.md ("Replay").
     `customers`: the customers table (a path, a DataFrame, an Arrow table or a relation; docs/replay.md).
-    `redemptions`: what customers spent (rewards_lab.replay.redemptions; None: nothing)."""
+    `redemptions`: what customers spent (rewards_lab.replay.redemptions; None: nothing). `as_of`: until when
+    lots expire, when the programme's points do (rewards_lab.replay.expiry_plan; None: the history's end)."""
     started = time.perf_counter()
     definition = definition_of(programme)
     decimals = definition.asset.decimals
@@ -461,7 +529,8 @@ def replay(
     con.execute("SET TimeZone = 'UTC'")
     name = f"__replay_{next(_names)}"
     source = open_events(con, events, f"{name}_events")  # reads CSV and JSON lines in file order
-    featured = has_features(definition) or spent is not None
+    expiry = expiry_plan(definition)
+    featured = has_features(definition) or spent is not None or (expiry is not None and ceiling is not None)
     if connection is None:
         con.execute("SET preserve_insertion_order = false")  # from here every order is explicit (seq, __rn)
         if featured:  # the pass's state lives beside DuckDB's: DuckDB holds less back (it spills, if it must)
@@ -484,10 +553,16 @@ def replay(
         reporter.step("fallback")
         store.summarise(con, lay, name)
         reporter.step("summaries")
+        if expiry is not None:
+            expiry = until(expiry, as_of, expiry_store.last_moment(con, ordered, spent))
+            expiry_store.times_view(con, name, expiry)
         if limits is None:
             boundary = store.enforce_ceiling(con, lay, name, room)
+            if expiry is not None:
+                expiry_store.lotted_table(con, name, None)
+                expiry_store.pass_lots(con, name, None)
         else:
-            inputs = FeatureInputs(limits, room, spent, reversing, lday is not None)
+            inputs = FeatureInputs(limits, room, spent, reversing, lday is not None, expiry)
             boundary, tables = decide_features(con, source, plan, lay, name, inputs)
         reporter.step("ceiling")
         result = ReplayResult(
@@ -502,8 +577,12 @@ def replay(
             _layout=lay,
             _boundary=boundary,
             _features=tables,
+            _expiry=expiry,
         )
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_issuances AS {result.issuances_query()}")
+        if expiry is not None:
+            issued = f"SELECT * FROM {name}_issuances"
+            expiry_store.lots_table(con, name, issued, lay.slots, expiry.as_of, tables is not None)
     finally:
         reporter.close()
     result.seconds = time.perf_counter() - started

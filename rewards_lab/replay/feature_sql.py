@@ -133,52 +133,72 @@ def codes_sql(name: str) -> str:
     return f"SELECT code, count(*) FROM {name}_rad WHERE code IS NOT NULL GROUP BY code ORDER BY code"
 
 
-def daily_sql(lay: Layout, name: str, boundary: int | None, asset: str, amount: Amount) -> str:
+def daily_sql(
+    lay: Layout, name: str, boundary: int | None, asset: str, amount: Amount, expired: str | None = None
+) -> str:
     """SQL: per UTC day and rule, what was issued (and its running total), requested, cut by caps and budgets,
     skipped (`limited`), taken back by reversals (on the day the refund is processed, from the rule that issued
-    the reward) and the net issuance with its running total."""
+    the reward) and the net issuance with its running total; with `expired` (SQL of (day, slot, x) cells,
+    rewards_lab.replay.expiry_store.expired_cells) also what expired."""
     symbol = DUCKDB.render(string(asset))
+    named, zero = ("", "") if expired is None else (", 0 AS xp", ", 0")
     cells = f"""
-        SELECT day, slot, issued, n, 0 AS req, 0 AS cut, 0 AS lim, 0 AS rev FROM ({issued_cells(name, boundary)})
-        UNION ALL SELECT day, slot, 0, 0, p, 0, 0, 0 FROM {name}_cand WHERE n > 0
+        SELECT day, slot, issued, n, 0 AS req, 0 AS cut, 0 AS lim, 0 AS rev{named} FROM ({issued_cells(name, boundary)})
+        UNION ALL SELECT day, slot, 0, 0, p, 0, 0, 0{zero} FROM {name}_cand WHERE n > 0
         UNION ALL SELECT day, slot, CASE WHEN status = 'issued' THEN g ELSE 0 END - requested,
                          -CAST(status <> 'issued' AS INTEGER), 0, coalesce(cut_minor, 0),
-                         CAST(status = 'limited' AS INTEGER), 0 FROM {name}_corr
-        UNION ALL SELECT a.pday, CAST(t.reward % {lay.slots} AS INTEGER), 0, 0, 0, 0, 0, t.taken
+                         CAST(status = 'limited' AS INTEGER), 0{zero} FROM {name}_corr
+        UNION ALL SELECT a.pday, CAST(t.reward % {lay.slots} AS INTEGER), 0, 0, 0, 0, 0, t.taken{zero}
                   FROM {name}_items t JOIN {name}_rad a ON a.seq = t.seq"""
+    column, total, kept = "", "", ""
+    if expired is not None:
+        cells += f"\n        UNION ALL SELECT day, slot, 0, 0, 0, 0, 0, 0, x FROM ({expired})"
+        column, total, kept = f", {amount('xp')} AS expired", ", sum(c.xp) AS xp", " OR xp > 0"
     window = "OVER (PARTITION BY rule_index ORDER BY day)"
     return f"""
         SELECT {_EPOCH} + day AS day, {symbol} AS asset, rule_index, {amount("issued")} AS issued,
                {amount(f"sum(issued) {window}")} AS cumulative, CAST(issuances AS BIGINT) AS issuances,
                {amount("req")} AS requested, {amount("cut")} AS cut, CAST(lim AS BIGINT) AS limited,
                {amount("rev")} AS reversed, {amount("issued - rev")} AS net,
-               {amount(f"sum(issued - rev) {window}")} AS net_cumulative
+               {amount(f"sum(issued - rev) {window}")} AS net_cumulative{column}
         FROM (
             SELECT c.day, s.rule_index, sum(c.issued) AS issued, sum(c.n) AS issuances, sum(c.req) AS req,
-                   sum(c.cut) AS cut, sum(c.lim) AS lim, sum(c.rev) AS rev
+                   sum(c.cut) AS cut, sum(c.lim) AS lim, sum(c.rev) AS rev{total}
             FROM ({cells}) c JOIN (SELECT DISTINCT slot, rule_index FROM {name}_slots) s ON s.slot = c.slot
             GROUP BY ALL
-        ) WHERE req > 0 OR rev > 0 ORDER BY day, rule_index"""
+        ) WHERE req > 0 OR rev > 0{kept} ORDER BY day, rule_index"""
 
 
 def per_customer_sql_with(
-    lay: Layout, name: str, boundary: int | None, tables: FeatureTables, amount: Amount, top: int | None
+    lay: Layout,
+    name: str,
+    boundary: int | None,
+    tables: FeatureTables,
+    amount: Amount,
+    top: int | None,
+    expired: str | None = None,
 ) -> str:
-    """SQL: per customer (its holder), what was issued, taken back and redeemed, and the balance it leaves."""
+    """SQL: per customer (its holder), what was issued, taken back and redeemed, and the balance it leaves; with
+    `expired` (SQL of (holder, x)) also what expired, which the balance is net of."""
     holder, join = holder_sql("c.customer_id", tables.lookup)
+    named, zero = ("", "") if expired is None else (", 0 AS xp", ", 0")
     parts = f"""
-        SELECT {holder} AS holder, c.issued, coalesce(c.issuances, 0) AS n, 0 AS rev, 0 AS red
+        SELECT {holder} AS holder, c.issued, coalesce(c.issuances, 0) AS n, 0 AS rev, 0 AS red{named}
             FROM ({per_customer_sql(lay, name, boundary)}) c {join}
         UNION ALL SELECT holder, CASE WHEN status = 'issued' THEN g ELSE 0 END - requested,
-                         -CAST(status <> 'issued' AS INTEGER), 0, 0 FROM {name}_corr
-        UNION ALL SELECT holder, 0, 0, taken, 0 FROM {name}_items
-        UNION ALL SELECT r.holder, 0, 0, 0, r.amount FROM {name}_red r JOIN {name}_redout o ON o.idx = r.idx
+                         -CAST(status <> 'issued' AS INTEGER), 0, 0{zero} FROM {name}_corr
+        UNION ALL SELECT holder, 0, 0, taken, 0{zero} FROM {name}_items
+        UNION ALL SELECT r.holder, 0, 0, 0, r.amount{zero} FROM {name}_red r JOIN {name}_redout o ON o.idx = r.idx
                   WHERE o.accepted"""
+    column, total, less = "", "", ""
+    if expired is not None:
+        parts += f"\n        UNION ALL SELECT holder, 0, 0, 0, 0, x FROM ({expired})"
+        column, total, less = f", {amount('c.xp')} AS expired", ", sum(xp) AS xp", " - c.xp"
     order = "" if top is None else f" ORDER BY c.issued DESC, c.customer_id LIMIT {top}"
     return f"""
         SELECT c.customer_id, {amount("c.issued")} AS issued, CAST(c.issuances AS BIGINT) AS issuances,
                {amount("c.rev")} AS reversed, {amount("c.issued - c.rev")} AS net, {amount("c.red")} AS redeemed,
-               {amount("c.issued - c.rev - c.red")} AS balance
+               {amount(f"c.issued - c.rev - c.red{less}")} AS balance{column}
         FROM (SELECT holder AS customer_id, sum(issued) AS issued, sum(n) AS issuances, sum(rev) AS rev,
-                     sum(red) AS red FROM ({parts}) GROUP BY holder) c
+                     sum(red) AS red{total} FROM ({parts}) GROUP BY holder) c
         WHERE c.issuances > 0{order}"""

@@ -25,6 +25,8 @@ from sqlglot import exp
 
 from rewards_lab.replay.compiler import DUCKDB, CompiledProgramme, string
 from rewards_lab.replay.customers import CustomerTable
+from rewards_lab.replay.expiry_plan import ExpiryPlan
+from rewards_lab.replay.expiry_store import lotted_table, pass_lots
 from rewards_lab.replay.inputs import EventSource
 from rewards_lab.replay.limits_plan import Grouping, LimitsPlan
 from rewards_lab.replay.reversal_store import (
@@ -188,16 +190,27 @@ def mask_sql(rows: str, limits: LimitsPlan, bound: list[int], name: str) -> str:
 
 # the pass -----------------------------------------------------------------------------------------------------
 def masked_rows(
-    con: duckdb.DuckDBPyConnection, rows: str, limits: LimitsPlan, bound: list[int], name: str, full: bool
+    con: duckdb.DuckDBPyConnection,
+    rows: str,
+    limits: LimitsPlan,
+    bound: list[int],
+    name: str,
+    full: bool,
+    lotted: bool = False,
 ) -> None:
     """`{name}_mrows`: the rewards the pass needs (every one when it enforces the ceiling, `full`), with their
-    mask, whether a refund names their event (`keep`) and whether their customer redeems (`tracked`)."""
+    mask, whether a refund names their event (`keep`) and whether their customer redeems (`tracked`); with
+    expiry (`lotted`) every reward of the customers in `{name}_lotted`, who are the `tracked` ones."""
     originals = f"SELECT opos FROM {name}_rad WHERE code IS NULL"
     masked = mask_sql(rows, limits, bound, name)
+    holders = f"SELECT holder FROM {name}_lotted" if lotted else f"SELECT holder FROM {name}_red"
     where = "" if full else f" WHERE r.mask > 0 OR r.pos IN ({originals})"
+    if lotted and not full:
+        where += f" OR r.holder IN ({holders})"
+    tracked = "TRUE" if lotted and full else f"r.holder IN ({holders})"
     con.execute(
         f"CREATE TEMP TABLE {name}_mrows AS SELECT r.*, r.pos IN ({originals}) AS keep, "
-        f"r.holder IN (SELECT holder FROM {name}_red) AS tracked FROM ({masked}) r{where}"
+        f"{tracked} AS tracked FROM ({masked}) r{where}"
     )
 
 
@@ -261,14 +274,16 @@ def tails(con: duckdb.DuckDBPyConnection, limits: LimitsPlan, bound: list[int], 
         )
 
 
-def operations(con: duckdb.DuckDBPyConnection, limits: LimitsPlan, name: str, full: bool) -> None:
+def operations(con: duckdb.DuckDBPyConnection, limits: LimitsPlan, name: str, full: bool, lotted: bool = False) -> None:
     """`{name}_ops` (k1, k2, k3, k4, op, seq, holder, m, rule, mask, d_..., keep, ref, sequential, fraction,
-    tracked) from `{name}_mrows`: the rewards whose counters can bind (all of them, `full`) but the tail's, the
-    rewards reverse actions take back, the redemptions."""
+    tracked) from `{name}_mrows`: the rewards whose counters can bind (all of them, `full`; with expiry,
+    `lotted`, also every reward of a tracked customer) but the tail's, the rewards reverse actions take back,
+    the redemptions."""
     periods = limits.periods
     starts = "".join(f", d_{period}" for period in periods if period != "lifetime")
     nothing = "".join(f", CAST(NULL AS INTEGER) AS d_{period}" for period in periods if period != "lifetime")
-    grants = "" if full else f" WHERE r.mask > 0 AND r.seq NOT IN (SELECT seq FROM {name}_tail)"
+    wanted = "(r.mask > 0 OR r.tracked)" if lotted else "r.mask > 0"
+    grants = "" if full else f" WHERE {wanted} AND r.seq NOT IN (SELECT seq FROM {name}_tail)"
     con.execute(
         f"""CREATE TEMP TABLE {name}_ops AS
         SELECT coalesce(mv.ppos, r.pos) AS k1, coalesce(mv.psub, 0) AS k2, r.slot AS k3, CAST(0 AS BIGINT) AS k4,
@@ -309,19 +324,44 @@ def credits_sql(rows: str, name: str, full: bool) -> str:
     )
 
 
+def with_clock(query: str, name: str, slots: int) -> str:
+    """SQL: the ops of `query` with `clock` (their anchor event's time, or the redemption's), `issued` and `exp`
+    (a grant's event time and when its lot expires; `{name}_xt`), for the pass's expiry."""
+    return (
+        f"SELECT o.*, CASE WHEN o.op = 2 THEN rd.t ELSE a.t END AS clock, x.t AS issued, x.exp AS exp "
+        f"FROM ({query}) o LEFT JOIN {name}_xt a ON o.op <> 2 AND a.pos = o.k1 "
+        f"LEFT JOIN {name}_xt x ON o.op = 0 AND x.pos = o.seq // {slots} "
+        f"LEFT JOIN {name}_red rd ON o.op = 2 AND rd.idx = o.ref"
+    )
+
+
 def run_pass(
-    con: duckdb.DuckDBPyConnection, rows: str, name: str, limits: LimitsPlan, room: int | None, full: bool
-) -> None:
+    con: duckdb.DuckDBPyConnection,
+    rows: str,
+    name: str,
+    limits: LimitsPlan,
+    room: int | None,
+    full: bool,
+    expiry: tuple[int, int] | None = None,
+) -> pa.Table | None:
     """Run the sequential pass over `{name}_ops` in processing order; store `{name}_dec`, `{name}_items` and
-    `{name}_redout`, and `{name}_corr` (the decisions with their event's day and slot)."""
+    `{name}_redout`, and `{name}_corr` (the decisions with their event's day and slot). `expiry`: (as_of, the
+    slots per event) when lots expire; the pass's lots are returned (None without expiry)."""
     redeeming = bool(con.sql(f"SELECT count(*) FROM {name}_red").fetchall()[0][0])
-    query = credits_sql(rows, name, full) if redeeming else f"SELECT *, CAST(NULL AS HUGEINT) AS credit FROM {name}_ops"
+    if expiry is not None:  # every reward of a tracked customer is in the pass: no credit from set-based rows
+        query = with_clock(credits_sql(rows, name, True), name, expiry[1])
+    elif redeeming:
+        query = credits_sql(rows, name, full)
+    else:
+        query = f"SELECT *, CAST(NULL AS HUGEINT) AS credit FROM {name}_ops"
     reader = con.sql(f"{query} ORDER BY k1, k2, k3, k4").to_arrow_reader(_PASS_BATCH)
-    decisions, items, redemptions = SequentialPass(limits, room if full else None).run(reader).tables()
+    as_of = None if expiry is None else expiry[0]
+    decisions, items, redemptions, lots = SequentialPass(limits, room if full else None, as_of).run(reader).tables()
     table(con, f"{name}_dec", decisions)
     con.execute(f"INSERT INTO {name}_dec SELECT * FROM {name}_tail")
     table(con, f"{name}_items", items)
     table(con, f"{name}_redout", redemptions)
+    return lots if expiry is not None else None
 
 
 def empty_outcome(con: duckdb.DuckDBPyConnection, name: str) -> None:
@@ -350,6 +390,7 @@ class FeatureInputs:
     redemptions: pa.Table | None
     reversing: list[tuple[int, int, str | None, str | None, str | None]]
     lday: bool
+    expiry: ExpiryPlan | None = None  # lots expire (`{name}_xt` exists): the pass keeps the consumed ones
 
 
 def decide_features(
@@ -381,22 +422,37 @@ def decide_features(
         f"SELECT (SELECT count_if(code IS NULL) FROM {name}_rad), (SELECT count(*) FROM {name}_red), "
         f"(SELECT coalesce(sum(p), 0) FROM {name}_cand)"
     ).fetchall()
-    if not (bound or reversing or redeeming):
+    expiry = inputs.expiry
+    full = inputs.room is not None and int(requested) > inputs.room
+    if not (bound or reversing or redeeming or (expiry is not None and full)):
         boundary = store_enforce(con, lay, name, inputs.room)
         empty_outcome(con, name)
         with_days(con, lay, name)
+        if expiry is not None:
+            lotted_table(con, name, None)
+            pass_lots(con, name, None)
         return boundary, FeatureTables(limits, lookup, False, False)
     store_enforce(con, lay, name, None)  # the kept table, empty: the pass decides the ceiling
-    full = inputs.room is not None and int(requested) > inputs.room
-    if not full:  # the pass needs the rewards of the events some counter that can bind counts, and the originals'
+    if full:
+        if expiry is not None:  # every customer's lots: expired points give room back under the ceiling
+            lotted_table(con, name, f"SELECT holder FROM ({rows})")
+        masked_rows(con, rows, limits, bound, name, full, expiry is not None)
+        tails(con, limits, [], name)
+    elif expiry is not None:  # every reward of a customer whose lots get consumed, and the counted rewards
+        originals = f"(SELECT * FROM {name}_pe WHERE pos IN (SELECT opos FROM {name}_rad WHERE code IS NULL))"
+        rewarded = rows_sql(lay, name, limits, lookup, inputs.lday, originals)
+        lotted_table(con, name, f"SELECT holder FROM {name}_red UNION ALL SELECT holder FROM ({rewarded})")
+        masked_rows(con, rows, limits, bound, name, full, True)
+        tails(con, limits, bound, name)
+    else:  # the pass needs the rewards of the events some counter that can bind counts, and the originals'
         con.execute(f"INSERT INTO {name}_mpos SELECT opos FROM {name}_rad WHERE code IS NULL")
         needed = f"(SELECT * FROM {name}_pe WHERE pos IN (SELECT pos FROM {name}_mpos))"
         masked_rows(con, rows_sql(lay, name, limits, lookup, inputs.lday, needed), limits, bound, name, full)
         tails(con, limits, bound, name)
-    else:
-        masked_rows(con, rows, limits, bound, name, full)
-        tails(con, limits, [], name)
-    operations(con, limits, name, full)
-    run_pass(con, rows, name, limits, inputs.room, full)
+    operations(con, limits, name, full, expiry is not None)
+    clocked = None if expiry is None else (expiry.as_of, lay.slots)
+    lots = run_pass(con, rows, name, limits, inputs.room, full, clocked)
+    if expiry is not None:
+        pass_lots(con, name, lots)
     with_days(con, lay, name)
     return None, FeatureTables(limits, lookup, full, bool(redeeming))

@@ -18,6 +18,13 @@ reward is still held, less what reversals targeted of it, so a target never exce
 clawback policy takes the whole target. Balances are therefore tracked only for customers with redemptions:
 their operations carry `credit`, what set-based rewards gave them before that point (a running sum in SQL), to
 which the pass adds its own grants, takings and redemptions.
+
+With expiry (`as_of`), the customers whose lots get consumed (redemptions, reversals; every customer when the pass
+holds the ceiling) are `tracked`, every reward of theirs goes through the pass (their credit is 0), and their lots
+are kept by `replay.lot_pass.LotBook`: a grant makes a lot, a reversal and a redemption take from the lots, and
+the ideal worker expires lots before the operations at or after their time, lowering the balance and giving room
+back under the ceiling. Operations then also carry `clock` (their anchor's time, or a redemption's), `issued`
+(the event's own time) and `exp` (when its lot expires).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import pyarrow as pa
 from rewards_lab.domain.limits import LIFETIME_START, Allowance, Cap, CapCheck, CounterKey
 from rewards_lab.domain.reversals import clawback_take, reversal_target
 from rewards_lab.replay.limits_plan import PROGRAMME_ID, LimitsPlan
+from rewards_lab.replay.lot_pass import LOTS, LotBook
 
 GRANT, ITEM, REDEEM = 0, 1, 2
 Columns = dict[str, list[Any]]  # a batch of operations, column by column
@@ -61,9 +69,15 @@ ITEMS = pa.schema(
     ]
 )
 REDEMPTIONS = pa.schema([("idx", pa.int64()), ("accepted", pa.bool_())])
-# The three outputs as one (Spark's mapInArrow yields one schema): `kind` d (decision), i (item), r (redemption).
+# The outputs as one (Spark's mapInArrow yields one schema): `kind` d (decision), i (item), r (redemption), l (lot).
 OUTCOMES = pa.schema(
-    [pa.field("kind", pa.string()), *DECISIONS, *(f for f in ITEMS if f.name not in ("seq", "holder")), *REDEMPTIONS]
+    [
+        pa.field("kind", pa.string()),
+        *DECISIONS,
+        *(f for f in ITEMS if f.name not in ("seq", "holder")),
+        *REDEMPTIONS,
+        *(f for f in LOTS if f.name not in ("seq", "holder")),
+    ]
 )
 
 
@@ -78,26 +92,30 @@ def as_outcomes(batch: pa.RecordBatch, kind: str) -> pa.RecordBatch:
 
 @dataclass
 class PassOutput:
-    """What the pass decided, as Arrow record batches of DECISIONS, ITEMS and REDEMPTIONS."""
+    """What the pass decided, as Arrow record batches of DECISIONS, ITEMS, REDEMPTIONS and LOTS."""
 
     decisions: list[pa.RecordBatch] = field(default_factory=list)
     items: list[pa.RecordBatch] = field(default_factory=list)
     redemptions: list[pa.RecordBatch] = field(default_factory=list)
+    lots: list[pa.RecordBatch] = field(default_factory=list)
 
-    def tables(self) -> tuple[pa.Table, pa.Table, pa.Table]:
+    def tables(self) -> tuple[pa.Table, pa.Table, pa.Table, pa.Table]:
         return (
             pa.Table.from_batches(self.decisions, DECISIONS),
             pa.Table.from_batches(self.items, ITEMS),
             pa.Table.from_batches(self.redemptions, REDEMPTIONS),
+            pa.Table.from_batches(self.lots, LOTS),
         )
 
 
 class SequentialPass:
     """The running state: counters that can bind, rewards that may be reversed, what reversals targeted, the
-    balances of customers with redemptions and, when the ceiling is enforced here, the room left under it."""
+    balances of customers with redemptions and, when the ceiling is enforced here, the room left under it; with
+    expiry (`as_of`, epoch microseconds) the tracked customers' lots."""
 
-    def __init__(self, plan: LimitsPlan, room: int | None = None) -> None:
+    def __init__(self, plan: LimitsPlan, room: int | None = None, as_of: int | None = None) -> None:
         self.plan, self.room = plan, room
+        self.book = None if as_of is None else LotBook(as_of, shared=room is not None)
         self.allowance = Allowance()
         self.rewards: dict[int, tuple[int, tuple[CounterKey, ...]]] = {}  # seq -> (issued, counters) of originals
         self.targeted: dict[int, int] = {}  # reward seq -> what reversals targeted of it
@@ -111,16 +129,19 @@ class SequentialPass:
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> PassOutput:
         out = PassOutput()
-        for decisions, items, redemptions in self.batches(batches):
+        for decisions, items, redemptions, lots in self.batches(batches):
             out.decisions.append(decisions)
             out.items.append(items)
             out.redemptions.append(redemptions)
+            out.lots.append(lots)
         return out
 
     def batches(
         self, batches: Iterable[pa.RecordBatch]
-    ) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch, pa.RecordBatch]]:
-        """The decisions, items and redemptions of each batch of operations, as it is run (streamed)."""
+    ) -> Iterator[tuple[pa.RecordBatch, pa.RecordBatch, pa.RecordBatch, pa.RecordBatch]]:
+        """The decisions, items, redemptions and finished lots of each batch of operations, as it is run
+        (streamed); with expiry, a last batch holds the lots still open at the end."""
+        book = self.book
         for batch in batches:
             decisions: list[tuple[Any, ...]] = []
             items: dict[str, list[Any]] = {name: [] for name in ITEMS.names}
@@ -129,11 +150,18 @@ class SequentialPass:
             seqs, holders, amounts, rules, masks = (columns[c] for c in ("seq", "holder", "m", "rule", "mask"))
             keeps, tracked = columns["keep"], columns["tracked"]
             for index, op in enumerate(columns["op"]):
+                if book is not None and tracked[index]:
+                    clock = columns["clock"][index]
+                    self._expired(book.due(holders[index], columns["k1"][index], clock, op == REDEEM))
                 if op == GRANT:
                     checks = self._checks(columns, index, rules[index], masks[index], holders[index])
-                    self._grant(
+                    issued = self._grant(
                         seqs[index], holders[index], amounts[index], checks, keeps[index], tracked[index], decisions
                     )
+                    if book is not None and tracked[index] and issued:
+                        holder = holders[index]
+                        made, expires = columns["issued"][index], columns["exp"][index]
+                        book.credit(holder, seqs[index], issued, self.delta.get(holder, 0), made, expires)
                 elif op == ITEM:
                     self._item(columns, index, items)
                 elif op == REDEEM:
@@ -145,7 +173,23 @@ class SequentialPass:
                 ),
                 pa.RecordBatch.from_pydict(items, ITEMS),
                 pa.RecordBatch.from_pydict(redemptions, REDEMPTIONS),
+                _empty(LOTS) if book is None else book.batch(),
             )
+        if book is not None:
+            self._expired(book.finish())
+            yield (
+                _empty(DECISIONS),
+                _empty(ITEMS),
+                _empty(REDEMPTIONS),
+                book.batch(),
+            )
+
+    def _expired(self, expired: list[tuple[str, int]]) -> None:
+        """What the worker expired leaves the balance, and gives room back under the ceiling."""
+        for holder, amount in expired:
+            self.delta[holder] = self.delta.get(holder, 0) - amount
+            if self.room is not None:
+                self.room += amount
 
     # operations -------------------------------------------------------------------------------------------
     def _checks(self, columns: Columns, index: int, rule: int, mask: int | None, holder: str) -> list[CapCheck]:
@@ -180,7 +224,8 @@ class SequentialPass:
         keep: bool,
         tracked: bool,
         out: list[tuple[Any, ...]],
-    ) -> None:
+    ) -> int:
+        """Decide a reward; returns what was issued (0: nothing)."""
         amount, cut = requested, None
         keys: tuple[CounterKey, ...] = ()
         if checks:
@@ -199,12 +244,13 @@ class SequentialPass:
             if tracked:
                 self.delta[holder] = self.delta.get(holder, 0) + amount
         if amount == requested and status == "issued":
-            return
+            return amount
         if cut is None:
             out.append((seq, holder, requested, amount, status, code, None, None, None, None))
         else:
             start = (cut.period_start - LIFETIME_START).days
             out.append((seq, holder, requested, amount, status, code, cut.scope, cut.period, start, cut.cut_minor))
+        return amount if status == "issued" else 0
 
     def _item(self, columns: Columns, index: int, out: dict[str, list[Any]]) -> None:
         reward, holder = columns["ref"][index], columns["holder"][index]
@@ -226,6 +272,8 @@ class SequentialPass:
             balance = int(columns["credit"][index] or 0) + self.delta.get(holder, 0)
             taken = clawback_take(target, balance, self.plan.clawback)
             self.delta[holder] = self.delta.get(holder, 0) - taken
+            if self.book is not None:  # from the reward's own lot first, then the oldest
+                self.book.debit(holder, taken, reward)
         else:  # nothing was spent: the wallet still holds at least the target
             taken = clawback_take(target, target, self.plan.clawback)
         if self.room is not None:
@@ -242,6 +290,8 @@ class SequentialPass:
         accepted = balance >= amount  # the ledger refuses a redemption the wallet cannot cover
         if accepted:
             self.delta[holder] = self.delta.get(holder, 0) - amount
+            if self.book is not None:
+                self.book.debit(holder, amount)
             if self.room is not None:
                 self.room += amount
         out["idx"].append(columns["ref"][index])
@@ -261,3 +311,7 @@ class SequentialPass:
         if found is None:
             found = self._fractions[text] = Decimal(text)
         return found
+
+
+def _empty(schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({name: [] for name in schema.names}, schema)

@@ -21,7 +21,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +34,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition
 from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.domain.rules import RuleSpec
-from rewards_lab.replay import spark_feature_result
+from rewards_lab.replay import spark_expiry, spark_feature_result
 from rewards_lab.replay.compiler import (
     BENEFICIARY_MISSING,
     NOT_FOUND_BASE,
@@ -47,7 +47,9 @@ from rewards_lab.replay.compiler import (
     string,
 )
 from rewards_lab.replay.engine import (
+    EXPIRED_COLUMNS,
     ISSUANCE_COLUMNS,
+    LOT_COLUMNS,
     REDEMPTION_COLUMNS,
     REVERSAL_COLUMNS,
     STEPS,
@@ -57,12 +59,14 @@ from rewards_lab.replay.engine import (
     frame_of,
     parse_supply,
 )
+from rewards_lab.replay.expiry_plan import expiry_plan, moment
 from rewards_lab.replay.fallback import slot_outcomes
 from rewards_lab.replay.feature_sql import ADDED_COLUMNS
 from rewards_lab.replay.limits_plan import has_features, limits_plan
 from rewards_lab.replay.redemptions import redemptions_table
 from rewards_lab.replay.spark_ceiling import CeilingDecision, decide
 from rewards_lab.replay.spark_customers import open_spark_customers
+from rewards_lab.replay.spark_expiry import SparkExpiry
 from rewards_lab.replay.spark_features import SparkFeatures, decide_features
 from rewards_lab.replay.spark_inputs import (
     FILE,
@@ -283,10 +287,54 @@ class SparkReplayResult:
     _candidates: DataFrame
     _decision: CeilingDecision
     _features: SparkFeatures | None = None  # caps, budgets, reversals or redemptions (None: the programme has none)
+    _expiry: SparkExpiry | None = None  # lots expire (None: the programme's points never do)
+    _rule_of: tuple[tuple[int, int], ...] = ()  # per slot: (rule index, action index)
 
     @property
     def _decimals(self) -> int:
         return self.definition.asset.decimals
+
+    @property
+    def as_of(self) -> datetime | None:
+        """Until when the expiry worker ran (UTC; None: the programme's points never expire)."""
+        return None if self._expiry is None else moment(self._expiry.plan.as_of)
+
+    @property
+    def _lots(self) -> DataFrame:
+        """(seq, holder, issued, expires, amount, remaining, expired) of every lot (spark_expiry.lot_rows)."""
+        from pyspark.sql import functions as F
+
+        assert self._expiry is not None
+        rows = self.issuances
+        if self._features is not None:
+            rows = rows.where(F.col("kind") == F.lit("issue"))
+        issued = rows.where(F.col("status") == F.lit("issued")).select(
+            "seq", "customer_id", "occurred_at", "amount_minor"
+        )
+        features = self._features
+        kept = None if features is None or features.lotted is None else features.part("l")
+        return spark_expiry.lot_rows(issued, self._expiry, None if features is None else features.lotted, kept)
+
+    @property
+    def lots(self) -> DataFrame:
+        """Every lot, by customer then oldest first (the DuckDB result's `lots`); empty without expiry."""
+        if self._expiry is None:
+            return self.spark.createDataFrame([], _schema(LOT_COLUMNS))
+        return spark_expiry.lots_frame(self._lots, self._amount, self.definition.asset.symbol)
+
+    @property
+    def expired(self) -> DataFrame:
+        """Every lot that expired by `as_of`, in the order of their expiry (the DuckDB result's `expired`)."""
+        if self._expiry is None:
+            return self.spark.createDataFrame([], _schema(EXPIRED_COLUMNS))
+        return spark_expiry.expired_frame(self._lots, self._amount, self.definition.asset.symbol)
+
+    def _expired_per_day(self) -> DataFrame | None:
+        """(day, rule_index, x) of what expired (None without expiry)."""
+        if self._expiry is None:
+            return None
+        rules = [rule for rule, _ in self._rule_of] or [0]
+        return spark_expiry.expired_per_day(self._lots, lambda slot: _by_slot(rules, slot), len(rules))
 
     def _amount(self, minor: Column) -> Column:
         """Exact DECIMAL(38, decimals) of minor units: a 20-digit integer times one minor unit never rounds."""
@@ -385,12 +433,25 @@ class SparkReplayResult:
         return frame_of(self.to_arrow())
 
     def totals(self) -> dict[str, Any]:
-        """issued (Decimal), issuances, failed, and failures by error code."""
+        """issued (Decimal), issuances, failed, and failures by error code (with caps, budgets, reversals or
+        redemptions and with expiry, as the DuckDB result's)."""
+        from pyspark.sql import functions as F
+
+        found = self._plain_totals() if self._features is None else None
+        if found is None:
+            assert self._features is not None
+            found = spark_feature_result.totals(self.issuances, self._features, self._decimals)
+        if self._expiry is not None:
+            wide = F.col("expired").cast("decimal(38,0)")
+            row = self._lots.agg(F.sum(wide).alias("x"), F.count_if(F.col("expired") > 0).alias("n")).first()
+            amount = 0 if row is None or row["x"] is None else int(row["x"])
+            found.update({"expired": to_decimal(amount, self._decimals), "expired_lots": int(row["n"] if row else 0)})
+        return found
+
+    def _plain_totals(self) -> dict[str, Any]:
         from pyspark.sql import functions as F
 
         rows = self.issuances
-        if self._features is not None:
-            return spark_feature_result.totals(rows, self._features, self._decimals)
         row = rows.agg(
             F.sum(F.when(F.col("status") == "issued", F.col("amount_minor").cast("decimal(38,0)"))).alias("issued"),
             F.count_if(F.col("status") == "issued").alias("issuances"),
@@ -410,15 +471,32 @@ class SparkReplayResult:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
+        expired = self._expired_per_day()
         if self._features is not None:
             symbol = self.definition.asset.symbol
             return frame_of(
-                spark_feature_result.daily(self.issuances, self._candidates, self._features, self._amount, symbol)
+                spark_feature_result.daily(
+                    self.issuances, self._candidates, self._features, self._amount, symbol, expired
+                )
             )
         issued = self.issuances.where(F.col("status") == "issued")
         per_day = issued.groupBy(F.to_date("occurred_at").alias("day"), "rule_index").agg(
             F.sum(F.col("amount_minor").cast("decimal(38,0)")).alias("minor"), F.count("*").alias("issuances")
         )
+        columns = []
+        if expired is not None:  # what expired, on days with or without issuance
+            zero = F.lit(0).cast("decimal(38,0)")
+            per_day = (
+                per_day.withColumn("x", zero)
+                .unionByName(
+                    expired.select(
+                        "day", "rule_index", zero.alias("minor"), F.lit(0).cast("long").alias("issuances"), "x"
+                    )
+                )
+                .groupBy("day", "rule_index")
+                .agg(F.sum("minor").alias("minor"), F.sum("issuances").alias("issuances"), F.sum("x").alias("x"))
+            )
+            columns = [self._amount(F.col("x")).alias("expired")]
         window = Window.partitionBy("rule_index").orderBy("day")
         table = (
             per_day.select(
@@ -428,6 +506,7 @@ class SparkReplayResult:
                 self._amount(F.col("minor")).alias("issued"),
                 self._amount(F.sum("minor").over(window)).alias("cumulative"),
                 F.col("issuances").cast("long"),
+                *columns,
             )
             .orderBy("day", "rule_index")
             .toArrow()
@@ -441,16 +520,24 @@ class SparkReplayResult:
 
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
             raise ServiceError("field_invalid", f"top must be a whole number of at least 1, not {top!r}", field="top")
+        expired = None if self._expiry is None else spark_expiry.expired_per_holder(self._lots)
         if self._features is not None:
-            return frame_of(spark_feature_result.per_customer(self.issuances, self._features, self._amount, top))
+            return frame_of(
+                spark_feature_result.per_customer(self.issuances, self._features, self._amount, top, expired)
+            )
         issued = self.issuances.where(F.col("status") == "issued")
         grouped = issued.groupBy("customer_id").agg(
             F.sum(F.col("amount_minor").cast("decimal(38,0)")).alias("minor"), F.count("*").alias("issuances")
         )
         if top is not None:
             grouped = grouped.orderBy(F.col("minor").desc(), F.col("customer_id")).limit(top)
-        table = grouped.select("customer_id", self._amount(F.col("minor")).alias("issued"), "issuances").toArrow()
-        return frame_of(table)
+        columns = []
+        if expired is not None:  # also what expired, and the balance it leaves
+            grouped = grouped.join(expired, "customer_id", "left")
+            x = F.coalesce(F.col("x"), F.lit(0).cast("decimal(38,0)"))
+            columns = [self._amount(x).alias("expired"), self._amount(F.col("minor") - x).alias("balance")]
+        selected = grouped.select("customer_id", self._amount(F.col("minor")).alias("issued"), "issuances", *columns)
+        return frame_of(selected.toArrow())
 
     def write(self, path: str | Path) -> Path:
         """The issuances, in processing order, as a directory of Parquet or CSV part files (by suffix)."""
@@ -474,10 +561,12 @@ def replay_spark(
     spark: SparkSession | None = None,
     customers: Any = None,
     redemptions: Any = None,
+    as_of: Any = None,
 ) -> SparkReplayResult:
     """Replay `events` through `programme` on Spark; see the module docstring and docs/replay.md. `customers`:
     the customers table (a Spark DataFrame, a Parquet path, or any shape the DuckDB engine takes);
-    `redemptions`: what customers spent (rewards_lab.replay.redemptions; a Spark DataFrame is collected)."""
+    `redemptions`: what customers spent (rewards_lab.replay.redemptions; a Spark DataFrame is collected);
+    `as_of`: until when lots expire, when the programme's points do (None: the history's end)."""
     started = time.perf_counter()
     definition = definition_of(programme)  # a bad programme file or events path is refused before Spark starts
     spent = _redemptions(redemptions, definition.asset.decimals)
@@ -491,7 +580,7 @@ def replay_spark(
             source.customers = open_spark_customers(session, customers)
         ordered, count = with_positions(source.frame)
         reporter.step("ordered")
-        return replay_ordered(definition, source, ordered, count, opening_supply, started, reporter, spent)
+        return replay_ordered(definition, source, ordered, count, opening_supply, started, reporter, spent, as_of)
     finally:
         reporter.close()
 
@@ -521,9 +610,10 @@ def replay_ordered(
     started: float,
     reporter: ProgressReporter | None = None,
     spent: pa.Table | None = None,
+    as_of: Any = None,
 ) -> SparkReplayResult:
     """Steps 2 and 3 over events already in order (a sweep orders them once for every grid point); `spent`:
-    the redemptions (rewards_lab.replay.redemptions.redemptions_table)."""
+    the redemptions (rewards_lab.replay.redemptions.redemptions_table); `as_of` as for `replay_spark`."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -549,11 +639,15 @@ def replay_ordered(
     )
     step("summaries")
     room = None if ceiling is None else ceiling - opening
-    features = None
-    if has_features(definition) or spent is not None:
+    features, expiry = None, None
+    plan_of_expiry = expiry_plan(definition)
+    if plan_of_expiry is not None:
+        last = None if spent is None or spent.num_rows == 0 else max(spent.column("t").to_pylist())
+        expiry = spark_expiry.spark_expiry(plan_of_expiry, ordered, as_of, last)
+    if has_features(definition) or spent is not None or (expiry is not None and room is not None):
         limits = limits_plan(definition, plan.specs)
         zone = definition.programme.zone
-        features = decide_features(events, candidates, plan, source, limits, zone, room, spent)
+        features = decide_features(events, candidates, plan, source, limits, zone, room, spent, expiry)
     if features is not None and features.outcome is not None:  # the pass decided the ceiling, if any
         decision = CeilingDecision(None)
     else:
@@ -570,4 +664,6 @@ def replay_ordered(
         _candidates=candidates,
         _decision=decision,
         _features=features,
+        _expiry=expiry,
+        _rule_of=tuple(rule_of),
     )

@@ -246,8 +246,16 @@ def totals(issued_rows: DataFrame, features: SparkFeatures, decimals: int) -> di
     }
 
 
-def daily(issued_rows: DataFrame, candidates: DataFrame, features: SparkFeatures, amount: Amount, asset: str) -> Any:
-    """Per UTC day and rule (rewards_lab.replay.feature_sql.daily_sql), as an Arrow table."""
+def daily(
+    issued_rows: DataFrame,
+    candidates: DataFrame,
+    features: SparkFeatures,
+    amount: Amount,
+    asset: str,
+    expired: DataFrame | None = None,
+) -> Any:
+    """Per UTC day and rule (rewards_lab.replay.feature_sql.daily_sql), as an Arrow table; `expired`: (day,
+    rule_index, x) what expired (with expiry)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -283,12 +291,26 @@ def daily(issued_rows: DataFrame, candidates: DataFrame, features: SparkFeatures
             )
         )
         per_day = per_day.unionByName(taken)
-    grouped = per_day.groupBy("day", "rule_index").agg(
-        *(F.sum(c).alias(c) for c in ("issued", "issuances", "req", "cut", "lim", "rev"))
-    )
+    sums, kept, column = ["issued", "issuances", "req", "cut", "lim", "rev"], F.col("rev") > 0, []
+    if expired is not None:
+        per_day = per_day.withColumn("xp", zero).unionByName(
+            expired.select(
+                "day",
+                "rule_index",
+                zero.alias("issued"),
+                F.lit(0).cast("long").alias("issuances"),
+                zero.alias("req"),
+                zero.alias("cut"),
+                F.lit(0).cast("long").alias("lim"),
+                zero.alias("rev"),
+                F.col("x").alias("xp"),
+            )
+        )
+        sums, kept, column = [*sums, "xp"], kept | (F.col("xp") > 0), [amount(F.col("xp")).alias("expired")]
+    grouped = per_day.groupBy("day", "rule_index").agg(*(F.sum(c).alias(c) for c in sums))
     window = Window.partitionBy("rule_index").orderBy("day")
     return (
-        grouped.where((F.col("req") > 0) | (F.col("rev") > 0))
+        grouped.where((F.col("req") > 0) | kept)
         .select(
             "day",
             F.lit(asset).alias("asset"),
@@ -302,14 +324,18 @@ def daily(issued_rows: DataFrame, candidates: DataFrame, features: SparkFeatures
             amount(F.col("rev")).alias("reversed"),
             amount(F.col("issued") - F.col("rev")).alias("net"),
             amount(F.sum(F.col("issued") - F.col("rev")).over(window)).alias("net_cumulative"),
+            *column,
         )
         .orderBy("day", "rule_index")
         .toArrow()
     )
 
 
-def per_customer(issued_rows: DataFrame, features: SparkFeatures, amount: Amount, top: int | None) -> Any:
-    """Per customer (rewards_lab.replay.feature_sql.per_customer_sql_with), as an Arrow table."""
+def per_customer(
+    issued_rows: DataFrame, features: SparkFeatures, amount: Amount, top: int | None, expired: DataFrame | None = None
+) -> Any:
+    """Per customer (rewards_lab.replay.feature_sql.per_customer_sql_with), as an Arrow table; `expired`:
+    (customer_id, x) what expired of each customer's lots (with expiry), which the balance is net of."""
     from pyspark.sql import functions as F
 
     zero = F.lit(0).cast("decimal(38,0)")
@@ -339,7 +365,20 @@ def per_customer(issued_rows: DataFrame, features: SparkFeatures, amount: Amount
             F.sum(F.col("amount_minor").cast("decimal(38,0)")).alias("red"),
         )
     )
-    grouped = parts.groupBy("customer_id").agg(*(F.sum(c).alias(c) for c in ("issued", "issuances", "rev", "red")))
+    sums, left, column = ["issued", "issuances", "rev", "red"], F.col("issued") - F.col("rev") - F.col("red"), []
+    if expired is not None:
+        parts = parts.withColumn("xp", zero).unionByName(
+            expired.select(
+                "customer_id",
+                zero.alias("issued"),
+                F.lit(0).cast("long").alias("issuances"),
+                zero.alias("rev"),
+                zero.alias("red"),
+                F.col("x").alias("xp"),
+            )
+        )
+        sums, left, column = [*sums, "xp"], left - F.col("xp"), [amount(F.col("xp")).alias("expired")]
+    grouped = parts.groupBy("customer_id").agg(*(F.sum(c).alias(c) for c in sums))
     grouped = grouped.where(F.col("issuances") > 0)
     if top is not None:
         grouped = grouped.orderBy(F.col("issued").desc(), F.col("customer_id")).limit(top)
@@ -350,5 +389,6 @@ def per_customer(issued_rows: DataFrame, features: SparkFeatures, amount: Amount
         amount(F.col("rev")).alias("reversed"),
         amount(F.col("issued") - F.col("rev")).alias("net"),
         amount(F.col("red")).alias("redeemed"),
-        amount(F.col("issued") - F.col("rev") - F.col("red")).alias("balance"),
+        amount(left).alias("balance"),
+        *column,
     ).toArrow()

@@ -27,6 +27,7 @@ from rewards_lab.replay.compiler import CompiledProgramme
 from rewards_lab.replay.feature_store import AFTER_EVENTS
 from rewards_lab.replay.limits_plan import LimitsPlan
 from rewards_lab.replay.sequential import OUTCOMES, SequentialPass, as_outcomes
+from rewards_lab.replay.spark_expiry import SparkExpiry
 from rewards_lab.replay.spark_inputs import SparkEventSource
 from rewards_lab.replay.spark_reversals import decide_actions, holder_of, redemption_rows, reverse_actions
 
@@ -45,6 +46,7 @@ class SparkFeatures:
     redemptions: DataFrame  # idx, holder, amount, t, rank, anchor
     lookup: DataFrame | None
     full: bool
+    lotted: DataFrame | None = None  # with expiry: the customers whose lots the pass kept (holder)
 
     def part(self, kind: str) -> DataFrame | None:
         from pyspark.sql import functions as F
@@ -119,14 +121,22 @@ def masked(rows: DataFrame, limits: LimitsPlan, bound: DataFrame | None, groups:
 
 
 def operations(
-    mrows: DataFrame, actions: DataFrame, moved: DataFrame, redemptions: DataFrame, periods: list[str], full: bool
+    mrows: DataFrame,
+    actions: DataFrame,
+    moved: DataFrame,
+    redemptions: DataFrame,
+    periods: list[str],
+    full: bool,
+    expiring: bool = False,
 ) -> DataFrame:
-    """The pass's operations (the DuckDB engine's `{name}_ops`)."""
+    """The pass's operations (the DuckDB engine's `{name}_ops`); `expiring`: with every reward of a tracked
+    customer, and `clock`, `issued` and `exp` (sequential.SequentialPass's expiry)."""
     from pyspark.sql import functions as F
 
     starts = [p for p in periods if p != "lifetime"]
     mv = F.broadcast(moved)
-    grants = (mrows if full else mrows.where(F.col("mask") > 0)).join(mv, "pos", "left")
+    wanted = (F.col("mask") > 0) | F.col("tracked") if expiring else F.col("mask") > 0
+    grants = (mrows if full else mrows.where(wanted)).join(mv, "pos", "left")
     grant_ops = grants.select(
         F.coalesce(F.col("ppos"), F.col("pos")).alias("k1"),
         F.coalesce(F.col("psub"), F.lit(0)).cast("int").alias("k2"),
@@ -144,8 +154,9 @@ def operations(
         F.lit(None).cast("boolean").alias("sequential"),
         F.lit(None).cast("string").alias("fraction"),
         F.col("tracked"),
+        *_clock(expiring, F.coalesce(F.col("pt"), F.col("t")), F.col("t"), F.col("exp")),
     )
-    valid = actions.select("seq", "pos", "slot", "code", "opos", "fraction")
+    valid = actions.select("seq", "pos", "slot", "code", "opos", "fraction", *(["t"] if expiring else []))
     valid = valid.where(F.col("code").isNull() & (F.col("opos") != F.col("pos"))).join(mv, "pos", "left")
     rewards = mrows.select(
         F.col("pos").alias("opos"),
@@ -173,6 +184,7 @@ def operations(
         (F.lit(True) if full else F.col("rmask") > 0).alias("sequential"),
         F.col("fraction"),
         F.col("tracked"),
+        *_clock(expiring, F.coalesce(F.col("pt"), F.col("t")), F.lit(None), F.lit(None)),
     )
     redeem_ops = redemptions.select(
         F.col("anchor").alias("k1"),
@@ -191,8 +203,16 @@ def operations(
         F.lit(None).cast("boolean").alias("sequential"),
         F.lit(None).cast("string").alias("fraction"),
         F.lit(True).alias("tracked"),
+        *_clock(expiring, F.col("t"), F.lit(None), F.lit(None)),
     )
     return grant_ops.unionByName(item_ops).unionByName(redeem_ops)
+
+
+def _clock(expiring: bool, clock: Column, issued: Column, expires: Column) -> list[Column]:
+    """An operation's `clock`, `issued` and `exp` columns (epoch microseconds), when lots expire."""
+    if not expiring:
+        return []
+    return [clock.cast("long").alias("clock"), issued.cast("long").alias("issued"), expires.cast("long").alias("exp")]
 
 
 def with_credit(ops: DataFrame, rows: DataFrame, mrows: DataFrame, moved: DataFrame, full: bool) -> DataFrame:
@@ -236,22 +256,26 @@ def with_credit(ops: DataFrame, rows: DataFrame, mrows: DataFrame, moved: DataFr
 
 
 def _pass_batches(
-    limits: LimitsPlan, room: int | None
+    limits: LimitsPlan, room: int | None, as_of: int | None
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The sequential pass over one partition's operations, in order (runs on the executors)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for decisions, items, redemptions in SequentialPass(limits, room).batches(batches):
+        for decisions, items, redemptions, lots in SequentialPass(limits, room, as_of).batches(batches):
             yield as_outcomes(decisions, "d")
             yield as_outcomes(items, "i")
             yield as_outcomes(redemptions, "r")
+            if lots.num_rows:
+                yield as_outcomes(lots, "l")
 
     return run
 
 
-def run_pass(ops: DataFrame, limits: LimitsPlan, room: int | None, one_task: bool) -> DataFrame:
+def run_pass(
+    ops: DataFrame, limits: LimitsPlan, room: int | None, one_task: bool, as_of: int | None = None
+) -> DataFrame:
     """The pass's outcome (sequential.OUTCOMES): one task over every operation in processing order, or one pass
-    per partition of customers."""
+    per partition of customers; `as_of`: lots expire until then (None: they never do)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     keys = ["k1", "k2", "k3", "k4"]
@@ -261,7 +285,7 @@ def run_pass(ops: DataFrame, limits: LimitsPlan, room: int | None, one_task: boo
         partitions = max(1, int(ops.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1))
         arranged = ops.repartition(partitions, "holder").sortWithinPartitions("holder", *keys)
     schema = from_arrow_schema(OUTCOMES)
-    return arranged.mapInArrow(_pass_batches(limits, room), schema).localCheckpoint(eager=True)
+    return arranged.mapInArrow(_pass_batches(limits, room, as_of), schema).localCheckpoint(eager=True)
 
 
 # the whole of it ----------------------------------------------------------------------------------------------
@@ -274,6 +298,7 @@ def decide_features(
     zone: str,
     room: int | None,
     spent: pa.Table | None,
+    expiry: SparkExpiry | None = None,
 ) -> SparkFeatures:
     """Caps, budgets, reversals and redemptions over the candidates (as the DuckDB engine's `decide_features`):
     the pass runs when a counter can bind, a reverse action reverses or a redemption is given, and then also
@@ -307,34 +332,55 @@ def decide_features(
     positive = candidates.where(F.col("m") > 0).select(
         "seq", F.col("__pos").alias("pos"), "slot", "rule_index", "customer_id", "m", "occurred_at"
     )
+    if expiry is not None:
+        positive = positive.withColumn("t", F.unix_micros("occurred_at")).withColumn(
+            "exp", expiry.expires(F.col("occurred_at"))
+        )
     rows = period_columns(holder_of(positive, "customer_id", lookup), limits.periods, zone).drop(
         "customer_id", "occurred_at"
     )
     bound, groups = binding(rows, limits) if limits.capped else (None, [])
     redeeming = spent is not None and spent.num_rows > 0
-    if not (groups or plan.reversals or redeeming):
+    full = expiry is not None and _asks_more(rows, room)  # expired points give room back: the pass holds it
+    if not (groups or plan.reversals or redeeming or full):
         return SparkFeatures(limits, None, refunds, redemptions, lookup, False)
-    full = False
-    if room is not None:  # the pass enforces the ceiling when the rewards ask for more than its room
-        requested = rows.agg(F.sum(F.col("m").cast("decimal(38,0)"))).first()
-        full = int((requested[0] if requested is not None else 0) or 0) > room
+    if expiry is None:
+        full = _asks_more(rows, room)
     groupings = limits.groupings()
     one_task = full or any(groupings[g].scope == "budget" for g in groups)
     originals = refunds.where(F.col("code").isNull()).select(F.col("opos").alias("pos")).distinct()
-    holders = redemptions.select("holder").distinct()
+    holders = redemptions.select("holder")
+    lotted = None
+    if expiry is not None:  # every customer whose lots get consumed (redemptions, reversals; all, `full`)
+        at_originals = rows.join(originals, "pos", "left_semi").select("holder")
+        lotted = (rows.select("holder") if full else holders.unionByName(at_originals)).distinct()
+        lotted = lotted.localCheckpoint(eager=True)
+        holders = lotted
     flagged = (
         masked(rows, limits, bound, groups)
         .join(originals.withColumn("keep", F.lit(True)), "pos", "left")
-        .join(holders.withColumn("tracked", F.lit(True)), "holder", "left")
+        .join(holders.distinct().withColumn("tracked", F.lit(True)), "holder", "left")
         .withColumn("keep", F.coalesce(F.col("keep"), F.lit(False)))
         .withColumn("tracked", F.coalesce(F.col("tracked"), F.lit(False)))
     )
-    mrows = flagged if full else flagged.where((F.col("mask") > 0) | F.col("keep"))
+    wanted = (F.col("mask") > 0) | F.col("keep")
+    mrows = flagged if full else flagged.where(wanted | F.col("tracked") if expiry is not None else wanted)
     mrows = mrows.localCheckpoint(eager=True)
-    ops = operations(mrows, refunds, moved, redemptions, limits.periods, full)
-    if redeeming:
-        ops = with_credit(ops, rows, mrows, moved, full)
+    ops = operations(mrows, refunds, moved, redemptions, limits.periods, full, expiry is not None)
+    if redeeming or expiry is not None:  # with expiry every reward of a tracked customer is in the pass
+        ops = with_credit(ops, rows, mrows, moved, full or expiry is not None)
     else:
         ops = ops.withColumn("credit", F.lit(None).cast("decimal(38,0)"))
-    outcome = run_pass(ops, limits, room if full else None, one_task)
-    return SparkFeatures(limits, outcome, refunds, redemptions, lookup, full)
+    as_of = None if expiry is None else expiry.plan.as_of
+    outcome = run_pass(ops, limits, room if full else None, one_task, as_of)
+    return SparkFeatures(limits, outcome, refunds, redemptions, lookup, full, lotted)
+
+
+def _asks_more(rows: DataFrame, room: int | None) -> bool:
+    """Whether the rewards ask for more than the ceiling's room (None: no ceiling): the ceiling can bind."""
+    from pyspark.sql import functions as F
+
+    if room is None:
+        return False
+    requested = rows.agg(F.sum(F.col("m").cast("decimal(38,0)"))).first()
+    return int((requested[0] if requested is not None else 0) or 0) > room

@@ -208,7 +208,7 @@ def _decision_batches(
 def decide_actions(
     events: DataFrame, actions: DataFrame, plan: CompiledProgramme, source: SparkEventSource
 ) -> tuple[DataFrame, DataFrame]:
-    """(the actions' decisions with pday, the moved refunds (pos, ppos, psub))."""
+    """(the actions' decisions with pday, the moved refunds (pos, ppos, psub, pt: the time of their place))."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
@@ -252,13 +252,14 @@ def decide_actions(
     follows = {int(row["pos"]): int(row["o"]["opos"]) for row in pairs}
     stamps = {int(row["o"]["opos"]): int(row["o"]["ot"]) for row in pairs}
     keys = processing_keys(follows)
-    moved_rows = [(pos, ppos, psub, stamps[ppos] // DAY_US) for pos, (ppos, psub) in keys.items()]
+    moved_rows = [(pos, ppos, psub, stamps[ppos] // DAY_US, stamps[ppos]) for pos, (ppos, psub) in keys.items()]
     moved_schema = StructType(
         [
             StructField("pos", LongType()),
             StructField("ppos", LongType()),
             StructField("psub", IntegerType()),
             StructField("mday", IntegerType()),
+            StructField("pt", LongType()),  # the time of the event it is processed after (epoch microseconds)
         ]
     )
     moved = spark.createDataFrame(moved_rows, moved_schema)
