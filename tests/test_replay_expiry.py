@@ -11,6 +11,7 @@ non-UTC timezone, a refund after its lot expired, expired points giving room bac
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -18,12 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rewards_lab.cli.main import main as cli_main
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme, parse_programme
+from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme, parse_programme, save_programme
 from rewards_lab.domain.expiry import ExpiryPolicy, expires_at
 from rewards_lab.lab.workbench import Lab
 from rewards_lab.replay.engine import replay
@@ -275,3 +279,20 @@ def test_a_programme_files_expiry_round_trips_through_the_lab_and_its_replay(tmp
     result = shop.replay(events, as_of=datetime(2026, 10, 1, tzinfo=UTC))
     ((ends,),) = result.expired.select("expires_at").fetchall()
     assert ends == datetime(2026, 6, 30, 22, tzinfo=UTC)  # the end of Q2 in Paris: the quarter after Q1
+
+
+def test_the_cli_replays_with_expiry_until_as_of(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`rewards-lab replay --as-of` expires what is due by then; the summary prints what expired."""
+    definition = _programme({"after_days": 2})
+    events = tmp_path / "events.parquet"
+    rows = [{**_order(i, BASE + timedelta(days=i)), "data": json.dumps({})} for i in range(3)]
+    pq.write_table(pa.Table.from_pylist(rows), events)
+    path = save_programme(definition, tmp_path / "expiring.json")
+    out = tmp_path / "issued.parquet"
+    command = ["replay", str(events), "--programme", str(path), "--out", str(out)]
+    assert cli_main(command) == 0
+    assert json.loads(capsys.readouterr().out)["expired"] == "10"  # the first lot, at the last order's instant
+    assert cli_main([*command, "--as-of", "2026-03-04T09:00:00Z"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["expired"], summary["expired_lots"], summary["issued"]) == ("20", 2, "30")
+    assert pq.read_table(out).num_rows == 3

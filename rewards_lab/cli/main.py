@@ -161,7 +161,18 @@ def _contract_export(args: argparse.Namespace) -> int:
     return 0
 
 
-FEATURE_TOTALS = ("requested", "cut", "limited", "reversed", "shortfall", "net", "redeemed", "redemptions_refused")
+FEATURE_TOTALS = (
+    "requested",
+    "cut",
+    "limited",
+    "reversed",
+    "shortfall",
+    "net",
+    "redeemed",
+    "redemptions_refused",
+    "expired",
+    "expired_lots",
+)
 
 
 def _printable(value: object) -> object:
@@ -183,6 +194,7 @@ def _replay(args: argparse.Namespace) -> int:
                 opening_supply=args.opening_supply,
                 customers=args.customers,
                 redemptions=args.redemptions,
+                as_of=args.as_of,
             )
             definition, events, totals, seconds = (
                 written.definition,
@@ -198,6 +210,7 @@ def _replay(args: argparse.Namespace) -> int:
                 opening_supply=args.opening_supply,
                 customers=args.customers,
                 redemptions=args.redemptions,
+                as_of=args.as_of,
             )
             result.write(args.out)
             definition, events, totals, seconds = (
@@ -310,6 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--redemptions",
         help="what customers spent (.parquet, .csv or .jsonl: customer_id, amount, occurred_at), so that "
         "reversals claw back from the balances they had; without it nothing was spent",
+    )
+    replay.add_argument(
+        "--as-of",
+        help="with expiry: until when lots expire (an ISO date-time, default the history's last event or "
+        "redemption; docs/replay.md)",
     )
     replay.add_argument(
         "--engine",

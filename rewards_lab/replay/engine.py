@@ -581,8 +581,9 @@ def replay(
         )
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_issuances AS {result.issuances_query()}")
         if expiry is not None:
-            issued = f"SELECT * FROM {name}_issuances"
-            expiry_store.lots_table(con, name, issued, lay.slots, expiry.as_of, tables is not None)
+            assert boundary is None  # a ceiling that can bind sends every reward through the pass
+            issued = expiry_store.issued_sql(lay, name, tables is not None, None if tables is None else tables.lookup)
+            expiry_store.lots_table(con, name, issued, lay.slots, expiry.as_of)
     finally:
         reporter.close()
     result.seconds = time.perf_counter() - started

@@ -22,7 +22,8 @@ from sqlglot import exp
 from rewards_lab.replay.compiler import DUCKDB, string
 from rewards_lab.replay.expiry_plan import ExpiryPlan
 from rewards_lab.replay.lot_pass import LOTS
-from rewards_lab.replay.store import DAY_US
+from rewards_lab.replay.reversal_store import holder_sql
+from rewards_lab.replay.store import DAY_US, Layout
 
 Amount = Callable[[str], str]
 LOT_COLUMNS = ("seq", "holder", "issued", "expires", "amount", "remaining", "expired")
@@ -72,18 +73,38 @@ def pass_lots(con: duckdb.DuckDBPyConnection, name: str, lots: pa.Table | None) 
     con.unregister(f"{name}_plots_input")
 
 
-def lots_table(
-    con: duckdb.DuckDBPyConnection, name: str, issuances: str, slots: int, as_of: int, featured: bool
-) -> None:
-    """`{name}_lots`: the closed-form lots of every issued reward of a customer the pass did not keep, and the
-    pass's lots."""
-    issue = " AND kind = 'issue'" if featured else ""
+def issued_sql(lay: Layout, name: str, featured: bool, lookup: str | None = None) -> str:
+    """SQL: (seq, customer_id, amount_minor) of every issued reward, from the stored amounts (one plain scan per
+    field: cheaper than unnesting every event's struct). With expiry the ceiling is never enforced set-based (a
+    ceiling that can bind sends every reward through the pass), so every positive amount is issued, unless the
+    pass decided otherwise (`featured`: `{name}_dec`, the customer resolved through `lookup`)."""
+    named = set(lay.beneficiary_fields)
+    stored = " UNION ALL ".join(
+        f"SELECT p.pos * {lay.slots} + s.slot AS seq, "
+        f"{f'coalesce(p.a.b{i}, p.customer_id)' if i in named else 'p.customer_id'} AS customer_id, "
+        f"p.a.c{i} AS amount_minor FROM {name}_pe p JOIN {name}_slots s ON s.k = p.a.k AND s.i = {i} "
+        f"WHERE p.a.c{i} > 0"
+        for i in range(1, lay.width + 1)
+    )
+    if not featured:
+        return stored
+    holder, join = holder_sql("b.customer_id", lookup)
+    return (
+        f"SELECT b.seq, {holder} AS customer_id, CASE WHEN d.seq IS NULL THEN b.amount_minor ELSE d.g END "
+        f"AS amount_minor FROM ({stored}) b LEFT JOIN {name}_dec d ON d.seq = b.seq {join} "
+        "WHERE d.seq IS NULL OR d.status = 'issued'"
+    )
+
+
+def lots_table(con: duckdb.DuckDBPyConnection, name: str, issued: str, slots: int, as_of: int) -> None:
+    """`{name}_lots`: the closed-form lots of every issued reward (`issued_sql`) of a customer the pass did not
+    keep, and the pass's lots."""
     con.execute(
         f"""CREATE TEMP TABLE {name}_lots AS
         SELECT i.seq, i.customer_id AS holder, x.t AS issued, x.exp AS expires, i.amount_minor AS amount,
                CASE WHEN x.exp <= {as_of} THEN 0 ELSE i.amount_minor END AS remaining,
                CASE WHEN x.exp <= {as_of} THEN i.amount_minor ELSE 0 END AS expired
-        FROM (SELECT seq, customer_id, amount_minor FROM ({issuances}) WHERE status = 'issued'{issue}) i
+        FROM ({issued}) i
         LEFT JOIN {name}_lotted l ON l.holder = i.customer_id
         JOIN {name}_xt x ON x.pos = i.seq // {slots}
         WHERE l.holder IS NULL

@@ -442,7 +442,16 @@ def decide_features(
         originals = f"(SELECT * FROM {name}_pe WHERE pos IN (SELECT opos FROM {name}_rad WHERE code IS NULL))"
         rewarded = rows_sql(lay, name, limits, lookup, inputs.lday, originals)
         lotted_table(con, name, f"SELECT holder FROM {name}_red UNION ALL SELECT holder FROM ({rewarded})")
-        masked_rows(con, rows, limits, bound, name, full, True)
+        needed = rows
+        if not lay.beneficiary_fields:  # an event's rewards are its customer's: only the needed events
+            con.execute(f"INSERT INTO {name}_mpos SELECT opos FROM {name}_rad WHERE code IS NULL")
+            holder, join = holder_sql("p.customer_id", lookup)
+            events = (
+                f"(SELECT p.* FROM {name}_pe p {join} WHERE p.pos IN (SELECT pos FROM {name}_mpos) "
+                f"OR {holder} IN (SELECT holder FROM {name}_lotted))"
+            )
+            needed = rows_sql(lay, name, limits, lookup, inputs.lday, events)
+        masked_rows(con, needed, limits, bound, name, full, True)
         tails(con, limits, bound, name)
     else:  # the pass needs the rewards of the events some counter that can bind counts, and the originals'
         con.execute(f"INSERT INTO {name}_mpos SELECT opos FROM {name}_rad WHERE code IS NULL")

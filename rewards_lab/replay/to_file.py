@@ -34,6 +34,7 @@ from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.replay import store
 from rewards_lab.replay.compiler import TOO_LARGE, CompiledProgramme, string
 from rewards_lab.replay.engine import decimal_sql, definition_of, parse_supply, prepared, replay
+from rewards_lab.replay.expiry_plan import expiry_plan
 from rewards_lab.replay.inputs import ROW, literal, open_events
 from rewards_lab.replay.limits_plan import has_features
 from rewards_lab.replay.order import input_in_order
@@ -194,10 +195,12 @@ def replay_to_file(
     opening_supply: Decimal | int | str = 0,
     customers: Any = None,
     redemptions: Any = None,
+    as_of: Any = None,
 ) -> WrittenReplay:
     """Replay `events` through `programme` and write the issuances (in processing order) to `out`, .parquet or
     .csv: the same rows as `replay(...).write(out)`, streamed when it can be (see the module docstring; a
-    programme with caps, budgets or reversals, or given redemptions, is replayed whole, then written)."""
+    programme with caps, budgets, reversals or expiry, or given redemptions, is replayed whole, then written,
+    so that its totals are whole too; `as_of`: until when lots expire)."""
     started = time.perf_counter()
     target = _output(out)
     definition = definition_of(programme)
@@ -211,7 +214,7 @@ def replay_to_file(
         source = open_events(con, events, f"{_NAME}_events")
         known = input_in_order(source)
         issued: _Issued | None = None
-        plain = redemptions is None and not has_features(definition)
+        plain = redemptions is None and not has_features(definition) and expiry_plan(definition) is None
         if plain and known is not None and known[1]:
             from_sql, plan = prepared(con, definition, source, customers)
             con.execute(f"CREATE TEMP VIEW {_NAME}_ordered AS SELECT *, {ROW} AS __pos FROM {from_sql}")
@@ -226,7 +229,12 @@ def replay_to_file(
         if issued is None:
             con.close()
             result = replay(
-                events, definition, opening_supply=opening_supply, customers=customers, redemptions=redemptions
+                events,
+                definition,
+                opening_supply=opening_supply,
+                customers=customers,
+                redemptions=redemptions,
+                as_of=as_of,
             )
             result.write(target)
             seconds = time.perf_counter() - started
