@@ -21,6 +21,7 @@ from rewards_lab.service.expiry import expire_due
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.verification import verify_ledger
 from tests.conftest import World
+from tests.test_reversals import ORDER, Shop
 
 
 def _issue(world: World, asset_id: str, wallet_id: str, amount: str) -> None:
@@ -145,3 +146,47 @@ def test_tenants_see_only_their_own_lots(db: Database, world: World) -> None:
     with pytest.raises(ServiceError) as hidden:
         lots.list_lots(db, other, wallet.id, PageRequest(limit=10))
     assert hidden.value.code == "wallet_not_found"
+
+
+def _shop_lots(shop: Shop, wallet_id: str) -> list[tuple[str, str]]:
+    page = lots.list_lots(shop.world.db, shop.world.scope, wallet_id, PageRequest(limit=100)).data
+    return [(lot.amount, lot.remaining) for lot in page]
+
+
+def test_a_reversal_takes_from_its_original_rewards_lot_first(world: World) -> None:
+    shop = Shop(world, expiry={"after_days": 30})
+    wallet = shop.customer("dee")
+    shop.send(ORDER, "dee", external_id="o-1", amount=10)
+    shop.order("dee", "o-2", 20)
+    assert _shop_lots(shop, wallet.id) == [("10", "10"), ("20", "20")]
+    shop.reversal(shop.refund("dee", "o-2"))
+    assert _shop_lots(shop, wallet.id) == [("10", "10"), ("20", "0")]  # not the oldest: its own
+    _verified(world.db)
+
+
+def test_a_refund_after_its_lot_expired_takes_what_the_wallet_holds(world: World) -> None:
+    shop = Shop(world, expiry={"after_days": 30}, clawback="available")
+    wallet = shop.customer("eve")
+    shop.order("eve", "o-1", 10)
+    _set_expiry(world.db, utcnow() - timedelta(seconds=1))  # its 30 days are over
+    assert expire_due(world.db).lots == 1
+    shop.order("eve", "o-2", 25)
+    taken = shop.reversal(shop.refund("eve", "o-1"))
+    assert (taken.amount, taken.reversal.shortfall if taken.reversal else None) == ("10", "0")
+    assert _shop_lots(shop, wallet.id) == [("10", "0"), ("25", "15")]  # the expired one gave nothing more
+    assert shop.balance(wallet) == 15
+    _verified(world.db)
+
+
+def test_a_wallet_below_zero_pays_its_debt_before_a_new_lot(world: World) -> None:
+    shop = Shop(world, expiry={"after_days": 30}, clawback="negative")
+    wallet = shop.customer("fay")
+    shop.order("fay", "o-1", 50)
+    shop.redeem(wallet, "40")
+    shop.reversal(shop.refund("fay", "o-1"))  # takes 50 of 10: the wallet owes 40
+    assert shop.balance(wallet) == -40 and _shop_lots(shop, wallet.id) == [("50", "0")]
+    shop.order("fay", "o-2", 30)  # pays 30 of the debt: no lot
+    shop.order("fay", "o-3", 25)  # 10 more of the debt, a lot of 15
+    assert shop.balance(wallet) == 15
+    assert _shop_lots(shop, wallet.id) == [("50", "0"), ("15", "15")]
+    _verified(world.db)
