@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from rewards_lab.client import RewardsClient
 from rewards_lab.contract.webhook_signatures import SIGNATURE_HEADER, verify
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
@@ -108,3 +109,23 @@ def test_lots_are_refused_for_an_unknown_wallet_and_a_bad_status(http: httpx.Cli
     error = bad.json()["error"]
     assert (bad.status_code, error["code"], error["details"]["field"]) == (422, "field_invalid", "status"), error
     assert ok(http.get(f"/wallets/{wallet['id']}/lots")) == []
+
+
+def test_the_client_creates_expiring_assets_and_programmes_and_pages_lots(server: LiveServer) -> None:
+    with RewardsClient(server.base_url, server.keys["sandbox"], server.organization_id, "sandbox") as client:
+        asset = client.create_asset("Stamps", "STMP", "stamps", 0, expiry={"at_end_of": "year"}, value_per_unit="0.01")
+        assert asset.expiry is not None and asset.expiry.model_dump() == {"at_end_of": "year", "after": 0}
+        assert asset.value_per_unit == "0.01"
+        client.activate_asset(asset.id)
+        programme = client.create_programme("Stamps", asset.id, expiry={"after_days": 90})
+        assert programme.expiry is not None and programme.expiry.model_dump() == {"after_days": 90}
+        cleared = client.update_programme(programme.id, expiry=None)
+        assert cleared.expiry is None
+        customer = client.create_customer("collector")
+        wallet = client.create_wallet(customer.id)
+        for amount in ("1", "2", "3"):
+            client.issue(asset.id, wallet.id, amount, "stamp")
+        client.redeem(asset.id, wallet.id, "2", "a free coffee")
+        seen = [(lot.amount, lot.remaining, lot.status) for lot in client.iter_wallet_lots(wallet.id, limit=2)]
+        assert seen == [("1", "0", "spent"), ("2", "1", "open"), ("3", "3", "open")]
+        assert [lot.amount for lot in client.list_wallet_lots(wallet.id, status="spent").data] == ["1"]
