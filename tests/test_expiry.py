@@ -14,6 +14,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
+from rewards_lab.lab.workbench import Lab
 from rewards_lab.service import ledger, lots, programme_lifecycle, programmes
 from rewards_lab.service.event_intake import submit_event
 from rewards_lab.service.event_processing import process_all
@@ -190,3 +191,16 @@ def test_a_wallet_below_zero_pays_its_debt_before_a_new_lot(world: World) -> Non
     assert shop.balance(wallet) == 15
     assert _shop_lots(shop, wallet.id) == [("50", "0"), ("15", "15")]
     _verified(world.db)
+
+
+def test_the_lab_sets_keeps_and_clears_a_programmes_expiry() -> None:
+    with Lab() as lab:
+        shop = lab.new_programme("Shop", {"name": "Stars", "symbol": "STAR", "type": "points", "decimals": 0})
+        first = shop.set_spending(expiry={"at_end_of": "month", "after": 2})
+        assert first.expiry is not None and first.expiry.model_dump() == {"at_end_of": "month", "after": 2}
+        kept = shop.set_spending(clawback="none")
+        assert kept.expiry == first.expiry and kept.clawback == "none"
+        assert shop.set_spending(expiry=None).expiry is None
+        with pytest.raises(ServiceError) as refused:
+            shop.set_spending(expiry={"after_days": -1})
+        assert refused.value.code == "field_invalid"

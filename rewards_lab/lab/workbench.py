@@ -531,11 +531,14 @@ class LabProgramme:
         limits: Sequence[Mapping[str, Any] | Limit] | None = _UNSET,
         budget: Mapping[str, Any] | Budget | None = _UNSET,
         clawback: str | None = _UNSET,
+        expiry: Mapping[str, Any] | None = _UNSET,
     ) -> r.Programme:
         """Set the draft's caps per customer across its rules (`[{"period": "week", "max_amount": "1000"}]`),
-        its budget across customers (`{"period": "month", "max_amount": "10000"}`) and its clawback policy
-        (available, negative or none), as `PATCH /reward-programs/{id}` does: what is not given stays, None
-        clears (clawback: back to available). Published versions keep theirs; `publish()` freezes these."""
+        its budget across customers (`{"period": "month", "max_amount": "10000"}`), its clawback policy
+        (available, negative or none) and when its rewards expire (`{"after_days": 365}`,
+        `{"at_end_of": "quarter", "after": 1}`), as `PATCH /reward-programs/{id}` does: what is not given stays,
+        None clears (clawback: back to available; expiry: as the asset's points). Published versions keep theirs;
+        `publish()` freezes these."""
         body: dict[str, Any] = {}
         if limits is not _UNSET:
             body["limits"] = None if limits is None else [_plain_limit(limit) for limit in limits]
@@ -544,6 +547,8 @@ class LabProgramme:
             body["budget"] = None if plain is None else dict(plain)
         if clawback is not _UNSET:
             body["clawback"] = clawback
+        if expiry is not _UNSET:
+            body["expiry"] = None if expiry is None else dict(expiry)
         return programme_lifecycle.update_programme(self._db, self._scope, self.id, validate(rq.ProgrammeUpdate, body))
 
     # versions -----------------------------------------------------------------------------------------------
