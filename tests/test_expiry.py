@@ -14,6 +14,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
+from rewards_lab.domain.expiry import ExpiryPolicy, expires_at
 from rewards_lab.lab.workbench import Lab
 from rewards_lab.service import ledger, lots, programme_lifecycle, programmes
 from rewards_lab.service.event_intake import submit_event
@@ -204,3 +205,42 @@ def test_the_lab_sets_keeps_and_clears_a_programmes_expiry() -> None:
         with pytest.raises(ServiceError) as refused:
             shop.set_spending(expiry={"after_days": -1})
         assert refused.value.code == "field_invalid"
+
+
+@pytest.mark.parametrize(
+    ("policy", "issued_at", "timezone", "expected"),
+    [
+        ({"after_days": 365}, datetime(2026, 3, 15, 1, 2, 3, 4), "UTC", datetime(2027, 3, 15, 1, 2, 3, 4)),
+        ({"at_end_of": "month"}, datetime(2026, 3, 15), "UTC", datetime(2026, 4, 1)),
+        ({"at_end_of": "month", "after": 11}, datetime(2026, 2, 28), "UTC", datetime(2027, 2, 1)),
+        ({"at_end_of": "quarter", "after": 1}, datetime(2026, 3, 15), "UTC", datetime(2026, 7, 1)),
+        # 23:30 UTC on 31 March is already 1 April in Kolkata: the second quarter, then the one after it
+        (
+            {"at_end_of": "quarter", "after": 1},
+            datetime(2026, 3, 31, 23, 30),
+            "Asia/Kolkata",
+            datetime(2026, 9, 30, 18, 30),
+        ),
+        # local midnight of 1 January in London is UTC midnight (no summer time then); of 1 April it is 23:00 UTC
+        ({"at_end_of": "year"}, datetime(2026, 6, 1), "Europe/London", datetime(2027, 1, 1)),
+        ({"at_end_of": "month"}, datetime(2026, 3, 10), "Europe/London", datetime(2026, 3, 31, 23)),
+        # past the calendar's end: its last instant
+        ({"after_days": 36600}, datetime(9999, 1, 1), "UTC", datetime.max),
+        ({"at_end_of": "year", "after": 100}, datetime(9950, 1, 1), "Pacific/Kiritimati", datetime.max),
+    ],
+)
+def test_expiry_instants(policy: dict[str, Any], issued_at: datetime, timezone: str, expected: datetime) -> None:
+    parsed = ExpiryPolicy.of(policy)
+    assert parsed is not None and expires_at(parsed, issued_at, timezone) == expected
+
+
+def test_a_reward_dated_at_the_end_of_the_calendar_expires_at_its_last_instant(world: World) -> None:
+    shop = Shop(world, expiry={"at_end_of": "year", "after": 5})
+    wallet = shop.customer("zed")
+    body = {"type": ORDER, "external_event_id": "o-late", "customer_id": "zed", "data": {"amount": 3}}
+    body["occurred_at"] = "9999-12-31T23:59:59Z"
+    submit_event(world.db, world.scope, validate(rq.EventCreate, body))
+    assert process_all(world.db).processed == 1
+    (lot,) = lots.list_lots(world.db, world.scope, wallet.id, PageRequest(limit=10)).data
+    assert lot.expires_at == datetime.max.replace(tzinfo=UTC)
+    _verified(world.db)
