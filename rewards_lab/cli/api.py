@@ -432,8 +432,8 @@ COMMANDS: tuple[Command, ...] = (
         "publish",
         "publish",
         "publish the draft version",
-        (ID,),
-        lambda c, a: c.publish(a.id, idempotency_key=a.idempotency_key),
+        (ID, _a("--guard-override", help="why it is published although a forecast guard failed (recorded)")),
+        lambda c, a: c.publish(a.id, guard_override=a.guard_override, idempotency_key=a.idempotency_key),
     ),
     Command(
         "programmes",

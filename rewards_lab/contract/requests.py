@@ -16,6 +16,7 @@ from rfc3986_validator import validate_rfc3986  # type: ignore[import-untyped]
 from rewards_lab.contract import attributes
 from rewards_lab.contract.amounts import MAX_DECIMALS, MAX_THRESHOLD
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.guard_requests import Guards
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, Budget, Clawback, Limits
 from rewards_lab.contract.limits import check_data
 from rewards_lab.contract.permissions import Permission
@@ -314,6 +315,8 @@ class ProgrammeCreate(RequestModel):
     limits: Limits = []
     budget: Budget | None = None
     clawback: Clawback = DEFAULT_CLAWBACK
+    # The first draft's forecast guards (contract.guard_requests), checked by the gate before publishing.
+    guards: Guards = []
 
 
 class ProgrammeUpdate(RequestModel):
@@ -336,6 +339,8 @@ class ProgrammeUpdate(RequestModel):
     limits: Limits | None = None
     budget: Budget | None = None
     clawback: Clawback | None = None
+    # The draft's forecast guards (null: none), checked by the gate before publishing (contract.guard_requests).
+    guards: Guards | None = None
 
 
 class SimulationRequest(RequestModel):

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from rewards_lab.contract.guard_requests import Guard
 from rewards_lab.contract.limit_requests import Budget, Clawback, Limit
 from rewards_lab.contract.requests import AssetType, ConditionItem, RuleAction, TransferPolicy, WalletType
 
@@ -74,6 +75,15 @@ class Rule(Resource):
     created_at: datetime
 
 
+class GuardOverrideRecord(Resource):
+    """Why a version was published although a guard of the gate failed, who said so (the API key or the
+    person's account) and when."""
+
+    reason: str
+    given_by: str
+    given_at: datetime
+
+
 class ProgrammeVersion(Resource):
     id: str
     program_id: str
@@ -90,6 +100,9 @@ class ProgrammeVersion(Resource):
     limits: list[Limit] = []
     budget: Budget | None = None
     clawback: Clawback = "available"
+    # Its forecast guards, and on a published version the override it was published with despite a failed guard.
+    guards: list[Guard] = []
+    guard_override: GuardOverrideRecord | None = None
 
 
 class BudgetConsumption(Resource):
@@ -119,6 +132,8 @@ class Programme(Resource):
     limits: list[Limit] = []
     budget: Budget | None = None
     clawback: Clawback = "available"
+    # The DRAFT version's forecast guards.
+    guards: list[Guard] = []
     # What the programme has issued against its budget, per period, newest first (the live version's budget).
     budget_consumption: list[BudgetConsumption] = []
 

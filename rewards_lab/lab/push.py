@@ -22,6 +22,7 @@ from typing import Any, Literal
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
+from rewards_lab.contract.guard_requests import Guard
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, AmountLimit, Budget, Limit
 from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition, ProgrammeInfo
 from rewards_lab.contract.rule_requests import condition_payload
@@ -32,6 +33,7 @@ StepKind = Literal[
     "create_programme",
     "update_schedule",
     "update_spending",
+    "update_guards",
     "remove_rule",
     "add_rule",
     "publish",
@@ -120,6 +122,7 @@ _SIGNS: dict[str, str] = {
     "create_programme": "+",
     "update_schedule": "~",
     "update_spending": "~",
+    "update_guards": "~",
     "remove_rule": "-",
     "add_rule": "+",
     "publish": "^",
@@ -287,6 +290,34 @@ def _spending_steps(plan: Plan) -> bool:
     return plan.published is not None and live_spending(plan.published) != wanted
 
 
+def file_guards(definition: ProgrammeDefinition) -> str:
+    """The file's forecast guards, comparable with a version's (limits by value)."""
+    return _guards_key(definition.programme.guards)
+
+
+def live_guards(version: r.ProgrammeVersion) -> str:
+    return _guards_key(version.guards)
+
+
+def _guards_key(guards: list[Guard]) -> str:
+    return jsonutil.canonical_hash([guard.model_dump(mode="json") for guard in guards])
+
+
+def guards_body(info: ProgrammeInfo) -> list[dict[str, Any]]:
+    return [guard.model_dump(mode="json") for guard in info.guards]
+
+
+def _guard_steps(plan: Plan) -> bool:
+    """Bring the draft's forecast guards to the file's; whether the published version's differ."""
+    wanted = file_guards(plan.definition)
+    described = jsonutil.dumps(guards_body(plan.definition.programme))
+    if plan.draft is not None and live_guards(plan.draft) != wanted:
+        plan.steps.append(Step("update_guards", f"set the draft's forecast guards: {described}"))
+    elif plan.draft is not None and plan.definition.programme.guards:  # a file without them says nothing of them
+        plan.matches.append(f"the draft's forecast guards are the file's ({described})")
+    return plan.published is not None and live_guards(plan.published) != wanted
+
+
 def _rule_steps(plan: Plan, asset_id: str, schedule_differs: bool = False) -> None:
     """Bring the draft to the file's rules; publish when the live version differs from the file."""
     wanted = Counter(rule.fingerprint() for rule in plan.definition.rules)
@@ -344,7 +375,8 @@ def make_plan(definition: ProgrammeDefinition, client: RewardsClient) -> Plan:
     assert plan.asset is not None
     schedule_differs = _schedule_steps(plan)
     spending_differs = _spending_steps(plan)
-    _rule_steps(plan, plan.asset.id, schedule_differs or spending_differs)
+    guards_differ = _guard_steps(plan)
+    _rule_steps(plan, plan.asset.id, schedule_differs or spending_differs or guards_differ)
     return plan
 
 
@@ -419,6 +451,7 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
                 limits=spending["limits"] or None,
                 budget=spending["budget"],
                 clawback=None if info.clawback == DEFAULT_CLAWBACK else info.clawback,
+                guards=guards_body(info) or None,
                 idempotency_key=key,
             )
             draft_id = programme.draft_version_id
@@ -439,6 +472,12 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
             assert programme is not None
             key = idempotency_key(plan, "programme.spending", programme.id, draft_id, round_number)
             client.update_programme(programme.id, **spending_body(plan.definition.programme), idempotency_key=key)
+            done.append({"kind": step.kind, "id": programme.id})
+        elif step.kind == "update_guards":
+            assert programme is not None
+            key = idempotency_key(plan, "programme.guards", programme.id, draft_id, round_number)
+            guards = guards_body(plan.definition.programme)
+            client.update_programme(programme.id, guards=guards or None, idempotency_key=key)
             done.append({"kind": step.kind, "id": programme.id})
         elif step.kind == "remove_rule":
             assert step.rule_id is not None
@@ -482,6 +521,7 @@ def _draft_holds_the_file(plan: Plan, client: RewardsClient, program_id: str, as
         and _multiset(draft.rules, asset_id) == wanted
         and live_schedule(draft) == file_schedule(plan.definition)
         and live_spending(draft) == file_spending(plan.definition)
+        and live_guards(draft) == file_guards(plan.definition)
     )
 
 

@@ -31,6 +31,7 @@ from rewards_lab.contract.limit_requests import (
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.programme_file import (
     FileAction,
+    FileAsset,
     FileRule,
     FileRuleAction,
     ProgrammeDefinition,
@@ -266,6 +267,7 @@ class Lab:
         if organization_id is None:
             organization_id = str(organizations.create_organization(self.database, organization_name).id)
         self.scope = Scope(organization_id, "sandbox")
+        self.unit_values: dict[str, str] = {}  # asset symbol -> value_per_unit from the files loaded
 
     @property
     def organization_id(self) -> str:
@@ -284,14 +286,16 @@ class Lab:
     def load(self, source: ProgrammeDefinition | str | Path) -> LabProgramme:
         """Create (or reuse) the file's asset, activate it, create the programme and add every rule to its draft."""
         definition = source if isinstance(source, ProgrammeDefinition) else load_programme(source)
-        asset = self._asset_for(definition.asset)
+        asset = self._asset_for(definition.asset.asset_create())
+        if definition.asset.value_per_unit is not None:  # only the lab reads it (liability in money)
+            self.unit_values[asset.symbol] = definition.asset.value_per_unit
         info = definition.programme
         body: dict[str, Any] = {"name": info.name, "asset_id": asset.id}
         if info.description is not None:
             body["description"] = info.description
         schedule = {"timezone": info.timezone, "starts_at": info.starts_at, "ends_at": info.ends_at}
         body.update({key: value for key, value in schedule.items() if value is not None})
-        spending = info.model_dump(mode="json", include={"limits", "budget", "clawback"})
+        spending = info.model_dump(mode="json", include={"limits", "budget", "clawback", "guards"})
         body.update({key: value for key, value in spending.items() if value is not None})
         created = programmes.create_programme(self.database, self.scope, validate(rq.ProgrammeCreate, body))
         programme = LabProgramme(self, created.id)
@@ -596,13 +600,15 @@ class LabProgramme:
                 limits=schedule.limits,
                 budget=schedule.budget,
                 clawback=schedule.clawback,
+                guards=schedule.guards,
             ),
-            asset=rq.AssetCreate(
+            asset=FileAsset(
                 name=asset.name,
                 symbol=asset.symbol,
                 type=asset.type,
                 decimals=asset.decimals,
                 supply_ceiling=asset.supply_ceiling,
+                value_per_unit=self.lab.unit_values.get(asset.symbol),
             ),
             rules=rules,
         )
