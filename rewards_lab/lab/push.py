@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal
@@ -414,7 +414,9 @@ def _rule_body(rule: FileRule) -> tuple[list[dict[str, Any]], list[dict[str, Any
     return payload["conditions"], payload["actions"], payload.get("limits", [])
 
 
-def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[str, Any]]:
+def _execute(
+    plan: Plan, client: RewardsClient, round_number: int, guard_override: str | None = None
+) -> list[dict[str, Any]]:
     done: list[dict[str, Any]] = []
     wanted = plan.definition.asset
     asset = plan.asset
@@ -504,9 +506,9 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
             assert programme is not None and asset is not None
             if not _draft_holds_the_file(plan, client, programme.id, asset.id):
                 break  # a stale idempotent answer or a concurrent edit: the next round re-plans
-            result = client.publish(
-                programme.id, idempotency_key=idempotency_key(plan, "publish", programme.id, draft_id)
-            )
+            overridden = () if guard_override is None else (guard_override,)
+            key = idempotency_key(plan, "publish", programme.id, draft_id, *overridden)
+            result = client.publish(programme.id, guard_override=guard_override, idempotency_key=key)
             done.append({"kind": step.kind, "id": result.version.id, "version": result.version.number})
     return done
 
@@ -525,19 +527,27 @@ def _draft_holds_the_file(plan: Plan, client: RewardsClient, program_id: str, as
     )
 
 
-def apply(plan: Plan, client: RewardsClient) -> ApplyResult:
+def without_publishing(plan: Plan) -> Plan:
+    """The plan short of its publish step: the draft is brought to the file, nothing is published (the forecast
+    gate refused)."""
+    return replace(plan, steps=[step for step in plan.steps if step.kind != "publish"])
+
+
+def apply(plan: Plan, client: RewardsClient, *, publish: bool = True, guard_override: str | None = None) -> ApplyResult:
     """Execute the plan; then read the live side again until it matches the file (at most a few rounds: a stale
-    idempotent answer, e.g. a rule deleted by hand since, is made again under a fresh key)."""
+    idempotent answer, e.g. a rule deleted by hand since, is made again under a fresh key). `publish=False`
+    updates the draft only; `guard_override` (a reason) is recorded on the version published."""
     if plan.blockers:
         raise PushError("cannot push: " + "; ".join(plan.blockers))
     result = ApplyResult(plan)
-    current = plan
+    current = plan if publish else without_publishing(plan)
     for round_number in range(MAX_APPLY_ROUNDS):
         if not current.changes:
             return result
-        result.executed += _execute(current, client, round_number)
+        result.executed += _execute(current, client, round_number, guard_override)
         result.rounds = round_number + 1
         current = make_plan(plan.definition, client)
+        current = current if publish else without_publishing(current)
         if current.blockers:
             raise PushError("cannot push: " + "; ".join(current.blockers))
     if current.changes:

@@ -20,6 +20,7 @@ import pandas as pd
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.guard_requests import Guard, GuardOverride, PublishRequest
 from rewards_lab.contract.limit_requests import (
     AmountLimit,
     Budget,
@@ -47,6 +48,7 @@ from rewards_lab.contract.validation import validate
 from rewards_lab.domain.conditions import EventFacts, describe_node
 from rewards_lab.domain.rules import condition_node
 from rewards_lab.lab.event_rows import EventRow, event_rows
+from rewards_lab.lab.gate import DEFAULT_DAYS, GateRefused, GateReport, evaluate
 from rewards_lab.replay.engine import ReplayResult
 from rewards_lab.replay.engines import run_replay, run_sweep
 from rewards_lab.service import assets, organizations, programme_lifecycle, programmes, simulation
@@ -413,6 +415,7 @@ class LabProgramme:
     def __init__(self, lab: Lab, program_id: str) -> None:
         self.lab = lab
         self.id = program_id
+        self.gate: GateReport | None = None  # the forecast gate's report of the last publish(history=...)
 
     def __repr__(self) -> str:
         info = self.info()
@@ -551,8 +554,37 @@ class LabProgramme:
         return programme_lifecycle.update_programme(self._db, self._scope, self.id, validate(rq.ProgrammeUpdate, body))
 
     # versions -----------------------------------------------------------------------------------------------
-    def publish(self) -> r.PublishResult:
-        return programmes.publish(self._db, self._scope, self.id)
+    def set_guards(self, guards: Sequence[Mapping[str, Any] | Guard] | None) -> r.Programme:
+        """The draft's forecast guards (README "Forecast gate"), e.g. `[{"metric": "issued", "period": "month",
+        "max": "120000"}]`; None or [] clears them. Published versions keep theirs."""
+        plain = [g.model_dump(mode="json") if not isinstance(g, Mapping) else dict(g) for g in guards or []]
+        body = validate(rq.ProgrammeUpdate, {"guards": plain or None})
+        return programme_lifecycle.update_programme(self._db, self._scope, self.id, body)
+
+    def publish(
+        self,
+        history: Any = None,
+        *,
+        override: str | None = None,
+        days: int = DEFAULT_DAYS,
+        **replay_options: Any,
+    ) -> r.PublishResult:
+        """Freeze the draft as the next version. With `history` (events, as `replay` takes them) the forecast
+        gate runs first (`lab.gate`): the history is replayed through the draft and the published version, the
+        draft's guards checked (`self.gate` keeps the report); a failed guard raises `GateRefused` and publishes
+        nothing, unless `override` gives the reason, recorded with the version. `replay_options`: opening_supply,
+        customers, redemptions, engine."""
+        self.gate = None
+        failed = False
+        if history is not None:
+            live = self.info().current_version is not None
+            published = self.definition("live") if live else None
+            self.gate = evaluate(self.definition("draft"), history, published=published, days=days, **replay_options)
+            failed = not self.gate.passed
+            if failed and override is None:
+                raise GateRefused(self.gate)
+        body = PublishRequest(guard_override=GuardOverride(reason=override)) if failed and override else None
+        return programmes.publish(self._db, self._scope, self.id, body, actor="lab")
 
     def versions(self) -> list[r.ProgrammeVersion]:
         """Published versions oldest first, then the draft."""
