@@ -18,14 +18,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from rewards_lab.contract.guard_requests import CeilingGuard, Guard, IssuedGuard, LiabilityDeltaGuard
-from rewards_lab.contract.programme_file import ProgrammeDefinition
+from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
 from rewards_lab.lab import forecast
 from rewards_lab.lab.liability import LiabilityForecast, forecast_liability
+from rewards_lab.lab.paths import locate
 from rewards_lab.replay.engines import run_replay
 
 DEFAULT_DAYS = 90  # how far the liability forecast looks ahead of the history
@@ -89,6 +91,14 @@ class GateReport:
             for c in self.checks
         ]
         return pd.DataFrame(rows, columns=["metric", "limit", "draft", "published", "checked", "result"])
+
+    def enforce(self, override: str | None = None) -> str:
+        """Raise `GateRefused` when a guard failed and no override reason is given; else say what stands."""
+        if self.passed:
+            return "The forecast gate passes: the draft may be published."
+        if not override:
+            raise GateRefused(self)
+        return f"A guard failed, overridden: {override}"
 
     def text(self) -> str:
         if not self.checks:
@@ -178,3 +188,21 @@ def evaluate(
     theirs = None if published is None else replayed(published, events, days=days, seed=seed, **replay_options)
     wanted = draft.programme.guards if guards is None else guards
     return GateReport([check(guard, mine, theirs, seed=seed) for guard in wanted], mine, theirs, days)
+
+
+def evaluate_files(
+    programme: str | Path,
+    history: str | Path,
+    *,
+    published: str | Path | None = None,
+    redemptions: str | Path | None = None,
+    days: int = DEFAULT_DAYS,
+    **replay_options: Any,
+) -> GateReport:
+    """The gate on files (paths relative to the repository, as notebooks name them: `lab.paths.locate`): the
+    programme file is the draft, `published` the file of the version it would replace (None: nothing
+    published), `history` the events and `redemptions` what customers spent."""
+    draft = load_programme(locate(programme))
+    live = None if not published else load_programme(locate(published))
+    spent = None if not redemptions else locate(redemptions)
+    return evaluate(draft, locate(history), published=live, days=days, redemptions=spent, **replay_options)
