@@ -150,6 +150,15 @@ class LiabilityModel:
     draws: int
     method: str
 
+    def describe(self) -> str:
+        """One line: the rates with their ranges, and breakage."""
+        low, high = self.redemption_range
+        breakage = "none observed" if self.breakage is None else f"{self.breakage:.1%}"
+        return (
+            f"redeemed {self.redemption_rate:.4%} a day ({low:.4%} to {high:.4%}), expired {self.expiry_rate:.4%} "
+            f"a day, breakage {breakage}; mean net issuance {self.mean_daily_issuance:,.2f} a day"
+        )
+
 
 @dataclass(frozen=True)
 class LiabilityForecast:
