@@ -23,6 +23,7 @@ from rewards_lab.cli.main import main
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme, save_programme
 from rewards_lab.lab.gate import GateRefused, evaluate
+from rewards_lab.lab.push_gate import evaluate_for
 from rewards_lab.lab.workbench import Lab
 from tests.live_server import LiveServer, start_server
 
@@ -88,6 +89,11 @@ def test_each_guard_is_the_figure_worked_out_by_hand() -> None:
     unbounded = loose.model_copy(update={"asset": loose.asset.model_copy(update={"supply_ceiling": None})})
     assert evaluate(unbounded, EVENTS).table()["draft"].tolist() == ["never"]
     assert evaluate(unbounded, EVENTS).passed
+    # a draft that issues nothing over the history: nothing issued, no liability added, the ceiling never reached
+    idle = definition("1", guards[:1] + guards[2:4])
+    idle.rules[0].event_type = "order.never"
+    checked = evaluate(idle, EVENTS, published=definition("1"), days=10).table()["checked"]
+    assert checked.tolist() == ["0", "-302", "never"]
 
 
 def test_the_lab_refuses_to_publish_a_draft_that_breaks_a_guard_unless_overridden(tmp_path: Path) -> None:
@@ -158,3 +164,7 @@ def test_push_with_a_history_refuses_a_draft_that_breaks_its_guard_and_publishes
         assert overrides == [None, "approved: ticket 7", None]
     status, output = _push(live, str(path), "--override", "why")
     assert status == 2 and "--override goes with --history" in output
+    # notebook 05 given a deployment: the file against the live published version (reads only)
+    with mock.patch.dict(os.environ, {"REWARDS_API_KEY": live.keys["sandbox"]}):
+        report = evaluate_for(path, history, base_url=live.base_url, organization=live.organization_id)
+    assert report.table()[["draft", "published", "result"]].values.tolist() == [["180", "180", "pass"]]

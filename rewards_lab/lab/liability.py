@@ -231,7 +231,7 @@ def forecast_liability(
         raise ValueError("days, window and draws must be positive and level between 0 and 1")
     past = source if isinstance(source, LiabilityHistory) else liability_history(source, value_per_unit=value_per_unit)
     if past.minor.empty:
-        raise ValueError("the history has no day to fit a liability model on")
+        return _nothing_happened(past, days, level, draws)
     opening = int(past.opening_supply.scaleb(past.decimals))
     exposure, redeemed, expired, net_issued = (a[-window:] if window else a for a in _rates(past.minor, opening))
     n = exposure.size
@@ -281,6 +281,19 @@ def forecast_liability(
             f"resamples for the {level:.0%} range; issuance drawn from the same days, stopped at the ceiling"
         ),
     )
+    return LiabilityForecast(past, model, projection)
+
+
+def _nothing_happened(past: LiabilityHistory, days: int, level: float, draws: int) -> LiabilityForecast:
+    """A replay that issued, redeemed and expired nothing: the liability stays the opening supply (the days
+    ahead are unknown: the history has no day)."""
+    flat = float(past.opening_supply)
+    projection = pd.DataFrame({"day": [None] * days, "low": flat, "mid": flat, "high": flat})
+    if past.value_per_unit is not None:
+        for band in ("low", "mid", "high"):
+            projection[f"value_{band}"] = flat * float(past.value_per_unit)
+    method = "nothing was issued, redeemed or expired in the history: the liability stays the opening supply"
+    model = LiabilityModel(0.0, 0.0, (0.0, 0.0), (0.0, 0.0), None, None, 0.0, 0, level, draws, method)
     return LiabilityForecast(past, model, projection)
 
 
