@@ -4,18 +4,28 @@ through the service on a DuckDB file and through a real `rewards-lab serve`."""
 
 from __future__ import annotations
 
+import io
+import json
+import os
 from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
 from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import httpx
 import pytest
 
+from rewards_lab.cli.main import main
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.guard_requests import CeilingGuard, GuardOverride, IssuedGuard, PublishRequest
-from rewards_lab.contract.programme_file import dumps_programme, loads_programme
+from rewards_lab.contract.programme_file import dumps_programme, loads_programme, parse_programme
 from rewards_lab.contract.validation import validate
+from rewards_lab.lab.push import make_plan, push
+from rewards_lab.lab.workbench import Lab
 from rewards_lab.service import programme_lifecycle, programmes
 from tests.conftest import World
 from tests.live_server import LiveServer, start_server
@@ -136,3 +146,67 @@ def test_a_live_server_keeps_guards_and_records_the_override_with_the_key_that_g
         assert (error["code"], error["details"]["field"]) == ("field_invalid", "guards[1].max")
         empty = httpx.post(f"{url}/publish", json={"guard_override": {"reason": ""}}, headers=live.headers())
         assert empty.status_code == 422 and empty.json()["error"]["details"]["field"] == "guard_override.reason"
+
+
+def _cli(live: LiveServer, *args: str) -> Any:
+    """`rewards-lab api ...` in-process, its JSON output."""
+    target = ["--base-url", live.base_url, "--org", live.organization_id, "--env", "sandbox"]
+    out, err = io.StringIO(), io.StringIO()
+    with mock.patch.dict(os.environ, {"REWARDS_API_KEY": live.keys["sandbox"]}), redirect_stdout(out):
+        with redirect_stderr(err):
+            status = main(["api", *args, *target])
+    assert status == 0, err.getvalue()
+    return json.loads(out.getvalue())
+
+
+def test_the_command_line_sets_and_clears_guards_and_publishes_with_an_override(live: LiveServer) -> None:
+    asset = _cli(live, "assets", "create", "--name", "Cli guards", "--symbol", "CLIG", "--decimals", "0")
+    _cli(live, "assets", "activate", asset["id"])
+    guards = json.dumps(GUARDS[:1])
+    programme = _cli(
+        live, "programmes", "create", "--name", "Cli guards", "--asset-id", asset["id"], "--guards", guards
+    )
+    assert programme["guards"] == GUARDS[:1]
+    actions = '[{"type": "issue", "amount": {"fixed": "1"}}]'
+    _cli(live, "rules", "create", "--program-id", programme["id"], "--event-type", "cli.order", "--actions", actions)
+    published = _cli(live, "programmes", "publish", programme["id"], "--guard-override", "finance said yes")
+    assert published["version"]["guard_override"]["reason"] == "finance said yes"
+    assert published["version"]["guards"] == GUARDS[:1]
+    assert _cli(live, "programmes", "update", programme["id"], "--clear-guards")["guards"] == []
+
+
+def test_push_brings_the_drafts_guards_to_the_files_and_publishes_them(live: LiveServer) -> None:
+    data = {
+        "programme": {"name": "Pushed guards", "guards": GUARDS},
+        "asset": {"name": "Pushed", "symbol": "PGRD", "type": "points", "decimals": 2, "value_per_unit": "0.01"},
+        "rules": [{"event_type": "order.completed", "actions": [{"type": "issue", "amount": {"fixed": "1"}}]}],
+    }
+    with RewardsClient(live.base_url, live.keys["sandbox"], live.organization_id, "sandbox") as api:
+        push(parse_programme(data), api)  # the asset is created without value_per_unit: only the lab reads it
+        data["programme"]["guards"] = GUARDS[2:]
+        changed = parse_programme(data)
+        plan = make_plan(changed, api)
+        assert [step.kind for step in plan.steps] == ["update_guards", "publish"]
+        push(changed, api)
+        assert not make_plan(changed, api).changes
+        assert plan.programme is not None
+        versions = [v for v in api.list_versions(plan.programme.id) if v.status == "published"]
+        assert [len(v.guards) for v in versions] == [3, 1]
+
+
+def test_the_lab_keeps_guards_and_the_value_per_unit_of_the_files_it_loads(tmp_path: Path) -> None:
+    data = {
+        "programme": {"name": "Lab guards", "guards": GUARDS},
+        "asset": {"name": "Lab", "symbol": "LGRD", "type": "points", "decimals": 2, "value_per_unit": "0.01"},
+        "rules": [{"event_type": "order.completed", "actions": [{"type": "issue", "amount": {"fixed": "1"}}]}],
+    }
+    with Lab(tmp_path / "lab.duckdb") as lab:
+        programme = lab.load(parse_programme(data))
+        exported = programme.definition()
+        assert [g.model_dump(mode="json") for g in exported.programme.guards] == GUARDS
+        assert exported.asset.value_per_unit == "0.01"
+        assert programme.set_guards([GUARDS[0]]).guards == [IssuedGuard(metric="issued", period="month", max="120000")]
+        assert programme.set_guards(None).guards == []
+        with pytest.raises(ServiceError) as caught:
+            programme.set_guards([{"metric": "issued", "period": "month", "max": "x"}])
+        assert caught.value.details["field"] == "guards[0].max"

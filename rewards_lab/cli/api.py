@@ -139,12 +139,17 @@ SPENDING = (
         help="what a reversal takes when the points are spent (default available)",
     ),
 )
-_CLEARABLE = ("starts_at", "ends_at", "limits", "budget")
+GUARDS = _a(
+    "--guards",
+    type=_json_arg,
+    help='the draft\'s forecast guards, JSON: [{"metric": "issued", "period": "month", "max": "120000"}]',
+)
+_CLEARABLE = ("starts_at", "ends_at", "limits", "budget", "guards")
 
 
 def _programme_update(args: argparse.Namespace) -> dict[str, Any]:
     """The fields `programmes update` sends: those given; a cleared one as None (sent as null)."""
-    names = ("name", "description", "timezone", "starts_at", "ends_at", "limits", "budget", "clawback")
+    names = ("name", "description", "timezone", "starts_at", "ends_at", "limits", "budget", "clawback", "guards")
     fields = {name: getattr(args, name) for name in names}
     fields = {name: value for name, value in fields.items() if value is not None}
     for name in _CLEARABLE:
@@ -362,6 +367,7 @@ COMMANDS: tuple[Command, ...] = (
             _a("--description"),
             *SCHEDULE,
             *SPENDING,
+            GUARDS,
         ),
         lambda c, a: c.create_programme(
             a.name,
@@ -373,6 +379,7 @@ COMMANDS: tuple[Command, ...] = (
             limits=a.limits,
             budget=a.budget,
             clawback=a.clawback,
+            guards=a.guards,
             idempotency_key=a.idempotency_key,
         ),
     ),
@@ -381,7 +388,7 @@ COMMANDS: tuple[Command, ...] = (
         "programmes",
         "update",
         "update_programme",
-        "edit a programme and its draft's schedule, caps, budget and clawback",
+        "edit a programme and its draft's schedule, caps, budget, clawback and forecast guards",
         (
             ID,
             _a("--name"),
@@ -392,6 +399,8 @@ COMMANDS: tuple[Command, ...] = (
             _a("--clear-ends-at", action="store_true", help="remove the draft's end bound"),
             _a("--clear-limits", action="store_true", help="remove the draft's caps"),
             _a("--clear-budget", action="store_true", help="remove the draft's budget"),
+            GUARDS,
+            _a("--clear-guards", action="store_true", help="remove the draft's forecast guards"),
         ),
         lambda c, a: c.update_programme(a.id, **_programme_update(a), idempotency_key=a.idempotency_key),
     ),
