@@ -144,12 +144,28 @@ SPENDING = (
         help='when the draft\'s rewards expire, JSON: {"after_days": 365} or {"at_end_of": "quarter", "after": 1}',
     ),
 )
-_CLEARABLE = ("starts_at", "ends_at", "limits", "budget", "expiry")
+GUARDS = _a(
+    "--guards",
+    type=_json_arg,
+    help='the draft\'s forecast guards, JSON: [{"metric": "issued", "period": "month", "max": "120000"}]',
+)
+_CLEARABLE = ("starts_at", "ends_at", "limits", "budget", "expiry", "guards")
 
 
 def _programme_update(args: argparse.Namespace) -> dict[str, Any]:
     """The fields `programmes update` sends: those given; a cleared one as None (sent as null)."""
-    names = ("name", "description", "timezone", "starts_at", "ends_at", "limits", "budget", "clawback", "expiry")
+    names = (
+        "name",
+        "description",
+        "timezone",
+        "starts_at",
+        "ends_at",
+        "limits",
+        "budget",
+        "clawback",
+        "expiry",
+        "guards",
+    )
     fields = {name: getattr(args, name) for name in names}
     fields = {name: value for name, value in fields.items() if value is not None}
     for name in _CLEARABLE:
@@ -384,6 +400,7 @@ COMMANDS: tuple[Command, ...] = (
             _a("--description"),
             *SCHEDULE,
             *SPENDING,
+            GUARDS,
         ),
         lambda c, a: c.create_programme(
             a.name,
@@ -396,6 +413,7 @@ COMMANDS: tuple[Command, ...] = (
             budget=a.budget,
             clawback=a.clawback,
             expiry=a.expiry,
+            guards=a.guards,
             idempotency_key=a.idempotency_key,
         ),
     ),
@@ -404,7 +422,7 @@ COMMANDS: tuple[Command, ...] = (
         "programmes",
         "update",
         "update_programme",
-        "edit a programme and its draft's schedule, caps, budget, clawback and expiry",
+        "edit a programme and its draft's schedule, caps, budget, clawback, expiry and forecast guards",
         (
             ID,
             _a("--name"),
@@ -416,6 +434,8 @@ COMMANDS: tuple[Command, ...] = (
             _a("--clear-limits", action="store_true", help="remove the draft's caps"),
             _a("--clear-budget", action="store_true", help="remove the draft's budget"),
             _a("--clear-expiry", action="store_true", help="the draft's rewards expire as the asset's points do"),
+            GUARDS,
+            _a("--clear-guards", action="store_true", help="remove the draft's forecast guards"),
         ),
         lambda c, a: c.update_programme(a.id, **_programme_update(a), idempotency_key=a.idempotency_key),
     ),
@@ -456,8 +476,8 @@ COMMANDS: tuple[Command, ...] = (
         "publish",
         "publish",
         "publish the draft version",
-        (ID,),
-        lambda c, a: c.publish(a.id, idempotency_key=a.idempotency_key),
+        (ID, _a("--guard-override", help="why it is published although a forecast guard failed (recorded)")),
+        lambda c, a: c.publish(a.id, guard_override=a.guard_override, idempotency_key=a.idempotency_key),
     ),
     Command(
         "programmes",

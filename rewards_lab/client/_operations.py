@@ -316,12 +316,14 @@ def create_programme(
     budget: Json | None = None,
     clawback: str | None = None,
     expiry: Json | None = None,
+    guards: Sequence[Json] | None = None,
     idempotency_key: str | None = None,
 ) -> Call[r.Programme]:
     """`timezone` (IANA), `starts_at` and `ends_at` (RFC 3339 with an offset) set the first draft's schedule;
     `limits` (caps per customer: `[{"period": "month", "max_amount": "500"}]`), `budget`
     (`{"period": "month", "max_amount": "10000"}`) and `clawback` (available, negative or none) its spending;
-    `expiry` when its rewards expire (as for an asset)."""
+    `expiry` when its rewards expire (as for an asset), `guards` its forecast guards
+    (`[{"metric": "issued", "period": "month", "max": "120000"}]`)."""
     body = _without_none(
         name=name,
         asset_id=asset_id,
@@ -333,6 +335,7 @@ def create_programme(
         budget=budget,
         clawback=clawback,
         expiry=expiry,
+        guards=None if guards is None else list(guards),
     )
     return _write("create_programme", _model(r.Programme), body=body, key=idempotency_key)
 
@@ -362,11 +365,12 @@ def update_programme(
     budget: Json | None = _UNCHANGED,
     clawback: str | None = _UNCHANGED,
     expiry: Json | None = _UNCHANGED,
+    guards: Sequence[Json] | None = _UNCHANGED,
     idempotency_key: str | None = None,
 ) -> Call[r.Programme]:
-    """Edit the programme and its draft's schedule, caps, budget, clawback and expiry. Only the fields given are
-    sent; None sends null, which clears a bound, the description, the caps, the budget or the expiry (timezone:
-    back to UTC; clawback: back to available)."""
+    """Edit the programme and its draft's schedule, caps, budget, clawback, expiry and forecast guards. Only the
+    fields given are sent; None sends null, which clears a bound, the description, the caps, the budget, the
+    expiry or the guards (timezone: back to UTC; clawback: back to available)."""
     body: Json = _without_none(name=name)
     fields = {
         "description": description,
@@ -377,6 +381,7 @@ def update_programme(
         "budget": budget,
         "clawback": clawback,
         "expiry": expiry,
+        "guards": list(guards) if guards is not None and guards is not _UNCHANGED else guards,
     }
     body |= {field: value for field, value in fields.items() if value is not _UNCHANGED}
     return _write("update_programme", _model(r.Programme), program_id, body=body, key=idempotency_key)
@@ -407,8 +412,13 @@ def list_versions(program_id: str) -> Call[list[r.ProgrammeVersion]]:
     return _get("list_versions", _versions, program_id)
 
 
-def publish(program_id: str, *, idempotency_key: str | None = None) -> Call[r.PublishResult]:
-    return _write("publish", _model(r.PublishResult), program_id, key=idempotency_key)
+def publish(
+    program_id: str, *, guard_override: str | None = None, idempotency_key: str | None = None
+) -> Call[r.PublishResult]:
+    """Publish the draft; `guard_override` (a reason) records that it is published although a forecast guard
+    failed. Without it no body is sent, as before overrides existed."""
+    body = None if guard_override is None else {"guard_override": {"reason": guard_override}}
+    return _write("publish", _model(r.PublishResult), program_id, body=body, key=idempotency_key)
 
 
 def create_rule(

@@ -6,8 +6,10 @@ organization and environment. Actions therefore never carry an `asset_id`; they 
 `programme.timezone` (IANA, default UTC) is the zone time fields (`occurred_at.weekday` ...) are read in, and
 `programme.starts_at` / `programme.ends_at` (RFC 3339 with an offset) the window a replay rewards events in:
 `starts_at <= occurred_at < ends_at`. `programme.limits`, `programme.budget` and `programme.clawback`, a rule's
-`limits` and `reverse` actions are caps, budget and reversals (docs/rules.md). All of these are optional and,
-when absent, not written, so a file without them reads, saves and fingerprints as it did before they existed.
+`limits` and `reverse` actions are caps, budget and reversals (docs/rules.md); `programme.guards` the forecast
+guards of the gate (README "Forecast gate") and `asset.value_per_unit` what one unit is worth. All of these are
+optional and, when absent, not written, so a file without them reads, saves and fingerprints as it did before
+they existed.
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from pydantic import AfterValidator, BeforeValidator, Discriminator, Field, Tag,
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.guard_requests import Guards
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, Budget, Clawback, Limits, ReverseAction
 from rewards_lab.contract.requests import (
     MAX_RULE_ACTIONS,
     Amount,
     AssetCreate,
     Beneficiary,
+    DecimalString,
     EventType,
     Name,
     RequestModel,
@@ -96,6 +100,8 @@ class ProgrammeInfo(RequestModel):
     limits: Limits = Field(default=[], exclude_if=lambda value: not value)
     budget: Budget | None = Field(default=None, exclude_if=lambda value: value is None)
     clawback: Clawback = Field(default=DEFAULT_CLAWBACK, exclude_if=lambda value: value == DEFAULT_CLAWBACK)
+    # Forecast guards the gate checks before publishing (contract.guard_requests; README "Forecast gate").
+    guards: Guards = Field(default=[], exclude_if=lambda value: not value)
 
     @model_validator(mode="after")
     def _window(self) -> ProgrammeInfo:
@@ -107,6 +113,17 @@ class ProgrammeInfo(RequestModel):
     def zone(self) -> str:
         """The programme's time zone name (UTC when the file names none)."""
         return self.timezone or "UTC"
+
+
+class FileAsset(AssetCreate):
+    """The file's asset; `value_per_unit` (optional) is what one unit is worth in money, so that the lab values
+    liability (rewards_lab.lab.liability)."""
+
+    value_per_unit: DecimalString | None = Field(default=None, exclude_if=lambda value: value is None)
+
+    def asset_create(self) -> AssetCreate:
+        """The asset as the API creates it (without what only the lab reads)."""
+        return AssetCreate.model_validate(self.model_dump(exclude={"value_per_unit"}))
 
 
 class FileAction(RequestModel):
@@ -144,7 +161,7 @@ class FileRule(RuleFields):
 
 class ProgrammeDefinition(RequestModel):
     programme: ProgrammeInfo
-    asset: AssetCreate
+    asset: FileAsset
     rules: Annotated[list[FileRule], Field(min_length=1, max_length=MAX_RULES_PER_FILE)]
 
     def payload(self) -> dict[str, Any]:

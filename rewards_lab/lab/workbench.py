@@ -20,6 +20,7 @@ import pandas as pd
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.guard_requests import Guard, GuardOverride, PublishRequest
 from rewards_lab.contract.limit_requests import (
     AmountLimit,
     Budget,
@@ -31,6 +32,7 @@ from rewards_lab.contract.limit_requests import (
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.programme_file import (
     FileAction,
+    FileAsset,
     FileRule,
     FileRuleAction,
     ProgrammeDefinition,
@@ -46,6 +48,7 @@ from rewards_lab.contract.validation import validate
 from rewards_lab.domain.conditions import EventFacts, describe_node
 from rewards_lab.domain.rules import condition_node
 from rewards_lab.lab.event_rows import EventRow, event_rows
+from rewards_lab.lab.gate import DEFAULT_DAYS, GateRefused, GateReport, evaluate
 from rewards_lab.replay.engine import ReplayResult
 from rewards_lab.replay.engines import run_replay, run_sweep
 from rewards_lab.service import assets, organizations, programme_lifecycle, programmes, simulation
@@ -266,6 +269,7 @@ class Lab:
         if organization_id is None:
             organization_id = str(organizations.create_organization(self.database, organization_name).id)
         self.scope = Scope(organization_id, "sandbox")
+        self.unit_values: dict[str, str] = {}  # asset symbol -> value_per_unit from the files loaded
 
     @property
     def organization_id(self) -> str:
@@ -284,14 +288,16 @@ class Lab:
     def load(self, source: ProgrammeDefinition | str | Path) -> LabProgramme:
         """Create (or reuse) the file's asset, activate it, create the programme and add every rule to its draft."""
         definition = source if isinstance(source, ProgrammeDefinition) else load_programme(source)
-        asset = self._asset_for(definition.asset)
+        asset = self._asset_for(definition.asset.asset_create())
+        if definition.asset.value_per_unit is not None:  # only the lab reads it (liability in money)
+            self.unit_values[asset.symbol] = definition.asset.value_per_unit
         info = definition.programme
         body: dict[str, Any] = {"name": info.name, "asset_id": asset.id}
         if info.description is not None:
             body["description"] = info.description
         schedule = {"timezone": info.timezone, "starts_at": info.starts_at, "ends_at": info.ends_at}
         body.update({key: value for key, value in schedule.items() if value is not None})
-        spending = info.model_dump(mode="json", include={"limits", "budget", "clawback"})
+        spending = info.model_dump(mode="json", include={"limits", "budget", "clawback", "guards"})
         body.update({key: value for key, value in spending.items() if value is not None})
         created = programmes.create_programme(self.database, self.scope, validate(rq.ProgrammeCreate, body))
         programme = LabProgramme(self, created.id)
@@ -409,6 +415,7 @@ class LabProgramme:
     def __init__(self, lab: Lab, program_id: str) -> None:
         self.lab = lab
         self.id = program_id
+        self.gate: GateReport | None = None  # the forecast gate's report of the last publish(history=...)
 
     def __repr__(self) -> str:
         info = self.info()
@@ -552,8 +559,37 @@ class LabProgramme:
         return programme_lifecycle.update_programme(self._db, self._scope, self.id, validate(rq.ProgrammeUpdate, body))
 
     # versions -----------------------------------------------------------------------------------------------
-    def publish(self) -> r.PublishResult:
-        return programmes.publish(self._db, self._scope, self.id)
+    def set_guards(self, guards: Sequence[Mapping[str, Any] | Guard] | None) -> r.Programme:
+        """The draft's forecast guards (README "Forecast gate"), e.g. `[{"metric": "issued", "period": "month",
+        "max": "120000"}]`; None or [] clears them. Published versions keep theirs."""
+        plain = [g.model_dump(mode="json") if not isinstance(g, Mapping) else dict(g) for g in guards or []]
+        body = validate(rq.ProgrammeUpdate, {"guards": plain or None})
+        return programme_lifecycle.update_programme(self._db, self._scope, self.id, body)
+
+    def publish(
+        self,
+        history: Any = None,
+        *,
+        override: str | None = None,
+        days: int = DEFAULT_DAYS,
+        **replay_options: Any,
+    ) -> r.PublishResult:
+        """Freeze the draft as the next version. With `history` (events, as `replay` takes them) the forecast
+        gate runs first (`lab.gate`): the history is replayed through the draft and the published version, the
+        draft's guards checked (`self.gate` keeps the report); a failed guard raises `GateRefused` and publishes
+        nothing, unless `override` gives the reason, recorded with the version. `replay_options`: opening_supply,
+        customers, redemptions, engine."""
+        self.gate = None
+        failed = False
+        if history is not None:
+            live = self.info().current_version is not None
+            published = self.definition("live") if live else None
+            self.gate = evaluate(self.definition("draft"), history, published=published, days=days, **replay_options)
+            failed = not self.gate.passed
+            if failed and override is None:
+                raise GateRefused(self.gate)
+        body = PublishRequest(guard_override=GuardOverride(reason=override)) if failed and override else None
+        return programmes.publish(self._db, self._scope, self.id, body, actor="lab")
 
     def versions(self) -> list[r.ProgrammeVersion]:
         """Published versions oldest first, then the draft."""
@@ -601,13 +637,15 @@ class LabProgramme:
                 limits=schedule.limits,
                 budget=schedule.budget,
                 clawback=schedule.clawback,
+                guards=schedule.guards,
             ),
-            asset=rq.AssetCreate(
+            asset=FileAsset(
                 name=asset.name,
                 symbol=asset.symbol,
                 type=asset.type,
                 decimals=asset.decimals,
                 supply_ceiling=asset.supply_ceiling,
+                value_per_unit=self.lab.unit_values.get(asset.symbol),
             ),
             rules=rules,
         )
