@@ -205,6 +205,9 @@ export interface Asset {
   outstanding_supply: string;
   created_at: string;
   activated_at: string | null;
+  expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
+  value_per_unit?: string | null;
+  expired?: string;
 }
 
 export interface AssetCreate {
@@ -213,6 +216,8 @@ export interface AssetCreate {
   type: AssetType;
   decimals: number;
   supply_ceiling?: string | null;
+  expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
+  value_per_unit?: string | null;
 }
 
 export interface AssetTotal {
@@ -254,6 +259,7 @@ export interface Balance {
   decimals: number;
   balance: string;
   updated_at: string | null;
+  next_expiry?: NextExpiry | null;
 }
 
 /** Who receives an action's reward instead of the event's customer: the customer (id or external_id) named
@@ -382,6 +388,17 @@ export interface EventError {
   message: string;
 }
 
+/** Each lot expires a fixed number of days after it was issued. */
+export interface ExpiryAfterDays {
+  after_days: number;
+}
+
+/** Each lot expires at the end of a calendar period: its own (`after` 0) or the `after`-th one after it. */
+export interface ExpiryAtEndOf {
+  at_end_of: "month" | "quarter" | "year";
+  after?: number;
+}
+
 export interface FixedAmount {
   fixed: string;
 }
@@ -433,7 +450,7 @@ export interface KnowledgeSearch {
 
 export interface LedgerTransaction {
   id: string;
-  kind: "issue" | "redemption" | "transfer" | "reward" | "reversal";
+  kind: "issue" | "redemption" | "transfer" | "reward" | "reversal" | "expire";
   asset_id: string;
   amount: string;
   wallet_id: string | null;
@@ -467,8 +484,30 @@ export interface LoginRequest {
   totp_code?: string | null;
 }
 
+/** One credit of an asset that tracks lots, and what is left of it. Debits take from the oldest lots first
+(issued_at, then creation); a lot expires at `expires_at` (null: never) and what remains goes to breakage. */
+export interface Lot {
+  id: string;
+  wallet_id: string;
+  asset_id: string;
+  amount: string;
+  remaining: string;
+  expired: string;
+  status: "open" | "spent" | "expired";
+  issued_at: string;
+  expires_at: string | null;
+  source_transaction_id: string | null;
+  expired_transaction_id: string | null;
+}
+
 export interface MessageCreate {
   content: string;
+}
+
+/** What expires next of a balance: the instant and the amount (every lot expiring then). */
+export interface NextExpiry {
+  at: string;
+  amount: string;
 }
 
 /** Holds when its one condition does not hold. */
@@ -504,6 +543,7 @@ export interface Programme {
   limits?: (AmountLimit | CountLimit)[];
   budget?: Budget | null;
   clawback?: "available" | "negative" | "none";
+  expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[];
   budget_consumption?: BudgetConsumption[];
 }
@@ -519,6 +559,7 @@ export interface ProgrammeCreate {
   limits?: (AmountLimit | CountLimit)[];
   budget?: Budget | null;
   clawback?: "available" | "negative" | "none";
+  expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[];
 }
 
@@ -534,6 +575,7 @@ export interface ProgrammeUpdate {
   limits?: (AmountLimit | CountLimit)[] | null;
   budget?: Budget | null;
   clawback?: "available" | "negative" | "none" | null;
+  expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[] | null;
 }
 
@@ -551,6 +593,7 @@ export interface ProgrammeVersion {
   limits?: (AmountLimit | CountLimit)[];
   budget?: Budget | null;
   clawback?: "available" | "negative" | "none";
+  expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[];
   guard_override?: GuardOverrideRecord | null;
 }
@@ -823,7 +866,7 @@ export interface WebhookAttempt {
 /** The seed's shape: `url` and the event kinds to deliver. The signing secret is returned once. */
 export interface WebhookCreate {
   url: string;
-  events: ("reward.issued" | "asset.paused" | "wallet.frozen" | "reward.reversed")[];
+  events: ("reward.issued" | "asset.paused" | "wallet.frozen" | "reward.reversed" | "points.expired")[];
 }
 
 /** One message to one endpoint. `body` is the exact JSON sent (and signed) on every attempt. */
@@ -971,6 +1014,16 @@ export interface Operations {
     permission: "wallets.view";
     idempotent: "none";
     errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "wallet_not_found";
+  };
+  "GET /wallets/{wallet_id}/lots": {
+    path: { wallet_id: string };
+    query: { limit?: number; cursor?: string; sort?: "issued_at"; direction?: "asc" | "desc"; asset_id?: string; status?: "open" | "spent" | "expired" };
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: never;
+    response: ListEnvelope<Lot>;
+    permission: "wallets.view";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "sort_field_invalid" | "wallet_not_found";
   };
   "POST /wallets/{wallet_id}/freeze": {
     path: { wallet_id: string };

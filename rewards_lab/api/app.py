@@ -41,6 +41,8 @@ from rewards_lab.store.database import Database
 from rewards_lab.worker.deliveries import DeliveryWorker
 from rewards_lab.worker.event_intake import EventIntake
 from rewards_lab.worker.events import EventWorker
+from rewards_lab.worker.expiry import INTERVAL_S as EXPIRY_INTERVAL_S
+from rewards_lab.worker.expiry import ExpiryWorker
 from rewards_lab.worker.request_log_writer import RequestLogWriter
 from rewards_lab.worker.retention import RetentionWorker
 
@@ -127,6 +129,7 @@ def create_app(
     retention_settings: RetentionSettings | None = None,
     unauthenticated_limit_per_minute: int = UNAUTHENTICATED_LIMIT_PER_MINUTE,
     min_free_disk_bytes: int = DEFAULT_MIN_FREE_DISK_MB * 1_048_576,
+    expiry_interval_s: float = EXPIRY_INTERVAL_S,
 ) -> FastAPI:
     worker = EventWorker(database, worker_batch_size) if run_worker else None
     deliveries = DeliveryWorker(database, delivery_settings) if run_worker else None
@@ -135,6 +138,7 @@ def create_app(
     if retention_settings is not None:
         retention_settings.apply_idempotency_window()
     retention = RetentionWorker(database, retention_settings) if run_worker else None
+    expiry = ExpiryWorker(database, expiry_interval_s) if run_worker else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -146,6 +150,8 @@ def create_app(
         request_log.start()
         if retention is not None:
             retention.start()
+        if expiry is not None:
+            expiry.start()
         try:
             yield
         finally:
@@ -156,6 +162,8 @@ def create_app(
                 deliveries.stop()  # requests in flight finish and are recorded; pending ones wait in the DB
             if retention is not None:
                 retention.stop()  # after the chunk in progress (each is its own transaction)
+            if expiry is not None:
+                expiry.stop()  # after the round in progress (one unit of work per tenant)
             request_log.stop()  # writes what is still queued
             database.checkpoint()  # fold the write-ahead log into the file before the process ends
 
@@ -176,6 +184,7 @@ def create_app(
     app.state.session_lifetime_s = session_lifetime_s
     app.state.request_log = request_log
     app.state.retention_worker = retention
+    app.state.expiry_worker = expiry
     app.include_router(router, prefix=f"/{API_VERSION}")
     app.include_router(readiness_router, prefix=f"/{API_VERSION}")
     app.state.min_free_disk_bytes = min_free_disk_bytes

@@ -30,6 +30,7 @@ PREFIXES: dict[str, str] = {
     "event": "evt",
     "execution": "rex",
     "transaction": "txn",
+    "lot": "lot",
     "webhook": "whk",
     "delivery": "dlv",
     "outbox": "obx",

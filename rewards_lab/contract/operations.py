@@ -200,6 +200,20 @@ _TABLE: tuple[Operation, ...] = (
         errors=("wallet_not_found",),
     ),
     Operation(
+        "list_wallet_lots",
+        "GET",
+        "/wallets/{wallet_id}/lots",
+        P.WALLETS_VIEW,
+        response=r.Lot,
+        listing="page",
+        filters=("asset_id", "status"),
+        filter_schemas={"status": {"type": "string", "enum": ["open", "spent", "expired"]}},
+        sorts=("issued_at",),
+        errors=("wallet_not_found",),
+        description="The wallet's lots, oldest first (the order debits take from them): each credit of an asset "
+        "with an expiry, what remains of it and when it expires.",
+    ),
+    Operation(
         "freeze_wallet",
         "POST",
         "/wallets/{wallet_id}/freeze",

@@ -16,6 +16,7 @@ from rfc3986_validator import validate_rfc3986  # type: ignore[import-untyped]
 from rewards_lab.contract import attributes
 from rewards_lab.contract.amounts import MAX_DECIMALS, MAX_THRESHOLD
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.expiry_requests import Expiry
 from rewards_lab.contract.guard_requests import Guards
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, Budget, Clawback, Limits
 from rewards_lab.contract.limits import check_data
@@ -262,6 +263,10 @@ class AssetCreate(RequestModel):
     type: AssetType
     decimals: Decimals
     supply_ceiling: DecimalString | None = None
+    # When its points expire (absent: never; a programme's own expiry overrides it for its rewards), and what
+    # one unit is worth in money, for liability reports (absent: not valued).
+    expiry: Expiry | None = None
+    value_per_unit: DecimalString | None = None
 
 
 # A schedule bound names an instant: an RFC 3339 date-time WITH its offset (a bare local time would be ambiguous
@@ -315,6 +320,7 @@ class ProgrammeCreate(RequestModel):
     limits: Limits = []
     budget: Budget | None = None
     clawback: Clawback = DEFAULT_CLAWBACK
+    expiry: Expiry | None = None  # the first draft's expiry of its rewards (see ProgrammeUpdate)
     # The first draft's forecast guards (contract.guard_requests), checked by the gate before publishing.
     guards: Guards = []
 
@@ -339,6 +345,9 @@ class ProgrammeUpdate(RequestModel):
     limits: Limits | None = None
     budget: Budget | None = None
     clawback: Clawback | None = None
+    # When the draft's rewards expire (null: as the asset's points do). Publishing a version with an expiry makes
+    # the asset track lots.
+    expiry: Expiry | None = None
     # The draft's forecast guards (null: none), checked by the gate before publishing (contract.guard_requests).
     guards: Guards | None = None
 
@@ -400,7 +409,7 @@ def _uri(value: str) -> str:
     return value
 
 
-WEBHOOK_EVENT_KINDS = ("reward.issued", "asset.paused", "wallet.frozen", "reward.reversed")
+WEBHOOK_EVENT_KINDS = ("reward.issued", "asset.paused", "wallet.frozen", "reward.reversed", "points.expired")
 
 
 class WebhookCreate(RequestModel):

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from rewards_lab.contract.expiry_requests import Expiry
 from rewards_lab.contract.guard_requests import Guard
 from rewards_lab.contract.limit_requests import Budget, Clawback, Limit
 from rewards_lab.contract.requests import AssetType, ConditionItem, RuleAction, TransferPolicy, WalletType
@@ -60,6 +61,9 @@ class Asset(Resource):
     outstanding_supply: str
     created_at: datetime
     activated_at: datetime | None
+    expiry: Expiry | None = None  # when its points expire (null: never, unless a programme's expiry says so)
+    value_per_unit: str | None = None  # money per unit, for liability reports
+    expired: str = "0"  # what has expired into its breakage account (not outstanding any more)
 
 
 class Rule(Resource):
@@ -100,6 +104,7 @@ class ProgrammeVersion(Resource):
     limits: list[Limit] = []
     budget: Budget | None = None
     clawback: Clawback = "available"
+    expiry: Expiry | None = None  # when its rewards expire (null: as the asset's points do)
     # Its forecast guards, and on a published version the override it was published with despite a failed guard.
     guards: list[Guard] = []
     guard_override: GuardOverrideRecord | None = None
@@ -132,6 +137,7 @@ class Programme(Resource):
     limits: list[Limit] = []
     budget: Budget | None = None
     clawback: Clawback = "available"
+    expiry: Expiry | None = None
     # The DRAFT version's forecast guards.
     guards: list[Guard] = []
     # What the programme has issued against its budget, per period, newest first (the live version's budget).
@@ -144,12 +150,37 @@ class PublishResult(Resource):
     draft_version_id: str
 
 
+class NextExpiry(Resource):
+    """What expires next of a balance: the instant and the amount (every lot expiring then)."""
+
+    at: datetime
+    amount: str
+
+
 class Balance(Resource):
     asset_id: str
     symbol: str
     decimals: int
     balance: str
     updated_at: datetime | None
+    next_expiry: NextExpiry | None = None  # null: nothing of it expires (or the asset has no expiry)
+
+
+class Lot(Resource):
+    """One credit of an asset that tracks lots, and what is left of it. Debits take from the oldest lots first
+    (issued_at, then creation); a lot expires at `expires_at` (null: never) and what remains goes to breakage."""
+
+    id: str
+    wallet_id: str
+    asset_id: str
+    amount: str
+    remaining: str
+    expired: str
+    status: Literal["open", "spent", "expired"]
+    issued_at: datetime
+    expires_at: datetime | None
+    source_transaction_id: str | None  # null for an opening lot (the balance held when the asset began tracking)
+    expired_transaction_id: str | None
 
 
 class WalletBalances(Resource):
@@ -166,7 +197,7 @@ class Entry(Resource):
 
 class LedgerTransaction(Resource):
     id: str
-    kind: Literal["issue", "redemption", "transfer", "reward", "reversal"]
+    kind: Literal["issue", "redemption", "transfer", "reward", "reversal", "expire"]
     asset_id: str
     amount: str
     wallet_id: str | None

@@ -11,7 +11,7 @@ from typing import Literal, NamedTuple
 
 from rewards_lab.contract.errors import ServiceError
 
-TransactionKind = Literal["issue", "redemption", "transfer", "reward", "reversal"]
+TransactionKind = Literal["issue", "redemption", "transfer", "reward", "reversal", "expire"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +25,8 @@ class Posting(NamedTuple):
     """One ledger transaction: the move of `amount_minor` of one asset from `source` to `destination`.
 
     Issues go from the asset's issuance account to a wallet, redemptions from a wallet to the redemption account,
-    transfers from wallet to wallet, reversals (a reward taken back) from a wallet to the issuance account.
+    transfers from wallet to wallet, reversals (a reward taken back) from a wallet to the issuance account,
+    expiries (an expired lot) from a wallet to the asset's breakage account.
     `wallet_id`, `from_wallet_id` and `to_wallet_id` describe it for readers.
 
     A NamedTuple: immutable, and cheap to make a thousand of per batch.

@@ -13,11 +13,14 @@ from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, cast
 
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.domain.expiry import ExpiryPolicy
 from rewards_lab.domain.ledger import Posting, TransactionKind, check_posting
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR
 from rewards_lab.domain.reversals import clawback_take
 
-Kind = Literal["issue", "reward", "redemption", "transfer", "reversal_available", "reversal_negative", "reversal_none"]
+Kind = Literal[
+    "issue", "reward", "redemption", "transfer", "expire", "reversal_available", "reversal_negative", "reversal_none"
+]
 KINDS = frozenset(("issue", "reward", "redemption", "transfer"))  # what the no-refusal shortcut decides
 # A reversal takes back a reward (wallet -> issuance account): its kind names the programme's clawback policy,
 # which decides how much a wallet holding less than the amount gives (`domain.reversals.clawback_take`); the
@@ -50,6 +53,9 @@ class AssetState:
     issuance_account_id: str
     redemption_account_id: str
     outstanding_minor: int
+    # Where expired points go; set once the asset tracks lots (rewards_lab.domain.lots), None before.
+    breakage_account_id: str | None = None
+    expiry: ExpiryPolicy | None = None  # the asset's own expiry (a programme's may override it for its rewards)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +100,8 @@ class LedgerState:
         """The posting for `request`, applied to the running state; or raise the ServiceError refusing it."""
         if request.kind in REVERSAL_KINDS:
             return self._reverse(request)
+        if request.kind == "expire":
+            return self._expire(request)
         asset = self._active_asset(request.asset_id)
         if request.amount_minor > MAX_AMOUNT_MINOR:
             raise ServiceError("amount_too_large", field="amount")
@@ -156,6 +164,20 @@ class LedgerState:
         check_posting(posting)
         if held - taken < 0:
             self.below_zero.add(key)
+        self._apply(posting, request.kind)
+        return posting
+
+    def _expire(self, request: PostingRequest) -> Posting:
+        """Take an expired lot's remainder to the breakage account: whatever the asset's status or the wallet's
+        (a lot expires on its date, frozen or not); never more than the wallet holds."""
+        asset = self.assets.get(request.asset_id)
+        if asset is None or asset.breakage_account_id is None:
+            raise ServiceError("asset_not_found", asset_id=request.asset_id)
+        if request.wallet_id not in self.known_wallets:
+            raise ServiceError("wallet_not_found", wallet_id=request.wallet_id)
+        self._require_balance(request.wallet_id, request.asset_id, request.amount_minor)
+        posting = self._posting(request, request.wallet_id, asset.breakage_account_id)
+        check_posting(posting)
         self._apply(posting, request.kind)
         return posting
 
@@ -232,5 +254,5 @@ class LedgerState:
         balances[destination] = balances.get(destination, 0) + amount
         if kind in ("issue", "reward"):
             self.outstanding[posting.asset_id] += posting.amount_minor
-        elif kind == "redemption" or kind in REVERSAL_KINDS:
+        elif kind in ("redemption", "expire") or kind in REVERSAL_KINDS:
             self.outstanding[posting.asset_id] -= posting.amount_minor

@@ -32,7 +32,6 @@ from rewards_lab.contract.limit_requests import (
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.programme_file import (
     FileAction,
-    FileAsset,
     FileRule,
     FileRuleAction,
     ProgrammeDefinition,
@@ -269,7 +268,6 @@ class Lab:
         if organization_id is None:
             organization_id = str(organizations.create_organization(self.database, organization_name).id)
         self.scope = Scope(organization_id, "sandbox")
-        self.unit_values: dict[str, str] = {}  # asset symbol -> value_per_unit from the files loaded
 
     @property
     def organization_id(self) -> str:
@@ -288,9 +286,7 @@ class Lab:
     def load(self, source: ProgrammeDefinition | str | Path) -> LabProgramme:
         """Create (or reuse) the file's asset, activate it, create the programme and add every rule to its draft."""
         definition = source if isinstance(source, ProgrammeDefinition) else load_programme(source)
-        asset = self._asset_for(definition.asset.asset_create())
-        if definition.asset.value_per_unit is not None:  # only the lab reads it (liability in money)
-            self.unit_values[asset.symbol] = definition.asset.value_per_unit
+        asset = self._asset_for(definition.asset)
         info = definition.programme
         body: dict[str, Any] = {"name": info.name, "asset_id": asset.id}
         if info.description is not None:
@@ -538,11 +534,14 @@ class LabProgramme:
         limits: Sequence[Mapping[str, Any] | Limit] | None = _UNSET,
         budget: Mapping[str, Any] | Budget | None = _UNSET,
         clawback: str | None = _UNSET,
+        expiry: Mapping[str, Any] | None = _UNSET,
     ) -> r.Programme:
         """Set the draft's caps per customer across its rules (`[{"period": "week", "max_amount": "1000"}]`),
-        its budget across customers (`{"period": "month", "max_amount": "10000"}`) and its clawback policy
-        (available, negative or none), as `PATCH /reward-programs/{id}` does: what is not given stays, None
-        clears (clawback: back to available). Published versions keep theirs; `publish()` freezes these."""
+        its budget across customers (`{"period": "month", "max_amount": "10000"}`), its clawback policy
+        (available, negative or none) and when its rewards expire (`{"after_days": 365}`,
+        `{"at_end_of": "quarter", "after": 1}`), as `PATCH /reward-programs/{id}` does: what is not given stays,
+        None clears (clawback: back to available; expiry: as the asset's points). Published versions keep theirs;
+        `publish()` freezes these."""
         body: dict[str, Any] = {}
         if limits is not _UNSET:
             body["limits"] = None if limits is None else [_plain_limit(limit) for limit in limits]
@@ -551,6 +550,8 @@ class LabProgramme:
             body["budget"] = None if plain is None else dict(plain)
         if clawback is not _UNSET:
             body["clawback"] = clawback
+        if expiry is not _UNSET:
+            body["expiry"] = None if expiry is None else dict(expiry)
         return programme_lifecycle.update_programme(self._db, self._scope, self.id, validate(rq.ProgrammeUpdate, body))
 
     # versions -----------------------------------------------------------------------------------------------
@@ -634,13 +635,13 @@ class LabProgramme:
                 clawback=schedule.clawback,
                 guards=schedule.guards,
             ),
-            asset=FileAsset(
+            asset=rq.AssetCreate(
                 name=asset.name,
                 symbol=asset.symbol,
                 type=asset.type,
                 decimals=asset.decimals,
                 supply_ceiling=asset.supply_ceiling,
-                value_per_unit=self.lab.unit_values.get(asset.symbol),
+                value_per_unit=asset.value_per_unit,
             ),
             rules=rules,
         )

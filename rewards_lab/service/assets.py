@@ -7,6 +7,9 @@ one live asset. Issuing is possible only while the asset is active.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
+from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
@@ -32,19 +35,33 @@ def create_asset(
     def write(uow: Repositories) -> r.Asset:
         ceiling = parse_ceiling(body.supply_ceiling, body.decimals)
         fields = {**body.model_dump(mode="json"), "supply_ceiling_minor": ceiling}
+        if body.expiry is not None:  # the asset tracks lots from its creation
+            fields["expiry_json"] = jsonutil.dumps(body.expiry.model_dump(mode="json"))
+        if body.value_per_unit is not None:
+            fields["value_per_unit"] = value_per_unit(body.value_per_unit)
         accounts = (new_id("account"), new_id("account"))
         return presenters.asset(uow.assets.add(scope, new_id("asset"), fields, accounts))
 
+    # The expiry and value fields count for the Idempotency-Key only when sent, so a key stored before they existed
+    # still stands for the same request.
+    unsent = {name for name in ("expiry", "value_per_unit") if name not in body.model_fields_set}
     return run_write(
         database,
         scope,
         "assets.create",
-        body,
+        body.model_dump(mode="json", exclude=unsent),
         write,
         r.Asset,
         idempotency_key=idempotency_key,
         status_code=201,
     )
+
+
+def value_per_unit(text: str) -> str:
+    """A money value per unit, above zero (as every decimal string of the contract), kept as written."""
+    if Decimal(text) <= 0:
+        raise ServiceError("amount_not_positive", "value_per_unit must be above zero", field="value_per_unit")
+    return text
 
 
 def asset_row(uow: Repositories, scope: Scope, asset_id: str) -> AssetRow:

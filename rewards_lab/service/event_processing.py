@@ -25,6 +25,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id, new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.conditions import EventFacts
+from rewards_lab.domain.expiry import ExpiryPolicy, expires_at
 from rewards_lab.domain.limits import Cap, CapCheck, Grant, budget_of, caps_of, checks_for
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.posting_policy import PostingRequest
@@ -34,6 +35,7 @@ from rewards_lab.domain.schedule import epoch_us, within_window
 from rewards_lab.service import presenters
 from rewards_lab.service.assets import asset_row
 from rewards_lab.service.ledger import apply_postings
+from rewards_lab.service.lot_book import LotTerms
 from rewards_lab.service.notifications import outbox_messages
 from rewards_lab.service.programmes import compile_rows
 from rewards_lab.service.refund_order import REFUND_WAIT, refunds_after_originals, segments
@@ -116,6 +118,7 @@ class VersionMeta:
     ends_at_us: int | None = None
     caps: tuple[Cap, ...] = ()  # the programme's caps per customer, then its budget (domain.limits)
     clawback: str = "available"
+    expiry: ExpiryPolicy | None = None  # when its rewards expire (None: as the asset's points do)
 
 
 @dataclass(slots=True)
@@ -195,6 +198,7 @@ class _RuleBook:
                 None if version.ends_at is None else epoch_us(version.ends_at),
                 caps,
                 str(spending["clawback"]),
+                ExpiryPolicy.of(spending["expiry"]),
             )
             own = [row for row in rows if row.version_id == version_id]
             self.meta[version_id] = meta
@@ -506,6 +510,27 @@ def _decide_in_order(
         reverser.save()
 
 
+def _lot_terms(plans: list[_EventPlan]) -> dict[str, LotTerms]:
+    """What only the worker knows of its postings' lots (used where the asset tracks lots): a reward is issued at
+    its event's time and expires under its programme's policy (else the asset's); a reversal takes first from the
+    lots of the reward it takes back."""
+    terms: dict[str, LotTerms] = {}
+    for plan in plans:
+        issued_at = _event_time(plan.event).replace(tzinfo=None)
+        for planned in plan.planned:
+            if planned.request is not None:
+                policy = planned.version.expiry
+                if policy is None:
+                    terms[planned.request.transaction_id] = LotTerms(issued_at)
+                else:
+                    expiry = expires_at(policy, issued_at, planned.version.timezone)
+                    terms[planned.request.transaction_id] = LotTerms(issued_at, expiry, dated=True)
+            elif planned.reversal is not None:
+                for item in planned.reversal.items:
+                    terms[item.request.transaction_id] = LotTerms(first=(item.original.transaction_id or "",))
+    return terms
+
+
 def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessReport:
     requests = []
     for plan in plans:
@@ -514,7 +539,7 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
                 requests.append(planned.request)
             elif planned.reversal is not None:
                 requests.extend(item.request for item in planned.reversal.items)
-    decision = apply_postings(uow, scope, requests)
+    decision = apply_postings(uow, scope, requests, lot_terms=lambda: _lot_terms(plans))  # made only if needed
     rejected = {request.transaction_id: error for request, error in decision.rejected}
     taken: dict[str, int] = {}  # a reversal's transaction -> what the wallet gave (a refused one gave nothing)
     if any(planned.reversal is not None for plan in plans for planned in plan.planned):

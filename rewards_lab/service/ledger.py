@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
@@ -16,8 +16,10 @@ from rewards_lab.domain.money import format_amount, parse_amount
 from rewards_lab.domain.posting_decision import PostingDecision, decide_batch
 from rewards_lab.domain.posting_policy import Kind, LedgerState, PostingRequest
 from rewards_lab.service import presenters
+from rewards_lab.service.lot_book import LotTerms, record_lots
+from rewards_lab.service.lots import next_expiries
 from rewards_lab.service.writes import run_write
-from rewards_lab.store.database import Database
+from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.interfaces.ledger import TransactionRow
 from rewards_lab.store.uow import reader
@@ -50,14 +52,22 @@ def load_state(uow: Repositories, scope: Scope, requests: Sequence[PostingReques
 
 
 def apply_postings(
-    uow: Repositories, scope: Scope, requests: Sequence[PostingRequest], state: LedgerState | None = None
+    uow: Repositories,
+    scope: Scope,
+    requests: Sequence[PostingRequest],
+    state: LedgerState | None = None,
+    lot_terms: Mapping[str, LotTerms] | Callable[[], Mapping[str, LotTerms]] | None = None,
 ) -> PostingDecision:
     """The one posting path (a single posting is a batch of one): decide every request in order
-    (`decide_batch`), then write the accepted ones set-based. Runs inside the caller's unit of work; the store's
-    constraints assert the invariants again as it writes."""
+    (`decide_batch`), then write the accepted ones set-based, with their lots where the asset tracks them
+    (`lot_terms`: what only the caller knows of them, or a function making it, called only then). Runs inside
+    the caller's unit of work; the store's constraints assert the invariants again as it writes."""
     state = state or load_state(uow, scope, requests)
     decision = decide_batch(state, requests)
     uow.ledger.write_postings(scope, decision, state)
+    if any(asset.breakage_account_id is not None for asset in state.assets.values()):
+        terms = lot_terms() if callable(lot_terms) else lot_terms
+        record_lots(uow, scope, decision.accepted, state, terms or {}, utcnow())
     return decision
 
 
@@ -188,6 +198,8 @@ def wallet_balances(database: Database, scope: Scope, wallet_id: str) -> r.Walle
     wallet = uow.wallets.get(scope, wallet_id)
     if wallet is None:
         raise ServiceError("wallet_not_found", wallet_id=wallet_id)
+    rows = uow.ledger.wallet_balances(scope, wallet_id)
+    expiring = next_expiries(uow, scope, wallet_id, {row.asset_id: int(row.decimals) for row in rows})
     balances = [
         r.Balance(
             asset_id=row.asset_id,
@@ -195,8 +207,9 @@ def wallet_balances(database: Database, scope: Scope, wallet_id: str) -> r.Walle
             decimals=int(row.decimals),
             balance=format_amount(int(row.balance_minor), int(row.decimals)),
             updated_at=presenters.utc(row.updated_at),
+            next_expiry=expiring.get(row.asset_id),
         )
-        for row in uow.ledger.wallet_balances(scope, wallet_id)
+        for row in rows
     ]
     return r.WalletBalances(
         wallet_id=wallet_id, customer_id=wallet.customer_id, status=wallet.status, balances=balances

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from rewards_lab.contract import attributes, jsonutil
 from rewards_lab.contract import resources as r
+from rewards_lab.contract.expiry_requests import EXPIRY
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK
 from rewards_lab.domain.money import format_amount
 from rewards_lab.store.interfaces.assets import AssetRow
@@ -69,7 +70,7 @@ def wallet(row: WalletRow) -> r.Wallet:
 def asset(row: AssetRow) -> r.Asset:
     decimals = int(row.decimals)
     ceiling = row.supply_ceiling_minor
-    issued, redeemed = int(row.issued_minor), int(row.redeemed_minor)
+    issued, redeemed, expired = int(row.issued_minor), int(row.redeemed_minor), int(row.expired_minor)
     return r.Asset(
         id=row.id,
         name=row.name,
@@ -80,9 +81,12 @@ def asset(row: AssetRow) -> r.Asset:
         status=row.status,
         issued=format_amount(issued, decimals),
         redeemed=format_amount(redeemed, decimals),
-        outstanding_supply=format_amount(issued - redeemed, decimals),
+        outstanding_supply=format_amount(issued - redeemed - expired, decimals),
         created_at=_utc(row.created_at),
         activated_at=utc(row.activated_at),
+        expiry=None if row.expiry is None else EXPIRY.validate_python(jsonutil.loads(row.expiry)),
+        value_per_unit=row.value_per_unit,
+        expired=format_amount(expired, decimals),
     )
 
 
@@ -273,7 +277,7 @@ def limit_cut(stored: dict[str, Any], decimals: int) -> r.LimitCut:
     )
 
 
-_GIVING = ("redemption", "reversal")  # kinds whose wallet gives
+_GIVING = ("redemption", "reversal", "expire")  # kinds whose wallet gives
 
 
 def transaction(row: TransactionRow, decimals: int) -> r.LedgerTransaction:
@@ -304,12 +308,13 @@ def json_value(value: Any) -> Any:
 
 
 def spending_of(text: str | None) -> dict[str, Any]:
-    """A stored spending setting (None: the defaults) as a dict of limits, budget and clawback."""
+    """A stored spending setting (None: the defaults) as a dict of limits, budget, clawback and expiry."""
     stored = jsonutil.loads(text) if text else {}
     return {
         "limits": stored.get("limits", []),
         "budget": stored.get("budget"),
         "clawback": stored.get("clawback", DEFAULT_CLAWBACK),
+        "expiry": stored.get("expiry"),
     }
 
 

@@ -13,6 +13,7 @@ import re
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.expiry_requests import EXPIRY, ExpiryAfterDays, ExpiryAtEndOf
 from rewards_lab.contract.limit_requests import LIMITS, Budget
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.states import programme_transition
@@ -49,12 +50,13 @@ def update_programme(
                 body.ends_at if "ends_at" in given else row.ends_at,
             )
             uow.programmes.set_schedule(scope, row.draft_version_id, schedule)
-        if given & {"limits", "budget", "clawback"}:
+        if given & {"limits", "budget", "clawback", "expiry"}:
             current = presenters.spending_of(row.spending)
             limits = (body.limits or []) if "limits" in given else LIMITS.validate_python(current["limits"])
             budget = body.budget if "budget" in given else _budget(current["budget"])
             clawback = body.clawback if "clawback" in given else current["clawback"]
-            spending = checked_spending(uow, scope, row.asset_id, limits, budget, clawback)
+            expiry = body.expiry if "expiry" in given else _expiry(current["expiry"])
+            spending = checked_spending(uow, scope, row.asset_id, limits, budget, clawback, expiry)
             uow.programmes.set_spending(scope, row.draft_version_id, spending)
         if "guards" in given:
             uow.programmes.set_guards(scope, row.draft_version_id, stored_guards(body.guards))
@@ -69,6 +71,10 @@ def update_programme(
 
 def _budget(stored: dict[str, object] | None) -> Budget | None:
     return None if stored is None else Budget.model_validate(stored)
+
+
+def _expiry(stored: dict[str, object] | None) -> ExpiryAfterDays | ExpiryAtEndOf | None:
+    return None if stored is None else EXPIRY.validate_python(stored)
 
 
 def _move(database: Database, scope: Scope, program_id: str, action: str, idempotency_key: str | None) -> r.Programme:

@@ -11,6 +11,7 @@ from typing import Any
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
+from rewards_lab.contract.expiry_requests import ExpiryAfterDays, ExpiryAtEndOf
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, AmountLimit, Budget, Limit
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import format_amount, parse_amount
@@ -34,10 +35,17 @@ def stored_limits(
 
 
 def checked_spending(
-    uow: Repositories, scope: Scope, asset_id: str, limits: list[Limit], budget: Budget | None, clawback: str | None
+    uow: Repositories,
+    scope: Scope,
+    asset_id: str,
+    limits: list[Limit],
+    budget: Budget | None,
+    clawback: str | None,
+    expiry: ExpiryAfterDays | ExpiryAtEndOf | None = None,
 ) -> str | None:
-    """The stored form (JSON) of a version's programme-wide caps, budget and clawback; None when all are the
-    defaults (no caps, no budget, clawback "available"), as every version had before they existed."""
+    """The stored form (JSON) of a version's programme-wide caps, budget, clawback and the expiry of its rewards;
+    None when all are the defaults (no caps, no budget, clawback "available", no expiry of its own), as every
+    version had before they existed."""
     stored_caps = stored_limits(uow, scope, asset_id, limits, "limits")
     stored_budget = None
     if budget is not None:
@@ -45,9 +53,13 @@ def checked_spending(
         parse_amount(budget.max_amount, decimals, "budget.max_amount")
         stored_budget = budget.model_dump(mode="json")
     policy = clawback or DEFAULT_CLAWBACK
-    if not stored_caps and stored_budget is None and policy == DEFAULT_CLAWBACK:
+    stored_expiry = None if expiry is None else expiry.model_dump(mode="json")
+    if not stored_caps and stored_budget is None and policy == DEFAULT_CLAWBACK and stored_expiry is None:
         return None
-    return jsonutil.dumps({"limits": stored_caps, "budget": stored_budget, "clawback": policy})
+    settings = {"limits": stored_caps, "budget": stored_budget, "clawback": policy}
+    if stored_expiry is not None:
+        settings["expiry"] = stored_expiry
+    return jsonutil.dumps(settings)
 
 
 def budget_consumption(uow: Repositories, scope: Scope, programme: ProgrammeRow) -> list[r.BudgetConsumption]:

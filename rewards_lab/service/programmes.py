@@ -33,7 +33,7 @@ from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow, Sched
 from rewards_lab.store.uow import reader
 
 PROGRAMME_SORTS = ("created_at", "name")
-_OPTIONAL_FIELDS = ("timezone", "starts_at", "ends_at", "limits", "budget", "clawback", "guards")
+_OPTIONAL_FIELDS = ("timezone", "starts_at", "ends_at", "limits", "budget", "clawback", "expiry", "guards")
 
 
 def create_programme(
@@ -44,7 +44,7 @@ def create_programme(
             raise ServiceError("asset_not_found", field="asset_id", asset_id=body.asset_id)
         fields = body.model_dump(mode="json")
         schedule = checked_schedule(body.timezone, body.starts_at, body.ends_at)
-        spending = checked_spending(uow, scope, body.asset_id, body.limits, body.budget, body.clawback)
+        spending = checked_spending(uow, scope, body.asset_id, body.limits, body.budget, body.clawback, body.expiry)
         guards = stored_guards(body.guards)
         row = uow.programmes.add(
             scope, new_id("programme"), new_id("programme_version"), fields, schedule, spending, guards
@@ -255,6 +255,8 @@ def publish(
             uow.programmes.record_guard_override(scope, draft_id, record)
         new_draft = new_id("programme_version")
         schedule, spending = programme.draft_schedule, programme.spending
+        if presenters.spending_of(spending)["expiry"] is not None:  # its rewards expire: the asset tracks lots
+            uow.assets.start_lots(scope, programme.asset_id)
         uow.programmes.add_version(scope, new_draft, program_id, number, schedule, spending, programme.guards)
         uow.programmes.copy_rules(scope, draft_id, new_draft)
         uow.programmes.set_current(scope, program_id, number, new_draft)

@@ -7,6 +7,7 @@ from typing import Any
 
 import duckdb
 
+from rewards_lab.contract.ids import new_id, new_ids
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database, utcnow
@@ -15,14 +16,16 @@ from rewards_lab.store.queries import RowPage, fetch_all_as, fetch_one_as, pagin
 
 TENANT = "a.organization_id = ? AND a.environment = ?"
 # issued = what left the issuance account; redeemed = what entered the redemption account.
-_TABLE_COLUMNS = [f.name for f in fields(AssetRow)][:-2]
+_TABLE_COLUMNS = [f.name for f in fields(AssetRow)][:-3]
 ASSET_SELECT = f"""
     SELECT {", ".join("a." + name for name in _TABLE_COLUMNS)},
            CAST(-coalesce(bi.balance_minor, 0) AS HUGEINT) AS issued_minor,
-           CAST(coalesce(br.balance_minor, 0) AS HUGEINT) AS redeemed_minor
+           CAST(coalesce(br.balance_minor, 0) AS HUGEINT) AS redeemed_minor,
+           CAST(coalesce(bb.balance_minor, 0) AS HUGEINT) AS expired_minor
     FROM assets a
     LEFT JOIN balances bi ON bi.account_id = a.issuance_account_id AND bi.asset_id = a.id
     LEFT JOIN balances br ON br.account_id = a.redemption_account_id AND br.asset_id = a.id
+    LEFT JOIN balances bb ON bb.account_id = a.breakage_account_id AND bb.asset_id = a.id
 """
 
 
@@ -39,7 +42,9 @@ class AssetRepository:
     def add(self, scope: Scope, asset_id: str, fields: dict[str, Any], accounts: tuple[str, str]) -> AssetRow:
         issuance_id, redemption_id = accounts
         self.con.execute(
-            "INSERT INTO assets VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'configured', ?, ?, ?, NULL)",
+            "INSERT INTO assets (id, organization_id, environment, name, symbol, type, decimals, "
+            "supply_ceiling_minor, status, issuance_account_id, redemption_account_id, created_at, activated_at, "
+            "expiry, value_per_unit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'configured', ?, ?, ?, NULL, ?, ?)",
             [
                 asset_id,
                 *scope.params,
@@ -51,6 +56,8 @@ class AssetRepository:
                 issuance_id,
                 redemption_id,
                 utcnow(),
+                fields.get("expiry_json"),
+                fields.get("value_per_unit"),
             ],
         )
         self.con.executemany(
@@ -68,9 +75,50 @@ class AssetRepository:
                 [*scope.params, redemption_id, asset_id, None, utcnow()],
             ],
         )
+        if fields.get("expiry_json") is not None:
+            self.start_lots(scope, asset_id)
         row = self.get(scope, asset_id)
         assert row is not None
         return row
+
+    def start_lots(self, scope: Scope, asset_id: str) -> str:
+        """The asset tracks lots from now on (idempotent): its breakage account is made, and every wallet's
+        positive balance becomes one opening lot that never expires (points issued under no expiry keep that
+        promise). Returns the breakage account's id."""
+        row = self.con.execute(
+            "SELECT breakage_account_id FROM assets WHERE organization_id = ? AND environment = ? AND id = ?",
+            [*scope.params, asset_id],
+        ).fetchone()
+        assert row is not None
+        if row[0] is not None:
+            return str(row[0])
+        self._forget(asset_id)
+        breakage_id, now = new_id("account"), utcnow()
+        self.con.execute(
+            "UPDATE assets SET breakage_account_id = ? WHERE organization_id = ? AND environment = ? AND id = ?",
+            [breakage_id, *scope.params, asset_id],
+        )
+        self.con.execute(
+            "INSERT INTO system_accounts VALUES (?, ?, ?, ?, 'breakage')", [breakage_id, *scope.params, asset_id]
+        )
+        self.con.execute(
+            "INSERT INTO balances VALUES (?, ?, ?, ?, 0, NULL, ?)", [*scope.params, breakage_id, asset_id, now]
+        )
+        opening = self.con.execute(
+            "SELECT account_id, balance_minor FROM balances WHERE organization_id = ? AND environment = ? "
+            "AND asset_id = ? AND starts_with(account_id, 'wal_') AND balance_minor > 0 ORDER BY account_id",
+            [*scope.params, asset_id],
+        ).fetchall()
+        if opening:
+            ids = new_ids("lot", len(opening))
+            self.con.executemany(
+                "INSERT INTO lots VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, 0, 'opening', NULL, ?, ?)",
+                [
+                    [lot_id, *scope.params, wallet_id, asset_id, now, balance, balance, now, now]
+                    for lot_id, (wallet_id, balance) in zip(ids, opening, strict=True)
+                ],
+            )
+        return breakage_id
 
     def get(self, scope: Scope, asset_id: str) -> AssetRow | None:
         return fetch_one_as(

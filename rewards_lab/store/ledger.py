@@ -14,6 +14,7 @@ the caller's transaction rolls back, so nothing partial is ever committed.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -27,6 +28,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import time_ms_column, time_ms_of
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.expiry import ExpiryPolicy
 from rewards_lab.domain.ledger import Posting
 from rewards_lab.domain.posting_decision import PostingDecision
 from rewards_lab.domain.posting_policy import ORDINARY_WALLET, AssetState, LedgerState, WalletState
@@ -133,7 +135,8 @@ def batch_tables(batch: AcceptedBatch) -> tuple[pa.Table, pa.Table]:
 def deltas_table(postings: Sequence[Posting], issuance_accounts: Mapping[str, str]) -> pa.Table:
     """The net change of every (account, asset) the batch touches, and of the issuance accounts' floors.
 
-    A redemption lowers the issuance account's floor by its amount: redeemed value makes room under the ceiling.
+    A redemption (or an expiry) lowers the issuance account's floor by its amount: value that left circulation
+    makes room under the ceiling.
     """
     deltas: dict[tuple[str, str], int] = {}
     floors: dict[tuple[str, str], int] = {}
@@ -143,7 +146,7 @@ def deltas_table(postings: Sequence[Posting], issuance_accounts: Mapping[str, st
         deltas[key] = get(key, 0) - amount
         key = (destination, asset_id)
         deltas[key] = get(key, 0) + amount
-        if kind == "redemption":
+        if kind in ("redemption", "expire"):  # both leave circulation: room under the ceiling again
             key = (issuance_accounts[asset_id], asset_id)
             floors[key] = floors.get(key, 0) - amount
             deltas[key] = get(key, 0)
@@ -308,12 +311,21 @@ class LedgerRepository:
             "a.redemption_account_id, "
             "-coalesce((SELECT balance_minor FROM balances b WHERE b.account_id = a.issuance_account_id), 0) "
             "- coalesce((SELECT balance_minor FROM balances b WHERE b.account_id = a.redemption_account_id), 0) "
+            "- coalesce((SELECT balance_minor FROM balances b WHERE b.account_id = a.breakage_account_id), 0), "
+            "a.breakage_account_id, a.expiry "
             "FROM assets a WHERE a.organization_id = ? AND a.environment = ? AND a.id IN (SELECT unnest(?))",
             [*scope.params, asset_ids],
         ).fetchall()
         return {
             row[0]: AssetState(
-                row[1], int(row[2]), None if row[3] is None else int(row[3]), row[4], row[5], int(row[6])
+                row[1],
+                int(row[2]),
+                None if row[3] is None else int(row[3]),
+                row[4],
+                row[5],
+                int(row[6]),
+                row[7],
+                None if row[8] is None else ExpiryPolicy.of(json.loads(row[8])),
             )
             for row in rows
         }

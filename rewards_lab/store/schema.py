@@ -360,6 +360,31 @@ MIGRATIONS.append(
 
 MIGRATIONS.append(
     (
+        19,
+        "expiry: asset and programme expiry policies, lots per credit, the breakage account, value per unit",
+        [
+            # An asset's expiry (JSON; NULL: its points never expire), its value in money per unit (a decimal
+            # string; NULL: not valued) and its breakage account, where expired points go (NULL until the asset
+            # tracks lots: from its creation with an expiry, or from the first publication of a programme with one).
+            "ALTER TABLE assets ADD COLUMN expiry VARCHAR",
+            "ALTER TABLE assets ADD COLUMN value_per_unit VARCHAR",
+            "ALTER TABLE assets ADD COLUMN breakage_account_id VARCHAR",
+            # One row per credit of an asset that tracks lots: what it added, what remains of it, when it was issued
+            # and when it expires (NULL: never); the transaction that made it and, once expired, the one that
+            # took it to the breakage account. Open lots of a wallet hold max(balance, 0) (verify_ledger).
+            """CREATE TABLE lots (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                wallet_id VARCHAR NOT NULL, asset_id VARCHAR NOT NULL, issued_at TIMESTAMP NOT NULL,
+                expires_at TIMESTAMP, amount_minor HUGEINT NOT NULL, remaining_minor HUGEINT NOT NULL,
+                expired_minor HUGEINT NOT NULL, source_transaction_id VARCHAR NOT NULL,
+                expired_transaction_id VARCHAR, created_at TIMESTAMP NOT NULL, updated_at TIMESTAMP NOT NULL,
+                CHECK (remaining_minor >= 0), CHECK (remaining_minor <= amount_minor))""",
+        ],
+    )
+)
+
+MIGRATIONS.append(
+    (
         20,
         "forecast guards: a version's guards, and the override a version was published with despite a failed guard",
         [

@@ -19,6 +19,7 @@ from rewards_lab.store.idempotency import IdempotencyRepository
 from rewards_lab.store.interfaces.events import EventStore
 from rewards_lab.store.ledger import LedgerRepository
 from rewards_lab.store.limit_usage import LimitUsageRepository
+from rewards_lab.store.lots import LotRepository
 from rewards_lab.store.organizations import OrganizationRepository
 from rewards_lab.store.outbox import OutboxRepository
 from rewards_lab.store.programmes import ProgrammeRepository
@@ -52,6 +53,7 @@ class DuckDBRepositories:
         self.auth_audit = AuthAuditRepository(con)
         self.segments = SegmentQueries(con)
         self.limit_usage = LimitUsageRepository(con)
+        self.lots = LotRepository(con)
 
 
 @contextmanager

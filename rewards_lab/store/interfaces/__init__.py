@@ -19,6 +19,7 @@ from rewards_lab.store.interfaces.executions import ExecutionStore
 from rewards_lab.store.interfaces.idempotency import IdempotencyStore
 from rewards_lab.store.interfaces.ledger import LedgerStore
 from rewards_lab.store.interfaces.limit_usage import LimitUsageStore
+from rewards_lab.store.interfaces.lots import LotStore
 from rewards_lab.store.interfaces.organizations import OrganizationStore
 from rewards_lab.store.interfaces.outbox import OutboxStore
 from rewards_lab.store.interfaces.programmes import ProgrammeStore
@@ -77,3 +78,5 @@ class Repositories(Protocol):
     def segments(self) -> SegmentStore: ...
     @property
     def limit_usage(self) -> LimitUsageStore: ...
+    @property
+    def lots(self) -> LotStore: ...

@@ -14,7 +14,7 @@ from rewards_lab.store.queries import RowPage
 @dataclass(frozen=True, slots=True)
 class AssetRow:
     """An asset with its supply so far: issued = what left its issuance account, redeemed = what entered its
-    redemption account (minor units)."""
+    redemption account, expired = what entered its breakage account (minor units)."""
 
     id: str
     organization_id: str
@@ -29,8 +29,12 @@ class AssetRow:
     redemption_account_id: str
     created_at: datetime
     activated_at: datetime | None
+    expiry: str | None  # JSON of its expiry policy (None: its points never expire)
+    value_per_unit: str | None  # money per unit, a decimal string (None: not valued)
+    breakage_account_id: str | None  # where expired points go, once the asset tracks lots
     issued_minor: int
     redeemed_minor: int
+    expired_minor: int
 
 
 class AssetStore(Protocol):
@@ -43,6 +47,8 @@ class AssetStore(Protocol):
     def decimals(self, scope: Scope, asset_id: str) -> int | None: ...
 
     def get_many(self, scope: Scope, asset_ids: list[str]) -> dict[str, AssetRow]: ...
+
+    def start_lots(self, scope: Scope, asset_id: str) -> str: ...
 
     def set_status(self, scope: Scope, asset_id: str, status: str, *, activated: bool = False) -> None: ...
 

@@ -1,0 +1,76 @@
+"""Expiry on the wire (issue 19; docs/rules.md "Expiry"): when the points of an asset, or of a programme's rewards,
+stop being spendable.
+
+Optional and additive: an asset or programme without `expiry` issues points that never expire.
+
+- `{"after_days": 365}`: each issuance (a lot) expires 365 days after it was issued, to the microsecond;
+- `{"at_end_of": "quarter", "after": 1}`: at the end of the calendar quarter after the one it was issued in
+  (`after: 0`, the default: at the end of its own quarter), in the programme's timezone (UTC for an asset's own).
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Discriminator, Field, Tag, TypeAdapter, WithJsonSchema
+
+from rewards_lab.contract.request_base import RequestModel
+
+MAX_DAYS = 36_600  # a hundred years
+MAX_PERIODS = 100
+CalendarPeriod = Literal["month", "quarter", "year"]
+
+
+def _whole(value: object) -> object:
+    """21.0 is 21, as JSON Schema's integer says; strings, booleans, fractions and non-finite numbers stay
+    refused (by the strict integer that follows)."""
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return int(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
+
+
+Days = Annotated[
+    int,
+    BeforeValidator(_whole),
+    Field(ge=1, le=MAX_DAYS, strict=True),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_DAYS}),
+]
+Periods = Annotated[
+    int,
+    BeforeValidator(_whole),
+    Field(ge=0, le=MAX_PERIODS, strict=True),
+    WithJsonSchema({"type": "integer", "minimum": 0, "maximum": MAX_PERIODS, "default": 0}),
+]
+
+
+class ExpiryAfterDays(RequestModel):
+    """Each lot expires a fixed number of days after it was issued."""
+
+    after_days: Days
+
+
+class ExpiryAtEndOf(RequestModel):
+    """Each lot expires at the end of a calendar period: its own (`after` 0) or the `after`-th one after it."""
+
+    at_end_of: CalendarPeriod
+    after: Periods = 0
+
+
+def _expiry_shape(value: Any) -> str | None:
+    """Which shape a payload means: the one whose key it carries (neither: refused naming both)."""
+    if isinstance(value, dict):
+        return "at_end_of" if "at_end_of" in value else "after_days"
+    if isinstance(value, ExpiryAtEndOf):
+        return "at_end_of"
+    return "after_days"
+
+
+Expiry = Annotated[
+    Annotated[ExpiryAfterDays, Tag("after_days")] | Annotated[ExpiryAtEndOf, Tag("at_end_of")],
+    Discriminator(_expiry_shape),
+]
+EXPIRY: TypeAdapter[ExpiryAfterDays | ExpiryAtEndOf] = TypeAdapter(Expiry)
