@@ -55,3 +55,12 @@ def test_papermill_fails_on_a_draft_that_breaks_its_guard_and_passes_one_within_
         {"programme": str(_draft(tmp_path, 0.1)), "override": "Easter campaign, approved", "days": 30},
     )
     assert "overridden: Easter campaign, approved" in _text(overridden)
+
+
+def test_the_replays_own_connections_show_no_progress_bar_in_a_notebook() -> None:
+    """DuckDB's progress bar is a widget output in a kernel for any statement over 2 s: on a busy machine a replay
+    or a sweep would then add an output that nbval compares with the committed one."""
+    from rewards_lab.replay.engine import quiet_connection
+
+    setting = quiet_connection().execute("SELECT current_setting('enable_progress_bar')").fetchall()
+    assert setting == [(False,)]

@@ -80,3 +80,17 @@ def test_the_widget_compares_draft_and_published_liability(spring: LabProgramme)
     widget.money.value = True
     widget.run.click()
     assert "value_per_unit" in widget.summary.value and "field_invalid" in widget.summary.value
+
+
+def test_the_widget_values_the_liability_in_money_when_the_asset_has_a_value_per_unit(tmp_path: Path) -> None:
+    gated = SPRING.with_name("spring_gated.json")  # value_per_unit 0.01
+    programme = Lab(tmp_path / "lab.duckdb").load(gated)
+    programme.publish()
+    widget = LiabilityComparison(programme, synthetic.generate_events(300, 30, seed=4, days=15).to_pandas())
+    widget.money.value = True
+    widget.days_ahead.value = 10
+    widget.run.click()
+    draft = widget.forecasts["draft"]
+    assert draft.history.value_per_unit == Decimal("0.01") and "difference +0.00" in widget.summary.value
+    assert list(draft.history.frame["value"]) == [v * Decimal("0.01") for v in draft.history.frame["liability"]]
+    assert bytes(widget.figure.value).startswith(b"\x89PNG")

@@ -322,7 +322,7 @@ def create_programme(
     """`timezone` (IANA), `starts_at` and `ends_at` (RFC 3339 with an offset) set the first draft's schedule;
     `limits` (caps per customer: `[{"period": "month", "max_amount": "500"}]`), `budget`
     (`{"period": "month", "max_amount": "10000"}`) and `clawback` (available, negative or none) its spending;
-    `expiry` when its rewards expire (as for an asset), `guards` its forecast guards
+    `expiry` when its rewards expire (as for an asset); `guards` its forecast guards
     (`[{"metric": "issued", "period": "month", "max": "120000"}]`)."""
     body = _without_none(
         name=name,

@@ -35,7 +35,6 @@ from rewards_lab.contract.requests import (
     Amount,
     AssetCreate,
     Beneficiary,
-    DecimalString,
     EventType,
     Name,
     RequestModel,
@@ -115,17 +114,6 @@ class ProgrammeInfo(RequestModel):
         return self.timezone or "UTC"
 
 
-class FileAsset(AssetCreate):
-    """The file's asset; `value_per_unit` (optional) is what one unit is worth in money, so that the lab values
-    liability (rewards_lab.lab.liability)."""
-
-    value_per_unit: DecimalString | None = Field(default=None, exclude_if=lambda value: value is None)
-
-    def asset_create(self) -> AssetCreate:
-        """The asset as the API creates it (without what only the lab reads)."""
-        return AssetCreate.model_validate(self.model_dump(exclude={"value_per_unit"}))
-
-
 class FileAction(RequestModel):
     """An issue action of the file's asset."""
 
@@ -161,7 +149,7 @@ class FileRule(RuleFields):
 
 class ProgrammeDefinition(RequestModel):
     programme: ProgrammeInfo
-    asset: FileAsset
+    asset: AssetCreate
     rules: Annotated[list[FileRule], Field(min_length=1, max_length=MAX_RULES_PER_FILE)]
 
     def payload(self) -> dict[str, Any]:

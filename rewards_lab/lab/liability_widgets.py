@@ -56,7 +56,7 @@ class LiabilityComparison(Panel):
         if self.events.empty:
             raise ServiceError("field_invalid", "there are no events to replay", field="events")
         money = self.money.value
-        if money and self.programme.lab.unit_values.get(self.programme.asset().symbol) is None:
+        if money and self.programme.asset().value_per_unit is None:
             raise ServiceError("field_invalid", "the asset has no value_per_unit", field="money")
         draft = self._forecast(self.draft.value)
         published = None if self.published.value is None else self._forecast(self.published.value)

@@ -10,12 +10,12 @@ from typing import Any
 
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract.programme_file import (
-    FileAsset,
     FileRule,
     ProgrammeDefinition,
     ProgrammeInfo,
     load_programme,
 )
+from rewards_lab.contract.requests import AssetCreate
 from rewards_lab.lab.gate import DEFAULT_DAYS, GateReport, evaluate, evaluate_files
 from rewards_lab.lab.paths import locate
 from rewards_lab.lab.push import Plan, make_plan
@@ -28,7 +28,7 @@ def publishes(plan: Plan) -> bool:
 
 def published_definition(plan: Plan) -> ProgrammeDefinition | None:
     """The live published version as a file would hold it (None: nothing published yet). The asset's value per
-    unit is the file's: only the lab reads it."""
+    unit is the live asset's, else the file's."""
     version, asset, programme = plan.published, plan.asset, plan.programme
     if version is None or asset is None or programme is None or not version.rules:
         return None
@@ -54,8 +54,8 @@ def published_definition(plan: Plan) -> ProgrammeDefinition | None:
         clawback=version.clawback,
         guards=version.guards,
     )
-    unit = plan.definition.asset.value_per_unit
-    live_asset = FileAsset(
+    unit = asset.value_per_unit or plan.definition.asset.value_per_unit
+    live_asset = AssetCreate(
         name=asset.name,
         symbol=asset.symbol,
         type=asset.type,

@@ -32,7 +32,6 @@ from rewards_lab.contract.limit_requests import (
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.programme_file import (
     FileAction,
-    FileAsset,
     FileRule,
     FileRuleAction,
     ProgrammeDefinition,
@@ -269,7 +268,6 @@ class Lab:
         if organization_id is None:
             organization_id = str(organizations.create_organization(self.database, organization_name).id)
         self.scope = Scope(organization_id, "sandbox")
-        self.unit_values: dict[str, str] = {}  # asset symbol -> value_per_unit from the files loaded
 
     @property
     def organization_id(self) -> str:
@@ -288,9 +286,7 @@ class Lab:
     def load(self, source: ProgrammeDefinition | str | Path) -> LabProgramme:
         """Create (or reuse) the file's asset, activate it, create the programme and add every rule to its draft."""
         definition = source if isinstance(source, ProgrammeDefinition) else load_programme(source)
-        asset = self._asset_for(definition.asset.asset_create())
-        if definition.asset.value_per_unit is not None:  # only the lab reads it (liability in money)
-            self.unit_values[asset.symbol] = definition.asset.value_per_unit
+        asset = self._asset_for(definition.asset)
         info = definition.programme
         body: dict[str, Any] = {"name": info.name, "asset_id": asset.id}
         if info.description is not None:
@@ -639,13 +635,13 @@ class LabProgramme:
                 clawback=schedule.clawback,
                 guards=schedule.guards,
             ),
-            asset=FileAsset(
+            asset=rq.AssetCreate(
                 name=asset.name,
                 symbol=asset.symbol,
                 type=asset.type,
                 decimals=asset.decimals,
                 supply_ceiling=asset.supply_ceiling,
-                value_per_unit=self.lab.unit_values.get(asset.symbol),
+                value_per_unit=asset.value_per_unit,
             ),
             rules=rules,
         )
