@@ -22,6 +22,7 @@ from typing import Any, Literal
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
+from rewards_lab.contract.expiry_requests import ExpiryAfterDays, ExpiryAtEndOf
 from rewards_lab.contract.guard_requests import Guard
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, AmountLimit, Budget, Limit
 from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition, ProgrammeInfo
@@ -194,6 +195,10 @@ def _asset_steps(plan: Plan) -> None:
         plan.notes.append(
             f"asset {asset.symbol} has supply ceiling {asset.supply_ceiling} live, {wanted.supply_ceiling} in the file"
         )
+    if _expiry(asset.expiry) != _expiry(wanted.expiry):  # set when an asset is made, never changed after
+        plan.notes.append(
+            f"asset {asset.symbol} has expiry {_expiry(asset.expiry)} live, {_expiry(wanted.expiry)} in the file"
+        )
     if asset.status == "configured":
         plan.steps.append(Step("activate_asset", f"activate asset {asset.symbol} ({asset.id})"))
     elif asset.status == "paused":
@@ -237,37 +242,46 @@ def _schedule_steps(plan: Plan) -> bool:
     return plan.published is not None and live_schedule(plan.published) != wanted
 
 
-# (caps as (period, measure, value), budget as (period, amount), clawback): amounts compared by value
-Spending = tuple[tuple[tuple[str, str, Decimal | int], ...], tuple[str, Decimal] | None, str]
-NO_SPENDING: Spending = ((), None, DEFAULT_CLAWBACK)
+# (caps as (period, measure, value), budget as (period, amount), clawback, expiry as JSON text or None): amounts
+# compared by value
+Spending = tuple[tuple[tuple[str, str, Decimal | int], ...], tuple[str, Decimal] | None, str, str | None]
+NO_SPENDING: Spending = ((), None, DEFAULT_CLAWBACK, None)
 
 
-def _spending(limits: list[Limit], budget: Budget | None, clawback: str) -> Spending:
+def _expiry(expiry: ExpiryAfterDays | ExpiryAtEndOf | None) -> str | None:
+    """An expiry as comparable text (`{"after_days": 30}`), None for none."""
+    return None if expiry is None else jsonutil.dumps(expiry.model_dump(mode="json"))
+
+
+def _spending(
+    limits: list[Limit], budget: Budget | None, clawback: str, expiry: ExpiryAfterDays | ExpiryAtEndOf | None
+) -> Spending:
     caps = tuple(
         (c.period, "max_amount", Decimal(c.max_amount))
         if isinstance(c, AmountLimit)
         else (c.period, "max_count", c.max_count)
         for c in limits
     )
-    return caps, None if budget is None else (budget.period, Decimal(budget.max_amount)), clawback
+    return caps, None if budget is None else (budget.period, Decimal(budget.max_amount)), clawback, _expiry(expiry)
 
 
 def file_spending(definition: ProgrammeDefinition) -> Spending:
     info = definition.programme
-    return _spending(info.limits, info.budget, info.clawback)
+    return _spending(info.limits, info.budget, info.clawback, info.expiry)
 
 
 def live_spending(version: r.ProgrammeVersion) -> Spending:
-    return _spending(version.limits, version.budget, version.clawback)
+    return _spending(version.limits, version.budget, version.clawback, version.expiry)
 
 
 def spending_body(info: ProgrammeInfo) -> dict[str, Any]:
-    """The file's caps, budget and clawback as `PATCH /reward-programs/{id}` takes them (every one sent: the
-    draft becomes exactly the file's)."""
+    """The file's caps, budget, clawback and expiry as `PATCH /reward-programs/{id}` takes them (every one sent:
+    the draft becomes exactly the file's)."""
     return {
         "limits": [limit.model_dump(mode="json") for limit in info.limits],
         "budget": None if info.budget is None else info.budget.model_dump(mode="json"),
         "clawback": info.clawback,
+        "expiry": None if info.expiry is None else info.expiry.model_dump(mode="json"),
     }
 
 
@@ -275,7 +289,8 @@ def describe_spending(info: ProgrammeInfo) -> str:
     body = spending_body(info)
     caps = jsonutil.dumps(body["limits"]) if body["limits"] else "none"
     budget = jsonutil.dumps(body["budget"]) if body["budget"] else "none"
-    return f"caps {caps}, budget {budget}, clawback {body['clawback']}"
+    described = f"caps {caps}, budget {budget}, clawback {body['clawback']}"
+    return described if body["expiry"] is None else f"{described}, expiry {jsonutil.dumps(body['expiry'])}"
 
 
 def _spending_steps(plan: Plan) -> bool:
@@ -431,6 +446,8 @@ def _execute(
                 wanted.type.value,
                 wanted.decimals,
                 supply_ceiling=wanted.supply_ceiling,
+                expiry=None if wanted.expiry is None else wanted.expiry.model_dump(mode="json"),
+                value_per_unit=wanted.value_per_unit,
                 idempotency_key=key,
             )
             done.append({"kind": step.kind, "id": asset.id})
@@ -453,6 +470,7 @@ def _execute(
                 limits=spending["limits"] or None,
                 budget=spending["budget"],
                 clawback=None if info.clawback == DEFAULT_CLAWBACK else info.clawback,
+                expiry=spending["expiry"],
                 guards=guards_body(info) or None,
                 idempotency_key=key,
             )

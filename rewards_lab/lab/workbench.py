@@ -293,7 +293,7 @@ class Lab:
             body["description"] = info.description
         schedule = {"timezone": info.timezone, "starts_at": info.starts_at, "ends_at": info.ends_at}
         body.update({key: value for key, value in schedule.items() if value is not None})
-        spending = info.model_dump(mode="json", include={"limits", "budget", "clawback", "guards"})
+        spending = info.model_dump(mode="json", include={"limits", "budget", "clawback", "expiry", "guards"})
         body.update({key: value for key, value in spending.items() if value is not None})
         created = programmes.create_programme(self.database, self.scope, validate(rq.ProgrammeCreate, body))
         programme = LabProgramme(self, created.id)
@@ -377,6 +377,7 @@ class Lab:
                 continue
             same = (existing.name, existing.type, existing.decimals) == (spec.name, spec.type, spec.decimals)
             same = same and _same_amount(existing.supply_ceiling, spec.supply_ceiling)
+            same = same and existing.expiry == spec.expiry
             if not same:
                 raise ServiceError(
                     "asset_symbol_taken",
@@ -633,6 +634,7 @@ class LabProgramme:
                 limits=schedule.limits,
                 budget=schedule.budget,
                 clawback=schedule.clawback,
+                expiry=schedule.expiry,
                 guards=schedule.guards,
             ),
             asset=rq.AssetCreate(
@@ -641,6 +643,7 @@ class LabProgramme:
                 type=asset.type,
                 decimals=asset.decimals,
                 supply_ceiling=asset.supply_ceiling,
+                expiry=asset.expiry,
                 value_per_unit=asset.value_per_unit,
             ),
             rules=rules,
