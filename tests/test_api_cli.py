@@ -335,3 +335,29 @@ def test_login_takes_no_key_and_its_session_acts_until_logout(live: LiveServer) 
         with redirect_stdout(io.StringIO()), redirect_stderr(err := io.StringIO()):
             status = main(["api", "auth", "login", "--email", OWNER_EMAIL, *target])
     assert status == 1 and "error: authentication_error credentials_invalid:" in err.getvalue()
+
+
+def test_expiring_assets_programmes_and_a_wallets_lots_from_the_command_line(live: LiveServer) -> None:
+    expiry = '{"after_days": 30}'
+    asset = ok(
+        live, "assets", "create", "--name", "Miles", "--symbol", "MILE", "--decimals", "0", "--expiry", expiry,
+        "--value-per-unit", "0.02",
+    )  # fmt: skip
+    assert (asset["expiry"], asset["value_per_unit"]) == ({"after_days": 30}, "0.02")
+    ok(live, "assets", "activate", asset["id"])
+    programme = ok(live, "programmes", "create", "--name", "Miles", "--asset-id", asset["id"], "--expiry", expiry)
+    assert programme["expiry"] == {"after_days": 30}
+    assert ok(live, "programmes", "update", programme["id"], "--clear-expiry")["expiry"] is None
+    owner = ok(live, "customers", "create", "--external-id", "flyer")
+    wallet = ok(live, "wallets", "create", "--customer-id", owner["id"])
+    for amount in ("5", "6"):
+        ok(live, "assets", "issue", asset["id"], "--wallet-id", wallet["id"], "--amount", amount, "--reason", "trip")
+    ok(live, "assets", "redeem", asset["id"], "--wallet-id", wallet["id"], "--amount", "7", "--reference", "seat")
+    lots = ok(live, "wallets", "lots", wallet["id"], "--limit", "1", "--all")
+    assert [(lot["amount"], lot["remaining"], lot["status"]) for lot in lots] == [
+        ("5", "0", "spent"),
+        ("6", "4", "open"),
+    ]
+    assert len(ok(live, "wallets", "lots", wallet["id"], "--status", "open", "--all")) == 1
+    balance = ok(live, "wallets", "balances", wallet["id"])["balances"][0]
+    assert balance["next_expiry"]["amount"] == "4"

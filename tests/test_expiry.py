@@ -14,6 +14,8 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
+from rewards_lab.domain.expiry import ExpiryPolicy, expires_at
+from rewards_lab.lab.workbench import Lab
 from rewards_lab.service import ledger, lots, programme_lifecycle, programmes
 from rewards_lab.service.event_intake import submit_event
 from rewards_lab.service.event_processing import process_all
@@ -21,6 +23,7 @@ from rewards_lab.service.expiry import expire_due
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.verification import verify_ledger
 from tests.conftest import World
+from tests.test_reversals import ORDER, Shop
 
 
 def _issue(world: World, asset_id: str, wallet_id: str, amount: str) -> None:
@@ -145,3 +148,99 @@ def test_tenants_see_only_their_own_lots(db: Database, world: World) -> None:
     with pytest.raises(ServiceError) as hidden:
         lots.list_lots(db, other, wallet.id, PageRequest(limit=10))
     assert hidden.value.code == "wallet_not_found"
+
+
+def _shop_lots(shop: Shop, wallet_id: str) -> list[tuple[str, str]]:
+    page = lots.list_lots(shop.world.db, shop.world.scope, wallet_id, PageRequest(limit=100)).data
+    return [(lot.amount, lot.remaining) for lot in page]
+
+
+def test_a_reversal_takes_from_its_original_rewards_lot_first(world: World) -> None:
+    shop = Shop(world, expiry={"after_days": 30})
+    wallet = shop.customer("dee")
+    shop.send(ORDER, "dee", external_id="o-1", amount=10)
+    shop.order("dee", "o-2", 20)
+    assert _shop_lots(shop, wallet.id) == [("10", "10"), ("20", "20")]
+    shop.reversal(shop.refund("dee", "o-2"))
+    assert _shop_lots(shop, wallet.id) == [("10", "10"), ("20", "0")]  # not the oldest: its own
+    _verified(world.db)
+
+
+def test_a_refund_after_its_lot_expired_takes_what_the_wallet_holds(world: World) -> None:
+    shop = Shop(world, expiry={"after_days": 30}, clawback="available")
+    wallet = shop.customer("eve")
+    shop.order("eve", "o-1", 10)
+    _set_expiry(world.db, utcnow() - timedelta(seconds=1))  # its 30 days are over
+    assert expire_due(world.db).lots == 1
+    shop.order("eve", "o-2", 25)
+    taken = shop.reversal(shop.refund("eve", "o-1"))
+    assert (taken.amount, taken.reversal.shortfall if taken.reversal else None) == ("10", "0")
+    assert _shop_lots(shop, wallet.id) == [("10", "0"), ("25", "15")]  # the expired one gave nothing more
+    assert shop.balance(wallet) == 15
+    _verified(world.db)
+
+
+def test_a_wallet_below_zero_pays_its_debt_before_a_new_lot(world: World) -> None:
+    shop = Shop(world, expiry={"after_days": 30}, clawback="negative")
+    wallet = shop.customer("fay")
+    shop.order("fay", "o-1", 50)
+    shop.redeem(wallet, "40")
+    shop.reversal(shop.refund("fay", "o-1"))  # takes 50 of 10: the wallet owes 40
+    assert shop.balance(wallet) == -40 and _shop_lots(shop, wallet.id) == [("50", "0")]
+    shop.order("fay", "o-2", 30)  # pays 30 of the debt: no lot
+    shop.order("fay", "o-3", 25)  # 10 more of the debt, a lot of 15
+    assert shop.balance(wallet) == 15
+    assert _shop_lots(shop, wallet.id) == [("50", "0"), ("15", "15")]
+    _verified(world.db)
+
+
+def test_the_lab_sets_keeps_and_clears_a_programmes_expiry() -> None:
+    with Lab() as lab:
+        shop = lab.new_programme("Shop", {"name": "Stars", "symbol": "STAR", "type": "points", "decimals": 0})
+        first = shop.set_spending(expiry={"at_end_of": "month", "after": 2})
+        assert first.expiry is not None and first.expiry.model_dump() == {"at_end_of": "month", "after": 2}
+        kept = shop.set_spending(clawback="none")
+        assert kept.expiry == first.expiry and kept.clawback == "none"
+        assert shop.set_spending(expiry=None).expiry is None
+        with pytest.raises(ServiceError) as refused:
+            shop.set_spending(expiry={"after_days": -1})
+        assert refused.value.code == "field_invalid"
+
+
+@pytest.mark.parametrize(
+    ("policy", "issued_at", "timezone", "expected"),
+    [
+        ({"after_days": 365}, datetime(2026, 3, 15, 1, 2, 3, 4), "UTC", datetime(2027, 3, 15, 1, 2, 3, 4)),
+        ({"at_end_of": "month"}, datetime(2026, 3, 15), "UTC", datetime(2026, 4, 1)),
+        ({"at_end_of": "month", "after": 11}, datetime(2026, 2, 28), "UTC", datetime(2027, 2, 1)),
+        ({"at_end_of": "quarter", "after": 1}, datetime(2026, 3, 15), "UTC", datetime(2026, 7, 1)),
+        # 23:30 UTC on 31 March is already 1 April in Kolkata: the second quarter, then the one after it
+        (
+            {"at_end_of": "quarter", "after": 1},
+            datetime(2026, 3, 31, 23, 30),
+            "Asia/Kolkata",
+            datetime(2026, 9, 30, 18, 30),
+        ),
+        # local midnight of 1 January in London is UTC midnight (no summer time then); of 1 April it is 23:00 UTC
+        ({"at_end_of": "year"}, datetime(2026, 6, 1), "Europe/London", datetime(2027, 1, 1)),
+        ({"at_end_of": "month"}, datetime(2026, 3, 10), "Europe/London", datetime(2026, 3, 31, 23)),
+        # past the calendar's end: its last instant
+        ({"after_days": 36600}, datetime(9999, 1, 1), "UTC", datetime.max),
+        ({"at_end_of": "year", "after": 100}, datetime(9950, 1, 1), "Pacific/Kiritimati", datetime.max),
+    ],
+)
+def test_expiry_instants(policy: dict[str, Any], issued_at: datetime, timezone: str, expected: datetime) -> None:
+    parsed = ExpiryPolicy.of(policy)
+    assert parsed is not None and expires_at(parsed, issued_at, timezone) == expected
+
+
+def test_a_reward_dated_at_the_end_of_the_calendar_expires_at_its_last_instant(world: World) -> None:
+    shop = Shop(world, expiry={"at_end_of": "year", "after": 5})
+    wallet = shop.customer("zed")
+    body = {"type": ORDER, "external_event_id": "o-late", "customer_id": "zed", "data": {"amount": 3}}
+    body["occurred_at"] = "9999-12-31T23:59:59Z"
+    submit_event(world.db, world.scope, validate(rq.EventCreate, body))
+    assert process_all(world.db).processed == 1
+    (lot,) = lots.list_lots(world.db, world.scope, wallet.id, PageRequest(limit=10)).data
+    assert lot.expires_at == datetime.max.replace(tzinfo=UTC)
+    _verified(world.db)

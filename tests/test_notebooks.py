@@ -29,6 +29,7 @@ SMALL: dict[str, dict[str, Any]] = {
     "03_compare_versions.ipynb": {"max_events": 3000, "draft_rate": "0.06"},
     # No base_url: the notebook starts a throwaway local service (test_push_notebook.py runs it against `serve`).
     "04_push.ipynb": {},
+    "05_publish_gate.ipynb": {"days": 30},
     "05_rule_language.ipynb": {"n_events": 3000, "n_customers": 300},
     "06_caps_budgets_refunds.ipynb": {"max_events": 4000, "sweep_caps": ["300", "800"], "projection_days": 14},
 }
@@ -64,8 +65,11 @@ def test_the_notebook_runs_with_papermill_on_small_parameters(notebook: Path, tm
     if notebook.name.startswith("01"):
         assert '"rate":0.1' in text  # the injected parameter reached the draft
     if notebook.name.startswith("02"):
-        assert "3000 events replayed" in text and len(images) == 3  # liability, per rule, heat map
-        assert html.count("data:image/png;base64") >= 3  # the figures are embedded in the HTML
+        assert "3000 events replayed" in text and len(images) == 4  # supply, per rule, liability, heat map
+        assert html.count("data:image/png;base64") >= 4  # the figures are embedded in the HTML
+        assert "redeemed" in text and "breakage" in text  # liability net of (synthetic) redemptions
+    if notebook.name.startswith("05_publish"):
+        assert "all guards pass" in text and "liability 30 days ahead" in text and len(images) == 1
     if notebook.name.startswith("03"):
         assert '"rate":0.06' in text and len(images) == 2
 

@@ -288,6 +288,12 @@ export interface BusinessCounts {
   rewards_issued: number;
 }
 
+/** The supply ceiling may not run out within `min` days of the end of the history. */
+export interface CeilingGuard {
+  metric: "ceiling_exhausted_within_days";
+  min: number;
+}
+
 /** A condition on one field: `{field, operator, value}`. */
 export interface Condition {
   field: string;
@@ -404,10 +410,30 @@ export interface FractionOf {
   of: string;
 }
 
+/** Why the draft is published although a guard failed (recorded with the version). */
+export interface GuardOverride {
+  reason: string;
+}
+
+/** Why a version was published although a guard of the gate failed, who said so (the API key or the
+person's account) and when. */
+export interface GuardOverrideRecord {
+  reason: string;
+  given_by: string;
+  given_at: string;
+}
+
 export interface IssueRequest {
   wallet_id: string;
   amount: string;
   reason: string;
+}
+
+/** The largest total the draft issues in one calendar period of the history may not exceed `max`. */
+export interface IssuedGuard {
+  metric: "issued";
+  period: "day" | "week" | "month" | "year";
+  max: string;
 }
 
 export interface KnowledgeHit {
@@ -433,6 +459,12 @@ export interface LedgerTransaction {
   memo: string | null;
   entries: Entry[];
   created_at: string;
+}
+
+/** Draft minus published projected liability at the end of the forecast may not exceed `max`. */
+export interface LiabilityDeltaGuard {
+  metric: "liability_delta";
+  max: string;
 }
 
 /** What cut a reward: a cap of its rule (`rule`), of its programme (`programme`) or the budget (`budget`). */
@@ -512,6 +544,7 @@ export interface Programme {
   budget?: Budget | null;
   clawback?: "available" | "negative" | "none";
   expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
+  guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[];
   budget_consumption?: BudgetConsumption[];
 }
 
@@ -527,6 +560,7 @@ export interface ProgrammeCreate {
   budget?: Budget | null;
   clawback?: "available" | "negative" | "none";
   expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
+  guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[];
 }
 
 /** Edits the programme and its DRAFT version's schedule; absent fields stay as they are. `starts_at` and
@@ -542,6 +576,7 @@ export interface ProgrammeUpdate {
   budget?: Budget | null;
   clawback?: "available" | "negative" | "none" | null;
   expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
+  guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[] | null;
 }
 
 export interface ProgrammeVersion {
@@ -559,6 +594,13 @@ export interface ProgrammeVersion {
   budget?: Budget | null;
   clawback?: "available" | "negative" | "none";
   expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
+  guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[];
+  guard_override?: GuardOverrideRecord | null;
+}
+
+/** An optional body of publish: without it, publishing means what it always meant. */
+export interface PublishRequest {
+  guard_override?: GuardOverride | null;
 }
 
 export interface PublishResult {
@@ -1187,11 +1229,11 @@ export interface Operations {
     path: { program_id: string };
     query: Record<string, never>;
     headers: { "Idempotency-Key"?: string; "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
-    body: never;
+    body: PublishRequest;
     response: Envelope<PublishResult>;
     permission: "rewards.activate";
     idempotent: "optional";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_draft_empty" | "programme_not_found" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_draft_empty" | "programme_not_found" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "POST /reward-programs/{program_id}/versions/{version}/restore": {
     path: { program_id: string; version: string };

@@ -41,6 +41,7 @@ from rewards_lab.store.database import Database
 from rewards_lab.worker.deliveries import DeliveryWorker
 from rewards_lab.worker.event_intake import EventIntake
 from rewards_lab.worker.events import EventWorker
+from rewards_lab.worker.expiry import INTERVAL_S as EXPIRY_INTERVAL_S
 from rewards_lab.worker.expiry import ExpiryWorker
 from rewards_lab.worker.request_log_writer import RequestLogWriter
 from rewards_lab.worker.retention import RetentionWorker
@@ -128,6 +129,7 @@ def create_app(
     retention_settings: RetentionSettings | None = None,
     unauthenticated_limit_per_minute: int = UNAUTHENTICATED_LIMIT_PER_MINUTE,
     min_free_disk_bytes: int = DEFAULT_MIN_FREE_DISK_MB * 1_048_576,
+    expiry_interval_s: float = EXPIRY_INTERVAL_S,
 ) -> FastAPI:
     worker = EventWorker(database, worker_batch_size) if run_worker else None
     deliveries = DeliveryWorker(database, delivery_settings) if run_worker else None
@@ -136,7 +138,7 @@ def create_app(
     if retention_settings is not None:
         retention_settings.apply_idempotency_window()
     retention = RetentionWorker(database, retention_settings) if run_worker else None
-    expiry = ExpiryWorker(database) if run_worker else None
+    expiry = ExpiryWorker(database, expiry_interval_s) if run_worker else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

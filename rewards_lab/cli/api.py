@@ -138,13 +138,34 @@ SPENDING = (
         choices=["available", "negative", "none"],
         help="what a reversal takes when the points are spent (default available)",
     ),
+    _a(
+        "--expiry",
+        type=_json_arg,
+        help='when the draft\'s rewards expire, JSON: {"after_days": 365} or {"at_end_of": "quarter", "after": 1}',
+    ),
 )
-_CLEARABLE = ("starts_at", "ends_at", "limits", "budget")
+GUARDS = _a(
+    "--guards",
+    type=_json_arg,
+    help='the draft\'s forecast guards, JSON: [{"metric": "issued", "period": "month", "max": "120000"}]',
+)
+_CLEARABLE = ("starts_at", "ends_at", "limits", "budget", "expiry", "guards")
 
 
 def _programme_update(args: argparse.Namespace) -> dict[str, Any]:
     """The fields `programmes update` sends: those given; a cleared one as None (sent as null)."""
-    names = ("name", "description", "timezone", "starts_at", "ends_at", "limits", "budget", "clawback")
+    names = (
+        "name",
+        "description",
+        "timezone",
+        "starts_at",
+        "ends_at",
+        "limits",
+        "budget",
+        "clawback",
+        "expiry",
+        "guards",
+    )
     fields = {name: getattr(args, name) for name in names}
     fields = {name: value for name, value in fields.items() if value is not None}
     for name in _CLEARABLE:
@@ -238,6 +259,14 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "wallets",
+        "lots",
+        "list_wallet_lots",
+        "a wallet's lots, oldest first (assets with an expiry)",
+        (ID, *_page(asset_id="of this asset", status="open, spent or expired")),
+        lambda c, a: (partial(c.list_wallet_lots, a.id), _filters(a, "asset_id", "status")),
+    ),
+    Command(
+        "wallets",
         "freeze",
         "freeze_wallet",
         "freeze a wallet",
@@ -264,9 +293,18 @@ COMMANDS: tuple[Command, ...] = (
             _a("--type", default="points"),
             _a("--decimals", type=int, required=True),
             _a("--supply-ceiling"),
+            _a("--expiry", type=_json_arg, help='JSON: {"after_days": 365} or {"at_end_of": "year", "after": 0}'),
+            _a("--value-per-unit", help="what one unit is worth in money, for liability reports"),
         ),
         lambda c, a: c.create_asset(
-            a.name, a.symbol, a.type, a.decimals, supply_ceiling=a.supply_ceiling, idempotency_key=a.idempotency_key
+            a.name,
+            a.symbol,
+            a.type,
+            a.decimals,
+            supply_ceiling=a.supply_ceiling,
+            expiry=a.expiry,
+            value_per_unit=a.value_per_unit,
+            idempotency_key=a.idempotency_key,
         ),
     ),
     Command("assets", "get", "get_asset", "read an asset", (ID,), lambda c, a: c.get_asset(a.id)),
@@ -362,6 +400,7 @@ COMMANDS: tuple[Command, ...] = (
             _a("--description"),
             *SCHEDULE,
             *SPENDING,
+            GUARDS,
         ),
         lambda c, a: c.create_programme(
             a.name,
@@ -373,6 +412,8 @@ COMMANDS: tuple[Command, ...] = (
             limits=a.limits,
             budget=a.budget,
             clawback=a.clawback,
+            expiry=a.expiry,
+            guards=a.guards,
             idempotency_key=a.idempotency_key,
         ),
     ),
@@ -381,7 +422,7 @@ COMMANDS: tuple[Command, ...] = (
         "programmes",
         "update",
         "update_programme",
-        "edit a programme and its draft's schedule, caps, budget and clawback",
+        "edit a programme and its draft's schedule, caps, budget, clawback, expiry and forecast guards",
         (
             ID,
             _a("--name"),
@@ -392,6 +433,9 @@ COMMANDS: tuple[Command, ...] = (
             _a("--clear-ends-at", action="store_true", help="remove the draft's end bound"),
             _a("--clear-limits", action="store_true", help="remove the draft's caps"),
             _a("--clear-budget", action="store_true", help="remove the draft's budget"),
+            _a("--clear-expiry", action="store_true", help="the draft's rewards expire as the asset's points do"),
+            GUARDS,
+            _a("--clear-guards", action="store_true", help="remove the draft's forecast guards"),
         ),
         lambda c, a: c.update_programme(a.id, **_programme_update(a), idempotency_key=a.idempotency_key),
     ),
@@ -432,8 +476,8 @@ COMMANDS: tuple[Command, ...] = (
         "publish",
         "publish",
         "publish the draft version",
-        (ID,),
-        lambda c, a: c.publish(a.id, idempotency_key=a.idempotency_key),
+        (ID, _a("--guard-override", help="why it is published although a forecast guard failed (recorded)")),
+        lambda c, a: c.publish(a.id, guard_override=a.guard_override, idempotency_key=a.idempotency_key),
     ),
     Command(
         "programmes",

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 API_KEY_VARIABLE = "REWARDS_API_KEY"
 EXIT_API_ERROR = 1
 EXIT_USAGE = 2
+EXIT_GATE = 3  # push: a forecast guard failed, nothing was published
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:

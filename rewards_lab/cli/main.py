@@ -62,6 +62,16 @@ def _megabytes(text: str) -> int:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError("must be a number of seconds") from error
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be above 0")
+    return value
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -98,6 +108,7 @@ def _serve(args: argparse.Namespace) -> int:
             retention_settings=retention,
             unauthenticated_limit_per_minute=args.unauthenticated_limit_per_minute,
             min_free_disk_bytes=args.min_free_disk_mb * 1_048_576,
+            expiry_interval_s=args.expiry_interval_s,
         )
         # No uvicorn access log: the service's own request log records every /v1 request (and costs less).
         # Proxy trust is explicit: by default X-Forwarded-For is ignored and every limit counts the socket peer
@@ -277,6 +288,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_megabytes,
         default=256,
         help="GET /v1/health/ready answers 503 when the database's filesystem has less free space (default 256)",
+    )
+    serve.add_argument(
+        "--expiry-interval-s",
+        type=_positive_seconds,
+        default=5.0,
+        help="how often the expiry worker looks for lots whose time has come (default 5)",
     )
     serve.add_argument(
         "--forwarded-allow-ips",

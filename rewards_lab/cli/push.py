@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from rewards_lab.cli.common import (
     EXIT_API_ERROR,
+    EXIT_GATE,
     EXIT_USAGE,
     UsageError,
     add_target_arguments,
@@ -15,6 +17,9 @@ from rewards_lab.cli.common import (
     explain,
     fail,
 )
+
+if TYPE_CHECKING:
+    from rewards_lab.lab.push import Plan
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +29,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--yes", action="store_true", help="apply without asking")
     parser.add_argument("--no-verify", action="store_true", help="skip the comparison of live and lab simulations")
     parser.add_argument("--json", action="store_true", help="print the plan, result and verification as JSON")
+    gate = parser.add_argument_group("forecast gate (README: Forecast gate)")
+    gate.add_argument(
+        "--history",
+        metavar="EVENTS",
+        help="replay these events (.parquet, .csv, .jsonl) through the file and the published version and check "
+        "the file's guards before publishing; a failed guard publishes nothing (exit 3)",
+    )
+    gate.add_argument("--redemptions", metavar="FILE", help="what customers spent during the history (replay)")
+    gate.add_argument("--override", metavar="REASON", help="publish despite a failed guard (recorded with it)")
+    gate.add_argument("--days", type=int, default=90, help="how far the liability forecast looks ahead (90)")
     parser.set_defaults(run=run)
 
 
@@ -45,21 +60,30 @@ def run(args: argparse.Namespace) -> int:
 
     report: dict[str, object] = {}
     try:
+        if args.override is not None and args.history is None:
+            raise UsageError("--override goes with --history: it overrides the forecast gate")
         definition = load_programme(args.file)
         with client_from(args) as client:
             plan = make_plan(definition, client)
             report["plan"] = plan.to_dict()
             if not args.json:
                 print(plan.text())
+            failed = _gate(args, plan, report)
+            refused = failed and args.override is None
             if args.plan_only:
-                return _finish(args, report, 0)
+                return _finish(args, report, EXIT_GATE if refused else 0)
             if plan.changes:
                 if not _confirmed(args):
                     return _finish(args, report, EXIT_USAGE)
-                result = apply(plan, client)
+                override = args.override if failed else None
+                result = apply(plan, client, publish=not refused, guard_override=override)
                 report["applied"] = result.executed
                 if not args.json:
                     print(result.text())
+            if refused:
+                message = "Not published: a forecast guard failed (the draft holds the file; --override REASON)."
+                print(message, file=sys.stderr)
+                return _finish(args, report, EXIT_GATE)
             if args.no_verify:
                 return _finish(args, report, 0)
             verification = verify(definition, client)
@@ -75,6 +99,25 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"error: {error}", EXIT_API_ERROR)
     except ServiceError as error:  # the programme file itself
         return fail(f"error: {error.type.value} {error.code}: {error.message}", EXIT_USAGE)
+
+
+def _gate(args: argparse.Namespace, plan: Plan, report: dict[str, object]) -> bool:
+    """Evaluate the forecast gate when a history is given and the plan publishes; whether a guard failed."""
+    from rewards_lab.lab.push_gate import gate_for, publishes
+
+    if args.history is None:
+        return False
+    if not publishes(plan):
+        if not args.json:
+            print("Forecast gate: nothing to publish, the published version already holds the file.")
+        return False
+    gate = gate_for(plan, args.history, redemptions=args.redemptions, days=args.days)
+    report["gate"] = {"passed": gate.passed, "guards": gate.table().to_dict(orient="records")}
+    if not args.json:
+        print(gate.text())
+        if not gate.passed and args.override is not None:
+            print(f"Overridden: publishing with the reason recorded: {args.override}")
+    return not gate.passed
 
 
 def _finish(args: argparse.Namespace, report: dict[str, object], status: int) -> int:

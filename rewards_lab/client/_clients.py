@@ -83,6 +83,8 @@ class _Operations:
     list_wallets = _Operation(ops.list_wallets)
     iter_wallets = _Pages(ops.list_wallets)
     wallet_balances = _Operation(ops.wallet_balances)
+    list_wallet_lots = _Operation(ops.list_wallet_lots)
+    iter_wallet_lots = _Pages(ops.list_wallet_lots)
     freeze_wallet = _Operation(ops.freeze_wallet)
     unfreeze_wallet = _Operation(ops.unfreeze_wallet)
     create_asset = _Operation(ops.create_asset)

@@ -181,6 +181,18 @@ def wallet_balances(wallet_id: str) -> Call[r.WalletBalances]:
     return _get("wallet_balances", _model(r.WalletBalances), wallet_id)
 
 
+def list_wallet_lots(
+    wallet_id: str,
+    *,
+    asset_id: str | None = None,
+    status: str | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
+) -> Call[Page[r.Lot]]:
+    """The wallet's lots oldest first (`status`: open, spent or expired)."""
+    return _list("list_wallet_lots", _model(r.Lot), limit, cursor, wallet_id, asset_id=asset_id, status=status)
+
+
 def freeze_wallet(wallet_id: str, *, idempotency_key: str | None = None) -> Call[r.Wallet]:
     return _write("freeze_wallet", _model(r.Wallet), wallet_id, key=idempotency_key)
 
@@ -197,9 +209,21 @@ def create_asset(
     decimals: int,
     *,
     supply_ceiling: str | None = None,
+    expiry: Json | None = None,
+    value_per_unit: str | None = None,
     idempotency_key: str | None = None,
 ) -> Call[r.Asset]:
-    body = _without_none(name=name, symbol=symbol, type=type, decimals=decimals, supply_ceiling=supply_ceiling)
+    """`expiry` (`{"after_days": 365}` or `{"at_end_of": "quarter", "after": 1}`) makes its points expire;
+    `value_per_unit` values one unit in money for liability reports."""
+    body = _without_none(
+        name=name,
+        symbol=symbol,
+        type=type,
+        decimals=decimals,
+        supply_ceiling=supply_ceiling,
+        expiry=expiry,
+        value_per_unit=value_per_unit,
+    )
     return _write("create_asset", _model(r.Asset), body=body, key=idempotency_key)
 
 
@@ -291,11 +315,15 @@ def create_programme(
     limits: Sequence[Json] | None = None,
     budget: Json | None = None,
     clawback: str | None = None,
+    expiry: Json | None = None,
+    guards: Sequence[Json] | None = None,
     idempotency_key: str | None = None,
 ) -> Call[r.Programme]:
     """`timezone` (IANA), `starts_at` and `ends_at` (RFC 3339 with an offset) set the first draft's schedule;
     `limits` (caps per customer: `[{"period": "month", "max_amount": "500"}]`), `budget`
-    (`{"period": "month", "max_amount": "10000"}`) and `clawback` (available, negative or none) its spending."""
+    (`{"period": "month", "max_amount": "10000"}`) and `clawback` (available, negative or none) its spending;
+    `expiry` when its rewards expire (as for an asset); `guards` its forecast guards
+    (`[{"metric": "issued", "period": "month", "max": "120000"}]`)."""
     body = _without_none(
         name=name,
         asset_id=asset_id,
@@ -306,6 +334,8 @@ def create_programme(
         limits=None if limits is None else list(limits),
         budget=budget,
         clawback=clawback,
+        expiry=expiry,
+        guards=None if guards is None else list(guards),
     )
     return _write("create_programme", _model(r.Programme), body=body, key=idempotency_key)
 
@@ -334,11 +364,13 @@ def update_programme(
     limits: Sequence[Json] | None = _UNCHANGED,
     budget: Json | None = _UNCHANGED,
     clawback: str | None = _UNCHANGED,
+    expiry: Json | None = _UNCHANGED,
+    guards: Sequence[Json] | None = _UNCHANGED,
     idempotency_key: str | None = None,
 ) -> Call[r.Programme]:
-    """Edit the programme and its draft's schedule, caps, budget and clawback. Only the fields given are sent;
-    None sends null, which clears a bound, the description, the caps or the budget (timezone: back to UTC;
-    clawback: back to available)."""
+    """Edit the programme and its draft's schedule, caps, budget, clawback, expiry and forecast guards. Only the
+    fields given are sent; None sends null, which clears a bound, the description, the caps, the budget, the
+    expiry or the guards (timezone: back to UTC; clawback: back to available)."""
     body: Json = _without_none(name=name)
     fields = {
         "description": description,
@@ -348,6 +380,8 @@ def update_programme(
         "limits": list(limits) if limits is not None and limits is not _UNCHANGED else limits,
         "budget": budget,
         "clawback": clawback,
+        "expiry": expiry,
+        "guards": list(guards) if guards is not None and guards is not _UNCHANGED else guards,
     }
     body |= {field: value for field, value in fields.items() if value is not _UNCHANGED}
     return _write("update_programme", _model(r.Programme), program_id, body=body, key=idempotency_key)
@@ -378,8 +412,13 @@ def list_versions(program_id: str) -> Call[list[r.ProgrammeVersion]]:
     return _get("list_versions", _versions, program_id)
 
 
-def publish(program_id: str, *, idempotency_key: str | None = None) -> Call[r.PublishResult]:
-    return _write("publish", _model(r.PublishResult), program_id, key=idempotency_key)
+def publish(
+    program_id: str, *, guard_override: str | None = None, idempotency_key: str | None = None
+) -> Call[r.PublishResult]:
+    """Publish the draft; `guard_override` (a reason) records that it is published although a forecast guard
+    failed. Without it no body is sent, as before overrides existed."""
+    body = None if guard_override is None else {"guard_override": {"reason": guard_override}}
+    return _write("publish", _model(r.PublishResult), program_id, body=body, key=idempotency_key)
 
 
 def create_rule(

@@ -10,9 +10,11 @@ Optional and additive: an asset or programme without `expiry` issues points that
 
 from __future__ import annotations
 
+import math
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, TypeAdapter
+from pydantic import BeforeValidator, Discriminator, Field, Tag, TypeAdapter, WithJsonSchema
 
 from rewards_lab.contract.request_base import RequestModel
 
@@ -21,17 +23,41 @@ MAX_PERIODS = 100
 CalendarPeriod = Literal["month", "quarter", "year"]
 
 
+def _whole(value: object) -> object:
+    """21.0 is 21, as JSON Schema's integer says; strings, booleans, fractions and non-finite numbers stay
+    refused (by the strict integer that follows)."""
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return int(value)
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
+
+
+Days = Annotated[
+    int,
+    BeforeValidator(_whole),
+    Field(ge=1, le=MAX_DAYS, strict=True),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_DAYS}),
+]
+Periods = Annotated[
+    int,
+    BeforeValidator(_whole),
+    Field(ge=0, le=MAX_PERIODS, strict=True),
+    WithJsonSchema({"type": "integer", "minimum": 0, "maximum": MAX_PERIODS, "default": 0}),
+]
+
+
 class ExpiryAfterDays(RequestModel):
     """Each lot expires a fixed number of days after it was issued."""
 
-    after_days: Annotated[int, Field(ge=1, le=MAX_DAYS, strict=True)]
+    after_days: Days
 
 
 class ExpiryAtEndOf(RequestModel):
     """Each lot expires at the end of a calendar period: its own (`after` 0) or the `after`-th one after it."""
 
     at_end_of: CalendarPeriod
-    after: Annotated[int, Field(ge=0, le=MAX_PERIODS, strict=True)] = 0
+    after: Periods = 0
 
 
 def _expiry_shape(value: Any) -> str | None:

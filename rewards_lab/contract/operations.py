@@ -21,6 +21,7 @@ from rewards_lab.contract import developer as d
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import REGISTRY
+from rewards_lab.contract.guard_requests import PublishRequest
 from rewards_lab.contract.permissions import Permission
 
 Idempotency = Literal["required", "optional", "none"]
@@ -438,10 +439,16 @@ _TABLE: tuple[Operation, ...] = (
         "POST",
         "/reward-programs/{program_id}/publish",
         P.REWARDS_ACTIVATE,
+        request=PublishRequest,
         response=r.PublishResult,
         status=201,
         idempotency="optional",
-        errors=("programme_not_found", "programme_draft_empty"),
+        errors=(*BODY_CODES, "programme_not_found", "programme_draft_empty"),
+        description=(
+            "Freezes the draft as the next version. The body is optional: `guard_override` (a reason) records on "
+            "the published version that it was published although a forecast guard failed (see the forecast "
+            "gate), with the key or account that gave it."
+        ),
     ),
     Operation(
         "restore_version",

@@ -6,10 +6,11 @@ organization and environment. Actions therefore never carry an `asset_id`; they 
 `programme.timezone` (IANA, default UTC) is the zone time fields (`occurred_at.weekday` ...) are read in, and
 `programme.starts_at` / `programme.ends_at` (RFC 3339 with an offset) the window a replay rewards events in:
 `starts_at <= occurred_at < ends_at`. `programme.limits`, `programme.budget` and `programme.clawback`, a rule's
-`limits` and `reverse` actions are caps, budget and reversals (docs/rules.md); `programme.expiry` and
-`asset.expiry` when rewards expire (rewards_lab.contract.expiry_requests; the programme's overrides the asset's).
-All of these are optional and, when absent, not written, so a file without them reads, saves and fingerprints as
-it did before they existed.
+`limits` and `reverse` actions are caps, budget and reversals (docs/rules.md); `programme.guards` the forecast
+guards of the gate (README "Forecast gate"); `programme.expiry` and `asset.expiry` when rewards expire
+(rewards_lab.contract.expiry_requests; the programme's overrides the asset's) and `asset.value_per_unit` what one
+unit is worth. All of these are optional and, when absent, not written, so a file without them reads, saves and
+fingerprints as it did before they existed.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pydantic import AfterValidator, BeforeValidator, Discriminator, Field, Tag,
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.expiry_requests import Expiry
+from rewards_lab.contract.guard_requests import Guards
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, Budget, Clawback, Limits, ReverseAction
 from rewards_lab.contract.requests import (
     MAX_RULE_ACTIONS,
@@ -99,6 +101,8 @@ class ProgrammeInfo(RequestModel):
     limits: Limits = Field(default=[], exclude_if=lambda value: not value)
     budget: Budget | None = Field(default=None, exclude_if=lambda value: value is None)
     clawback: Clawback = Field(default=DEFAULT_CLAWBACK, exclude_if=lambda value: value == DEFAULT_CLAWBACK)
+    # Forecast guards the gate checks before publishing (contract.guard_requests; README "Forecast gate").
+    guards: Guards = Field(default=[], exclude_if=lambda value: not value)
     # When the programme's rewards expire, in its timezone (overrides the asset's `expiry`; absent: the asset's).
     expiry: Expiry | None = Field(default=None, exclude_if=lambda value: value is None)
 

@@ -17,6 +17,7 @@ from rewards_lab.contract import attributes
 from rewards_lab.contract.amounts import MAX_DECIMALS, MAX_THRESHOLD
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.expiry_requests import Expiry
+from rewards_lab.contract.guard_requests import Guards
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, Budget, Clawback, Limits
 from rewards_lab.contract.limits import check_data
 from rewards_lab.contract.permissions import Permission
@@ -320,6 +321,8 @@ class ProgrammeCreate(RequestModel):
     budget: Budget | None = None
     clawback: Clawback = DEFAULT_CLAWBACK
     expiry: Expiry | None = None  # the first draft's expiry of its rewards (see ProgrammeUpdate)
+    # The first draft's forecast guards (contract.guard_requests), checked by the gate before publishing.
+    guards: Guards = []
 
 
 class ProgrammeUpdate(RequestModel):
@@ -345,6 +348,8 @@ class ProgrammeUpdate(RequestModel):
     # When the draft's rewards expire (null: as the asset's points do). Publishing a version with an expiry makes
     # the asset track lots.
     expiry: Expiry | None = None
+    # The draft's forecast guards (null: none), checked by the gate before publishing (contract.guard_requests).
+    guards: Guards | None = None
 
 
 class SimulationRequest(RequestModel):

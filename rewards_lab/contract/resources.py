@@ -8,6 +8,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from rewards_lab.contract.expiry_requests import Expiry
+from rewards_lab.contract.guard_requests import Guard
 from rewards_lab.contract.limit_requests import Budget, Clawback, Limit
 from rewards_lab.contract.requests import AssetType, ConditionItem, RuleAction, TransferPolicy, WalletType
 
@@ -78,6 +79,15 @@ class Rule(Resource):
     created_at: datetime
 
 
+class GuardOverrideRecord(Resource):
+    """Why a version was published although a guard of the gate failed, who said so (the API key or the
+    person's account) and when."""
+
+    reason: str
+    given_by: str
+    given_at: datetime
+
+
 class ProgrammeVersion(Resource):
     id: str
     program_id: str
@@ -95,6 +105,9 @@ class ProgrammeVersion(Resource):
     budget: Budget | None = None
     clawback: Clawback = "available"
     expiry: Expiry | None = None  # when its rewards expire (null: as the asset's points do)
+    # Its forecast guards, and on a published version the override it was published with despite a failed guard.
+    guards: list[Guard] = []
+    guard_override: GuardOverrideRecord | None = None
 
 
 class BudgetConsumption(Resource):
@@ -125,6 +138,8 @@ class Programme(Resource):
     budget: Budget | None = None
     clawback: Clawback = "available"
     expiry: Expiry | None = None
+    # The DRAFT version's forecast guards.
+    guards: list[Guard] = []
     # What the programme has issued against its budget, per period, newest first (the live version's budget).
     budget_consumption: list[BudgetConsumption] = []
 

@@ -32,6 +32,9 @@ _BRANCH_LABELS = {
     "fraction_of",
     "amount_limit",
     "count_limit",
+    "issued_guard",
+    "liability_delta_guard",
+    "ceiling_exhausted_within_days_guard",
 }
 
 

@@ -41,8 +41,19 @@ def _zone(name: str) -> ZoneInfo:
     return ZoneInfo(name)
 
 
+LAST_INSTANT = datetime.max  # an expiry past the calendar's end (year 9999) is its last instant
+
+
 def expires_at(policy: ExpiryPolicy, issued_at: datetime, timezone: str = "UTC") -> datetime:
-    """The instant (naive UTC) a lot issued at `issued_at` (naive UTC) expires under `policy`."""
+    """The instant (naive UTC) a lot issued at `issued_at` (naive UTC) expires under `policy`; an instant past the
+    end of year 9999 (an event dated there, a hundred periods on) is the calendar's last instant."""
+    try:
+        return _expires_at(policy, issued_at, timezone)
+    except (OverflowError, ValueError):  # beyond year 9999 (or before year 1 in the zone's local time)
+        return LAST_INSTANT
+
+
+def _expires_at(policy: ExpiryPolicy, issued_at: datetime, timezone: str) -> datetime:
     if policy.after_days is not None:
         return issued_at + timedelta(days=policy.after_days)
     assert policy.at_end_of is not None

@@ -286,8 +286,8 @@ def per_segment(source: Any, events: pd.DataFrame | None = None, as_of: datetime
 
 def liability(source: Any) -> pd.DataFrame:
     """Outstanding supply at the end of each day: opening supply + everything issued so far, net of what refunds
-    took back (a replay without a redemptions table redeems nothing), and the headroom left under the ceiling
-    (None without a ceiling)."""
+    took back, and the headroom left under the ceiling (None without a ceiling). Redemptions and expiry are
+    `lab.liability`'s (issued - redeemed - expired - reversed, with its redemption and breakage model)."""
     h = history(source)
     days = daily(h)
     cumulative = days["net_cumulative"] if "net_cumulative" in days else days["cumulative"]

@@ -11,6 +11,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from rewards_lab.lab import forecast
+from rewards_lab.lab.liability import LiabilityForecast
 
 
 class LabFigure(Figure):
@@ -166,6 +167,69 @@ def limits_and_reversals(
         bottom += values.to_numpy()
     axes.set_title(title or f"{h.label}: what the rules called for, {'per week' if weekly else 'per day'}")
     axes.set_ylabel("amount")
+    axes.legend(loc="upper left", fontsize="small")
+    figure.autofmt_xdate()
+    return figure
+
+
+def _liability_band(axes: Any, result: LiabilityForecast, label: str, colour: str, money: bool) -> None:
+    """One version's liability: the history (solid), the projection's middle path (dashed) and its range."""
+    past, ahead = result.history, result.projection
+    history_values = past.frame["value"] if money else past.frame["liability"]
+    prefix = "value_" if money else ""
+    axes.plot(past.frame["day"], _floats(history_values), color=colour, label=f"{label}: liability")
+    axes.plot(ahead["day"], ahead[f"{prefix}mid"], color=colour, linestyle="--", label=f"{label}: projected")
+    level = result.model.level
+    axes.fill_between(ahead["day"], ahead[f"{prefix}low"], ahead[f"{prefix}high"], color=colour, alpha=0.2)
+    axes.plot([], [], color=colour, alpha=0.3, linewidth=6, label=f"{label}: {level:.0%} range")
+
+
+def liability(
+    result: LiabilityForecast, *, title: str | None = None, money: bool = False, size: tuple[float, float] = (8, 4)
+) -> Figure:
+    """Outstanding liability (issued - redeemed - expired - reversed) per day, its projection with the range of
+    the redemption and breakage model (lab.liability), and the supply ceiling; `money`: valued per unit."""
+    if money and result.history.value_per_unit is None:
+        raise ValueError("the asset has no value_per_unit to value the liability in money")
+    figure = LabFigure(figsize=size)
+    axes = figure.add_subplot()
+    _liability_band(axes, result, result.history.label, "tab:blue", money)
+    ceiling = result.history.ceiling
+    if ceiling is not None and not money:
+        axes.axhline(float(ceiling), color="tab:red", linewidth=1, label=f"ceiling {ceiling}")
+    model = result.model
+    breakage = "no breakage observed" if model.breakage is None else f"breakage {model.breakage:.1%}"
+    rates = f"redeemed {model.redemption_rate:.2%} a day, expired {model.expiry_rate:.2%} a day, {breakage}"
+    axes.set_title(title or f"{result.history.label}: liability ({rates})", fontsize="medium")
+    axes.set_xlabel("day")
+    axes.set_ylabel("liability (money)" if money else "liability")
+    axes.legend(loc="upper left", fontsize="small")
+    figure.autofmt_xdate()
+    return figure
+
+
+def liability_comparison(
+    draft: LiabilityForecast,
+    published: LiabilityForecast | None,
+    *,
+    labels: tuple[str, str] = ("draft", "published"),
+    money: bool = False,
+    size: tuple[float, float] = (8, 4),
+) -> Figure:
+    """The draft's liability and the published version's over the same history and projection, each with its
+    range, and the difference at the end of the projection in the title."""
+    figure = LabFigure(figsize=size)
+    axes = figure.add_subplot()
+    _liability_band(axes, draft, labels[0], "tab:orange", money)
+    title = f"{labels[0]}: liability"
+    if published is not None:
+        _liability_band(axes, published, labels[1], "tab:blue", money)
+        delta = draft.end["mid"] - published.end["mid"]
+        unit = float(draft.history.value_per_unit or 1) if money else 1.0
+        title = f"{labels[0]} minus {labels[1]} at the end of the projection: {delta * unit:+,.2f}"
+    axes.set_title(title, fontsize="medium")
+    axes.set_xlabel("day")
+    axes.set_ylabel("liability (money)" if money else "liability")
     axes.legend(loc="upper left", fontsize="small")
     figure.autofmt_xdate()
     return figure

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal
@@ -22,6 +22,8 @@ from typing import Any, Literal
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
+from rewards_lab.contract.expiry_requests import ExpiryAfterDays, ExpiryAtEndOf
+from rewards_lab.contract.guard_requests import Guard
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, AmountLimit, Budget, Limit
 from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition, ProgrammeInfo
 from rewards_lab.contract.rule_requests import condition_payload
@@ -32,6 +34,7 @@ StepKind = Literal[
     "create_programme",
     "update_schedule",
     "update_spending",
+    "update_guards",
     "remove_rule",
     "add_rule",
     "publish",
@@ -120,6 +123,7 @@ _SIGNS: dict[str, str] = {
     "create_programme": "+",
     "update_schedule": "~",
     "update_spending": "~",
+    "update_guards": "~",
     "remove_rule": "-",
     "add_rule": "+",
     "publish": "^",
@@ -191,6 +195,10 @@ def _asset_steps(plan: Plan) -> None:
         plan.notes.append(
             f"asset {asset.symbol} has supply ceiling {asset.supply_ceiling} live, {wanted.supply_ceiling} in the file"
         )
+    if _expiry(asset.expiry) != _expiry(wanted.expiry):  # set when an asset is made, never changed after
+        plan.notes.append(
+            f"asset {asset.symbol} has expiry {_expiry(asset.expiry)} live, {_expiry(wanted.expiry)} in the file"
+        )
     if asset.status == "configured":
         plan.steps.append(Step("activate_asset", f"activate asset {asset.symbol} ({asset.id})"))
     elif asset.status == "paused":
@@ -234,37 +242,46 @@ def _schedule_steps(plan: Plan) -> bool:
     return plan.published is not None and live_schedule(plan.published) != wanted
 
 
-# (caps as (period, measure, value), budget as (period, amount), clawback): amounts compared by value
-Spending = tuple[tuple[tuple[str, str, Decimal | int], ...], tuple[str, Decimal] | None, str]
-NO_SPENDING: Spending = ((), None, DEFAULT_CLAWBACK)
+# (caps as (period, measure, value), budget as (period, amount), clawback, expiry as JSON text or None): amounts
+# compared by value
+Spending = tuple[tuple[tuple[str, str, Decimal | int], ...], tuple[str, Decimal] | None, str, str | None]
+NO_SPENDING: Spending = ((), None, DEFAULT_CLAWBACK, None)
 
 
-def _spending(limits: list[Limit], budget: Budget | None, clawback: str) -> Spending:
+def _expiry(expiry: ExpiryAfterDays | ExpiryAtEndOf | None) -> str | None:
+    """An expiry as comparable text (`{"after_days": 30}`), None for none."""
+    return None if expiry is None else jsonutil.dumps(expiry.model_dump(mode="json"))
+
+
+def _spending(
+    limits: list[Limit], budget: Budget | None, clawback: str, expiry: ExpiryAfterDays | ExpiryAtEndOf | None
+) -> Spending:
     caps = tuple(
         (c.period, "max_amount", Decimal(c.max_amount))
         if isinstance(c, AmountLimit)
         else (c.period, "max_count", c.max_count)
         for c in limits
     )
-    return caps, None if budget is None else (budget.period, Decimal(budget.max_amount)), clawback
+    return caps, None if budget is None else (budget.period, Decimal(budget.max_amount)), clawback, _expiry(expiry)
 
 
 def file_spending(definition: ProgrammeDefinition) -> Spending:
     info = definition.programme
-    return _spending(info.limits, info.budget, info.clawback)
+    return _spending(info.limits, info.budget, info.clawback, info.expiry)
 
 
 def live_spending(version: r.ProgrammeVersion) -> Spending:
-    return _spending(version.limits, version.budget, version.clawback)
+    return _spending(version.limits, version.budget, version.clawback, version.expiry)
 
 
 def spending_body(info: ProgrammeInfo) -> dict[str, Any]:
-    """The file's caps, budget and clawback as `PATCH /reward-programs/{id}` takes them (every one sent: the
-    draft becomes exactly the file's)."""
+    """The file's caps, budget, clawback and expiry as `PATCH /reward-programs/{id}` takes them (every one sent:
+    the draft becomes exactly the file's)."""
     return {
         "limits": [limit.model_dump(mode="json") for limit in info.limits],
         "budget": None if info.budget is None else info.budget.model_dump(mode="json"),
         "clawback": info.clawback,
+        "expiry": None if info.expiry is None else info.expiry.model_dump(mode="json"),
     }
 
 
@@ -272,7 +289,8 @@ def describe_spending(info: ProgrammeInfo) -> str:
     body = spending_body(info)
     caps = jsonutil.dumps(body["limits"]) if body["limits"] else "none"
     budget = jsonutil.dumps(body["budget"]) if body["budget"] else "none"
-    return f"caps {caps}, budget {budget}, clawback {body['clawback']}"
+    described = f"caps {caps}, budget {budget}, clawback {body['clawback']}"
+    return described if body["expiry"] is None else f"{described}, expiry {jsonutil.dumps(body['expiry'])}"
 
 
 def _spending_steps(plan: Plan) -> bool:
@@ -285,6 +303,34 @@ def _spending_steps(plan: Plan) -> bool:
     elif draft is not None and wanted != NO_SPENDING:  # a file without them says nothing of them
         plan.matches.append(f"the draft's caps, budget and clawback are the file's ({described})")
     return plan.published is not None and live_spending(plan.published) != wanted
+
+
+def file_guards(definition: ProgrammeDefinition) -> str:
+    """The file's forecast guards, comparable with a version's (limits by value)."""
+    return _guards_key(definition.programme.guards)
+
+
+def live_guards(version: r.ProgrammeVersion) -> str:
+    return _guards_key(version.guards)
+
+
+def _guards_key(guards: list[Guard]) -> str:
+    return jsonutil.canonical_hash([guard.model_dump(mode="json") for guard in guards])
+
+
+def guards_body(info: ProgrammeInfo) -> list[dict[str, Any]]:
+    return [guard.model_dump(mode="json") for guard in info.guards]
+
+
+def _guard_steps(plan: Plan) -> bool:
+    """Bring the draft's forecast guards to the file's; whether the published version's differ."""
+    wanted = file_guards(plan.definition)
+    described = jsonutil.dumps(guards_body(plan.definition.programme))
+    if plan.draft is not None and live_guards(plan.draft) != wanted:
+        plan.steps.append(Step("update_guards", f"set the draft's forecast guards: {described}"))
+    elif plan.draft is not None and plan.definition.programme.guards:  # a file without them says nothing of them
+        plan.matches.append(f"the draft's forecast guards are the file's ({described})")
+    return plan.published is not None and live_guards(plan.published) != wanted
 
 
 def _rule_steps(plan: Plan, asset_id: str, schedule_differs: bool = False) -> None:
@@ -344,7 +390,8 @@ def make_plan(definition: ProgrammeDefinition, client: RewardsClient) -> Plan:
     assert plan.asset is not None
     schedule_differs = _schedule_steps(plan)
     spending_differs = _spending_steps(plan)
-    _rule_steps(plan, plan.asset.id, schedule_differs or spending_differs)
+    guards_differ = _guard_steps(plan)
+    _rule_steps(plan, plan.asset.id, schedule_differs or spending_differs or guards_differ)
     return plan
 
 
@@ -382,7 +429,9 @@ def _rule_body(rule: FileRule) -> tuple[list[dict[str, Any]], list[dict[str, Any
     return payload["conditions"], payload["actions"], payload.get("limits", [])
 
 
-def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[str, Any]]:
+def _execute(
+    plan: Plan, client: RewardsClient, round_number: int, guard_override: str | None = None
+) -> list[dict[str, Any]]:
     done: list[dict[str, Any]] = []
     wanted = plan.definition.asset
     asset = plan.asset
@@ -397,6 +446,8 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
                 wanted.type.value,
                 wanted.decimals,
                 supply_ceiling=wanted.supply_ceiling,
+                expiry=None if wanted.expiry is None else wanted.expiry.model_dump(mode="json"),
+                value_per_unit=wanted.value_per_unit,
                 idempotency_key=key,
             )
             done.append({"kind": step.kind, "id": asset.id})
@@ -419,6 +470,8 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
                 limits=spending["limits"] or None,
                 budget=spending["budget"],
                 clawback=None if info.clawback == DEFAULT_CLAWBACK else info.clawback,
+                expiry=spending["expiry"],
+                guards=guards_body(info) or None,
                 idempotency_key=key,
             )
             draft_id = programme.draft_version_id
@@ -439,6 +492,12 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
             assert programme is not None
             key = idempotency_key(plan, "programme.spending", programme.id, draft_id, round_number)
             client.update_programme(programme.id, **spending_body(plan.definition.programme), idempotency_key=key)
+            done.append({"kind": step.kind, "id": programme.id})
+        elif step.kind == "update_guards":
+            assert programme is not None
+            key = idempotency_key(plan, "programme.guards", programme.id, draft_id, round_number)
+            guards = guards_body(plan.definition.programme)
+            client.update_programme(programme.id, guards=guards or None, idempotency_key=key)
             done.append({"kind": step.kind, "id": programme.id})
         elif step.kind == "remove_rule":
             assert step.rule_id is not None
@@ -465,9 +524,9 @@ def _execute(plan: Plan, client: RewardsClient, round_number: int) -> list[dict[
             assert programme is not None and asset is not None
             if not _draft_holds_the_file(plan, client, programme.id, asset.id):
                 break  # a stale idempotent answer or a concurrent edit: the next round re-plans
-            result = client.publish(
-                programme.id, idempotency_key=idempotency_key(plan, "publish", programme.id, draft_id)
-            )
+            overridden = () if guard_override is None else (guard_override,)
+            key = idempotency_key(plan, "publish", programme.id, draft_id, *overridden)
+            result = client.publish(programme.id, guard_override=guard_override, idempotency_key=key)
             done.append({"kind": step.kind, "id": result.version.id, "version": result.version.number})
     return done
 
@@ -482,22 +541,31 @@ def _draft_holds_the_file(plan: Plan, client: RewardsClient, program_id: str, as
         and _multiset(draft.rules, asset_id) == wanted
         and live_schedule(draft) == file_schedule(plan.definition)
         and live_spending(draft) == file_spending(plan.definition)
+        and live_guards(draft) == file_guards(plan.definition)
     )
 
 
-def apply(plan: Plan, client: RewardsClient) -> ApplyResult:
+def without_publishing(plan: Plan) -> Plan:
+    """The plan short of its publish step: the draft is brought to the file, nothing is published (the forecast
+    gate refused)."""
+    return replace(plan, steps=[step for step in plan.steps if step.kind != "publish"])
+
+
+def apply(plan: Plan, client: RewardsClient, *, publish: bool = True, guard_override: str | None = None) -> ApplyResult:
     """Execute the plan; then read the live side again until it matches the file (at most a few rounds: a stale
-    idempotent answer, e.g. a rule deleted by hand since, is made again under a fresh key)."""
+    idempotent answer, e.g. a rule deleted by hand since, is made again under a fresh key). `publish=False`
+    updates the draft only; `guard_override` (a reason) is recorded on the version published."""
     if plan.blockers:
         raise PushError("cannot push: " + "; ".join(plan.blockers))
     result = ApplyResult(plan)
-    current = plan
+    current = plan if publish else without_publishing(plan)
     for round_number in range(MAX_APPLY_ROUNDS):
         if not current.changes:
             return result
-        result.executed += _execute(current, client, round_number)
+        result.executed += _execute(current, client, round_number, guard_override)
         result.rounds = round_number + 1
         current = make_plan(plan.definition, client)
+        current = current if publish else without_publishing(current)
         if current.blockers:
             raise PushError("cannot push: " + "; ".join(current.blockers))
     if current.changes:

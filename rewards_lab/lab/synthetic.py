@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -192,3 +194,32 @@ def with_refunds(
     columns = [refunds[f.name] if f.name in refunds else pa.nulls(len(picked), f.type) for f in base.schema]
     merged = pa.concat_tables([base, pa.table(columns, schema=base.schema)])
     return merged.take(pc.sort_indices(merged, sort_keys=[("occurred_at", "ascending")]))
+
+
+def redemptions(
+    source: Any, *, seed: int = 0, share: float = 0.4, mean_delay_days: float = 20.0, partial_share: float = 0.5
+) -> pd.DataFrame:
+    """A redemption stream for a replayed history (a ReplayResult or forecast History): `share` of the rewards
+    issued are spent by their customer an exponential delay later (mean `mean_delay_days`), the whole reward or,
+    for `partial_share` of them, 20 to 80% of it; spends after the history's last event are left out. Columns
+    as a replay's `redemptions=` takes them (customer_id, amount, occurred_at), in time order."""
+    from rewards_lab.lab import forecast
+
+    h = forecast.history(source)
+    rows = h.issued_rows
+    rng = np.random.default_rng([seed, 31])
+    chosen = rows[rng.random(len(rows)) < share]
+    percent = np.where(rng.random(len(chosen)) < partial_share, rng.integers(20, 81, len(chosen)), 100)
+    minor = chosen["amount_minor"].to_numpy(dtype="int64") * percent // 100
+    delay = pd.to_timedelta(rng.exponential(mean_delay_days, len(chosen)) * 86_400, unit="s").round("s")
+    occurred = pd.to_datetime(chosen["occurred_at"], utc=True).reset_index(drop=True) + pd.Series(delay)
+    frame = pd.DataFrame(
+        {
+            "customer_id": chosen["customer_id"].to_numpy(),
+            "amount": [str(forecast.amount(int(m), h.decimals)) for m in minor],
+            "occurred_at": occurred,
+        }
+    )
+    last = pd.to_datetime(h.issuances["occurred_at"], utc=True).max()
+    kept = frame[(frame["occurred_at"] <= last).to_numpy() & (minor > 0)]
+    return kept.sort_values("occurred_at", kind="stable").reset_index(drop=True)

@@ -20,6 +20,7 @@ import pandas as pd
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.guard_requests import Guard, GuardOverride, PublishRequest
 from rewards_lab.contract.limit_requests import (
     AmountLimit,
     Budget,
@@ -46,6 +47,7 @@ from rewards_lab.contract.validation import validate
 from rewards_lab.domain.conditions import EventFacts, describe_node
 from rewards_lab.domain.rules import condition_node
 from rewards_lab.lab.event_rows import EventRow, event_rows
+from rewards_lab.lab.gate import DEFAULT_DAYS, GateRefused, GateReport, evaluate
 from rewards_lab.replay.engine import ReplayResult
 from rewards_lab.replay.engines import run_replay, run_sweep
 from rewards_lab.service import assets, organizations, programme_lifecycle, programmes, simulation
@@ -291,7 +293,7 @@ class Lab:
             body["description"] = info.description
         schedule = {"timezone": info.timezone, "starts_at": info.starts_at, "ends_at": info.ends_at}
         body.update({key: value for key, value in schedule.items() if value is not None})
-        spending = info.model_dump(mode="json", include={"limits", "budget", "clawback", "expiry"})
+        spending = info.model_dump(mode="json", include={"limits", "budget", "clawback", "expiry", "guards"})
         body.update({key: value for key, value in spending.items() if value is not None})
         created = programmes.create_programme(self.database, self.scope, validate(rq.ProgrammeCreate, body))
         programme = LabProgramme(self, created.id)
@@ -375,6 +377,7 @@ class Lab:
                 continue
             same = (existing.name, existing.type, existing.decimals) == (spec.name, spec.type, spec.decimals)
             same = same and _same_amount(existing.supply_ceiling, spec.supply_ceiling)
+            same = same and existing.expiry == spec.expiry
             if not same:
                 raise ServiceError(
                     "asset_symbol_taken",
@@ -409,6 +412,7 @@ class LabProgramme:
     def __init__(self, lab: Lab, program_id: str) -> None:
         self.lab = lab
         self.id = program_id
+        self.gate: GateReport | None = None  # the forecast gate's report of the last publish(history=...)
 
     def __repr__(self) -> str:
         info = self.info()
@@ -531,11 +535,14 @@ class LabProgramme:
         limits: Sequence[Mapping[str, Any] | Limit] | None = _UNSET,
         budget: Mapping[str, Any] | Budget | None = _UNSET,
         clawback: str | None = _UNSET,
+        expiry: Mapping[str, Any] | None = _UNSET,
     ) -> r.Programme:
         """Set the draft's caps per customer across its rules (`[{"period": "week", "max_amount": "1000"}]`),
-        its budget across customers (`{"period": "month", "max_amount": "10000"}`) and its clawback policy
-        (available, negative or none), as `PATCH /reward-programs/{id}` does: what is not given stays, None
-        clears (clawback: back to available). Published versions keep theirs; `publish()` freezes these."""
+        its budget across customers (`{"period": "month", "max_amount": "10000"}`), its clawback policy
+        (available, negative or none) and when its rewards expire (`{"after_days": 365}`,
+        `{"at_end_of": "quarter", "after": 1}`), as `PATCH /reward-programs/{id}` does: what is not given stays,
+        None clears (clawback: back to available; expiry: as the asset's points). Published versions keep theirs;
+        `publish()` freezes these."""
         body: dict[str, Any] = {}
         if limits is not _UNSET:
             body["limits"] = None if limits is None else [_plain_limit(limit) for limit in limits]
@@ -544,11 +551,42 @@ class LabProgramme:
             body["budget"] = None if plain is None else dict(plain)
         if clawback is not _UNSET:
             body["clawback"] = clawback
+        if expiry is not _UNSET:
+            body["expiry"] = None if expiry is None else dict(expiry)
         return programme_lifecycle.update_programme(self._db, self._scope, self.id, validate(rq.ProgrammeUpdate, body))
 
     # versions -----------------------------------------------------------------------------------------------
-    def publish(self) -> r.PublishResult:
-        return programmes.publish(self._db, self._scope, self.id)
+    def set_guards(self, guards: Sequence[Mapping[str, Any] | Guard] | None) -> r.Programme:
+        """The draft's forecast guards (README "Forecast gate"), e.g. `[{"metric": "issued", "period": "month",
+        "max": "120000"}]`; None or [] clears them. Published versions keep theirs."""
+        plain = [g.model_dump(mode="json") if not isinstance(g, Mapping) else dict(g) for g in guards or []]
+        body = validate(rq.ProgrammeUpdate, {"guards": plain or None})
+        return programme_lifecycle.update_programme(self._db, self._scope, self.id, body)
+
+    def publish(
+        self,
+        history: Any = None,
+        *,
+        override: str | None = None,
+        days: int = DEFAULT_DAYS,
+        **replay_options: Any,
+    ) -> r.PublishResult:
+        """Freeze the draft as the next version. With `history` (events, as `replay` takes them) the forecast
+        gate runs first (`lab.gate`): the history is replayed through the draft and the published version, the
+        draft's guards checked (`self.gate` keeps the report); a failed guard raises `GateRefused` and publishes
+        nothing, unless `override` gives the reason, recorded with the version. `replay_options`: opening_supply,
+        customers, redemptions, engine."""
+        self.gate = None
+        failed = False
+        if history is not None:
+            live = self.info().current_version is not None
+            published = self.definition("live") if live else None
+            self.gate = evaluate(self.definition("draft"), history, published=published, days=days, **replay_options)
+            failed = not self.gate.passed
+            if failed and override is None:
+                raise GateRefused(self.gate)
+        body = PublishRequest(guard_override=GuardOverride(reason=override)) if failed and override else None
+        return programmes.publish(self._db, self._scope, self.id, body, actor="lab")
 
     def versions(self) -> list[r.ProgrammeVersion]:
         """Published versions oldest first, then the draft."""
@@ -597,6 +635,7 @@ class LabProgramme:
                 budget=schedule.budget,
                 clawback=schedule.clawback,
                 expiry=schedule.expiry,
+                guards=schedule.guards,
             ),
             asset=rq.AssetCreate(
                 name=asset.name,
@@ -605,6 +644,7 @@ class LabProgramme:
                 decimals=asset.decimals,
                 supply_ceiling=asset.supply_ceiling,
                 expiry=asset.expiry,
+                value_per_unit=asset.value_per_unit,
             ),
             rules=rules,
         )

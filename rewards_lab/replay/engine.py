@@ -344,6 +344,14 @@ class ReplayResult:
         return target
 
 
+def quiet_connection() -> duckdb.DuckDBPyConnection:
+    """A connection of the replay's own without DuckDB's progress bar: in a notebook the bar is a widget output of
+    any statement over 2 s (a busy machine's replay), which nbval would compare; `progress=` reports instead."""
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 REVERSAL_COLUMNS = (
     ("seq", "BIGINT"),
     ("external_event_id", "VARCHAR"),
@@ -525,7 +533,7 @@ def replay(
     ceiling = parse_ceiling(definition.asset.supply_ceiling, decimals, "asset.supply_ceiling")
     opening = parse_supply(opening_supply, decimals)
     spent = None if redemptions is None else redemptions_table(redemptions, decimals)
-    con = connection if connection is not None else duckdb.connect()
+    con = connection if connection is not None else quiet_connection()
     con.execute("SET TimeZone = 'UTC'")
     name = f"__replay_{next(_names)}"
     source = open_events(con, events, f"{name}_events")  # reads CSV and JSON lines in file order

@@ -17,7 +17,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -28,7 +27,7 @@ from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.replay.ceiling import resolve
 from rewards_lab.replay.compiler import DUCKDB, compile_programme, referenced_fields, rule_specs
 from rewards_lab.replay.customers import joined, open_customers
-from rewards_lab.replay.engine import candidate_selects, definition_of, parse_supply, python_rows
+from rewards_lab.replay.engine import candidate_selects, definition_of, parse_supply, python_rows, quiet_connection
 from rewards_lab.replay.inputs import open_events
 from rewards_lab.replay.limits_plan import has_features
 from rewards_lab.replay.order import order_events
@@ -96,7 +95,7 @@ def sweep(
             for point, definition in zip(points, definitions, strict=True)
         ]
         return sweep_frame(keys, rows, started)
-    con = duckdb.connect()
+    con = quiet_connection()
     con.execute("SET TimeZone = 'UTC'")
     source = open_events(con, events, "__sweep_events")  # reads CSV and JSON lines in file order
     con.execute("SET preserve_insertion_order = false")  # from here every order is explicit

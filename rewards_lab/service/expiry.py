@@ -67,6 +67,7 @@ def _expire(database: Database, scope: Scope, lots: list[DueLot]) -> set[str]:
         ]
         terms = {txn: LotTerms(lot_id=lot.id) for txn, lot in zip(ids, lots, strict=True)}
         decision = apply_postings(uow, scope, requests, lot_terms=terms)
+        database.fault("after_lots")  # crash tests park here: postings and lots written, webhooks not yet
         refused = {lots[ids.index(request.transaction_id)].id for request, _ in decision.rejected}
         expired: dict[tuple[str, str], list[tuple[DueLot, str]]] = defaultdict(list)
         for txn, lot in zip(ids, lots, strict=True):

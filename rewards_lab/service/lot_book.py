@@ -61,7 +61,9 @@ def record_lots(
         net[(p.source_account_id, p.asset_id)] -= p.amount_minor
         net[(p.destination_account_id, p.asset_id)] += p.amount_minor
     balance = {key: state.balances.get(key, 0) - net[key] for key in keys}  # before the batch
-    lots = uow.lots.open_lots(scope, keys)
+    debited = {(p.source_account_id, p.asset_id) for p in relevant if p.source_account_id.startswith(WALLET_PREFIX)}
+    lots: dict[tuple[str, str], list[Lot]] = {key: [] for key in keys}  # a credit needs only the balance
+    lots.update(uow.lots.open_lots(scope, debited))  # a debit takes from what is open (none read for rewards)
     made: list[NewLot] = []
     taken: list[LotTaken] = []
     for p in relevant:

@@ -118,6 +118,8 @@ def version(row: VersionRow, rules: list[RuleRow]) -> r.ProgrammeVersion:
         starts_at=utc(row.starts_at),
         ends_at=utc(row.ends_at),
         **spending_of(row.spending),
+        guards=guards_of(row.guards),
+        guard_override=override_of(row.guard_override),
     )
 
 
@@ -135,6 +137,7 @@ def programme(row: ProgrammeRow, consumption: list[r.BudgetConsumption] | None =
         starts_at=utc(row.starts_at),
         ends_at=utc(row.ends_at),
         **spending_of(row.spending),
+        guards=guards_of(row.guards),
         budget_consumption=consumption or [],
     )
 
@@ -313,3 +316,15 @@ def spending_of(text: str | None) -> dict[str, Any]:
         "clawback": stored.get("clawback", DEFAULT_CLAWBACK),
         "expiry": stored.get("expiry"),
     }
+
+
+def guards_of(text: str | None) -> list[dict[str, Any]]:
+    """A version's stored forecast guards (None: none)."""
+    stored: list[dict[str, Any]] = jsonutil.loads(text) if text else []
+    return stored
+
+
+def override_of(text: str | None) -> dict[str, Any] | None:
+    """The override a version was published with despite a failed guard (None: none)."""
+    stored: dict[str, Any] | None = jsonutil.loads(text) if text else None
+    return stored

@@ -18,6 +18,7 @@ from rewards_lab.contract.limit_requests import LIMITS, Budget
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.states import programme_transition
 from rewards_lab.service import presenters
+from rewards_lab.service.programme_guards import stored_guards
 from rewards_lab.service.programme_spending import checked_spending
 from rewards_lab.service.programmes import checked_schedule, programme_row, version_id_of, version_resource
 from rewards_lab.service.writes import run_write
@@ -57,6 +58,8 @@ def update_programme(
             expiry = body.expiry if "expiry" in given else _expiry(current["expiry"])
             spending = checked_spending(uow, scope, row.asset_id, limits, budget, clawback, expiry)
             uow.programmes.set_spending(scope, row.draft_version_id, spending)
+        if "guards" in given:
+            uow.programmes.set_guards(scope, row.draft_version_id, stored_guards(body.guards))
         return presenters.programme(programme_row(uow, scope, program_id))
 
     # Absent and null differ here, so the request an Idempotency-Key stands for is the fields as sent.

@@ -14,6 +14,7 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.guard_requests import PublishRequest
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.limit_requests import Limit, ReverseAction
 from rewards_lab.contract.pagination import PageRequest, check_page_request
@@ -23,6 +24,7 @@ from rewards_lab.domain.money import parse_amount
 from rewards_lab.domain.rules import RuleSpec, compile_rule
 from rewards_lab.service import presenters
 from rewards_lab.service.assets import asset_row
+from rewards_lab.service.programme_guards import stored_guards, stored_override
 from rewards_lab.service.programme_spending import budget_consumption, checked_spending, stored_limits
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
@@ -31,7 +33,7 @@ from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow, Sched
 from rewards_lab.store.uow import reader
 
 PROGRAMME_SORTS = ("created_at", "name")
-_OPTIONAL_FIELDS = ("timezone", "starts_at", "ends_at", "limits", "budget", "clawback", "expiry")
+_OPTIONAL_FIELDS = ("timezone", "starts_at", "ends_at", "limits", "budget", "clawback", "expiry", "guards")
 
 
 def create_programme(
@@ -43,7 +45,10 @@ def create_programme(
         fields = body.model_dump(mode="json")
         schedule = checked_schedule(body.timezone, body.starts_at, body.ends_at)
         spending = checked_spending(uow, scope, body.asset_id, body.limits, body.budget, body.clawback, body.expiry)
-        row = uow.programmes.add(scope, new_id("programme"), new_id("programme_version"), fields, schedule, spending)
+        guards = stored_guards(body.guards)
+        row = uow.programmes.add(
+            scope, new_id("programme"), new_id("programme_version"), fields, schedule, spending, guards
+        )
         return presenters.programme(row)
 
     # The schedule and spending fields count for the Idempotency-Key only when sent, so a key stored before they
@@ -226,9 +231,17 @@ def get_rule(database: Database, scope: Scope, rule_id: str) -> r.Rule:
 
 
 def publish(
-    database: Database, scope: Scope, program_id: str, *, idempotency_key: str | None = None
+    database: Database,
+    scope: Scope,
+    program_id: str,
+    body: PublishRequest | None = None,
+    *,
+    idempotency_key: str | None = None,
+    actor: str | None = None,
 ) -> r.PublishResult:
-    """Freeze the draft as version N+1 (immutable from now on) and start a new draft from it."""
+    """Freeze the draft as version N+1 (immutable from now on) and start a new draft from it. A
+    `guard_override` is recorded on the published version with `actor` (the key or account that gave it)."""
+    override = body.guard_override if body is not None else None
 
     def write(uow: Repositories) -> r.PublishResult:
         programme = programme_row(uow, scope, program_id)
@@ -237,22 +250,27 @@ def publish(
             raise ServiceError("programme_draft_empty", program_id=program_id)
         number = int(programme.current_version or 0) + 1
         uow.programmes.publish_version(scope, draft_id, number)
+        if override is not None:
+            record = stored_override(override, actor or "unknown", datetime.now(UTC))
+            uow.programmes.record_guard_override(scope, draft_id, record)
         new_draft = new_id("programme_version")
         schedule, spending = programme.draft_schedule, programme.spending
         if presenters.spending_of(spending)["expiry"] is not None:  # its rewards expire: the asset tracks lots
             uow.assets.start_lots(scope, programme.asset_id)
-        uow.programmes.add_version(scope, new_draft, program_id, number, schedule, spending)
+        uow.programmes.add_version(scope, new_draft, program_id, number, schedule, spending, programme.guards)
         uow.programmes.copy_rules(scope, draft_id, new_draft)
         uow.programmes.set_current(scope, program_id, number, new_draft)
         return r.PublishResult(
             program_id=program_id, version=version_resource(uow, scope, draft_id), draft_version_id=new_draft
         )
 
+    # Without an override the request is `{}`, as it was before overrides existed (stored keys still match).
+    sent = body.model_dump(mode="json", exclude_none=True) if body is not None else {}
     return run_write(
         database,
         scope,
         f"programmes.publish:{program_id}",
-        {},
+        sent,
         write,
         r.PublishResult,
         idempotency_key=idempotency_key,

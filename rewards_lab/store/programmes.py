@@ -26,7 +26,7 @@ from rewards_lab.store.interfaces.programmes import (
 from rewards_lab.store.queries import RowPage, columns, fetch_all_as, fetch_one_as, paginate, scalar
 
 TENANT = "organization_id = ? AND environment = ?"
-_DRAFT_SCHEDULE = ("timezone", "starts_at", "ends_at", "spending")
+_DRAFT_SCHEDULE = ("timezone", "starts_at", "ends_at", "spending", "guards")
 # A programme (`p`) with its draft version's (`d`) schedule.
 _PROGRAMME = (
     "SELECT "
@@ -54,6 +54,7 @@ class ProgrammeRepository:
         fields: dict[str, Any],
         schedule: Schedule = OPEN_SCHEDULE,
         spending: str | None = None,
+        guards: str | None = None,
     ) -> ProgrammeRow:
         now = utcnow()
         self.con.execute(
@@ -69,7 +70,7 @@ class ProgrammeRepository:
                 now,
             ],
         )
-        self.add_version(scope, draft_version_id, program_id, None, schedule, spending)
+        self.add_version(scope, draft_version_id, program_id, None, schedule, spending, guards)
         row = self.get(scope, program_id)
         assert row is not None
         return row
@@ -113,11 +114,12 @@ class ProgrammeRepository:
         based_on: int | None,
         schedule: Schedule = OPEN_SCHEDULE,
         spending: str | None = None,
+        guards: str | None = None,
     ) -> None:
         self.con.execute(
             "INSERT INTO programme_versions (id, organization_id, environment, program_id, number, status, "
-            "based_on, published_at, created_at, timezone, starts_at, ends_at, spending) "
-            "VALUES (?, ?, ?, ?, NULL, 'draft', ?, NULL, ?, ?, ?, ?, ?)",
+            "based_on, published_at, created_at, timezone, starts_at, ends_at, spending, guards) "
+            "VALUES (?, ?, ?, ?, NULL, 'draft', ?, NULL, ?, ?, ?, ?, ?, ?)",
             [
                 version_id,
                 *scope.params,
@@ -128,6 +130,7 @@ class ProgrammeRepository:
                 schedule.starts_at,
                 schedule.ends_at,
                 spending,
+                guards,
             ],
         )
 
@@ -136,6 +139,20 @@ class ProgrammeRepository:
         self.con.execute(
             f"UPDATE programme_versions SET spending = ? WHERE {TENANT} AND id = ? AND status = 'draft'",
             [spending, *scope.params, version_id],
+        )
+
+    def set_guards(self, scope: Scope, version_id: str, guards: str | None) -> None:
+        """Only a draft's guards change: a published version's are frozen with it."""
+        self.con.execute(
+            f"UPDATE programme_versions SET guards = ? WHERE {TENANT} AND id = ? AND status = 'draft'",
+            [guards, *scope.params, version_id],
+        )
+
+    def record_guard_override(self, scope: Scope, version_id: str, override: str) -> None:
+        """Set once, as the version is published (the publication's own transaction)."""
+        self.con.execute(
+            f"UPDATE programme_versions SET guard_override = ? WHERE {TENANT} AND id = ?",
+            [override, *scope.params, version_id],
         )
 
     def set_schedule(self, scope: Scope, version_id: str, schedule: Schedule) -> None:
@@ -232,7 +249,8 @@ class ProgrammeRepository:
         the draft is then based on that version's number. The source is only read."""
         self.con.execute(
             "UPDATE programme_versions AS d SET timezone = s.timezone, starts_at = s.starts_at, "
-            "ends_at = s.ends_at, spending = s.spending, based_on = s.number FROM programme_versions AS s "
+            "ends_at = s.ends_at, spending = s.spending, guards = s.guards, based_on = s.number "
+            "FROM programme_versions AS s "
             "WHERE d.organization_id = ? AND d.environment = ? AND d.id = ? AND d.status = 'draft' "
             "AND s.organization_id = d.organization_id AND s.environment = d.environment AND s.id = ?",
             [*scope.params, draft_version_id, source_version_id],

@@ -382,3 +382,16 @@ MIGRATIONS.append(
         ],
     )
 )
+
+MIGRATIONS.append(
+    (
+        20,
+        "forecast guards: a version's guards, and the override a version was published with despite a failed guard",
+        [
+            # A version's guards (JSON list; NULL: none), frozen with it like its spending settings, and on a
+            # published version the override it was published with (JSON: reason, given_by, given_at; NULL: none).
+            "ALTER TABLE programme_versions ADD COLUMN guards VARCHAR",
+            "ALTER TABLE programme_versions ADD COLUMN guard_override VARCHAR",
+        ],
+    )
+)

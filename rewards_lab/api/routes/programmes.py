@@ -2,11 +2,36 @@
 
 from __future__ import annotations
 
-from rewards_lab.api.routes._binding import Endpoint, serve
+from fastapi import Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from rewards_lab.api.context import database_of, json_body, request_id_of
+from rewards_lab.api.envelope import success
+from rewards_lab.api.routes._binding import Endpoint, authorised, idempotency_key, serve
+from rewards_lab.contract.guard_requests import PublishRequest
 from rewards_lab.contract.operations import operation
+from rewards_lab.contract.permissions import Permission
 from rewards_lab.service import programme_lifecycle, programmes, simulation
 
 assert operation("list_programmes").sorts == programmes.PROGRAMME_SORTS
+
+
+async def publish(request: Request, program_id: str) -> Response:
+    # Who publishes is passed along: a guard override is recorded with the key or account that gave it.
+    principal = authorised(request, Permission.REWARDS_ACTIVATE)
+    body = await json_body(request, PublishRequest)
+    result = await run_in_threadpool(
+        programmes.publish,
+        database_of(request),
+        principal.scope,
+        program_id,
+        body,
+        idempotency_key=idempotency_key(request, required=False),
+        actor=principal.actor_id,
+    )
+    return success(result, request_id_of(request), 201)
+
 
 BINDINGS: dict[str, Endpoint] = dict(
     [
@@ -17,7 +42,7 @@ BINDINGS: dict[str, Endpoint] = dict(
         serve("deactivate_programme", programme_lifecycle.deactivate_programme),
         serve("activate_programme", programme_lifecycle.activate_programme),
         serve("list_versions", programmes.list_versions),
-        serve("publish", programmes.publish),
+        ("publish", publish),
         serve("restore_version", programme_lifecycle.restore_version),
         serve("create_rule", programmes.create_rule),
         serve("get_rule", programmes.get_rule),

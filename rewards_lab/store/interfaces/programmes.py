@@ -41,6 +41,7 @@ class ProgrammeRow:
     starts_at: datetime | None
     ends_at: datetime | None
     spending: str | None  # the draft's programme-wide caps, budget and clawback (JSON; None: none)
+    guards: str | None = None  # the draft's forecast guards (JSON list; None: none)
 
     @property
     def draft_schedule(self) -> Schedule:
@@ -62,6 +63,8 @@ class VersionRow:
     starts_at: datetime | None
     ends_at: datetime | None
     spending: str | None  # the version's programme-wide caps, budget and clawback (JSON; None: none)
+    guards: str | None = None  # the version's forecast guards (JSON list; None: none)
+    guard_override: str | None = None  # published despite a failed guard (JSON: reason, given_by, given_at)
 
     @property
     def schedule(self) -> Schedule:
@@ -111,6 +114,7 @@ class ProgrammeStore(Protocol):
         fields: dict[str, Any],
         schedule: Schedule = OPEN_SCHEDULE,
         spending: str | None = None,
+        guards: str | None = None,
     ) -> ProgrammeRow: ...
 
     def get(self, scope: Scope, program_id: str) -> ProgrammeRow | None: ...
@@ -131,11 +135,16 @@ class ProgrammeStore(Protocol):
         based_on: int | None,
         schedule: Schedule = OPEN_SCHEDULE,
         spending: str | None = None,
+        guards: str | None = None,
     ) -> None: ...
 
     def set_schedule(self, scope: Scope, version_id: str, schedule: Schedule) -> None: ...
 
     def set_spending(self, scope: Scope, version_id: str, spending: str | None) -> None: ...
+
+    def set_guards(self, scope: Scope, version_id: str, guards: str | None) -> None: ...
+
+    def record_guard_override(self, scope: Scope, version_id: str, override: str) -> None: ...
 
     def get_version(self, scope: Scope, version_id: str) -> VersionRow | None: ...
 

@@ -1,0 +1,76 @@
+"""A widget comparing the liability of two versions (the draft and the published one by default) over the same
+history: each replayed (with the redemptions given), its liability forecast (lab.liability) drawn with its range,
+the difference at the end of the projection, in points or, with a value per unit, in money."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as w
+import pandas as pd
+
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.lab import plots
+from rewards_lab.lab.liability import LiabilityForecast, forecast_liability
+from rewards_lab.lab.widgets import Panel, _guard, _plot_image, _show, _version_options
+from rewards_lab.lab.workbench import LabProgramme
+
+LIABILITY_HINT = "<i>choose two versions, then <b>compare</b>: the liability of each appears here</i>"
+
+
+class LiabilityComparison(Panel):
+    """Draft against published liability: replays `events` (with `redemptions`, what customers spent) through
+    both, forecasts each `days` ahead and plots them side by side with their ranges."""
+
+    def __init__(self, programme: LabProgramme, events: pd.DataFrame, *, redemptions: Any = None) -> None:
+        self.programme = programme
+        self.events = events
+        self.redemptions = redemptions
+        self.draft = w.Dropdown(description="draft")
+        self.published = w.Dropdown(description="against")
+        self.days_ahead = w.IntSlider(description="project days", value=90, min=7, max=365)
+        self.money = w.Checkbox(description="in money (value per unit)", value=False)
+        self.run = w.Button(description="compare", button_style="primary")
+        self.summary = w.HTML(LIABILITY_HINT)
+        self.figure = _plot_image()
+        self.forecasts: dict[str, LiabilityForecast] = {}
+        self.run.on_click(lambda _: _guard(self.summary, self._run))
+        self.view = w.VBox(
+            [w.HBox([self.draft, self.published]), w.HBox([self.days_ahead, self.money]), self.run, self.summary]
+            + [self.figure]
+        )
+        self.refresh()
+
+    def refresh(self) -> None:
+        options = _version_options(self.programme)
+        self.draft.options = options
+        self.draft.value = "draft"
+        self.published.options = [("nothing", None), *options]
+        self.published.value = options[-2][1] if len(options) > 1 else None  # the live version if any
+
+    def _forecast(self, version: int | str) -> LiabilityForecast:
+        result = self.programme.replay(self.events, version=version, redemptions=self.redemptions)
+        return forecast_liability(result, days=self.days_ahead.value)
+
+    def _run(self) -> str:
+        if self.events.empty:
+            raise ServiceError("field_invalid", "there are no events to replay", field="events")
+        money = self.money.value
+        if money and self.programme.asset().value_per_unit is None:
+            raise ServiceError("field_invalid", "the asset has no value_per_unit", field="money")
+        draft = self._forecast(self.draft.value)
+        published = None if self.published.value is None else self._forecast(self.published.value)
+        self.forecasts = {"draft": draft} | ({"published": published} if published is not None else {})
+        labels = (self._label(self.draft.value), self._label(self.published.value))
+        _show(self.figure, plots.png(plots.liability_comparison(draft, published, labels=labels, money=money)))
+        end = draft.end
+        text = (
+            f"{labels[0]}: {end['mid']:,.2f} in {self.days_ahead.value} days ({end['low']:,.2f} to {end['high']:,.2f})"
+        )
+        if published is not None:
+            text += f"; {labels[1]}: {published.end['mid']:,.2f}; difference {end['mid'] - published.end['mid']:+,.2f}"
+        return text
+
+    @staticmethod
+    def _label(version: int | str | None) -> str:
+        return "draft" if version == "draft" else f"version {version}"

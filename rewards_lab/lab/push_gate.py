@@ -1,0 +1,97 @@
+"""The forecast gate against a live deployment: the published version read back as a programme definition, and
+the gate evaluated on the file (what the draft becomes) against it, before anything is published (push, and
+notebook 05 given a `base_url`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from rewards_lab.client import RewardsClient
+from rewards_lab.contract.programme_file import (
+    FileRule,
+    ProgrammeDefinition,
+    ProgrammeInfo,
+    load_programme,
+)
+from rewards_lab.contract.requests import AssetCreate
+from rewards_lab.lab.gate import DEFAULT_DAYS, GateReport, evaluate, evaluate_files
+from rewards_lab.lab.paths import locate
+from rewards_lab.lab.push import Plan, make_plan
+from rewards_lab.lab.workbench import file_action
+
+
+def publishes(plan: Plan) -> bool:
+    return any(step.kind == "publish" for step in plan.steps)
+
+
+def published_definition(plan: Plan) -> ProgrammeDefinition | None:
+    """The live published version as a file would hold it (None: nothing published yet). The asset's value per
+    unit is the live asset's, else the file's."""
+    version, asset, programme = plan.published, plan.asset, plan.programme
+    if version is None or asset is None or programme is None or not version.rules:
+        return None
+    rules = [
+        FileRule(
+            event_type=rule.event_type,
+            conditions=rule.conditions,
+            actions=[file_action(action) for action in rule.actions],
+            priority=rule.priority,
+            stop_processing=rule.stop_processing,
+            limits=rule.limits,
+        )
+        for rule in version.rules
+    ]
+    info = ProgrammeInfo(
+        name=programme.name,
+        description=programme.description,
+        timezone=None if version.timezone == "UTC" else version.timezone,
+        starts_at=version.starts_at,
+        ends_at=version.ends_at,
+        limits=version.limits,
+        budget=version.budget,
+        clawback=version.clawback,
+        guards=version.guards,
+    )
+    unit = asset.value_per_unit or plan.definition.asset.value_per_unit
+    live_asset = AssetCreate(
+        name=asset.name,
+        symbol=asset.symbol,
+        type=asset.type,
+        decimals=asset.decimals,
+        supply_ceiling=asset.supply_ceiling,
+        value_per_unit=unit,
+    )
+    return ProgrammeDefinition(programme=info, asset=live_asset, rules=rules)
+
+
+def gate_for(plan: Plan, events: Any, **options: Any) -> GateReport:
+    """The file's guards on a replay of `events` through the file and through the live published version."""
+    return evaluate(plan.definition, events, published=published_definition(plan), **options)
+
+
+def evaluate_for(
+    programme: str | Path,
+    history: str | Path,
+    *,
+    published: str | Path | None = None,
+    base_url: str | None = None,
+    organization: str | None = None,
+    environment: str = "sandbox",
+    redemptions: str | Path | None = None,
+    days: int = DEFAULT_DAYS,
+) -> GateReport:
+    """The gate as notebook 05 runs it: the programme file (the draft) against the published version, read from
+    a live deployment when `base_url` is given (the API key from $REWARDS_API_KEY; reads only), else from the
+    `published` file (None: nothing published yet)."""
+    if not base_url:
+        return evaluate_files(programme, history, published=published, redemptions=redemptions, days=days)
+    if not organization:
+        raise ValueError("reading the published version from a deployment needs its organization id")
+    definition = load_programme(locate(programme))
+    spent = None if not redemptions else locate(redemptions)
+    key = os.environ.get("REWARDS_API_KEY", "")
+    with RewardsClient(base_url, key, organization, environment) as client:
+        plan = make_plan(definition, client)
+    return evaluate(definition, locate(history), published=published_definition(plan), days=days, redemptions=spent)
