@@ -29,6 +29,7 @@ from rewards_lab.cli.main import main as cli_main
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme, parse_programme, save_programme
 from rewards_lab.domain.expiry import ExpiryPolicy, expires_at
+from rewards_lab.lab.liability import liability_history
 from rewards_lab.lab.workbench import Lab
 from rewards_lab.replay.engine import replay
 from rewards_lab.replay.spark_engine import replay_spark
@@ -296,3 +297,17 @@ def test_the_cli_replays_with_expiry_until_as_of(tmp_path: Path, capsys: pytest.
     summary = json.loads(capsys.readouterr().out)
     assert (summary["expired"], summary["expired_lots"], summary["issued"]) == ("20", 2, "30")
     assert pq.read_table(out).num_rows == 3
+
+
+def test_the_labs_liability_reads_what_the_replay_expired() -> None:
+    """Orders of 10 on four days, a redemption of 15 on the second (FIFO: 10 of the first lot, 5 of the second),
+    lots of two days: by `as_of` the second lot's 5 and the last two lots have expired (25), and the liability
+    (issued - redeemed - expired - reversed, lab/liability.py) is the customers' balance: nothing."""
+    definition = _programme({"after_days": 2})
+    stream = pd.DataFrame([_order(i, BASE + timedelta(days=i)) for i in range(4)])
+    spent = redemptions_frame([{"customer_id": "alice", "amount": 15, "occurred_at": BASE + timedelta(hours=25)}], 0)
+    result = replay(stream, definition, redemptions=spent, as_of=BASE + timedelta(days=10))
+    assert result.expired.df()["amount_minor"].tolist() == [5, 10, 10]
+    found = liability_history(result)
+    assert (found.minor["expired"].sum(), found.minor["redeemed"].sum(), found.closing) == (25, 15, Decimal(0))
+    assert result.per_customer()["balance"].tolist() == [Decimal(0)]
