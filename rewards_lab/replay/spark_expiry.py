@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rewards_lab.replay.expiry_plan import ExpiryPlan
+from rewards_lab.replay.expiry_plan import ExpiryPlan, until
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -46,8 +46,6 @@ class SparkExpiry:
 def spark_expiry(plan: ExpiryPlan, events: DataFrame, as_of: object, redemptions_last: int | None) -> SparkExpiry:
     """The expiry of a replay over `events` (its `as_of` resolved against the history's last moment)."""
     from pyspark.sql import functions as F
-
-    from rewards_lab.replay.expiry_plan import until
 
     last_row = events.agg(F.max(F.unix_micros("occurred_at"))).first()
     moments = [int(last_row[0])] if last_row is not None and last_row[0] is not None else []
