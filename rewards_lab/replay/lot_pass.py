@@ -35,6 +35,7 @@ LOTS = pa.schema(
     ]
 )
 _EPOCH = datetime(1970, 1, 1)
+_Made = tuple[int, str, int, int | None, int]  # a lot's (seq, holder, issued, expires, amount)
 
 
 def instant(micros: int) -> datetime:
@@ -50,9 +51,7 @@ class LotBook:
         self.open: dict[str, list[Lot]] = {}
         self._heaps: dict[str, list[tuple[int, str, Lot]]] = {}
         self._checked: dict[str, int] = {}  # per clock: the last anchor the worker ran before
-        self._made: dict[
-            str, tuple[int, str, int, int | None, int]
-        ] = {}  # lot id -> (seq, holder, issued, expires, amount)
+        self._made: dict[str, _Made] = {}  # the open lots by id
         self._count = 0
         self.rows: dict[str, list[Any]] = {name: [] for name in LOTS.names}
 
