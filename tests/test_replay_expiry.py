@@ -32,6 +32,7 @@ from rewards_lab.domain.expiry import ExpiryPolicy, expires_at
 from rewards_lab.lab.liability import liability_history
 from rewards_lab.lab.workbench import Lab
 from rewards_lab.replay.engine import replay
+from rewards_lab.replay.lot_pass import LotBook
 from rewards_lab.replay.spark_engine import replay_spark
 from tests.replay_live import Outcome, redemptions_frame, replayed_outcome, run_live
 from tests.test_replay_differential import (
@@ -311,3 +312,25 @@ def test_the_labs_liability_reads_what_the_replay_expired() -> None:
     found = liability_history(result)
     assert (found.minor["expired"].sum(), found.minor["redeemed"].sum(), found.closing) == (25, 15, Decimal(0))
     assert result.per_customer()["balance"].tolist() == [Decimal(0)]
+
+
+def test_the_pass_keeps_lots_as_the_ledger_does() -> None:
+    """The pass's lot book (replay/lot_pass.py): a reversal takes from its own reward's lot first, a redemption
+    from the oldest, a credit to a wallet below zero pays the debt first, the worker runs once per anchor event
+    (and before each redemption) and finally at `as_of`."""
+    book = LotBook(as_of=1_000, shared=False)
+    book.credit("alice", 1, 10, 10, issued=0, expires=100)
+    book.credit("alice", 2, 10, 20, issued=5, expires=200)
+    book.debit("alice", 4, first=2)  # the reversal of reward 2: its own lot
+    book.debit("alice", 12)  # a redemption: the oldest first (all of lot 1, 2 of lot 2)
+    assert book.due("alice", anchor=7, clock=150, redemption=False) == []  # lot 1 is spent
+    book.credit("alice", 3, 10, 5, issued=160, expires=None)  # the wallet was at -5 (a negative clawback)
+    assert book.due("alice", anchor=8, clock=200, redemption=False) == [("alice", 4)]
+    assert book.due("alice", anchor=8, clock=500, redemption=False) == []  # the same anchor: not again
+    assert book.finish() == []
+    rows = book.batch().to_pylist()
+    assert [(r["seq"], r["lot_amount"], r["lot_remaining"], r["lot_expired"]) for r in rows] == [
+        (1, 10, 0, 0),
+        (2, 10, 0, 4),
+        (3, 5, 5, 0),
+    ]
