@@ -34,6 +34,7 @@ from rewards_lab.lab.workbench import Lab
 from rewards_lab.replay.engine import replay
 from rewards_lab.replay.lot_pass import LotBook
 from rewards_lab.replay.spark_engine import replay_spark
+from rewards_lab.replay.sweep import sweep
 from tests.replay_live import Outcome, redemptions_frame, replayed_outcome, run_live
 from tests.test_replay_differential import (
     BASE,
@@ -334,3 +335,12 @@ def test_the_pass_keeps_lots_as_the_ledger_does() -> None:
         (2, 10, 0, 4),
         (3, 5, 5, 0),
     ]
+
+
+def test_a_sweep_of_an_expiring_programme_is_net_of_what_expired() -> None:
+    """Each grid point is its own replay: its liability is what was issued less what expired by the end."""
+    definition = _programme({"after_days": 1})
+    stream = pd.DataFrame([_order(i, BASE + timedelta(days=i)) for i in range(3)])
+    frame = sweep(stream, definition, {"rules[0].actions[0].amount.fixed": ["10", "4"]})
+    assert frame["issued"].tolist() == [Decimal(30), Decimal(12)]
+    assert frame["liability"].tolist() == [Decimal(10), Decimal(4)]  # two of three lots expired by the last order

@@ -52,6 +52,7 @@ def sweep_spark(
         values = dict(zip(keys, point, strict=True))
         counts = (int(totals["issuances"]), int(totals["failed"]))
         reversed_minor = int(Decimal(totals.get("reversed", 0)).scaleb(decimals))
+        reversed_minor += int(Decimal(totals.get("expired", 0)).scaleb(decimals))  # out of the liability alike
         rows.append(point_row(values, decimals, issued_minor, counts, opening, result.exhausted_on(), reversed_minor))
         result.release()
     ordered.unpersist()

@@ -28,6 +28,7 @@ from rewards_lab.replay.ceiling import resolve
 from rewards_lab.replay.compiler import DUCKDB, compile_programme, referenced_fields, rule_specs
 from rewards_lab.replay.customers import joined, open_customers
 from rewards_lab.replay.engine import candidate_selects, definition_of, parse_supply, python_rows, quiet_connection
+from rewards_lab.replay.expiry_plan import expiry_plan
 from rewards_lab.replay.inputs import open_events
 from rewards_lab.replay.limits_plan import has_features
 from rewards_lab.replay.order import order_events
@@ -89,7 +90,7 @@ def sweep(
     `customers`: the customers table, as for `replay`."""
     started = time.perf_counter()
     keys, points, definitions = grid_points(definition_of(programme), grid)
-    if any(has_features(definition) for definition in definitions):  # caps, budgets or reversals: point by point
+    if any(has_features(d) or expiry_plan(d) is not None for d in definitions):  # caps ... expiry: point by point
         rows = [
             featured_point(events, definition, dict(zip(keys, point, strict=True)), opening_supply, customers)
             for point, definition in zip(points, definitions, strict=True)
@@ -156,8 +157,8 @@ def featured_point(
     opening_supply: Decimal | int | str,
     customers: Any,
 ) -> dict[str, Any]:
-    """A grid point of a programme with caps, budgets or reversals: its own replay (liability net of
-    reversals)."""
+    """A grid point of a programme with caps, budgets, reversals or expiry: its own replay (liability net of
+    reversals and of what expired)."""
     from rewards_lab.replay.engine import replay
 
     result = replay(events, definition, opening_supply=opening_supply, customers=customers)
@@ -168,7 +169,8 @@ def featured_point(
         f"SELECT min(CAST(occurred_at AS DATE)) FROM ({query}) WHERE error_code = 'asset_supply_exhausted'"
     ).fetchall()
     issued = int(Decimal(totals["issued"]).scaleb(decimals))
-    reversed_ = int(Decimal(totals["reversed"]).scaleb(decimals))
+    reversed_ = int(Decimal(totals.get("reversed", 0)).scaleb(decimals))
+    reversed_ += int(Decimal(totals.get("expired", 0)).scaleb(decimals))  # out of the liability alike
     opening = parse_supply(opening_supply, decimals)
     counts = (int(totals["issuances"]), int(totals["failed"]))
     return point_row(values, decimals, issued, counts, opening, exhausted_on, reversed_)
@@ -193,7 +195,7 @@ def point_row(
     reversed_minor: int = 0,
 ) -> dict[str, Any]:
     """One grid point's row: its values, issued, issuances, failed, liability (opening supply + issued - what
-    reversals took back) and exhausted_on."""
+    reversals took back and what expired: `reversed_minor` holds both) and exhausted_on."""
     issued = to_decimal(issued_minor, decimals)
     return {
         **values,
