@@ -80,8 +80,9 @@ def expiring_programmes_st(draw: st.DrawFn) -> ProgrammeDefinition:
 
 @st.composite
 def spends_st(draw: st.DrawFn, decimals: int) -> list[dict[str, Any]]:
-    """Redemptions among the events' times and just around the expiry boundaries a day or two after them."""
-    hours = [0, 1, 23, 24, 25, 40, 47, 48, 49, 180, 700, 744, 800, 1000]
+    """Redemptions among the events' times and just around the expiry boundaries a day or two after them, and
+    around the end of March in Paris (757 h: 22:00 UTC) and New York (763 h: 04:00 UTC on 1 April)."""
+    hours = [0, 1, 23, 24, 25, 40, 47, 48, 49, 180, 700, 744, 757, 763, 800, 1000]
     return [
         {
             "customer_id": draw(st.sampled_from(CUSTOMERS)),
