@@ -33,7 +33,7 @@ MAX_OVERRIDE_REASON = 500
 GuardPeriod = Literal["day", "week", "month", "year"]
 METRICS = ("issued", "liability_delta", "ceiling_exhausted_within_days")
 
-_LIMIT_TEXT = re.compile(r"-?[0-9]{1,20}(\.[0-9]{1,18})?")
+_LIMIT_TEXT = re.compile(r"-?[0-9]{1,20}(\.[0-9]{1,18})?")  # the JSON Schema patterns below say the same
 
 
 def _limit(value: object, *, signed: bool) -> str:
@@ -50,12 +50,12 @@ def _limit(value: object, *, signed: bool) -> str:
 UnsignedLimit = Annotated[
     str,
     BeforeValidator(lambda value: _limit(value, signed=False)),
-    WithJsonSchema({"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?$", "examples": ["120000"]}),
+    WithJsonSchema({"type": "string", "pattern": r"^[0-9]{1,20}(\.[0-9]{1,18})?$", "examples": ["120000"]}),
 ]
 SignedLimit = Annotated[
     str,
     BeforeValidator(lambda value: _limit(value, signed=True)),
-    WithJsonSchema({"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$", "examples": ["50000"]}),
+    WithJsonSchema({"type": "string", "pattern": r"^-?[0-9]{1,20}(\.[0-9]{1,18})?$", "examples": ["50000"]}),
 ]
 
 
