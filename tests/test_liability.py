@@ -121,3 +121,15 @@ def test_projected_issuance_stops_at_the_ceiling_and_without_outflows_nothing_le
     assert list(still.projection["mid"]) == pytest.approx([140 + 140 / 3 * i for i in (1, 2, 3)])
     with pytest.raises(ValueError, match="level"):
         forecast_liability(replayed(), level=1.5)
+
+
+def test_expired_points_give_room_back_under_the_ceiling_as_in_the_ledger() -> None:
+    """Supply at the end: 150 issued - 10 reversed - 42 redeemed - 20 expired = 78 (the ledger's outstanding
+    supply); under a ceiling of 140 the first projected day has 62 of room and issues its whole 140/3, where
+    counting expired points (98) would have cut it to 42."""
+    expired = pd.DataFrame({"expired_at": [BASE + timedelta(days=2, hours=10)], "amount_minor": [20]})
+    past = liability_history(WithExpiry(replayed(shop(ceiling="140")), expired))
+    assert past.supply_minor == 78
+    result = forecast_liability(WithExpiry(replayed(shop(ceiling="140")), expired), days=1, draws=50)
+    keep = 1 - 62 / 310
+    assert result.projection["mid"].iloc[0] == pytest.approx((78 + 140 / 3) * keep)

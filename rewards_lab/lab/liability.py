@@ -14,7 +14,7 @@ share of what leaves that leaves by expiry rather than redemption, is expiry / (
 
 **Projection.** Day by day: `L(t) = (L(t-1) + I(t)) x (1 - redemption rate - expiry rate)`, the issuance `I`
 the window's mean net issuance per day for the middle path. Issuance stops at the asset's supply ceiling
-(supply = issued - reversed - redeemed: expired points give no room back, as in the ledger). The range is a
+(supply = issued - reversed - redeemed - expired: expired points give room back, as in the ledger). The range is a
 bootstrap over days: `draws` times, the window's days are resampled with replacement to refit both rates, and
 each future day's issuance is drawn from the window's days; `low` and `high` are the `(1 - level) / 2` and
 `(1 + level) / 2` quantiles of the paths per day ahead. Valued in money when the asset has a `value_per_unit`.
@@ -92,10 +92,11 @@ class LiabilityHistory:
 
     @property
     def supply_minor(self) -> int:
-        """Outstanding supply as the ceiling counts it at the end: issued - reversed - redeemed (not expired)."""
+        """Outstanding supply as the ceiling counts it at the end: issued - reversed - redeemed - expired."""
         opening = int(self.opening_supply.scaleb(self.decimals))
         flows = self.minor
-        return opening + int(flows["issued"].sum() - flows["reversed"].sum() - flows["redeemed"].sum())
+        left = flows["reversed"].sum() + flows["redeemed"].sum() + flows["expired"].sum()
+        return opening + int(flows["issued"].sum() - left)
 
 
 def liability_history(source: Any, *, value_per_unit: Decimal | str | None = None) -> LiabilityHistory:
@@ -193,8 +194,8 @@ def _paths(
     start: float, supply: float, ceiling: float | None, issuance: np.ndarray, redeem: np.ndarray, expire: np.ndarray
 ) -> np.ndarray:
     """Liability paths (draws x days, minor units) from `start`: each day's issuance joins it (cut so that the
-    supply stays under the ceiling), then the shares `redeem` and `expire` (one per path) of it leave;
-    redemptions give supply back, expiry does not."""
+    supply stays under the ceiling), then the shares `redeem` and `expire` (one per path) of it leave; both give
+    supply back (expired points leave circulation, as in the ledger)."""
     draws, days = issuance.shape
     level = np.full(draws, start)
     held = np.full(draws, supply)
@@ -205,8 +206,9 @@ def _paths(
             issued = np.minimum(issued, np.maximum(ceiling - held, 0.0))
         exposed = np.maximum(level + issued, 0.0)
         redeemed = exposed * redeem
-        level = exposed - redeemed - exposed * expire
-        held = held + issued - redeemed
+        expired = exposed * expire
+        level = exposed - redeemed - expired
+        held = held + issued - redeemed - expired
         out[:, day] = level
     return out
 
