@@ -16,6 +16,9 @@ from typing import IO
 
 import httpx
 
+from rewards_lab.store.database import Database
+from rewards_lab.store.verification import verify_ledger
+
 START_TIMEOUT_S = 30.0
 _children: list[subprocess.Popen[bytes]] = []
 
@@ -117,3 +120,14 @@ def start_server(db: Path, org: str = "Acme", *bootstrap_args: str, serve_args: 
     keys = boot["api_keys"]
     assert isinstance(keys, dict)
     return LiveServer(db, base_url, str(boot["organization_id"]), keys, process, log, boot)
+
+
+def stop_and_verify(live: LiveServer) -> None:
+    """Stop the server, then check every invariant of the ledger it leaves in its file."""
+    live.stop()
+    database = Database(live.db)
+    try:
+        report = verify_ledger(database.reader())
+    finally:
+        database.close()
+    assert report.ok, report.problems

@@ -14,9 +14,7 @@ import pytest
 
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract.webhook_signatures import SIGNATURE_HEADER, verify
-from rewards_lab.store.database import Database
-from rewards_lab.store.verification import verify_ledger
-from tests.live_server import LiveServer, start_server
+from tests.live_server import LiveServer, start_server, stop_and_verify
 from tests.webhook_receiver import Receiver, ok
 
 POLL_TIMEOUT_S = 15.0
@@ -30,13 +28,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
             tmp_path_factory.mktemp("expiry") / "service.duckdb", serve_args=("--expiry-interval-s", "0.2")
         )
     yield live
-    live.stop()
-    database = Database(live.db)
-    try:
-        report = verify_ledger(database.reader())
-    finally:
-        database.close()
-    assert report.ok, report.problems
+    stop_and_verify(live)
 
 
 @pytest.fixture

@@ -11,9 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from rewards_lab.store.database import Database
-from rewards_lab.store.verification import verify_ledger
-from tests.live_server import LiveServer, start_server
+from tests.live_server import LiveServer, start_server, stop_and_verify
 
 POLL_TIMEOUT_S = 15.0
 BIG = 10**18 - 1
@@ -23,13 +21,7 @@ BIG = 10**18 - 1
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live = start_server(tmp_path_factory.mktemp("rewards") / "service.duckdb")
     yield live
-    live.stop()
-    database = Database(live.db)
-    try:
-        report = verify_ledger(database.reader())
-    finally:
-        database.close()
-    assert report.ok, report.problems
+    stop_and_verify(live)
 
 
 @pytest.fixture

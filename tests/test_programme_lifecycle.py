@@ -25,8 +25,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.schema import MIGRATIONS
 from rewards_lab.store.uow import reader
-from rewards_lab.store.verification import verify_ledger
-from tests.live_server import LiveServer, start_server
+from tests.live_server import LiveServer, start_server, stop_and_verify
 
 POLL_TIMEOUT_S = 15.0
 EVENT = "visit.completed"
@@ -36,13 +35,7 @@ EVENT = "visit.completed"
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live = start_server(tmp_path_factory.mktemp("lifecycle") / "service.duckdb")
     yield live
-    live.stop()
-    database = Database(live.db)
-    try:
-        report = verify_ledger(database.reader())
-    finally:
-        database.close()
-    assert report.ok, report.problems
+    stop_and_verify(live)
 
 
 @pytest.fixture

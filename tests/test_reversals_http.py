@@ -12,9 +12,7 @@ import httpx
 import pytest
 
 from rewards_lab.contract.webhook_signatures import SIGNATURE_HEADER, verify
-from rewards_lab.store.database import Database
-from rewards_lab.store.verification import verify_ledger
-from tests.live_server import LiveServer, start_server
+from tests.live_server import LiveServer, start_server, stop_and_verify
 from tests.webhook_receiver import Receiver, ok
 
 POLL_TIMEOUT_S = 15.0
@@ -26,13 +24,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         env.setenv("REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE", "1")  # the receiver listens on 127.0.0.1
         live = start_server(tmp_path_factory.mktemp("reversals") / "service.duckdb")
     yield live
-    live.stop()
-    database = Database(live.db)
-    try:
-        report = verify_ledger(database.reader())
-    finally:
-        database.close()
-    assert report.ok, report.problems
+    stop_and_verify(live)
 
 
 @pytest.fixture
