@@ -10,38 +10,26 @@ Optional and additive: an asset or programme without `expiry` issues points that
 
 from __future__ import annotations
 
-import math
-from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Discriminator, Field, Tag, TypeAdapter, WithJsonSchema
 
-from rewards_lab.contract.request_base import RequestModel
+from rewards_lab.contract.request_base import RequestModel, whole_number
 
 MAX_DAYS = 36_600  # a hundred years
 MAX_PERIODS = 100
 CalendarPeriod = Literal["month", "quarter", "year"]
 
 
-def _whole(value: object) -> object:
-    """21.0 is 21, as JSON Schema's integer says; strings, booleans, fractions and non-finite numbers stay
-    refused (by the strict integer that follows)."""
-    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
-        return int(value)
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    return value
-
-
 Days = Annotated[
     int,
-    BeforeValidator(_whole),
+    BeforeValidator(whole_number),
     Field(ge=1, le=MAX_DAYS, strict=True),
     WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_DAYS}),
 ]
 Periods = Annotated[
     int,
-    BeforeValidator(_whole),
+    BeforeValidator(whole_number),
     Field(ge=0, le=MAX_PERIODS, strict=True),
     WithJsonSchema({"type": "integer", "minimum": 0, "maximum": MAX_PERIODS, "default": 0}),
 ]

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Discriminator, Field, Tag, WithJsonSchema
 
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.contract.request_base import RequestModel
+from rewards_lab.contract.request_base import RequestModel, whole_number
 from rewards_lab.contract.validation import custom_error
 
 MAX_GUARDS = 10
@@ -59,16 +59,9 @@ SignedLimit = Annotated[
 ]
 
 
-def _whole(value: object) -> object:
-    """90.0 is 90, as JSON Schema's integer says; strings, booleans and fractions stay refused."""
-    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
-        return int(value)
-    return value
-
-
 Days = Annotated[
     int,
-    BeforeValidator(_whole),
+    BeforeValidator(whole_number),
     Field(ge=1, le=MAX_GUARD_DAYS, strict=True),
     WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_GUARD_DAYS}),
 ]

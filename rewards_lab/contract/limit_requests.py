@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.contract.request_base import DecimalString, FieldName, RequestModel
+from rewards_lab.contract.request_base import DecimalString, FieldName, RequestModel, whole_number
 from rewards_lab.contract.validation import custom_error
 
 Period = Literal["day", "week", "month", "year", "lifetime"]
@@ -36,16 +36,9 @@ MAX_LIMITS = 5  # caps on one rule, or on one programme
 MAX_COUNT = 1_000_000
 
 
-def _count(value: object) -> object:
-    """3.0 is 3, as JSON Schema's integer says; strings, booleans and fractions stay refused."""
-    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
-        return int(value)
-    return value
-
-
 Count = Annotated[
     int,
-    BeforeValidator(_count),
+    BeforeValidator(whole_number),
     Field(ge=1, le=MAX_COUNT, strict=True),
     WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_COUNT}),
 ]

@@ -81,3 +81,11 @@ DecimalString = Annotated[
 Identifier = Annotated[str, Field(min_length=1, max_length=255)]
 FieldName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
 EventType = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")]
+
+
+def whole_number(value: object) -> object:
+    """3.0 is 3, as JSON Schema's integer says (exact JSON numbers arrive as Decimal); strings, booleans,
+    fractions and non-finite numbers are left for the strict integer after it to refuse."""
+    if isinstance(value, Decimal) and value.is_finite() and value == value.to_integral_value():
+        return int(value)
+    return value
