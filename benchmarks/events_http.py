@@ -215,7 +215,10 @@ def _serve_under_load(
     """Start the server, run the load (and the probe, given its wallet), wait for the queue to drain when a
     worker runs, and measure the server's CPU; the server is stopped before this returns."""
     base = f"http://127.0.0.1:{port}/v1"
-    server = subprocess.Popen(command + ["--port", str(port), "--log-level", "warning"], stderr=subprocess.DEVNULL)
+    gc_out = Path(tempfile.mkdtemp()) / "gc.json"
+    server = subprocess.Popen(
+        command + ["--port", str(port), "--log-level", "warning"], stderr=subprocess.DEVNULL, env=_gc_probe_env(gc_out)
+    )
     probe_ms: list[float] = []
     try:
         _wait_up(f"{base}/openapi.json", server)
@@ -226,7 +229,9 @@ def _serve_under_load(
         cpu_before = _cpu_seconds(server.pid)
         threads_before = _thread_cpu(server.pid)
         machine_cpu = CpuShare().start()
+        load_started = time.time()
         figures = _load(f"{base}/events", headers, load, customers_n)
+        load_ended = time.time()
         figures["machine_cpu_percent"] = machine_cpu.stop()  # both cores: server, load generator and the rest
         if probe_wallet is not None:
             stop.set()
@@ -247,7 +252,29 @@ def _serve_under_load(
     finally:
         server.terminate()
         server.wait(60)
+    figures["gc_pauses_during_load"] = _gc_pauses(gc_out, load_started, load_ended)
+    shutil.rmtree(gc_out.parent, ignore_errors=True)
     return figures, probe_ms
+
+
+def _gc_probe_env(out: Path) -> dict[str, str]:
+    """The server's environment with benchmarks/gc_probe first on its path: it records the collector's pauses."""
+    path = os.pathsep.join(p for p in (str(ROOT / "benchmarks" / "gc_probe"), os.environ.get("PYTHONPATH")) if p)
+    return {**os.environ, "PYTHONPATH": path, "REWARDS_LAB_BENCH_GC_OUT": str(out)}
+
+
+def _gc_pauses(out: Path, started: float, ended: float) -> dict[str, object]:
+    """Per generation, the collector's pauses while the load ran: how many, their total and the longest (ms).
+    A full collection (generation 2) stops every thread of the server: its longest pause bounds what it adds to
+    the p99 of every request in flight."""
+    if not out.exists():
+        return {}
+    pauses = [(gen, ms) for at, gen, ms in json.loads(out.read_text()) if started <= at <= ended]
+    summary: dict[str, object] = {}
+    for gen in sorted({gen for gen, _ in pauses}):
+        times = [ms for g, ms in pauses if g == gen]
+        summary[f"gen{gen}"] = {"n": len(times), "total_ms": round(sum(times), 1), "max_ms": round(max(times), 1)}
+    return summary
 
 
 def _stored_within_bounds(figures: dict[str, object], load: Load, received: int) -> None:

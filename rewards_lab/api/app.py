@@ -16,7 +16,7 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rewards_lab.api import openapi_doc
+from rewards_lab.api import heap, openapi_doc
 from rewards_lab.api.address_gate import AddressGate
 from rewards_lab.api.context import request_id_of
 from rewards_lab.api.deprecations import RAW_HEADERS_BY_PATH
@@ -152,9 +152,11 @@ def create_app(
             retention.start()
         if expiry is not None:
             expiry.start()
+        heap.settle_after_start_up()  # before the first request: full collections no longer walk start-up's heap
         try:
             yield
         finally:
+            heap.thaw()
             intake.stop()  # every event already queued is stored (and answered) before the worker stops
             if worker is not None:
                 worker.stop()  # the batch in progress finishes (or is rolled back whole)
