@@ -220,6 +220,35 @@ def test_an_online_backup_under_writes_restores_into_a_new_file_that_verifies(tm
     assert _customer_ids(live.db) >= set(writers.customers) and _event_ids(live.db) >= set(writers.events)
 
 
+SYSTEM_PYTHON = "/usr/bin/python3"  # readable by another user (the test's interpreter may live under /root)
+NOBODY = 65534
+
+
+def _as_nobody(path: Path) -> Any:
+    """Ask for a backup as uid 65534. The socket is made writable for all and reached through a directory
+    descriptor passed to the child, so only the server's own check (the peer's uid) stands in the way."""
+    path.chmod(0o666)
+    path.parent.chmod(0o711)  # searchable; its ancestors (pytest's, 0700) are skipped by the descriptor
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        script = (
+            "import socket, sys; c = socket.socket(socket.AF_UNIX); c.connect(sys.argv[1]); "
+            "c.sendall(sys.argv[2].encode() + b'\\n'); c.shutdown(socket.SHUT_WR); "
+            "sys.stdout.write(c.makefile('rb').read().decode())"
+        )
+        request = json.dumps({"command": "backup", "out": str(path.parent / "by-nobody")})
+        child = subprocess.run(
+            [SYSTEM_PYTHON, "-c", script, f"/proc/self/fd/{directory}/{path.name}", request],
+            capture_output=True, text=True, timeout=60, user=NOBODY, group=NOBODY, pass_fds=(directory,),
+        )  # fmt: skip
+    finally:
+        os.close(directory)
+        path.chmod(0o600)
+        path.parent.chmod(0o700)
+    assert child.returncode == 0, child.stderr
+    return json.loads(child.stdout)
+
+
 def test_the_online_backup_channel_is_private_and_refuses_what_it_does_not_know(tmp_path: Path) -> None:
     db = tmp_path / "channel.duckdb"
     nobody = _run("backup", "--online", "--db", str(db), "--out", str(tmp_path / "none"))
@@ -237,6 +266,12 @@ def test_the_online_backup_channel_is_private_and_refuses_what_it_does_not_know(
                 client.shutdown(socket.SHUT_WR)
                 answer = json.loads(client.makefile("rb").read())
             assert answer["ok"] is False and answer["error"], request
+        if os.geteuid() == 0 and Path(SYSTEM_PYTHON).exists():  # another user, past the file's mode: SO_PEERCRED
+            assert _as_nobody(path) == {
+                "ok": False,
+                "error": "permission denied: uid 65534 is not the server's user or root",
+            }
+            assert not (tmp_path / "by-nobody").exists()
         relative = _run("backup", "--online", "--db", str(db), "--out", str(tmp_path / "taken"))
         assert relative.returncode == 0, relative.stderr
         again = _run("backup", "--online", "--db", str(db), "--out", str(tmp_path / "taken"))

@@ -152,13 +152,17 @@ class AdminSocket:
                     log.warning("the admin client went away before its answer")
 
     def _answer(self, connection: socket.socket) -> dict[str, Any]:
+        try:
+            line = _read_line(connection)  # read (bounded) even when refusing: unread data would reset the answer
+        except (ValueError, OSError) as error:
+            return {"ok": False, "error": f"not a request ({type(error).__name__}: {error})"}
         uid = _peer_uid(connection)
         if not peer_allowed(uid, os.geteuid()):
             log.warning("admin request refused: uid %d is not the server's user", uid)
             return {"ok": False, "error": f"permission denied: uid {uid} is not the server's user or root"}
         try:
-            request = json.loads(_read_line(connection))
-        except (ValueError, OSError) as error:
+            request = json.loads(line)
+        except ValueError as error:
             return {"ok": False, "error": f"not a request ({type(error).__name__}: {error})"}
         out = request.get("out") if isinstance(request, dict) else None
         if not isinstance(out, str) or request.get("command") != "backup":
