@@ -7,10 +7,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The TypeScript compiler, only to check the generated client types (tests/test_contract_artefacts.py).
 TSC := clients/typescript/node_modules/.bin/tsc
+# Spectral, only to lint the exported OpenAPI document with the spectral:oas ruleset (tests/test_contract_artefacts.py).
+SPECTRAL := tools/spectral/node_modules/.bin/spectral
 
 .PHONY: setup lab lab-services report notebooks demo test lint typecheck pytest bench bench-http bench-replay clean contract
 
-setup: $(STAMP) $(TSC)
+setup: $(STAMP) $(TSC) $(SPECTRAL)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +26,12 @@ $(TSC): clients/typescript/package-lock.json
 	@if command -v npm >/dev/null; then \
 		npm ci --prefix clients/typescript --no-audit --no-fund --silent && touch $(TSC); \
 	else echo "npm not found: the TypeScript compile check of clients/ cannot run"; fi
+
+# --ignore-scripts: spectral needs no install script, and one of its dependencies (@scarf/scarf) would phone home.
+$(SPECTRAL): tools/spectral/package-lock.json
+	@if command -v npm >/dev/null; then \
+		npm ci --prefix tools/spectral --ignore-scripts --no-audit --no-fund --silent && touch $(SPECTRAL); \
+	else echo "npm not found: the spectral check of the OpenAPI document cannot run"; fi
 
 contract: setup
 	$(BIN)/rewards-lab contract export --out clients
@@ -84,4 +92,4 @@ bench-replay: setup
 	$(BIN)/python benchmarks/replay.py --spark
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache clients/typescript/node_modules
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache clients/typescript/node_modules tools/spectral/node_modules

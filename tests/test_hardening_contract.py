@@ -273,19 +273,25 @@ def test_every_response_declares_its_headers_and_every_failure_its_status_and_co
 
 
 def test_stateful_links_lead_from_what_makes_a_resource_to_what_takes_its_id(document: dict[str, Any]) -> None:
-    webhook_links = document["paths"]["/webhooks"]["post"]["responses"]["201"]["links"]
-    targets = {link["operationRef"]: link["parameters"] for link in webhook_links.values()}
-    assert targets["#/paths/~1webhooks~1{webhook_id}/get"] == {"webhook_id": "$response.body#/data/id"}
-    assert "#/paths/~1webhooks~1{webhook_id}~1test/post" in targets
-    customer = document["paths"]["/customers"]["post"]["responses"]["201"]["links"]
-    assert "#/paths/~1customers~1{customer_id}/get" in {link["operationRef"] for link in customer.values()}
+    by_id = {
+        spec["operationId"]: (path, method) for path, item in document["paths"].items() for method, spec in item.items()
+    }
+
+    def targets(path: str, method: str, status: str) -> dict[tuple[str, str], dict[str, str]]:
+        links = document["paths"][path][method]["responses"][status]["links"]
+        return {by_id[link["operationId"]]: link["parameters"] for link in links.values()}
+
+    webhook_links = targets("/webhooks", "post", "201")
+    assert webhook_links[("/webhooks/{webhook_id}", "get")] == {"webhook_id": "$response.body#/data/id"}
+    assert ("/webhooks/{webhook_id}/test", "post") in webhook_links
+    assert ("/customers/{customer_id}", "get") in targets("/customers", "post", "201")
     for item in document["paths"].values():
         for spec in item.values():
             for response in spec["responses"].values():
-                for link in response.get("links", {}).values():
-                    path, method = link["operationRef"].removeprefix("#/paths/").rsplit("/", 1)
-                    target = path.replace("~1", "/").replace("~0", "~")
-                    assert method in document["paths"][target]
+                for name, link in response.get("links", {}).items():
+                    assert set(link) == {"operationId", "parameters"}  # no operationRef: `{` is not a URI's
+                    target, method = by_id[link["operationId"]]
+                    assert name == link["operationId"] and method in document["paths"][target]
                     assert set(link["parameters"]) == set(re.findall(r"{(\w+)}", target))
 
 

@@ -235,10 +235,12 @@ export interface AssistantMessage {
 }
 
 /** One authentication event, written durably before the answer (or with the action itself). `reason` is the
-error code of a refusal (`credentials_invalid`, `permission_denied`...), never a credential. */
+error code of a refusal (`credentials_invalid`, `permission_denied`...), never a credential; for
+`guard_overridden` (a version published although a forecast guard failed) it is the reason given, and
+`subject_id` is the version published. */
 export interface AuthAuditEntry {
   id: string;
-  kind: "login" | "logout" | "api_key_created" | "api_key_revoked" | "access_denied";
+  kind: "login" | "logout" | "api_key_created" | "api_key_revoked" | "access_denied" | "guard_overridden";
   outcome: "succeeded" | "failed";
   reason: string | null;
   status: number | null;
@@ -1547,7 +1549,7 @@ export interface Operations {
   };
   "GET /developer/audit": {
     path: Record<string, never>;
-    query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; kind?: "login" | "logout" | "api_key_created" | "api_key_revoked" | "access_denied"; outcome?: "succeeded" | "failed"; from?: string; to?: string };
+    query: { limit?: number; cursor?: string; sort?: "created_at"; direction?: "asc" | "desc"; kind?: "login" | "logout" | "api_key_created" | "api_key_revoked" | "access_denied" | "guard_overridden"; outcome?: "succeeded" | "failed"; from?: string; to?: string };
     headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: ListEnvelope<AuthAuditEntry>;

@@ -38,6 +38,7 @@ from rewards_lab.service.login_guard import LoginGuard
 from rewards_lab.service.retention import RetentionSettings
 from rewards_lab.service.sessions import DEFAULT_SESSION_LIFETIME_S
 from rewards_lab.store.database import Database
+from rewards_lab.worker.admin_socket import AdminSocket
 from rewards_lab.worker.deliveries import DeliveryWorker
 from rewards_lab.worker.event_intake import EventIntake
 from rewards_lab.worker.events import EventWorker
@@ -130,7 +131,10 @@ def create_app(
     unauthenticated_limit_per_minute: int = UNAUTHENTICATED_LIMIT_PER_MINUTE,
     min_free_disk_bytes: int = DEFAULT_MIN_FREE_DISK_MB * 1_048_576,
     expiry_interval_s: float = EXPIRY_INTERVAL_S,
+    admin_socket: bool = False,
 ) -> FastAPI:
+    """The service over `database`. `admin_socket` (serve, a database file): the operator's Unix socket beside
+    the file, for online backups (`worker/admin_socket.py`)."""
     worker = EventWorker(database, worker_batch_size) if run_worker else None
     deliveries = DeliveryWorker(database, delivery_settings) if run_worker else None
     intake = EventIntake(database, on_stored=worker.notify if worker is not None else None)
@@ -139,6 +143,7 @@ def create_app(
         retention_settings.apply_idempotency_window()
     retention = RetentionWorker(database, retention_settings) if run_worker else None
     expiry = ExpiryWorker(database, expiry_interval_s) if run_worker else None
+    admin = AdminSocket(database) if admin_socket else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -152,11 +157,15 @@ def create_app(
             retention.start()
         if expiry is not None:
             expiry.start()
+        if admin is not None:
+            admin.start()
         heap.settle_after_start_up()  # before the first request: full collections no longer walk start-up's heap
         try:
             yield
         finally:
             heap.thaw()
+            if admin is not None:
+                admin.stop()  # a backup in progress finishes first
             intake.stop()  # every event already queued is stored (and answered) before the worker stops
             if worker is not None:
                 worker.stop()  # the batch in progress finishes (or is rolled back whole)

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 LOGIN_PATH = f"{API_PREFIX}/auth/login"
 LOGOUT_PATH = f"{API_PREFIX}/auth/logout"
 API_KEYS_PATH = f"{API_PREFIX}/developer/api-keys"
+PUBLISH_SUFFIX = "/publish"  # a publish with a guard override is audited by the service
 AUDITED_STATUSES = frozenset((401, 403))
 # The audit reads the error code from a refusal's body and the ids from a login's answer (small JSON documents);
 # a longer body is sent on unread, and the event is recorded without them.
@@ -83,7 +84,8 @@ class RequestLogMiddleware:
                 receive = audited.capture_login(receive)
         else:  # only a 401 or 403
             forward = audit_send(self.writer, scope, send, request_id, sdk_version)
-        if path.startswith(API_KEYS_PATH):  # key creation and revocation are audited by the service, with this
+        # Key creation and revocation, and a publish past a failed guard, are audited by the service, with this.
+        if path.startswith(API_KEYS_PATH) or path.endswith(PUBLISH_SUFFIX):
             auth_audit.REQUEST.set(
                 auth_audit.RequestContext(
                     request_id, scope["method"], path, _address(scope), sdk_version, scope["state"]

@@ -704,9 +704,9 @@ COMMANDS: tuple[Command, ...] = (
         "audit",
         "list",
         "list_auth_audit",
-        "the authentication audit (logins, logouts, API key changes, 401 and 403), newest first",
+        "the authentication audit (logins, logouts, API key changes, 401 and 403, guard overrides), newest first",
         _page(
-            kind="login, logout, api_key_created, api_key_revoked or access_denied",
+            kind="login, logout, api_key_created, api_key_revoked, access_denied or guard_overridden",
             outcome="succeeded or failed",
             since="from this time (ISO 8601)",
             until="until this time (ISO 8601)",

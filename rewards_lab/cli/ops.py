@@ -1,4 +1,5 @@
-"""Operator commands over a database file no service has open: `retention`, `backup`, `restore`."""
+"""Operator commands over a database file no service has open (`retention`, `backup`, `restore`), and the online
+backup a running service takes of itself (`backup --online`)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ def _retention(args: argparse.Namespace) -> int:
 def _backup(args: argparse.Namespace) -> int:
     from rewards_lab.store.backup import backup
 
+    if args.online:
+        return _online_backup(args)
     try:
         manifest = backup(args.db, args.out)
     except BackupError as error:
@@ -42,15 +45,30 @@ def _backup(args: argparse.Namespace) -> int:
     return 0
 
 
-def _restore(args: argparse.Namespace) -> int:
-    """Copy the backup into place, then open it (migrating it forward) and verify the ledger."""
-    from rewards_lab.store.backup import open_existing, restore
-    from rewards_lab.store.verification import verify_ledger
+def _online_backup(args: argparse.Namespace) -> int:
+    """Ask the server serving `--db` to back itself up into `--out` (worker/admin_socket.py); exit 1 when the
+    copy's ledger does not verify, 2 when no backup was made."""
+    from rewards_lab.worker.admin_socket import request_backup
 
     try:
-        manifest = restore(args.source, args.db, force=args.force)
-        with open_existing(Path(args.db)) as database:
-            report = verify_ledger(database.reader())
+        answer = request_backup(args.db, args.out)
+    except (ConnectionError, OSError, ValueError) as error:
+        print(f"rewards-lab backup: {error}", file=sys.stderr)
+        return 2
+    if not answer.get("ok"):
+        print(f"rewards-lab backup: {answer.get('error')}", file=sys.stderr)
+        return 2
+    del answer["ok"]
+    _print(answer)
+    return 0 if answer["verify"]["ok"] else 1
+
+
+def _restore(args: argparse.Namespace) -> int:
+    """Copy the backup into place once the staged copy is verified (opened, migrated forward, ledger checked)."""
+    from rewards_lab.store.backup import restore
+
+    try:
+        manifest, report = restore(args.source, args.db, force=args.force)
     except BackupError as error:
         print(f"rewards-lab restore: {error}", file=sys.stderr)
         return 2
@@ -61,7 +79,7 @@ def _restore(args: argparse.Namespace) -> int:
             "verify": {"ok": report.ok, "problems": report.problems},
         }
     )
-    return 0 if report.ok else 1
+    return 0
 
 
 def configure(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -72,10 +90,20 @@ def configure(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     retention.add_argument("--db", required=True, help="DuckDB file (no service may have it open)")
     retention.set_defaults(run=_retention)
     backup = commands.add_parser(
-        "backup", help="a consistent copy of a stopped service's database and its secret key, into a new directory"
+        "backup",
+        help="a consistent copy of a database and its secret key, into a new directory: of a stopped service's "
+        "file, or (--online) taken by the running `serve` itself while it keeps serving",
     )
-    backup.add_argument("--db", required=True, help="DuckDB file (stop `serve` first: one process owns the file)")
+    backup.add_argument(
+        "--db", required=True, help="DuckDB file (stopped, or with --online the file a running `serve` serves)"
+    )
     backup.add_argument("--out", required=True, help="backup directory to create (must be new or empty)")
+    backup.add_argument(
+        "--online",
+        action="store_true",
+        help="ask the server serving --db (through its socket <db>.admin.sock, this host's same user or root "
+        "only) to copy its database while it keeps serving",
+    )
     backup.set_defaults(run=_backup)
     restore = commands.add_parser("restore", help="restore a backup to a database path, then verify the ledger")
     restore.add_argument("--from", dest="source", required=True, help="backup directory made by `backup`")

@@ -102,12 +102,14 @@ class Usage(_Resource):
     sdk_versions: list[UsageSdkVersion] = []  # by X-SDK-Version, so that deprecations can be aimed at versions
 
 
-AuthAuditKind = Literal["login", "logout", "api_key_created", "api_key_revoked", "access_denied"]
+AuthAuditKind = Literal["login", "logout", "api_key_created", "api_key_revoked", "access_denied", "guard_overridden"]
 
 
 class AuthAuditEntry(_Resource):
     """One authentication event, written durably before the answer (or with the action itself). `reason` is the
-    error code of a refusal (`credentials_invalid`, `permission_denied`...), never a credential."""
+    error code of a refusal (`credentials_invalid`, `permission_denied`...), never a credential; for
+    `guard_overridden` (a version published although a forecast guard failed) it is the reason given, and
+    `subject_id` is the version published."""
 
     id: str
     kind: AuthAuditKind

@@ -56,7 +56,7 @@ LOGIN_CODES = (
     "rate_limit_exceeded",
 )
 # The values the audit log filters on (service.auth_audit checks its own against these when the routes load).
-AUDIT_KINDS = ("login", "logout", "api_key_created", "api_key_revoked", "access_denied")
+AUDIT_KINDS = ("login", "logout", "api_key_created", "api_key_revoked", "access_denied", "guard_overridden")
 AUDIT_OUTCOMES = ("succeeded", "failed")
 _DATE_TIME = {"type": "string", "format": "date-time"}
 _DATE = {"type": "string", "format": "date"}
@@ -776,8 +776,8 @@ _TABLE: tuple[Operation, ...] = (
         },
         sorts=("created_at",),
         errors=("period_invalid",),
-        description="Authentication events (logins, logouts, API key changes, 401 and 403 answers), durable and "
-        "complete.",
+        description="Authentication events (logins, logouts, API key changes, 401 and 403 answers) and guard "
+        "overrides given at publish, durable and complete.",
     ),
     # readiness: 503 with Retry-After when not ready
     Operation("service_readiness", "GET", "/health/ready", None, public=True, documented=False),

@@ -19,10 +19,8 @@ import difflib
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from zoneinfo import available_timezones
 
 import simplejson
 from pydantic import AfterValidator, BeforeValidator, Discriminator, Field, Tag, model_validator
@@ -42,27 +40,13 @@ from rewards_lab.contract.requests import (
     RequestModel,
 )
 from rewards_lab.contract.rule_requests import Conditions, Priority, RuleFields, action_shape
+from rewards_lab.contract.time_zones import check_zone_name
 from rewards_lab.contract.validation import custom_error, validate
 
 MAX_RULES_PER_FILE = 200
 _RFC3339 = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?([Zz]|[+-][0-9]{2}:[0-9]{2})"
 )
-
-
-@lru_cache(maxsize=1)
-def _zones() -> frozenset[str]:
-    return frozenset(available_timezones()) - {"localtime", "posixrules", "Factory"}  # files, not zones
-
-
-def _timezone(value: object) -> object:
-    """An IANA time zone name of the tz database (zoneinfo), such as "Europe/Paris"; not a file name such as
-    "localtime" (the SQL engines know the database's names only)."""
-    if not isinstance(value, str):
-        return value  # the str type refuses it
-    if value not in _zones():
-        raise custom_error(ServiceError("field_invalid", f"{value!r} is not an IANA time zone such as Europe/Paris"))
-    return value
 
 
 def _instant(value: object) -> object:
@@ -85,7 +69,7 @@ def _in_utc_range(value: datetime) -> datetime:
     return value
 
 
-TimeZoneName = Annotated[str, BeforeValidator(_timezone), Field(max_length=100)]
+TimeZoneName = Annotated[str, Field(max_length=100), AfterValidator(check_zone_name)]
 Instant = Annotated[datetime, BeforeValidator(_instant), AfterValidator(_in_utc_range)]
 
 

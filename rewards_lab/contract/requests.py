@@ -6,9 +6,7 @@ import re
 from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
-from functools import cache
 from typing import Annotated, Any
-from zoneinfo import available_timezones
 
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 from rfc3986_validator import validate_rfc3986  # type: ignore[import-untyped]
@@ -46,6 +44,7 @@ from rewards_lab.contract.rule_requests import (
     RuleCreate,
     RuleUpdate,
 )
+from rewards_lab.contract.time_zones import check_zone_name
 from rewards_lab.contract.validation import custom_error
 
 __all__ = [  # re-exported: request models are named `rq.<Model>` throughout
@@ -287,23 +286,11 @@ def _offset_date_time(value: object) -> object:
     return value
 
 
-@cache
-def _zone_names() -> frozenset[str]:
-    return frozenset(available_timezones())
-
-
-def _timezone(value: str) -> str:
-    """An IANA zone name this system's zoneinfo knows (looked up in its list, never opened as a path)."""
-    if value not in _zone_names():
-        raise custom_error(ServiceError("field_invalid", "must be an IANA timezone name such as Europe/London"))
-    return value
-
-
 OffsetDateTime = Annotated[datetime, BeforeValidator(_offset_date_time), AfterValidator(_in_utc_range)]
 Timezone = Annotated[
     str,
     Field(min_length=1, max_length=64, description="IANA timezone name", examples=["Europe/London"]),
-    AfterValidator(_timezone),
+    AfterValidator(check_zone_name),
 ]
 Description = Annotated[str, Field(max_length=2000)]
 

@@ -38,7 +38,7 @@ from rewards_lab.store.uow import reader, unit_of_work
 log = logging.getLogger(__name__)
 Outcome = Literal["succeeded", "failed"]
 AUDIT_SORTS = ("created_at",)
-KINDS = ("login", "logout", "api_key_created", "api_key_revoked", "access_denied")
+KINDS = ("login", "logout", "api_key_created", "api_key_revoked", "access_denied", "guard_overridden")
 OUTCOMES = ("succeeded", "failed")
 
 

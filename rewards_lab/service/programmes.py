@@ -24,7 +24,7 @@ from rewards_lab.domain.money import parse_amount
 from rewards_lab.domain.rules import RuleSpec, compile_rule
 from rewards_lab.service import presenters
 from rewards_lab.service.assets import asset_row
-from rewards_lab.service.programme_guards import stored_guards, stored_override
+from rewards_lab.service.programme_guards import record_override, stored_guards
 from rewards_lab.service.programme_spending import budget_consumption, checked_spending, stored_limits
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
@@ -251,8 +251,7 @@ def publish(
         number = int(programme.current_version or 0) + 1
         uow.programmes.publish_version(scope, draft_id, number)
         if override is not None:
-            record = stored_override(override, actor or "unknown", datetime.now(UTC))
-            uow.programmes.record_guard_override(scope, draft_id, record)
+            record_override(uow, scope, draft_id, override, actor or "unknown", datetime.now(UTC))
         new_draft = new_id("programme_version")
         schedule, spending = programme.draft_schedule, programme.spending
         if presenters.spending_of(spending)["expiry"] is not None:  # its rewards expire: the asset tracks lots

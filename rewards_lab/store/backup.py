@@ -4,8 +4,10 @@ A backup is a directory (created 0700; every file in it 0600):
 
 - `rewards.duckdb`: the database file, copied after a CHECKPOINT while this process holds DuckDB's file lock, so
   no other process can write during the copy and the write-ahead log is empty (everything is in the file). This
-  is why `serve` must be stopped first: DuckDB lets one process open a file, and a backup refuses to run
-  beside a writer rather than copy a file in motion.
+  is why `backup` needs `serve` stopped: DuckDB lets one process open a file, and a backup refuses to run
+  beside a writer rather than copy a file in motion. A running server backs itself up instead
+  (`online_backup`, asked through `worker/admin_socket.py`): it copies one snapshot of its own database into a
+  new file (`Database.copy_to`), in the same layout, and verifies the copy.
 - `rewards.duckdb.secret-key`: the key that seals webhook and TOTP secrets (`store.secret_box`), when the
   database uses a key file. Without it the sealed secrets of the copy never open again. When the operator
   supplies `REWARDS_LAB_SECRET_KEY` instead, the key is not copied (the manifest says so) and the same variable
@@ -15,6 +17,7 @@ A backup is a directory (created 0700; every file in it 0600):
 
 A file copy (rather than DuckDB's EXPORT DATABASE) keeps everything exactly: tables, views, CHECK constraints,
 the migration history, byte for byte; restoring is a copy back, and a newer release migrates it forward on open.
+`restore` refuses while any process has the target open, and replaces nothing before the staged copy is verified.
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.file_lock import FileInUse, held_closed
 from rewards_lab.store.queries import scalar
 from rewards_lab.store.secret_box import KEY_ENV, KEY_FILE_SUFFIX, SecretKeyError
+from rewards_lab.store.verification import LedgerReport, verify_ledger
 
 DATABASE_NAME = "rewards.duckdb"
 KEY_NAME = DATABASE_NAME + KEY_FILE_SUFFIX
@@ -87,6 +92,37 @@ def open_existing(path: Path) -> Database:
         raise BackupError(f"cannot open {path} ({type(error).__name__}); stop `rewards-lab serve` first") from None
 
 
+def _new_backup_dir(out: Path) -> None:
+    """Create the backup directory, 0700; refused unless it is new or empty."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise BackupError(f"{out} exists and is not an empty directory")
+    out.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(out, 0o700)
+
+
+def _copy_key(source: Path, out: Path) -> str:
+    """Copy the key file of the database at `source` into `out`, unless the key is the operator's variable;
+    where the key is, for the manifest."""
+    key_file = Path(str(source) + KEY_FILE_SUFFIX)
+    if os.environ.get(KEY_ENV):
+        return "environment"
+    if not key_file.is_file():
+        raise BackupError(f"no secret key: neither {KEY_ENV} nor {key_file}")
+    _private_copy(key_file, out / KEY_NAME)
+    return "included"
+
+
+def _write_manifest(source: Path, out: Path, version: int, key: str) -> Manifest:
+    copy = out / DATABASE_NAME
+    manifest = Manifest(
+        FORMAT, utcnow().isoformat() + "Z", str(source.resolve()), copy.stat().st_size, _sha256(copy), version, key
+    )
+    descriptor = os.open(out / MANIFEST_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(manifest.to_json(), handle, indent=2)
+    return manifest
+
+
 def backup(db_path: str | Path, out_dir: str | Path) -> Manifest:
     """A consistent copy of the database (and its key file) into `out_dir`, which must be new or empty."""
     source = Path(db_path)
@@ -96,30 +132,31 @@ def backup(db_path: str | Path, out_dir: str | Path) -> Manifest:
     with open_existing(source) as database:
         database.checkpoint()  # the write-ahead log folded into the file: the file alone is the database
         version = int(scalar(database.reader(), "SELECT max(version) FROM schema_migrations"))
-        out.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(out, 0o700)
-        digest = _private_copy(source, out / DATABASE_NAME)  # still holding the file lock: nobody writes
-    key_file = Path(str(source) + KEY_FILE_SUFFIX)
-    if os.environ.get(KEY_ENV):
-        where = "environment"
-    elif key_file.is_file():
-        _private_copy(key_file, out / KEY_NAME)
-        where = "included"
-    else:
-        raise BackupError(f"no secret key: neither {KEY_ENV} nor {key_file}")
-    manifest = Manifest(
-        FORMAT,
-        utcnow().isoformat() + "Z",
-        str(source.resolve()),
-        (out / DATABASE_NAME).stat().st_size,
-        digest,
-        version,
-        where,
-    )
-    descriptor = os.open(out / MANIFEST_NAME, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        json.dump(manifest.to_json(), handle, indent=2)
-    return manifest
+        _new_backup_dir(out)
+        _private_copy(source, out / DATABASE_NAME)  # still holding the file lock: nobody writes
+    return _write_manifest(source, out, version, _copy_key(source, out))
+
+
+def online_backup(database: Database, out_dir: str | Path) -> tuple[Manifest, LedgerReport]:
+    """A backup of the database this process serves, taken while it keeps serving (`Database.copy_to`: one
+    snapshot, so it holds exactly the transactions committed when the copy began), in the same layout as
+    `backup`'s. The copy is then opened as a restore would open it (its key checked) and its ledger verified."""
+    source = Path(database.path)
+    out = Path(out_dir)
+    if not out.is_absolute():
+        raise BackupError(f"{out} is not an absolute path (the server resolves it, not the caller)")
+    _new_backup_dir(out)
+    try:
+        key = _copy_key(source, out)  # beside the copy, where opening it looks for it
+        database.copy_to(out / DATABASE_NAME)
+        with open_existing(out / DATABASE_NAME) as copy:
+            version = int(scalar(copy.reader(), "SELECT max(version) FROM schema_migrations"))
+            report = verify_ledger(copy.reader())
+        return _write_manifest(source, out, version, key), report
+    except BaseException:
+        for made in out.iterdir():  # no half backup left behind (the directory was empty)
+            made.unlink()
+        raise
 
 
 def read_manifest(backup_dir: Path) -> Manifest:
@@ -133,9 +170,14 @@ def read_manifest(backup_dir: Path) -> Manifest:
     return manifest
 
 
-def restore(backup_dir: str | Path, db_path: str | Path, *, force: bool = False) -> Manifest:
-    """Copy a backup to `db_path` (refused if a database or key file is there, unless `force`). The copy's
-    SHA-256 is checked against the manifest before anything is replaced; the new file appears atomically."""
+def restore(backup_dir: str | Path, db_path: str | Path, *, force: bool = False) -> tuple[Manifest, LedgerReport]:
+    """Copy a backup to `db_path` (refused if a database or key file is there, unless `force`).
+
+    Refused while another process has `db_path` open (`file_lock.held_closed`: DuckDB's own lock, held by this
+    call until the new file is in place, so no server can open the old file meanwhile). Nothing is replaced until
+    the staged copy is verified: its SHA-256 against the manifest, then opened as the restored database will be
+    (migrated forward, its key checked) and its ledger verified. The key file is put in place first and the
+    database file last, each atomically."""
     source = Path(backup_dir)
     manifest = read_manifest(source)
     target = Path(db_path)
@@ -149,16 +191,34 @@ def restore(backup_dir: str | Path, db_path: str | Path, *, force: bool = False)
     if _sha256(source / DATABASE_NAME) != manifest.sha256:
         raise BackupError("the backup's database file does not match its manifest (damaged or altered)")
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(target.name + ".restoring")
-    staging.unlink(missing_ok=True)
+    try:
+        with held_closed(target):
+            staging = target.with_name(target.name + ".restoring")
+            key_staging = Path(str(staging) + KEY_FILE_SUFFIX)
+            try:
+                report = _stage(source, manifest, staging, key_staging)
+                if manifest.secret_key == "included":
+                    os.replace(key_staging, key_target)
+                wal.unlink(missing_ok=True)  # a log of the database being replaced must never meet the copy
+                os.replace(staging, target)
+            finally:
+                for leftover in (staging, key_staging, Path(f"{staging}.wal")):
+                    leftover.unlink(missing_ok=True)
+    except FileInUse as error:
+        raise BackupError(f"{error}: stop it before restoring over its database") from None
+    return manifest, report
+
+
+def _stage(source: Path, manifest: Manifest, staging: Path, key_staging: Path) -> LedgerReport:
+    """The backup copied to `staging` (and its key beside it), checked and opened; its ledger's report."""
+    for leftover in (staging, key_staging, Path(f"{staging}.wal")):
+        leftover.unlink(missing_ok=True)
     if _private_copy(source / DATABASE_NAME, staging) != manifest.sha256:
-        staging.unlink(missing_ok=True)
         raise BackupError("the copy does not match the manifest")
-    wal.unlink(missing_ok=True)  # a log of the database being replaced must never be replayed onto the copy
-    os.replace(staging, target)
     if manifest.secret_key == "included":
-        key_staging = key_target.with_name(key_target.name + ".restoring")
-        key_staging.unlink(missing_ok=True)
         _private_copy(source / KEY_NAME, key_staging)
-        os.replace(key_staging, key_target)
-    return manifest
+    with open_existing(staging) as database:  # migrated forward and its key checked, as it will be opened
+        report = verify_ledger(database.reader())
+    if not report.ok:
+        raise BackupError(f"the backup's ledger does not verify ({report.problems}); nothing was replaced")
+    return report

@@ -63,6 +63,7 @@ class Database:
         self._connection = duckdb.connect(self.path, config=config)
         self._write_lock = threading.RLock()
         self._intake_lock = threading.Lock()
+        self._copy_lock = threading.Lock()  # one online copy at a time (`copy_to`)
         self._intake_cursor: duckdb.DuckDBPyConnection | None = None
         self.ledger_cache = LedgerCache()
         self._local = threading.local()
@@ -224,6 +225,38 @@ class Database:
     def fault(self, point: str) -> None:
         if self.fault_hook is not None:
             self.fault_hook(point)
+
+    def copy_to(self, target: Path) -> None:
+        """A consistent copy of this database into the new file `target` (0600), while it keeps serving.
+
+        `COPY FROM DATABASE` inside one transaction on a cursor of its own reads one snapshot (DuckDB's MVCC): the
+        copy holds exactly the transactions committed when it began, every table at the same instant, and
+        writers go on committing meanwhile (no lock of ours is held: the write lock would stall every tenant
+        for the length of the copy). Every committed state is a consistent one (that is what the crash tests
+        hold), so a snapshot is too. Tables, views, constraints and the migration history are copied as
+        `_rewrite_file` copies them."""
+        if not create_private_database(target):
+            raise FileExistsError(target)
+        quoted = str(target).replace("'", "''")
+        with self._copy_lock:
+            cursor = self._connection.cursor()
+            try:
+                (name,) = cursor.execute("SELECT current_database()").fetchone() or ("",)
+                cursor.execute(f"ATTACH '{quoted}' AS online_copy")
+                keep_wal_private(str(target))  # the copy's own log, while COPY writes it
+                try:
+                    cursor.execute("BEGIN TRANSACTION")
+                    try:
+                        cursor.execute(f'COPY FROM DATABASE "{name}" TO online_copy')
+                    except BaseException:
+                        cursor.execute("ROLLBACK")
+                        raise
+                    cursor.execute("COMMIT")
+                finally:
+                    cursor.execute("DETACH online_copy")  # checkpoints the copy: its file alone is the database
+            finally:
+                cursor.close()
+        drop_empty_wal(str(target))  # the empty log `keep_wal_private` left, if unused
 
     def checkpoint(self) -> None:
         with self._write_lock:

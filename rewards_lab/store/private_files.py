@@ -26,6 +26,8 @@ from pathlib import Path
 
 import duckdb
 
+from rewards_lab.store.secret_box import KEY_FILE_SUFFIX
+
 log = logging.getLogger(__name__)
 PRIVATE_FILE_MODE = 0o600
 _OTHERS = 0o077
@@ -55,8 +57,9 @@ def create_private_database(path: Path) -> bool:
 
 
 def narrow_existing_files(path: str) -> None:
-    """A database (and log) an older release left readable by others becomes 0600."""
-    for existing in (Path(path), wal_path(path)):
+    """A database, its log and its secret-key file that an older release (or a copy made by hand) left readable
+    by others become 0600. The key file matters most: whoever reads it opens every sealed secret."""
+    for existing in (Path(path), wal_path(path), Path(path + KEY_FILE_SUFFIX)):
         try:
             if existing.stat().st_mode & _OTHERS:
                 existing.chmod(PRIVATE_FILE_MODE)
