@@ -236,7 +236,9 @@ def test_redemptions_racing_the_expiry_worker_never_take_points_that_do_not_expi
         with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=30) as http:
             event = {"type": "trip", "external_event_id": f"trip-{index}", "customer_id": f"traveller-{index}"}
             start.wait(RACE_TIMEOUT_S)
-            ok(http.post("/events", json={**event, "occurred_at": occurred, "data": {}}), 202)
+            sent = http.post("/events", json={**event, "occurred_at": occurred, "data": {}})
+            if sent.status_code != 202:
+                failures.append(f"{wallet_id}: {sent.status_code} {sent.text}")
             for _ in range(REDEMPTIONS):  # one point at a time, before, while and after the reward is posted
                 body = {"wallet_id": wallet_id, "amount": "1", "reference": "kiosk"}
                 spent = http.post(f"/assets/{asset['id']}/redemptions", json=body, headers=_once())
@@ -249,6 +251,7 @@ def test_redemptions_racing_the_expiry_worker_never_take_points_that_do_not_expi
     start.wait(RACE_TIMEOUT_S)
     for thread in threads:
         thread.join(RACE_TIMEOUT_S * 3)
+    assert not any(thread.is_alive() for thread in threads)
     assert not failures, failures[:5]
     with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=30) as http:
         deadline = time.monotonic() + RACE_TIMEOUT_S
