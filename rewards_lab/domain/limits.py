@@ -10,7 +10,8 @@ order), then its programme's caps, then the budget:
   remainder (amounts are whole minor units, so what remains is already rounded down to the asset's decimals);
 - a count cap (`max_count`) that is reached lets nothing through (the reward is skipped);
 - what is let through counts in every counter checked (once per counter, when a rule's amount and count caps share
-  a period), even if the ledger then refuses the posting (a frozen wallet, the supply ceiling);
+  a period); a reward the ledger then refuses (a frozen wallet, the supply ceiling) gives it straight back
+  (`give_back(..., whole=True)`), so it counts nowhere, before the next reward is decided;
 - a reward cut to nothing counts nowhere.
 
 A reversal gives back what it took back to the counters its original counted in (and the reward itself, when the

@@ -6,8 +6,9 @@ Both engines feed it the same operations, sorted by processing key (anchor, sub,
 
 - **grant** (op 0): a reward whose counters can bind (`mask`, `replay.limits_plan`), or every reward when the
   supply ceiling is enforced here: cut to what its caps allow (`Allowance.grant`), then, with a ceiling, issued
-  when it fits what is left (`room`); a reward cut to nothing is `limited`. Its outcome is output only when it is
-  not "the requested amount, issued" (what set-based SQL assumes of every other reward);
+  when it fits what is left (`room`), else refused and its grant given back (it counts nowhere, as live); a reward
+  cut to nothing is `limited`. Its outcome is output only when it is not "the requested amount, issued" (what
+  set-based SQL assumes of every other reward);
 - **item** (op 1): a reverse action's reward of its original (one per reward the original received): the target
   (`reversal_target`, from what earlier reversals targeted), given back to the counters the reward counted in,
   and what the wallet gives (`clawback_take`); a reward that was not issued is skipped;
@@ -234,8 +235,9 @@ class SequentialPass:
         status, code = "issued", None
         if amount == 0:
             status = "limited"
-        elif self.room is not None and amount > self.room:
+        elif self.room is not None and amount > self.room:  # refused: it counts in no counter (as live)
             status, code = "failed", EXHAUSTED
+            self.allowance.give_back(keys, amount, whole=True)
         elif self.room is not None:
             self.room -= amount
         if status == "issued":

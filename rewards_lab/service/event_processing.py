@@ -35,6 +35,7 @@ from rewards_lab.domain.schedule import epoch_us, within_window
 from rewards_lab.service import presenters
 from rewards_lab.service.assets import asset_row
 from rewards_lab.service.ledger import apply_postings
+from rewards_lab.service.ledger_probe import LedgerProbe
 from rewards_lab.service.lot_book import LotTerms
 from rewards_lab.service.notifications import outbox_messages
 from rewards_lab.service.programmes import compile_rows
@@ -466,8 +467,9 @@ def _decide_in_order(
     transaction_ids: Iterator[str],
 ) -> None:
     """In processing order: cut rewards to what their caps and budgets allow (`domain.limits`: a reward cut to
-    nothing posts nothing), and plan what reverse actions take back (`service.reward_reversals`), giving their
-    targets back to the counters the original rewards counted in."""
+    nothing posts nothing, one the ledger will refuse gives its grant straight back, `service.ledger_probe`), and
+    plan what reverse actions take back (`service.reward_reversals`), giving their targets back to the counters the
+    original rewards counted in."""
     rule_caps = {(v, spec.rule_id): spec.limits for v, specs in book.rules.items() for spec in specs}
     checks_of: dict[tuple[int, int], list[CapCheck]] = {}
     reversing: list[str] = []
@@ -490,6 +492,9 @@ def _decide_in_order(
     if reverser is not None:
         keys += list(reverser.usage_keys(reversing))
     limits = LimitBook(uow, scope, keys) if keys else None
+    ledger = None  # what the ledger will refuse, decided in the same order: a refused reward counts nowhere
+    if checks_of:
+        ledger = LedgerProbe(uow, scope, [p.request for plan in plans for p in plan.planned if p.request])
     for number, plan in enumerate(plans):
         for index, planned in enumerate(plan.planned):
             call = planned.action.reversal
@@ -499,11 +504,19 @@ def _decide_in_order(
                     call, meta.program_id, meta.clawback, planned.execution_id, memo, transaction_ids, limits
                 )
                 plan.planned[index] = replace(planned, reversal=reversal)
+                for item in reversal.items:
+                    if ledger is not None:
+                        ledger.accepts(item.request)
             elif (number, index) in checks_of and limits is not None:
                 assert planned.request is not None
                 grant = limits.grant(planned.request.amount_minor, checks_of[(number, index)])
                 request = planned.request._replace(amount_minor=grant.amount_minor) if grant.amount_minor else None
+                if request is not None and ledger is not None and not ledger.accepts(request):
+                    limits.give_back(grant.keys, grant.amount_minor, whole=True)
+                    grant = grant._replace(keys=())
                 plan.planned[index] = replace(planned, request=request, grant=grant)
+            elif planned.request is not None and ledger is not None:
+                ledger.accepts(planned.request)
     if limits is not None:
         limits.save()
     if reverser is not None:

@@ -44,20 +44,29 @@ def expire_due(database: Database, as_of: datetime | None = None, round_size: in
         due = [lot for lot in reader(database).lots.due(moment, round_size + len(skipped)) if lot.id not in skipped]
         if not due:
             return report
-        tenants: dict[tuple[str, str], list[DueLot]] = defaultdict(list)
+        tenants: dict[tuple[str, str], list[str]] = defaultdict(list)
         for lot in due[:round_size]:
-            tenants[(lot.organization_id, lot.environment)].append(lot)
-        for (organization_id, environment), lots in tenants.items():
-            refused = _expire(database, Scope(organization_id, cast(EnvironmentName, environment)), lots)
-            skipped.update(refused)
-            report.lots += len(lots) - len(refused)
-            report.transactions += len(lots) - len(refused)
+            tenants[(lot.organization_id, lot.environment)].append(lot.id)
+        for (organization_id, environment), lot_ids in tenants.items():
+            scope = Scope(organization_id, cast(EnvironmentName, environment))
+            expired, refused = _expire(database, scope, lot_ids, moment)
+            skipped.update(set(lot_ids) - expired)  # refused, or spent since the read: not again this call
+            report.lots += len(expired)
+            report.transactions += len(expired)
             report.refused += len(refused)
 
 
-def _expire(database: Database, scope: Scope, lots: list[DueLot]) -> set[str]:
-    """One tenant's due lots in one unit of work; returns the ids of lots the ledger refused to expire."""
+def _expire(database: Database, scope: Scope, lot_ids: list[str], moment: datetime) -> tuple[set[str], set[str]]:
+    """One tenant's due lots in one unit of work; returns the ids of the lots expired and of those the ledger
+    refused to expire.
+
+    The lots were found due outside the write lock: they are read again inside it, and each expires what it holds
+    now (a redemption committed in between took from it; posting what was read would take the difference from the
+    wallet's other lots, including lots that never expire)."""
     with unit_of_work(database) as uow:
+        lots = uow.lots.due_among(scope, lot_ids, moment)
+        if not lots:
+            return set(), set()
         ids = new_ids("transaction", len(lots))
         requests = [
             PostingRequest(
@@ -82,7 +91,7 @@ def _expire(database: Database, scope: Scope, lots: list[DueLot]) -> set[str]:
                 for (wallet_id, asset_id), items in expired.items()
             ]
             uow.outbox.add_many(scope, outbox_messages("points.expired", payloads))
-    return refused
+    return {lot.id for lot in lots} - refused, refused
 
 
 def _payload(

@@ -25,6 +25,11 @@ from rewards_lab.store.interfaces.lots import LotTaken, NewLot
 WALLET_PREFIX = "wal_"
 
 
+class LotsOutOfBalance(RuntimeError):
+    """A posting whose lot parts do not add up to its amount: raised inside the unit of work, which rolls back
+    (the posting is never recorded beside lots that disagree with it)."""
+
+
 @dataclass(frozen=True, slots=True)
 class LotTerms:
     """What the caller decides of a posting's lots. A credit: `issued_at` and, when `dated`, `expires_at` (None:
@@ -75,6 +80,7 @@ def record_lots(
             if p.kind == "expire":
                 held = [lot for lot in held if lot.id == term.lot_id]
             parts = take(held, p.amount_minor, term.first)
+            _check_taken(p, parts, balance[source])
             expired_by = p.transaction_id if p.kind == "expire" else None
             taken.extend(LotTaken(lot.id, part, expired_by) for lot, part in parts)
             balance[source] -= p.amount_minor
@@ -98,6 +104,8 @@ def record_lots(
             else:
                 expiry = None if asset.expiry is None else expires_at(asset.expiry, issued_at)
             pieces = [(issued_at, expiry, room)] if room > 0 else []
+        if sum(amount for _, _, amount in pieces) != room:
+            raise LotsOutOfBalance(f"transaction {p.transaction_id}: lots made differ from the {room} it adds")
         for issued_at, expiry, amount in pieces:
             lot_id = new_id("lot")
             made.append(
@@ -105,3 +113,15 @@ def record_lots(
             )
             lots[destination].append(Lot(lot_id, issued_at, amount, expiry, p.transaction_id))
     uow.lots.write(scope, made, taken)
+
+
+def _check_taken(posting: Posting, parts: list[tuple[Lot, int]], before: int) -> None:
+    """A debit takes from the lots exactly what it takes from the balance above zero: min(amount, max(balance
+    before, 0)) (the open lots hold max(balance, 0)); an expiry takes all of its amount from its own lot."""
+    taken = sum(part for _, part in parts)
+    expected = posting.amount_minor if posting.kind == "expire" else min(posting.amount_minor, max(before, 0))
+    if taken != expected:
+        raise LotsOutOfBalance(
+            f"{posting.kind} transaction {posting.transaction_id} of {posting.amount_minor} would take {taken} "
+            f"from the lots of {posting.source_account_id} (expected {expected})"
+        )

@@ -131,3 +131,16 @@ class LotRepository:
             [as_of, limit],
         ).fetchall()
         return [DueLot(o, e, i, w, a, int(m), t) for o, e, i, w, a, m, t in rows]
+
+    def due_among(self, scope: Scope, lot_ids: Sequence[str], as_of: datetime) -> list[DueLot]:
+        """Of these lots, those of the tenant still open and due by `as_of`, with what they hold now, oldest expiry
+        first (read again inside the unit of work that expires them: a debit may have taken from them since)."""
+        if not lot_ids:
+            return []
+        rows = self.con.execute(
+            "SELECT organization_id, environment, id, wallet_id, asset_id, remaining_minor, expires_at FROM lots "
+            f"WHERE {TENANT} AND id IN (SELECT unnest(?)) AND remaining_minor > 0 AND expires_at <= ? "
+            "ORDER BY expires_at, issued_at, id",
+            [*scope.params, list(lot_ids), as_of],
+        ).fetchall()
+        return [DueLot(o, e, i, w, a, int(m), t) for o, e, i, w, a, m, t in rows]
