@@ -20,6 +20,7 @@ from pydantic import (
     Discriminator,
     Field,
     PlainSerializer,
+    StrictBool,
     Tag,
     TypeAdapter,
     WithJsonSchema,
@@ -156,7 +157,7 @@ class ReverseAction(RequestModel):
     type: Literal["reverse"]
     original: Original
     fraction: Fraction | None = Field(default=None, exclude_if=lambda value: value is None)
-    any_customer: bool = Field(
+    any_customer: StrictBool = Field(  # only true or false: an opt-out of a safeguard is never guessed from "yes"
         default=False,
         exclude_if=lambda value: not value,
         description="Take back even when the refund's customer is not the original event's (default false).",
