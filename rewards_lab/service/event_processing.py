@@ -469,9 +469,10 @@ def _decide_in_order(
 ) -> int:
     """In processing order: cut rewards to what their caps and budgets allow (`domain.limits`: a reward cut to
     nothing posts nothing), and plan what reverse actions take back (`service.reward_reversals`). What a reversal
-    gives back to the counters is what the wallets give, known once posted: the plans decided stop before the
-    first event with a reward checked against a counter an earlier reversal here gives back to (it is decided
-    after the reversal is posted). Returns how many plans were decided (at least one)."""
+    gives back to the counters is what the wallets give: at once when the wallet surely gives the whole target,
+    else once posted; the plans decided then stop before the first event with a reward checked against a counter
+    such a reversal here gives back to (it is decided after the reversal is posted). Returns how many plans were
+    decided (at least one)."""
     rule_caps = {(v, spec.rule_id): spec.limits for v, specs in book.rules.items() for spec in specs}
     checks_of: dict[tuple[int, int], list[CapCheck]] = {}
     reversing: list[str] = []
@@ -491,6 +492,8 @@ def _decide_in_order(
         return len(plans)
     reverser = Reverser(uow, scope, {k: v for k, v in originals.items() if k in reversing}) if reversing else None
     keys: list[Sequence[str]] = [check.key for checks in checks_of.values() for check in checks]
+    if reverser is not None:
+        keys += list(reverser.usage_keys(reversing))
     limits = LimitBook(uow, scope, keys) if keys else None
     giving: set[tuple[str, str, str, str]] = set()  # counters the reversals planned so far give back to
     decided = len(plans)
@@ -505,7 +508,14 @@ def _decide_in_order(
             if call is not None and reverser is not None:
                 meta, memo = planned.version, f"{plan.event.type} {plan.event.external_event_id}"
                 reversal = reverser.plan(
-                    call, meta.program_id, meta.clawback, planned.execution_id, memo, transaction_ids, plan.customer_id
+                    call,
+                    meta.program_id,
+                    meta.clawback,
+                    planned.execution_id,
+                    memo,
+                    transaction_ids,
+                    plan.customer_id,
+                    limits,
                 )
                 giving.update(reverser.given_keys(reversal))
                 plan.planned[index] = replace(planned, reversal=reversal)

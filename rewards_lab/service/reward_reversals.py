@@ -52,6 +52,7 @@ class ReversalItem:
     original: StoredExecution
     target_minor: int
     request: PostingRequest
+    given_back: bool = False  # its counters got the target back when planned (the wallet surely gives it all)
 
 
 @dataclass(slots=True)
@@ -85,6 +86,10 @@ class Reverser:
             if row.status == "issued" and row.reversal is None and int(row.amount_minor) > 0:
                 self.rewards[row.event_id].append(row)
         self.targeted: dict[str, int] = defaultdict(int)  # execution id -> targeted in this segment
+        self.taken_back: dict[str, int] = defaultdict(int)  # execution id -> given back to its counters when planned
+        self.waiting: set[str] = set()  # rewards with a reversal whose give-back waits for its posting
+        self.held: dict[tuple[str, str], int] | None = None  # (wallet, asset) -> balance before the batch's postings
+        self.claimed: dict[tuple[str, str], int] = defaultdict(int)  # (wallet, asset) -> targets planned from it
         named = sorted({event.customer_id for event in originals.values()})
         found = uow.customers.resolve_many(scope, named) if named else {}
         self.owners = {  # external id -> the original event's customer: its id, else the reference as given
@@ -108,9 +113,12 @@ class Reverser:
         memo: str,
         transaction_ids: Iterator[str],
         customer_id: str | None,
+        limits: LimitBook | None = None,
     ) -> ReversalPlan:
         """What a reverse action takes back (`customer_id`: the refund's customer, resolved; None: not known, as
-        in a simulation without one, and not compared)."""
+        in a simulation without one, and not compared). With `limits`, a reward whose wallet surely gives the
+        whole target (`_surely_whole`) gives it back to those counters at once; the others wait for the posting
+        (`give_back_taken`)."""
         original = self.originals.get(call.original)
         plan = ReversalPlan(call.original, original, clawback, self.owners.get(call.original))
         if original is None:
@@ -139,6 +147,17 @@ class Reverser:
             if target <= 0 or reward.wallet_id is None:
                 continue
             self.targeted[reward.id] += target
+            claimed = self.claimed[(reward.wallet_id, reward.asset_id)]
+            self.claimed[(reward.wallet_id, reward.asset_id)] = claimed + target
+            given = (
+                limits is not None and bool(reward.usage_keys) and self._surely_whole(reward, target, claimed, clawback)
+            )
+            if given and limits is not None:
+                self.taken_back[reward.id] += target
+                whole = int(reward.taken_back_minor or 0) + self.taken_back[reward.id] >= issued
+                limits.give_back(jsonutil.loads(reward.usage_keys or "[]"), target, whole=whole)
+            elif reward.usage_keys:
+                self.waiting.add(reward.id)
             request = PostingRequest(
                 next(transaction_ids),
                 _KINDS[clawback],
@@ -148,15 +167,32 @@ class Reverser:
                 memo=f"{memo}: reversal of {reward.transaction_id}",
                 execution_id=execution_id,
             )
-            plan.items.append(ReversalItem(reward, target, request))
+            plan.items.append(ReversalItem(reward, target, request, given))
         return plan
+
+    def _surely_whole(self, reward: StoredExecution, target: int, claimed: int, clawback: str) -> bool:
+        """Whether the wallet will give the whole target, whatever the ledger decides before it in this segment:
+        the `negative` clawback always does; otherwise when what the wallet held before the segment's postings,
+        less the targets already planned from it here (`claimed`), covers it (rewards posted to it here may be
+        refused, so they are not counted; nothing else takes from a wallet in the worker's transaction). A
+        reward with a reversal waiting for its posting waits too (it stops counting once all of it is back)."""
+        if reward.id in self.waiting:
+            return False
+        if clawback == "negative":
+            return True
+        if self.held is None:
+            wallets = sorted({str(row.wallet_id) for rows in self.rewards.values() for row in rows if row.wallet_id})
+            self.held = self.uow.ledger.balances_of(self.scope, wallets)
+        return self.held.get((str(reward.wallet_id), reward.asset_id), 0) - claimed >= target
 
     def save(self) -> None:
         self.uow.executions.add_reversed(self.scope, {k: v for k, v in self.targeted.items() if v})
 
     def given_keys(self, plan: ReversalPlan) -> Iterator[tuple[str, str, str, str]]:
-        """The counters a plan's rewards counted in (which `give_back_taken` will give to once posted)."""
+        """The counters a plan's rewards counted in that get their share only once posted (`give_back_taken`)."""
         for item in plan.items:
+            if item.given_back:
+                continue
             for key in jsonutil.loads(item.original.usage_keys) if item.original.usage_keys else []:
                 yield (key[0], key[1], key[2], key[3])
 
@@ -166,8 +202,9 @@ def give_back_taken(
 ) -> None:
     """Give back to the caps and budget what the wallets gave (`taken`: transaction id -> minor units), in order:
     an amount counter gets back what was taken; a reward stops counting (its count given back) once all of it has
-    been taken back, over all its reversals. Records what was taken back of each reward. `limits`: the counters
-    to give to (a simulation's, kept in memory); None: loaded from the store and saved."""
+    been taken back, over all its reversals (items given back when planned are only recorded). Records what was
+    taken back of each reward. `limits`: the counters to give to (a simulation's, kept in memory); None: loaded
+    from the store and saved."""
     given: list[tuple[ReversalItem, int]] = [
         (item, taken.get(item.request.transaction_id, 0)) for plan in plans for item in plan.items
     ]
@@ -176,14 +213,16 @@ def give_back_taken(
         return
     book = limits
     if book is None:
-        keys = [key for item, _ in given for key in jsonutil.loads(item.original.usage_keys or "[]")]
+        keys = [
+            key for item, _ in given if not item.given_back for key in jsonutil.loads(item.original.usage_keys or "[]")
+        ]
         book = LimitBook(uow, scope, keys) if keys else None
     so_far: dict[str, int] = defaultdict(int)  # execution id -> taken back here
     for item, amount in given:
         reward = item.original
         so_far[reward.id] += amount
         whole = int(reward.taken_back_minor or 0) + so_far[reward.id] >= int(reward.amount_minor)
-        if book is not None and reward.usage_keys:
+        if book is not None and reward.usage_keys and not item.given_back:
             book.give_back(jsonutil.loads(reward.usage_keys), amount, whole=whole)
     if limits is None:
         if book is not None:
