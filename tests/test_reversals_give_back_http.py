@@ -97,7 +97,12 @@ def _shop(http: httpx.Client, clawback: str, limits: list[dict[str, Any]], **rev
     )
     assert refund["actions"] == [action]  # `any_customer` is kept as given (and left out when not given)
     ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
-    return {"asset_id": asset["id"], "order": f"shop{tag}.order", "refund": f"shop{tag}.refund"}
+    return {
+        "asset_id": asset["id"],
+        "program_id": programme["id"],
+        "order": f"shop{tag}.order",
+        "refund": f"shop{tag}.refund",
+    }
 
 
 def _customer(http: httpx.Client, name: str) -> tuple[str, str]:
@@ -182,6 +187,12 @@ def test_a_refund_by_another_customer_takes_nothing_by_default(http: httpx.Clien
     )
     assert execution["reversal"] is None and execution["amount"] == "0"
     assert _balance(http, alice_wallet, shop["asset_id"]) == 70 and _balance(http, bob_wallet, shop["asset_id"]) == 5
+    simulate = f"/reward-programs/{shop['program_id']}/simulate?version=live"
+    event = {"type": shop["refund"], "order_id": order["external_event_id"]}
+    for who, expected in ((bob, "original_customer_mismatch"), (alice, None)):  # the simulation says the same
+        simulated = ok(http.post(simulate, json={"event": event, "customer_id": who}))
+        (action,) = next(rule for rule in simulated["rules"] if rule["matched"])["actions"]
+        assert action.get("error_code") == expected and (action.get("reversal") is None) == (expected is not None)
     own = _execution(http, _send(http, shop["refund"], alice, order_id=order["external_event_id"]))
     assert (own["status"], own["amount"], own["customer_id"]) == ("reversed", "70", alice)
     assert _balance(http, alice_wallet, shop["asset_id"]) == 0
