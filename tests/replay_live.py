@@ -187,9 +187,13 @@ def run_live(
 
 
 def _with_ids(event: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
+    """A reference `@id:name` (the beneficiary field `ref`, or the event's customer) as that customer's id."""
     reference = event["data"].get("ref")
     if isinstance(reference, str) and reference.startswith("@id:"):
-        return {**event, "data": {**event["data"], "ref": ids[reference.removeprefix("@id:")]}}
+        event = {**event, "data": {**event["data"], "ref": ids[reference.removeprefix("@id:")]}}
+    customer = event["customer_id"]
+    if isinstance(customer, str) and customer.startswith("@id:"):
+        event = {**event, "customer_id": ids[customer.removeprefix("@id:")]}
     return event
 
 

@@ -386,6 +386,32 @@ def s_fraction_invalid(w: World) -> ServiceError:
     return _refund_failure(w, {"order_id": "o-1", "refund_amount": -5}, {"field": "refund_amount", "of": "amount"})
 
 
+def s_original_customer_mismatch(w: World) -> ServiceError:
+    """Another customer's refund of an order (issue 27): nothing is taken back; the refund fails."""
+    w.wallet(w.customer("customer-1"))
+    w.wallet(w.customer("customer-2"))
+    programme = w.programme(w.asset())
+    earn = {"type": "issue", "amount": {"fixed": "5"}}
+    reverse = {"type": "reverse", "original": {"field": "order_id"}}
+    for event_type, action in (("order.completed", earn), ("order.refunded", reverse)):
+        body = {"program_id": programme.id, "event_type": event_type, "actions": [action]}
+        programmes.create_rule(w.db, w.scope, validate(rq.RuleCreate, body))
+    programmes.publish(w.db, w.scope, programme.id)
+    event_intake.submit_event(w.db, w.scope, _event("o-1", 10))
+    event_processing.process_all(w.db)
+    refund = {
+        "type": "order.refunded",
+        "external_event_id": "r-1",
+        "customer_id": "customer-2",
+        "data": {"order_id": "o-1"},
+    }
+    created = event_intake.submit_event(w.db, w.scope, validate(rq.EventCreate, refund))
+    event_processing.process_all(w.db)
+    failed = event_queries.get_event(w.db, w.scope, created.id)
+    assert failed.status == "failed" and failed.error is not None
+    return ServiceError(failed.error.code, failed.error.message)
+
+
 def s_idempotency_key_reused(w: World) -> ServiceError:
     customers.create_customer(w.db, w.scope, rq.CustomerCreate(external_id="a"), idempotency_key="k-1")
     other = rq.CustomerCreate(external_id="b")

@@ -756,6 +756,8 @@ def featured_programmes_st(draw: st.DrawFn) -> ProgrammeDefinition:
             reverse["fraction"] = draw(st.sampled_from(["0.5", "0.333333", "1", "0.25"]))
         elif shape == 2:
             reverse["fraction"] = {"field": "refund_amount", "of": "amount"}
+        if draw(st.integers(0, 3)) == 0:  # a marketplace's rule: a refund by any customer takes back (issue 27)
+            reverse["any_customer"] = True
         refund: dict[str, Any] = {"event_type": REFUND, "actions": [reverse]}
         if draw(st.integers(0, 4)) == 0:
             refund["conditions"] = [{"field": "reason", "operator": "neq", "value": "fraud"}]
@@ -779,12 +781,14 @@ def featured_programmes_st(draw: st.DrawFn) -> ProgrammeDefinition:
 @st.composite
 def featured_streams_st(draw: st.DrawFn) -> list[dict[str, Any]]:
     """Orders, reviews and refunds over a few weeks (ties on purpose): refunds of earlier and later orders, of
-    unknown ones, repeated, partial (refund_amount missing, negative, above the order), without an order_id."""
+    unknown ones, repeated, partial (refund_amount missing, negative, above the order), without an order_id, by
+    the order's customer (by id or external id) or by another one (issue 27)."""
     count = draw(st.integers(1, 22))
     dense = draw(st.integers(0, 2)) == 0  # one customer's busy day: caps reached early, then mostly skipped
     hours = [0, 1, 2, 3, 5] if dense else [0, 1, 20, 30, 50, 170, 200, 700, 900]
     who = ["alice", "alice", "alice", "bob"] if dense else list(CUSTOMERS)
     kinds = [draw(st.sampled_from([ORDER, ORDER, ORDER, REFUND, REFUND, "review.posted"])) for _ in range(count)]
+    customers = [draw(st.sampled_from(who)) for _ in kinds]
     orders = [f"e{i}" for i, kind in enumerate(kinds) if kind == ORDER] or ["e0"]
     stream = []
     for index, kind in enumerate(kinds):
@@ -793,6 +797,12 @@ def featured_streams_st(draw: st.DrawFn) -> list[dict[str, Any]]:
             pick = draw(st.integers(0, 9))
             if pick <= 6:
                 data["order_id"] = draw(st.sampled_from(orders))
+                whose = draw(st.integers(0, 3))  # mostly the order's own customer, sometimes by id, or anyone
+                named = customers[int(data["order_id"][1:])]
+                if whose <= 1:
+                    customers[index] = named
+                elif whose == 2:
+                    customers[index] = f"@id:{named}"
             elif pick == 7:
                 data["order_id"] = draw(st.sampled_from(["nothing", f"e{draw(st.integers(0, count - 1))}"]))
             elif pick == 8:
@@ -809,7 +819,7 @@ def featured_streams_st(draw: st.DrawFn) -> list[dict[str, Any]]:
             {
                 "external_event_id": f"e{index}",
                 "type": kind,
-                "customer_id": draw(st.sampled_from(who)),
+                "customer_id": customers[index],
                 "occurred_at": BASE + timedelta(hours=draw(st.sampled_from(hours))),
                 "data": data,
             }

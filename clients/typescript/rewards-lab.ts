@@ -67,6 +67,7 @@ export type ErrorCode =
   | "method_not_allowed"
   | "organization_mismatch"
   | "organization_not_found"
+  | "original_customer_mismatch"
   | "original_missing"
   | "original_not_found"
   | "period_invalid"
@@ -645,11 +646,17 @@ export interface Reversal {
 
 /** Takes back what the original event (named by `original.field` of this event's data) issued through this
 programme, across all its rewards: the whole of what remains, or `fraction` of each reward (a constant, or
-`{"field": "refund_amount", "of": "amount"}`). Never more than was issued, over any number of refunds. */
+`{"field": "refund_amount", "of": "amount"}`). Never more than was issued, over any number of refunds.
+
+Only a refund by the original event's customer takes anything back: one by another customer fails with
+`original_customer_mismatch`, unless `any_customer` is true (marketplaces, where a seller may refund a
+buyer's order); the reversal is recorded under the original event's customer either way. */
 export interface ReverseAction {
   type: "reverse";
   original: Original;
   fraction?: number | string | FractionOf | null;
+  /** Take back even when the refund's customer is not the original event's (default false). */
+  any_customer?: boolean;
 }
 
 /** One reward a reverse action took back from: the original execution and transaction, the wallet, what was

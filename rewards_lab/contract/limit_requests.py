@@ -20,6 +20,7 @@ from pydantic import (
     Discriminator,
     Field,
     PlainSerializer,
+    StrictBool,
     Tag,
     TypeAdapter,
     WithJsonSchema,
@@ -147,8 +148,17 @@ Fraction = Annotated[
 class ReverseAction(RequestModel):
     """Takes back what the original event (named by `original.field` of this event's data) issued through this
     programme, across all its rewards: the whole of what remains, or `fraction` of each reward (a constant, or
-    `{"field": "refund_amount", "of": "amount"}`). Never more than was issued, over any number of refunds."""
+    `{"field": "refund_amount", "of": "amount"}`). Never more than was issued, over any number of refunds.
+
+    Only a refund by the original event's customer takes anything back: one by another customer fails with
+    `original_customer_mismatch`, unless `any_customer` is true (marketplaces, where a seller may refund a
+    buyer's order); the reversal is recorded under the original event's customer either way."""
 
     type: Literal["reverse"]
     original: Original
     fraction: Fraction | None = Field(default=None, exclude_if=lambda value: value is None)
+    any_customer: StrictBool = Field(  # only true or false: an opt-out of a safeguard is never guessed from "yes"
+        default=False,
+        exclude_if=lambda value: not value,
+        description="Take back even when the refund's customer is not the original event's (default false).",
+    )

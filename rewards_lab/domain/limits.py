@@ -14,8 +14,9 @@ order), then its programme's caps, then the budget:
   (`give_back(..., whole=True)`), so it counts nowhere, before the next reward is decided;
 - a reward cut to nothing counts nowhere.
 
-A reversal gives back what it took back to the counters its original counted in (and the reward itself, when the
-original is reversed in full). `Allowance` is the running state a batch (or a replay) decides against.
+A reversal gives back to the counters its original counted in what the wallet actually gave (not its target: points
+spent before the refund stay counted), and the reward itself once all of it has been taken back, over all its
+reversals (issue 27). `Allowance` is the running state a batch (or a replay) decides against.
 """
 
 from __future__ import annotations
@@ -174,8 +175,9 @@ class Allowance:
         return Grant(allowed, cut, keys)
 
     def give_back(self, keys: Iterable[Sequence[str]], amount_minor: int, *, whole: bool) -> None:
-        """A reversal took `amount_minor` back from a reward that counted in `keys` (as stored: lists are taken
-        as keys; `whole`: all of it is now reversed, so the reward no longer counts either)."""
+        """A reversal took `amount_minor` back from a reward that counted in `keys` (what the wallet gave; as
+        stored: lists are taken as keys; `whole`: all of the reward has now been taken back, so it no longer
+        counts either)."""
         for stored in keys:
             key = (stored[0], stored[1], stored[2], stored[3])
             amount, count = self.used(key)

@@ -52,6 +52,7 @@ class ActionSpec:
     reverse_of: str | None = None
     fraction: Decimal | None = None
     fraction_of: str | None = None
+    any_customer: bool = False  # a refund by another customer than the original's takes back too
 
     @property
     def reference_field(self) -> str | None:
@@ -91,7 +92,8 @@ class ActionSpec:
         if self.fraction_of is not None and (number is None or number < 0):
             reason = f"refused: the fraction's field '{self.per}' {_not_a_share(number)}"
             return ActionOutcome(index, self.asset_id, self.decimals, 0, FRACTION_INVALID, reason)
-        call = ReversalCall(original, self.fraction, number if self.fraction_of else None, self.fraction_of)
+        numerator = number if self.fraction_of else None
+        call = ReversalCall(original, self.fraction, numerator, self.fraction_of, self.any_customer)
         return ActionOutcome(index, self.asset_id, self.decimals, 0, reversal=call)
 
 
@@ -115,6 +117,7 @@ class ReversalCall:
     fraction: Decimal | None = None
     numerator: Decimal | None = None
     of: str | None = None
+    any_customer: bool = False  # take back even when the refund's customer is not the original's
 
 
 def _no_customer(value: Any) -> str:
@@ -241,9 +244,11 @@ def reverse_spec(action: Mapping[str, Any], asset_id: str, decimals: int) -> Act
     """A stored reverse action as an ActionSpec: its fraction's field is read as `per`."""
     fraction = action.get("fraction")
     original = str(action["original"]["field"])
+    anyone = bool(action.get("any_customer", False))
     if isinstance(fraction, Mapping):
+        of = str(fraction["of"])
         return ActionSpec(
-            asset_id, decimals, per=str(fraction["field"]), reverse_of=original, fraction_of=str(fraction["of"])
+            asset_id, decimals, per=str(fraction["field"]), reverse_of=original, fraction_of=of, any_customer=anyone
         )
     constant = None if fraction is None else Decimal(str(fraction))
-    return ActionSpec(asset_id, decimals, reverse_of=original, fraction=constant)
+    return ActionSpec(asset_id, decimals, reverse_of=original, fraction=constant, any_customer=anyone)

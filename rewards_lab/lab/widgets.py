@@ -290,9 +290,12 @@ class RuleBuilder(Panel):
         self.fraction = _wide_text("fraction", "0.5 (0 < fraction <= 1)")
         self.fraction_field = _wide_text("refund field", "refund_amount")
         self.fraction_of = _wide_text("over the original's field", "amount")
+        self.any_customer = w.Checkbox(
+            value=False, description="a refund by any customer takes back (marketplace)", indent=False
+        )
         self.issue_box = w.VBox([self.fixed, self.per, self.rate, self.beneficiary])
         share = [self.fraction_kind, self.fraction, self.fraction_field, self.fraction_of]
-        self.reverse_box = w.VBox([self.original, *share])
+        self.reverse_box = w.VBox([self.original, *share, self.any_customer])
         self.cap_rows: list[CapRow] = []
         self.caps = w.VBox([])
         self.add_cap = w.Button(description="add cap")
@@ -374,6 +377,7 @@ class RuleBuilder(Panel):
             text.value = ""
         self.fraction_field.value = self.fraction_of.value = ""
         self.kind.value, self.fraction_kind.value = "fixed", "whole"
+        self.any_customer.value = False
 
     def _load_selected(self) -> None:
         self.tree.set_rows([])
@@ -395,6 +399,7 @@ class RuleBuilder(Panel):
     def _load_action(self, first: RuleAction) -> None:
         if isinstance(first, ReverseAction):
             self.kind.value, self.original.value = "reverse", first.original.field
+            self.any_customer.value = first.any_customer
             fraction = first.fraction
             if isinstance(fraction, FractionOf):
                 self.fraction_kind.value = "of"
@@ -421,6 +426,8 @@ class RuleBuilder(Panel):
             action["fraction"] = self.fraction.value.strip()
         elif self.fraction_kind.value == "of":
             action["fraction"] = {"field": self.fraction_field.value.strip(), "of": self.fraction_of.value.strip()}
+        if self.any_customer.value:
+            action["any_customer"] = True
         return action
 
     def _first_action(self, current: dict[str, Any] | None) -> dict[str, Any]:

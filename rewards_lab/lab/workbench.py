@@ -116,11 +116,14 @@ def _conditions(conditions: Iterable[ConditionLike]) -> list[Any]:
     return [_condition(c, f"conditions[{i}]") for i, c in enumerate(conditions)]
 
 
-def reverse_action(original: str, fraction: FractionLike = None) -> dict[str, Any]:
+def reverse_action(original: str, fraction: FractionLike = None, any_customer: bool = False) -> dict[str, Any]:
     """A reverse action's body: take back what the event named by the `original` field issued, all that
     remains (no fraction), a constant share (`0.5`) or a share read from both events (`("refund_amount",
-    "amount")` or `{"field": "refund_amount", "of": "amount"}`: the refund's field over the original's)."""
+    "amount")` or `{"field": "refund_amount", "of": "amount"}`: the refund's field over the original's).
+    Only a refund by the original's customer takes back, unless `any_customer` (marketplaces)."""
     action: dict[str, Any] = {"type": "reverse", "original": {"field": original}}
+    if any_customer:
+        action["any_customer"] = any_customer
     if isinstance(fraction, tuple) and len(fraction) == 2:
         action["fraction"] = {"field": fraction[0], "of": fraction[1]}
     elif isinstance(fraction, Mapping):
@@ -136,15 +139,18 @@ def _actions(
     beneficiary: str | None = None,
     reverse: str | None = None,
     fraction: FractionLike = None,
+    any_customer: bool = False,
 ) -> list[dict[str, Any]]:
     if sum(value is not None for value in (amount, actions, reverse)) != 1:
         raise ServiceError("field_required", "give one of amount, reverse or actions", field="actions")
     if fraction is not None and reverse is None:
         raise ServiceError("field_invalid", "fraction goes with reverse", field="fraction")
+    if any_customer and reverse is None:
+        raise ServiceError("field_invalid", "any_customer goes with reverse", field="any_customer")
     if reverse is not None:
         if beneficiary is not None:
             raise ServiceError("field_invalid", "a reverse action has no beneficiary", field="beneficiary")
-        return [reverse_action(reverse, fraction)]
+        return [reverse_action(reverse, fraction, any_customer)]
     if actions is not None:
         if beneficiary is not None:
             message = "beneficiary goes with amount; with actions, give each action its beneficiary"
@@ -214,7 +220,8 @@ def describe_amount(action: rq.RuleAction) -> str:
             if isinstance(fraction, FractionOf)
             else f"{fraction} of "
         )
-        return f"take back {share}what {action.original.field} issued"
+        anyone = " (a refund by any customer)" if action.any_customer else ""
+        return f"take back {share}what {action.original.field} issued{anyone}"
     amount = action.amount
     text = amount.fixed if isinstance(amount, rq.FixedAmount) else f"{amount.per} x {amount.rate}"
     return text if action.beneficiary is None else f"{text} to {action.beneficiary.field}"
@@ -480,11 +487,13 @@ class LabProgramme:
         limits: Sequence[Mapping[str, Any] | Limit] | None = None,
         reverse: str | None = None,
         fraction: FractionLike = None,
+        any_customer: bool = False,
     ) -> r.Rule:
         """Add a rule to the draft: `amount={"fixed": "2.50"}` or `{"per": "amount", "rate": 0.05}` (with
         `beneficiary="referrer_id"` to reward the customer that event field names), `reverse="order_id"` (take
         back what the event that field names issued: all that remains, or `fraction=0.5`, or
-        `fraction=("refund_amount", "amount")` read from both events), or `actions`. Conditions are dicts or
+        `fraction=("refund_amount", "amount")` read from both events; `any_customer=True` when a refund by
+        another customer than the original's may take back, as on a marketplace), or `actions`. Conditions are dicts or
         tuples, `("amount", "gte", 20)`, `("vip", "exists")`, or groups of them: `{"any": [...]}`,
         `{"all": [...]}`, `{"not": ...}`. `priority` (lower applies first) and `stop_processing` default to 0
         and False; `limits` caps what the rule gives one customer per period:
@@ -494,7 +503,7 @@ class LabProgramme:
             "program_id": self.id,
             "event_type": event_type,
             "conditions": _conditions(conditions),
-            "actions": _actions(amount, actions, beneficiary, reverse, fraction),
+            "actions": _actions(amount, actions, beneficiary, reverse, fraction, any_customer),
             **_rule_flags(priority, stop_processing, limits),
         }
         return programmes.create_rule(self._db, self._scope, validate(rq.RuleCreate, body))
@@ -513,6 +522,7 @@ class LabProgramme:
         limits: Sequence[Mapping[str, Any] | Limit] | None = None,
         reverse: str | None = None,
         fraction: FractionLike = None,
+        any_customer: bool = False,
     ) -> r.Rule:
         """Edit a draft rule (by position or id); what is not given stays as it is (`limits=[]` removes the
         caps). Arguments as `add_rule`."""
@@ -521,8 +531,8 @@ class LabProgramme:
             body["event_type"] = event_type
         if conditions is not None:
             body["conditions"] = _conditions(conditions)
-        if any(value is not None for value in (amount, actions, beneficiary, reverse, fraction)):
-            body["actions"] = _actions(amount, actions, beneficiary, reverse, fraction)
+        if any(value is not None for value in (amount, actions, beneficiary, reverse, fraction)) or any_customer:
+            body["actions"] = _actions(amount, actions, beneficiary, reverse, fraction, any_customer)
         body.update(_rule_flags(priority, stop_processing, limits))
         return programmes.update_rule(self._db, self._scope, self.rule_id(rule), validate(rq.RuleUpdate, body))
 

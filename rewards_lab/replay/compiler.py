@@ -457,7 +457,8 @@ class CompiledReversal:
     """A reverse action: where it applies (`where`, with its event type), the original's external id its field
     holds (`reference`: NULL unless a non-empty string, which fails the action with `original_missing`) and, for
     a fraction read from both events, the refund's number as exact text (`numerator`: NULL when it is no number)
-    and the original's field it is divided by (`of`). `fraction` is a constant fraction; neither: the whole."""
+    and the original's field it is divided by (`of`). `fraction` is a constant fraction; neither: the whole.
+    `any_customer`: a refund by another customer than the original event's takes back too."""
 
     rule_index: int
     action_index: int
@@ -467,6 +468,7 @@ class CompiledReversal:
     numerator: exp.Expr | None
     fraction: Decimal | None
     of: str | None
+    any_customer: bool = False  # a refund by another customer than the original's takes back too
 
 
 @dataclass(frozen=True)
@@ -617,6 +619,7 @@ def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dial
                     reversal_numerator,
                     action.fraction,
                     action.fraction_of,
+                    action.any_customer,
                 )
             )
         has_recipient = any(r is not None for r in recipients)

@@ -46,7 +46,8 @@ def issuances_sql(
 ) -> str:
     """SQL: the set-based issuance rows (`base`, rewards_lab.replay.store.issuances_sql) with the pass's decisions,
     then one row per reverse action (kind `reversal`: `amount` what the wallets gave back, `requested_amount` the
-    target); the customer is the holder."""
+    target); the customer is the holder (of a reversal: the original event's customer; of a failed reverse
+    action: the refund's)."""
     holder, join = holder_sql("b.customer_id", tables.lookup)
     refund_holder, refund_join = holder_sql("e.customer_id", tables.lookup)
     symbol = DUCKDB.render(string(asset))
@@ -63,7 +64,8 @@ def issuances_sql(
                {amount("d.cut_minor")} AS cut_amount, d.cut_minor
         FROM ({base}) b LEFT JOIN {name}_dec d ON d.seq = b.seq {join}
         UNION ALL
-        SELECT a.seq, e.external_event_id, {refund_holder}, s.event_type, e.occurred_at, s.rule_index,
+        SELECT a.seq, e.external_event_id, CASE WHEN a.code IS NULL THEN a.oholder ELSE {refund_holder} END,
+               s.event_type, e.occurred_at, s.rule_index,
                s.action_index, {symbol}, {amount(taken)}, CAST({taken} AS BIGINT),
                CASE WHEN a.code IS NULL THEN 'reversed' ELSE 'failed' END, a.code, 'reversal', {amount(target)},
                CAST({target} AS BIGINT), NULL, NULL, NULL, NULL, NULL

@@ -412,7 +412,7 @@ def decide_features(
     limits = inputs.limits
     lookup = lookup_of(source.customers, plan)
     reverse_actions(con, plan, events, name, inputs.reversing)
-    decide_reversals(con, source, plan, events, name)
+    decide_reversals(con, source, plan, events, name, lookup)
     redemption_rows(con, inputs.redemptions, events, name, lookup)
     rows = rows_sql(lay, name, limits, lookup, inputs.lday)
     con.execute(f"CREATE TEMP TABLE {name}_bind (g INTEGER, holder VARCHAR, start INTEGER)")

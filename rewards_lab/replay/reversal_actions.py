@@ -4,8 +4,9 @@ the code that fails it, or the fraction it takes of each reward of its original 
 In the live engine's order: a refund whose original field holds no event reference fails `original_missing`; a
 fraction read from the refund that is missing or negative fails `fraction_invalid` (neither names an original, so
 neither moves the refund); an original that never appears in the history fails `original_not_found` (a replay
-takes the history as complete: nothing waits); an original whose divisor is missing or not above zero fails
-`fraction_invalid`.
+takes the history as complete: nothing waits); a refund whose customer is not the original event's (both as
+resolved by the customers table) fails `original_customer_mismatch`, unless the action says `any_customer`; an
+original whose divisor is missing or not above zero fails `fraction_invalid`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from rewards_lab.domain.reversals import fraction_of
 from rewards_lab.domain.rules import FRACTION_INVALID, ORIGINAL_MISSING, ReversalCall
 
 ORIGINAL_NOT_FOUND = "original_not_found"
-REVERSAL_CODES = (ORIGINAL_MISSING, FRACTION_INVALID, ORIGINAL_NOT_FOUND)
+CUSTOMER_MISMATCH = "original_customer_mismatch"
+REVERSAL_CODES = (ORIGINAL_MISSING, FRACTION_INVALID, ORIGINAL_NOT_FOUND, CUSTOMER_MISMATCH)
 
 
 class ActionDecision(NamedTuple):
@@ -47,9 +49,11 @@ def decide(
     found: bool,
     divisor: Decimal | None,
     code: str | None = None,
+    same_customer: bool = True,
 ) -> ActionDecision:
     """The decision for one reverse action (`code`: a failure the live evaluation already gave, for rows the
-    replay evaluates in Python; `found`: its original appears in the history; `divisor`: the original's `of`)."""
+    replay evaluates in Python; `found`: its original appears in the history; `divisor`: the original's `of`;
+    `same_customer`: the refund's customer is the original's, or the action takes back from any customer)."""
     if code is not None:
         return ActionDecision(code, None, False)
     if reference is None:
@@ -58,6 +62,8 @@ def decide(
         return ActionDecision(FRACTION_INVALID, None, False)
     if not found:
         return ActionDecision(ORIGINAL_NOT_FOUND, None, True)
+    if not same_customer:
+        return ActionDecision(CUSTOMER_MISMATCH, None, True)
     try:
         fraction = fraction_of(ReversalCall(reference, constant, numerator, of), divisor)
     except ValueError:

@@ -111,28 +111,45 @@ def _divisors(
     return found
 
 
+def _resolved(column: str, lookup: str | None, alias: str) -> tuple[str, str]:
+    """(SQL of the customer a reference column names, the join it needs under `alias`)."""
+    if lookup is None:
+        return column, ""
+    return f"coalesce({alias}.{FOUND}, {column})", f" LEFT JOIN {lookup} {alias} ON {alias}.__ref = {column}"
+
+
 def decide_reversals(
-    con: duckdb.DuckDBPyConnection, source: EventSource, plan: CompiledProgramme, events: str, name: str
+    con: duckdb.DuckDBPyConnection,
+    source: EventSource,
+    plan: CompiledProgramme,
+    events: str,
+    name: str,
+    lookup: str | None = None,
 ) -> None:
-    """`{name}_rad` (seq, pos, slot, code, opos, fraction, refers) and `{name}_moved` (pos, ppos, psub)."""
+    """`{name}_rad` (seq, pos, slot, code, opos, fraction, refers, pday, oholder: the original event's customer,
+    whose reversal it is) and `{name}_moved` (pos, ppos, psub)."""
     fields, columns_sql = _divisor_columns(source, plan)
     con.execute(
         f"CREATE TEMP TABLE {name}_orig AS SELECT external_event_id AS ref, min(__pos) AS opos, "
-        f"arg_min(epoch_us(occurred_at), __pos) AS t, arg_min({ROW}, __pos) AS rn{columns_sql} FROM {events} "
+        f"arg_min(epoch_us(occurred_at), __pos) AS t, arg_min({ROW}, __pos) AS rn, "
+        f"arg_min(customer_id, __pos) AS c{columns_sql} FROM {events} "
         f"WHERE external_event_id IN (SELECT ref FROM {name}_ra WHERE ref IS NOT NULL) GROUP BY external_event_id"
     )
     divisors = _divisors(con, source, fields, name)
     by_slot = {plan.first_slot[r.rule_index] + r.action_index: r for r in plan.reversals}
+    refunder, refunder_join = _resolved("e.customer_id", lookup, "hr")
+    owner, owner_join = _resolved("o.c", lookup, "ho")
     fetched = con.sql(
-        f"SELECT a.pos, a.slot, a.code, a.ref, a.num, o.opos, a.t, o.t FROM {name}_ra a "
-        f"LEFT JOIN {name}_orig o ON o.ref = a.ref ORDER BY a.pos, a.slot"
+        f"SELECT a.pos, a.slot, a.code, a.ref, a.num, o.opos, a.t, o.t, {refunder}, {owner} FROM {name}_ra a "
+        f"JOIN {events} e ON e.__pos = a.pos LEFT JOIN {name}_orig o ON o.ref = a.ref{refunder_join}{owner_join} "
+        "ORDER BY a.pos, a.slot"
     ).fetchall()
-    names = ("seq", "pos", "slot", "code", "opos", "fraction", "refers", "pday")
+    names = ("seq", "pos", "slot", "code", "opos", "fraction", "refers", "pday", "oholder")
     columns: dict[str, list[object]] = {n: [] for n in names}
     follows: dict[int, int] = {}
     stamps: dict[int, int] = {}
     positions: list[int] = []
-    for pos, slot, code, reference, numerator, opos, t, original_t in fetched:
+    for pos, slot, code, reference, numerator, opos, t, original_t, refunder_id, owner_id in fetched:
         stamps[int(pos)] = int(t)
         positions.append(int(pos))
         if opos is not None:
@@ -147,6 +164,7 @@ def decide_reversals(
             opos is not None,
             divisor,
             code,
+            reversal.any_customer or refunder_id == owner_id,
         )
         if decision.references and opos is not None and int(opos) > int(pos):
             follows[int(pos)] = max(follows.get(int(pos), -1), int(opos))
@@ -158,6 +176,7 @@ def decide_reversals(
             ("opos", None if opos is None else int(opos)),
             ("fraction", decision.fraction),
             ("refers", decision.references),
+            ("oholder", owner_id),
         ):
             columns[key].append(value)
     keys = processing_keys(follows)
@@ -172,6 +191,7 @@ def decide_reversals(
         "fraction": pa.string(),
         "refers": pa.bool_(),
         "pday": pa.int32(),
+        "oholder": pa.string(),
     }
     table(con, f"{name}_rad", pa.table({k: pa.array(v, types[k]) for k, v in columns.items()}))
     moved = {

@@ -10,8 +10,9 @@ Both engines feed it the same operations, sorted by processing key (anchor, sub,
   cut to nothing is `limited`. Its outcome is output only when it is not "the requested amount, issued" (what
   set-based SQL assumes of every other reward);
 - **item** (op 1): a reverse action's reward of its original (one per reward the original received): the target
-  (`reversal_target`, from what earlier reversals targeted), given back to the counters the reward counted in,
-  and what the wallet gives (`clawback_take`); a reward that was not issued is skipped;
+  (`reversal_target`, from what earlier reversals targeted) and what the wallet gives (`clawback_take`), which is
+  what the counters the reward counted in get back (the reward stops counting once all of it has been taken
+  back, as live: `service.reward_reversals.give_back_taken`); a reward that was not issued is skipped;
 - **redeem** (op 2): a redemption of the optional input, accepted when the customer's balance covers it.
 
 A customer's balance is only needed where it can fall short of a target: before any redemption every issued
@@ -120,6 +121,7 @@ class SequentialPass:
         self.allowance = Allowance()
         self.rewards: dict[int, tuple[int, tuple[CounterKey, ...]]] = {}  # seq -> (issued, counters) of originals
         self.targeted: dict[int, int] = {}  # reward seq -> what reversals targeted of it
+        self.taken_back: dict[int, int] = {}  # reward seq -> what the wallet gave back of it
         self.delta: dict[str, int] = {}  # balance of customers with redemptions, beyond their SQL credit
         self._rule_checks = {rule: plan.checks(rule) for rule in plan.rule_caps}
         self._default_checks = plan.checks(-1)
@@ -268,8 +270,6 @@ class SequentialPass:
         if target <= 0:
             return
         self.targeted[reward] = done + target
-        if keys:
-            self.allowance.give_back(keys, target, whole=done + target >= issued)
         if columns["tracked"][index]:
             balance = int(columns["credit"][index] or 0) + self.delta.get(holder, 0)
             taken = clawback_take(target, balance, self.plan.clawback)
@@ -278,6 +278,9 @@ class SequentialPass:
                 self.book.debit(holder, taken, reward)
         else:  # nothing was spent: the wallet still holds at least the target
             taken = clawback_take(target, target, self.plan.clawback)
+        if keys and taken > 0:  # the counters get back what the wallet gave
+            back = self.taken_back[reward] = self.taken_back.get(reward, 0) + taken
+            self.allowance.give_back(keys, taken, whole=back >= issued)
         if self.room is not None:
             self.room += taken
         out["seq"].append(columns["seq"][index])

@@ -99,7 +99,7 @@ def issuances(base: DataFrame, features: SparkFeatures, amount: Amount, asset: s
     reversal_rows = refunds.select(
         "seq",
         "external_event_id",
-        F.col("holder").alias("customer_id"),
+        F.when(F.col("code").isNull(), F.col("oholder")).otherwise(F.col("holder")).alias("customer_id"),
         "event_type",
         "occurred_at",
         "rule_index",

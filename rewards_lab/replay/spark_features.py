@@ -310,7 +310,7 @@ def decide_features(
         built = source.customers.lookup is not None and plan.joins_customers
         lookup = source.customers.lookup if built else source.customers.build(False)
     actions = reverse_actions(events, plan, source)
-    decided, moved = decide_actions(events, actions, plan, source)
+    decided, moved = decide_actions(events, actions, plan, source, lookup)
     refunds = decided.join(
         events.select(
             F.col("__pos").alias("pos"),

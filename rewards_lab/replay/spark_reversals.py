@@ -163,7 +163,7 @@ def divisors(events: DataFrame, originals: DataFrame, plan: CompiledProgramme, s
 
 
 def _decision_batches(
-    by_slot: dict[int, tuple[Decimal | None, str | None]], slots: int
+    by_slot: dict[int, tuple[Decimal | None, str | None, bool]], slots: int
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     schema = pa.schema(
         [
@@ -176,6 +176,7 @@ def _decision_batches(
             ("refers", pa.bool_()),
             ("t", pa.int64()),
             ("ot", pa.int64()),
+            ("oholder", pa.string()),
         ]
     )
 
@@ -183,10 +184,12 @@ def _decision_batches(
         for batch in batches:
             out: dict[str, list[Any]] = {name: [] for name in schema.names}
             for row in batch.to_pylist():
-                constant, of = by_slot[row["slot"]]
+                constant, of, anyone = by_slot[row["slot"]]
                 numerator = None if row["num"] is None else Decimal(row["num"])
                 divisor = None if row["dv"] is None else Decimal(row["dv"])
-                made = decide(row["ref"], numerator, constant, of, row["opos"] is not None, divisor, row["code"])
+                same = anyone or row["rh"] == row["oholder"]
+                found = row["opos"] is not None
+                made = decide(row["ref"], numerator, constant, of, found, divisor, row["code"], same)
                 values = (
                     row["pos"] * slots + row["slot"],
                     row["pos"],
@@ -197,6 +200,7 @@ def _decision_batches(
                     made.references,
                     row["t"],
                     row["ot"],
+                    row["oholder"],
                 )
                 for key, value in zip(schema.names, values, strict=True):
                     out[key].append(value)
@@ -206,9 +210,14 @@ def _decision_batches(
 
 
 def decide_actions(
-    events: DataFrame, actions: DataFrame, plan: CompiledProgramme, source: SparkEventSource
+    events: DataFrame,
+    actions: DataFrame,
+    plan: CompiledProgramme,
+    source: SparkEventSource,
+    lookup: DataFrame | None = None,
 ) -> tuple[DataFrame, DataFrame]:
-    """(the actions' decisions with pday, the moved refunds (pos, ppos, psub, pt: the time of their place))."""
+    """(the actions' decisions with pday and oholder, the original event's customer (whose reversal it is), the
+    moved refunds (pos, ppos, psub, pt: the time of their place)); `lookup` resolves customers."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
@@ -217,21 +226,29 @@ def decide_actions(
     named = actions.where(F.col("ref").isNotNull()).select("ref").distinct()
     first = Window.partitionBy("ref").orderBy("opos")
     originals = (
-        events.select(F.col("external_event_id").alias("ref"), F.col("__pos").alias("opos"), "occurred_at")
+        events.select(
+            F.col("external_event_id").alias("ref"), F.col("__pos").alias("opos"), "occurred_at", "customer_id"
+        )
         .join(named, "ref", "left_semi")
         .withColumn("__rank", F.row_number().over(first))
         .where("__rank = 1")
-        .select("ref", "opos", (F.unix_micros(F.col("occurred_at"))).alias("ot"))
+        .select("ref", "opos", (F.unix_micros(F.col("occurred_at"))).alias("ot"), F.col("customer_id").alias("oc"))
     )
-    by_slot = {plan.first_slot[r.rule_index] + r.action_index: (r.fraction, r.of) for r in plan.reversals}
+    by_slot = {
+        plan.first_slot[r.rule_index] + r.action_index: (r.fraction, r.of, r.any_customer) for r in plan.reversals
+    }
     of_of = F.lit(None).cast("string")
-    for slot, (_, of) in by_slot.items():
+    for slot, (_, of, _) in by_slot.items():
         of_of = F.when(F.col("slot") == F.lit(slot), F.lit(of)).otherwise(of_of)
+    refunders = events.select(F.col("__pos").alias("pos"), F.col("customer_id").alias("rc"))
     joined = (
         actions.join(originals, "ref", "left")
+        .join(refunders, "pos")
         .withColumn("of", of_of)
         .join(divisors(events, originals, plan, source), ["opos", "of"], "left")
-        .select("pos", "slot", "code", "ref", "num", "opos", "dv", F.unix_micros("t_at").alias("t"), "ot")
+    )
+    joined = holder_of(holder_of(joined, "rc", lookup, "rh"), "oc", lookup, "oholder").select(
+        "pos", "slot", "code", "ref", "num", "opos", "dv", F.unix_micros("t_at").alias("t"), "ot", "rh", "oholder"
     )
     schema = StructType(
         [
@@ -244,6 +261,7 @@ def decide_actions(
             StructField("refers", BooleanType()),
             StructField("t", LongType()),
             StructField("ot", LongType()),
+            StructField("oholder", StringType()),
         ]
     )
     decided = joined.mapInArrow(_decision_batches(by_slot, plan.slots), schema).localCheckpoint(eager=True)

@@ -41,7 +41,7 @@ from rewards_lab.service.notifications import outbox_messages
 from rewards_lab.service.programmes import compile_rows
 from rewards_lab.service.refund_order import REFUND_WAIT, refunds_after_originals, segments
 from rewards_lab.service.reward_limits import LimitBook, cut_json, keys_json
-from rewards_lab.service.reward_reversals import ReversalPlan, Reverser, reversal_json
+from rewards_lab.service.reward_reversals import ReversalPlan, Reverser, give_back_taken, reversal_json
 from rewards_lab.service.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces import Repositories
@@ -407,8 +407,10 @@ def _process_scope(
     references = [plan.references for plan in plans]
     for part in segments(range(len(plans)), external_ids, references):
         segment = [plans[index] for index in part]
-        _decide_in_order(uow, scope, book, segment, originals, transaction_ids)
-        report.add(_issue(uow, scope, segment))
+        while segment:  # a reward after a reversal it could get room from waits for that reversal's posting
+            decided = _decide_in_order(uow, scope, book, segment, originals, transaction_ids)
+            report.add(_issue(uow, scope, segment[:decided]))
+            segment = segment[decided:]
     return report
 
 
@@ -465,11 +467,13 @@ def _decide_in_order(
     plans: list[_EventPlan],
     originals: dict[str, StoredEvent],
     transaction_ids: Iterator[str],
-) -> None:
+) -> int:
     """In processing order: cut rewards to what their caps and budgets allow (`domain.limits`: a reward cut to
     nothing posts nothing, one the ledger will refuse gives its grant straight back, `service.ledger_probe`), and
-    plan what reverse actions take back (`service.reward_reversals`), giving their targets back to the counters the
-    original rewards counted in."""
+    plan what reverse actions take back (`service.reward_reversals`). What a reversal gives back to the counters is
+    what the wallets give: at once when the wallet surely gives the whole target, else once posted; the plans
+    decided then stop before the first event with a reward checked against a counter such a reversal here gives
+    back to (it is decided after the reversal is posted). Returns how many plans were decided (at least one)."""
     rule_caps = {(v, spec.rule_id): spec.limits for v, specs in book.rules.items() for spec in specs}
     checks_of: dict[tuple[int, int], list[CapCheck]] = {}
     reversing: list[str] = []
@@ -486,7 +490,7 @@ def _decide_in_order(
             checks = checks_for(meta.program_id, planned.rule_id, customer, at_us, meta.timezone, caps, meta.caps)
             checks_of[(number, index)] = checks
     if not checks_of and not reversing:
-        return
+        return len(plans)
     reverser = Reverser(uow, scope, {k: v for k, v in originals.items() if k in reversing}) if reversing else None
     keys: list[Sequence[str]] = [check.key for checks in checks_of.values() for check in checks]
     if reverser is not None:
@@ -495,14 +499,29 @@ def _decide_in_order(
     ledger = None  # what the ledger will refuse, decided in the same order: a refused reward counts nowhere
     if checks_of:
         ledger = LedgerProbe(uow, scope, [p.request for plan in plans for p in plan.planned if p.request])
+    giving: set[tuple[str, str, str, str]] = set()  # counters the reversals planned so far give back to
+    decided = len(plans)
     for number, plan in enumerate(plans):
+        if giving and any(
+            check.key in giving for index in range(len(plan.planned)) for check in checks_of.get((number, index), [])
+        ):
+            decided = number
+            break
         for index, planned in enumerate(plan.planned):
             call = planned.action.reversal
             if call is not None and reverser is not None:
                 meta, memo = planned.version, f"{plan.event.type} {plan.event.external_event_id}"
                 reversal = reverser.plan(
-                    call, meta.program_id, meta.clawback, planned.execution_id, memo, transaction_ids, limits
+                    call,
+                    meta.program_id,
+                    meta.clawback,
+                    planned.execution_id,
+                    memo,
+                    transaction_ids,
+                    plan.customer_id,
+                    limits,
                 )
+                giving.update(reverser.given_keys(reversal))
                 plan.planned[index] = replace(planned, reversal=reversal)
                 for item in reversal.items:
                     if ledger is not None:
@@ -521,6 +540,7 @@ def _decide_in_order(
         limits.save()
     if reverser is not None:
         reverser.save()
+    return decided
 
 
 def _lot_terms(plans: list[_EventPlan]) -> dict[str, LotTerms]:
@@ -555,8 +575,10 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
     decision = apply_postings(uow, scope, requests, lot_terms=lambda: _lot_terms(plans))  # made only if needed
     rejected = {request.transaction_id: error for request, error in decision.rejected}
     taken: dict[str, int] = {}  # a reversal's transaction -> what the wallet gave (a refused one gave nothing)
-    if any(planned.reversal is not None for plan in plans for planned in plan.planned):
+    reversals = [planned.reversal for plan in plans for planned in plan.planned if planned.reversal is not None]
+    if reversals:
         taken = {p.transaction_id: p.amount_minor for p in decision.accepted if p.kind == "reversal"}
+        give_back_taken(uow, scope, reversals, taken)  # the counters get back what the wallets gave
     report = ProcessReport()
     records: list[ExecutionRecord] = []
     issued: list[tuple[ExecutionRecord, int]] = []
@@ -584,7 +606,7 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
                 report.refused += 1
                 refused_when_planned = refused_when_planned or ServiceError(code, action.reason)
             elif reversal is not None:  # what the wallets gave back, after the clawback policy
-                status, customer_id, wallet_id = "reversed", plan.customer_id, None
+                status, customer_id, wallet_id = "reversed", reversal.customer_id or plan.customer_id, None
                 amount_minor = sum(taken.get(item.request.transaction_id, 0) for item in reversal.items)
                 report.reversed += 1
             elif grant is not None and grant.amount_minor == 0:  # a cap or the budget let nothing through

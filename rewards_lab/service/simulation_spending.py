@@ -34,7 +34,7 @@ from rewards_lab.service import presenters
 from rewards_lab.service.assets import asset_row
 from rewards_lab.service.refund_order import REFUND_WAIT
 from rewards_lab.service.reward_limits import LimitBook, cut_json
-from rewards_lab.service.reward_reversals import ORIGINAL_NOT_FOUND, Reverser, reversal_json
+from rewards_lab.service.reward_reversals import ORIGINAL_NOT_FOUND, Reverser, give_back_taken, reversal_json
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.interfaces.events import StoredEvent
 from rewards_lab.store.interfaces.programmes import VersionRow
@@ -108,7 +108,11 @@ def effects_of(
     if reverser is not None:
         keys += list(reverser.usage_keys(sorted(processed)))
     book = LimitBook(uow, scope, keys) if keys else None
-    reversing = _Reversing(uow, scope, spending, originals, reverser, book)
+    refunder = None
+    if customer is not None and reverser is not None:  # compared with the originals' customers, as resolved
+        resolved = uow.customers.resolve_many(scope, [customer]).get(customer)
+        refunder = resolved.id if resolved is not None else customer
+    reversing = _Reversing(uow, scope, spending, originals, reverser, book, refunder)
     found: dict[Key, Effect] = {}
     for rule_id, action in actions:
         key = (rule_id, action.action_index)
@@ -196,9 +200,11 @@ class _Reversing:
         originals: dict[str, StoredEvent],
         reverser: Reverser | None,
         book: LimitBook | None,
+        customer_id: str | None = None,
     ) -> None:
         self.uow, self.scope, self.spending = uow, scope, spending
         self.originals, self.reverser, self.book = originals, reverser, book
+        self.customer_id = customer_id  # the refund's customer, resolved (None: not named, not compared)
         self.balances: dict[tuple[str, str], int] = {}
         self.loaded: set[str] = set()
         self.ids: Iterator[str] = (f"simulated_{n}" for n in count())
@@ -218,7 +224,9 @@ class _Reversing:
             message = f"; event '{call.original}' has not been processed yet: the refund would follow it"
             return Effect(0, reason_suffix=message)
         sp = self.spending
-        plan = self.reverser.plan(call, sp.program_id, sp.clawback, "simulated", "simulated", self.ids, self.book)
+        plan = self.reverser.plan(
+            call, sp.program_id, sp.clawback, "simulated", "simulated", self.ids, self.customer_id
+        )
         if plan.error is not None:
             return Effect(0, error_code=plan.error.code, reason_suffix=f"; {plan.error.message}")
         taken = {}
@@ -228,6 +236,7 @@ class _Reversing:
             give = clawback_take(item.target_minor, balance, sp.clawback)
             self.balances[(wallet, item.original.asset_id)] = balance - give
             taken[item.request.transaction_id] = give
+        give_back_taken(self.uow, self.scope, [plan], taken, self.book)  # in memory: what the wallets would give
         stored = jsonutil.loads(reversal_json(plan, taken))
         for reward in stored["rewards"]:
             reward["transaction_id"] = None  # nothing is posted

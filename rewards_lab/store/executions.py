@@ -78,7 +78,7 @@ class ExecutionRepository:
             self.con.execute(
                 "INSERT INTO reward_executions SELECT id, ?, ?, event_id, external_event_id, customer_id, program_id, "
                 "version_id, version_number, rule_id, action_index, asset_id, wallet_id, amount_minor, status, "
-                "error_code, transaction_id, inputs, ?, ?, requested_minor, limited, usage_keys, 0, reversal "
+                "error_code, transaction_id, inputs, ?, ?, requested_minor, limited, usage_keys, 0, reversal, 0 "
                 "FROM execution_batch" + on_conflict,
                 [*scope.params, now, now],
             )
@@ -98,6 +98,17 @@ class ExecutionRepository:
             return
         self.con.execute(
             "UPDATE reward_executions SET reversed_minor = reversed_minor + w.amount "
+            "FROM (SELECT unnest(?) AS id, unnest(?) AS amount) w "
+            "WHERE reward_executions.id = w.id AND organization_id = ? AND environment = ?",
+            [list(amounts), list(amounts.values()), *scope.params],
+        )
+
+    def add_taken_back(self, scope: Scope, amounts: dict[str, int]) -> None:
+        """Count what reversals took back of these rewards from their wallets (execution id -> minor units)."""
+        if not amounts:
+            return
+        self.con.execute(
+            "UPDATE reward_executions SET taken_back_minor = taken_back_minor + w.amount "
             "FROM (SELECT unnest(?) AS id, unnest(?) AS amount) w "
             "WHERE reward_executions.id = w.id AND organization_id = ? AND environment = ?",
             [list(amounts), list(amounts.values()), *scope.params],

@@ -395,3 +395,15 @@ MIGRATIONS.append(
         ],
     )
 )
+
+MIGRATIONS.append(
+    (
+        21,
+        "reversals: what reversals took back of each reward from its wallet (the counters get back only that)",
+        [
+            # What the wallets actually gave back of a reward over its reversals (at most `reversed_minor`, the
+            # targets): its caps and budget get back this amount, and the reward stops counting once it is whole.
+            "ALTER TABLE reward_executions ADD COLUMN taken_back_minor BIGINT DEFAULT 0",
+        ],
+    )
+)

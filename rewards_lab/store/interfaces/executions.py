@@ -62,6 +62,7 @@ class StoredExecution(NamedTuple):
     usage_keys: str | None
     reversal: str | None
     reversed_minor: int  # what reversals have targeted of this reward
+    taken_back_minor: int  # what reversals took back of it from its wallet (at most reversed_minor)
 
 
 class ExecutionStore(Protocol):
@@ -74,5 +75,7 @@ class ExecutionStore(Protocol):
     def for_events(self, scope: Scope, event_ids: list[str]) -> list[StoredExecution]: ...
 
     def add_reversed(self, scope: Scope, amounts: dict[str, int]) -> None: ...
+
+    def add_taken_back(self, scope: Scope, amounts: dict[str, int]) -> None: ...
 
     def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[StoredExecution]: ...
