@@ -3,6 +3,11 @@
 After publishing, a new draft starts as a copy of the published version (same rule ids and schedule), so a
 designer edits the next version while the published one keeps applying exactly as published. Editing a
 programme's schedule, its status and restoring an old version: service.programme_lifecycle.
+
+A version's rules are bounded (`contract.programme_limits`): adding, editing and publishing check the count and
+the size of the draft's rules. The work that grows with the rules (measuring them, presenting them) is done on a
+snapshot before the write lock is taken; inside it the draft's rows are read again, and only rows that changed
+meanwhile are measured (or presented) again, so the lock is held for the write (docs/decisions.md, issue 27).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from rewards_lab.contract.guard_requests import PublishRequest
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.limit_requests import Limit, ReverseAction
 from rewards_lab.contract.pagination import PageRequest, check_page_request
+from rewards_lab.contract.programme_limits import check_version_rules, rule_definition_bytes
 from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import parse_amount
@@ -30,7 +36,7 @@ from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow, Schedule
-from rewards_lab.store.uow import reader
+from rewards_lab.store.uow import reader, snapshot
 
 PROGRAMME_SORTS = ("created_at", "name")
 _OPTIONAL_FIELDS = ("timezone", "starts_at", "ends_at", "limits", "budget", "clawback", "expiry", "guards")
@@ -155,7 +161,53 @@ def _draft_rule(uow: Repositories, scope: Scope, rule_id: str) -> tuple[RuleRow,
     raise ServiceError("programme_version_immutable", "the rule exists only in published versions", rule_id=rule_id)
 
 
+RowKey = tuple[str, str, str, str, str]
+
+
+def _row_key(row: RuleRow) -> RowKey:
+    return (row.id, row.event_type, row.conditions, row.actions, row.limits or "[]")
+
+
+def _row_bytes(row: RuleRow) -> int:
+    conditions, actions = jsonutil.loads(row.conditions), jsonutil.loads(row.actions)
+    return rule_definition_bytes(row.event_type, conditions, actions, jsonutil.loads(row.limits or "[]"))
+
+
+def _stored_bytes(stored: dict[str, Any]) -> int:
+    return rule_definition_bytes(stored["event_type"], stored["conditions"], stored["actions"], stored["limits"])
+
+
+class DraftSizes:
+    """The sizes of a draft's rules, measured outside the write lock; inside it, `total` reuses them for the rows
+    that are unchanged and measures only the others (a rule edited or added meanwhile)."""
+
+    def __init__(self, rows: list[RuleRow]) -> None:
+        self.sizes = {_row_key(row): _row_bytes(row) for row in rows}
+
+    @classmethod
+    def of(cls, database: Database, scope: Scope, program_id: str) -> DraftSizes:
+        with snapshot(database) as uow:
+            programme = uow.programmes.get(scope, program_id)
+            if programme is None:
+                return cls([])  # refused inside the unit of work, by the same read
+            return cls(uow.programmes.rules_of(scope, [programme.draft_version_id]))
+
+    def total(self, rows: list[RuleRow]) -> int:
+        return sum(self.sizes.get(_row_key(row)) or _row_bytes(row) for row in rows)
+
+
+def _check_draft(
+    uow: Repositories, scope: Scope, draft_id: str, sizes: DraftSizes, *, without: str = "", adding: int = 0
+) -> None:
+    """The draft's rules (read again here, inside the unit of work) with one rule's new body of `adding` bytes
+    in place of the rule `without` (or added) must stay within the version's limits."""
+    rows = [row for row in uow.programmes.rules_of(scope, [draft_id]) if row.id != without]
+    check_version_rules(len(rows) + 1, sizes.total(rows) + adding, "rules")
+
+
 def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempotency_key: str | None = None) -> r.Rule:
+    sizes = DraftSizes.of(database, scope, body.program_id)
+
     def write(uow: Repositories) -> r.Rule:
         programme = programme_row(uow, scope, body.program_id, field="program_id")
         stored = _rule_body(
@@ -170,6 +222,7 @@ def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempo
             body.limits,
         )
         draft_id = programme.draft_version_id
+        _check_draft(uow, scope, draft_id, sizes, adding=_stored_bytes(stored))
         rule_id = new_id("rule")
         uow.programmes.add_rule(
             scope, rule_id, draft_id, programme.id, stored, uow.programmes.next_position(scope, draft_id)
@@ -185,6 +238,8 @@ def update_rule(
     database: Database, scope: Scope, rule_id: str, body: rq.RuleUpdate, *, idempotency_key: str | None = None
 ) -> r.Rule:
     """Edit a rule of the draft version; its published copies stay as published."""
+    revisions = reader(database).programmes.rule_revisions(scope, rule_id)
+    sizes = DraftSizes.of(database, scope, revisions[0].program_id) if revisions else DraftSizes([])
 
     def write(uow: Repositories) -> r.Rule:
         current, programme = _draft_rule(uow, scope, rule_id)
@@ -200,6 +255,7 @@ def update_rule(
             body.stop_processing if body.stop_processing is not None else old.stop_processing,
             body.limits if body.limits is not None else old.limits,
         )
+        _check_draft(uow, scope, current.version_id, sizes, without=rule_id, adding=_stored_bytes(stored))
         uow.programmes.update_rule(scope, rule_id, current.version_id, stored)
         return _rule_resource(uow, scope, rule_id)
 
@@ -242,12 +298,15 @@ def publish(
     """Freeze the draft as version N+1 (immutable from now on) and start a new draft from it. A
     `guard_override` is recorded on the published version with `actor` (the key or account that gave it)."""
     override = body.guard_override if body is not None else None
+    prepared = _PreparedRules.of(database, scope, program_id)
 
     def write(uow: Repositories) -> r.PublishResult:
         programme = programme_row(uow, scope, program_id)
         draft_id = programme.draft_version_id
-        if uow.programmes.rule_count(scope, draft_id) == 0:
+        rows = uow.programmes.rules_of(scope, [draft_id])  # read again: what decides the write
+        if not rows:
             raise ServiceError("programme_draft_empty", program_id=program_id)
+        check_version_rules(len(rows), prepared.sizes.total(rows), "rules")
         number = int(programme.current_version or 0) + 1
         uow.programmes.publish_version(scope, draft_id, number)
         if override is not None:
@@ -260,9 +319,10 @@ def publish(
         uow.programmes.add_version(scope, new_draft, program_id, number, schedule, spending, programme.guards)
         uow.programmes.copy_rules(scope, draft_id, new_draft)
         uow.programmes.set_current(scope, program_id, number, new_draft)
-        return r.PublishResult(
-            program_id=program_id, version=version_resource(uow, scope, draft_id), draft_version_id=new_draft
-        )
+        published = uow.programmes.get_version(scope, draft_id)
+        assert published is not None
+        version = presenters.version_of(published, [prepared.rule(row, number) for row in rows])
+        return r.PublishResult(program_id=program_id, version=version, draft_version_id=new_draft)
 
     # Without an override the request is `{}`, as it was before overrides existed (stored keys still match).
     sent = body.model_dump(mode="json", exclude_none=True) if body is not None else {}
@@ -276,6 +336,31 @@ def publish(
         idempotency_key=idempotency_key,
         status_code=201,
     )
+
+
+class _PreparedRules:
+    """A draft's rules measured and presented on a snapshot, before publishing takes the write lock; inside it,
+    rows that changed meanwhile (compared as read again there) are measured and presented again."""
+
+    def __init__(self, rows: list[RuleRow]) -> None:
+        self.sizes = DraftSizes(rows)
+        self.presented = {_presented_key(row): presenters.rule(row) for row in rows}
+
+    @classmethod
+    def of(cls, database: Database, scope: Scope, program_id: str) -> _PreparedRules:
+        with snapshot(database) as uow:
+            programme = uow.programmes.get(scope, program_id)
+            rows = [] if programme is None else uow.programmes.rules_of(scope, [programme.draft_version_id])
+        return cls(rows)
+
+    def rule(self, row: RuleRow, number: int) -> r.Rule:
+        """The rule as published as version `number`."""
+        presented = self.presented.get(_presented_key(row)) or presenters.rule(row)
+        return presented.model_copy(update={"version": number})
+
+
+def _presented_key(row: RuleRow) -> tuple[object, ...]:
+    return (*_row_key(row), row.program_id, row.priority, row.stop_processing, row.created_at)
 
 
 def version_resource(uow: Repositories, scope: Scope, version_id: str) -> r.ProgrammeVersion:
