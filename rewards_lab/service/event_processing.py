@@ -210,17 +210,23 @@ class _RuleBook:
                 cache.put(self.scope, version_id, value, meta.program_id, meta.number, estimated_bytes(own))
 
 
-def compile_outside_lock(database: Database, limit: int) -> None:
+def compile_outside_lock(database: Database, limit: int) -> str | None:
     """Compile, on this thread's read cursor and before the batch takes the write lock, the live versions the
     next batch's events will be evaluated against: a published version's compiled rules never change, so the
-    batch finds them in the cache, while what is live and pending is read again inside its unit of work. A
-    failure here only leaves the compiling to the batch."""
+    batch finds them in the cache, while what is live and pending is read again inside its unit of work. Returns
+    the id of the last pending event read (None: none is pending): the batch takes no event received after it,
+    so that an event's versions are compiled here, not under the lock. A failure here only leaves the compiling
+    to the batch."""
+    pending = reader(database).events.pending(limit)
+    if not pending:
+        return None
     try:
         uow = reader(database)
-        for scope, events in _by_scope(uow.events.pending(limit)).items():
+        for scope, events in _by_scope(pending).items():
             _RuleBook(uow, scope).live_versions(sorted({event.type for event in events}))
     except Exception:  # noqa: BLE001 - the batch compiles (under the lock) what could not be compiled here
         log.exception("compiling the live versions before the batch failed")
+    return pending[-1].id
 
 
 def _matches(
@@ -691,12 +697,15 @@ def process_pending(database: Database, limit: int = DEFAULT_BATCH_SIZE) -> Proc
     event costs O(log n) extra transactions and never blocks the queue or another tenant's events.
     """
     limit = max(1, min(limit, MAX_BATCH_SIZE))
-    compile_outside_lock(database, limit)
+    horizon = compile_outside_lock(database, limit)
+    if horizon is None:
+        return ProcessReport()  # nothing pending: the write lock is not taken at all
     planned: list[list[_EventPlan]] = []
     try:
         with unit_of_work(database) as uow:
             report = ProcessReport()
-            for scope, events in _by_scope(uow.events.pending(limit)).items():
+            pending = [event for event in uow.events.pending(limit) if event.id <= horizon]
+            for scope, events in _by_scope(pending).items():
                 report.add(_process_scope(uow, scope, events, planned))
             return report
     except Exception:

@@ -161,11 +161,7 @@ def _draft_rule(uow: Repositories, scope: Scope, rule_id: str) -> tuple[RuleRow,
     raise ServiceError("programme_version_immutable", "the rule exists only in published versions", rule_id=rule_id)
 
 
-RowKey = tuple[str, str, str, str, str]
-
-
-def _row_key(row: RuleRow) -> RowKey:
-    return (row.id, row.event_type, row.conditions, row.actions, row.limits or "[]")
+Digest = tuple[str, str]  # (rule id, the database's digest of its row: `ProgrammeRepository.rule_digests`)
 
 
 def _row_bytes(row: RuleRow) -> int:
@@ -177,36 +173,64 @@ def _stored_bytes(stored: dict[str, Any]) -> int:
     return rule_definition_bytes(stored["event_type"], stored["conditions"], stored["actions"], stored["limits"])
 
 
-class DraftSizes:
-    """The sizes of a draft's rules, measured outside the write lock; inside it, `total` reuses them for the rows
-    that are unchanged and measures only the others (a rule edited or added meanwhile)."""
+class PreparedDraft:
+    """A draft's rules measured (and, for publishing, presented) on a snapshot before the write lock is taken.
 
-    def __init__(self, rows: list[RuleRow]) -> None:
-        self.sizes = {_row_key(row): _row_bytes(row) for row in rows}
+    Inside the unit of work, `read_again` reads the rules' digests only (the database hashes the rows, so the
+    writer reads no bodies); a rule added or changed meanwhile is read and measured there. What decides the write
+    is therefore what the rows hold at the write, while the work that grows with the rules stays outside the lock.
+    """
+
+    def __init__(self, *, present: bool = False) -> None:
+        self.present = present
+        self.sizes: dict[Digest, int] = {}
+        self.presented: dict[Digest, r.Rule] = {}
 
     @classmethod
-    def of(cls, database: Database, scope: Scope, program_id: str) -> DraftSizes:
+    def of(cls, database: Database, scope: Scope, program_id: str, *, present: bool = False) -> PreparedDraft:
+        prepared = cls(present=present)
         with snapshot(database) as uow:
             programme = uow.programmes.get(scope, program_id)
-            if programme is None:
-                return cls([])  # refused inside the unit of work, by the same read
-            return cls(uow.programmes.rules_of(scope, [programme.draft_version_id]))
+            if programme is not None:  # else refused inside the unit of work, by the same read
+                draft = programme.draft_version_id
+                prepared._add(uow.programmes.rules_of(scope, [draft]), uow.programmes.rule_digests(scope, draft))
+        return prepared
 
-    def total(self, rows: list[RuleRow]) -> int:
-        return sum(self.sizes.get(_row_key(row)) or _row_bytes(row) for row in rows)
+    def _add(self, rows: list[RuleRow], digests: list[Digest]) -> None:
+        by_id = {row.id: row for row in rows}
+        for digest in digests:
+            row = by_id.get(digest[0])
+            if row is not None and digest not in self.sizes:
+                self.sizes[digest] = _row_bytes(row)
+                if self.present:
+                    self.presented[digest] = presenters.rule(row)
+
+    def read_again(self, uow: Repositories, scope: Scope, version_id: str) -> list[Digest]:
+        """The version's rules as they stand inside the unit of work, each measured (and presented)."""
+        digests = uow.programmes.rule_digests(scope, version_id)
+        if any(digest not in self.sizes for digest in digests):
+            self._add(uow.programmes.rules_of(scope, [version_id]), digests)
+        return digests
+
+    def total(self, digests: list[Digest]) -> int:
+        return sum(self.sizes[digest] for digest in digests)
+
+    def rule(self, digest: Digest, number: int) -> r.Rule:
+        """The rule as published as version `number`."""
+        return self.presented[digest].model_copy(update={"version": number})
 
 
 def _check_draft(
-    uow: Repositories, scope: Scope, draft_id: str, sizes: DraftSizes, *, without: str = "", adding: int = 0
+    uow: Repositories, scope: Scope, draft_id: str, prepared: PreparedDraft, *, without: str = "", adding: int = 0
 ) -> None:
-    """The draft's rules (read again here, inside the unit of work) with one rule's new body of `adding` bytes
-    in place of the rule `without` (or added) must stay within the version's limits."""
-    rows = [row for row in uow.programmes.rules_of(scope, [draft_id]) if row.id != without]
-    check_version_rules(len(rows) + 1, sizes.total(rows) + adding, "rules")
+    """The draft's rules as they stand in this unit of work, with a rule of `adding` bytes in place of the rule
+    `without` (or added), must stay within the version's limits."""
+    digests = [digest for digest in prepared.read_again(uow, scope, draft_id) if digest[0] != without]
+    check_version_rules(len(digests) + 1, prepared.total(digests) + adding, "rules")
 
 
 def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempotency_key: str | None = None) -> r.Rule:
-    sizes = DraftSizes.of(database, scope, body.program_id)
+    prepared = PreparedDraft.of(database, scope, body.program_id)
 
     def write(uow: Repositories) -> r.Rule:
         programme = programme_row(uow, scope, body.program_id, field="program_id")
@@ -222,7 +246,7 @@ def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempo
             body.limits,
         )
         draft_id = programme.draft_version_id
-        _check_draft(uow, scope, draft_id, sizes, adding=_stored_bytes(stored))
+        _check_draft(uow, scope, draft_id, prepared, adding=_stored_bytes(stored))
         rule_id = new_id("rule")
         uow.programmes.add_rule(
             scope, rule_id, draft_id, programme.id, stored, uow.programmes.next_position(scope, draft_id)
@@ -239,7 +263,7 @@ def update_rule(
 ) -> r.Rule:
     """Edit a rule of the draft version; its published copies stay as published."""
     revisions = reader(database).programmes.rule_revisions(scope, rule_id)
-    sizes = DraftSizes.of(database, scope, revisions[0].program_id) if revisions else DraftSizes([])
+    prepared = PreparedDraft.of(database, scope, revisions[0].program_id) if revisions else PreparedDraft()
 
     def write(uow: Repositories) -> r.Rule:
         current, programme = _draft_rule(uow, scope, rule_id)
@@ -255,7 +279,7 @@ def update_rule(
             body.stop_processing if body.stop_processing is not None else old.stop_processing,
             body.limits if body.limits is not None else old.limits,
         )
-        _check_draft(uow, scope, current.version_id, sizes, without=rule_id, adding=_stored_bytes(stored))
+        _check_draft(uow, scope, current.version_id, prepared, without=rule_id, adding=_stored_bytes(stored))
         uow.programmes.update_rule(scope, rule_id, current.version_id, stored)
         return _rule_resource(uow, scope, rule_id)
 
@@ -298,15 +322,15 @@ def publish(
     """Freeze the draft as version N+1 (immutable from now on) and start a new draft from it. A
     `guard_override` is recorded on the published version with `actor` (the key or account that gave it)."""
     override = body.guard_override if body is not None else None
-    prepared = _PreparedRules.of(database, scope, program_id)
+    prepared = PreparedDraft.of(database, scope, program_id, present=True)
 
     def write(uow: Repositories) -> r.PublishResult:
         programme = programme_row(uow, scope, program_id)
         draft_id = programme.draft_version_id
-        rows = uow.programmes.rules_of(scope, [draft_id])  # read again: what decides the write
-        if not rows:
+        digests = prepared.read_again(uow, scope, draft_id)  # what decides the write, as it stands now
+        if not digests:
             raise ServiceError("programme_draft_empty", program_id=program_id)
-        check_version_rules(len(rows), prepared.sizes.total(rows), "rules")
+        check_version_rules(len(digests), prepared.total(digests), "rules")
         number = int(programme.current_version or 0) + 1
         uow.programmes.publish_version(scope, draft_id, number)
         if override is not None:
@@ -321,7 +345,7 @@ def publish(
         uow.programmes.set_current(scope, program_id, number, new_draft)
         published = uow.programmes.get_version(scope, draft_id)
         assert published is not None
-        version = presenters.version_of(published, [prepared.rule(row, number) for row in rows])
+        version = presenters.version_of(published, [prepared.rule(digest, number) for digest in digests])
         return r.PublishResult(program_id=program_id, version=version, draft_version_id=new_draft)
 
     # Without an override the request is `{}`, as it was before overrides existed (stored keys still match).
@@ -336,31 +360,6 @@ def publish(
         idempotency_key=idempotency_key,
         status_code=201,
     )
-
-
-class _PreparedRules:
-    """A draft's rules measured and presented on a snapshot, before publishing takes the write lock; inside it,
-    rows that changed meanwhile (compared as read again there) are measured and presented again."""
-
-    def __init__(self, rows: list[RuleRow]) -> None:
-        self.sizes = DraftSizes(rows)
-        self.presented = {_presented_key(row): presenters.rule(row) for row in rows}
-
-    @classmethod
-    def of(cls, database: Database, scope: Scope, program_id: str) -> _PreparedRules:
-        with snapshot(database) as uow:
-            programme = uow.programmes.get(scope, program_id)
-            rows = [] if programme is None else uow.programmes.rules_of(scope, [programme.draft_version_id])
-        return cls(rows)
-
-    def rule(self, row: RuleRow, number: int) -> r.Rule:
-        """The rule as published as version `number`."""
-        presented = self.presented.get(_presented_key(row)) or presenters.rule(row)
-        return presented.model_copy(update={"version": number})
-
-
-def _presented_key(row: RuleRow) -> tuple[object, ...]:
-    return (*_row_key(row), row.program_id, row.priority, row.stop_processing, row.created_at)
 
 
 def version_resource(uow: Repositories, scope: Scope, version_id: str) -> r.ProgrammeVersion:
