@@ -105,6 +105,8 @@ class HeavyTenant:
             _ok(http.post("/reward-rules", json=_rule(self.wide, "review.posted", wide)), 201)
         refused = http.post("/reward-rules", json=_rule(self.wide, "review.posted", wide))
         assert refused.json()["error"]["details"]["limit"] == "version_rules_bytes", refused.text[:300]
+        for program_id in (self.many, self.wide):  # live from the start: the simulations read the live version
+            _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
         self.done: dict[str, list[float]] = defaultdict(list)
         self.statuses: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
         self.events = 0

@@ -331,12 +331,3 @@ class ProgrammeRepository:
             [*scope.params, version_id],
         )
         return int(value)
-
-    def rule_count(self, scope: Scope, version_id: str) -> int:
-        return int(
-            scalar(
-                self.con,
-                f"SELECT count(*) FROM rules WHERE {TENANT} AND version_id = ?",
-                [*scope.params, version_id],
-            )
-        )
