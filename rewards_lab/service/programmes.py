@@ -5,9 +5,9 @@ designer edits the next version while the published one keeps applying exactly a
 programme's schedule, its status and restoring an old version: service.programme_lifecycle.
 
 A version's rules are bounded (`contract.programme_limits`): adding, editing and publishing check the count and
-the size of the draft's rules. The work that grows with the rules (measuring them, presenting them) is done on a
-snapshot before the write lock is taken; inside it the draft's rows are read again, and only rows that changed
-meanwhile are measured (or presented) again, so the lock is held for the write (docs/decisions.md, issue 27).
+the size of the draft's rules. The work that grows with the rules (measuring them, presenting them) is done
+before the write lock is taken (`service.programme_drafts`); inside it the draft's rule digests are read again,
+and only rules that changed meanwhile are measured (or presented) there (docs/decisions.md, issue 27).
 """
 
 from __future__ import annotations
@@ -23,20 +23,21 @@ from rewards_lab.contract.guard_requests import PublishRequest
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.limit_requests import Limit, ReverseAction
 from rewards_lab.contract.pagination import PageRequest, check_page_request
-from rewards_lab.contract.programme_limits import check_version_rules, rule_definition_bytes
+from rewards_lab.contract.programme_limits import check_version_rules
 from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import parse_amount
 from rewards_lab.domain.rules import RuleSpec, compile_rule
 from rewards_lab.service import presenters
 from rewards_lab.service.assets import asset_row
+from rewards_lab.service.programme_drafts import PreparedDraft, check_draft, stored_bytes
 from rewards_lab.service.programme_guards import stored_guards, stored_override
 from rewards_lab.service.programme_spending import budget_consumption, checked_spending, stored_limits
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow, Schedule
-from rewards_lab.store.uow import reader, snapshot
+from rewards_lab.store.uow import reader
 
 PROGRAMME_SORTS = ("created_at", "name")
 _OPTIONAL_FIELDS = ("timezone", "starts_at", "ends_at", "limits", "budget", "clawback", "expiry", "guards")
@@ -161,74 +162,6 @@ def _draft_rule(uow: Repositories, scope: Scope, rule_id: str) -> tuple[RuleRow,
     raise ServiceError("programme_version_immutable", "the rule exists only in published versions", rule_id=rule_id)
 
 
-Digest = tuple[str, str]  # (rule id, the database's digest of its row: `ProgrammeRepository.rule_digests`)
-
-
-def _row_bytes(row: RuleRow) -> int:
-    conditions, actions = jsonutil.loads(row.conditions), jsonutil.loads(row.actions)
-    return rule_definition_bytes(row.event_type, conditions, actions, jsonutil.loads(row.limits or "[]"))
-
-
-def _stored_bytes(stored: dict[str, Any]) -> int:
-    return rule_definition_bytes(stored["event_type"], stored["conditions"], stored["actions"], stored["limits"])
-
-
-class PreparedDraft:
-    """A draft's rules measured (and, for publishing, presented) on a snapshot before the write lock is taken.
-
-    Inside the unit of work, `read_again` reads the rules' digests only (the database hashes the rows, so the
-    writer reads no bodies); a rule added or changed meanwhile is read and measured there. What decides the write
-    is therefore what the rows hold at the write, while the work that grows with the rules stays outside the lock.
-    """
-
-    def __init__(self, *, present: bool = False) -> None:
-        self.present = present
-        self.sizes: dict[Digest, int] = {}
-        self.presented: dict[Digest, r.Rule] = {}
-
-    @classmethod
-    def of(cls, database: Database, scope: Scope, program_id: str, *, present: bool = False) -> PreparedDraft:
-        prepared = cls(present=present)
-        with snapshot(database) as uow:
-            programme = uow.programmes.get(scope, program_id)
-            if programme is not None:  # else refused inside the unit of work, by the same read
-                draft = programme.draft_version_id
-                prepared._add(uow.programmes.rules_of(scope, [draft]), uow.programmes.rule_digests(scope, draft))
-        return prepared
-
-    def _add(self, rows: list[RuleRow], digests: list[Digest]) -> None:
-        by_id = {row.id: row for row in rows}
-        for digest in digests:
-            row = by_id.get(digest[0])
-            if row is not None and digest not in self.sizes:
-                self.sizes[digest] = _row_bytes(row)
-                if self.present:
-                    self.presented[digest] = presenters.rule(row)
-
-    def read_again(self, uow: Repositories, scope: Scope, version_id: str) -> list[Digest]:
-        """The version's rules as they stand inside the unit of work, each measured (and presented)."""
-        digests = uow.programmes.rule_digests(scope, version_id)
-        if any(digest not in self.sizes for digest in digests):
-            self._add(uow.programmes.rules_of(scope, [version_id]), digests)
-        return digests
-
-    def total(self, digests: list[Digest]) -> int:
-        return sum(self.sizes[digest] for digest in digests)
-
-    def rule(self, digest: Digest, number: int) -> r.Rule:
-        """The rule as published as version `number`."""
-        return self.presented[digest].model_copy(update={"version": number})
-
-
-def _check_draft(
-    uow: Repositories, scope: Scope, draft_id: str, prepared: PreparedDraft, *, without: str = "", adding: int = 0
-) -> None:
-    """The draft's rules as they stand in this unit of work, with a rule of `adding` bytes in place of the rule
-    `without` (or added), must stay within the version's limits."""
-    digests = [digest for digest in prepared.read_again(uow, scope, draft_id) if digest[0] != without]
-    check_version_rules(len(digests) + 1, prepared.total(digests) + adding, "rules")
-
-
 def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempotency_key: str | None = None) -> r.Rule:
     prepared = PreparedDraft.of(database, scope, body.program_id)
 
@@ -246,7 +179,7 @@ def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempo
             body.limits,
         )
         draft_id = programme.draft_version_id
-        _check_draft(uow, scope, draft_id, prepared, adding=_stored_bytes(stored))
+        check_draft(uow, scope, draft_id, prepared, adding=stored_bytes(stored))
         rule_id = new_id("rule")
         uow.programmes.add_rule(
             scope, rule_id, draft_id, programme.id, stored, uow.programmes.next_position(scope, draft_id)
@@ -263,7 +196,7 @@ def update_rule(
 ) -> r.Rule:
     """Edit a rule of the draft version; its published copies stay as published."""
     revisions = reader(database).programmes.rule_revisions(scope, rule_id)
-    prepared = PreparedDraft.of(database, scope, revisions[0].program_id) if revisions else PreparedDraft()
+    prepared = PreparedDraft.of(database, scope, revisions[0].program_id) if revisions else PreparedDraft(scope)
 
     def write(uow: Repositories) -> r.Rule:
         current, programme = _draft_rule(uow, scope, rule_id)
@@ -279,7 +212,7 @@ def update_rule(
             body.stop_processing if body.stop_processing is not None else old.stop_processing,
             body.limits if body.limits is not None else old.limits,
         )
-        _check_draft(uow, scope, current.version_id, prepared, without=rule_id, adding=_stored_bytes(stored))
+        check_draft(uow, scope, current.version_id, prepared, without=rule_id, adding=stored_bytes(stored))
         uow.programmes.update_rule(scope, rule_id, current.version_id, stored)
         return _rule_resource(uow, scope, rule_id)
 
@@ -330,7 +263,8 @@ def publish(
         digests = prepared.read_again(uow, scope, draft_id)  # what decides the write, as it stands now
         if not digests:
             raise ServiceError("programme_draft_empty", program_id=program_id)
-        check_version_rules(len(digests), prepared.total(digests), "rules")
+        check_version_rules(len(digests), 0, "rules")
+        check_version_rules(len(digests), prepared.total(uow, scope, draft_id, digests), "rules")
         number = int(programme.current_version or 0) + 1
         uow.programmes.publish_version(scope, draft_id, number)
         if override is not None:

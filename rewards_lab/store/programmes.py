@@ -293,9 +293,10 @@ class ProgrammeRepository:
 
     def rule_digests(self, scope: Scope, version_id: str) -> list[tuple[str, str]]:
         """(rule id, digest of everything its row holds) of a version's rules, in `rules_of`'s order: a rule whose
-        digest is unchanged is the same rule (the database hashes, so a writer compares without reading bodies)."""
+        digest is unchanged is the same rule (SHA-256, hashed by the database: a writer compares without reading
+        bodies)."""
         rows = self.con.execute(
-            "SELECT id, md5(concat_ws(chr(31), event_type, conditions, actions, coalesce(limits, ''), priority, "
+            "SELECT id, sha256(concat_ws(chr(31), event_type, conditions, actions, coalesce(limits, ''), priority, "
             f"stop_processing, position, created_at, program_id)) FROM rules WHERE {TENANT} AND version_id = ? "
             "ORDER BY position, id",
             [*scope.params, version_id],
