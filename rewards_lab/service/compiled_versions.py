@@ -6,6 +6,10 @@ publishes large versions again and again must not grow the process without bound
 rules' text); beyond either, a version another version of its programme superseded goes first (it is no longer
 live: only a failed event's replay still names it), then the least recently used. An evicted version is
 compiled again if an event needs it.
+
+Below the versions, each compiled rule is remembered by everything it is compiled from (`compiled_rule`, at most
+`MAX_MEMO_TEXT_BYTES` of rule text): a new draft is a copy of the published version, so publishing again, and
+simulating the same version again, compile only the rules that changed.
 """
 
 from __future__ import annotations
@@ -13,11 +17,12 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.rules import RuleSpec
 from rewards_lab.store.interfaces.programmes import RuleRow
 
 MAX_ENTRIES = 256
@@ -26,6 +31,7 @@ MAX_ESTIMATED_BYTES = 256 * 1_048_576
 # 53 kB: 10.6 MB of text, 32 MB compiled), plus a fixed cost per rule.
 BYTES_PER_TEXT_BYTE = 4
 BYTES_PER_RULE = 4_096
+MAX_MEMO_TEXT_BYTES = 16 * 1_048_576
 
 ValueT = TypeVar("ValueT")
 Key = tuple[Scope, str]
@@ -111,3 +117,54 @@ def cache_of(database: object) -> CompiledVersions[object]:
         if cache is None:
             cache = _CACHES[database] = CompiledVersions()
         return cache
+
+
+RuleKey = tuple[str, str, str, str, str, str, str, int, bool, str, str]
+
+
+class _RuleMemo:
+    """Compiled rules by their key (the row's text and what compiling reads besides), least recently used first,
+    bounded by the text they were compiled from."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[RuleKey, tuple[RuleSpec, int]] = OrderedDict()
+        self._text = 0
+        self._lock = threading.Lock()
+
+    def get_or_compile(self, key: RuleKey, compile_rule: Callable[[], RuleSpec]) -> RuleSpec:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                return found[0]
+        spec = compile_rule()  # outside the memo's lock: compiling is the slow part
+        size = sum(len(part) for part in key[3:7])
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = (spec, size)
+                self._text += size
+                while self._text > MAX_MEMO_TEXT_BYTES and len(self._items) > 1:
+                    self._text -= self._items.popitem(last=False)[1][1]
+        return spec
+
+
+_RULES = _RuleMemo()
+
+
+def compiled_rule(row: RuleRow, default_asset_id: str, timezone: str, compile_rule: Callable[[], RuleSpec]) -> RuleSpec:
+    """The rule compiled (a frozen RuleSpec, shared): remembered, or compiled now by `compile_rule`. An asset's
+    decimals never change, so the row, its programme's asset and its version's time zone decide the result."""
+    key: RuleKey = (
+        row.organization_id,
+        row.environment,
+        row.id,
+        row.event_type,
+        row.conditions,
+        row.actions,
+        row.limits or "",
+        row.priority,
+        row.stop_processing,
+        default_asset_id,
+        timezone,
+    )
+    return _RULES.get_or_compile(key, compile_rule)

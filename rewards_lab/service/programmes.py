@@ -13,6 +13,7 @@ and only rules that changed meanwhile are measured (or presented) there (docs/de
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from rewards_lab.contract import jsonutil
@@ -30,6 +31,7 @@ from rewards_lab.domain.money import parse_amount
 from rewards_lab.domain.rules import RuleSpec, compile_rule
 from rewards_lab.service import presenters
 from rewards_lab.service.assets import asset_row
+from rewards_lab.service.compiled_versions import compiled_rule
 from rewards_lab.service.programme_drafts import PreparedDraft, check_draft, stored_bytes
 from rewards_lab.service.programme_guards import stored_guards, stored_override
 from rewards_lab.service.programme_spending import budget_consumption, checked_spending, stored_limits
@@ -351,8 +353,8 @@ def compile_rows(
             decimals[asset_id] = int(asset_row(uow, scope, asset_id).decimals)
         return decimals[asset_id]
 
-    return [
-        compile_rule(
+    def compile_row(row: RuleRow) -> RuleSpec:
+        return compile_rule(
             row.id,
             row.event_type,
             jsonutil.loads(row.conditions),
@@ -364,5 +366,7 @@ def compile_rows(
             timezone=timezone,
             limits=jsonutil.loads(row.limits or "[]"),
         )
-        for row in rule_rows
-    ]
+
+    # Remembered per rule (`service.compiled_versions.compiled_rule`): a version copied from another compiles
+    # only its changed rules.
+    return [compiled_rule(row, default_asset_id, timezone, partial(compile_row, row)) for row in rule_rows]
