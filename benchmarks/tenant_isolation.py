@@ -118,11 +118,14 @@ class HeavyTenant:
         self.statuses[name][response.status_code] += 1
         return response
 
-    def publish_loop(self, stop: threading.Event) -> None:
-        """Publish both programmes again and again; each new version is compiled by the worker for an event."""
+    def publish_loop(self, stop: threading.Event, events: bool = True) -> None:
+        """Publish both programmes again and again; each new version is compiled by the worker for an event (an
+        event of MANY issues 200 rewards). `events=False`: publishing alone."""
         while not stop.is_set():
             for program_id, event_type in ((self.many, "order.completed"), (self.wide, "review.posted")):
                 self._timed("publish", lambda p=program_id: self.http.post(f"/reward-programs/{p}/publish"))
+                if not events:
+                    continue
                 self.events += 1
                 body = {"type": event_type, "external_event_id": f"heavy-{self.events}", "customer_id": "heavy-1"}
                 body["data"] = {"sku": MANY_VALUES[0]}
@@ -208,6 +211,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=30.0, help="length of each phase (alone, beside)")
     parser.add_argument("--connections", type=int, default=4, help="the normal tenant's connections")
     parser.add_argument(
+        "--no-heavy-events", action="store_true", help="the heavy tenant publishes and simulates but sends no events"
+    )
+    parser.add_argument(
         "--unchecked", action="store_true", help="do not assert the limits (to measure a server from before them)"
     )
     args = parser.parse_args()
@@ -235,7 +241,10 @@ def main() -> int:
         rss_before = _rss_mb(process.pid)
         alone = normal.run(args.seconds, args.connections, normal_clients)
         stop = threading.Event()
-        loops = [threading.Thread(target=loop, args=(stop,)) for loop in (heavy.publish_loop, heavy.simulate_loop)]
+        loops = [
+            threading.Thread(target=heavy.publish_loop, args=(stop, not args.no_heavy_events)),
+            threading.Thread(target=heavy.simulate_loop, args=(stop,)),
+        ]
         for loop in loops:
             loop.start()
         beside = normal.run(args.seconds, args.connections, normal_clients)
