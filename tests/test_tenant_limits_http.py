@@ -81,6 +81,9 @@ def test_rules_beyond_the_count_limit_are_refused_with_the_limit_named(http: htt
     details = _refused(http.post("/reward-rules", json=_rule(program_id)), "programme_limit_exceeded")
     assert details["limit"] == "rules_per_version" and details["value"] == MAX_RULES_PER_VERSION
     assert details["field"] == "rules" and details["actual"] == MAX_RULES_PER_VERSION + 1
+    # With an Idempotency-Key the refusal comes from inside the unit of work (the early one is keyless): the same.
+    keyed = http.post("/reward-rules", json=_rule(program_id), headers={"Idempotency-Key": "one-too-many"})
+    assert _refused(keyed, "programme_limit_exceeded")["limit"] == "rules_per_version"
     version = _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)["version"]
     assert len(version["rules"]) == MAX_RULES_PER_VERSION  # at the limit, it publishes
 

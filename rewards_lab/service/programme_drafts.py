@@ -79,6 +79,7 @@ class PreparedDraft:
         self.scope, self.present = scope, present
         self.sizes: dict[Digest, int] = {}
         self.presented: dict[Digest, r.Rule] = {}
+        self.count: int | None = None  # the draft's rules on the snapshot (None: no such programme)
 
     @classmethod
     def of(cls, database: Database, scope: Scope, program_id: str, *, present: bool = False) -> PreparedDraft:
@@ -88,6 +89,7 @@ class PreparedDraft:
             if programme is None:  # refused inside the unit of work, by the same read
                 return prepared
             digests = uow.programmes.rule_digests(scope, programme.draft_version_id)
+            prepared.count = len(digests)
             if len(digests) >= MAX_RULES_PER_VERSION + (0 if present else 1):
                 return prepared  # refused on the count inside, before any size is needed
             prepared._add(uow, programme.draft_version_id, digests)
@@ -130,6 +132,14 @@ class PreparedDraft:
     def rule(self, digest: Digest, number: int) -> r.Rule:
         """The rule as published as version `number`."""
         return self.presented[digest].model_copy(update={"version": number})
+
+
+def refuse_early(prepared: PreparedDraft, idempotency_key: str | None) -> None:
+    """A draft already at the count limit on the snapshot refuses one more rule before the write lock is taken
+    (the request is answered as of the snapshot). Not with an Idempotency-Key: a key stored when the draft had
+    room must still return its original result, which only the unit of work reads."""
+    if prepared.count is not None and idempotency_key is None:
+        check_version_rules(prepared.count + 1, 0, "rules")
 
 
 def check_draft(

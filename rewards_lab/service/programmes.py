@@ -32,7 +32,7 @@ from rewards_lab.domain.rules import RuleSpec, compile_rule
 from rewards_lab.service import presenters
 from rewards_lab.service.assets import asset_row
 from rewards_lab.service.compiled_versions import compiled_rule
-from rewards_lab.service.programme_drafts import PreparedDraft, check_draft, stored_bytes
+from rewards_lab.service.programme_drafts import PreparedDraft, check_draft, refuse_early, stored_bytes
 from rewards_lab.service.programme_guards import stored_guards, stored_override
 from rewards_lab.service.programme_spending import budget_consumption, checked_spending, stored_limits
 from rewards_lab.service.writes import run_write
@@ -166,6 +166,7 @@ def _draft_rule(uow: Repositories, scope: Scope, rule_id: str) -> tuple[RuleRow,
 
 def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempotency_key: str | None = None) -> r.Rule:
     prepared = PreparedDraft.of(database, scope, body.program_id)
+    refuse_early(prepared, idempotency_key)
 
     def write(uow: Repositories) -> r.Rule:
         programme = programme_row(uow, scope, body.program_id, field="program_id")
