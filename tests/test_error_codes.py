@@ -182,6 +182,31 @@ def s_programme_draft_empty(w: World) -> ServiceError:
     return _raises("programme_draft_empty", lambda: programmes.publish(w.db, w.scope, programme.id))
 
 
+def _wide_rule(program_id: str, field: str = "sku") -> dict[str, object]:
+    """A rule of about 400 kB (20 conditions, each a list of 100 strings of 200 characters)."""
+    values = [f"{index:03d}" + "x" * 197 for index in range(100)]
+    conditions = [{"field": f"{field}{n}", "operator": "in", "value": values} for n in range(20)]
+    actions = [{"type": "issue", "amount": {"fixed": "1"}}]
+    return {"program_id": program_id, "event_type": "order.completed", "conditions": conditions, "actions": actions}
+
+
+def s_programme_limit_exceeded(w: World) -> ServiceError:
+    programme = w.programme(w.asset())
+    for _ in range(2):
+        programmes.create_rule(w.db, w.scope, validate(rq.RuleCreate, _wide_rule(programme.id)))
+    third = validate(rq.RuleCreate, _wide_rule(programme.id))
+    return _raises("programme_limit_exceeded", lambda: programmes.create_rule(w.db, w.scope, third))
+
+
+def s_simulation_too_large(w: World) -> ServiceError:
+    programme = w.programme(w.asset())
+    conditions = [{"field": "note", "operator": "exists"} for _ in range(20)]
+    for _ in range(14):  # 14 rules x 20 conditions, each echoing the 16 kB value it read: over 4 MiB
+        w.rule(programme, conditions=conditions)
+    event = validate(rq.SimulationRequest, {"event": {"type": "order.completed", "note": "n" * 16_384}})
+    return _raises("simulation_too_large", lambda: simulation.simulate_programme(w.db, w.scope, programme.id, event))
+
+
 def s_idempotency_key_invalid(w: World) -> ServiceError:
     body = rq.CustomerCreate(external_id="x")
     return _raises(

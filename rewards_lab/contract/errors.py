@@ -80,6 +80,8 @@ REGISTRY: dict[str, ErrorCode] = {
             "fraction_invalid": "The reverse action's fraction cannot be read from the events (missing or negative).",
             "original_customer_mismatch": "The refund's customer is not the original event's customer.",
             "programme_draft_empty": "The draft version has no rules to publish.",
+            "programme_limit_exceeded": "The programme version would exceed a limit on its rules (details.limit).",
+            "simulation_too_large": "The simulation's explanation would exceed a limit (details.limit).",
             "idempotency_key_required": "This operation requires an Idempotency-Key header.",
             "idempotency_key_invalid": "The Idempotency-Key header is empty or too long.",
             "cursor_invalid": "The pagination cursor is not one this service issued for this list.",

@@ -16,6 +16,8 @@ names the offending field (`docs/security.md`, "Bad input", lists them with thei
   event's data also has a total size (`contract.requests.MAX_EVENT_DATA_BYTES`, `event_payload_too_large`);
 - a pagination cursor: at most `MAX_CURSOR_CHARS` characters (`cursor_invalid`).
 
+A programme version's rules and a simulation's explanation have their limits in `contract/programme_limits.py`.
+
 A customer's `attributes` have their own, tighter limits, beside their checks in `contract/attributes.py`.
 Amounts (decimal strings) are bounded by `domain.money.MAX_AMOUNT_MINOR`, rates by `MAX_RATE` and condition
 thresholds by `MAX_THRESHOLD`, with their digit limits; those live beside their parsers in `domain/money.py`.

@@ -30,6 +30,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.expiry_requests import Expiry
 from rewards_lab.contract.guard_requests import Guards
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, Budget, Clawback, Limits, ReverseAction
+from rewards_lab.contract.programme_limits import check_version_rules, rule_definition_bytes
 from rewards_lab.contract.requests import (
     MAX_RULE_ACTIONS,
     Amount,
@@ -39,11 +40,10 @@ from rewards_lab.contract.requests import (
     Name,
     RequestModel,
 )
-from rewards_lab.contract.rule_requests import Conditions, Priority, RuleFields, action_shape
+from rewards_lab.contract.rule_requests import Conditions, Priority, RuleFields, action_shape, condition_payload
 from rewards_lab.contract.time_zones import check_zone_name
 from rewards_lab.contract.validation import custom_error, validate
 
-MAX_RULES_PER_FILE = 200
 _RFC3339 = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?([Zz]|[+-][0-9]{2}:[0-9]{2})"
 )
@@ -130,6 +130,13 @@ class FileRule(RuleFields):
         data: dict[str, Any] = self.model_dump(mode="json")
         return data
 
+    def definition_bytes(self) -> int:
+        """What the rule counts against a version's size limit, measured as the API measures it."""
+        conditions = [condition_payload(item) for item in self.conditions]
+        actions = [action.model_dump(mode="json") for action in self.actions]
+        limits = [limit.model_dump(mode="json") for limit in self.limits]
+        return rule_definition_bytes(self.event_type, conditions, actions, limits)
+
     def fingerprint(self) -> str:
         """Equal for rules that behave the same: numbers compared by value, condition and action order kept."""
         return jsonutil.canonical_hash(self.payload())
@@ -138,7 +145,16 @@ class FileRule(RuleFields):
 class ProgrammeDefinition(RequestModel):
     programme: ProgrammeInfo
     asset: AssetCreate
-    rules: Annotated[list[FileRule], Field(min_length=1, max_length=MAX_RULES_PER_FILE)]
+    # Bounded as a published version is (contract.programme_limits), with the API's code and details.
+    rules: Annotated[list[FileRule], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _within_limits(self) -> ProgrammeDefinition:
+        try:
+            check_version_rules(len(self.rules), sum(rule.definition_bytes() for rule in self.rules), "rules")
+        except ServiceError as error:
+            raise custom_error(error, "rules") from None
+        return self
 
     def payload(self) -> dict[str, Any]:
         data: dict[str, Any] = self.model_dump(mode="json", exclude_none=True)

@@ -54,6 +54,7 @@ def field_path(loc: tuple[int | str, ...]) -> str:
 def to_service_error(error: ValidationError, prefix: str = "") -> ServiceError:
     """The first validation failure as a ServiceError; all of them are listed in `details.errors`."""
     problems: list[dict[str, Any]] = []
+    first_details: dict[str, Any] = {}
     for item in error.errors(include_url=False, include_input=False):
         code = item["type"] if item["type"] in REGISTRY else _PYDANTIC_TO_CODE.get(item["type"], "field_invalid")
         ctx = item.get("ctx", {})
@@ -65,8 +66,11 @@ def to_service_error(error: ValidationError, prefix: str = "") -> ServiceError:
             field = f"{prefix}.{field}" if field else prefix
         message = str(item["msg"]).removeprefix("Value error, ")
         problems.append({"code": code, "field": field, "message": message})
+        if len(problems) == 1:
+            first_details = dict(ctx.get("service_details") or {})
     first = problems[0]
-    return ServiceError(first["code"], f"{first['field']}: {first['message']}", field=first["field"], errors=problems)
+    message = f"{first['field']}: {first['message']}"
+    return ServiceError(first["code"], message, **first_details, field=first["field"], errors=problems)
 
 
 def validate(model: type[ModelT], data: Any, prefix: str = "") -> ModelT:
@@ -83,4 +87,8 @@ def custom_error(error: ServiceError, field: str | None = None) -> PydanticCusto
     """Re-raise a domain ServiceError inside a pydantic validator, keeping its registered code. `field`, when
     given, is the full path to report (e.g. `data.a.b` inside free-form JSON) instead of the validator's own."""
     message = error.message.replace("{", "(").replace("}", ")")
-    return PydanticCustomError(error.code, message, None if field is None else {"service_field": field})
+    context: dict[str, Any] = {} if field is None else {"service_field": field}
+    extra = {key: value for key, value in error.details.items() if key != "field"}
+    if extra:  # kept on the ServiceError `to_service_error` makes (e.g. a limit's name and value)
+        context["service_details"] = extra
+    return PydanticCustomError(error.code, message, context or None)

@@ -10,14 +10,12 @@ re-evaluates the same versions and issues only the keys not yet issued.
 from __future__ import annotations
 
 import logging
-import threading
-import weakref
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from itertools import chain, count
-from typing import Any
+from typing import Any, cast
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
@@ -34,6 +32,7 @@ from rewards_lab.domain.rules import ActionOutcome, RuleSpec
 from rewards_lab.domain.schedule import epoch_us, within_window
 from rewards_lab.service import presenters
 from rewards_lab.service.assets import asset_row
+from rewards_lab.service.compiled_versions import CompiledVersions, cache_of, estimated_bytes
 from rewards_lab.service.ledger import apply_postings
 from rewards_lab.service.ledger_probe import LedgerProbe
 from rewards_lab.service.lot_book import LotTerms
@@ -133,12 +132,14 @@ class _EventPlan:
     references: list[str] = field(default_factory=list)  # the originals its reverse actions name
 
 
-# Compiled rules of published versions, per database and (scope, version): a published version's rules,
-# programme and asset decimals never change, so each batch need not read and compile them again.
-_PUBLISHED: weakref.WeakKeyDictionary[object, dict[tuple[Scope, str], tuple[VersionMeta, list[RuleSpec]]]] = (
-    weakref.WeakKeyDictionary()
-)
-_PUBLISHED_LOCK = threading.Lock()
+Compiled = tuple[VersionMeta, list[RuleSpec]]
+
+
+def compiled_cache(database: object) -> CompiledVersions[Compiled]:
+    """Compiled rules of published versions, per database and (scope, version): a published version's rules,
+    programme and asset decimals never change, so each batch need not read and compile them again. Bounded
+    (`service.compiled_versions`)."""
+    return cast(CompiledVersions[Compiled], cache_of(database))
 
 
 class _RuleBook:
@@ -169,10 +170,11 @@ class _RuleBook:
         ]
 
     def load(self, version_ids: list[str]) -> None:
-        published = self._published()
+        cache = None if self.uow.database is None else compiled_cache(self.uow.database)
         for version_id in version_ids:
-            if version_id not in self.rules and (self.scope, version_id) in published:
-                self.meta[version_id], self.rules[version_id] = published[(self.scope, version_id)]
+            found = None if cache is None or version_id in self.rules else cache.get(self.scope, version_id)
+            if found is not None:
+                self.meta[version_id], self.rules[version_id] = found
         missing = [v for v in version_ids if v not in self.rules]
         if not missing:
             return
@@ -204,15 +206,28 @@ class _RuleBook:
             own = [row for row in rows if row.version_id == version_id]
             self.meta[version_id] = meta
             self.rules[version_id] = compile_rows(self.uow, self.scope, own, meta.asset_id, meta.timezone)
-            if meta.published:
-                with _PUBLISHED_LOCK:
-                    published[(self.scope, version_id)] = (meta, self.rules[version_id])
+            if meta.published and cache is not None:
+                value = (meta, self.rules[version_id])
+                cache.put(self.scope, version_id, value, meta.program_id, meta.number, estimated_bytes(own))
 
-    def _published(self) -> dict[tuple[Scope, str], tuple[VersionMeta, list[RuleSpec]]]:
-        if self.uow.database is None:
-            return {}
-        with _PUBLISHED_LOCK:
-            return _PUBLISHED.setdefault(self.uow.database, {})
+
+def compile_outside_lock(database: Database, limit: int) -> str | None:
+    """Compile, on this thread's read cursor and before the batch takes the write lock, the live versions the
+    next batch's events will be evaluated against: a published version's compiled rules never change, so the
+    batch finds them in the cache, while what is live and pending is read again inside its unit of work. Returns
+    the id of the last pending event read (None: none is pending): the batch takes no event received after it,
+    so that an event's versions are compiled here, not under the lock. A failure here only leaves the compiling
+    to the batch."""
+    pending = reader(database).events.pending(limit)
+    if not pending:
+        return None
+    try:
+        uow = reader(database)
+        for scope, events in _by_scope(pending).items():
+            _RuleBook(uow, scope).live_versions(sorted({event.type for event in events}))
+    except Exception:  # noqa: BLE001 - the batch compiles (under the lock) what could not be compiled here
+        log.exception("compiling the live versions before the batch failed")
+    return pending[-1].id
 
 
 def _matches(
@@ -717,11 +732,15 @@ def process_pending(database: Database, limit: int = DEFAULT_BATCH_SIZE) -> Proc
     event costs O(log n) extra transactions and never blocks the queue or another tenant's events.
     """
     limit = max(1, min(limit, MAX_BATCH_SIZE))
+    horizon = compile_outside_lock(database, limit)
+    if horizon is None:
+        return ProcessReport()  # nothing pending: the write lock is not taken at all
     planned: list[list[_EventPlan]] = []
     try:
         with unit_of_work(database) as uow:
             report = ProcessReport()
-            for scope, events in _by_scope(uow.events.pending(limit)).items():
+            pending = [event for event in uow.events.pending(limit) if event.id <= horizon]
+            for scope, events in _by_scope(pending).items():
                 report.add(_process_scope(uow, scope, events, planned))
             return report
     except Exception:

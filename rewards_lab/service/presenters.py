@@ -106,6 +106,11 @@ def rule(row: RuleRow) -> r.Rule:
 
 
 def version(row: VersionRow, rules: list[RuleRow]) -> r.ProgrammeVersion:
+    return version_of(row, [rule(x) for x in rules])
+
+
+def version_of(row: VersionRow, rules: list[r.Rule]) -> r.ProgrammeVersion:
+    """The version with its rules already presented (publishing presents them before it takes the write lock)."""
     return r.ProgrammeVersion(
         id=row.id,
         program_id=row.program_id,
@@ -113,7 +118,7 @@ def version(row: VersionRow, rules: list[RuleRow]) -> r.ProgrammeVersion:
         status=row.status,
         based_on=row.based_on,
         published_at=utc(row.published_at),
-        rules=[rule(x) for x in rules],
+        rules=rules,
         timezone=row.timezone,
         starts_at=utc(row.starts_at),
         ends_at=utc(row.ends_at),

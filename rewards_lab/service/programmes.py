@@ -3,11 +3,17 @@
 After publishing, a new draft starts as a copy of the published version (same rule ids and schedule), so a
 designer edits the next version while the published one keeps applying exactly as published. Editing a
 programme's schedule, its status and restoring an old version: service.programme_lifecycle.
+
+A version's rules are bounded (`contract.programme_limits`): adding, editing and publishing check the count and
+the size of the draft's rules. The work that grows with the rules (measuring them, presenting them) is done
+before the write lock is taken (`service.programme_drafts`); inside it the draft's rule digests are read again,
+and only rules that changed meanwhile are measured (or presented) there (docs/decisions.md, issue 27).
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from rewards_lab.contract import jsonutil
@@ -18,12 +24,15 @@ from rewards_lab.contract.guard_requests import PublishRequest
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.limit_requests import Limit, ReverseAction
 from rewards_lab.contract.pagination import PageRequest, check_page_request
+from rewards_lab.contract.programme_limits import check_version_rules
 from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import parse_amount
 from rewards_lab.domain.rules import RuleSpec, compile_rule
 from rewards_lab.service import presenters
 from rewards_lab.service.assets import asset_row
+from rewards_lab.service.compiled_versions import compiled_rule
+from rewards_lab.service.programme_drafts import PreparedDraft, check_draft, refuse_early, stored_bytes
 from rewards_lab.service.programme_guards import record_override, stored_guards
 from rewards_lab.service.programme_spending import budget_consumption, checked_spending, stored_limits
 from rewards_lab.service.writes import run_write
@@ -156,6 +165,9 @@ def _draft_rule(uow: Repositories, scope: Scope, rule_id: str) -> tuple[RuleRow,
 
 
 def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempotency_key: str | None = None) -> r.Rule:
+    prepared = PreparedDraft.of(database, scope, body.program_id)
+    refuse_early(prepared, idempotency_key)
+
     def write(uow: Repositories) -> r.Rule:
         programme = programme_row(uow, scope, body.program_id, field="program_id")
         stored = _rule_body(
@@ -170,6 +182,7 @@ def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempo
             body.limits,
         )
         draft_id = programme.draft_version_id
+        check_draft(uow, scope, draft_id, prepared, adding=stored_bytes(stored))
         rule_id = new_id("rule")
         uow.programmes.add_rule(
             scope, rule_id, draft_id, programme.id, stored, uow.programmes.next_position(scope, draft_id)
@@ -185,6 +198,8 @@ def update_rule(
     database: Database, scope: Scope, rule_id: str, body: rq.RuleUpdate, *, idempotency_key: str | None = None
 ) -> r.Rule:
     """Edit a rule of the draft version; its published copies stay as published."""
+    revisions = reader(database).programmes.rule_revisions(scope, rule_id)
+    prepared = PreparedDraft.of(database, scope, revisions[0].program_id) if revisions else PreparedDraft(scope)
 
     def write(uow: Repositories) -> r.Rule:
         current, programme = _draft_rule(uow, scope, rule_id)
@@ -200,6 +215,7 @@ def update_rule(
             body.stop_processing if body.stop_processing is not None else old.stop_processing,
             body.limits if body.limits is not None else old.limits,
         )
+        check_draft(uow, scope, current.version_id, prepared, without=rule_id, adding=stored_bytes(stored))
         uow.programmes.update_rule(scope, rule_id, current.version_id, stored)
         return _rule_resource(uow, scope, rule_id)
 
@@ -242,12 +258,16 @@ def publish(
     """Freeze the draft as version N+1 (immutable from now on) and start a new draft from it. A
     `guard_override` is recorded on the published version with `actor` (the key or account that gave it)."""
     override = body.guard_override if body is not None else None
+    prepared = PreparedDraft.of(database, scope, program_id, present=True)
 
     def write(uow: Repositories) -> r.PublishResult:
         programme = programme_row(uow, scope, program_id)
         draft_id = programme.draft_version_id
-        if uow.programmes.rule_count(scope, draft_id) == 0:
+        digests = prepared.read_again(uow, scope, draft_id)  # what decides the write, as it stands now
+        if not digests:
             raise ServiceError("programme_draft_empty", program_id=program_id)
+        check_version_rules(len(digests), 0, "rules")
+        check_version_rules(len(digests), prepared.total(uow, scope, draft_id, digests), "rules")
         number = int(programme.current_version or 0) + 1
         uow.programmes.publish_version(scope, draft_id, number)
         if override is not None:
@@ -259,9 +279,10 @@ def publish(
         uow.programmes.add_version(scope, new_draft, program_id, number, schedule, spending, programme.guards)
         uow.programmes.copy_rules(scope, draft_id, new_draft)
         uow.programmes.set_current(scope, program_id, number, new_draft)
-        return r.PublishResult(
-            program_id=program_id, version=version_resource(uow, scope, draft_id), draft_version_id=new_draft
-        )
+        published = uow.programmes.get_version(scope, draft_id)
+        assert published is not None
+        version = presenters.version_of(published, [prepared.rule(digest, number) for digest in digests])
+        return r.PublishResult(program_id=program_id, version=version, draft_version_id=new_draft)
 
     # Without an override the request is `{}`, as it was before overrides existed (stored keys still match).
     sent = body.model_dump(mode="json", exclude_none=True) if body is not None else {}
@@ -332,8 +353,8 @@ def compile_rows(
             decimals[asset_id] = int(asset_row(uow, scope, asset_id).decimals)
         return decimals[asset_id]
 
-    return [
-        compile_rule(
+    def compile_row(row: RuleRow) -> RuleSpec:
+        return compile_rule(
             row.id,
             row.event_type,
             jsonutil.loads(row.conditions),
@@ -345,5 +366,7 @@ def compile_rows(
             timezone=timezone,
             limits=jsonutil.loads(row.limits or "[]"),
         )
-        for row in rule_rows
-    ]
+
+    # Remembered per rule (`service.compiled_versions.compiled_rule`): a version copied from another compiles
+    # only its changed rules.
+    return [compiled_rule(row, default_asset_id, timezone, partial(compile_row, row)) for row in rule_rows]

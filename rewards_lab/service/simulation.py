@@ -1,15 +1,24 @@
-"""Simulation: what a rule or a programme version would issue for one event, and why. Writes nothing."""
+"""Simulation: what a rule or a programme version would issue for one event, and why. Writes nothing.
+
+One event per request (the seed's shape). The explanation echoes every condition's threshold and the value it
+read, so a request's explanation is bounded as it is built (`SimulationBudget`): over
+`MAX_SIMULATION_RESPONSE_BYTES` estimated, or `MAX_SIMULATION_SECONDS` since the request began, it is refused
+with `simulation_too_large` (docs/decisions.md, issue 27). The lab's in-process simulation has no such budget.
+"""
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.programme_limits import check_simulation
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.money import format_amount
@@ -34,6 +43,31 @@ def split_event(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return event_type, data
 
 
+class SimulationBudget:
+    """The size and time a request's explanation may take, counted as it is built (`check_simulation`)."""
+
+    _PER_ITEM = 160  # the keys and punctuation of a condition's or an action's outcome
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.bytes = 0
+
+    def spend(self, *texts: str, value: Any = None) -> None:
+        self.bytes += self._PER_ITEM + sum(map(len, texts)) + _json_size(value)
+        check_simulation(self.bytes, time.monotonic() - self.started)
+
+
+def _json_size(value: Any) -> int:
+    """About the length of a value read as JSON (exact for strings without escapes)."""
+    if value is None or isinstance(value, bool):
+        return 5
+    if isinstance(value, str):
+        return len(value) + 2
+    if isinstance(value, int | Decimal):
+        return len(str(value))
+    return len(jsonutil.dumps(json_value(value)))
+
+
 def outcome(
     verdicts: list[RuleVerdict],
     event_type: str,
@@ -41,13 +75,16 @@ def outcome(
     version: int | None,
     window: tuple[bool, str] = (True, ""),
     effects: dict[tuple[str, int], Effect] | None = None,
+    budget: SimulationBudget | None = None,
 ) -> r.Simulation:
     """The simulation resource; `effects` (per rule id and action index) are what caps, the budget and
-    reversals make of the actions (`simulation_spending`)."""
+    reversals make of the actions (`simulation_spending`); `budget` bounds the explanation (requests)."""
     rules = []
     totals: dict[tuple[str, int], int] = defaultdict(int)
     for verdict in verdicts:
-        conditions = [_condition(c) for c in verdict.conditions]
+        if budget is not None:
+            budget.spend(verdict.rule_id, verdict.reason)
+        conditions = [_condition(c, budget) for c in verdict.conditions]
         actions = []
         for a in verdict.actions:
             effect = (effects or {}).get((verdict.rule_id, a.action_index))
@@ -65,6 +102,8 @@ def outcome(
                 beneficiary=a.beneficiary,
             )
             actions.append(action if effect is None else _with_effect(action, effect, a.decimals))
+            if budget is not None:
+                budget.spend(action.reason, value=action.inputs)
         rules.append(
             r.RuleOutcome(
                 rule_id=verdict.rule_id,
@@ -107,16 +146,19 @@ def _with_effect(action: r.ActionOutcome, effect: Effect, decimals: int) -> r.Ac
     )
 
 
-def _condition(verdict: ConditionVerdict) -> r.ConditionOutcome:
+def _condition(verdict: ConditionVerdict, budget: SimulationBudget | None = None) -> r.ConditionOutcome:
+    threshold = None if verdict.field is None else threshold_text(verdict.threshold)
+    if budget is not None:
+        budget.spend(verdict.field or "", verdict.reason, verdict.path or "", threshold or "", value=verdict.value_read)
     return r.ConditionOutcome(
         field=verdict.field,
         operator=verdict.operator,
-        threshold=None if verdict.field is None else threshold_text(verdict.threshold),
+        threshold=threshold,
         value_read=json_value(verdict.value_read),
         verdict=verdict.verdict,
         reason=verdict.reason,
         path=verdict.path,
-        conditions=[_condition(part) for part in verdict.parts],
+        conditions=[_condition(part, budget) for part in verdict.parts],
     )
 
 
@@ -187,6 +229,7 @@ def window_verdict(schedule: Schedule, at: datetime) -> tuple[bool, str]:
 
 def simulate_rule(database: Database, scope: Scope, rule_id: str, body: rq.SimulationRequest) -> r.Simulation:
     """The rule as it stands in the draft (else as last published) against one event."""
+    budget = SimulationBudget()
     uow = reader(database)
     revisions = uow.programmes.rule_revisions(scope, rule_id)
     if not revisions:
@@ -201,7 +244,7 @@ def simulate_rule(database: Database, scope: Scope, rule_id: str, body: rq.Simul
     event_type, verdicts, window = _run(specs, body, facts, schedule)
     spending = spending_of(uow, scope, version, programme.asset_id, specs)
     found = effects_of(uow, scope, spending, verdicts, body.customer_id, facts.occurred_at or utcnow())
-    return outcome(verdicts, event_type, programme.id, rule.version_number, window, found)
+    return outcome(verdicts, event_type, programme.id, rule.version_number, window, found, budget)
 
 
 def _schedule(version: VersionRow | None) -> Schedule:
@@ -240,6 +283,7 @@ def simulate_programme(
 ) -> r.Simulation:
     """Every rule of a version (the draft by default; a number or "live") against one event, in the order they
     apply (priority, then creation), with the stops of `stop_processing` rules and the version's window."""
+    budget = SimulationBudget()
     uow = reader(database)
     row = uow.programmes.get_version(scope, version_id_of(uow, scope, program_id, _version(version)))
     specs, number, schedule = version_rules(database, scope, program_id, version)
@@ -248,4 +292,4 @@ def simulate_programme(
     assert row is not None
     spending = spending_of(uow, scope, row, programme_row(uow, scope, program_id).asset_id, specs)
     found = effects_of(uow, scope, spending, verdicts, body.customer_id, facts.occurred_at or utcnow())
-    return outcome(verdicts, event_type, program_id, number, window, found)
+    return outcome(verdicts, event_type, program_id, number, window, found, budget)

@@ -291,6 +291,18 @@ class ProgrammeRepository:
             [*scope.params, version_ids],
         )
 
+    def rule_digests(self, scope: Scope, version_id: str) -> list[tuple[str, str]]:
+        """(rule id, digest of everything its row holds) of a version's rules, in `rules_of`'s order: a rule whose
+        digest is unchanged is the same rule (SHA-256, hashed by the database: a writer compares without reading
+        bodies)."""
+        rows = self.con.execute(
+            "SELECT id, sha256(concat_ws(chr(31), event_type, conditions, actions, coalesce(limits, ''), priority, "
+            f"stop_processing, position, created_at, program_id)) FROM rules WHERE {TENANT} AND version_id = ? "
+            "ORDER BY position, id",
+            [*scope.params, version_id],
+        ).fetchall()
+        return [(str(rule_id), str(digest)) for rule_id, digest in rows]
+
     def rule_revisions(self, scope: Scope, rule_id: str) -> list[RuleRow]:
         """Every version's copy of one rule, newest version first (the draft, if it has it, comes first)."""
         return fetch_all_as(
@@ -320,12 +332,3 @@ class ProgrammeRepository:
             [*scope.params, version_id],
         )
         return int(value)
-
-    def rule_count(self, scope: Scope, version_id: str) -> int:
-        return int(
-            scalar(
-                self.con,
-                f"SELECT count(*) FROM rules WHERE {TENANT} AND version_id = ?",
-                [*scope.params, version_id],
-            )
-        )
