@@ -78,6 +78,7 @@ REGISTRY: dict[str, ErrorCode] = {
             "original_missing": "The event has no event reference in the field the reverse action's original names.",
             "original_not_found": "No event has the external_event_id the reverse action names as its original.",
             "fraction_invalid": "The reverse action's fraction cannot be read from the events (missing or negative).",
+            "event_too_old": "The event occurred longer before its receipt than its programme rewards events.",
             "programme_draft_empty": "The draft version has no rules to publish.",
             "idempotency_key_required": "This operation requires an Idempotency-Key header.",
             "idempotency_key_invalid": "The Idempotency-Key header is empty or too long.",
