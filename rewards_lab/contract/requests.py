@@ -385,7 +385,13 @@ class EventCreate(RequestModel):
     type: EventType
     external_event_id: Identifier
     customer_id: Identifier
-    occurred_at: DateTime | None = None
+    occurred_at: Annotated[
+        DateTime | None,
+        Field(
+            description="When the event happened (absent: when it is received). At most 5 minutes ahead of the "
+            "service's clock; a programme's max_event_age_days bounds how long before its receipt it may be."
+        ),
+    ] = None
     data: Annotated[dict[str, Any], _free_json("data", "event_payload_too_large")] = {}
 
 

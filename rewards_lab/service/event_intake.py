@@ -68,7 +68,7 @@ def prepare_event(body: rq.EventCreate, now: datetime | None = None) -> NewEvent
     if len(data_text) > rq.MAX_EVENT_DATA_BYTES:
         raise ServiceError("event_payload_too_large", field="data", limit_bytes=rq.MAX_EVENT_DATA_BYTES)
     occurred = _naive_utc(body.occurred_at)
-    if occurred is not None and occurred > (now or utcnow()) + MAX_FUTURE_SKEW:
+    if occurred is not None and occurred - (now or utcnow()) > MAX_FUTURE_SKEW:  # never overflows at year 9999
         raise ServiceError("field_invalid", _FUTURE_MESSAGE, field="occurred_at")
     payload = {  # what the hash covers (see docs/decisions.md, "Duplicate events")
         "type": body.type,
