@@ -26,7 +26,7 @@ from rewards_lab.contract.programme_file import (
 )
 from rewards_lab.contract.validation import validate
 from rewards_lab.lab.push import make_plan, push
-from rewards_lab.lab.push_verify import verify
+from rewards_lab.lab.push_verify import sample_time, verify
 from rewards_lab.lab.workbench import Lab
 from rewards_lab.replay.engine import replay
 from rewards_lab.service import event_intake, event_processing, event_queries, programmes
@@ -141,6 +141,12 @@ def test_verify_expects_event_too_old_where_the_window_is_all_older_than_the_bou
         push(ended, api)
         report = verify(ended, api)
         assert report.ok and report.checks > 0, report.text()
+        # both sides said event_too_old: the live side's simulation at the sample time does
+        (programme,) = [p for p in api.iter_programmes() if p.name == "AgedW"]
+        at = sample_time(ended).isoformat()
+        simulated = api.simulate_programme(programme.id, {"type": ORDER, "amount": 20}, version="live", occurred_at=at)
+        (action,) = simulated.rules[0].actions
+        assert (action.amount, action.error_code) == ("0", "event_too_old"), action
 
 
 # programmes stored before the setting, and the in-process batch intake ----------------------------------------
