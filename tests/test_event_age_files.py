@@ -173,6 +173,21 @@ def test_a_programme_stored_before_the_setting_has_no_bound(world: World) -> Non
     assert (execution.status, execution.error_code, execution.amount) == ("issued", None, "10.00")
 
 
+def test_an_event_too_old_is_processed_even_for_a_customer_without_a_wallet(world: World) -> None:
+    """Nothing is issued, so nothing needs a wallet: the event is processed (not failed `wallet_not_found`)."""
+    programme = world.programme(world.asset())
+    world.rule(programme)
+    programmes.publish(world.db, world.scope, programme.id)
+    world.customer("walletless")
+    old = (datetime.now(UTC) - timedelta(days=45)).isoformat()
+    body = {"type": ORDER, "external_event_id": "w-1", "customer_id": "walletless", "occurred_at": old}
+    event = event_intake.submit_event(world.db, world.scope, validate(rq.EventCreate, body))
+    event_processing.process_all(world.db)
+    assert event_queries.get_event(world.db, world.scope, event.id).status == "processed"
+    (execution,) = event_queries.list_executions(world.db, world.scope, PageRequest(limit=10), event_id=event.id).data
+    assert (execution.status, execution.error_code, execution.wallet_id) == ("limited", "event_too_old", None)
+
+
 def test_the_batch_intake_refuses_each_future_event_and_stores_the_rest(world: World) -> None:
     now = datetime.now(UTC)
     times = [now, now + timedelta(hours=2), now - timedelta(days=400), now + timedelta(minutes=4), None]

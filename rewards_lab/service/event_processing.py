@@ -406,7 +406,11 @@ def _process_scope(
         plan.customer_id = customer.id if customer else plan.event.customer_id
         plan.wallet_id = wallet.id if wallet else None
         _plan_event(plan, book, matched, recipients, issued_keys, existing_ids, execution_ids, transaction_ids)
-        own = [p for p in plan.planned if p.recipient is None and p.action.reversal is None]  # to the event's customer
+        own = [  # to the event's customer (an event too old issues nothing: no wallet is needed)
+            p
+            for p in plan.planned
+            if p.recipient is None and p.action.reversal is None and p.action.error_code != EVENT_TOO_OLD
+        ]
         if own and customer is None:
             plan.blocker = ServiceError("customer_not_found", customer_id=plan.event.customer_id)
         elif own and wallet is None:
