@@ -1,10 +1,11 @@
 """The live engine's side of the replay tests with caps, budgets, reversals and redemptions (issue 18), in process
 over a real DuckDB file, and the replays' side in the same shape, so that the tests compare like with like.
 
-The live side creates the programme (its timezone, window, caps, budget and clawback) and its rules through the
-service layer, customers alice, bob and carol with wallets (and a `house` customer holding the opening supply),
-submits the events in occurred_at order (ties in input order) and processes them; a redemption at time t is made
-with `service.ledger.redeem` once every event at or before t is submitted and processed. Refunds still waiting for
+The live side creates the programme (its timezone, window, caps, budget, clawback and bound on an event's age)
+and its rules through the service layer, customers alice, bob and carol with wallets (and a `house` customer
+holding the opening supply), submits the events in occurred_at order (ties in input order), each received when it
+occurred (as a replay takes them), and processes them; a redemption at time t is made with
+`service.ledger.redeem` once every event at or before t is submitted and processed. Refunds still waiting for
 an original that never came are then let out of their wait (as if the seven days had passed) and fail.
 
 With expiry (the programme's or the asset's, issue 19) the expiry worker runs as an ideal one would:
@@ -71,7 +72,8 @@ class Live:
 
 def _programme_body(definition: ProgrammeDefinition, asset_id: str) -> dict[str, Any]:
     settings = definition.programme.model_dump(
-        mode="json", include={"timezone", "starts_at", "ends_at", "limits", "budget", "clawback", "expiry"}
+        mode="json",
+        include={"timezone", "starts_at", "ends_at", "limits", "budget", "clawback", "expiry", "max_event_age_days"},
     )
     return {"name": "Replayed", "asset_id": asset_id, **settings}
 
@@ -210,11 +212,14 @@ def _submit_expiring(database: Database, scope: Scope, events: list[dict[str, An
 
 
 def _submit(database: Database, scope: Scope, events: list[dict[str, Any]]) -> None:
+    """Each event received when it occurred, as a replay takes it (so a programme's max_event_age_days, counted
+    from receipt, holds none of them back: docs/replay.md)."""
     if not events:
         return
-    bodies = [validate(rq.EventCreate, event) for event in events]
-    results = event_intake.submit_events(database, scope, bodies)
-    assert all(not isinstance(result, Exception) for result in results)
+    for at, group in itertools.groupby(events, key=lambda e: e["occurred_at"]):
+        bodies = [validate(rq.EventCreate, event) for event in group]
+        results = event_intake.submit_events(database, scope, bodies, received_at=_naive(at))
+        assert all(not isinstance(result, Exception) for result in results)
     event_processing.process_all(database)
 
 

@@ -65,10 +65,11 @@ def _asset(http: httpx.Client, decimals: int = 0) -> dict[str, Any]:
 def _programme(
     http: httpx.Client, asset: dict[str, Any], rules: list[dict[str, Any]], **settings: Any
 ) -> dict[str, Any]:
-    """A published programme with these rules (on EVENT unless they say otherwise) and programme settings."""
-    programme = _ok(
-        http.post("/reward-programs", json={"name": _unique("p"), "asset_id": asset["id"], **settings}), 201
-    )
+    """A published programme with these rules (on EVENT unless they say otherwise) and programme settings. The
+    events are dated in 1998-2002 (the calendar of 2026-2030, 28 years earlier; an event's date may not be in the
+    future): the programme takes them as a backfill (no bound on an event's age)."""
+    body = {"name": _unique("p"), "asset_id": asset["id"], "max_event_age_days": None, **settings}
+    programme = _ok(http.post("/reward-programs", json=body), 201)
     for rule in rules:
         body = {"program_id": programme["id"], "event_type": EVENT, **rule}
         _ok(http.post("/reward-rules", json=body), 201)
@@ -140,18 +141,18 @@ def test_an_amount_cap_cuts_to_what_remains_then_skips_until_the_next_period(htt
     rule = _ok(http.get(f"/reward-programs/{programme['id']}/versions"))[0]["rules"][0]
     assert rule["limits"] == [cap]
     alice, bob = _customer(http), _customer(http)
-    assert _given(http, alice, programme, 300, "2026-12-01T10:00:00Z") == [("issued", "300", None, None, None)]
-    assert _given(http, alice, programme, 300, "2026-12-15T10:00:00Z") == [("issued", "200", "300", "rule", "100")]
-    assert _given(http, alice, programme, 50, "2026-12-31T23:59:59Z") == [("limited", "0", "50", "rule", "50")]
-    assert _given(http, bob, programme, 300, "2026-12-20T10:00:00Z") == [("issued", "300", None, None, None)]
-    assert _given(http, alice, programme, 300, "2027-01-01T00:00:00Z") == [("issued", "300", None, None, None)]
+    assert _given(http, alice, programme, 300, "1998-12-01T10:00:00Z") == [("issued", "300", None, None, None)]
+    assert _given(http, alice, programme, 300, "1998-12-15T10:00:00Z") == [("issued", "200", "300", "rule", "100")]
+    assert _given(http, alice, programme, 50, "1998-12-31T23:59:59Z") == [("limited", "0", "50", "rule", "50")]
+    assert _given(http, bob, programme, 300, "1998-12-20T10:00:00Z") == [("issued", "300", None, None, None)]
+    assert _given(http, alice, programme, 300, "1999-01-01T00:00:00Z") == [("issued", "300", None, None, None)]
     assert _balance(http, alice, asset) == 800  # 300 + 200 in December, 300 in January
-    event = _send(http, alice, 1, "2026-12-02T00:00:00Z")
+    event = _send(http, alice, 1, "1998-12-02T00:00:00Z")
     limited = _executions(http, event, programme)[0]["limited"]
     assert limited == {
         "scope": "rule",
         "period": "month",
-        "period_start": "2026-12-01",
+        "period_start": "1998-12-01",
         "max_amount": "500",
         "max_count": None,
         "cut": "1",
@@ -165,11 +166,11 @@ def test_a_count_cap_skips_once_reached_and_weeks_start_on_monday_in_the_program
     cap = {"per": "customer", "period": "week", "max_count": 2}
     programme = _programme(http, asset, [_per_amount(limits=[cap])], timezone="Europe/Paris")
     carol = _customer(http)
-    # Sunday 2026-12-06 23:30 UTC is Monday 00:30 in Paris: a new week there.
-    assert _given(http, carol, programme, 10, "2026-12-01T12:00:00Z")[0][:2] == ("issued", "10")
-    assert _given(http, carol, programme, 10, "2026-12-06T22:00:00Z")[0][:2] == ("issued", "10")
-    assert _given(http, carol, programme, 10, "2026-12-06T22:30:00Z") == [("limited", "0", "10", "rule", "10")]
-    assert _given(http, carol, programme, 10, "2026-12-06T23:30:00Z")[0][:2] == ("issued", "10")
+    # Sunday 1998-12-06 23:30 UTC is Monday 00:30 in Paris: a new week there.
+    assert _given(http, carol, programme, 10, "1998-12-01T12:00:00Z")[0][:2] == ("issued", "10")
+    assert _given(http, carol, programme, 10, "1998-12-06T22:00:00Z")[0][:2] == ("issued", "10")
+    assert _given(http, carol, programme, 10, "1998-12-06T22:30:00Z") == [("limited", "0", "10", "rule", "10")]
+    assert _given(http, carol, programme, 10, "1998-12-06T23:30:00Z")[0][:2] == ("issued", "10")
 
 
 def test_programme_caps_span_its_rules_and_the_budget_spans_customers(http: httpx.Client) -> None:
@@ -184,7 +185,7 @@ def test_programme_caps_span_its_rules_and_the_budget_spans_customers(http: http
     assert programme["limits"] == [{"per": "customer", "period": "day", "max_amount": "100"}]
     assert programme["budget"] == {"period": "day", "max_amount": "250"}
     dave, erin, frank = _customer(http), _customer(http), _customer(http)
-    day = "2026-12-10T09:00:00Z"
+    day = "1998-12-10T09:00:00Z"
     # Rule order: the per-amount rule (70), then the fixed 40, cut by the programme's daily cap of 100.
     first = _given(http, dave, programme, 70, day)
     assert sorted(row[:2] for row in first) == [("issued", "30"), ("issued", "70")]
@@ -196,10 +197,10 @@ def test_programme_caps_span_its_rules_and_the_budget_spans_customers(http: http
     assert ("limited", "0", "40", "budget", "40") in third
     shown = _ok(http.get(f"/reward-programs/{programme['id']}"))["budget_consumption"]
     assert shown == [
-        {"period": "day", "period_start": "2026-12-10", "max_amount": "250", "consumed": "250", "remaining": "0"}
+        {"period": "day", "period_start": "1998-12-10", "max_amount": "250", "consumed": "250", "remaining": "0"}
     ]
     # The next day the budget is whole again.
-    assert sorted(row[:2] for row in _given(http, frank, programme, 70, "2026-12-11T09:00:00Z")) == [
+    assert sorted(row[:2] for row in _given(http, frank, programme, 70, "1998-12-11T09:00:00Z")) == [
         ("issued", "30"),
         ("issued", "70"),
     ]
@@ -210,10 +211,10 @@ def test_counters_belong_to_the_programme_so_a_new_version_does_not_reset_them(h
     cap = {"per": "customer", "period": "lifetime", "max_amount": "100"}
     programme = _programme(http, asset, [_per_amount(limits=[cap])])
     gina = _customer(http)
-    assert _given(http, gina, programme, 80, "2026-12-01T00:00:00Z")[0][:2] == ("issued", "80")
+    assert _given(http, gina, programme, 80, "1998-12-01T00:00:00Z")[0][:2] == ("issued", "80")
     _ok(http.patch(f"/reward-programs/{programme['id']}", json={"description": "v2"}))
     _ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
-    assert _given(http, gina, programme, 80, "2030-01-01T00:00:00Z") == [("issued", "20", "80", "rule", "60")]
+    assert _given(http, gina, programme, 80, "2002-01-01T00:00:00Z") == [("issued", "20", "80", "rule", "60")]
 
 
 def test_caps_and_budgets_are_validated_with_the_offending_field_named(http: httpx.Client) -> None:

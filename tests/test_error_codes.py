@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -435,6 +435,25 @@ def s_original_customer_mismatch(w: World) -> ServiceError:
     failed = event_queries.get_event(w.db, w.scope, created.id)
     assert failed.status == "failed" and failed.error is not None
     return ServiceError(failed.error.code, failed.error.message)
+
+
+def s_event_too_old(w: World) -> ServiceError:
+    """An event that occurred longer before its receipt than the programme's bound (30 days by default): it is
+    processed, and its execution says why it issued nothing."""
+    w.wallet(w.customer("customer-1"))
+    programme = w.programme(w.asset())
+    w.rule(programme)
+    programmes.publish(w.db, w.scope, programme.id)
+    old = (datetime.now(UTC) - timedelta(days=31)).isoformat()
+    body = {"type": "order.completed", "external_event_id": "e-old", "customer_id": "customer-1", "occurred_at": old}
+    created = event_intake.submit_event(w.db, w.scope, validate(rq.EventCreate, body))
+    event_processing.process_all(w.db)
+    assert event_queries.get_event(w.db, w.scope, created.id).status == "processed"
+    page = event_queries.list_executions(w.db, w.scope, PageRequest(limit=10), event_id=created.id)
+    (execution,) = page.data
+    assert (execution.status, execution.amount) == ("limited", "0.00")
+    assert execution.error_code is not None
+    return ServiceError(execution.error_code)
 
 
 def s_idempotency_key_reused(w: World) -> ServiceError:

@@ -17,7 +17,7 @@ from rewards_lab.contract.validation import validate
 from rewards_lab.domain.expiry import ExpiryPolicy, expires_at
 from rewards_lab.lab.workbench import Lab
 from rewards_lab.service import ledger, lots, programme_lifecycle, programmes
-from rewards_lab.service.event_intake import submit_event
+from rewards_lab.service.event_intake import submit_event, submit_events
 from rewards_lab.service.event_processing import process_all
 from rewards_lab.service.expiry import expire_due
 from rewards_lab.store.database import Database, utcnow
@@ -110,7 +110,8 @@ def test_an_asset_without_expiry_tracks_no_lots_until_a_programme_with_expiry_is
     assert _lots(world, wallet.id) == []
     programme = world.programme(asset)
     world.rule(programme, amount={"fixed": "2.00"})
-    update = validate(rq.ProgrammeUpdate, {"expiry": {"after_days": 30}})
+    # the event is of January 2026, long before it is received: a backfill (no bound on an event's age)
+    update = validate(rq.ProgrammeUpdate, {"expiry": {"after_days": 30}, "max_event_age_days": None})
     shown = programme_lifecycle.update_programme(world.db, world.scope, programme.id, update)
     assert shown.expiry is not None and shown.expiry.model_dump() == {"after_days": 30}
     programmes.publish(world.db, world.scope, programme.id)
@@ -239,7 +240,11 @@ def test_a_reward_dated_at_the_end_of_the_calendar_expires_at_its_last_instant(w
     wallet = shop.customer("zed")
     body = {"type": ORDER, "external_event_id": "o-late", "customer_id": "zed", "data": {"amount": 3}}
     body["occurred_at"] = "9999-12-31T23:59:59Z"
-    submit_event(world.db, world.scope, validate(rq.EventCreate, body))
+    # received when it occurred (in process: a date in the future is refused at intake)
+    (stored,) = submit_events(
+        world.db, world.scope, [validate(rq.EventCreate, body)], datetime(9999, 12, 31, 23, 59, 59)
+    )
+    assert not isinstance(stored, Exception), stored
     assert process_all(world.db).processed == 1
     (lot,) = lots.list_lots(world.db, world.scope, wallet.id, PageRequest(limit=10)).data
     assert lot.expires_at == datetime.max.replace(tzinfo=UTC)

@@ -88,9 +88,16 @@ def test_logs_and_audit_at_both_ends_of_the_calendar(http: httpx.Client, path: s
 
 def test_events_at_both_ends_of_the_calendar_are_stored_listed_and_paged(http: httpx.Client) -> None:
     customer = http.post("/customers", json={"external_id": "bounds-1"}).json()["data"]
-    for n, instant in enumerate(("0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z", "0001-01-01T23:59:00+23:59")):
+    for n, instant in enumerate(("0001-01-01T00:00:00Z", "0001-01-01T23:59:00+23:59")):
         body = {"type": "bounds", "external_event_id": f"b-{n}", "customer_id": "bounds-1", "occurred_at": instant}
         assert http.post("/events", json=body).status_code in (200, 201, 202)
+    # the last instant of year 9999 is in the future: refused at intake since issue 27
+    body = {"type": "bounds", "external_event_id": "b-9999", "customer_id": "bounds-1"}
+    _refused(
+        http.post("/events", json={**body, "occurred_at": "9999-12-31T23:59:59.999999Z"}),
+        "field_invalid",
+        "occurred_at",
+    )
     for beyond in BEYOND:
         body = {"type": "bounds", "external_event_id": beyond, "customer_id": "bounds-1", "occurred_at": beyond}
         _refused(http.post("/events", json=body), "field_invalid", "occurred_at")
@@ -110,7 +117,7 @@ def test_events_at_both_ends_of_the_calendar_are_stored_listed_and_paged(http: h
             cursor = page["meta"].get("next_cursor")
             if not cursor:
                 break
-    assert "0001-01-01T00:00:00Z" in seen and "9999-12-31T23:59:59.999999Z" in seen, seen
+    assert "0001-01-01T00:00:00Z" in seen, seen
     deadline = time.monotonic() + TIMEOUT_S  # the worker evaluates them like any other event
     events = _answered(http.get("/events"))["data"]
     while any(e["status"] == "received" for e in events):
@@ -118,7 +125,7 @@ def test_events_at_both_ends_of_the_calendar_are_stored_listed_and_paged(http: h
         time.sleep(0.05)
         events = _answered(http.get("/events"))["data"]
     assert all(e["status"] != "failed" for e in events), events
-    # the segments compare the last event's time with now (years 1 and 9999 included)
+    # the segments compare the last event's time with now (year 1 included)
     segments = _answered(http.get(f"/customers/{customer['id']}/segments"))["data"]
     assert segments["customer_id"] == customer["id"]
 

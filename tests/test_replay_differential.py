@@ -9,9 +9,10 @@ tiny numbers, floats, numbers with more places than SQL reads, ties in occurred_
 changes, events out of order, beneficiaries naming customers by id or external id, unknown ones, non-strings).
 The live engine runs the real service functions over a DuckDB file (customers created with attributes and
 country through the service layer, the programme with its timezone and window, events submitted in occurred_at
-order, ties by input order, then processed); the replay runs on the same events in input order, with the customers
-exported from the live service, with the data as one `data` column and as typed columns, on DuckDB and on Spark
-(the third party), and every engine must give the live engine's rows, the rewarded customer included.
+order, ties by input order, each received when it occurred, then processed); the replay runs on the same events
+in input order, with the customers exported from the live service, with the data as one `data` column and as
+typed columns, on DuckDB and on Spark (the third party), and every engine must give the live engine's rows, the
+rewarded customer included.
 
 Segments cannot be set in the live service (they derive from activity), so `customer.segments`, with the
 customers table in its other shapes, is held to the live rule evaluation itself (`rule_evaluation.evaluate` with
@@ -350,7 +351,8 @@ def _live_rows(
         scope = Scope(org.id, "sandbox")
         asset_body = validate(rq.AssetCreate, definition.asset.model_dump(mode="python", exclude_none=True))
         asset = assets.activate_asset(database, scope, assets.create_asset(database, scope, asset_body).id)
-        schedule = definition.programme.model_dump(mode="json", include={"timezone", "starts_at", "ends_at"})
+        include = {"timezone", "starts_at", "ends_at", "max_event_age_days"}
+        schedule = definition.programme.model_dump(mode="json", include=include)
         body = {"name": "Differential", "asset_id": asset.id, **schedule}
         programme = programmes.create_programme(database, scope, validate(rq.ProgrammeCreate, body))
         rule_index = {}
@@ -372,9 +374,10 @@ def _live_rows(
             body = {"wallet_id": wallets["alice"].id, "amount": format_amount(opening, asset.decimals), "reason": "o"}
             ledger.issue(database, scope, asset.id, validate(rq.IssueRequest, body))
         ordered = sorted(submitted, key=lambda e: e["occurred_at"])  # stable: ties keep input order
-        bodies = [validate(rq.EventCreate, event) for event in ordered]
-        results = event_intake.submit_events(database, scope, bodies)
-        assert all(not isinstance(result, Exception) for result in results)
+        for at, group in itertools.groupby(ordered, key=lambda e: e["occurred_at"]):  # each received when it occurred
+            bodies = [validate(rq.EventCreate, event) for event in group]
+            results = event_intake.submit_events(database, scope, bodies, received_at=_naive_utc(at))
+            assert all(not isinstance(result, Exception) for result in results)
         event_processing.process_all(database)
         rows = (
             database.reader()
@@ -388,6 +391,10 @@ def _live_rows(
         database.close()
     table = pd.DataFrame(exported)
     return [(e, rule_index[r], a, m, s, c, who) for e, r, a, m, s, c, who in rows], table, submitted
+
+
+def _naive_utc(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo is not None else moment
 
 
 def _with_ids(event: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:

@@ -296,14 +296,15 @@ def _refused_code(response: httpx.Response, status: int) -> str:
 
 def test_time_fields_read_the_event_time_in_the_programme_timezone(http: httpx.Client) -> None:
     _, program_id = _programme(http, "TIM")
-    _ok(http.patch(f"/reward-programs/{program_id}", json={"timezone": "Europe/Paris"}))
+    # events of December 1998 (the calendar of 2026; an event may not be dated in the future): a backfill
+    _ok(http.patch(f"/reward-programs/{program_id}", json={"timezone": "Europe/Paris", "max_event_age_days": None}))
     weekend = _rule(
         http, program_id, conditions=[{"field": "occurred_at.weekday", "operator": "between", "value": [6, 7]}]
     )
     _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
     dana = _customer(http, "tim-dana")
-    saturday_in_paris = _send(http, "tim-1", "tim-dana", {}, occurred_at="2026-12-04T23:30:00Z")
-    friday = _send(http, "tim-2", "tim-dana", {}, occurred_at="2026-12-04T12:00:00Z")
+    saturday_in_paris = _send(http, "tim-1", "tim-dana", {}, occurred_at="1998-12-04T23:30:00Z")
+    friday = _send(http, "tim-2", "tim-dana", {}, occurred_at="1998-12-04T12:00:00Z")
     _settled(http, [saturday_in_paris, friday])
     assert _issued(http, saturday_in_paris, program_id) == [(dana["id"], weekend["id"], "1")]
     assert _issued(http, friday, program_id) == []

@@ -50,6 +50,7 @@ def shop(http: httpx.Client) -> dict[str, str]:
                 "timezone": "Europe/Paris",
                 "limits": [{"period": "month", "max_amount": "25"}],
                 "budget": {"period": "day", "max_amount": "1000"},
+                "max_event_age_days": None,  # its events are of March 2026: a backfill
             },
         ),
         201,

@@ -51,6 +51,7 @@ export type ErrorCode =
   | "event_not_found"
   | "event_not_replayable"
   | "event_payload_too_large"
+  | "event_too_old"
   | "execution_not_found"
   | "field_invalid"
   | "field_required"
@@ -384,6 +385,7 @@ export interface EventCreate {
   type: string;
   external_event_id: string;
   customer_id: string;
+  /** When the event happened (absent: when it is received). At most 5 minutes ahead of the service's clock; a programme's max_event_age_days bounds how long before its receipt it may be. */
   occurred_at?: string | null;
   data?: { [key: string]: unknown };
 }
@@ -549,6 +551,7 @@ export interface Programme {
   budget?: Budget | null;
   clawback?: "available" | "negative" | "none";
   expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
+  max_event_age_days?: number | null;
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[];
   budget_consumption?: BudgetConsumption[];
 }
@@ -565,6 +568,7 @@ export interface ProgrammeCreate {
   budget?: Budget | null;
   clawback?: "available" | "negative" | "none";
   expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
+  max_event_age_days?: number | null;
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[];
 }
 
@@ -581,6 +585,7 @@ export interface ProgrammeUpdate {
   budget?: Budget | null;
   clawback?: "available" | "negative" | "none" | null;
   expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
+  max_event_age_days?: number | null;
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[] | null;
 }
 
@@ -599,6 +604,7 @@ export interface ProgrammeVersion {
   budget?: Budget | null;
   clawback?: "available" | "negative" | "none";
   expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
+  max_event_age_days?: number | null;
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[];
   guard_override?: GuardOverrideRecord | null;
 }

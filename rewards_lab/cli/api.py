@@ -144,12 +144,17 @@ SPENDING = (
         help='when the draft\'s rewards expire, JSON: {"after_days": 365} or {"at_end_of": "quarter", "after": 1}',
     ),
 )
+EVENT_AGE = _a(
+    "--max-event-age-days",
+    type=int,
+    help="how many days before its receipt a live event may have occurred and still be rewarded (default 30)",
+)
 GUARDS = _a(
     "--guards",
     type=_json_arg,
     help='the draft\'s forecast guards, JSON: [{"metric": "issued", "period": "month", "max": "120000"}]',
 )
-_CLEARABLE = ("starts_at", "ends_at", "limits", "budget", "expiry", "guards")
+_CLEARABLE = ("starts_at", "ends_at", "limits", "budget", "expiry", "guards", "max_event_age_days")
 
 
 def _programme_update(args: argparse.Namespace) -> dict[str, Any]:
@@ -165,6 +170,7 @@ def _programme_update(args: argparse.Namespace) -> dict[str, Any]:
         "clawback",
         "expiry",
         "guards",
+        "max_event_age_days",
     )
     fields = {name: getattr(args, name) for name in names}
     fields = {name: value for name, value in fields.items() if value is not None}
@@ -175,6 +181,15 @@ def _programme_update(args: argparse.Namespace) -> dict[str, Any]:
                 raise UsageError(f"--{flag} and --clear-{flag} contradict each other")
             fields[name] = None
     return fields
+
+
+def _event_age(args: argparse.Namespace) -> dict[str, Any]:
+    """`programmes create`'s bound on an event's age: given, cleared (null: none), or left to the service."""
+    if args.clear_max_event_age_days:
+        if args.max_event_age_days is not None:
+            raise UsageError("--max-event-age-days and --clear-max-event-age-days contradict each other")
+        return {"max_event_age_days": None}
+    return {} if args.max_event_age_days is None else {"max_event_age_days": args.max_event_age_days}
 
 
 def _password() -> str:
@@ -401,6 +416,8 @@ COMMANDS: tuple[Command, ...] = (
             *SCHEDULE,
             *SPENDING,
             GUARDS,
+            EVENT_AGE,
+            _a("--clear-max-event-age-days", action="store_true", help="no bound on a live event's age (backfills)"),
         ),
         lambda c, a: c.create_programme(
             a.name,
@@ -414,6 +431,7 @@ COMMANDS: tuple[Command, ...] = (
             clawback=a.clawback,
             expiry=a.expiry,
             guards=a.guards,
+            **_event_age(a),
             idempotency_key=a.idempotency_key,
         ),
     ),
@@ -422,7 +440,7 @@ COMMANDS: tuple[Command, ...] = (
         "programmes",
         "update",
         "update_programme",
-        "edit a programme and its draft's schedule, caps, budget, clawback, expiry and forecast guards",
+        "edit a programme and its draft's schedule, caps, budget, clawback, expiry, forecast guards and event age",
         (
             ID,
             _a("--name"),
@@ -436,6 +454,8 @@ COMMANDS: tuple[Command, ...] = (
             _a("--clear-expiry", action="store_true", help="the draft's rewards expire as the asset's points do"),
             GUARDS,
             _a("--clear-guards", action="store_true", help="remove the draft's forecast guards"),
+            EVENT_AGE,
+            _a("--clear-max-event-age-days", action="store_true", help="no bound on a live event's age (backfills)"),
         ),
         lambda c, a: c.update_programme(a.id, **_programme_update(a), idempotency_key=a.idempotency_key),
     ),

@@ -304,6 +304,10 @@ def get_transaction(transaction_id: str) -> Call[r.LedgerTransaction]:
 
 
 # programmes, versions, rules
+# A field create_programme or update_programme leaves out of the body (None sends null: clears it).
+_UNCHANGED: Any = object()
+
+
 def create_programme(
     name: str,
     asset_id: str,
@@ -317,13 +321,15 @@ def create_programme(
     clawback: str | None = None,
     expiry: Json | None = None,
     guards: Sequence[Json] | None = None,
+    max_event_age_days: int | None = _UNCHANGED,
     idempotency_key: str | None = None,
 ) -> Call[r.Programme]:
     """`timezone` (IANA), `starts_at` and `ends_at` (RFC 3339 with an offset) set the first draft's schedule;
     `limits` (caps per customer: `[{"period": "month", "max_amount": "500"}]`), `budget`
     (`{"period": "month", "max_amount": "10000"}`) and `clawback` (available, negative or none) its spending;
     `expiry` when its rewards expire (as for an asset); `guards` its forecast guards
-    (`[{"metric": "issued", "period": "month", "max": "120000"}]`)."""
+    (`[{"metric": "issued", "period": "month", "max": "120000"}]`); `max_event_age_days` how many days before
+    its receipt a live event may have occurred (not given: the service's default; None sends null: no bound)."""
     body = _without_none(
         name=name,
         asset_id=asset_id,
@@ -337,6 +343,8 @@ def create_programme(
         expiry=expiry,
         guards=None if guards is None else list(guards),
     )
+    if max_event_age_days is not _UNCHANGED:
+        body["max_event_age_days"] = max_event_age_days
     return _write("create_programme", _model(r.Programme), body=body, key=idempotency_key)
 
 
@@ -348,9 +356,6 @@ def list_programmes(
     *, asset_id: str | None = None, limit: int | None = None, cursor: str | None = None
 ) -> Call[Page[r.Programme]]:
     return _list("list_programmes", _model(r.Programme), limit, cursor, asset_id=asset_id)
-
-
-_UNCHANGED: Any = object()  # a field update_programme leaves out of the body (None sends null: clears it)
 
 
 def update_programme(
@@ -366,11 +371,13 @@ def update_programme(
     clawback: str | None = _UNCHANGED,
     expiry: Json | None = _UNCHANGED,
     guards: Sequence[Json] | None = _UNCHANGED,
+    max_event_age_days: int | None = _UNCHANGED,
     idempotency_key: str | None = None,
 ) -> Call[r.Programme]:
-    """Edit the programme and its draft's schedule, caps, budget, clawback, expiry and forecast guards. Only the
-    fields given are sent; None sends null, which clears a bound, the description, the caps, the budget, the
-    expiry or the guards (timezone: back to UTC; clawback: back to available)."""
+    """Edit the programme and its draft's schedule, caps, budget, clawback, expiry, forecast guards and how old a
+    live event may be. Only the fields given are sent; None sends null, which clears a bound, the description,
+    the caps, the budget, the expiry, the guards or the bound on an event's age (timezone: back to UTC; clawback:
+    back to available)."""
     body: Json = _without_none(name=name)
     fields = {
         "description": description,
@@ -382,6 +389,7 @@ def update_programme(
         "clawback": clawback,
         "expiry": expiry,
         "guards": list(guards) if guards is not None and guards is not _UNCHANGED else guards,
+        "max_event_age_days": max_event_age_days,
     }
     body |= {field: value for field, value in fields.items() if value is not _UNCHANGED}
     return _write("update_programme", _model(r.Programme), program_id, body=body, key=idempotency_key)

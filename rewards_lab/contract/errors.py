@@ -79,6 +79,7 @@ REGISTRY: dict[str, ErrorCode] = {
             "original_not_found": "No event has the external_event_id the reverse action names as its original.",
             "fraction_invalid": "The reverse action's fraction cannot be read from the events (missing or negative).",
             "original_customer_mismatch": "The refund's customer is not the original event's customer.",
+            "event_too_old": "The event occurred longer before its receipt than its programme rewards events.",
             "programme_draft_empty": "The draft version has no rules to publish.",
             "programme_limit_exceeded": "The programme version would exceed a limit on its rules (details.limit).",
             "simulation_too_large": "The simulation's explanation would exceed a limit (details.limit).",

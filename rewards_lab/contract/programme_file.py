@@ -9,8 +9,9 @@ organization and environment. Actions therefore never carry an `asset_id`; they 
 `limits` and `reverse` actions are caps, budget and reversals (docs/rules.md); `programme.guards` the forecast
 guards of the gate (README "Forecast gate"); `programme.expiry` and `asset.expiry` when rewards expire
 (rewards_lab.contract.expiry_requests; the programme's overrides the asset's) and `asset.value_per_unit` what one
-unit is worth. All of these are optional and, when absent, not written, so a file without them reads, saves and
-fingerprints as it did before they existed.
+unit is worth; `programme.max_event_age_days` how old a live event may be (rewards_lab.contract.event_age; absent:
+30 days, null: no bound; written only when not the default). All of these are optional and, when absent, not
+written, so a file without them reads, saves and fingerprints as it did before they existed.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pydantic import AfterValidator, BeforeValidator, Discriminator, Field, Tag,
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.event_age import DEFAULT_MAX_EVENT_AGE_DAYS, MaxEventAgeDays
 from rewards_lab.contract.expiry_requests import Expiry
 from rewards_lab.contract.guard_requests import Guards
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, Budget, Clawback, Limits, ReverseAction
@@ -89,6 +91,11 @@ class ProgrammeInfo(RequestModel):
     guards: Guards = Field(default=[], exclude_if=lambda value: not value)
     # When the programme's rewards expire, in its timezone (overrides the asset's `expiry`; absent: the asset's).
     expiry: Expiry | None = Field(default=None, exclude_if=lambda value: value is None)
+    # How many days before its receipt a live event may have occurred and still be rewarded (contract.event_age);
+    # absent: the default of a new programme, null: no bound (backfills). Replay receives events when they occur.
+    max_event_age_days: MaxEventAgeDays | None = Field(
+        default=DEFAULT_MAX_EVENT_AGE_DAYS, exclude_if=lambda value: value == DEFAULT_MAX_EVENT_AGE_DAYS
+    )
 
     @model_validator(mode="after")
     def _window(self) -> ProgrammeInfo:
@@ -158,6 +165,8 @@ class ProgrammeDefinition(RequestModel):
 
     def payload(self) -> dict[str, Any]:
         data: dict[str, Any] = self.model_dump(mode="json", exclude_none=True)
+        if self.programme.max_event_age_days is None:  # null says "no bound": absent would mean the default
+            data["programme"]["max_event_age_days"] = None
         return data
 
 

@@ -14,6 +14,7 @@ from rfc3986_validator import validate_rfc3986  # type: ignore[import-untyped]
 from rewards_lab.contract import attributes
 from rewards_lab.contract.amounts import MAX_DECIMALS, MAX_THRESHOLD
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.event_age import DEFAULT_MAX_EVENT_AGE_DAYS, MaxEventAgeDays
 from rewards_lab.contract.expiry_requests import Expiry
 from rewards_lab.contract.guard_requests import Guards
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, Budget, Clawback, Limits
@@ -308,6 +309,9 @@ class ProgrammeCreate(RequestModel):
     budget: Budget | None = None
     clawback: Clawback = DEFAULT_CLAWBACK
     expiry: Expiry | None = None  # the first draft's expiry of its rewards (see ProgrammeUpdate)
+    # How many days before its receipt a live event may have occurred and still be rewarded; absent: the default
+    # (contract.event_age), null: no bound (backfills).
+    max_event_age_days: MaxEventAgeDays | None = DEFAULT_MAX_EVENT_AGE_DAYS
     # The first draft's forecast guards (contract.guard_requests), checked by the gate before publishing.
     guards: Guards = []
 
@@ -335,6 +339,9 @@ class ProgrammeUpdate(RequestModel):
     # When the draft's rewards expire (null: as the asset's points do). Publishing a version with an expiry makes
     # the asset track lots.
     expiry: Expiry | None = None
+    # How many days before its receipt a live event may have occurred and still be rewarded (null: no bound, for
+    # backfills); older events are processed without the programme's rewards (`event_too_old`).
+    max_event_age_days: MaxEventAgeDays | None = None
     # The draft's forecast guards (null: none), checked by the gate before publishing (contract.guard_requests).
     guards: Guards | None = None
 
@@ -365,7 +372,13 @@ class EventCreate(RequestModel):
     type: EventType
     external_event_id: Identifier
     customer_id: Identifier
-    occurred_at: DateTime | None = None
+    occurred_at: Annotated[
+        DateTime | None,
+        Field(
+            description="When the event happened (absent: when it is received). At most 5 minutes ahead of the "
+            "service's clock; a programme's max_event_age_days bounds how long before its receipt it may be."
+        ),
+    ] = None
     data: Annotated[dict[str, Any], _free_json("data", "event_payload_too_large")] = {}
 
 

@@ -105,6 +105,8 @@ class ProgrammeVersion(Resource):
     budget: Budget | None = None
     clawback: Clawback = "available"
     expiry: Expiry | None = None  # when its rewards expire (null: as the asset's points do)
+    # How many days before its receipt a live event may have occurred and still be rewarded (null: no bound).
+    max_event_age_days: int | None = None
     # Its forecast guards, and on a published version the override it was published with despite a failed guard.
     guards: list[Guard] = []
     guard_override: GuardOverrideRecord | None = None
@@ -138,6 +140,8 @@ class Programme(Resource):
     budget: Budget | None = None
     clawback: Clawback = "available"
     expiry: Expiry | None = None
+    # How many days before its receipt a live event may have occurred and still be rewarded (null: no bound).
+    max_event_age_days: int | None = None
     # The DRAFT version's forecast guards.
     guards: list[Guard] = []
     # What the programme has issued against its budget, per period, newest first (the live version's budget).

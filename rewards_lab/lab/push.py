@@ -3,7 +3,7 @@
 Live resources are matched by their natural keys: the asset by `symbol`, the programme by `name` (and asset),
 a rule by its behaviour (`FileRule.fingerprint()`, which covers its caps and reverse actions). The target is:
 the asset active, the programme's draft holding exactly the file's rules, schedule and spending settings (caps,
-budget, clawback), and the latest published version holding them too.
+budget, clawback, expiry, the bound on a live event's age), and the latest published version holding them too.
 
 Every write carries an Idempotency-Key derived from the organization, environment, the file's content, the step
 and the ids it acts on, so a write retried after a crash (answer lost, process killed) is deduplicated by the
@@ -22,6 +22,7 @@ from typing import Any, Literal
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
+from rewards_lab.contract.event_age import DEFAULT_MAX_EVENT_AGE_DAYS
 from rewards_lab.contract.expiry_requests import ExpiryAfterDays, ExpiryAtEndOf
 from rewards_lab.contract.guard_requests import Guard
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, AmountLimit, Budget, Limit
@@ -242,10 +243,10 @@ def _schedule_steps(plan: Plan) -> bool:
     return plan.published is not None and live_schedule(plan.published) != wanted
 
 
-# (caps as (period, measure, value), budget as (period, amount), clawback, expiry as JSON text or None): amounts
-# compared by value
-Spending = tuple[tuple[tuple[str, str, Decimal | int], ...], tuple[str, Decimal] | None, str, str | None]
-NO_SPENDING: Spending = ((), None, DEFAULT_CLAWBACK, None)
+# (caps as (period, measure, value), budget as (period, amount), clawback, expiry as JSON text or None, the bound
+# on a live event's age in days or None): amounts compared by value
+Spending = tuple[tuple[tuple[str, str, Decimal | int], ...], tuple[str, Decimal] | None, str, str | None, int | None]
+NO_SPENDING: Spending = ((), None, DEFAULT_CLAWBACK, None, DEFAULT_MAX_EVENT_AGE_DAYS)
 
 
 def _expiry(expiry: ExpiryAfterDays | ExpiryAtEndOf | None) -> str | None:
@@ -254,7 +255,11 @@ def _expiry(expiry: ExpiryAfterDays | ExpiryAtEndOf | None) -> str | None:
 
 
 def _spending(
-    limits: list[Limit], budget: Budget | None, clawback: str, expiry: ExpiryAfterDays | ExpiryAtEndOf | None
+    limits: list[Limit],
+    budget: Budget | None,
+    clawback: str,
+    expiry: ExpiryAfterDays | ExpiryAtEndOf | None,
+    max_event_age_days: int | None,
 ) -> Spending:
     caps = tuple(
         (c.period, "max_amount", Decimal(c.max_amount))
@@ -262,26 +267,28 @@ def _spending(
         else (c.period, "max_count", c.max_count)
         for c in limits
     )
-    return caps, None if budget is None else (budget.period, Decimal(budget.max_amount)), clawback, _expiry(expiry)
+    amount = None if budget is None else (budget.period, Decimal(budget.max_amount))
+    return caps, amount, clawback, _expiry(expiry), max_event_age_days
 
 
 def file_spending(definition: ProgrammeDefinition) -> Spending:
     info = definition.programme
-    return _spending(info.limits, info.budget, info.clawback, info.expiry)
+    return _spending(info.limits, info.budget, info.clawback, info.expiry, info.max_event_age_days)
 
 
 def live_spending(version: r.ProgrammeVersion) -> Spending:
-    return _spending(version.limits, version.budget, version.clawback, version.expiry)
+    return _spending(version.limits, version.budget, version.clawback, version.expiry, version.max_event_age_days)
 
 
 def spending_body(info: ProgrammeInfo) -> dict[str, Any]:
-    """The file's caps, budget, clawback and expiry as `PATCH /reward-programs/{id}` takes them (every one sent:
-    the draft becomes exactly the file's)."""
+    """The file's caps, budget, clawback, expiry and bound on a live event's age as `PATCH /reward-programs/{id}`
+    takes them (every one sent: the draft becomes exactly the file's)."""
     return {
         "limits": [limit.model_dump(mode="json") for limit in info.limits],
         "budget": None if info.budget is None else info.budget.model_dump(mode="json"),
         "clawback": info.clawback,
         "expiry": None if info.expiry is None else info.expiry.model_dump(mode="json"),
+        "max_event_age_days": info.max_event_age_days,
     }
 
 
@@ -290,7 +297,10 @@ def describe_spending(info: ProgrammeInfo) -> str:
     caps = jsonutil.dumps(body["limits"]) if body["limits"] else "none"
     budget = jsonutil.dumps(body["budget"]) if body["budget"] else "none"
     described = f"caps {caps}, budget {budget}, clawback {body['clawback']}"
-    return described if body["expiry"] is None else f"{described}, expiry {jsonutil.dumps(body['expiry'])}"
+    if body["expiry"] is not None:
+        described = f"{described}, expiry {jsonutil.dumps(body['expiry'])}"
+    age = body["max_event_age_days"]
+    return f"{described}, max event age {'none' if age is None else f'{age} days'}"
 
 
 def _spending_steps(plan: Plan) -> bool:
@@ -472,6 +482,7 @@ def _execute(
                 clawback=None if info.clawback == DEFAULT_CLAWBACK else info.clawback,
                 expiry=spending["expiry"],
                 guards=guards_body(info) or None,
+                **_event_age(info),
                 idempotency_key=key,
             )
             draft_id = programme.draft_version_id
@@ -529,6 +540,13 @@ def _execute(
             result = client.publish(programme.id, guard_override=guard_override, idempotency_key=key)
             done.append({"kind": step.kind, "id": result.version.id, "version": result.version.number})
     return done
+
+
+def _event_age(info: ProgrammeInfo) -> dict[str, Any]:
+    """The file's bound on a live event's age, sent only when it is not the service's default (as the other
+    optional settings are sent only when the file has them)."""
+    age = info.max_event_age_days
+    return {} if age == DEFAULT_MAX_EVENT_AGE_DAYS else {"max_event_age_days": age}
 
 
 def _draft_holds_the_file(plan: Plan, client: RewardsClient, program_id: str, asset_id: str) -> bool:

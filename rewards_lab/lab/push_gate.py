@@ -53,6 +53,7 @@ def published_definition(plan: Plan) -> ProgrammeDefinition | None:
         budget=version.budget,
         clawback=version.clawback,
         guards=version.guards,
+        max_event_age_days=version.max_event_age_days,
     )
     unit = asset.value_per_unit or plan.definition.asset.value_per_unit
     live_asset = AssetCreate(

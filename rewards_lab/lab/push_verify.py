@@ -22,6 +22,7 @@ from typing import Any
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
+from rewards_lab.contract.event_age import EVENT_TOO_OLD
 from rewards_lab.contract.limit_requests import FractionOf, ReverseAction
 from rewards_lab.contract.programme_file import FileAction, FileRule, ProgrammeDefinition
 from rewards_lab.contract.rule_requests import condition_payload
@@ -29,6 +30,7 @@ from rewards_lab.domain.conditions import ConditionSpec, EventFacts, leaves, sou
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.rule_evaluation import ActionVerdict, RuleVerdict, evaluate
 from rewards_lab.domain.rules import compile_rule, condition_node
+from rewards_lab.domain.schedule import epoch_us, too_old, within_window
 from rewards_lab.lab.push import PushError, live_fingerprint, make_plan
 
 PER_FIELD_VALUES = (Decimal("42.50"), Decimal("0.07"), Decimal("1000"), Decimal("19.99"))
@@ -178,35 +180,55 @@ def _conflicts(conditions: list[ConditionSpec], name: str, value: Decimal) -> bo
     return any(c.field == name and c.operator == "eq" and c.value != value for c in conditions)
 
 
-def sample_time(definition: ProgrammeDefinition) -> datetime:
+def sample_time(definition: ProgrammeDefinition, now: datetime | None = None) -> datetime:
     """The time both sides simulate at: inside the programme's window (its start, else a day before its end), so
-    that the live side's window does not hide a difference in the rules; a fixed time when it has none."""
+    that the live side's window does not hide a difference in the rules; a fixed time when it has none. A time
+    older than the programme's `max_event_age_days` would hide the amounts behind `event_too_old` (a simulated
+    event is received now): then an hour ago, if the window holds it (else both sides must say `event_too_old`)."""
     info = definition.programme
     if info.starts_at is not None:
-        return info.starts_at
-    if info.ends_at is not None:
-        return info.ends_at - timedelta(days=1)
-    return SAMPLE_TIME
+        chosen = info.starts_at
+    elif info.ends_at is not None:
+        chosen = info.ends_at - timedelta(days=1)
+    else:
+        chosen = SAMPLE_TIME
+    now = now or datetime.now(UTC)
+    recent = now - timedelta(hours=1)
+    if _stale(definition, chosen, now) and within_window(
+        epoch_us(recent),
+        None if info.starts_at is None else epoch_us(info.starts_at),
+        None if info.ends_at is None else epoch_us(info.ends_at),
+    ):
+        return recent
+    return chosen
 
 
-def _lab_action(action: ActionVerdict, reverse: bool) -> str:
-    """An issue action's amount; a reverse action's refusal (the lab holds no event: every original it names
-    is unknown, so one that names an original fails `original_not_found`, as it would live)."""
+def _stale(definition: ProgrammeDefinition, at: datetime, now: datetime) -> bool:
+    """Whether an event of this time, received now, is older than the programme takes (`event_too_old`)."""
+    return too_old(epoch_us(at), epoch_us(now), definition.programme.max_event_age_days)
+
+
+def _lab_action(action: ActionVerdict, reverse: bool, stale: bool) -> str:
+    """An issue action's amount (nothing, `event_too_old`, for an event older than the programme takes); a
+    reverse action's refusal (the lab holds no event: every original it names is unknown, so one that names an
+    original fails `original_not_found`, as it would live)."""
     if not reverse:
-        return format_amount(action.amount_minor, action.decimals)
+        too_old_now = stale and action.issues and action.error_code is None
+        return f"refused {EVENT_TOO_OLD}" if too_old_now else format_amount(action.amount_minor, action.decimals)
     return f"refused {action.error_code or ORIGINAL_NOT_FOUND}"
 
 
-def _lab_outcome(verdict: RuleVerdict, rule: FileRule) -> str:
+def _lab_outcome(verdict: RuleVerdict, rule: FileRule, stale: bool) -> str:
     if not verdict.matched:
         return "no match"
     kinds = [isinstance(action, ReverseAction) for action in rule.actions]
-    return "issues " + ", ".join(_lab_action(a, reverse) for a, reverse in zip(verdict.actions, kinds, strict=True))
+    actions = zip(verdict.actions, kinds, strict=True)
+    return "issues " + ", ".join(_lab_action(a, reverse, stale) for a, reverse in actions)
 
 
 def _live_action(action: r.ActionOutcome, reverse: bool) -> str:
     if not reverse:
-        return action.amount
+        return f"refused {EVENT_TOO_OLD}" if action.error_code == EVENT_TOO_OLD else action.amount
     return f"refused {action.error_code}" if action.error_code else f"takes back {action.amount}"
 
 
@@ -241,7 +263,9 @@ def verify(definition: ProgrammeDefinition, client: RewardsClient) -> Verificati
         live_by_fingerprint[live_fingerprint(live_rule, plan.asset.id)].append(live_rule.id)
     used: Counter[str] = Counter()
     decimals = definition.asset.decimals
-    at = sample_time(definition)
+    now = datetime.now(UTC)
+    at = sample_time(definition, now)
+    stale = _stale(definition, at, now)
     for index, rule in enumerate(definition.rules):
         fingerprint = rule.fingerprint()
         candidates = live_by_fingerprint.get(fingerprint, [])
@@ -261,7 +285,7 @@ def verify(definition: ProgrammeDefinition, client: RewardsClient) -> Verificati
             data = {key: value for key, value in event.items() if key != "type"}
             facts = [EventFacts(at)]
             verdict = evaluate([spec], [(str(event["type"]), data)], facts=facts, explain=True)[0][0]
-            lab = _lab_outcome(verdict, rule)
+            lab = _lab_outcome(verdict, rule, stale)
             live = (
                 "rule missing"
                 if rule_id is None

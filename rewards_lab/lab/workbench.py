@@ -302,6 +302,7 @@ class Lab:
         body.update({key: value for key, value in schedule.items() if value is not None})
         spending = info.model_dump(mode="json", include={"limits", "budget", "clawback", "expiry", "guards"})
         body.update({key: value for key, value in spending.items() if value is not None})
+        body["max_event_age_days"] = info.max_event_age_days  # null too: the file's "no bound"
         created = programmes.create_programme(self.database, self.scope, validate(rq.ProgrammeCreate, body))
         programme = LabProgramme(self, created.id)
         for rule in definition.rules:
@@ -546,13 +547,16 @@ class LabProgramme:
         budget: Mapping[str, Any] | Budget | None = _UNSET,
         clawback: str | None = _UNSET,
         expiry: Mapping[str, Any] | None = _UNSET,
+        max_event_age_days: int | None = _UNSET,
     ) -> r.Programme:
         """Set the draft's caps per customer across its rules (`[{"period": "week", "max_amount": "1000"}]`),
         its budget across customers (`{"period": "month", "max_amount": "10000"}`), its clawback policy
         (available, negative or none) and when its rewards expire (`{"after_days": 365}`,
         `{"at_end_of": "quarter", "after": 1}`), as `PATCH /reward-programs/{id}` does: what is not given stays,
-        None clears (clawback: back to available; expiry: as the asset's points). Published versions keep theirs;
-        `publish()` freezes these."""
+        None clears (clawback: back to available; expiry: as the asset's points). `max_event_age_days` is how
+        many days before its receipt a live event may have occurred and still be rewarded (None: no bound, for
+        backfills; a replay receives each event when it occurred). Published versions keep theirs; `publish()`
+        freezes these."""
         body: dict[str, Any] = {}
         if limits is not _UNSET:
             body["limits"] = None if limits is None else [_plain_limit(limit) for limit in limits]
@@ -563,6 +567,8 @@ class LabProgramme:
             body["clawback"] = clawback
         if expiry is not _UNSET:
             body["expiry"] = None if expiry is None else dict(expiry)
+        if max_event_age_days is not _UNSET:
+            body["max_event_age_days"] = max_event_age_days
         return programme_lifecycle.update_programme(self._db, self._scope, self.id, validate(rq.ProgrammeUpdate, body))
 
     # versions -----------------------------------------------------------------------------------------------
@@ -646,6 +652,7 @@ class LabProgramme:
                 clawback=schedule.clawback,
                 expiry=schedule.expiry,
                 guards=schedule.guards,
+                max_event_age_days=schedule.max_event_age_days,
             ),
             asset=rq.AssetCreate(
                 name=asset.name,

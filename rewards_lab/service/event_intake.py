@@ -15,6 +15,7 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.event_age import MAX_FUTURE_SKEW
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.scope import Scope
 from rewards_lab.service import presenters
@@ -24,22 +25,30 @@ from rewards_lab.store.interfaces.events import NewEvent, StoredEvent
 from rewards_lab.store.uow import intake_events, intake_unit_of_work
 
 Stored = StoredEvent | ServiceError  # an event's stored (or original) row, or the error refusing it
+_FUTURE_MESSAGE = (
+    f"occurred_at must not be in the future (at most {int(MAX_FUTURE_SKEW.total_seconds() // 60)} minutes "
+    "ahead of the service's clock)"
+)
 
 
-def submit_events(database: Database, scope: Scope, bodies: list[rq.EventCreate]) -> list[r.Event | ServiceError]:
+def submit_events(
+    database: Database, scope: Scope, bodies: list[rq.EventCreate], received_at: datetime | None = None
+) -> list[r.Event | ServiceError]:
     """Store many events durably in one transaction; per event, its result or the error refusing it.
 
     A repeated `external_event_id` with the same payload returns the original event (nothing is stored or
-    issued twice); with a different payload it is `event_duplicate_mismatch`.
+    issued twice); with a different payload it is `event_duplicate_mismatch`. `received_at` (naive UTC; default
+    now) is for in-process callers only, e.g. a history played through the live engine as it was received
+    (each event when it occurred: docs/replay.md); HTTP clients never set it.
     """
     prepared: list[NewEvent] = []
     refused: dict[int, ServiceError] = {}
     for index, body in enumerate(bodies):
         try:
-            prepared.append(prepare_event(body))
+            prepared.append(prepare_event(body, received_at))
         except ServiceError as error:
             refused[index] = error
-    (stored,) = store_events(database, [(scope, prepared)])
+    (stored,) = store_events(database, [(scope, prepared)], received_at)
     remaining = iter(stored)
     return [refused[i] if i in refused else present_stored(next(remaining)) for i in range(len(bodies))]
 
@@ -51,13 +60,16 @@ def submit_event(database: Database, scope: Scope, body: rq.EventCreate) -> r.Ev
     return result
 
 
-def prepare_event(body: rq.EventCreate) -> NewEvent:
+def prepare_event(body: rq.EventCreate, now: datetime | None = None) -> NewEvent:
     """The per-event work of acceptance (hashing, serialising), done by the request before it queues the event,
-    so that the intake's one writer thread only runs the statements. `event_payload_too_large` is raised here."""
+    so that the intake's one writer thread only runs the statements. `event_payload_too_large` is raised here, and
+    `field_invalid` for an `occurred_at` in the future (beyond `MAX_FUTURE_SKEW` of the service's clock)."""
     data_text = jsonutil.dumps(body.data)
     if len(data_text) > rq.MAX_EVENT_DATA_BYTES:
         raise ServiceError("event_payload_too_large", field="data", limit_bytes=rq.MAX_EVENT_DATA_BYTES)
     occurred = _naive_utc(body.occurred_at)
+    if occurred is not None and occurred - (now or utcnow()) > MAX_FUTURE_SKEW:  # never overflows at year 9999
+        raise ServiceError("field_invalid", _FUTURE_MESSAGE, field="occurred_at")
     payload = {  # what the hash covers (see docs/decisions.md, "Duplicate events")
         "type": body.type,
         "customer_id": body.customer_id,
@@ -75,7 +87,9 @@ def prepare_event(body: rq.EventCreate) -> NewEvent:
     )
 
 
-def store_events(database: Database, groups: list[tuple[Scope, list[NewEvent]]]) -> list[list[Stored]]:
+def store_events(
+    database: Database, groups: list[tuple[Scope, list[NewEvent]]], received_at: datetime | None = None
+) -> list[list[Stored]]:
     """Store prepared events of several tenants in ONE transaction; per event, the stored (or original) row, or
     `event_duplicate_mismatch`. Accepting events never waits for the worker's processing batch: this runs on
     the intake's own cursor (`Database.intake_cursor`).
@@ -85,7 +99,7 @@ def store_events(database: Database, groups: list[tuple[Scope, list[NewEvent]]])
     stored (a client's retry), and then the batch takes the careful path: read the stored originals, insert
     the rest, in one transaction.
     """
-    received_at = utcnow()
+    received_at = received_at or utcnow()
     fresh: list[tuple[Scope, NewEvent]] = []
     results: list[list[Stored]] = []
     for scope, prepared in groups:
@@ -96,7 +110,7 @@ def store_events(database: Database, groups: list[tuple[Scope, list[NewEvent]]])
         stored = events.add(fresh, received_at)
     if not stored:
         with intake_unit_of_work(database) as uow:
-            return [_store_carefully(uow, scope, prepared) for scope, prepared in groups]
+            return [_store_carefully(uow, scope, prepared, received_at) for scope, prepared in groups]
     return results
 
 
@@ -104,9 +118,8 @@ def present_stored(outcome: Stored) -> r.Event | ServiceError:
     return outcome if isinstance(outcome, ServiceError) else presenters.event(outcome)
 
 
-def _store_carefully(uow: Repositories, scope: Scope, prepared: list[NewEvent]) -> list[Stored]:
+def _store_carefully(uow: Repositories, scope: Scope, prepared: list[NewEvent], received_at: datetime) -> list[Stored]:
     existing = uow.events.get_by_external_ids(scope, sorted({p.external_event_id for p in prepared}))
-    received_at = utcnow()
     fresh, outcomes = _answers(prepared, existing, received_at)
     inserted = uow.events.add([(scope, row) for row in fresh], received_at)
     assert inserted, "the originals were read in this transaction: no new event can collide"

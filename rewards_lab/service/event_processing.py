@@ -20,6 +20,7 @@ from typing import Any, cast
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.event_age import EVENT_TOO_OLD
 from rewards_lab.contract.ids import new_id, new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.conditions import EventFacts
@@ -29,7 +30,7 @@ from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.posting_policy import PostingRequest
 from rewards_lab.domain.rule_evaluation import RuleMatch, evaluate
 from rewards_lab.domain.rules import ActionOutcome, RuleSpec
-from rewards_lab.domain.schedule import epoch_us, within_window
+from rewards_lab.domain.schedule import epoch_us, too_old, within_window
 from rewards_lab.service import presenters
 from rewards_lab.service.assets import asset_row
 from rewards_lab.service.compiled_versions import CompiledVersions, cache_of, estimated_bytes
@@ -119,6 +120,7 @@ class VersionMeta:
     caps: tuple[Cap, ...] = ()  # the programme's caps per customer, then its budget (domain.limits)
     clawback: str = "available"
     expiry: ExpiryPolicy | None = None  # when its rewards expire (None: as the asset's points do)
+    max_event_age_days: int | None = None  # how long before its receipt an event may have occurred (None: any)
 
 
 @dataclass(slots=True)
@@ -202,6 +204,7 @@ class _RuleBook:
                 caps,
                 str(spending["clawback"]),
                 ExpiryPolicy.of(spending["expiry"]),
+                spending["max_event_age_days"],
             )
             own = [row for row in rows if row.version_id == version_id]
             self.meta[version_id] = meta
@@ -304,10 +307,13 @@ def _plan_event(
     event = plan.event
     for version_id, verdict in matched:
         inputs_text: str | None = None
+        stale = too_old(event.event_time_us, event.received_at_us, book.meta[version_id].max_event_age_days)
         for action in verdict.actions:
             key = (event.id, version_id, verdict.rule_id, action.action_index)
             if (not action.issues and action.error_code is None and action.reversal is None) or key in issued_keys:
                 continue
+            if stale and action.reversal is None and action.error_code is None:  # rewards nothing; said why
+                action = replace(action, error_code=EVENT_TOO_OLD, reason=_too_old_reason(book.meta[version_id]))
             if inputs_text is None:  # the same provenance for every action of the rule
                 inputs_text = jsonutil.dumps({k: presenters.json_value(v) for k, v in verdict.inputs.items()})
             execution_id = existing_ids.get(key) or next(execution_ids)
@@ -328,6 +334,11 @@ def _plan_event(
             plan.planned.append(
                 _Planned(execution_id, book.meta[version_id], verdict.rule_id, action, inputs_text, request, recipient)
             )
+
+
+def _too_old_reason(meta: VersionMeta) -> str:
+    days = meta.max_event_age_days
+    return f"not issued: the event occurred more than {days} days before it was received (max_event_age_days)"
 
 
 def _recipients(uow: Repositories, scope: Scope, matches: list[list[tuple[str, RuleMatch]]]) -> dict[str, _Recipient]:
@@ -411,7 +422,11 @@ def _process_scope(
         plan.customer_id = customer.id if customer else plan.event.customer_id
         plan.wallet_id = wallet.id if wallet else None
         _plan_event(plan, book, matched, recipients, issued_keys, existing_ids, execution_ids, transaction_ids)
-        own = [p for p in plan.planned if p.recipient is None and p.action.reversal is None]  # to the event's customer
+        own = [  # to the event's customer (an event too old issues nothing: no wallet is needed)
+            p
+            for p in plan.planned
+            if p.recipient is None and p.action.reversal is None and p.action.error_code != EVENT_TOO_OLD
+        ]
         if own and customer is None:
             plan.blocker = ServiceError("customer_not_found", customer_id=plan.event.customer_id)
         elif own and wallet is None:
@@ -617,7 +632,9 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
                 code = recipient.error_code
                 why = f"no customer has the id or external id '{recipient.customer_id}' named by the beneficiary"
                 action = replace(action, error_code=code, reason=why)
-            if code is not None:  # refused when planned (amount_too_large, beneficiary_missing / _not_found)
+            if code == EVENT_TOO_OLD:  # older than its programme takes live events: processed, nothing issued
+                status, amount_minor = "limited", 0
+            elif code is not None:  # refused when planned (amount_too_large, beneficiary_missing / _not_found)
                 report.refused += 1
                 refused_when_planned = refused_when_planned or ServiceError(code, action.reason)
             elif reversal is not None:  # what the wallets gave back, after the clawback policy

@@ -313,13 +313,15 @@ def json_value(value: Any) -> Any:
 
 
 def spending_of(text: str | None) -> dict[str, Any]:
-    """A stored spending setting (None: the defaults) as a dict of limits, budget, clawback and expiry."""
+    """A stored spending setting (None: the defaults) as a dict of limits, budget, clawback, expiry and the
+    bound on a live event's age (absent: none)."""
     stored = jsonutil.loads(text) if text else {}
     return {
         "limits": stored.get("limits", []),
         "budget": stored.get("budget"),
         "clawback": stored.get("clawback", DEFAULT_CLAWBACK),
         "expiry": stored.get("expiry"),
+        "max_event_age_days": stored.get("max_event_age_days"),
     }
 
 

@@ -50,13 +50,14 @@ def update_programme(
                 body.ends_at if "ends_at" in given else row.ends_at,
             )
             uow.programmes.set_schedule(scope, row.draft_version_id, schedule)
-        if given & {"limits", "budget", "clawback", "expiry"}:
+        if given & {"limits", "budget", "clawback", "expiry", "max_event_age_days"}:
             current = presenters.spending_of(row.spending)
             limits = (body.limits or []) if "limits" in given else LIMITS.validate_python(current["limits"])
             budget = body.budget if "budget" in given else _budget(current["budget"])
             clawback = body.clawback if "clawback" in given else current["clawback"]
             expiry = body.expiry if "expiry" in given else _expiry(current["expiry"])
-            spending = checked_spending(uow, scope, row.asset_id, limits, budget, clawback, expiry)
+            age = body.max_event_age_days if "max_event_age_days" in given else current["max_event_age_days"]
+            spending = checked_spending(uow, scope, row.asset_id, limits, budget, clawback, expiry, age)
             uow.programmes.set_spending(scope, row.draft_version_id, spending)
         if "guards" in given:
             uow.programmes.set_guards(scope, row.draft_version_id, stored_guards(body.guards))

@@ -42,10 +42,11 @@ def checked_spending(
     budget: Budget | None,
     clawback: str | None,
     expiry: ExpiryAfterDays | ExpiryAtEndOf | None = None,
+    max_event_age_days: int | None = None,
 ) -> str | None:
-    """The stored form (JSON) of a version's programme-wide caps, budget, clawback and the expiry of its rewards;
-    None when all are the defaults (no caps, no budget, clawback "available", no expiry of its own), as every
-    version had before they existed."""
+    """The stored form (JSON) of a version's programme-wide caps, budget, clawback, the expiry of its rewards and
+    how old a live event may be; None when all are the defaults of a version stored before they existed (no caps,
+    no budget, clawback "available", no expiry of its own, no bound on an event's age)."""
     stored_caps = stored_limits(uow, scope, asset_id, limits, "limits")
     stored_budget = None
     if budget is not None:
@@ -54,11 +55,14 @@ def checked_spending(
         stored_budget = budget.model_dump(mode="json")
     policy = clawback or DEFAULT_CLAWBACK
     stored_expiry = None if expiry is None else expiry.model_dump(mode="json")
-    if not stored_caps and stored_budget is None and policy == DEFAULT_CLAWBACK and stored_expiry is None:
+    defaults = not stored_caps and stored_budget is None and policy == DEFAULT_CLAWBACK and stored_expiry is None
+    if defaults and max_event_age_days is None:
         return None
-    settings = {"limits": stored_caps, "budget": stored_budget, "clawback": policy}
+    settings: dict[str, Any] = {"limits": stored_caps, "budget": stored_budget, "clawback": policy}
     if stored_expiry is not None:
         settings["expiry"] = stored_expiry
+    if max_event_age_days is not None:  # absent: no bound (as every version stored before issue 27)
+        settings["max_event_age_days"] = max_event_age_days
     return jsonutil.dumps(settings)
 
 

@@ -42,7 +42,17 @@ from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow, Sched
 from rewards_lab.store.uow import reader
 
 PROGRAMME_SORTS = ("created_at", "name")
-_OPTIONAL_FIELDS = ("timezone", "starts_at", "ends_at", "limits", "budget", "clawback", "expiry", "guards")
+_OPTIONAL_FIELDS = (
+    "timezone",
+    "starts_at",
+    "ends_at",
+    "limits",
+    "budget",
+    "clawback",
+    "expiry",
+    "guards",
+    "max_event_age_days",
+)
 
 
 def create_programme(
@@ -53,7 +63,9 @@ def create_programme(
             raise ServiceError("asset_not_found", field="asset_id", asset_id=body.asset_id)
         fields = body.model_dump(mode="json")
         schedule = checked_schedule(body.timezone, body.starts_at, body.ends_at)
-        spending = checked_spending(uow, scope, body.asset_id, body.limits, body.budget, body.clawback, body.expiry)
+        spending = checked_spending(
+            uow, scope, body.asset_id, body.limits, body.budget, body.clawback, body.expiry, body.max_event_age_days
+        )
         guards = stored_guards(body.guards)
         row = uow.programmes.add(
             scope, new_id("programme"), new_id("programme_version"), fields, schedule, spending, guards

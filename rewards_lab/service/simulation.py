@@ -18,17 +18,19 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.event_age import EVENT_TOO_OLD
 from rewards_lab.contract.programme_limits import check_simulation
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.rule_evaluation import ConditionVerdict, RuleVerdict, evaluate
 from rewards_lab.domain.rules import RuleSpec, in_order
-from rewards_lab.domain.schedule import epoch_us, within_window
+from rewards_lab.domain.schedule import epoch_us, too_old, within_window
+from rewards_lab.service import presenters
 from rewards_lab.service.presenters import json_value
 from rewards_lab.service.programmes import compile_rows, programme_row, version_id_of
 from rewards_lab.service.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
-from rewards_lab.service.simulation_spending import Effect, effects_of, spending_of
+from rewards_lab.service.simulation_spending import Effect, Key, effects_of, spending_of
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces.programmes import Schedule, VersionRow
 from rewards_lab.store.uow import reader
@@ -244,6 +246,7 @@ def simulate_rule(database: Database, scope: Scope, rule_id: str, body: rq.Simul
     event_type, verdicts, window = _run(specs, body, facts, schedule)
     spending = spending_of(uow, scope, version, programme.asset_id, specs)
     found = effects_of(uow, scope, spending, verdicts, body.customer_id, facts.occurred_at or utcnow())
+    found = _unless_too_old(version, verdicts, body.occurred_at, found)
     return outcome(verdicts, event_type, programme.id, rule.version_number, window, found, budget)
 
 
@@ -292,4 +295,24 @@ def simulate_programme(
     assert row is not None
     spending = spending_of(uow, scope, row, programme_row(uow, scope, program_id).asset_id, specs)
     found = effects_of(uow, scope, spending, verdicts, body.customer_id, facts.occurred_at or utcnow())
+    found = _unless_too_old(row, verdicts, body.occurred_at, found)
     return outcome(verdicts, event_type, program_id, number, window, found, budget)
+
+
+def _unless_too_old(
+    version: VersionRow, verdicts: list[RuleVerdict], occurred_at: datetime | None, found: dict[Key, Effect]
+) -> dict[Key, Effect]:
+    """As the worker: an event received now that occurred longer ago than the version's `max_event_age_days`
+    issues nothing, and each action that would have issued says so (`event_too_old`)."""
+    days = presenters.spending_of(version.spending)["max_event_age_days"]
+    if occurred_at is None or not too_old(epoch_us(occurred_at), epoch_us(utcnow()), days):
+        return found
+    reason = f"; not issued: the event occurred more than {days} days before now (max_event_age_days)"
+    stale = {
+        (verdict.rule_id, action.action_index): Effect(0, error_code=EVENT_TOO_OLD, reason_suffix=reason)
+        for verdict in verdicts
+        if verdict.matched
+        for action in verdict.actions
+        if action.issues and action.reversal is None and action.error_code is None
+    }
+    return found | stale

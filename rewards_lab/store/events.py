@@ -17,11 +17,12 @@ from rewards_lab.store.queries import RowPage, paginate
 TENANT = "organization_id = ? AND environment = ?"
 
 
-# PendingEvent's columns; its event time computed by DuckDB (see PendingEvent.event_time_us).
-_PENDING = ", ".join(
-    "epoch_us(coalesce(occurred_at, received_at)) AS event_time_us" if name == "event_time_us" else name
-    for name in PendingEvent._fields
-)
+# PendingEvent's columns; its event time and time of receipt computed by DuckDB (see PendingEvent).
+_COMPUTED = {
+    "event_time_us": "epoch_us(coalesce(occurred_at, received_at)) AS event_time_us",
+    "received_at_us": "epoch_us(received_at) AS received_at_us",
+}
+_PENDING = ", ".join(_COMPUTED.get(name, name) for name in PendingEvent._fields)
 _STORED = ", ".join(StoredEvent._fields)
 _OUTCOME_SCHEMA = pa.schema(
     [

@@ -60,6 +60,8 @@ class PendingEvent(NamedTuple):
     event_time_us: int
     # Set when the event (a refund) waited for its original: `pending` returns it again once its wait is over.
     waiting_for: str | None = None
+    # Its time of receipt as epoch microseconds (UTC): what a programme's bound on an event's age is counted from.
+    received_at_us: int = 0
 
 
 class EventOutcome(NamedTuple):
