@@ -63,7 +63,7 @@ def _send(http: httpx.Client, kind: str, customer: str, **data: Any) -> dict[str
         "type": kind,
         "external_event_id": f"{kind}-{next(_names)}",
         "customer_id": customer,
-        "occurred_at": "2026-05-04T10:00:00Z",  # one day: the cap's one period
+        "occurred_at": "2026-05-04T10:00:00Z",  # one day: the cap's one period (the programme takes backfills)
         "data": data,
     }
     return _processed(http, str(ok(http.post("/events", json=body), 202)["id"]))
@@ -76,10 +76,9 @@ def _shop(http: httpx.Client, clawback: str, limits: list[dict[str, Any]], **rev
     body = {"name": f"P{tag}", "symbol": f"P{tag}", "type": "points", "decimals": 0}
     asset = ok(http.post("/assets", json=body), 201)
     ok(http.post(f"/assets/{asset['id']}/activate"))
-    programme = ok(
-        http.post("/reward-programs", json={"name": f"Shop {tag}", "asset_id": asset["id"], "clawback": clawback}),
-        201,
-    )
+    # a backfill programme (no bound on an event's age): the tests date their events on one past day
+    shop = {"name": f"Shop {tag}", "asset_id": asset["id"], "clawback": clawback, "max_event_age_days": None}
+    programme = ok(http.post("/reward-programs", json=shop), 201)
     earn = {
         "program_id": programme["id"],
         "event_type": f"shop{tag}.order",

@@ -30,6 +30,12 @@ CONFIG = """
 [checks.positive_data_acceptance]
 # 422 is judged by tests/schemathesis_hooks.py (declared refusals only), every other status as schemathesis does.
 expected-statuses = ["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"]
+
+[checks.use_after_free]
+# Every DELETE of /v1 keeps its resource readable, by decision (docs/decisions.md): DELETE /webhooks/{id} disables
+# the endpoint and keeps its delivery history, DELETE /developer/api-keys/{id} revokes the key and keeps it listed,
+# DELETE /reward-rules/{id} removes the rule from the draft while published versions still hold it.
+enabled = false
 """
 
 

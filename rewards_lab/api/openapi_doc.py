@@ -217,6 +217,7 @@ REFUSED_BEYOND_SCHEMA: dict[str, tuple[str, ...]] = {
         "timezone",  # a zone name this system's zoneinfo knows (the list varies with the tz database)
         "ends_at",  # after starts_at, which a PATCH may leave to the draft's
         "version",  # a path segment: a published version's number or `live`, never `draft`
+        "occurred_at",  # an event's time: at most 5 minutes ahead of the service's clock
     ),
 }
 
