@@ -28,13 +28,12 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
 from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
-from rewards_lab.replay import expiry_store, feature_sql, store
+from rewards_lab.replay import expiry_store, feature_sql, issuance_writer, store
 from rewards_lab.replay.compiler import (
     DUCKDB,
     CompiledProgramme,
@@ -56,7 +55,6 @@ from rewards_lab.replay.store import DAY_US
 Progress = Callable[[int, int], None] | bool | None
 _names = itertools.count()
 _EPOCH = np.datetime64("1970-01-01", "D")
-_OUTPUT_EVENTS = 1_000_000  # events per batch of issuance rows (to_pandas, write)
 _AUTO_PROGRESS_AFTER = 2.0  # seconds before the default progress starts printing
 STEPS = ("ordered", "rules", "fallback", "summaries", "ceiling")  # what each progress step has finished
 FEATURED_MEMORY_LIMIT = "1GB"  # DuckDB's share when a replay has caps, budgets, reversals or redemptions
@@ -192,9 +190,7 @@ class ReplayResult:
     def batches(self) -> Iterator[pa.Table]:
         """The issuance rows in processing order, as Arrow tables of the events of one position range at a time:
         each is sorted on its own, so that the rows are never sorted (nor held) all at once."""
-        for low in range(0, max(self.events_processed, 1), _OUTPUT_EVENTS):
-            query = self.issuances_query((low, low + _OUTPUT_EVENTS))
-            yield self.con.sql(f"{query} ORDER BY seq").to_arrow_table()
+        return issuance_writer.tables(self.con, self.issuances_query, self.events_processed)
 
     def to_pandas(self) -> pd.DataFrame:
         frame: pd.DataFrame = pa.concat_tables(list(self.batches())).to_pandas()
@@ -323,25 +319,9 @@ class ReplayResult:
         return frame_of(self.con.sql(query).to_arrow_table())
 
     def write(self, path: str | Path) -> Path:
-        """The issuances, in processing order, as Parquet or CSV (by suffix)."""
-        target = Path(path)
-        formats = {".parquet": "FORMAT PARQUET", ".csv": "FORMAT CSV, HEADER true"}
-        if target.suffix.lower() not in formats:
-            raise ServiceError("field_invalid", f"{target}: the output must be .parquet or .csv", field="out")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.suffix.lower() == ".parquet":
-            writer: pq.ParquetWriter | None = None
-            try:
-                for batch in self.batches():
-                    writer = writer or pq.ParquetWriter(target, batch.schema)
-                    writer.write_table(batch)
-            finally:
-                if writer is not None:
-                    writer.close()
-            return target
-        query = f"SELECT * FROM {self._name}_issuances ORDER BY seq"
-        self.con.execute(f"COPY ({query}) TO {literal(str(target))} ({formats[target.suffix.lower()]})")
-        return target
+        """The issuances, in processing order, as Parquet or CSV (by suffix), within DuckDB's memory limit
+        (rewards_lab.replay.issuance_writer)."""
+        return issuance_writer.write(self.con, self.issuances_query, self.events_processed, path)
 
 
 def quiet_connection() -> duckdb.DuckDBPyConnection:
