@@ -33,7 +33,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
 from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
-from rewards_lab.replay import expiry_store, feature_sql, issuance_writer, store
+from rewards_lab.replay import expiry_store, feature_sql, input_checks, issuance_writer, store
 from rewards_lab.replay.compiler import (
     DUCKDB,
     CompiledProgramme,
@@ -50,6 +50,7 @@ from rewards_lab.replay.inputs import ROW, EventSource, literal, open_events
 from rewards_lab.replay.limits_plan import has_features, limits_plan
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.redemptions import redemptions_table
+from rewards_lab.replay.sql_values import FieldSource
 from rewards_lab.replay.store import DAY_US
 
 Progress = Callable[[int, int], None] | bool | None
@@ -123,6 +124,7 @@ class ReplayResult:
     _boundary: int | None  # the day of the first refusal by the ceiling (None: none refused)
     _features: FeatureTables | None = None  # caps, budgets, reversals or redemptions (None: the programme has none)
     _expiry: ExpiryPlan | None = None  # lots expire (None: the programme's points never do)
+    warnings: tuple[str, ...] = ()  # inputs that probably make this forecast wrong (replay.input_checks)
 
     @property
     def _decimals(self) -> int:
@@ -574,5 +576,36 @@ def replay(
             expiry_store.lots_table(con, name, issued, lay.slots, expiry.as_of)
     finally:
         reporter.close()
+    result.warnings = tuple(input_warnings(con, source, [plan], count) + _outcome_warnings(result, spent))
+    input_checks.emit(result.warnings)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def input_warnings(
+    con: duckdb.DuckDBPyConnection, source: EventSource, plans: list[CompiledProgramme], count: int
+) -> list[str]:
+    """What about the events and the customers table probably makes the forecast wrong (replay.input_checks)."""
+    types = sorted({spec.event_type for plan in plans for spec in plan.specs})
+    listed = ", ".join(DUCKDB.render(string(t)) for t in types)
+    typed = bool(types) and bool(con.sql(f"SELECT 1 FROM {source.view} WHERE type IN ({listed}) LIMIT 1").fetchall())
+    found = input_checks.event_warnings(count, int(typed), plans, partial(_read_as, source), types)
+    if source.customers is not None and count and not source.customers.names_any(source.view):
+        found.append(input_checks.no_customer_matches(count, source.customers.rows))
+    return found
+
+
+def _read_as(source: EventSource, name: str) -> FieldSource:
+    """How the rules read a field; a column of nothing but NULLs (Arrow's null type) is missing."""
+    if str(source.columns.get(name, "")).upper().strip('"') == "NULL":
+        return FieldSource("missing")
+    return source.field(name)
+
+
+def _outcome_warnings(result: ReplayResult, spent: pa.Table | None) -> list[str]:
+    if result._features is None:  # noqa: SLF001 - the result's own tables
+        return []
+    (reverse_actions,) = result.con.sql(f"SELECT count(*) FROM {result._name}_rad").fetchall()[0]  # noqa: SLF001
+    given = 0 if spent is None else spent.num_rows
+    empty = [input_checks.NO_REDEMPTIONS] if spent is not None and given == 0 else []
+    return empty + input_checks.outcome_warnings(result.totals(), given, int(reverse_actions))

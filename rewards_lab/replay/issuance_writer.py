@@ -26,7 +26,11 @@ import pyarrow.parquet as pq
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.replay.inputs import literal
 
-RANGE_EVENTS = 1_000_000  # events per range of issuance rows
+RANGE_EVENTS = 1_000_000  # events per range of issuance rows, at most; fewer under a memory limit below 1 GB
+BYTES_PER_EVENT = 1_000  # of the memory limit, per event of a range (a range's sort and joins need about half)
+MIN_RANGE_EVENTS = 10_000
+_UNITS = {"": 1, "B": 1, "BYTES": 1, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4}
+_UNITS |= {"KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
 BATCH_ROWS = 100_000  # rows per Arrow batch streamed out of DuckDB
 FORMATS = {".parquet": "FORMAT PARQUET", ".csv": "FORMAT CSV"}
 _OPTIMIZER = "build_side_probe_side"
@@ -59,15 +63,28 @@ def _planned(con: duckdb.DuckDBPyConnection, preserve_order: bool = False) -> It
         con.execute(f"SET preserve_insertion_order = {'true' if preserve else 'false'}")
 
 
-def _ranges(events: int) -> Iterator[tuple[int, int]]:
-    for low in range(0, max(events, 1), RANGE_EVENTS):
-        yield low, low + RANGE_EVENTS
+def range_events(con: duckdb.DuckDBPyConnection) -> int:
+    """Events per range: RANGE_EVENTS under DuckDB's 1 GB, proportionally fewer under a smaller limit (a range's
+    rows are sorted, and its events joined, within the limit: the need grows with the range, not the history)."""
+    (text,) = con.sql("SELECT current_setting('memory_limit')").fetchall()[0]
+    number, _, unit = str(text).strip().partition(" ")
+    try:
+        limit = float(number) * _UNITS[unit.strip().upper()]
+    except (ValueError, KeyError):
+        return RANGE_EVENTS
+    return max(MIN_RANGE_EVENTS, min(RANGE_EVENTS, int(limit // BYTES_PER_EVENT)))
+
+
+def _ranges(con: duckdb.DuckDBPyConnection, events: int) -> Iterator[tuple[int, int]]:
+    step = range_events(con)
+    for low in range(0, max(events, 1), step):
+        yield low, low + step
 
 
 def tables(con: duckdb.DuckDBPyConnection, query: Query, events: int) -> Iterator[pa.Table]:
     """The issuance rows in processing order, one Arrow table per range of events (the caller may run other
     queries on `con` between them)."""
-    for positions in _ranges(events):
+    for positions in _ranges(con, events):
         with _planned(con):
             table = con.sql(f"{query(positions)} ORDER BY seq").to_arrow_reader(BATCH_ROWS).read_all()
         yield table
@@ -88,7 +105,7 @@ def _write_parquet(con: duckdb.DuckDBPyConnection, query: Query, events: int, ta
     writer: pq.ParquetWriter | None = None
     try:
         with _planned(con):  # nothing else runs on `con` while a range streams out of it
-            for positions in _ranges(events):
+            for positions in _ranges(con, events):
                 reader = con.sql(f"{query(positions)} ORDER BY seq").to_arrow_reader(BATCH_ROWS)
                 for batch in reader:
                     writer = writer or pq.ParquetWriter(target, batch.schema)
@@ -105,7 +122,7 @@ def _write_csv(con: duckdb.DuckDBPyConnection, query: Query, events: int, target
     part = target.with_name(f".{target.name}.part")
     try:
         with target.open("wb") as out, _planned(con, preserve_order=True):
-            for number, positions in enumerate(_ranges(events)):
+            for number, positions in enumerate(_ranges(con, events)):
                 header = "true" if number == 0 else "false"
                 con.execute(
                     f"COPY ({query(positions)} ORDER BY seq) TO {literal(str(part))} (FORMAT CSV, HEADER {header})"

@@ -31,9 +31,9 @@ import pyarrow.parquet as pq
 
 from rewards_lab.contract.programme_file import ProgrammeDefinition
 from rewards_lab.domain.money import parse_ceiling, to_decimal
-from rewards_lab.replay import store
+from rewards_lab.replay import input_checks, store
 from rewards_lab.replay.compiler import TOO_LARGE, CompiledProgramme, string
-from rewards_lab.replay.engine import decimal_sql, definition_of, parse_supply, prepared, replay
+from rewards_lab.replay.engine import decimal_sql, definition_of, input_warnings, parse_supply, prepared, replay
 from rewards_lab.replay.expiry_plan import expiry_plan
 from rewards_lab.replay.inputs import ROW, literal, open_events
 from rewards_lab.replay.issuance_writer import output_path
@@ -57,6 +57,7 @@ class WrittenReplay:
     totals: dict[str, Any]
     seconds: float
     streamed: bool  # one streaming COPY (else the stored path)
+    warnings: tuple[str, ...] = ()  # inputs that probably make this forecast wrong (replay.input_checks)
 
 
 @dataclass(frozen=True)
@@ -234,9 +235,11 @@ def replay_to_file(
             query = _issuances(plan, decimals, definition.asset.symbol, issued)
             con.execute(f"COPY ({query}) TO {literal(str(target))} ({_FORMATS[target.suffix.lower()]})")
             totals = _totals(con, target, decimals)
+            warned = tuple(input_warnings(con, source, [plan], known[0]))
         finally:
             con.close()
-    return WrittenReplay(definition, target, known[0], totals, time.perf_counter() - started, True)
+    input_checks.emit(warned)
+    return WrittenReplay(definition, target, known[0], totals, time.perf_counter() - started, True, warned)
 
 
 def connection(spill: str, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
@@ -278,4 +281,5 @@ def _stored(
         totals = result.totals()
     finally:
         con.close()
-    return WrittenReplay(definition, target, result.events_processed, totals, time.perf_counter() - started, False)
+    seconds = time.perf_counter() - started
+    return WrittenReplay(definition, target, result.events_processed, totals, seconds, False, result.warnings)
