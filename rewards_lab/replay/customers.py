@@ -292,9 +292,9 @@ def open_customers(con: duckdb.DuckDBPyConnection, customers: Any, name: str) ->
     twice = con.sql(f"SELECT id FROM {source} WHERE id IS NOT NULL GROUP BY id HAVING count(*) > 1 LIMIT 1").fetchall()
     if twice:
         raise _refuse(f"the id {twice[0][0]!r} appears on more than one row")
-    customers = CustomerTable(con, source, types, csv, f"{name}_customers", rows=table.num_rows)
-    customers.check_shapes()
-    return customers
+    opened = CustomerTable(con, source, types, csv, f"{name}_customers", rows=int(table.num_rows))
+    opened.check_shapes()
+    return opened
 
 
 def joined(from_sql: str, plans: Sequence[CompiledProgramme], customers: CustomerTable | None) -> str:

@@ -605,7 +605,7 @@ def _read_as(source: EventSource, name: str) -> FieldSource:
 def _outcome_warnings(result: ReplayResult, spent: pa.Table | None) -> list[str]:
     if result._features is None:  # noqa: SLF001 - the result's own tables
         return []
-    (reverse_actions,) = result.con.sql(f"SELECT count(*) FROM {result._name}_rad").fetchall()[0]  # noqa: SLF001
     given = 0 if spent is None else spent.num_rows
     empty = [input_checks.NO_REDEMPTIONS] if spent is not None and given == 0 else []
-    return empty + input_checks.outcome_warnings(result.totals(), given, int(reverse_actions))
+    reverses = any(action.reverse_of is not None for spec in rule_specs(result.definition) for action in spec.actions)
+    return empty + input_checks.outcome_warnings(result.totals(), given, reverses)

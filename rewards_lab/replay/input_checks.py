@@ -40,8 +40,8 @@ def emit(messages: Iterable[str], stacklevel: int = 3) -> None:
 
 
 # customers --------------------------------------------------------------------------------------------------
-_REFERENCE_TYPES = ("VARCHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER")
-_REFERENCE_TYPES += ("UBIGINT", "HUGEINT", "UHUGEINT", "UUID")
+_INTEGERS = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT")
+_REFERENCE_TYPES: tuple[str, ...] = ("VARCHAR", *_INTEGERS, "HUGEINT", "UHUGEINT", "UUID")
 
 
 def check_customer_types(types: Mapping[str, Any], readable: Any) -> None:
@@ -129,9 +129,9 @@ NO_REDEMPTIONS = "redemptions: the table has no rows: nothing was spent"
 
 
 # outcomes ---------------------------------------------------------------------------------------------------
-def outcome_warnings(totals: Mapping[str, Any], given_redemptions: int, reverse_actions: int) -> list[str]:
-    """Warnings read from a replay's totals: redemptions given of which none was redeemed; reverse actions of
-    which every one failed because its original is not in the history."""
+def outcome_warnings(totals: Mapping[str, Any], given_redemptions: int, reverses: bool) -> list[str]:
+    """Warnings read from a replay's totals: redemptions given, none of them redeemed; a programme with reverse
+    rules none of whose refunds took anything back, some because their original is not in the history."""
     found: list[str] = []
     if given_redemptions and not totals.get("redemptions"):
         found.append(
@@ -139,9 +139,9 @@ def outcome_warnings(totals: Mapping[str, Any], given_redemptions: int, reverse_
             "balance then: customer ids in another form, or times before the history?): nothing was spent"
         )
     not_found = int(totals.get("failed_by_code", {}).get("original_not_found", 0))
-    if reverse_actions and not_found == reverse_actions:
+    if reverses and not_found and not totals.get("reversals"):
         found.append(
-            f"events: none of the {reverse_actions:,} refunds names an event of the history as its original "
-            "(original_not_found): nothing was taken back"
+            f"events: no refund took anything back, and {not_found:,} name no event of the history as their "
+            "original (original_not_found: external ids in another form, or a history that starts later?)"
         )
     return found
