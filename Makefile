@@ -94,6 +94,7 @@ bench-tenants: setup
 
 bench-replay: setup
 	$(BIN)/python benchmarks/replay.py --spark
+	$(BIN)/python benchmarks/replay_cli_features.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache clients/typescript/node_modules tools/spectral/node_modules

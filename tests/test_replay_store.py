@@ -23,6 +23,7 @@ from rewards_lab.replay import store as replay_store
 from rewards_lab.replay.ceiling import resolve
 from rewards_lab.replay.compiler import DUCKDB, TOO_LARGE, compile_programme, referenced_fields, rule_specs
 from rewards_lab.replay.engine import ReplayResult, candidate_selects, python_rows, replay
+from rewards_lab.replay.input_checks import ReplayInputWarning
 from rewards_lab.replay.inputs import open_events
 from rewards_lab.replay.order import input_in_order, order_events
 from tests.test_replay import _check_summaries
@@ -201,7 +202,8 @@ def test_summaries_when_no_event_has_a_rule() -> None:
     other = [{"event_type": "other", "actions": [{"type": "issue", "amount": {"fixed": "1"}}]}]
     for rules in (other, [*other, {**other[0], "event_type": "another"}]):
         programme = parse_programme({"programme": {"name": "Empty"}, "asset": asset, "rules": rules})
-        result = replay(events, programme)
+        with pytest.warns(ReplayInputWarning, match="none of the 1 events is of a type the rules are for"):
+            result = replay(events, programme)  # said, not silent (issue 27)
         assert result.events_processed == 1
         assert result.to_pandas().empty and result.daily().empty and result.per_customer().empty
         assert result.totals() == {"issued": Decimal(0), "issuances": 0, "failed": 0, "failed_by_code": {}}

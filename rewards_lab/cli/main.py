@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rewards_lab.store.database import Database
 from rewards_lab.store.secret_box import SecretKeyError
@@ -192,48 +193,26 @@ def _printable(value: object) -> object:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    """Replay an event history through a programme file; write the issuances and print a short summary."""
+    """Replay an event history through a programme file; write the issuances and print a short summary (or the
+    error envelope: a failure is never a traceback). Warnings about the inputs (replay.input_checks) are in the
+    summary and on stderr."""
+    import warnings
+
     from rewards_lab.contract.errors import ServiceError
-    from rewards_lab.replay.engines import run_replay
-    from rewards_lab.replay.to_file import replay_to_file
+    from rewards_lab.replay.input_checks import ReplayInputWarning
 
     try:
-        if args.engine == "duckdb":  # streamed straight to the file when it can be (replay/to_file.py)
-            written = replay_to_file(
-                args.events,
-                args.programme,
-                args.out,
-                opening_supply=args.opening_supply,
-                customers=args.customers,
-                redemptions=args.redemptions,
-                as_of=args.as_of,
-            )
-            definition, events, totals, seconds = (
-                written.definition,
-                written.events_processed,
-                written.totals,
-                written.seconds,
-            )
-        else:
-            result = run_replay(
-                args.events,
-                args.programme,
-                engine=args.engine,
-                opening_supply=args.opening_supply,
-                customers=args.customers,
-                redemptions=args.redemptions,
-                as_of=args.as_of,
-            )
-            result.write(args.out)
-            definition, events, totals, seconds = (
-                result.definition,
-                result.events_processed,
-                result.totals(),
-                result.seconds,
-            )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ReplayInputWarning)  # printed once below, not also by Python
+            definition, events, totals, seconds, warned = _run_replay(args)
     except ServiceError as error:
         print(json.dumps({"error": error.to_dict()}, default=str))
         return 2
+    except Exception as error:  # noqa: BLE001 - the CLI's envelope, never a traceback (issue 27)
+        print(json.dumps({"error": _failure(error)}, default=str))
+        return 1
+    for warning in warned:
+        print(f"rewards-lab replay: warning: {warning}", file=sys.stderr)
     summary = {
         "events": events,
         "issuances": totals["issuances"],
@@ -245,9 +224,65 @@ def _replay(args: argparse.Namespace) -> int:
         "seconds": round(seconds, 3),
         "engine": args.engine,
         "out": str(args.out),
+        **({"warnings": list(warned)} if warned else {}),
     }
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def _run_replay(args: argparse.Namespace) -> tuple[Any, int, dict[str, Any], float, tuple[str, ...]]:
+    """(definition, events read, totals, seconds, warnings) of the replay the arguments ask for."""
+    from rewards_lab.replay.engines import run_replay
+    from rewards_lab.replay.to_file import replay_to_file
+
+    if args.engine == "duckdb":  # streamed straight to the file when it can be (replay/to_file.py)
+        written = replay_to_file(
+            args.events,
+            args.programme,
+            args.out,
+            opening_supply=args.opening_supply,
+            customers=args.customers,
+            redemptions=args.redemptions,
+            as_of=args.as_of,
+        )
+        return written.definition, written.events_processed, written.totals, written.seconds, written.warnings
+    result = run_replay(
+        args.events,
+        args.programme,
+        engine=args.engine,
+        opening_supply=args.opening_supply,
+        customers=args.customers,
+        redemptions=args.redemptions,
+        as_of=args.as_of,
+    )
+    result.write(args.out)
+    warned = tuple(getattr(result, "warnings", ()))
+    return result.definition, result.events_processed, result.totals(), result.seconds, warned
+
+
+def _failure(error: Exception) -> dict[str, Any]:
+    """The envelope of a replay that failed for a reason other than its inputs: out of memory (with what to do),
+    out of disk, or anything else, named by its type."""
+    import duckdb
+
+    from rewards_lab.contract.errors import ServiceError
+
+    if isinstance(error, duckdb.OutOfMemoryException | MemoryError):
+        message = (
+            "the replay ran out of memory (DuckDB holds at most 1 GB and spills the rest beside --out): free "
+            f"memory or disk space beside the output and retry ({_first_line(error)})"
+        )
+    elif isinstance(error, OSError):
+        message = f"the replay could not read or write a file: {_first_line(error)}"
+    else:
+        message = f"the replay failed: {type(error).__name__}: {_first_line(error)}"
+    envelope = ServiceError("internal_error", message, cause=type(error).__name__).to_dict()
+    return envelope
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -30,6 +30,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.conditions import ATTRIBUTES_PREFIX
 from rewards_lab.replay.compiler import CompiledProgramme
 from rewards_lab.replay.fallback import FactsReader, Reading
+from rewards_lab.replay.input_checks import check_customer_types, unnamed_rows_error
 from rewards_lab.replay.inputs import JSON_TYPE, _is_json, literal, quote, typed_source, unsafe_json
 from rewards_lab.replay.sql_values import DUCKDB, FieldSource, call, cast, string
 
@@ -56,6 +57,8 @@ def customers_arrow(customers: Any) -> tuple[pa.Table, bool]:
             if suffix == ".csv":
                 query = f"SELECT * FROM read_csv({literal(str(path))}, all_varchar = true, header = true)"
                 return con.sql(query).to_arrow_table(), True
+        except duckdb.Error as error:  # not Parquet, a bad CSV
+            raise _refuse(f"{path} cannot be read: {str(error).strip().splitlines()[0]}") from None
         finally:
             con.close()
         if suffix in (".jsonl", ".ndjson", ".json"):
@@ -131,6 +134,22 @@ class CustomerTable:
     csv: bool
     lookup: str  # the lookup table's name
     wanted: dict[str, str] = field(default_factory=dict)  # attribute read -> its lookup column
+    rows: int = 0  # customers in the table
+
+    def check_shapes(self) -> None:
+        """Refuse segments and attributes of a shape rules cannot read (before any rule reads them)."""
+        self._segments_sql()
+        if "attributes" in self.types:
+            self._attribute_type("")
+
+    def names_any(self, events: str) -> bool:
+        """Whether some event's customer_id is a customer's id or external_id (the view `events`)."""
+        external = (
+            f" UNION ALL SELECT CAST(external_id AS VARCHAR) FROM {self.source}" if "external_id" in self.types else ""
+        )
+        references = f"SELECT CAST(id AS VARCHAR) FROM {self.source}{external}"
+        query = f"SELECT 1 FROM {events} WHERE customer_id IN ({references}) LIMIT 1"
+        return bool(self.con.sql(query).fetchall())
 
     def field(self, name: str) -> FieldSource:
         """customer.country, customer.segments, customer.attributes.<name> as lookup columns."""
@@ -261,16 +280,21 @@ def open_customers(con: duckdb.DuckDBPyConnection, customers: Any, name: str) ->
     json_columns = (
         set(jsonutil.loads(metadata[b"replay_json_columns"])) if b"replay_json_columns" in metadata else set()
     )
-    if "id" not in table.column_names:
+    if "id" not in table.column_names or (table.num_rows and table.column("id").null_count == table.num_rows):
         raise ServiceError("field_required", "customers need an id column", field="customers.id")
+    if table.column("id").null_count:
+        raise unnamed_rows_error(table.column("id").null_count)
     source = f"{name}_customers_input"
     con.register(source, table)
     described = con.sql(f"SELECT * FROM {source} LIMIT 0")
     types = {c: JSON_TYPE if c in json_columns else t for c, t in zip(described.columns, described.types, strict=True)}
+    check_customer_types(types, lambda kind: typed_source(exp.null(), kind, csv).kind != "never")
     twice = con.sql(f"SELECT id FROM {source} WHERE id IS NOT NULL GROUP BY id HAVING count(*) > 1 LIMIT 1").fetchall()
     if twice:
         raise _refuse(f"the id {twice[0][0]!r} appears on more than one row")
-    return CustomerTable(con, source, types, csv, f"{name}_customers")
+    opened = CustomerTable(con, source, types, csv, f"{name}_customers", rows=int(table.num_rows))
+    opened.check_shapes()
+    return opened
 
 
 def joined(from_sql: str, plans: Sequence[CompiledProgramme], customers: CustomerTable | None) -> str:

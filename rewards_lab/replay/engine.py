@@ -28,13 +28,12 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
 from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
-from rewards_lab.replay import expiry_store, feature_sql, store
+from rewards_lab.replay import expiry_store, feature_sql, input_checks, issuance_writer, store
 from rewards_lab.replay.compiler import (
     DUCKDB,
     CompiledProgramme,
@@ -51,12 +50,12 @@ from rewards_lab.replay.inputs import ROW, EventSource, literal, open_events
 from rewards_lab.replay.limits_plan import has_features, limits_plan
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.redemptions import redemptions_table
+from rewards_lab.replay.sql_values import FieldSource
 from rewards_lab.replay.store import DAY_US
 
 Progress = Callable[[int, int], None] | bool | None
 _names = itertools.count()
 _EPOCH = np.datetime64("1970-01-01", "D")
-_OUTPUT_EVENTS = 1_000_000  # events per batch of issuance rows (to_pandas, write)
 _AUTO_PROGRESS_AFTER = 2.0  # seconds before the default progress starts printing
 STEPS = ("ordered", "rules", "fallback", "summaries", "ceiling")  # what each progress step has finished
 FEATURED_MEMORY_LIMIT = "1GB"  # DuckDB's share when a replay has caps, budgets, reversals or redemptions
@@ -125,6 +124,7 @@ class ReplayResult:
     _boundary: int | None  # the day of the first refusal by the ceiling (None: none refused)
     _features: FeatureTables | None = None  # caps, budgets, reversals or redemptions (None: the programme has none)
     _expiry: ExpiryPlan | None = None  # lots expire (None: the programme's points never do)
+    warnings: tuple[str, ...] = ()  # inputs that probably make this forecast wrong (replay.input_checks)
 
     @property
     def _decimals(self) -> int:
@@ -192,9 +192,7 @@ class ReplayResult:
     def batches(self) -> Iterator[pa.Table]:
         """The issuance rows in processing order, as Arrow tables of the events of one position range at a time:
         each is sorted on its own, so that the rows are never sorted (nor held) all at once."""
-        for low in range(0, max(self.events_processed, 1), _OUTPUT_EVENTS):
-            query = self.issuances_query((low, low + _OUTPUT_EVENTS))
-            yield self.con.sql(f"{query} ORDER BY seq").to_arrow_table()
+        return issuance_writer.tables(self.con, self.issuances_query, self.events_processed)
 
     def to_pandas(self) -> pd.DataFrame:
         frame: pd.DataFrame = pa.concat_tables(list(self.batches())).to_pandas()
@@ -323,25 +321,9 @@ class ReplayResult:
         return frame_of(self.con.sql(query).to_arrow_table())
 
     def write(self, path: str | Path) -> Path:
-        """The issuances, in processing order, as Parquet or CSV (by suffix)."""
-        target = Path(path)
-        formats = {".parquet": "FORMAT PARQUET", ".csv": "FORMAT CSV, HEADER true"}
-        if target.suffix.lower() not in formats:
-            raise ServiceError("field_invalid", f"{target}: the output must be .parquet or .csv", field="out")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.suffix.lower() == ".parquet":
-            writer: pq.ParquetWriter | None = None
-            try:
-                for batch in self.batches():
-                    writer = writer or pq.ParquetWriter(target, batch.schema)
-                    writer.write_table(batch)
-            finally:
-                if writer is not None:
-                    writer.close()
-            return target
-        query = f"SELECT * FROM {self._name}_issuances ORDER BY seq"
-        self.con.execute(f"COPY ({query}) TO {literal(str(target))} ({formats[target.suffix.lower()]})")
-        return target
+        """The issuances, in processing order, as Parquet or CSV (by suffix), within DuckDB's memory limit
+        (rewards_lab.replay.issuance_writer)."""
+        return issuance_writer.write(self.con, self.issuances_query, self.events_processed, path)
 
 
 def quiet_connection() -> duckdb.DuckDBPyConnection:
@@ -594,5 +576,36 @@ def replay(
             expiry_store.lots_table(con, name, issued, lay.slots, expiry.as_of)
     finally:
         reporter.close()
+    result.warnings = tuple(input_warnings(con, source, [plan], count) + _outcome_warnings(result, spent))
+    input_checks.emit(result.warnings)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def input_warnings(
+    con: duckdb.DuckDBPyConnection, source: EventSource, plans: list[CompiledProgramme], count: int
+) -> list[str]:
+    """What about the events and the customers table probably makes the forecast wrong (replay.input_checks)."""
+    types = sorted({spec.event_type for plan in plans for spec in plan.specs})
+    listed = ", ".join(DUCKDB.render(string(t)) for t in types)
+    typed = bool(types) and bool(con.sql(f"SELECT 1 FROM {source.view} WHERE type IN ({listed}) LIMIT 1").fetchall())
+    found = input_checks.event_warnings(count, int(typed), plans, partial(_read_as, source), types)
+    if source.customers is not None and count and not source.customers.names_any(source.view):
+        found.append(input_checks.no_customer_matches(count, source.customers.rows))
+    return found
+
+
+def _read_as(source: EventSource, name: str) -> FieldSource:
+    """How the rules read a field; a column of nothing but NULLs (Arrow's null type) is missing."""
+    if str(source.columns.get(name, "")).upper().strip('"') == "NULL":
+        return FieldSource("missing")
+    return source.field(name)
+
+
+def _outcome_warnings(result: ReplayResult, spent: pa.Table | None) -> list[str]:
+    if result._features is None:  # noqa: SLF001 - the result's own tables
+        return []
+    given = 0 if spent is None else spent.num_rows
+    empty = [input_checks.NO_REDEMPTIONS] if spent is not None and given == 0 else []
+    reverses = any(action.reverse_of is not None for spec in rule_specs(result.definition) for action in spec.actions)
+    return empty + input_checks.outcome_warnings(result.totals(), given, reverses)

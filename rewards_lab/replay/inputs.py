@@ -361,6 +361,15 @@ def _read(con: duckdb.DuckDBPyConnection, events: Any) -> tuple[pa.Table | str, 
 
 def open_events(con: duckdb.DuckDBPyConnection, events: Any, view: str = VIEW) -> EventSource:
     """Register the events on `con` as the temporary view `view`; returns how to read their data."""
+    try:
+        return _open_events(con, events, view)
+    except duckdb.Error as error:  # a file DuckDB cannot read (not Parquet, a bad CSV, an unreadable timestamp)
+        where = f"{events}: " if isinstance(events, str | Path) else ""
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ServiceError("field_invalid", f"events: {where}cannot be read: {message}", field="events") from None
+
+
+def _open_events(con: duckdb.DuckDBPyConnection, events: Any, view: str) -> EventSource:
     table, csv = _to_arrow(con, events)
     json_columns = set()
     if isinstance(table, str):  # Parquet is read in place; its row number is the input order

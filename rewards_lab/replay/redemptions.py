@@ -57,7 +57,10 @@ def _frame(redemptions: Any) -> pd.DataFrame:
         if suffix == ".parquet":
             return _frame(pq.read_table(path))
         if suffix == ".csv":
-            return pd.read_csv(path, dtype=str, keep_default_na=False)
+            try:
+                return pd.read_csv(path, dtype=str, keep_default_na=False)
+            except pd.errors.EmptyDataError:  # no header either: refused below, for the columns it lacks
+                return pd.DataFrame()
         if suffix in (".jsonl", ".ndjson", ".json"):
             lines = path.read_text(encoding="utf-8").splitlines()
             return pd.DataFrame([jsonutil.loads(line) for line in lines if line.strip()], columns=list(COLUMNS))

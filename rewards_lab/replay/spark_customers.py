@@ -22,6 +22,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.conditions import ATTRIBUTES_PREFIX
 from rewards_lab.replay.customers import FOUND, ROLES, customers_arrow, open_customers
 from rewards_lab.replay.fallback import FactsReader, Reading
+from rewards_lab.replay.input_checks import check_customer_types
 from rewards_lab.replay.spark_inputs import spark_identifier, spark_typed
 from rewards_lab.replay.sql_values import SPARK, FieldSource, call, string
 
@@ -115,6 +116,20 @@ class SparkCustomerTable:
             raise _refuse(f"segments must be a list of strings or a JSON array as text, not {kind.simpleString()}")
         return f"coalesce({listed}, CAST(array() AS ARRAY<STRING>))"
 
+    def rows(self) -> int:
+        """How many customers the table has (a Spark job for a DataFrame)."""
+        return self.local.num_rows if self.local is not None else int(self.frame.count())
+
+    def names_any(self, events: DataFrame) -> bool:
+        """Whether some event's customer_id is a customer's id or external_id (one job, stopping at the first)."""
+        from pyspark.sql import functions as F
+
+        references = self.frame.select(F.col("id").cast("string").alias("__ref"))
+        if "external_id" in self.types:
+            references = references.unionByName(self.frame.select(F.col("external_id").cast("string").alias("__ref")))
+        named = events.join(F.broadcast(references), events["customer_id"] == references["__ref"], "left_semi")
+        return bool(named.limit(1).count())
+
     def _documented(self) -> bool:
         return any(self._reading(attribute) == "document" for attribute in self.wanted)
 
@@ -199,6 +214,7 @@ def open_spark_customers(spark: SparkSession, customers: Any) -> SparkCustomerTa
         frame = spark.read.parquet(str(customers))
     else:
         table, csv = customers_arrow(customers)
+        open_customers(duckdb.connect(), table, "__check")  # the DuckDB engine's refusals, on the driver
         if "id" in table.column_names:
             ids = table.column("id").drop_null()
             if len(ids) != len(pc.unique(ids)):  # checked here, on the driver, without a Spark job
@@ -214,7 +230,29 @@ def open_spark_customers(spark: SparkSession, customers: Any) -> SparkCustomerTa
     types = {f.name: f.dataType for f in frame.schema.fields}
     if "id" not in types:
         raise ServiceError("field_required", "customers need an id column", field="customers.id")
+    if local is None:
+        _check_types(types)
     return SparkCustomerTable(frame, types, text_columns, csv, local)
+
+
+def _check_types(types: dict[str, DataType]) -> None:
+    """The DuckDB engine's type refusals (input_checks.check_customer_types) for a table Spark reads."""
+    from pyspark.sql.types import IntegralType, StringType
+
+    def spark_kind(kind: DataType) -> str:
+        if isinstance(kind, StringType):
+            return "VARCHAR"
+        return "BIGINT" if isinstance(kind, IntegralType) else kind.simpleString().upper()
+
+    named: dict[str, Any] = {
+        role: spark_kind(types[role]) for role in ("id", "external_id", "country") if role in types
+    }
+    others = {c: k for c, k in types.items() if c not in ROLES}
+    check_customer_types({**named, **others}, _readable)  # roles as the names of their types
+
+
+def _readable(kind: DataType) -> bool:
+    return spark_typed(exp.null(), kind).kind != "never"
 
 
 def _check_unique(frame: DataFrame) -> None:

@@ -34,7 +34,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition
 from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.domain.rules import RuleSpec
-from rewards_lab.replay import spark_expiry, spark_feature_result
+from rewards_lab.replay import input_checks, spark_expiry, spark_feature_result
 from rewards_lab.replay.compiler import (
     BENEFICIARY_MISSING,
     NOT_FOUND_BASE,
@@ -44,6 +44,7 @@ from rewards_lab.replay.compiler import (
     cast,
     compile_programme,
     number,
+    rule_specs,
     string,
 )
 from rewards_lab.replay.engine import (
@@ -289,6 +290,7 @@ class SparkReplayResult:
     _features: SparkFeatures | None = None  # caps, budgets, reversals or redemptions (None: the programme has none)
     _expiry: SparkExpiry | None = None  # lots expire (None: the programme's points never do)
     _rule_of: tuple[tuple[int, int], ...] = ()  # per slot: (rule index, action index)
+    warnings: tuple[str, ...] = ()  # inputs that probably make this forecast wrong (replay.input_checks)
 
     @property
     def _decimals(self) -> int:
@@ -580,9 +582,34 @@ def replay_spark(
             source.customers = open_spark_customers(session, customers)
         ordered, count = with_positions(source.frame)
         reporter.step("ordered")
-        return replay_ordered(definition, source, ordered, count, opening_supply, started, reporter, spent, as_of)
+        result = replay_ordered(definition, source, ordered, count, opening_supply, started, reporter, spent, as_of)
     finally:
         reporter.close()
+    result.warnings = tuple(_input_warnings(definition, source, count) + _outcome_warnings(result, spent))
+    input_checks.emit(result.warnings)
+    return result
+
+
+def _input_warnings(definition: ProgrammeDefinition, source: SparkEventSource, count: int) -> list[str]:
+    """As the DuckDB engine's (engine.input_warnings): a Spark job or two, each stopping at the first match."""
+    from pyspark.sql import functions as F
+
+    plan = compile_programme(definition, source, SPARK)
+    types = sorted({spec.event_type for spec in plan.specs})
+    typed = count > 0 and bool(types) and bool(source.frame.where(F.col("type").isin(types)).limit(1).count())
+    found = input_checks.event_warnings(count, int(typed), [plan], source.field, types)
+    if source.customers is not None and count and not source.customers.names_any(source.frame):
+        found.append(input_checks.no_customer_matches(count, source.customers.rows()))
+    return found
+
+
+def _outcome_warnings(result: SparkReplayResult, spent: pa.Table | None) -> list[str]:
+    if result._features is None:  # noqa: SLF001 - the result's own
+        return []
+    given = 0 if spent is None else spent.num_rows
+    empty = [input_checks.NO_REDEMPTIONS] if spent is not None and given == 0 else []
+    reverses = any(action.reverse_of is not None for spec in rule_specs(result.definition) for action in spec.actions)
+    return empty + input_checks.outcome_warnings(result.totals(), given, reverses)
 
 
 def _redemptions(redemptions: Any, decimals: int) -> pa.Table | None:

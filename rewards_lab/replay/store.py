@@ -365,16 +365,32 @@ def totals_sql(name: str, boundary: int | None, amount: Callable[[str], str]) ->
     )
 
 
-def _unnested(lay: Layout, name: str) -> str:
-    """SQL: one row per stored amount (pos, customer_id: the one it rewards, day, k, i: its field, m)."""
+def unnested(lay: Layout, events: str, where: str = "", beneficiaries: bool = True) -> str:
+    """SQL: one row per stored amount of the rows of `events` (`{name}_pe` or its rows) that hold one (m <> 0):
+    pos, customer_id (with `beneficiaries`, the one the amount rewards), day, k, i (its field) and m.
+
+    The amounts are unnested in the SELECT list, as a list of structs that carry their field number: a lateral
+    `unnest(...) WITH ORDINALITY` is planned by DuckDB as a dependent join that groups the events by their whole
+    STRUCT in a hash table (3x slower, and held in memory: the issuance rows of a million events did not fit in
+    the CLI's memory limit, issue 27)."""
+    named = set(lay.beneficiary_fields) if beneficiaries else set()
     pairs = ", ".join(
-        f"{{'m': a.c{i}, 'b': {f'a.b{i}' if i in lay.beneficiary_fields else 'CAST(NULL AS VARCHAR)'}}}"
+        f"{{'m': CAST(a.c{i} AS BIGINT), 'i': CAST({i} AS BIGINT)"
+        + (f", 'b': {f'a.b{i}' if i in named else 'CAST(NULL AS VARCHAR)'}" if named else "")
+        + "}"
         for i in range(1, lay.width + 1)
     )
+    customer = "coalesce(u.b, customer_id)" if named else "customer_id"
     return (
-        f"SELECT p.pos, coalesce(u.x.b, p.customer_id) AS customer_id, p.day, p.a.k AS k, u.i, u.x.m AS m "
-        f"FROM {name}_pe p, unnest([{pairs}]) WITH ORDINALITY AS u(x, i) WHERE u.x.m <> 0"
+        f"SELECT pos, {customer} AS customer_id, day, k, u.i AS i, u.m AS m FROM ("
+        f"SELECT p.pos, p.customer_id, p.day, p.a.k AS k, unnest([{pairs}]) AS u FROM {events} p{where}"
+        f") WHERE u.m <> 0"
     )
+
+
+def _unnested(lay: Layout, name: str) -> str:
+    """SQL: one row per stored amount (pos, customer_id: the one it rewards, day, k, i: its field, m)."""
+    return unnested(lay, f"{name}_pe")
 
 
 def per_customer_sql(lay: Layout, name: str, boundary: int | None) -> str:
@@ -408,7 +424,6 @@ def issuances_sql(
 ) -> str:
     """SQL of the `issuances` view: one row per attempted issuance (rewards_lab.replay.engine.ISSUANCE_COLUMNS);
     `amount` turns the SQL of minor units into the exact DECIMAL; `positions` (from, to): only those events."""
-    some = "" if positions is None else f" AND p.pos >= {positions[0]} AND p.pos < {positions[1]}"
     events = (
         f"{name}_ordered"
         if positions is None
@@ -418,19 +433,15 @@ def issuances_sql(
     ok = "p.m > 0" if boundary is None else f"(p.m > 0 AND (p.day < {boundary} OR q.pos IS NOT NULL))"
     symbol = DUCKDB.render(string(asset))
     minor, codes = "greatest(p.m, 0)", f"WHEN p.m = {TOO_LARGE} THEN 'amount_too_large'"
-    amounts = (
-        f"SELECT p.pos, p.customer_id, p.day, p.a.k AS k, u.i, CAST(u.m AS BIGINT) AS m "
-        f"FROM {name}_pe p, unnest([{', '.join(lay.fields)}]) WITH ORDINALITY AS u(m, i) WHERE u.m <> 0{some}"
-    )
+    where = "" if positions is None else f" WHERE p.pos >= {positions[0]} AND p.pos < {positions[1]}"
+    amounts = unnested(lay, f"{name}_pe", where, beneficiaries=False)
     if lay.beneficiary_fields:  # the customer of each amount; a beneficiary's refusals keep their codes
         minor = f"CASE WHEN p.m < {NOT_FOUND_BASE} THEN {NOT_FOUND_BASE} - p.m ELSE greatest(p.m, 0) END"
         codes += (
             f" WHEN p.m = {BENEFICIARY_MISSING} THEN 'beneficiary_missing'"
             f" WHEN p.m < {NOT_FOUND_BASE} THEN 'beneficiary_not_found'"
         )
-        amounts = _unnested(lay, name)
-        if positions is not None:
-            amounts += f" AND p.pos >= {positions[0]} AND p.pos < {positions[1]}"
+        amounts = unnested(lay, f"{name}_pe", where)
     return f"""
         SELECT p.pos * {lay.slots} + s.slot AS seq, e.external_event_id, p.customer_id, s.event_type, e.occurred_at,
                s.rule_index, s.action_index, {symbol} AS asset, {amount(minor)} AS amount,

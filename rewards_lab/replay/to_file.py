@@ -16,6 +16,7 @@ programme that reads a customers table or names beneficiaries, whose joins would
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,14 +29,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition
 from rewards_lab.domain.money import parse_ceiling, to_decimal
-from rewards_lab.replay import store
+from rewards_lab.replay import input_checks, store
 from rewards_lab.replay.compiler import TOO_LARGE, CompiledProgramme, string
-from rewards_lab.replay.engine import decimal_sql, definition_of, parse_supply, prepared, replay
+from rewards_lab.replay.engine import decimal_sql, definition_of, input_warnings, parse_supply, prepared, replay
 from rewards_lab.replay.expiry_plan import expiry_plan
 from rewards_lab.replay.inputs import ROW, literal, open_events
+from rewards_lab.replay.issuance_writer import output_path
 from rewards_lab.replay.limits_plan import has_features
 from rewards_lab.replay.order import input_in_order
 
@@ -56,6 +57,7 @@ class WrittenReplay:
     totals: dict[str, Any]
     seconds: float
     streamed: bool  # one streaming COPY (else the stored path)
+    warnings: tuple[str, ...] = ()  # inputs that probably make this forecast wrong (replay.input_checks)
 
 
 @dataclass(frozen=True)
@@ -87,13 +89,6 @@ def _stream(origin: pa.Table | str | None) -> pa.RecordBatchReader:
             start += batch.num_rows
 
     return pa.RecordBatchReader.from_batches(schema, numbered())
-
-
-def _output(path: str | Path) -> Path:
-    target = Path(path)
-    if target.suffix.lower() not in _FORMATS:
-        raise ServiceError("field_invalid", f"{target}: the output must be .parquet or .csv", field="out")
-    return target
 
 
 def _issued(con: duckdb.DuckDBPyConnection, plan: CompiledProgramme, room: int | None) -> _Issued | None:
@@ -202,53 +197,89 @@ def replay_to_file(
     programme with caps, budgets, reversals or expiry, or given redemptions, is replayed whole, then written,
     so that its totals are whole too; `as_of`: until when lots expire)."""
     started = time.perf_counter()
-    target = _output(out)
+    target = output_path(out)
     definition = definition_of(programme)
     decimals = definition.asset.decimals
     ceiling = parse_ceiling(definition.asset.supply_ceiling, decimals, "asset.supply_ceiling")
     opening = parse_supply(opening_supply, decimals)
-    con = duckdb.connect()
-    try:
-        con.execute("SET TimeZone = 'UTC'")
-        con.execute(f"SET memory_limit = {literal(MEMORY_LIMIT)}")
-        source = open_events(con, events, f"{_NAME}_events")
-        known = input_in_order(source)
-        issued: _Issued | None = None
-        plain = redemptions is None and not has_features(definition) and expiry_plan(definition) is None
-        if plain and known is not None and known[1]:
-            from_sql, plan = prepared(con, definition, source, customers)
-            con.execute(f"CREATE TEMP VIEW {_NAME}_ordered AS SELECT *, {ROW} AS __pos FROM {from_sql}")
-            exotic = plan.exotic_sql
-            # joins (customers, beneficiaries) do not keep the input order a streaming COPY writes in
-            streamable = not plan.beneficiaries and (customers is None or not plan.reads_customers)
-            if streamable and (
-                exotic is None or not con.sql(f"SELECT 1 FROM {_NAME}_ordered WHERE {exotic} LIMIT 1").fetchall()
-            ):
-                con.execute("SET preserve_insertion_order = false")  # the ceiling's queries order explicitly
-                issued = _issued(con, plan, None if ceiling is None else ceiling - opening)
-        if issued is None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # DuckDB spills beside the output (a disk the user chose for big files; the system's temp may be in memory)
+    with tempfile.TemporaryDirectory(prefix=".rewards-lab-replay-", dir=target.parent) as spill:
+        con = connection(spill)
+        try:
+            source = open_events(con, events, f"{_NAME}_events")
+            known = input_in_order(source)
+            issued: _Issued | None = None
+            plain = redemptions is None and not has_features(definition) and expiry_plan(definition) is None
+            if plain and known is not None and known[1]:
+                from_sql, plan = prepared(con, definition, source, customers)
+                con.execute(f"CREATE TEMP VIEW {_NAME}_ordered AS SELECT *, {ROW} AS __pos FROM {from_sql}")
+                exotic = plan.exotic_sql
+                # joins (customers, beneficiaries) do not keep the input order a streaming COPY writes in
+                streamable = not plan.beneficiaries and (customers is None or not plan.reads_customers)
+                if streamable and (
+                    exotic is None or not con.sql(f"SELECT 1 FROM {_NAME}_ordered WHERE {exotic} LIMIT 1").fetchall()
+                ):
+                    issued = _issued(con, plan, None if ceiling is None else ceiling - opening)
+            if issued is None:
+                con.close()
+                return _stored(
+                    events, definition, target, spill, started, opening_supply, customers, redemptions, as_of
+                )
+            assert known is not None
+            con.execute("SET preserve_insertion_order = true")  # rows leave in input order: processing order
+            con.register(f"{_NAME}_stream", _stream(source.origin))
+            con.execute(f"CREATE TEMP VIEW {_NAME}_streamed AS {source.select}{_NAME}_stream")
+            streamed = source.prepare(plan.fields, f"{_NAME}_streamed")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {_NAME}_ordered AS SELECT *, {ROW} AS __pos FROM {streamed}")
+            query = _issuances(plan, decimals, definition.asset.symbol, issued)
+            con.execute(f"COPY ({query}) TO {literal(str(target))} ({_FORMATS[target.suffix.lower()]})")
+            totals = _totals(con, target, decimals)
+            warned = tuple(input_warnings(con, source, [plan], known[0]))
+        finally:
             con.close()
-            result = replay(
-                events,
-                definition,
-                opening_supply=opening_supply,
-                customers=customers,
-                redemptions=redemptions,
-                as_of=as_of,
-            )
-            result.write(target)
-            seconds = time.perf_counter() - started
-            return WrittenReplay(definition, target, result.events_processed, result.totals(), seconds, False)
-        assert known is not None
-        target.parent.mkdir(parents=True, exist_ok=True)
-        con.execute("SET preserve_insertion_order = true")  # rows leave in input order: processing order
-        con.register(f"{_NAME}_stream", _stream(source.origin))
-        con.execute(f"CREATE TEMP VIEW {_NAME}_streamed AS {source.select}{_NAME}_stream")
-        streamed = source.prepare(plan.fields, f"{_NAME}_streamed")
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {_NAME}_ordered AS SELECT *, {ROW} AS __pos FROM {streamed}")
-        query = _issuances(plan, decimals, definition.asset.symbol, issued)
-        con.execute(f"COPY ({query}) TO {literal(str(target))} ({_FORMATS[target.suffix.lower()]})")
-        totals = _totals(con, target, decimals)
+    input_checks.emit(warned)
+    return WrittenReplay(definition, target, known[0], totals, time.perf_counter() - started, True, warned)
+
+
+def connection(spill: str, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+    """A connection of the CLI's: at most `memory_limit` (MEMORY_LIMIT) in memory, the rest spilled to `spill`;
+    no order kept unless a query asks (the streaming COPY sets it back); no progress bar."""
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute(f"SET memory_limit = {literal(memory_limit or MEMORY_LIMIT)}")
+    con.execute(f"SET temp_directory = {literal(spill)}")
+    con.execute("SET preserve_insertion_order = false")
+    return con
+
+
+def _stored(
+    events: Any,
+    definition: ProgrammeDefinition,
+    target: Path,
+    spill: str,
+    started: float,
+    opening_supply: Decimal | int | str,
+    customers: Any,
+    redemptions: Any,
+    as_of: Any,
+) -> WrittenReplay:
+    """`replay().write()` on a connection of the CLI's (the same memory limit, spilled beside the output)."""
+    con = connection(spill)
+    try:
+        result = replay(
+            events,
+            definition,
+            opening_supply=opening_supply,
+            connection=con,
+            customers=customers,
+            redemptions=redemptions,
+            as_of=as_of,
+        )
+        result.write(target)
+        totals = result.totals()
     finally:
         con.close()
-    return WrittenReplay(definition, target, known[0], totals, time.perf_counter() - started, True)
+    seconds = time.perf_counter() - started
+    return WrittenReplay(definition, target, result.events_processed, totals, seconds, False, result.warnings)
