@@ -16,7 +16,7 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rewards_lab.api import heap, openapi_doc
+from rewards_lab.api import openapi_doc
 from rewards_lab.api.address_gate import AddressGate
 from rewards_lab.api.context import request_id_of
 from rewards_lab.api.deprecations import RAW_HEADERS_BY_PATH
@@ -30,6 +30,7 @@ from rewards_lab.api.rate_limits import (
 )
 from rewards_lab.api.request_log import RequestLogMiddleware
 from rewards_lab.api.routes import REQUEST_MODELS, readiness_router, router
+from rewards_lab.api.runtime import ServingRuntime
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.service.deliveries import DeliverySettings
 from rewards_lab.service.event_processing import DEFAULT_BATCH_SIZE
@@ -159,11 +160,12 @@ def create_app(
             expiry.start()
         if admin is not None:
             admin.start()
-        heap.settle_after_start_up()  # before the first request: full collections no longer walk start-up's heap
+        runtime = ServingRuntime()
+        runtime.start()  # before the first request: start-up's heap frozen, the GIL handed over sooner
         try:
             yield
         finally:
-            heap.thaw()
+            runtime.stop()
             if admin is not None:
                 admin.stop()  # a backup in progress finishes first
             intake.stop()  # every event already queued is stored (and answered) before the worker stops
