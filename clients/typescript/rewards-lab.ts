@@ -706,6 +706,7 @@ export interface RewardExecution {
 
 export interface Rule {
   id: string;
+  name?: string | null;
   program_id: string;
   version: number | null;
   event_type: string;
@@ -719,6 +720,7 @@ export interface Rule {
 
 export interface RuleCreate {
   program_id: string;
+  name?: string | null;
   event_type: string;
   conditions?: (Condition | AnyGroup | AllGroup | NotGroup)[];
   actions: (Action | ReverseAction)[];
@@ -739,8 +741,9 @@ export interface RuleOutcome {
   stopped_by?: string | null;
 }
 
-/** Edits a rule of the draft version; absent fields stay as they are. */
+/** Edits a rule of the draft version; absent fields stay as they are, and `name: null` clears the name. */
 export interface RuleUpdate {
+  name?: string | null;
   event_type?: string | null;
   conditions?: (Condition | AnyGroup | AllGroup | NotGroup)[] | null;
   actions?: (Action | ReverseAction)[] | null;

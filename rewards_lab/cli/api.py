@@ -111,6 +111,18 @@ RULE_ORDER = (
         help="when the rule matches, the programme's later rules do not apply to the event",
     ),
 )
+RULE_NAME = _a("--name", help="a short human name, shown wherever the rule is listed (at most 120 characters)")
+
+
+def _rule_name_update(args: argparse.Namespace) -> dict[str, Any]:
+    """The name `rules update` sends: the one given, null with --clear-name, nothing otherwise."""
+    if args.name is not None and args.clear_name:
+        raise UsageError("--name and --clear-name contradict each other")
+    if args.clear_name:
+        return {"name": None}
+    return {} if args.name is None else {"name": args.name}
+
+
 SIMULATION = (
     _a("--event", type=_json_arg, required=True, help='flat JSON: {"type": "order.completed", "amount": 42}'),
     _a("--occurred-at", help="the event's time the rules read (RFC 3339; now when absent)"),
@@ -525,6 +537,7 @@ COMMANDS: tuple[Command, ...] = (
             _a("--conditions", type=_json_arg, help='JSON, e.g. [{"field":"amount","operator":"gte","value":20}]'),
             *RULE_ORDER,
             RULE_LIMITS,
+            RULE_NAME,
         ),
         lambda c, a: c.create_rule(
             a.program_id,
@@ -534,6 +547,7 @@ COMMANDS: tuple[Command, ...] = (
             priority=a.priority,
             stop_processing=a.stop_processing,
             limits=a.limits,
+            name=a.name,
             idempotency_key=a.idempotency_key,
         ),
     ),
@@ -550,6 +564,8 @@ COMMANDS: tuple[Command, ...] = (
             _a("--conditions", type=_json_arg),
             *RULE_ORDER,
             RULE_LIMITS,
+            RULE_NAME,
+            _a("--clear-name", action="store_true", help="remove the rule's name"),
         ),
         lambda c, a: c.update_rule(
             a.id,
@@ -559,6 +575,7 @@ COMMANDS: tuple[Command, ...] = (
             priority=a.priority,
             stop_processing=a.stop_processing,
             limits=a.limits,
+            **_rule_name_update(a),
             idempotency_key=a.idempotency_key,
         ),
     ),

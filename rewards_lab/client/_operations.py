@@ -438,15 +438,17 @@ def create_rule(
     priority: int | None = None,
     stop_processing: bool | None = None,
     limits: Sequence[Json] | None = None,
+    name: str | None = None,
     idempotency_key: str | None = None,
 ) -> Call[r.Rule]:
-    """`priority` (lower applies first), `stop_processing` and `limits` (caps per customer:
-    `[{"period": "day", "max_count": 3}]`) are sent only when given (the service defaults them to 0, false and
-    none). `actions` may hold reverse actions: `{"type": "reverse", "original": {"field": "order_id"}}`."""
+    """`priority` (lower applies first), `stop_processing`, `limits` (caps per customer:
+    `[{"period": "day", "max_count": 3}]`) and `name` (a short human name) are sent only when given (the service
+    defaults them to 0, false, none and no name). `actions` may hold reverse actions:
+    `{"type": "reverse", "original": {"field": "order_id"}}`."""
     body: Json = {"program_id": program_id, "event_type": event_type, "actions": list(actions)}
     if conditions is not None:
         body["conditions"] = list(conditions)
-    body.update(_without_none(priority=priority, stop_processing=stop_processing))
+    body.update(_without_none(priority=priority, stop_processing=stop_processing, name=name))
     if limits is not None:
         body["limits"] = list(limits)
     return _write("create_rule", _model(r.Rule), body=body, key=idempotency_key)
@@ -465,9 +467,10 @@ def update_rule(
     priority: int | None = None,
     stop_processing: bool | None = None,
     limits: Sequence[Json] | None = None,
+    name: str | None = _UNCHANGED,
     idempotency_key: str | None = None,
 ) -> Call[r.Rule]:
-    """Only the fields given are sent; `limits=[]` removes the rule's caps."""
+    """Only the fields given are sent; `limits=[]` removes the rule's caps, `name=None` its name."""
     body = _without_none(
         event_type=event_type,
         conditions=list(conditions) if conditions is not None else None,
@@ -476,6 +479,8 @@ def update_rule(
         stop_processing=stop_processing,
         limits=list(limits) if limits is not None else None,
     )
+    if name is not _UNCHANGED:
+        body["name"] = name
     return _write("update_rule", _model(r.Rule), rule_id, body=body, key=idempotency_key)
 
 

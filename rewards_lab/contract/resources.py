@@ -68,6 +68,7 @@ class Asset(Resource):
 
 class Rule(Resource):
     id: str
+    name: str | None = None  # a short human name (issue 28); null: unnamed, listed by position and event type
     program_id: str
     version: int | None  # None while the rule belongs to the draft
     event_type: str

@@ -44,6 +44,7 @@ from rewards_lab.contract.request_base import (
     RequestModel,
     json_number,
 )
+from rewards_lab.contract.validation import custom_error
 
 MAX_RULES_CONDITIONS = 20  # top-level conditions of a rule (the seed's list)
 MAX_RULE_ACTIONS = 10
@@ -52,6 +53,7 @@ MAX_CONDITION_DEPTH = 5  # a top-level condition is at depth 1; each group adds 
 MAX_CONDITION_LIST = 100  # values of an `in` / `not_in` list
 MAX_CONDITION_STRING = 200  # characters of a string value
 MAX_PRIORITY = 1_000_000  # |priority|
+MAX_RULE_NAME = 120  # characters of a rule's name, as sent
 _DECIMAL_TEXT = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 
 
@@ -351,6 +353,46 @@ Conditions = Annotated[list[ConditionItem], Field(max_length=MAX_RULES_CONDITION
 Actions = Annotated[list[RuleAction], Field(min_length=1, max_length=MAX_RULE_ACTIONS)]
 
 
+# ECMA-262's `\s` (the set the OpenAPI document's pattern is read with), spelled out so that Python reads it alike.
+_NAME_SPACE = r"\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_NAME_EDGES = re.compile(f"^[{_NAME_SPACE}]+|[{_NAME_SPACE}]+$")
+_NAME_TEXT = re.compile(f"[^{_NAME_SPACE}]")
+
+
+def _rule_name(value: object) -> object:
+    """A rule's name as stored: trimmed of white space at both ends; at most MAX_RULE_NAME characters as sent,
+    with at least one that is not white space (the document's maxLength and pattern say the same)."""
+    if not isinstance(value, str):
+        return value  # left for the str type to refuse
+    if len(value) > MAX_RULE_NAME:
+        raise custom_error(ServiceError("field_invalid", f"a rule's name has at most {MAX_RULE_NAME} characters"))
+    if not _NAME_TEXT.search(value):
+        raise custom_error(ServiceError("field_invalid", "a rule's name must not be empty or only white space"))
+    return _NAME_EDGES.sub("", value)
+
+
+# A short human name, shown wherever the rule is listed (the lab's tables, plots and widgets, simulation reasons).
+RuleName = Annotated[
+    str,
+    BeforeValidator(_rule_name),
+    Field(strict=True),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_RULE_NAME,
+            "pattern": f"[^{_NAME_SPACE}]",
+            "description": "A short human name, trimmed; shown wherever the rule is listed.",
+            "examples": ["Double points on large orders"],
+        }
+    ),
+]
+
+
+def _unset(value: object) -> bool:
+    return value is None
+
+
 class RuleFields(RequestModel):
     """What every rule body checks of its conditions as a whole."""
 
@@ -367,6 +409,8 @@ class RuleFields(RequestModel):
 
 class RuleCreate(RuleFields):
     program_id: Identifier
+    # Optional (issue 28); absent: the rule has no name (and the request reads, and hashes, as before names).
+    name: RuleName | None = Field(default=None, exclude_if=_unset)
     event_type: EventType
     conditions: Conditions = []
     actions: Actions
@@ -376,8 +420,9 @@ class RuleCreate(RuleFields):
 
 
 class RuleUpdate(RuleFields):
-    """Edits a rule of the draft version; absent fields stay as they are."""
+    """Edits a rule of the draft version; absent fields stay as they are, and `name: null` clears the name."""
 
+    name: RuleName | None = Field(default=None, exclude_if=_unset)
     event_type: EventType | None = None
     conditions: Conditions | None = None
     actions: Actions | None = None

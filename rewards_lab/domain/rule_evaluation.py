@@ -260,9 +260,7 @@ def _explain_event(
     stopper: RuleSpec | None = None
     for rule in rules:
         if stopper is not None and rule.event_type == event_type:
-            reason = (
-                f"not applied: rule {stopper.rule_id} (priority {stopper.priority}) matched first and stops processing"
-            )
+            reason = f"not applied: {stopper.title} (priority {stopper.priority}) matched first and stops processing"
             verdicts.append(
                 RuleVerdict(
                     rule.rule_id, rule.event_type, False, reason, (), priority=rule.priority, stopped_by=stopper.rule_id

@@ -156,6 +156,14 @@ class RuleSpec:
     stop_processing: bool = False
     timezone: str = "UTC"  # the programme's: time fields are read in it
     limits: tuple[Cap, ...] = ()  # caps on what the rule gives one customer per period (domain.limits)
+    name: str | None = None  # the rule's short human name, if it has one
+    position: int | None = None  # its place in its version's list of rules (from 0), when known
+
+    @property
+    def title(self) -> str:
+        """How a reason names the rule: its name, else its position and event type (`rule 0 (order.completed)`),
+        its id only when neither is known."""
+        return rule_title(self.name, self.position, self.event_type, self.rule_id)
 
     def fields(self) -> list[str]:
         """Every field path the rule reads, in order: conditions, amounts, beneficiaries."""
@@ -167,6 +175,16 @@ class RuleSpec:
     def reads(self, source: str) -> bool:
         """Whether the rule reads fields of a source ("time", "customer", "data")."""
         return any(source_of(name) == source for name in self.fields())
+
+
+def rule_title(name: str | None, position: int | None, event_type: str, rule_id: str = "") -> str:
+    """A rule as a person reads it: `rule "Double points"`, else `rule 0 (order.completed)` (the position as the
+    lab counts it, from 0), else the id."""
+    if name:
+        return f'rule "{name}"'
+    if position is not None:
+        return f"rule {position} ({event_type})"
+    return f"rule {rule_id}"
 
 
 def in_order(rules: Sequence[RuleSpec]) -> list[RuleSpec]:
@@ -216,6 +234,8 @@ def compile_rule(
     stop_processing: bool = False,
     timezone: str = "UTC",
     limits: Sequence[Mapping[str, Any]] = (),
+    name: str | None = None,
+    position: int | None = None,
 ) -> RuleSpec:
     """A stored rule (its JSON form) as a RuleSpec. Raises ServiceError for amounts the asset cannot hold."""
     nodes = tuple(condition_node(c) for c in conditions)
@@ -237,7 +257,9 @@ def compile_rule(
                 ActionSpec(asset_id, decimals, per=str(amount["per"]), rate=rate, beneficiary=beneficiary)
             )
     caps = caps_of(limits, "rule", decimals_of(default_asset_id)) if limits else ()
-    return RuleSpec(rule_id, event_type, nodes, tuple(action_specs), priority, stop_processing, timezone, caps)
+    return RuleSpec(
+        rule_id, event_type, nodes, tuple(action_specs), priority, stop_processing, timezone, caps, name, position
+    )
 
 
 def reverse_spec(action: Mapping[str, Any], asset_id: str, decimals: int) -> ActionSpec:

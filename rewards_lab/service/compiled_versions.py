@@ -119,7 +119,7 @@ def cache_of(database: object) -> CompiledVersions[object]:
         return cache
 
 
-RuleKey = tuple[str, str, str, str, str, str, str, int, bool, str, str]
+RuleKey = tuple[str, str, str, str, str, str, str, int, bool, str, str, str | None, int | None]
 
 
 class _RuleMemo:
@@ -151,7 +151,13 @@ class _RuleMemo:
 _RULES = _RuleMemo()
 
 
-def compiled_rule(row: RuleRow, default_asset_id: str, timezone: str, compile_rule: Callable[[], RuleSpec]) -> RuleSpec:
+def compiled_rule(
+    row: RuleRow,
+    default_asset_id: str,
+    timezone: str,
+    compile_rule: Callable[[], RuleSpec],
+    position: int | None = None,
+) -> RuleSpec:
     """The rule compiled (a frozen RuleSpec, shared): remembered, or compiled now by `compile_rule`. An asset's
     decimals never change, so the row, its programme's asset and its version's time zone decide the result."""
     key: RuleKey = (
@@ -166,5 +172,7 @@ def compiled_rule(row: RuleRow, default_asset_id: str, timezone: str, compile_ru
         row.stop_processing,
         default_asset_id,
         timezone,
+        row.name,  # reasons quote the rule by name, else by its position in the version
+        position,
     )
     return _RULES.get_or_compile(key, compile_rule)

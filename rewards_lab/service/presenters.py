@@ -93,6 +93,7 @@ def asset(row: AssetRow) -> r.Asset:
 def rule(row: RuleRow) -> r.Rule:
     return r.Rule(
         id=row.id,
+        name=row.name,
         program_id=row.program_id,
         version=row.version_number,
         event_type=row.event_type,

@@ -136,6 +136,7 @@ def _rule_body(
     priority: int,
     stop_processing: bool,
     limits: list[Limit],
+    name: str | None = None,
 ) -> dict[str, Any]:
     """The stored form of a rule: actions carry their asset, fixed amounts and caps fit the asset's decimals."""
     stored_actions = []
@@ -161,6 +162,7 @@ def _rule_body(
         "priority": priority,
         "stop_processing": stop_processing,
         "limits": stored_limits(uow, scope, programme.asset_id, limits, "limits"),
+        "name": name,
     }
 
 
@@ -192,6 +194,7 @@ def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempo
             body.priority,
             body.stop_processing,
             body.limits,
+            body.name,
         )
         draft_id = programme.draft_version_id
         check_draft(uow, scope, draft_id, prepared, adding=stored_bytes(stored))
@@ -226,12 +229,17 @@ def update_rule(
             body.priority if body.priority is not None else old.priority,
             body.stop_processing if body.stop_processing is not None else old.stop_processing,
             body.limits if body.limits is not None else old.limits,
+            body.name if "name" in body.model_fields_set else old.name,  # null clears it
         )
         check_draft(uow, scope, current.version_id, prepared, without=rule_id, adding=stored_bytes(stored))
         uow.programmes.update_rule(scope, rule_id, current.version_id, stored)
         return _rule_resource(uow, scope, rule_id)
 
-    return run_write(database, scope, f"rules.update:{rule_id}", body, write, r.Rule, idempotency_key=idempotency_key)
+    # `name: null` (clear) differs from an absent name; a request without a name hashes as it did before names.
+    sent = body.model_dump(mode="json")
+    if "name" in body.model_fields_set and body.name is None:
+        sent["name"] = None
+    return run_write(database, scope, f"rules.update:{rule_id}", sent, write, r.Rule, idempotency_key=idempotency_key)
 
 
 def delete_rule(database: Database, scope: Scope, rule_id: str, *, idempotency_key: str | None = None) -> r.Rule:
@@ -354,10 +362,17 @@ def list_versions(database: Database, scope: Scope, program_id: str) -> list[r.P
 
 
 def compile_rows(
-    uow: Repositories, scope: Scope, rule_rows: list[RuleRow], default_asset_id: str, timezone: str = "UTC"
+    uow: Repositories,
+    scope: Scope,
+    rule_rows: list[RuleRow],
+    default_asset_id: str,
+    timezone: str = "UTC",
+    *,
+    whole_version: bool = True,
 ) -> list[RuleSpec]:
     """Stored rules as RuleSpecs ready for the engine (decimals looked up once per asset); `timezone` is their
-    version's, in which they read the time fields."""
+    version's, in which they read the time fields. With `whole_version` (the version's rules in order) each spec
+    knows its position in the list, which reasons quote when the rule has no name."""
     decimals: dict[str, int] = {}
 
     def decimals_of(asset_id: str) -> int:
@@ -365,7 +380,7 @@ def compile_rows(
             decimals[asset_id] = int(asset_row(uow, scope, asset_id).decimals)
         return decimals[asset_id]
 
-    def compile_row(row: RuleRow) -> RuleSpec:
+    def compile_row(row: RuleRow, position: int | None) -> RuleSpec:
         return compile_rule(
             row.id,
             row.event_type,
@@ -377,8 +392,13 @@ def compile_rows(
             stop_processing=row.stop_processing,
             timezone=timezone,
             limits=jsonutil.loads(row.limits or "[]"),
+            name=row.name,
+            position=position,
         )
 
     # Remembered per rule (`service.compiled_versions.compiled_rule`): a version copied from another compiles
     # only its changed rules.
-    return [compiled_rule(row, default_asset_id, timezone, partial(compile_row, row)) for row in rule_rows]
+    return [
+        compiled_rule(row, default_asset_id, timezone, partial(compile_row, row, position), position)
+        for position, row in ((index if whole_version else None, row) for index, row in enumerate(rule_rows))
+    ]

@@ -241,7 +241,7 @@ def simulate_rule(database: Database, scope: Scope, rule_id: str, body: rq.Simul
     version = uow.programmes.get_version(scope, rule.version_id)
     schedule = _schedule(version)
     assert version is not None
-    specs = compile_rows(uow, scope, [rule], programme.asset_id, schedule.timezone)
+    specs = compile_rows(uow, scope, [rule], programme.asset_id, schedule.timezone, whole_version=False)
     facts = _facts(database, scope, body, specs)
     event_type, verdicts, window = _run(specs, body, facts, schedule)
     spending = spending_of(uow, scope, version, programme.asset_id, specs)

@@ -219,7 +219,7 @@ class ProgrammeRepository:
         position: int,
     ) -> None:
         self.con.execute(
-            "INSERT INTO rules VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO rules VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 rule_id,
                 version_id,
@@ -233,13 +233,14 @@ class ProgrammeRepository:
                 body.get("priority", 0),
                 body.get("stop_processing", False),
                 json.dumps(body.get("limits", [])),
+                body.get("name"),
             ],
         )
 
     def copy_rules(self, scope: Scope, from_version_id: str, to_version_id: str) -> None:
         self.con.execute(
             "INSERT INTO rules SELECT id, ?, organization_id, environment, program_id, event_type, conditions, "
-            "actions, position, created_at, priority, stop_processing, limits "
+            "actions, position, created_at, priority, stop_processing, limits, name "
             f"FROM rules WHERE {TENANT} AND version_id = ?",
             [to_version_id, *scope.params, from_version_id],
         )
@@ -261,7 +262,7 @@ class ProgrammeRepository:
     def update_rule(self, scope: Scope, rule_id: str, version_id: str, body: dict[str, Any]) -> None:
         self.con.execute(
             "UPDATE rules SET event_type = ?, conditions = ?, actions = ?, priority = ?, stop_processing = ?, "
-            f"limits = ? WHERE {TENANT} AND id = ? AND version_id = ?",
+            f"limits = ?, name = ? WHERE {TENANT} AND id = ? AND version_id = ?",
             [
                 body["event_type"],
                 json.dumps(body["conditions"]),
@@ -269,6 +270,7 @@ class ProgrammeRepository:
                 body.get("priority", 0),
                 body.get("stop_processing", False),
                 json.dumps(body.get("limits", [])),
+                body.get("name"),
                 *scope.params,
                 rule_id,
                 version_id,
@@ -297,7 +299,8 @@ class ProgrammeRepository:
         bodies)."""
         rows = self.con.execute(
             "SELECT id, sha256(concat_ws(chr(31), event_type, conditions, actions, coalesce(limits, ''), priority, "
-            f"stop_processing, position, created_at, program_id)) FROM rules WHERE {TENANT} AND version_id = ? "
+            "stop_processing, position, created_at, program_id, coalesce(name, ''), name IS NULL)) "
+            f"FROM rules WHERE {TENANT} AND version_id = ? "
             "ORDER BY position, id",
             [*scope.params, version_id],
         ).fetchall()

@@ -407,3 +407,14 @@ MIGRATIONS.append(
         ],
     )
 )
+
+MIGRATIONS.append(
+    (
+        22,
+        "rules: an optional name, shown wherever a rule is listed",
+        [
+            # A short human name (trimmed, at most 120 characters; NULL: none). Existing rules: none.
+            "ALTER TABLE rules ADD COLUMN name VARCHAR",
+        ],
+    )
+)

@@ -99,6 +99,7 @@ class RuleRow:
     priority: int
     stop_processing: bool
     limits: str  # the rule's caps (JSON list)
+    name: str | None  # a short human name (NULL: none)
     version_number: int | None
     version_status: str
 
