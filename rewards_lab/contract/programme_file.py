@@ -42,7 +42,14 @@ from rewards_lab.contract.requests import (
     Name,
     RequestModel,
 )
-from rewards_lab.contract.rule_requests import Conditions, Priority, RuleFields, action_shape, condition_payload
+from rewards_lab.contract.rule_requests import (
+    Conditions,
+    Priority,
+    RuleFields,
+    RuleName,
+    action_shape,
+    condition_payload,
+)
 from rewards_lab.contract.time_zones import check_zone_name
 from rewards_lab.contract.validation import custom_error, validate
 
@@ -125,6 +132,9 @@ FileRuleAction = Annotated[
 
 
 class FileRule(RuleFields):
+    # A short human name (issue 28), shown wherever the rule is listed; not part of what the rule does, so not
+    # of its fingerprint: renaming a rule keeps it the same rule.
+    name: RuleName | None = Field(default=None, exclude_if=lambda value: value is None)
     event_type: EventType
     conditions: Conditions = []
     actions: Annotated[list[FileRuleAction], Field(min_length=1, max_length=MAX_RULE_ACTIONS)]
@@ -145,8 +155,9 @@ class FileRule(RuleFields):
         return rule_definition_bytes(self.event_type, conditions, actions, limits)
 
     def fingerprint(self) -> str:
-        """Equal for rules that behave the same: numbers compared by value, condition and action order kept."""
-        return jsonutil.canonical_hash(self.payload())
+        """Equal for rules that behave the same: numbers compared by value, condition and action order kept; the
+        name is left out (it changes how the rule is listed, not what it does)."""
+        return jsonutil.canonical_hash(self.model_dump(mode="json", exclude={"name"}))
 
 
 class ProgrammeDefinition(RequestModel):
@@ -223,9 +234,10 @@ def save_programme(definition: ProgrammeDefinition, path: str | Path) -> Path:
 
 @dataclass(frozen=True)
 class RuleChange:
-    kind: Literal["added", "removed"]
-    index: int  # position in the new file for "added", in the old file for "removed"
-    rule: FileRule
+    kind: Literal["added", "removed", "renamed"]
+    index: int  # position in the new file for "added" and "renamed", in the old file for "removed"
+    rule: FileRule  # for "renamed", the rule as the new file has it
+    old_name: str | None = None  # "renamed": the name it had
 
 
 @dataclass(frozen=True)
@@ -243,6 +255,9 @@ class ProgrammeDiff:
         lines = [f"programme.{name}: {old!r} -> {new!r}" for name, (old, new) in self.programme_changes.items()]
         lines += [f"asset.{name}: {old!r} -> {new!r}" for name, (old, new) in self.asset_changes.items()]
         for change in self.rule_changes:
+            if change.kind == "renamed":
+                lines.append(f"~ rules[{change.index}] renamed: {change.old_name!r} -> {change.rule.name!r}")
+                continue
             sign = "+" if change.kind == "added" else "-"
             lines.append(f"{sign} rules[{change.index}] {jsonutil.dumps(change.rule.payload())}")
         return lines or ["no changes"]
@@ -257,19 +272,33 @@ def _field_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[
     }
 
 
+def _same_rule(a: tuple[str, int, FileRule], b: tuple[str, int, FileRule], *, named: bool) -> bool:
+    """(fingerprint, index, rule) items that are the same rule (with `named`, under the same name too)."""
+    return a[0] == b[0] and (not named or a[2].name == b[2].name)
+
+
 def diff_programmes(old: ProgrammeDefinition, new: ProgrammeDefinition) -> ProgrammeDiff:
     """What changed from `old` to `new`. Rules have no identity in a file: a rule is "the same" when it behaves
-    the same (same fingerprint), so an edited rule shows as one removed and one added; reordering is no change."""
+    the same (same fingerprint), so an edited rule shows as one removed and one added, a rule that behaves the
+    same under another name as renamed; reordering is no change."""
     old_rules = [(rule.fingerprint(), index, rule) for index, rule in enumerate(old.rules)]
-    new_rules = [(rule.fingerprint(), index, rule) for index, rule in enumerate(new.rules)]
-    unmatched_new = list(new_rules)
+    unmatched_new = [(rule.fingerprint(), index, rule) for index, rule in enumerate(new.rules)]
     removed: list[RuleChange] = []
-    for fingerprint, index, rule in old_rules:
+    renamed: list[RuleChange] = []
+    unmatched_old = []
+    for item in old_rules:  # the same rule under the same name first, so that renames pair what is left
+        match = next((new_item for new_item in unmatched_new if _same_rule(new_item, item, named=True)), None)
+        if match is None:
+            unmatched_old.append(item)
+        else:
+            unmatched_new.remove(match)
+    for fingerprint, index, rule in unmatched_old:
         match = next((item for item in unmatched_new if item[0] == fingerprint), None)
         if match is None:
             removed.append(RuleChange("removed", index, rule))
         else:
             unmatched_new.remove(match)
+            renamed.append(RuleChange("renamed", match[1], match[2], old_name=rule.name))
     added = [RuleChange("added", index, rule) for _, index, rule in unmatched_new]
     text = "".join(
         difflib.unified_diff(
@@ -282,6 +311,6 @@ def diff_programmes(old: ProgrammeDefinition, new: ProgrammeDefinition) -> Progr
     return ProgrammeDiff(
         programme_changes=_field_changes(old.programme.model_dump(mode="json"), new.programme.model_dump(mode="json")),
         asset_changes=_field_changes(old.asset.model_dump(mode="json"), new.asset.model_dump(mode="json")),
-        rule_changes=removed + added,
+        rule_changes=removed + added + sorted(renamed, key=lambda change: change.index),
         text=text,
     )

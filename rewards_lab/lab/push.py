@@ -1,7 +1,8 @@
 """Push a programme file to a live /v1 deployment: plan what would change, apply it idempotently.
 
 Live resources are matched by their natural keys: the asset by `symbol`, the programme by `name` (and asset),
-a rule by its behaviour (`FileRule.fingerprint()`, which covers its caps and reverse actions). The target is:
+a rule by its behaviour (`FileRule.fingerprint()`, which covers its caps and reverse actions; a rule that
+behaves the same under another name is renamed, not replaced). The target is:
 the asset active, the programme's draft holding exactly the file's rules, schedule and spending settings (caps,
 budget, clawback, expiry, the bound on a live event's age), and the latest published version holding them too.
 
@@ -38,6 +39,7 @@ StepKind = Literal[
     "update_guards",
     "remove_rule",
     "add_rule",
+    "rename_rule",
     "publish",
 ]
 MAX_APPLY_ROUNDS = 3
@@ -51,8 +53,8 @@ class PushError(Exception):
 class Step:
     kind: StepKind
     description: str
-    rule: FileRule | None = None  # add_rule
-    rule_id: str | None = None  # remove_rule
+    rule: FileRule | None = None  # add_rule, rename_rule (the rule as the file has it)
+    rule_id: str | None = None  # remove_rule, rename_rule
     occurrence: int = 0  # add_rule: which copy of identical rules
 
     def to_dict(self) -> dict[str, Any]:
@@ -127,6 +129,7 @@ _SIGNS: dict[str, str] = {
     "update_guards": "~",
     "remove_rule": "-",
     "add_rule": "+",
+    "rename_rule": "~",
     "publish": "^",
 }
 
@@ -158,8 +161,34 @@ def live_fingerprint(rule: r.Rule, asset_id: str) -> str:
     return as_file.fingerprint() + (f"+foreign:{','.join(map(str, foreign))}" if foreign else "")
 
 
-def _multiset(rules: list[r.Rule], asset_id: str) -> Counter[str]:
-    return Counter(live_fingerprint(rule, asset_id) for rule in rules)
+def _multiset(rules: list[r.Rule], asset_id: str) -> Counter[tuple[str, str | None]]:
+    """What a version's rules do and what they are called: a version holds a file's rules when these are equal."""
+    return Counter((live_fingerprint(rule, asset_id), rule.name) for rule in rules)
+
+
+def _wanted(definition: ProgrammeDefinition) -> Counter[tuple[str, str | None]]:
+    return Counter((rule.fingerprint(), rule.name) for rule in definition.rules)
+
+
+def _pair_rules(
+    definition: ProgrammeDefinition, live_rules: list[r.Rule], asset_id: str
+) -> tuple[list[tuple[FileRule, r.Rule]], list[FileRule], list[r.Rule]]:
+    """The file's rules paired with the draft's rules that behave the same (under the same name first, then in
+    order): (pairs, file rules to add, draft rules to remove, in the draft's order)."""
+    candidates: dict[str, list[r.Rule]] = {}
+    for live in live_rules:
+        candidates.setdefault(live_fingerprint(live, asset_id), []).append(live)
+    pairs: dict[int, tuple[FileRule, r.Rule]] = {}
+    for named in (True, False):
+        for index, rule in enumerate(definition.rules):
+            found = candidates.get(rule.fingerprint(), [])
+            match = next((live for live in found if not named or live.name == rule.name), None)
+            if index not in pairs and match is not None:
+                found.remove(match)
+                pairs[index] = (rule, match)
+    paired = {live.id for _, live in pairs.values()}
+    missing = [rule for index, rule in enumerate(definition.rules) if index not in pairs]
+    return [pairs[index] for index in sorted(pairs)], missing, [live for live in live_rules if live.id not in paired]
 
 
 def _find_asset(client: RewardsClient, definition: ProgrammeDefinition) -> r.Asset | None:
@@ -344,36 +373,38 @@ def _guard_steps(plan: Plan) -> bool:
 
 
 def _rule_steps(plan: Plan, asset_id: str, schedule_differs: bool = False) -> None:
-    """Bring the draft to the file's rules; publish when the live version differs from the file."""
-    wanted = Counter(rule.fingerprint() for rule in plan.definition.rules)
+    """Bring the draft to the file's rules (a rule that behaves the same under another name is renamed); publish
+    when the live version differs from the file."""
     draft_rules = plan.draft.rules if plan.draft else []
-    in_draft = _multiset(draft_rules, asset_id)
-    extra = in_draft - wanted
-    for live in draft_rules:
-        fingerprint = live_fingerprint(live, asset_id)
-        if extra[fingerprint] > 0:
-            extra[fingerprint] -= 1
-            description = f"remove rule {live.id} from the draft (not in the file): {live.event_type}"
-            plan.steps.append(Step("remove_rule", description, rule_id=live.id))
-    missing = wanted - in_draft
+    pairs, missing, extra = _pair_rules(plan.definition, draft_rules, asset_id)
+    for live in extra:
+        description = f"remove rule {live.id} from the draft (not in the file): {live.name or live.event_type}"
+        plan.steps.append(Step("remove_rule", description, rule_id=live.id))
+    to_add = {id(rule) for rule in missing}
     seen: Counter[str] = Counter()
-    for rule in plan.definition.rules:
+    for rule in plan.definition.rules:  # the file's order; `occurrence` tells identical rules apart in keys
         fingerprint = rule.fingerprint()
         seen[fingerprint] += 1
-        if seen[fingerprint] > in_draft[fingerprint]:
-            plan.steps.append(
-                Step(
-                    "add_rule", f"add rule to the draft: {rule_summary(rule)}", rule=rule, occurrence=seen[fingerprint]
-                )
-            )
-    if plan.programme is not None and not missing and not (in_draft - wanted):
+        if id(rule) in to_add:
+            description = f"add rule to the draft: {_named(rule)}{rule_summary(rule)}"
+            plan.steps.append(Step("add_rule", description, rule=rule, occurrence=seen[fingerprint]))
+    renames = [(rule, live) for rule, live in pairs if rule.name != live.name]
+    for rule, live in renames:
+        description = f"rename rule {live.id} in the draft ({live.event_type}): {live.name!r} -> {rule.name!r}"
+        plan.steps.append(Step("rename_rule", description, rule=rule, rule_id=live.id))
+    if plan.programme is not None and not missing and not extra and not renames:
         plan.matches.append(f"the draft holds the file's {len(plan.definition.rules)} rule(s)")
     published = plan.published
-    if published is not None and _multiset(published.rules, asset_id) == wanted and not schedule_differs:
+    holds = published is not None and _multiset(published.rules, asset_id) == _wanted(plan.definition)
+    if published is not None and holds and not schedule_differs:
         plan.matches.append(f"published version {published.number} holds the file's rules")
     else:
         number = (published.number or 0) + 1 if published else 1
         plan.steps.append(Step("publish", f"publish the draft as version {number}"))
+
+
+def _named(rule: FileRule) -> str:
+    return f"'{rule.name}': " if rule.name else ""
 
 
 def make_plan(definition: ProgrammeDefinition, client: RewardsClient) -> Plan:
@@ -528,9 +559,16 @@ def _execute(
                 priority=step.rule.priority or None,
                 stop_processing=step.rule.stop_processing or None,
                 limits=limits or None,
+                name=step.rule.name,  # sent only when the file names the rule
                 idempotency_key=key,
             )
             done.append({"kind": step.kind, "id": rule.id})
+        elif step.kind == "rename_rule":
+            assert step.rule_id is not None and step.rule is not None
+            name = step.rule.name
+            key = idempotency_key(plan, "rule.rename", step.rule_id, draft_id, name or "", round_number)
+            client.update_rule(step.rule_id, name=name, idempotency_key=key)  # None clears it
+            done.append({"kind": step.kind, "id": step.rule_id})
         else:
             assert programme is not None and asset is not None
             if not _draft_holds_the_file(plan, client, programme.id, asset.id):
@@ -553,10 +591,9 @@ def _draft_holds_the_file(plan: Plan, client: RewardsClient, program_id: str, as
     """Checked right before publishing, so that a version is never published short of a rule (or of its caps)
     or with another schedule, caps, budget or clawback than the file's."""
     draft = next((v for v in client.list_versions(program_id) if v.status == "draft"), None)
-    wanted = Counter(rule.fingerprint() for rule in plan.definition.rules)
     return (
         draft is not None
-        and _multiset(draft.rules, asset_id) == wanted
+        and _multiset(draft.rules, asset_id) == _wanted(plan.definition)
         and live_schedule(draft) == file_schedule(plan.definition)
         and live_spending(draft) == file_spending(plan.definition)
         and live_guards(draft) == file_guards(plan.definition)

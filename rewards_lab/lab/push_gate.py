@@ -10,7 +10,6 @@ from typing import Any
 
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract.programme_file import (
-    FileRule,
     ProgrammeDefinition,
     ProgrammeInfo,
     load_programme,
@@ -19,7 +18,7 @@ from rewards_lab.contract.requests import AssetCreate
 from rewards_lab.lab.gate import DEFAULT_DAYS, GateReport, evaluate, evaluate_files
 from rewards_lab.lab.paths import locate
 from rewards_lab.lab.push import Plan, make_plan
-from rewards_lab.lab.workbench import file_action
+from rewards_lab.lab.workbench import file_rule
 
 
 def publishes(plan: Plan) -> bool:
@@ -32,17 +31,7 @@ def published_definition(plan: Plan) -> ProgrammeDefinition | None:
     version, asset, programme = plan.published, plan.asset, plan.programme
     if version is None or asset is None or programme is None or not version.rules:
         return None
-    rules = [
-        FileRule(
-            event_type=rule.event_type,
-            conditions=rule.conditions,
-            actions=[file_action(action) for action in rule.actions],
-            priority=rule.priority,
-            stop_processing=rule.stop_processing,
-            limits=rule.limits,
-        )
-        for rule in version.rules
-    ]
+    rules = [file_rule(rule) for rule in version.rules]
     info = ProgrammeInfo(
         name=programme.name,
         description=programme.description,

@@ -234,6 +234,19 @@ def file_action(action: rq.RuleAction) -> FileRuleAction:
     return FileAction(type="issue", amount=action.amount, beneficiary=action.beneficiary)
 
 
+def file_rule(rule: r.Rule) -> FileRule:
+    """A rule as a programme file writes it (no ids), with its name."""
+    return FileRule(
+        name=rule.name,
+        event_type=rule.event_type,
+        conditions=rule.conditions,
+        actions=[file_action(action) for action in rule.actions],
+        priority=rule.priority,
+        limits=rule.limits,
+        stop_processing=rule.stop_processing,
+    )
+
+
 def describe_amounts(rule: r.Rule) -> str:
     return ", ".join(describe_amount(action) for action in rule.actions)
 
@@ -309,6 +322,7 @@ class Lab:
             payload = rule.payload()
             programme.add_rule(
                 rule.event_type,
+                name=rule.name,
                 conditions=payload["conditions"],
                 actions=payload["actions"],
                 priority=rule.priority,
@@ -489,6 +503,7 @@ class LabProgramme:
         reverse: str | None = None,
         fraction: FractionLike = None,
         any_customer: bool = False,
+        name: str | None = None,
     ) -> r.Rule:
         """Add a rule to the draft: `amount={"fixed": "2.50"}` or `{"per": "amount", "rate": 0.05}` (with
         `beneficiary="referrer_id"` to reward the customer that event field names), `reverse="order_id"` (take
@@ -498,8 +513,9 @@ class LabProgramme:
         tuples, `("amount", "gte", 20)`, `("vip", "exists")`, or groups of them: `{"any": [...]}`,
         `{"all": [...]}`, `{"not": ...}`. `priority` (lower applies first) and `stop_processing` default to 0
         and False; `limits` caps what the rule gives one customer per period:
-        `[{"period": "month", "max_amount": "500"}, {"period": "day", "max_count": 3}]`. Validation errors are
-        the contract's (`ServiceError` with `details.field`, e.g. `conditions[1].any[0].value`)."""
+        `[{"period": "month", "max_amount": "500"}, {"period": "day", "max_count": 3}]`; `name` is a short human
+        name, shown wherever the rule is listed (tables, plots, widgets). Validation errors are the contract's
+        (`ServiceError` with `details.field`, e.g. `conditions[1].any[0].value`)."""
         body = {
             "program_id": self.id,
             "event_type": event_type,
@@ -507,6 +523,8 @@ class LabProgramme:
             "actions": _actions(amount, actions, beneficiary, reverse, fraction, any_customer),
             **_rule_flags(priority, stop_processing, limits),
         }
+        if name is not None:
+            body["name"] = name
         return programmes.create_rule(self._db, self._scope, validate(rq.RuleCreate, body))
 
     def update_rule(
@@ -524,9 +542,10 @@ class LabProgramme:
         reverse: str | None = None,
         fraction: FractionLike = None,
         any_customer: bool = False,
+        name: str | None = _UNSET,
     ) -> r.Rule:
         """Edit a draft rule (by position or id); what is not given stays as it is (`limits=[]` removes the
-        caps). Arguments as `add_rule`."""
+        caps, `name=None` the name). Arguments as `add_rule`."""
         body: dict[str, Any] = {}
         if event_type is not None:
             body["event_type"] = event_type
@@ -535,6 +554,8 @@ class LabProgramme:
         if any(value is not None for value in (amount, actions, beneficiary, reverse, fraction)) or any_customer:
             body["actions"] = _actions(amount, actions, beneficiary, reverse, fraction, any_customer)
         body.update(_rule_flags(priority, stop_processing, limits))
+        if name is not _UNSET:
+            body["name"] = name
         return programmes.update_rule(self._db, self._scope, self.rule_id(rule), validate(rq.RuleUpdate, body))
 
     def remove_rule(self, rule: int | str) -> r.Rule:
@@ -626,17 +647,7 @@ class LabProgramme:
         """A version (the draft by default) as a programme file's definition, without ids."""
         info = self.info()
         asset = self.asset()
-        rules = [
-            FileRule(
-                event_type=rule.event_type,
-                conditions=rule.conditions,
-                actions=[file_action(action) for action in rule.actions],
-                priority=rule.priority,
-                limits=rule.limits,
-                stop_processing=rule.stop_processing,
-            )
-            for rule in self.rules(version)
-        ]
+        rules = [file_rule(rule) for rule in self.rules(version)]
         if not rules:
             raise ServiceError("programme_draft_empty", "the version has no rules to export", field="rules")
         schedule = self.schedule(version)
