@@ -263,9 +263,10 @@ def test_the_rules_table_shows_priority_stop_processing_conditions_and_beneficia
         stop_processing=True,
     )
     table = spring.rules_table()
-    assert [table.index.name, *table.columns] == RULES_TABLE_COLUMNS
-    assert list(table.columns) == ["event_type", "priority", "stop_processing", "when", "issue"]
+    assert [table.index.name, *table.columns] == [RULES_TABLE_COLUMNS[0], "name", *RULES_TABLE_COLUMNS[1:]]
+    assert list(table.columns) == ["name", "event_type", "priority", "stop_processing", "when", "issue"]
     assert table.loc[0].to_dict() == {
+        "name": "Cashback on orders of 20 or more",
         "event_type": "order.completed",
         "priority": 0,
         "stop_processing": False,
@@ -274,6 +275,7 @@ def test_the_rules_table_shows_priority_stop_processing_conditions_and_beneficia
     }
     assert table.loc[1, "when"] == "always"
     assert table.loc[3].to_dict() == {
+        "name": "",  # added without a name
         "event_type": "referral.converted",
         "priority": -1,
         "stop_processing": True,

@@ -21,6 +21,9 @@ import pandas as pd
 
 from rewards_lab.domain import segments as seg
 from rewards_lab.domain.money import format_amount
+from rewards_lab.lab.labels import rule_labels
+from rewards_lab.lab.tables import Table
+from rewards_lab.lab.tables import table as as_table
 
 ISSUED = "issued"
 REVERSED = "reversed"
@@ -41,7 +44,7 @@ class History:
     ceiling: Decimal | None = None
     opening_supply: Decimal = Decimal(0)
     label: str = "replay"
-    rule_labels: dict[int, str] = field(default_factory=dict)
+    rule_labels: dict[int, str] = field(default_factory=dict)  # by position: `0 · Cashback...` (lab.labels)
 
     @property
     def issued_rows(self) -> pd.DataFrame:
@@ -99,7 +102,7 @@ def history(
         ceiling = source.ceiling if ceiling is None else ceiling
         opening_supply = source.opening_supply if opening_supply is None else opening_supply
         label = label or definition.programme.name
-        labels = {i: f"{i}: {rule.event_type}" for i, rule in enumerate(definition.rules)}
+        labels = rule_labels(definition.rules)
     return History(
         issuances=frame,
         decimals=_infer_decimals(frame) if decimals is None else decimals,
@@ -186,8 +189,9 @@ def _amounts(minor: Any, decimals: int, index: pd.Index) -> pd.Series:
     return pd.Series([amount(m, decimals) for m in minor], index=index, dtype="object")
 
 
-def per_rule(source: Any) -> pd.DataFrame:
-    """Per rule: issued, issuances, failed attempts and customers rewarded."""
+def per_rule(source: Any) -> Table:
+    """Per rule (its label: position and name, `lab.labels`): issued, issuances, failed attempts and customers
+    rewarded."""
     h = history(source)
     frame = h.issuances
     ok = frame["status"] == ISSUED
@@ -205,7 +209,7 @@ def per_rule(source: Any) -> pd.DataFrame:
     ).reset_index()
     table.insert(1, "rule", [h.rule_labels.get(int(i), str(i)) for i in table["rule_index"]])
     table.insert(2, "issued", [amount(m, h.decimals) for m in table.pop("issued_minor")])
-    return table.astype({"issuances": "int64", "failed": "int64", "customers": "int64"})
+    return as_table(table.astype({"issuances": "int64", "failed": "int64", "customers": "int64"}))
 
 
 def per_customer(source: Any) -> pd.DataFrame:
@@ -264,8 +268,15 @@ def _high_value(h: History, now: datetime) -> set[str]:
     return set(totals[totals.astype("float64") >= cutoff].index)
 
 
-def per_segment(source: Any, events: pd.DataFrame | None = None, as_of: datetime | None = None) -> pd.DataFrame:
-    """Issued per segment (a customer can be in several: new and active, say), with customers and share."""
+SEGMENTS_OVERLAP = (
+    "A customer can be in several segments (new and active, say): each segment counts all that its customers "
+    "were issued, so the shares add up to more than 100%."
+)
+
+
+def per_segment(source: Any, events: pd.DataFrame | None = None, as_of: datetime | None = None) -> Table:
+    """Issued per segment (a customer can be in several: new and active, say), with customers and share (of all
+    that was issued: segments overlap, so shares add up to more than 100%; the table says so under it)."""
     h = history(source)
     members = segment_of_customers(h, events, as_of)
     issued = h.issued_rows.groupby("customer_id")["amount_minor"].sum()
@@ -273,7 +284,7 @@ def per_segment(source: Any, events: pd.DataFrame | None = None, as_of: datetime
     table = members.groupby("segment").agg(customers=("customer_id", "nunique"), minor=("minor", "sum"))
     table = table.reindex([code for code in seg.SEGMENT_NAMES if code in table.index]).reset_index()
     total = int(issued.sum())
-    return pd.DataFrame(
+    out = pd.DataFrame(
         {
             "segment": table["segment"],
             "name": [seg.SEGMENT_NAMES[code] for code in table["segment"]],
@@ -282,6 +293,7 @@ def per_segment(source: Any, events: pd.DataFrame | None = None, as_of: datetime
             "share": [float(m) / total if total else 0.0 for m in table["minor"]],
         }
     )
+    return as_table(out, caption=SEGMENTS_OVERLAP, percent=("share",))
 
 
 def liability(source: Any) -> pd.DataFrame:

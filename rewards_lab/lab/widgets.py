@@ -34,6 +34,8 @@ from rewards_lab.contract.rule_requests import (
     NotGroup,
 )
 from rewards_lab.lab import forecast, plots
+from rewards_lab.lab.labels import SEPARATOR, rule_label
+from rewards_lab.lab.tables import table_html
 from rewards_lab.lab.workbench import LabProgramme, describe_rule
 from rewards_lab.replay.engine import ReplayResult
 from rewards_lab.replay.spark_engine import SparkReplayResult
@@ -367,7 +369,7 @@ class RuleBuilder(Panel):
 
     def refresh(self, select: int = NEW_RULE) -> None:
         rules = self.programme.rules()
-        options = [("new rule", NEW_RULE)] + [(f"{i}: {describe_rule(rule)}", i) for i, rule in enumerate(rules)]
+        options = [("new rule", NEW_RULE)] + [(_rule_option(i, rule), i) for i, rule in enumerate(rules)]
         self.rule.options = options
         self.rule.value = select if select < len(rules) else NEW_RULE
         self.draft.value = _rules_html(rules)
@@ -475,8 +477,18 @@ class RuleBuilder(Panel):
         return f"rule {index} removed from the draft"
 
 
+def _rule_option(position: int, rule: r.Rule) -> str:
+    """A rule in the builder's list: its position and name (`lab.labels`), then all it does."""
+    if rule.name:
+        return f"{rule_label(position, rule)}: {describe_rule(rule)}"
+    return f"{position}{SEPARATOR}{describe_rule(rule)}"
+
+
 def _rules_html(rules: list[r.Rule]) -> str:
-    items = "".join(f"<li>{html.escape(describe_rule(rule))}</li>" for rule in rules)
+    items = "".join(
+        f"<li>{f'<b>{html.escape(rule.name)}</b>: ' if rule.name else ''}{html.escape(describe_rule(rule))}</li>"
+        for rule in rules
+    )
     return f"<b>draft</b> ({len(rules)} rules)<ol start='0'>{items}</ol>"
 
 
@@ -533,22 +545,29 @@ class Simulator(Panel):
             self.outcome = None
             self.result.value = error_html(error)
             return
-        self.result.value = _simulation_html(self.outcome)
+        self.result.value = _simulation_html(self.outcome, self.programme.rules(self.version.value))
 
 
-def _simulation_html(outcome: r.Simulation) -> str:
+def _simulation_html(outcome: r.Simulation, rules: list[r.Rule]) -> str:
+    """The outcome as a table: each rule by its label (position and name, in the order the rules applied), whether
+    it matched, what it issues and every reason, whole (`lab.tables`)."""
     totals = ", ".join(t.amount for t in outcome.totals) or "nothing"
+    labels = {rule.id: rule_label(position, rule) for position, rule in enumerate(rules)}
     rows = []
-    for index, rule in enumerate(outcome.rules):
+    for rule in outcome.rules:
         amount = sum((Decimal(a.amount) for a in rule.actions if a.issues), Decimal(0))
         texts = [rule.reason, *(a.reason for a in rule.actions), *(a.limit_reason or "" for a in rule.actions)]
-        reasons = "<br>".join(html.escape(x) for x in texts if x)
-        mark = "yes" if rule.matched else "no"
         rows.append(
-            f"<tr><td>{index}</td><td>{rule.event_type}</td><td>{mark}</td><td>{amount}</td><td>{reasons}</td></tr>"
+            {
+                "rule": labels.get(rule.rule_id, rule.rule_id),
+                "event type": rule.event_type,
+                "matched": "yes" if rule.matched else "no",
+                "amount": amount,
+                "why": "\n".join(text for text in texts if text),
+            }
         )
-    head = "<tr><th>rule</th><th>event type</th><th>matched</th><th>amount</th><th>why</th></tr>"
-    return f"<p><b>issues {html.escape(totals)}</b></p><table>{head}{''.join(rows)}</table>"
+    frame = pd.DataFrame(rows, columns=["rule", "event type", "matched", "amount", "why"])
+    return f"<p><b>issues {html.escape(totals)}</b></p>{table_html(frame.set_index('rule'))}"
 
 
 REPLAY_HINT = "<i>choose a version and a date range, then <b>replay</b>: the plots appear here</i>"

@@ -48,6 +48,8 @@ from rewards_lab.domain.conditions import EventFacts, describe_node
 from rewards_lab.domain.rules import condition_node
 from rewards_lab.lab.event_rows import EventRow, event_rows
 from rewards_lab.lab.gate import DEFAULT_DAYS, GateRefused, GateReport, evaluate
+from rewards_lab.lab.labels import rule_labels
+from rewards_lab.lab.tables import Table, table
 from rewards_lab.replay.engine import ReplayResult
 from rewards_lab.replay.engines import run_replay, run_sweep
 from rewards_lab.service import assets, organizations, programme_lifecycle, programmes, simulation
@@ -66,6 +68,7 @@ SIMULATION_COLUMNS = [
     "external_event_id",
     "event_type",
     "rule_index",
+    "rule",  # how the lab names the rule (lab.labels): `0 · Cashback on orders of 20 or more`
     "rule_id",
     "matched",
     "amount",
@@ -73,6 +76,7 @@ SIMULATION_COLUMNS = [
 ]
 RULES_TABLE_COLUMNS = ["rule", "event_type", "priority", "stop_processing", "when", "issue"]
 CAPS_COLUMN = "caps"  # added to the rules table when a rule of the version has caps
+NAME_COLUMN = "name"  # added to the rules table (first) when a rule of the version has a name
 # A reverse action's fraction as `add_rule(reverse=..., fraction=...)` takes it: a constant (0.5, "0.5"),
 # {"field": "refund_amount", "of": "amount"} or ("refund_amount", "amount"); None takes back all that remains.
 FractionLike = Decimal | float | int | str | Mapping[str, Any] | tuple[str, str] | None
@@ -459,15 +463,17 @@ class LabProgramme:
         """The rules of a version (the draft by default), in order; `rule_index` elsewhere is a position here."""
         return programmes.get_version(self._db, self._scope, self.id, version).rules
 
-    def rules_table(self, version: Version = None) -> pd.DataFrame:
+    def rules_table(self, version: Version = None) -> Table:
         """The rules of a version as a readable table: position, event type, priority, stop_processing,
         conditions (`amount >= 20 and any(...)`) and amounts (with their beneficiaries: `10.00 to referrer_id`;
         reverse actions as what they take back: `take back 0.5 of what order_id issued`). When a rule of the
-        version has caps, a `caps` column shows them (`500 a month, 3 rewards a day`)."""
+        version has caps, a `caps` column shows them (`500 a month, 3 rewards a day`); when one has a name, a
+        `name` column comes first. A notebook shows every cell whole, wrapped (`lab.tables`)."""
         rules = self.rules(version)
         rows = [
             {
                 "rule": i,
+                NAME_COLUMN: rule.name or "",
                 "event_type": rule.event_type,
                 "priority": rule.priority,
                 "stop_processing": rule.stop_processing,
@@ -478,7 +484,9 @@ class LabProgramme:
             for i, rule in enumerate(rules)
         ]
         columns = RULES_TABLE_COLUMNS + ([CAPS_COLUMN] if any(rule.limits for rule in rules) else [])
-        return pd.DataFrame(rows, columns=columns).set_index("rule")
+        if any(rule.name for rule in rules):
+            columns.insert(1, NAME_COLUMN)
+        return table(pd.DataFrame(rows, columns=columns).set_index("rule"))
 
     def rule_id(self, rule: int | str) -> str:
         """A draft rule by position or by id."""
@@ -710,9 +718,10 @@ class LabProgramme:
             return simulation.simulate_rule(self._db, self._scope, self.rule_id(rule), body)
         return simulation.simulate_programme(self._db, self._scope, self.id, body, version)
 
-    def simulate_table(self, events: Any, *, version: Version = None, rule: int | str | None = None) -> pd.DataFrame:
+    def simulate_table(self, events: Any, *, version: Version = None, rule: int | str | None = None) -> Table:
         """A table of events (DataFrame, Arrow table or list of dicts with `type` and data fields or a `data`
-        column) through a version or one rule: one row per event and rule with matched, amount and reasons.
+        column) through a version or one rule: one row per event and rule with the rule's label (its position
+        and name, `lab.labels`), matched, amount and reasons, shown whole in a notebook (`lab.tables`).
         The rules are compiled once; each event is evaluated by the engine's own rule evaluation."""
         specs, number, schedule = simulation.version_rules(self._db, self._scope, self.id, version)
         indices = list(range(len(specs)))
@@ -725,12 +734,13 @@ class LabProgramme:
         rows: list[dict[str, Any]] = []
         items = list(event_rows(events))
         index_of = {specs[i].rule_id: i for i in indices}
+        labels = rule_labels(self.rules(version))
         for position, item in enumerate(items):
             facts = EventFacts(item.occurred_at)  # no customer: the table names customers, not their attributes
             verdicts, window = simulation.explain_event(chosen, item.type, item.data, facts, schedule)
             outcome = simulation.outcome(verdicts, item.type, self.id, number, window)
-            rows += _outcome_rows(position, item, outcome, [index_of[rule.rule_id] for rule in outcome.rules])
-        return pd.DataFrame(rows, columns=SIMULATION_COLUMNS)
+            rows += _outcome_rows(position, item, outcome, [index_of[rule.rule_id] for rule in outcome.rules], labels)
+        return table(pd.DataFrame(rows, columns=SIMULATION_COLUMNS))
 
     # replay -----------------------------------------------------------------------------------------------
     def replay(
@@ -786,7 +796,9 @@ def _aware(moment: datetime | None) -> datetime | None:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def _outcome_rows(position: int, item: EventRow, outcome: r.Simulation, indices: list[int]) -> list[dict[str, Any]]:
+def _outcome_rows(
+    position: int, item: EventRow, outcome: r.Simulation, indices: list[int], labels: Mapping[int, str]
+) -> list[dict[str, Any]]:
     rows = []
     for index, rule in zip(indices, outcome.rules, strict=True):
         amount = sum((Decimal(a.amount) for a in rule.actions if a.issues), Decimal(0))
@@ -797,6 +809,7 @@ def _outcome_rows(position: int, item: EventRow, outcome: r.Simulation, indices:
                 "external_event_id": item.external_event_id,
                 "event_type": item.type,
                 "rule_index": index,
+                "rule": labels.get(index, str(index)),
                 "rule_id": rule.rule_id,
                 "matched": rule.matched,
                 "amount": amount,
