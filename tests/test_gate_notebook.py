@@ -31,7 +31,8 @@ def _draft(tmp_path: Path, rate: float) -> Path:
 
 def _text(path: Path) -> str:
     cells = nbformat.read(path, as_version=4).cells
-    return "".join(str(o.get("text", "")) for cell in cells for o in cell.get("outputs", []))
+    outputs = [o for cell in cells for o in cell.get("outputs", [])]
+    return "".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
 
 
 @pytest.mark.slow

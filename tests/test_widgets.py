@@ -30,7 +30,7 @@ def test_the_rule_builder_adds_a_per_rate_rule_to_the_draft(spring: LabProgramme
     builder.kind.value = "per"
     builder.per.value, builder.rate.value = "amount", "0.015"
     builder.save.click()
-    assert "rule 3 added" in builder.message.value
+    assert "rule 4 added" in builder.message.value
     rule = spring.rules()[3]
     assert rule.event_type == "booking.completed"
     assert rule.conditions[0].field == "nights" and rule.conditions[0].value == Decimal(2)
@@ -47,7 +47,7 @@ def test_the_rule_builder_edits_and_removes_draft_rules(spring: LabProgramme) ->
     builder.condition_rows[0].value.value = "25"
     builder.rate.value = "0.1"
     builder.save.click()
-    assert "rule 0 updated" in builder.message.value
+    assert "rule 1 updated" in builder.message.value
     updated = spring.rules()[0]
     assert updated.conditions[0].value == Decimal(25)
     assert isinstance(updated.actions[0].amount, PerRateAmount) and updated.actions[0].amount.rate == Decimal("0.1")
@@ -56,7 +56,7 @@ def test_the_rule_builder_edits_and_removes_draft_rules(spring: LabProgramme) ->
     assert spring.rules()[0].conditions == []
     builder.rule.value = 1
     builder.remove.click()
-    assert "rule 1 removed" in builder.message.value
+    assert "rule 2 removed" in builder.message.value
     assert [r.event_type for r in spring.rules()] == ["order.completed", "review.posted"]
 
 

@@ -48,7 +48,7 @@ def test_the_builder_writes_caps_and_a_reverse_action_read_from_both_events(spri
     row = builder.cap_rows[1]
     row.period.value, row.measure.value, row.value.value = "day", "max_count", "3"
     builder.save.click()
-    assert "rule 3 added" in builder.message.value
+    assert "rule 4 added" in builder.message.value
     rule = spring.rules()[3]
     assert actions(rule) == [
         {"type": "reverse", "original": {"field": "order_id"}, "fraction": {"field": "refund_amount", "of": "amount"}}
@@ -87,7 +87,7 @@ def test_loading_a_reverse_rule_with_caps_and_saving_it_unchanged_gives_the_same
         ("week", "max_count", "1"),
     ]
     builder.save.click()
-    assert "rule 3 updated" in builder.message.value
+    assert "rule 4 updated" in builder.message.value
     assert spring.rules()[3] == before
     builder.rule.value = NEW_RULE  # the form empties for a new rule
     assert builder.cap_rows == [] and builder.kind.value == "fixed" and builder.original.value == ""
@@ -115,7 +115,7 @@ def test_caps_and_reversals_refused_by_the_contract_show_the_offending_field(spr
     assert len(spring.rules()) == 3  # nothing was written
     builder.cap_rows[0].remove.click()
     builder.save.click()
-    assert "rule 3 added" in builder.message.value
+    assert "rule 4 added" in builder.message.value
     assert limits(spring.rules()[3]) == []
 
 

@@ -82,7 +82,7 @@ def test_the_builder_writes_groups_strings_lists_between_exists_priority_and_sto
     builder.priority.value, builder.stop_processing.value = 5, True
     builder.fixed.value = "2.50"
     builder.save.click()
-    assert "rule 3 added" in builder.message.value
+    assert "rule 4 added" in builder.message.value
     rule = spring.rules()[3]
     assert conditions(rule) == INTENDED
     assert (rule.priority, rule.stop_processing) == (5, True)
@@ -142,7 +142,7 @@ def test_loading_a_rule_and_saving_it_unchanged_gives_the_same_rule(spring: LabP
     assert (builder.priority.value, builder.stop_processing.value) == (-3, False)
     assert (builder.kind.value, builder.rate.value, builder.beneficiary.value) == ("per", "0.015", "referrer_id")
     builder.save.click()
-    assert "rule 3 updated" in builder.message.value
+    assert "rule 4 updated" in builder.message.value
     assert spring.rules()[3] == before
     builder.rule.value = NEW_RULE  # the form empties for a new rule
     assert builder.condition_rows == [] and builder.beneficiary.value == "" and builder.priority.value == 0
@@ -175,7 +175,7 @@ def test_a_bad_value_in_a_group_shows_the_error_with_its_path(spring: LabProgram
     assert len(spring.rules()) == 3  # nothing was written
     builder.priority.value = 1
     builder.save.click()
-    assert "rule 3 added" in builder.message.value
+    assert "rule 4 added" in builder.message.value
     assert conditions(spring.rules()[3])[1] == {"not": {"field": "vip", "operator": "exists"}}
 
 

@@ -178,12 +178,12 @@ class RuleSpec:
 
 
 def rule_title(name: str | None, position: int | None, event_type: str, rule_id: str = "") -> str:
-    """A rule as a person reads it: `rule "Double points"`, else `rule 0 (order.completed)` (the position as the
-    lab counts it, from 0), else the id."""
+    """A rule as a person reads it: `rule "Double points"`, else `rule 1 (order.completed)` for the rule at
+    position 0 (numbered from 1, as the lab shows rules), else the id."""
     if name:
         return f'rule "{name}"'
     if position is not None:
-        return f"rule {position} ({event_type})"
+        return f"rule {position + 1} ({event_type})"
     return f"rule {rule_id}"
 
 

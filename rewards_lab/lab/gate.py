@@ -15,6 +15,7 @@ to publish when a guard fails, unless an override reason is given (recorded with
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass
 from decimal import Decimal
@@ -64,7 +65,7 @@ class GateRefused(Exception):
         super().__init__("the forecast gate refused to publish: " + "; ".join(report.failures()) + "\n" + report.text())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class GateReport:
     checks: list[GuardCheck]
     draft: Replayed
@@ -101,11 +102,54 @@ class GateReport:
         return f"A guard failed, overridden: {override}"
 
     def text(self) -> str:
+        """The report as plain text (the CLI's form): a title, the table and the verdict."""
         if not self.checks:
-            return "Forecast gate: the draft declares no guards."
-        title = f"Forecast gate ({len(self.checks)} guard(s), liability {self.days} days ahead):"
-        verdict = "all guards pass" if self.passed else f"{len(self.failures())} guard(s) FAIL"
-        return "\n".join([title, self.table().to_string(index=False), verdict])
+            return NO_GUARDS
+        return "\n".join([self._title() + ":", self.table().to_string(index=False), self._verdict()])
+
+    def _title(self) -> str:
+        return f"Forecast gate ({len(self.checks)} guard(s), liability {self.days} days ahead)"
+
+    def _verdict(self) -> str:
+        return "all guards pass" if self.passed else f"{len(self.failures())} guard(s) FAIL"
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_html_(self) -> str:
+        """The report as a notebook shows it: a table with a column per figure and the verdict in colour."""
+        if not self.checks:
+            return f"<p>{html.escape(NO_GUARDS)}</p>"
+        columns = ["guard", "limit", "draft", "published", "checked", "verdict"]
+        head = "".join(f"<th style='text-align:left'>{name}</th>" for name in columns)
+        rows = []
+        for c, row in zip(self.checks, self.table().itertuples(index=False), strict=True):
+            tds = f"<td style='text-align:left'>{html.escape(_guard_title(c, self.published is not None))}</td>"
+            tds += f"<td style='text-align:left'>{html.escape(c.limit)}</td>"
+            figures = (row.draft, row.published, row.checked)
+            tds += "".join(f"<td style='text-align:right'>{html.escape(str(cell))}</td>" for cell in figures)
+            colour, word = ("#070", "pass") if c.passed else ("#b00", "FAIL")
+            tds += f"<td style='text-align:left;color:{colour};font-weight:bold'>{word}</td>"
+            rows.append(f"<tr>{tds}</tr>")
+        colour = "#070" if self.passed else "#b00"
+        return (
+            f"<p><b>{html.escape(self._title())}</b></p>"
+            f"<table class='rewards-gate'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            f"<p style='color:{colour};font-weight:bold'>{html.escape(self._verdict())}</p>"
+        )
+
+
+NO_GUARDS = "Forecast gate: the draft declares no guards."
+
+
+def _guard_title(check: GuardCheck, published: bool) -> str:
+    """A guard as a designer reads it: `issued per month`, `liability change (draft minus published)`."""
+    if check.metric == "liability_delta":
+        base = "published" if published else "opening supply"
+        return f"liability change (draft minus {base})"
+    if check.metric == "ceiling_exhausted_within_days":
+        return "days until the supply ceiling runs out"
+    return check.metric
 
 
 def _show(value: Decimal | float) -> str:

@@ -1,10 +1,10 @@
 """How the lab names a rule wherever it lists one (tables, plots, widgets): one function, so that a rule reads
 the same everywhere.
 
-A named rule is its position and its name, `0 · Cashback on orders of 20 or more`; an unnamed one its position,
-event type and first condition, `1 · order.completed when amount >= 50 and 1 more`, so that rules of one event
-type are told apart. The position is the rule's place in its version as the lab counts it (from 0: `rules[0]`,
-`update_rule(0)`, the rules table's index), and the same in the service's simulation reasons.
+A named rule is its number and its name, `1 · Cashback on orders of 20 or more`; an unnamed one its number,
+event type and first condition, `2 · order.completed when amount >= 50 and 1 more`, so that rules of one event
+type are told apart. Rules are numbered from 1 for people (the widgets' "rule 1", the plots, the service's
+simulation reasons); code keeps positions from 0 (`rules[0]`, `update_rule(0)`).
 """
 
 from __future__ import annotations
@@ -42,11 +42,13 @@ def first_condition(rule: Listed) -> str:
 
 
 def rule_label(position: int, rule: Listed) -> str:
-    """`0 · Double points on orders` when the rule is named, else `0 · order.completed when amount >= 20`."""
+    """`1 · Double points on orders` for the rule at position 0 when it is named, else
+    `1 · order.completed when amount >= 20`."""
+    number = position + 1
     if rule.name:
-        return f"{position}{SEPARATOR}{rule.name}"
+        return f"{number}{SEPARATOR}{rule.name}"
     condition = first_condition(rule)
-    return f"{position}{SEPARATOR}{rule.event_type}" + (f" {condition}" if condition else "")
+    return f"{number}{SEPARATOR}{rule.event_type}" + (f" {condition}" if condition else "")
 
 
 def rule_labels(rules: Sequence[Listed]) -> dict[int, str]:

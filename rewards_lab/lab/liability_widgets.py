@@ -12,9 +12,11 @@ import pandas as pd
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.lab import plots
 from rewards_lab.lab.liability import LiabilityForecast, forecast_liability
-from rewards_lab.lab.widgets import Panel, _guard, _plot_image, _show, _version_options
+from rewards_lab.lab.widgets import Panel, _button, _guard, _plot_image, _show, _version_options, needs_rules
 from rewards_lab.lab.workbench import LabProgramme
 
+MONEY = "in money (value per unit)"
+NO_MONEY = "the asset has no value_per_unit; set one to see money"
 LIABILITY_HINT = "<i>choose two versions, then <b>compare</b>: the liability of each appears here</i>"
 
 
@@ -29,12 +31,12 @@ class LiabilityComparison(Panel):
         self.draft = w.Dropdown(description="draft")
         self.published = w.Dropdown(description="against")
         self.days_ahead = w.IntSlider(description="project days", value=90, min=7, max=365)
-        self.money = w.Checkbox(description="in money (value per unit)", value=False)
-        self.run = w.Button(description="compare", button_style="primary")
+        self.money = w.Checkbox(description=MONEY, value=False, indent=False, layout=w.Layout(width="auto"))
+        self.run = _button("compare", button_style="primary")
         self.summary = w.HTML(LIABILITY_HINT)
         self.figure = _plot_image()
         self.forecasts: dict[str, LiabilityForecast] = {}
-        self.run.on_click(lambda _: _guard(self.summary, self._run))
+        self.run.on_click(lambda _: _guard(self.summary, self._run, stale=[self.figure]))
         self.view = w.VBox(
             [w.HBox([self.draft, self.published]), w.HBox([self.days_ahead, self.money]), self.run, self.summary]
             + [self.figure]
@@ -47,17 +49,35 @@ class LiabilityComparison(Panel):
         self.draft.value = "draft"
         self.published.options = [("nothing", None), *options]
         self.published.value = options[-2][1] if len(options) > 1 else None  # the live version if any
+        self._fit_money()
+
+    def _fit_money(self) -> None:
+        """Money needs the asset's value per unit: without one the toggle is off and disabled, saying why."""
+        asset = self.programme.asset()
+        unit = asset.value_per_unit
+        self.money.disabled = unit is None
+        if unit is None:
+            self.money.value = False
+            self.money.description = f"{MONEY} (the asset has no value_per_unit)"
+            self.money.tooltip = NO_MONEY
+        else:
+            self.money.description = MONEY
+            self.money.tooltip = f"1 {asset.symbol} is worth {unit}"
 
     def _forecast(self, version: int | str) -> LiabilityForecast:
         result = self.programme.replay(self.events, version=version, redemptions=self.redemptions)
         return forecast_liability(result, days=self.days_ahead.value)
 
     def _run(self) -> str:
+        self.forecasts = {}
         if self.events.empty:
             raise ServiceError("field_invalid", "there are no events to replay", field="events")
         money = self.money.value
         if money and self.programme.asset().value_per_unit is None:
-            raise ServiceError("field_invalid", "the asset has no value_per_unit", field="money")
+            raise ServiceError("field_invalid", NO_MONEY, field="money")
+        needs_rules(self.programme, self.draft.value, field="draft")
+        if self.published.value is not None:
+            needs_rules(self.programme, self.published.value, field="against")
         draft = self._forecast(self.draft.value)
         published = None if self.published.value is None else self._forecast(self.published.value)
         self.forecasts = {"draft": draft} | ({"published": published} if published is not None else {})

@@ -8,7 +8,8 @@ and call `button.click()`. Errors are the contract's `ServiceError`s, shown with
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -49,27 +50,101 @@ ACTION_KINDS = [("fixed amount", "fixed"), ("per field x rate", "per"), ("take b
 FRACTION_KINDS = [("all that remains", "whole"), ("a constant share", "constant"), ("refund field / original", "of")]
 
 
-def error_html(error: ServiceError) -> str:
+# The contract's wording of an empty text (pydantic's), as a designer reads it in a form.
+_PLAIN_WORDS = {"String should have at least 1 character": "is empty: fill it in"}
+
+
+def error_html(error: ServiceError, labels: Callable[[str], str | None] = lambda field: None) -> str:
+    """An error as an alert: its code, the field (by the form's label when `labels` knows it, with the
+    contract's path beside it) and the message (without the field it repeats)."""
     field = error.details.get("field")
-    where = f" <b>{html.escape(str(field))}</b>:" if field else ""
-    return f'<span style="color:#b00">{html.escape(error.code)}{where} {html.escape(error.message)}</span>'
+    message = error.message
+    where = ""
+    if field:
+        path = str(field)
+        message = message.removeprefix(f"{path}: ")
+        label = labels(path)
+        shown = f"{label} ({path})" if label and label != path else path
+        where = f" <b>{html.escape(shown)}</b>:"
+    message = _PLAIN_WORDS.get(message, message)
+    return (
+        '<div role="alert" style="color:#b00;background:#fdecea;border-left:3px solid #b00;padding:2px 6px">'
+        f"{html.escape(error.code)}{where} {html.escape(message)}</div>"
+    )
+
+
+class Markup(str):
+    """HTML an action returns to `_guard`, shown as it is (a plain `str` is a success message, escaped)."""
 
 
 def ok_html(text: str) -> str:
+    if isinstance(text, Markup):
+        return str(text)
     return f'<span style="color:#070">{html.escape(text)}</span>'
 
 
-def _guard(message: w.HTML, action: Callable[[], str]) -> None:
-    """Run a button's action; show its success text, or the service's error with code and field."""
+def _unexpected(error: Exception) -> ServiceError:
+    """An error that is not the contract's, as one (so it is shown like the others, never only logged)."""
+    return ServiceError("unexpected_error", f"{type(error).__name__}: {error}")
+
+
+def _guard(
+    message: w.HTML,
+    action: Callable[[], str],
+    *,
+    stale: Sequence[w.Image | w.HTML] = (),
+    labels: Callable[[str], str | None] = lambda field: None,
+) -> bool:
+    """Run a button's action and show its outcome in `message`: its success text, or the error (the service's,
+    with code and field; any other as `unexpected_error`). On an error the outputs of the last run (`stale`:
+    plots and tables) are emptied and hidden, so that the error stands in their place and nothing under it
+    belongs to an earlier run. Every widget's buttons go through here. True when the action succeeded."""
     try:
-        message.value = ok_html(action())
+        text = action()
     except ServiceError as error:
-        message.value = error_html(error)
+        failure = error
+    except Exception as error:  # noqa: BLE001 (shown in the widget: a callback's exception is otherwise lost)
+        failure = _unexpected(error)
+    else:
+        message.value = ok_html(text)
+        return True
+    for output in stale:
+        _clear(output)
+    message.value = error_html(failure, labels)
+    return False
+
+
+def _clear(output: w.Image | w.HTML) -> None:
+    if isinstance(output, w.Image):
+        _show(output, b"")
+    else:
+        output.value = ""
+
+
+def _button(description: str, **options: Any) -> w.Button:
+    """A button as wide as its label (ipywidgets' fixed default width cuts longer labels)."""
+    return w.Button(description=description, layout=w.Layout(width="auto", min_width="6em"), **options)
+
+
+def _toggles(options: Sequence[tuple[str, str]], value: str) -> w.ToggleButtons:
+    """Toggle buttons each as wide as its label."""
+    return w.ToggleButtons(options=options, value=value, style={"button_width": "auto"})
+
+
+def rule_number(index: int) -> str:
+    """A rule as the widgets name it: `rule 1` for the first (numbered from 1, as tables and plots do)."""
+    return f"rule {index + 1}"
 
 
 def _number(text: str) -> Any:
     """The text as typed: the contract parses decimal strings exactly and refuses anything else with its field."""
     return text.strip()
+
+
+def _on_values(controls: Sequence[w.ValueWidget], callback: Callable[[], None]) -> None:
+    """Call `callback` whenever one of `controls` changes value."""
+    for control in controls:
+        control.observe(lambda _: callback(), names="value")
 
 
 class Panel:
@@ -120,14 +195,20 @@ class ConditionRow(Panel):
     """A condition on one field: field, operator, value (see `parse_value`; none for exists / not_exists)."""
 
     def __init__(
-        self, on_remove: Callable[[ConditionRow], None], field: str = "", operator: str = "gte", value: str = ""
+        self,
+        on_remove: Callable[[ConditionRow], None],
+        field: str = "",
+        operator: str = "gte",
+        value: str = "",
+        on_edit: Callable[[], None] = lambda: None,
     ):
         self.field = w.Text(value=field, placeholder="field, e.g. amount", layout=w.Layout(width="12em"))
         self.operator = w.Dropdown(options=OPERATORS, value=operator, layout=w.Layout(width="8em"))
         self.value = w.Text(value=value, layout=w.Layout(width="16em"))
-        self.remove = w.Button(description="remove", layout=w.Layout(width="6em"))
+        self.remove = _button("remove")
         self.remove.on_click(lambda _: on_remove(self))
         self.operator.observe(lambda _: self._fit_value(), names="value")
+        _on_values([self.field, self.operator, self.value], on_edit)
         self._fit_value()
         self.view = w.HBox([self.field, self.operator, self.value, self.remove])
 
@@ -147,18 +228,20 @@ class ConditionRow(Panel):
 class ConditionList:
     """An ordered list of conditions and groups: the rule's top level (all must hold) and each group's parts."""
 
-    def __init__(self, on_change: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, on_change: Callable[[], None] = lambda: None, on_edit: Callable[[], None] = lambda: None):
+        """`on_change`: called when a row is added or removed; `on_edit`: also when a value in a row changes."""
         self.rows: list[ConditionRow | GroupRow] = []
         self.box = w.VBox([])
         self.on_change = on_change
+        self.on_edit = on_edit
 
     def add_condition_row(self, field: str = "", operator: str = "gte", value: str = "") -> ConditionRow:
-        row = ConditionRow(self._remove, field, operator, value)
+        row = ConditionRow(self._remove, field, operator, value, on_edit=self.on_edit)
         self.set_rows([*self.rows, row])
         return row
 
     def add_group_row(self, kind: str = "any") -> GroupRow:
-        row = GroupRow(self._remove, kind)
+        row = GroupRow(self._remove, kind, on_edit=self.on_edit)
         self.set_rows([*self.rows, row])
         return row
 
@@ -169,6 +252,7 @@ class ConditionList:
         self.rows = rows
         self.box.children = [row.view for row in rows]
         self.on_change()
+        self.on_edit()
 
     def payloads(self, where: str) -> list[dict[str, Any]]:
         """The bodies of the rows; `where` is the list's path (`conditions`, `conditions[1].any`)."""
@@ -197,12 +281,15 @@ class GroupRow(Panel):
     """A group: all of its parts hold, any of them holds, or (not) its one part does not hold. A `not` group
     takes no second part: its add buttons are disabled while it has one."""
 
-    def __init__(self, on_remove: Callable[[GroupRow], None], kind: str = "any") -> None:
+    def __init__(
+        self, on_remove: Callable[[GroupRow], None], kind: str = "any", on_edit: Callable[[], None] = lambda: None
+    ) -> None:
         self.kind = w.Dropdown(options=GROUP_KINDS, value=kind, layout=w.Layout(width="8em"))
-        self.add_condition = w.Button(description="add condition")
-        self.add_group = w.Button(description="add group")
-        self.remove = w.Button(description="remove", layout=w.Layout(width="6em"))
-        self.parts = ConditionList(self._fit_buttons)
+        self.add_condition = _button("add condition")
+        self.add_group = _button("add group")
+        self.remove = _button("remove")
+        self.parts = ConditionList(self._fit_buttons, on_edit)
+        _on_values([self.kind], on_edit)
         self.parts.box.layout = w.Layout(margin="0 0 0 2em", border_left="2px solid #ccc", padding="0 0 0 0.5em")
         self.add_condition.on_click(lambda _: self.parts.add_condition_row())
         self.add_group.on_click(lambda _: self.parts.add_group_row())
@@ -214,6 +301,8 @@ class GroupRow(Panel):
     def _fit_buttons(self) -> None:
         full = self.kind.value == "not" and len(self.parts.rows) >= 1
         self.add_condition.disabled = self.add_group.disabled = full
+        reason = "a not group holds exactly one condition: remove it, or use all of / any of" if full else ""
+        self.add_condition.tooltip = self.add_group.tooltip = reason
 
     def payload(self, where: str = "conditions[0]") -> dict[str, Any]:
         kind = self.kind.value
@@ -237,13 +326,19 @@ class CapRow(Panel):
     """A cap on what the rule gives one customer per calendar period: a period and a max amount or count."""
 
     def __init__(
-        self, on_remove: Callable[[CapRow], None], period: str = "month", measure: str = "max_amount", value: str = ""
+        self,
+        on_remove: Callable[[CapRow], None],
+        period: str = "month",
+        measure: str = "max_amount",
+        value: str = "",
+        on_edit: Callable[[], None] = lambda: None,
     ) -> None:
         self.period = w.Dropdown(options=PERIODS, value=period, layout=w.Layout(width="8em"))
         self.measure = w.Dropdown(options=CAP_MEASURES, value=measure, layout=w.Layout(width="9em"))
         self.value = w.Text(value=value, placeholder="500 or 3", layout=w.Layout(width="10em"))
-        self.remove = w.Button(description="remove", layout=w.Layout(width="6em"))
+        self.remove = _button("remove")
         self.remove.on_click(lambda _: on_remove(self))
+        _on_values([self.period, self.measure, self.value], on_edit)
         self.view = w.HBox([self.period, self.measure, self.value, self.remove])
 
     def payload(self) -> dict[str, Any]:
@@ -271,13 +366,13 @@ class RuleBuilder(Panel):
         self.programme = programme
         self.rule = w.Dropdown(description="rule", layout=w.Layout(width="40em"))
         self.event_type = w.Text(description="event type", placeholder="order.completed")
-        self.tree = ConditionList()
+        self.tree = ConditionList(on_edit=self._edited)
         self.conditions = self.tree.box
-        self.add_condition = w.Button(description="add condition")
-        self.add_group = w.Button(description="add group")
+        self.add_condition = _button("add condition")
+        self.add_group = _button("add group")
         self.priority = w.IntText(description="priority", value=0)
         self.stop_processing = w.Checkbox(description="stop processing", value=False)
-        self.kind = w.ToggleButtons(options=ACTION_KINDS, value="fixed")
+        self.kind = _toggles(ACTION_KINDS, "fixed")
         self.fixed = w.Text(description="fixed", placeholder="2.50")
         self.per = w.Text(description="per field", placeholder="amount")
         self.rate = w.Text(description="rate", placeholder="0.05")
@@ -288,7 +383,7 @@ class RuleBuilder(Panel):
             layout=w.Layout(width="30em"),
         )
         self.original = _wide_text("original event field", "order_id")
-        self.fraction_kind = w.ToggleButtons(options=FRACTION_KINDS, value="whole")
+        self.fraction_kind = _toggles(FRACTION_KINDS, "whole")
         self.fraction = _wide_text("fraction", "0.5 (0 < fraction <= 1)")
         self.fraction_field = _wide_text("refund field", "refund_amount")
         self.fraction_of = _wide_text("over the original's field", "amount")
@@ -300,9 +395,9 @@ class RuleBuilder(Panel):
         self.reverse_box = w.VBox([self.original, *share, self.any_customer])
         self.cap_rows: list[CapRow] = []
         self.caps = w.VBox([])
-        self.add_cap = w.Button(description="add cap")
-        self.save = w.Button(description="save to draft", button_style="primary")
-        self.remove = w.Button(description="remove rule", button_style="danger")
+        self.add_cap = _button("add cap")
+        self.save = _button("save to draft", button_style="primary")
+        self.remove = _button("remove rule", button_style="danger")
         self.message = w.HTML()
         self.draft = w.HTML()
         self.add_condition.on_click(lambda _: self.add_condition_row())
@@ -311,8 +406,12 @@ class RuleBuilder(Panel):
         self.kind.observe(lambda _: self._fit_action(), names="value")
         self.fraction_kind.observe(lambda _: self._fit_action(), names="value")
         self.rule.observe(lambda _: self._load_selected(), names="value")
-        self.save.on_click(lambda _: _guard(self.message, self._save))
-        self.remove.on_click(lambda _: _guard(self.message, self._remove))
+        self.save.on_click(lambda _: _guard(self.message, self._save, labels=form_label))
+        self.remove.on_click(lambda _: _guard(self.message, self._remove, labels=form_label))
+        # Any edit of the form makes the last save's message stale: it is cleared (a save then sets its own).
+        edits = [self.event_type, self.priority, self.stop_processing, self.kind, self.fixed, self.per, self.rate]
+        edits += [self.beneficiary, self.original, self.fraction_kind, self.fraction, self.fraction_field]
+        _on_values([*edits, self.fraction_of, self.any_customer], self._edited)
         self.view = w.VBox(
             [
                 self.rule,
@@ -335,17 +434,23 @@ class RuleBuilder(Panel):
         self._fit_action()
         self.refresh()
 
+    def _edited(self) -> None:
+        self.message.value = ""
+
     def _fit_action(self) -> None:
-        """Show the fields of the chosen action: an amount and beneficiary, or what a reversal takes back."""
-        reverse = self.kind.value == "reverse"
-        self.issue_box.layout.display = "none" if reverse else None
-        self.reverse_box.layout.display = None if reverse else "none"
+        """Show only the fields of the chosen action: a fixed amount, or a field and a rate (each with its
+        beneficiary), or what a reversal takes back."""
+        kind = self.kind.value
+        self.issue_box.layout.display = "none" if kind == "reverse" else None
+        self.fixed.layout.display = None if kind == "fixed" else "none"
+        self.per.layout.display = self.rate.layout.display = None if kind == "per" else "none"
+        self.reverse_box.layout.display = None if kind == "reverse" else "none"
         share = self.fraction_kind.value
         self.fraction.layout.display = None if share == "constant" else "none"
         self.fraction_field.layout.display = self.fraction_of.layout.display = None if share == "of" else "none"
 
     def add_cap_row(self, period: str = "month", measure: str = "max_amount", value: str = "") -> CapRow:
-        row = CapRow(self._remove_cap, period, measure, value)
+        row = CapRow(self._remove_cap, period, measure, value, on_edit=self._edited)
         self._set_caps([*self.cap_rows, row])
         return row
 
@@ -355,6 +460,7 @@ class RuleBuilder(Panel):
     def _set_caps(self, rows: list[CapRow]) -> None:
         self.cap_rows = rows
         self.caps.children = [row.view for row in rows]
+        self._edited()
 
     @property
     def condition_rows(self) -> list[ConditionRow | GroupRow]:
@@ -373,6 +479,13 @@ class RuleBuilder(Panel):
         self.rule.options = options
         self.rule.value = select if select < len(rules) else NEW_RULE
         self.draft.value = _rules_html(rules)
+        self._fit_remove()
+
+    def _fit_remove(self) -> None:
+        """Only a rule of the draft can be removed: with "new rule" chosen the button is disabled, saying why."""
+        new = self.rule.value in (None, NEW_RULE)
+        self.remove.disabled = new
+        self.remove.tooltip = "choose a rule of the draft to remove" if new else f"remove {rule_number(self.rule.value)}"
 
     def _clear_action(self) -> None:
         for text in (self.fixed, self.per, self.rate, self.beneficiary, self.original, self.fraction):
@@ -382,6 +495,7 @@ class RuleBuilder(Panel):
         self.any_customer.value = False
 
     def _load_selected(self) -> None:
+        self._fit_remove()
         self.tree.set_rows([])
         self._set_caps([])
         self._clear_action()
@@ -457,7 +571,7 @@ class RuleBuilder(Panel):
             )
             index = len(self.programme.rules()) - 1
             self.refresh(select=index)
-            return f"rule {index} added to the draft"
+            return f"{rule_number(index)} added to the draft"
         index = self.rule.value
         # The form edits the first action; a rule's further actions are kept as they are.
         current = [a.model_dump(mode="json", exclude_none=True) for a in self.programme.rules()[index].actions]
@@ -466,7 +580,7 @@ class RuleBuilder(Panel):
             index, event_type=self.event_type.value.strip(), conditions=conditions, actions=actions, **flags
         )
         self.refresh(select=index)
-        return f"rule {index} updated in the draft"
+        return f"{rule_number(index)} updated in the draft"
 
     def _remove(self) -> str:
         if self.rule.value == NEW_RULE:
@@ -474,14 +588,41 @@ class RuleBuilder(Panel):
         index = self.rule.value
         self.programme.remove_rule(index)
         self.refresh()
-        return f"rule {index} removed from the draft"
+        return f"{rule_number(index)} removed from the draft"
+
+
+_FORM_LABELS = [
+    (r"event_type", "event type"),
+    (r"actions\[0\]\.amount\.fixed", "fixed"),
+    (r"actions\[0\]\.amount\.per", "per field"),
+    (r"actions\[0\]\.amount\.rate", "rate"),
+    (r"actions\[0\]\.beneficiary", "beneficiary field"),
+    (r"actions\[0\]\.original", "original event field"),
+    (r"actions\[0\]\.fraction\.field", "refund field"),
+    (r"actions\[0\]\.fraction\.of", "over the original's field"),
+    (r"actions\[0\]\.fraction", "fraction"),
+    (r"priority", "priority"),
+]
+
+
+def form_label(path: str) -> str | None:
+    """The rule builder's label for a field the contract names by its path (`actions[0].amount.fixed` is the
+    `fixed` box, `conditions[1].any[0].value` is condition 2, `limits[0].max_amount` is cap 1); None when the
+    form has no such control."""
+    for pattern, label in _FORM_LABELS:
+        if re.match(pattern + r"(\.|\[|$)", path):
+            return label
+    numbered = re.match(r"(conditions|limits)\[(\d+)\]", path)
+    if numbered:
+        return f"{'condition' if numbered[1] == 'conditions' else 'cap'} {int(numbered[2]) + 1}"
+    return None
 
 
 def _rule_option(position: int, rule: r.Rule) -> str:
     """A rule in the builder's list: its position and name (`lab.labels`), then all it does."""
     if rule.name:
         return f"{rule_label(position, rule)}: {describe_rule(rule)}"
-    return f"{position}{SEPARATOR}{describe_rule(rule)}"
+    return f"{position + 1}{SEPARATOR}{describe_rule(rule)}"
 
 
 def _rules_html(rules: list[r.Rule]) -> str:
@@ -489,7 +630,18 @@ def _rules_html(rules: list[r.Rule]) -> str:
         f"<li>{f'<b>{html.escape(rule.name)}</b>: ' if rule.name else ''}{html.escape(describe_rule(rule))}</li>"
         for rule in rules
     )
-    return f"<b>draft</b> ({len(rules)} rules)<ol start='0'>{items}</ol>"
+    return f"<b>draft</b> ({len(rules)} rules)<ol start='1'>{items}</ol>"
+
+
+def _version_label(version: int | str) -> str:
+    return "the draft" if version == "draft" else f"version {version}"
+
+
+def needs_rules(programme: LabProgramme, version: int | str, field: str = "version") -> None:
+    """Refuse, saying so, to replay a version without rules (the engine's own refusal speaks of exporting)."""
+    if not programme.rules(version):
+        message = f"{_version_label(version)} has no rules to replay: add one with the rule builder first"
+        raise ServiceError("programme_draft_empty", message, field=field)
 
 
 def _version_options(programme: LabProgramme) -> list[tuple[str, int | str]]:
@@ -519,10 +671,10 @@ class Simulator(Panel):
             placeholder="customer_id (optional): whose attributes, caps and budget counters to read",
             layout=w.Layout(width="40em"),
         )
-        self.run = w.Button(description="simulate", button_style="primary")
+        self.run = _button("simulate", button_style="primary")
         self.result = w.HTML()
         self.outcome: r.Simulation | None = None
-        self.run.on_click(lambda _: self._run())
+        self.run.on_click(lambda _: _guard(self.result, self._run))
         self.view = w.VBox([self.version, self.event, self.customer, self.run, self.result])
         self.refresh()
 
@@ -530,22 +682,19 @@ class Simulator(Panel):
         self.version.options = _version_options(self.programme)
         self.version.value = "draft"
 
-    def _run(self) -> None:
+    def _run(self) -> Markup:
+        self.outcome = None
         try:
             event = jsonutil.loads(self.event.value)
-            if not isinstance(event, dict):
-                raise ServiceError("field_invalid", "the event must be a JSON object", field="event")
-            customer = self.customer.value.strip() or None
-            self.outcome = self.programme.simulate(event, version=self.version.value, customer_id=customer)
-        except ValueError as error:  # not JSON
-            self.outcome = None
-            self.result.value = error_html(ServiceError("request_malformed", f"not valid JSON: {error}", field="event"))
-            return
-        except ServiceError as error:
-            self.outcome = None
-            self.result.value = error_html(error)
-            return
-        self.result.value = _simulation_html(self.outcome, self.programme.rules(self.version.value))
+        except ValueError as error:
+            raise ServiceError("request_malformed", f"not valid JSON: {error}", field="event") from error
+        if not isinstance(event, dict):
+            found = type(event).__name__
+            message = f'the event must be a JSON object such as {{"type": "order.completed"}}, not a {found}'
+            raise ServiceError("field_invalid", message, field="event")
+        customer = self.customer.value.strip() or None
+        self.outcome = self.programme.simulate(event, version=self.version.value, customer_id=customer)
+        return Markup(_simulation_html(self.outcome, self.programme.rules(self.version.value)))
 
 
 def _simulation_html(outcome: r.Simulation, rules: list[r.Rule]) -> str:
@@ -598,14 +747,15 @@ class ReplayExplorer(Panel):
         self.start = w.DatePicker(description="from", value=days.min())
         self.end = w.DatePicker(description="to", value=days.max())
         self.days_ahead = w.IntSlider(description="project days", value=30, min=7, max=365)
-        self.run = w.Button(description="replay", button_style="primary")
+        self.run = _button("replay", button_style="primary")
         self.summary = w.HTML(REPLAY_HINT)
         self.cumulative = _plot_image()
         self.per_rule = _plot_image()
         self.comparison = _plot_image()
         self.result: ReplayResult | SparkReplayResult | None = None
         self.compared: forecast.Comparison | None = None
-        self.run.on_click(lambda _: _guard(self.summary, self._run))
+        plots_shown = [self.cumulative, self.per_rule, self.comparison]
+        self.run.on_click(lambda _: _guard(self.summary, self._run, stale=plots_shown))
         self.view = w.VBox(
             [
                 w.HBox([self.version, self.compare_with]),
@@ -628,20 +778,36 @@ class ReplayExplorer(Panel):
         self.compare_with.value = None
 
     def window(self) -> pd.DataFrame:
+        """The events between the two dates (both included); a reversed range or a range outside the history is
+        refused saying so."""
         occurred = pd.to_datetime(self.events["occurred_at"], utc=True).dt.date
         start: date | None = self.start.value
         end: date | None = self.end.value
+        if start is not None and end is not None and start > end:
+            message = f"the start date ({start}) is after the end date ({end}): swap them"
+            raise ServiceError("field_invalid", message, field="from")
         keep = pd.Series(True, index=self.events.index)
         if start is not None:
             keep &= occurred >= start
         if end is not None:
             keep &= occurred <= end
-        return self.events[keep]
+        chosen = self.events[keep]
+        if chosen.empty:
+            first, last = (occurred.min(), occurred.max()) if len(occurred) else (None, None)
+            held = f"the history runs from {first} to {last}" if first is not None else "the history has no events"
+            message = f"no events from {start or 'its start'} to {end or 'its end'}: {held}"
+            raise ServiceError("field_invalid", message, field="from")
+        return chosen
 
     def _run(self) -> str:
+        self.result, self.compared = None, None
+        if self.compare_with.value is not None and self.compare_with.value == self.version.value:
+            message = f"{_version_label(self.version.value)} compared with itself: choose another version, or nothing"
+            raise ServiceError("field_invalid", message, field="compare with")
         events = self.window()
-        if events.empty:
-            raise ServiceError("field_invalid", "no events in that date range", field="start")
+        needs_rules(self.programme, self.version.value)
+        if self.compare_with.value is not None:
+            needs_rules(self.programme, self.compare_with.value, field="compare with")
         self.result = self.programme.replay(events, version=self.version.value, opening_supply=self.opening_supply)
         h = forecast.history(self.result, label=f"version {self.version.value}")
         projection = forecast.project(h, days=self.days_ahead.value) if not h.issued_rows.empty else None

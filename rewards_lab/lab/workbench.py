@@ -56,6 +56,7 @@ from rewards_lab.service import assets, organizations, programme_lifecycle, prog
 from rewards_lab.store.database import Database
 
 if TYPE_CHECKING:
+    from rewards_lab.lab.diff_table import DiffTable
     from rewards_lab.replay.spark_engine import SparkReplayResult
 
 Version = int | str | None  # a version number, "draft", "live", or None (the draft)
@@ -697,6 +698,12 @@ class LabProgramme:
         """What changed from `old` (the published version by default) to `new` (the draft)."""
         return diff_programmes(self.definition(old), self.definition(new))
 
+    def changes(self, old: Version = "live", new: Version = "draft") -> DiffTable:
+        """`diff` as a table (rule / field / old / new, in words): HTML in a notebook, text when printed."""
+        from rewards_lab.lab.diff_table import DiffTable  # it reads rules in words with this module's helpers
+
+        return DiffTable(self.diff(old, new), (_version_name(old), _version_name(new)))
+
     # simulation ---------------------------------------------------------------------------------------------
     def simulate(
         self,
@@ -787,6 +794,13 @@ class LabProgramme:
         return run_sweep(
             events, definition, dict(grid), engine=engine, opening_supply=opening_supply, customers=customers
         )
+
+
+def _version_name(version: Version) -> str:
+    """A version as a table heads its column: `published`, `draft`, `version 2`."""
+    if version == "live":
+        return "published"
+    return "draft" if version in (None, "draft") else f"version {version}"
 
 
 def _aware(moment: datetime | None) -> datetime | None:
