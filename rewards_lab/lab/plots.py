@@ -57,6 +57,7 @@ def _floats(values: Any) -> list[float]:
 def say(figure: LabFigure, sentence: str) -> LabFigure:
     """Replace the figure's plots with a sentence (nothing to plot): no empty axes."""
     figure.clear()
+    figure.set_figheight(min(figure.get_figheight(), 1.5))  # a line of text, not a plot's worth of white
     axes = figure.add_subplot()
     axes.set_axis_off()
     width = max(30, int(figure.get_figwidth() * 9))  # about the characters a line of the figure holds
@@ -70,6 +71,13 @@ def _say_in(axes: Any, sentence: str) -> None:
     axes.clear()
     axes.set_axis_off()
     axes.text(0.5, 0.5, textwrap.fill(sentence, 34), ha="center", va="center", transform=axes.transAxes)
+
+
+def _legend(figure: Figure, axes: Any) -> None:
+    """The legend under the plot, outside it: inside, it hid the ceiling and the lines near it."""
+    handles, labels = axes.get_legend_handles_labels()
+    columns = 2 if max((len(label) for label in labels), default=0) > 40 else 3
+    figure.legend(handles, labels, loc="outside lower center", ncols=columns, fontsize="small", frameon=False)
 
 
 def _period(days: Any) -> str:
@@ -131,7 +139,7 @@ def cumulative(
     axes.set_title(title or default, fontsize="medium")
     axes.set_xlabel("day")
     amount_axis(axes.yaxis, unit, "liability")
-    axes.legend(loc="upper left", fontsize="small")
+    _legend(figure, axes)
     figure.autofmt_xdate()
     return figure
 
@@ -290,7 +298,8 @@ def sweep_line(
     axes.set_xlabel(names.get(x, x))
     axes.xaxis.set_major_formatter(Thousands())
     _value_axis(axes.yaxis, unit, value)
-    axes.set_title(f"{programme}{VALUE_WORDS.get(value, value)}, for each {names.get(x, x)}", fontsize="medium")
+    title = f"{programme}{VALUE_WORDS.get(value, value)}, for each {names.get(x, x)}"
+    axes.set_title(textwrap.fill(title, int(figure.get_figwidth() * 11)), fontsize="medium")
     return figure
 
 
@@ -327,7 +336,7 @@ def limits_and_reversals(
     period = "per week" if weekly else "per day"
     axes.set_title(title or f"{h.label}: what the rules called for {period}, and what became of it", fontsize="medium")
     amount_axis(axes.yaxis, unit, f"amount {period}")
-    axes.legend(loc="upper left", fontsize="small")
+    _legend(figure, axes)
     figure.autofmt_xdate()
     return figure
 
@@ -379,7 +388,7 @@ def liability(
     axes.set_title(title or f"{heading}\n({rates})", fontsize="medium")
     axes.set_xlabel("day")
     amount_axis(axes.yaxis, unit, "liability", money=money)
-    axes.legend(loc="upper left", fontsize="small")
+    _legend(figure, axes)
     figure.autofmt_xdate()
     return figure
 
@@ -414,6 +423,6 @@ def liability_comparison(
     axes.set_title(title, fontsize="medium")
     axes.set_xlabel("day")
     amount_axis(axes.yaxis, unit, "liability", money=money)
-    axes.legend(loc="upper left", fontsize="small")
+    _legend(figure, axes)
     figure.autofmt_xdate()
     return figure
