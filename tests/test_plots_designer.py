@@ -132,7 +132,11 @@ def test_a_one_parameter_sweep_is_a_line_in_words(events: pd.DataFrame) -> None:
     axes = figure.axes[0]
     assert axes.get_xlabel() == "programme cap per customer a month: max amount (SHOP)"
     _assert_amount_axis(axes.yaxis, "SHOP")
-    assert axes.get_title().startswith("Fair shop: liability at the end of the history, for each programme cap")
+    assert (
+        axes.get_title()
+        .replace("\n", " ")
+        .startswith("Fair shop: liability at the end of the history, for each programme cap")
+    )
 
 
 def test_the_liability_figure_in_money_names_the_value_per_unit(events: pd.DataFrame) -> None:
