@@ -24,7 +24,7 @@ def test_the_liability_figure_draws_history_projection_range_and_ceiling() -> No
     lines = {line.get_label(): line for line in axes.get_lines()}
     assert list(lines["Shop: liability"].get_ydata()) == [100.0, 70.0, 98.0]
     assert list(lines["Shop: projected"].get_ydata()) == list(result.projection["mid"])
-    assert list(lines["ceiling 150"].get_ydata()) == [150.0, 150.0]
+    assert list(lines["ceiling 150 PTS"].get_ydata()) == [150.0, 150.0]
     assert len(axes.collections) == 1 and "redeemed 13.55% a day" in axes.get_title()
     money = plots.liability(result, money=True).axes[0]
     assert list(money.get_lines()[0].get_ydata()) == [50.0, 35.0, 49.0]

@@ -20,7 +20,7 @@ def test_cumulative_draws_liability_projection_band_and_ceiling() -> None:
     lines = {line.get_label(): line for line in axes.get_lines()}
     assert list(lines["replay: liability"].get_ydata()) == [float(v) for v in forecast.liability(h)["liability"]]
     assert list(lines["projected"].get_ydata()) == list(projection.frame["expected"])
-    assert list(lines["ceiling 200"].get_ydata()) == [200.0, 200.0]
+    assert list(lines["ceiling 200 points"].get_ydata()) == [200.0, 200.0]
     assert len(axes.collections) == 1  # the band
     assert plots.png(figure).startswith(b"\x89PNG")
     assert figure._repr_png_().startswith(b"\x89PNG")  # Jupyter shows it without pyplot

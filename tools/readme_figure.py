@@ -22,8 +22,8 @@ def main() -> int:
     events = pd.read_parquet(ROOT / "data" / "sample_events.parquet")
     spring = Lab().load(ROOT / "data" / "programmes" / "spring_launch.json")
     spring.publish()
-    history = forecast.history(spring.replay(events, opening_supply="940000"), label="spring launch")
-    figure = plots.cumulative(history, forecast.project(history, days=60), title="spring launch: outstanding supply")
+    history = forecast.history(spring.replay(events, opening_supply="940000"))
+    figure = plots.cumulative(history, forecast.project(history, days=60))
     TARGET.write_bytes(plots.png(figure, dpi=100))
     print(TARGET.relative_to(ROOT))
     return 0

@@ -44,7 +44,9 @@ class History:
     ceiling: Decimal | None = None
     opening_supply: Decimal = Decimal(0)
     label: str = "replay"
-    rule_labels: dict[int, str] = field(default_factory=dict)  # by position: `0 · Cashback...` (lab.labels)
+    rule_labels: dict[int, str] = field(default_factory=dict)  # by position: `1 · Cashback...` (lab.labels)
+    symbol: str = "points"  # the asset's symbol, for the figures' units (lab.units)
+    value_per_unit: Decimal | None = None  # the asset's worth per unit in money, when it has one
 
     @property
     def issued_rows(self) -> pd.DataFrame:
@@ -88,10 +90,15 @@ def history(
     ceiling: Decimal | int | str | None = None,
     opening_supply: Decimal | int | str | None = None,
     label: str | None = None,
+    symbol: str | None = None,
 ) -> History:
-    """A `History` from a ReplayResult, an issuance DataFrame (with these keywords) or a History (returned)."""
+    """A `History` from a ReplayResult, an issuance DataFrame (with these keywords) or a History (returned).
+    A ReplayResult gives its asset's symbol and value per unit; a DataFrame's amounts are `points` unless
+    `symbol` names them."""
     if isinstance(source, History):
         return source
+    asset = getattr(getattr(source, "definition", None), "asset", None)
+    worth = getattr(asset, "value_per_unit", None)
     if isinstance(source, pd.DataFrame):
         frame = source
         labels: dict[int, str] = {}
@@ -110,6 +117,8 @@ def history(
         opening_supply=Decimal(str(opening_supply or 0)),
         label=label or "replay",
         rule_labels=labels,
+        symbol=symbol or getattr(asset, "symbol", None) or "points",
+        value_per_unit=None if worth is None else Decimal(str(worth)),
     )
 
 
@@ -435,6 +444,7 @@ class Comparison:
     totals: pd.DataFrame  # metric, a, b, difference
     daily: pd.DataFrame  # day, cumulative a, cumulative b, difference
     by_event_type: pd.DataFrame  # event_type, issued a, issued b, difference
+    symbol: str = "points"  # the asset's symbol (both replays issue the same asset)
 
 
 def _totals(h: History) -> dict[str, Any]:
@@ -483,7 +493,7 @@ def compare(a: Any, b: Any, labels: tuple[str, str] | None = None) -> Comparison
         ],
         columns=["event_type", names[0], names[1], "difference"],
     )
-    return Comparison(names, totals, side, by_type)
+    return Comparison(names, totals, side, by_type, ha.symbol)
 
 
 def _by_type(h: History) -> dict[str, Decimal]:

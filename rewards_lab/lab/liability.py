@@ -84,6 +84,7 @@ class LiabilityHistory:
     ceiling: Decimal | None
     value_per_unit: Decimal | None
     label: str
+    symbol: str = "points"  # the asset's symbol, for the figures' units (lab.units)
 
     @property
     def closing(self) -> Decimal:
@@ -101,11 +102,11 @@ class LiabilityHistory:
 
 def liability_history(source: Any, *, value_per_unit: Decimal | str | None = None) -> LiabilityHistory:
     """Issued - redeemed - expired - reversed per day, from a ReplayResult (DuckDB or Spark), a forecast History
-    or an issuance DataFrame. `value_per_unit` defaults to the replayed file's `asset.value_per_unit`."""
+    or an issuance DataFrame. `value_per_unit` defaults to the replayed file's `asset.value_per_unit` (or the
+    History's)."""
     h: History = history(source)
     if value_per_unit is None:
-        asset = getattr(getattr(source, "definition", None), "asset", None)
-        value_per_unit = getattr(asset, "value_per_unit", None)
+        value_per_unit = h.value_per_unit
     reversals = _frame(getattr(source, "reversals", None))
     if reversals is not None and "taken_minor" in reversals.columns:
         reversed_ = _per_day(reversals, "taken_minor")
@@ -132,7 +133,7 @@ def liability_history(source: Any, *, value_per_unit: Decimal | str | None = Non
     unit = None if value_per_unit is None else Decimal(str(value_per_unit))
     if unit is not None:
         frame["value"] = pd.Series([value * unit for value in frame["liability"]], dtype="object")
-    return LiabilityHistory(frame, minor, h.decimals, h.opening_supply, h.ceiling, unit, h.label)
+    return LiabilityHistory(frame, minor, h.decimals, h.opening_supply, h.ceiling, unit, h.label, h.symbol)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """A widget comparing the liability of two versions (the draft and the published one by default) over the same
-history: each replayed (with the redemptions given), its liability forecast (lab.liability) drawn with its range,
-the difference at the end of the projection, in points or, with a value per unit, in money."""
+history: each replayed (with the redemptions given and the same opening supply as the notebook's own replays, so
+that the widget's liability is the notebook's), its liability forecast (lab.liability) drawn with its range,
+the difference at the end of the projection, in the asset's unit or, with a value per unit, in money."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import ipywidgets as w
@@ -11,8 +13,10 @@ import pandas as pd
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.lab import plots
+from rewards_lab.lab.figure_widgets import figure_size, show_figure
 from rewards_lab.lab.liability import LiabilityForecast, forecast_liability
-from rewards_lab.lab.widgets import Panel, _button, _guard, _plot_image, _show, _version_options, needs_rules
+from rewards_lab.lab.units import unit_of
+from rewards_lab.lab.widgets import Panel, _button, _guard, _plot_image, _version_options, needs_rules
 from rewards_lab.lab.workbench import LabProgramme
 
 MONEY = "in money (value per unit)"
@@ -22,12 +26,22 @@ LIABILITY_HINT = "<i>choose two versions, then <b>compare</b>: the liability of 
 
 class LiabilityComparison(Panel):
     """Draft against published liability: replays `events` (with `redemptions`, what customers spent) through
-    both, forecasts each `days` ahead and plots them side by side with their ranges."""
+    both, forecasts each `days` ahead and plots them side by side with their ranges. `opening_supply`: what
+    customers held before the history, as given to the notebook's replays (liability includes it; the figure draws
+    it apart)."""
 
-    def __init__(self, programme: LabProgramme, events: pd.DataFrame, *, redemptions: Any = None) -> None:
+    def __init__(
+        self,
+        programme: LabProgramme,
+        events: pd.DataFrame,
+        *,
+        redemptions: Any = None,
+        opening_supply: Decimal | int | str = 0,
+    ) -> None:
         self.programme = programme
         self.events = events
         self.redemptions = redemptions
+        self.opening_supply = opening_supply
         self.draft = w.Dropdown(description="draft")
         self.published = w.Dropdown(description="against")
         self.days_ahead = w.IntSlider(description="project days", value=90, min=7, max=365)
@@ -65,7 +79,9 @@ class LiabilityComparison(Panel):
             self.money.tooltip = f"1 {asset.symbol} is worth {unit}"
 
     def _forecast(self, version: int | str) -> LiabilityForecast:
-        result = self.programme.replay(self.events, version=version, redemptions=self.redemptions)
+        result = self.programme.replay(
+            self.events, version=version, redemptions=self.redemptions, opening_supply=self.opening_supply
+        )
         return forecast_liability(result, days=self.days_ahead.value)
 
     def _run(self) -> str:
@@ -82,13 +98,16 @@ class LiabilityComparison(Panel):
         published = None if self.published.value is None else self._forecast(self.published.value)
         self.forecasts = {"draft": draft} | ({"published": published} if published is not None else {})
         labels = (self._label(self.draft.value), self._label(self.published.value))
-        _show(self.figure, plots.png(plots.liability_comparison(draft, published, labels=labels, money=money)))
-        end = draft.end
+        figure = plots.liability_comparison(draft, published, labels=labels, money=money, size=figure_size(0.5))
+        show_figure(self.figure, figure)
+        unit, end = unit_of(draft.history), draft.end
         text = (
-            f"{labels[0]}: {end['mid']:,.2f} in {self.days_ahead.value} days ({end['low']:,.2f} to {end['high']:,.2f})"
+            f"{labels[0]}: {unit.amount(round(end['mid'], 2))} in {self.days_ahead.value} days "
+            f"({unit.amount(round(end['low'], 2))} to {unit.amount(round(end['high'], 2))})"
         )
         if published is not None:
-            text += f"; {labels[1]}: {published.end['mid']:,.2f}; difference {end['mid'] - published.end['mid']:+,.2f}"
+            difference = end["mid"] - published.end["mid"]
+            text += f"; {labels[1]}: {unit.amount(round(published.end['mid'], 2))}; difference {difference:+,.2f}"
         return text
 
     @staticmethod

@@ -35,7 +35,9 @@ from rewards_lab.contract.rule_requests import (
     NotGroup,
 )
 from rewards_lab.lab import forecast, plots
+from rewards_lab.lab.figure_widgets import figure_size, show_figure
 from rewards_lab.lab.labels import SEPARATOR, rule_label
+from rewards_lab.lab.liability import forecast_liability
 from rewards_lab.lab.tables import table_html
 from rewards_lab.lab.workbench import LabProgramme, describe_rule
 from rewards_lab.replay.engine import ReplayResult
@@ -485,7 +487,8 @@ class RuleBuilder(Panel):
         """Only a rule of the draft can be removed: with "new rule" chosen the button is disabled, saying why."""
         new = self.rule.value in (None, NEW_RULE)
         self.remove.disabled = new
-        self.remove.tooltip = "choose a rule of the draft to remove" if new else f"remove {rule_number(self.rule.value)}"
+        chosen = "choose a rule of the draft to remove"
+        self.remove.tooltip = chosen if new else f"remove {rule_number(self.rule.value)}"
 
     def _clear_action(self) -> None:
         for text in (self.fixed, self.per, self.rate, self.beneficiary, self.original, self.fraction):
@@ -633,10 +636,6 @@ def _rules_html(rules: list[r.Rule]) -> str:
     return f"<b>draft</b> ({len(rules)} rules)<ol start='1'>{items}</ol>"
 
 
-def _version_label(version: int | str) -> str:
-    return "the draft" if version == "draft" else f"version {version}"
-
-
 def needs_rules(programme: LabProgramme, version: int | str, field: str = "version") -> None:
     """Refuse, saying so, to replay a version without rules (the engine's own refusal speaks of exporting)."""
     if not programme.rules(version):
@@ -733,9 +732,15 @@ def _show(image: w.Image, png: bytes) -> None:
     image.layout.display = None if png else "none"
 
 
+def _version_label(version: int | str | None) -> str:
+    """How the explorer's figures name a version: "the draft", "version 2"."""
+    return "the draft" if version == "draft" else f"version {version}"
+
+
 class ReplayExplorer(Panel):
     """Replay a history (a DataFrame) through a version over a date range; optionally compare with a second
-    version; plots liability with its projection, issuance per rule, and the comparison."""
+    version; plots liability (lab.liability's, as the liability widget) with its projection, issuance per rule,
+    and the comparison."""
 
     def __init__(self, programme: LabProgramme, events: pd.DataFrame, *, opening_supply: Decimal | int | str = 0):
         self.programme = programme
@@ -809,17 +814,18 @@ class ReplayExplorer(Panel):
         if self.compare_with.value is not None:
             needs_rules(self.programme, self.compare_with.value, field="compare with")
         self.result = self.programme.replay(events, version=self.version.value, opening_supply=self.opening_supply)
-        h = forecast.history(self.result, label=f"version {self.version.value}")
-        projection = forecast.project(h, days=self.days_ahead.value) if not h.issued_rows.empty else None
-        _show(self.cumulative, plots.png(plots.cumulative(h, projection)))
-        _show(self.per_rule, plots.png(plots.per_rule(h)))
+        h = forecast.history(self.result, label=_version_label(self.version.value))
+        # lab.liability's liability (net of what the version's expiry took), as the liability widget draws it
+        outlook = forecast_liability(self.result, days=self.days_ahead.value)
+        show_figure(self.cumulative, plots.liability(outlook, label=h.label, size=figure_size(0.5)))
+        show_figure(self.per_rule, plots.per_rule(h, size=figure_size(0.4)))
         self.compared = None
         _show(self.comparison, b"")
         if self.compare_with.value is not None:
             other = self.programme.replay(events, version=self.compare_with.value, opening_supply=self.opening_supply)
-            labels = (f"version {self.version.value}", f"version {self.compare_with.value}")
+            labels = (_version_label(self.version.value), _version_label(self.compare_with.value))
             self.compared = forecast.compare(h, forecast.history(other, label=labels[1]), labels)
-            _show(self.comparison, plots.png(plots.compare(self.compared)))
+            show_figure(self.comparison, plots.compare(self.compared, size=figure_size(0.42)))
         issued = forecast.amount(int(h.issued_rows["amount_minor"].sum()), h.decimals)
         ends = forecast.exhaustion(h)
         text = f"{len(events)} events, issued {issued}; ceiling: {ends.kind}" + (f" {ends.on}" if ends.on else "")

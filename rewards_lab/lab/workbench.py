@@ -49,6 +49,7 @@ from rewards_lab.domain.rules import condition_node
 from rewards_lab.lab.event_rows import EventRow, event_rows
 from rewards_lab.lab.gate import DEFAULT_DAYS, GateRefused, GateReport, evaluate
 from rewards_lab.lab.labels import rule_labels
+from rewards_lab.lab.sweep_labels import parameter_labels
 from rewards_lab.lab.tables import Table, table
 from rewards_lab.replay.engine import ReplayResult
 from rewards_lab.replay.engines import run_replay, run_sweep
@@ -789,11 +790,18 @@ class LabProgramme:
     ) -> pd.DataFrame:
         """A version (the draft by default) over every point of `grid` (keys are paths into the programme file,
         e.g. "rules[0].actions[0].amount.rate"): issuance, liability and exhaustion date per grid point, on
-        DuckDB (default) or Spark; `customers` as for `replay`."""
+        DuckDB (default) or Spark; `customers` as for `replay`. The frame's attrs hold what its figures label
+        (`plots.sweep_heatmap`): `labels` (each key as a designer reads it), `symbol` and `programme`."""
         definition = self.definition(version)
-        return run_sweep(
+        frame = run_sweep(
             events, definition, dict(grid), engine=engine, opening_supply=opening_supply, customers=customers
         )
+        frame.attrs |= {
+            "labels": parameter_labels(grid, definition.payload()),
+            "symbol": definition.asset.symbol,
+            "programme": definition.programme.name,
+        }
+        return frame
 
 
 def _version_name(version: Version) -> str:
