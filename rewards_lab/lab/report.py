@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,8 +20,19 @@ REPORTS = ROOT / "reports"
 KERNEL = "python3"  # jupyter_client runs a "python" kernelspec with the current interpreter (the venv's)
 
 
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+_MODEL_REFERENCE = re.compile(r"IPY_MODEL_([0-9a-f]+)")
+
+
 def notebooks(directory: Path = NOTEBOOKS) -> list[Path]:
-    return sorted(directory.glob("[0-9]*.ipynb"))
+    """The numbered notebooks in reading order: by their number (numerically, so 10 follows 9), then by name."""
+    return sorted(directory.glob("[0-9]*.ipynb"), key=lambda path: (_number(path.name), path.name))
+
+
+def _number(name: str) -> int:
+    digits = re.match(r"\d+", name)
+    return int(digits.group()) if digits else -1
 
 
 def execute(notebook: Path, output: Path, parameters: Mapping[str, Any] | None = None, *, timeout: int = 600) -> Path:
@@ -62,7 +75,10 @@ def report(
 
 
 def refresh(directory: Path = NOTEBOOKS) -> list[Path]:
-    """Re-execute the committed notebooks in place with their own parameters, without papermill's metadata."""
+    """Re-execute the committed notebooks in place with their own parameters, without papermill's metadata.
+
+    The widgets' state is kept (nbclient records it), trimmed to the models the displayed widgets use: JupyterLab
+    draws the widgets from it when a notebook is opened before it runs, instead of their text repr."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -70,14 +86,46 @@ def refresh(directory: Path = NOTEBOOKS) -> list[Path]:
     for notebook in notebooks(directory):
         node = nbformat.read(notebook, as_version=4)
         NotebookClient(
-            node, timeout=600, kernel_name=KERNEL, resources={"metadata": {"path": str(directory)}}
+            node,
+            timeout=600,
+            kernel_name=KERNEL,
+            resources={"metadata": {"path": str(directory)}},
+            store_widget_state=True,
         ).execute()
         for cell in node.cells:
             cell.get("metadata", {}).pop("execution", None)
-        node.metadata.pop("widgets", None)  # live widget state: new model ids on every run, nothing to check
+        keep_displayed_widgets(node)
         nbformat.write(node, notebook)
         done.append(notebook)
     return done
+
+
+def displayed_widgets(node: Any) -> list[str]:
+    """The model ids of the widgets the notebook's outputs display, in order."""
+    return [
+        output["data"][WIDGET_VIEW]["model_id"]
+        for cell in node.cells
+        for output in cell.get("outputs", [])
+        if WIDGET_VIEW in output.get("data", {})
+    ]
+
+
+def keep_displayed_widgets(node: Any) -> None:
+    """Trim the stored widget state to the models the displayed widgets reach (their children, layouts, styles,
+    outputs); models created and dropped on the way (a re-drawn plot's) are not needed to draw them."""
+    state = node.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    reached: set[str] = set()
+    waiting = displayed_widgets(node)
+    while waiting:
+        model = waiting.pop()
+        if model in reached or model not in state:
+            continue
+        reached.add(model)
+        waiting += _MODEL_REFERENCE.findall(json.dumps(state[model]))
+    if reached:
+        node.metadata["widgets"][WIDGET_STATE]["state"] = {key: state[key] for key in state if key in reached}
+    else:
+        node.metadata.pop("widgets", None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
