@@ -83,6 +83,11 @@ def test_the_committed_notebooks_store_the_state_of_the_widgets_they_display() -
         assert referenced <= set(state), (path.name, referenced - set(state))
         for model in displayed:
             assert state[model]["model_name"] == "VBoxModel" and state[model]["state"]["children"], path.name
+        # Where the widget cannot be drawn (an untrusted notebook, a plain viewer): a sentence, not `VBox(...`.
+        for output in _outputs(path):
+            if report.WIDGET_VIEW in output.get("data", {}):
+                text = output["data"]["text/plain"]
+                assert text.endswith("widget: run the notebook (Run ▸ Run All Cells) to use it]"), text[:80]
 
 
 def test_a_refresh_keeps_only_the_widget_models_the_outputs_reach() -> None:
@@ -100,7 +105,16 @@ def test_a_refresh_keeps_only_the_widget_models_the_outputs_reach() -> None:
     }
     node.metadata["widgets"] = {report.WIDGET_STATE: {"state": state, "version_major": 2, "version_minor": 0}}
     report.keep_displayed_widgets(node)
-    assert sorted(node.metadata["widgets"][report.WIDGET_STATE]["state"]) == ["a1", "b2", "c3"]
+    kept = node.metadata["widgets"][report.WIDGET_STATE]["state"]
+    one, two, three = (f"{n:032x}" for n in (1, 2, 3))  # renumbered in the order reached: a refresh changes no id
+    assert list(kept) == [one, two, three]
+    assert kept[one]["state"] == {
+        "_model_name": "VBoxModel",
+        "children": [f"IPY_MODEL_{two}"],
+        "layout": f"IPY_MODEL_{three}",
+    }
+    assert kept[two]["state"]["layout"] == f"IPY_MODEL_{three}" and kept[three]["model_name"] == "LayoutModel"
+    assert report.displayed_widgets(node) == [one]
     node.cells = []
     report.keep_displayed_widgets(node)
     assert "widgets" not in node.metadata

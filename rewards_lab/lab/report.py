@@ -10,6 +10,7 @@ import argparse
 import json
 import re
 import sys
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -112,20 +113,32 @@ def displayed_widgets(node: Any) -> list[str]:
 
 def keep_displayed_widgets(node: Any) -> None:
     """Trim the stored widget state to the models the displayed widgets reach (their children, layouts, styles,
-    outputs); models created and dropped on the way (a re-drawn plot's) are not needed to draw them."""
+    outputs; models created and dropped on the way, a re-drawn plot's, are not needed to draw them), and number
+    them in the order they are reached: the kernel's ids are random, so every refresh would rewrite them all."""
     state = node.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    reached: set[str] = set()
-    waiting = displayed_widgets(node)
+    order: list[str] = []
+    waiting = deque(displayed_widgets(node))
     while waiting:
-        model = waiting.pop()
-        if model in reached or model not in state:
+        model = waiting.popleft()
+        if model in order or model not in state:
             continue
-        reached.add(model)
-        waiting += _MODEL_REFERENCE.findall(json.dumps(state[model]))
-    if reached:
-        node.metadata["widgets"][WIDGET_STATE]["state"] = {key: state[key] for key in state if key in reached}
-    else:
+        order.append(model)
+        waiting.extend(_MODEL_REFERENCE.findall(json.dumps(state[model])))
+    if not order:
         node.metadata.pop("widgets", None)
+        return
+    ids = {model: f"{number:032x}" for number, model in enumerate(order, start=1)}
+
+    def renumber(text: str) -> str:
+        return _MODEL_REFERENCE.sub(lambda match: f"IPY_MODEL_{ids.get(match[1], match[1])}", text)
+
+    kept = {ids[model]: json.loads(renumber(json.dumps(state[model]))) for model in order}
+    node.metadata["widgets"][WIDGET_STATE]["state"] = kept
+    for cell in node.cells:
+        for output in cell.get("outputs", []):
+            view = output.get("data", {}).get(WIDGET_VIEW)
+            if view is not None and view.get("model_id") in ids:
+                view["model_id"] = ids[view["model_id"]]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
