@@ -1,15 +1,17 @@
 """The notebooks as a designer sees them: JupyterLab headless, each notebook opened in headless Chromium.
 
-Before a run, every widget must be drawn from the state saved in the notebook (not shown as its text repr,
-`VBox(children=...`); then the notebook runs (on the small parameters of tests/test_notebooks.py, injected into a
-copy), no cell may show an error or a widget that failed to render, and the main widgets are used: the rule
-builder saves a rule, the simulator simulates, the replay explorer replays, the liability comparison compares;
-each must show a new result. Screenshots go to reports/screenshots/ (<notebook>-before.png, -after.png and one
-per widget before and after use).
+Opened untrusted (JupyterLab started by hand on a fresh checkout), a widget reads "run the notebook ... to use it",
+never its repr `VBox(children=...`. Trusted, as `make lab` makes them, every widget is drawn from the state saved
+in the notebook. Then the notebook runs (on the small parameters of tests/test_notebooks.py, injected into a copy:
+the committed notebooks are never written), no cell may show an error or a widget that failed to render, and the
+main widgets are used: the rule builder refuses a rule without type and saves one, the simulator simulates, the
+replay explorer replays, the liability comparison compares; each must show a new result. Screenshots go to
+reports/screenshots/ (<notebook>-untrusted.png, -before.png, -after.png; each main widget -saved, -before, -after).
 
-Chromium is Debian's (`/usr/bin/chromium`, `make setup` installs it), driven by Playwright for Python (a dev
-dependency; Playwright's own browsers are never downloaded). Without Chromium the test fails, as `make test`
-installs it; `REWARDS_LAB_SKIP_BROWSER=1` turns that into a skip with the reason, for machines that cannot have it.
+Chromium is Debian's (`/usr/bin/chromium`, or `REWARDS_LAB_CHROMIUM`; `make setup` installs it), driven by
+Playwright for Python (a dev dependency; Playwright's own browsers are never downloaded). Without Chromium or
+Playwright the test fails, as `make test` installs both; `REWARDS_LAB_SKIP_BROWSER=1` turns that into a skip that
+says why, for machines that cannot have them.
 """
 
 from __future__ import annotations
