@@ -361,6 +361,7 @@ def test_the_notebook_in_a_browser_before_and_after_running_it(lab: Lab, browser
             texts = " ".join(_texts(page, ".jp-OutputArea-output"))
             assert not WIDGET_AS_TEXT.findall(texts), "untrusted: widgets shown as their repr"
             assert texts.count("widget: run the notebook (Run ▸ Run All Cells) to use it") == expected, texts[-2000:]
+            page.get_by_text("widget: run the notebook").first.scroll_into_view_if_needed()
             page.screenshot(path=SCREENSHOTS / f"{stem}-untrusted.png")
         lab.trust(notebook.name)
         page.goto(lab.url(notebook.name))
