@@ -20,6 +20,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,lab,spark]'
 	@command -v java >/dev/null || (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless) \
 		|| echo "java not found and apt-get failed: the replay's Spark engine cannot run"
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) \
+		|| echo "chromium not found and apt-get failed: tests/test_browser_notebooks.py cannot run"
 	touch $(STAMP)
 
 $(TSC): clients/typescript/package-lock.json
@@ -41,8 +43,11 @@ LAB_ARGS ?=
 ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 SAMPLE := data/sample_events.parquet
 
-# JupyterLab on notebooks/ (Ctrl-C stops it). Never part of `make test`: CI has no display.
+# JupyterLab on notebooks/ (Ctrl-C stops it). Never part of `make test`: CI has no display (the notebooks are
+# opened in headless Chromium there: tests/test_browser_notebooks.py). The repository's notebooks are trusted
+# first, so JupyterLab draws their saved widgets before they run (it draws none in a notebook it does not trust).
 lab: setup lab-services $(SAMPLE)
+	$(BIN)/jupyter trust notebooks/[0-9]*.ipynb
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(ROOT_ARGS) $(LAB_ARGS)
 
 # The sample history the notebooks read (committed; regenerated only when missing).

@@ -7,6 +7,8 @@ text and HTML outputs are. Refresh the committed outputs with `make notebooks` a
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,8 +32,8 @@ SMALL: dict[str, dict[str, Any]] = {
     # No base_url: the notebook starts a throwaway local service (test_push_notebook.py runs it against `serve`).
     "04_push.ipynb": {},
     "05_publish_gate.ipynb": {"days": 30},
-    "05_rule_language.ipynb": {"n_events": 3000, "n_customers": 300},
     "06_caps_budgets_refunds.ipynb": {"max_events": 4000, "sweep_caps": ["300", "800"], "projection_days": 14},
+    "07_rule_language.ipynb": {"n_events": 3000, "n_customers": 300},
 }
 
 
@@ -42,6 +44,84 @@ def test_there_are_notebooks_and_each_has_a_parameters_cell() -> None:
         tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
         assert len(tagged) == 1, path.name
         assert set(SMALL.get(path.name, {})) <= set(_names(tagged[0].source)), path.name
+
+
+def test_notebooks_come_in_numeric_order_with_unique_numbers(tmp_path: Path) -> None:
+    """`make report` runs them in reading order: by number, numerically (10 after 9), whatever the name says."""
+    for name in ["10_last.ipynb", "2_b.ipynb", "01_a.ipynb", "09_z.ipynb", "README.md", "notes.ipynb"]:
+        (tmp_path / name).write_text("{}")
+    assert [p.name for p in report.notebooks(tmp_path)] == ["01_a.ipynb", "2_b.ipynb", "09_z.ipynb", "10_last.ipynb"]
+    numbers = [int(path.name[:2]) for path in NOTEBOOKS]
+    assert numbers == list(range(1, len(NOTEBOOKS) + 1))  # unique, no gap: one reading order
+
+
+def test_every_title_is_numbered_like_its_file_and_both_readmes_list_every_notebook() -> None:
+    for path in NOTEBOOKS:
+        first = next(c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+        assert first.source.startswith(f"# {path.name[:2]} · "), (path.name, first.source[:60])
+        if _displayed_widgets(path):
+            assert "Run the notebook (Run ▸ Run All Cells) to use the widgets" in first.source, path.name
+    assert "**Start here**" in nbformat.read(NOTEBOOKS[0], as_version=4).cells[0].source
+    for readme in [report.ROOT / "README.md", report.NOTEBOOKS / "README.md"]:
+        text = readme.read_text()
+        assert "Start here: `01_design_and_simulate.ipynb`" in text.replace("**", ""), readme
+        listed = re.findall(r"^\| `(\d\d_\w+\.ipynb)` \|", text, flags=re.M)
+        assert listed == [path.name for path in NOTEBOOKS], readme
+
+
+def test_the_committed_notebooks_store_the_state_of_the_widgets_they_display() -> None:
+    """Opened before running, JupyterLab draws a widget from the state saved in the notebook's metadata (else it
+    shows the widget's text repr, `VBox(children=...`): every displayed widget and every model it reaches."""
+    with_widgets = [path.name for path in NOTEBOOKS if _displayed_widgets(path)]
+    assert with_widgets[:2] == ["01_design_and_simulate.ipynb", "02_replay_and_forecast.ipynb"]
+    for path in NOTEBOOKS:
+        node = nbformat.read(path, as_version=4)
+        state = node.metadata.get("widgets", {}).get(report.WIDGET_STATE, {}).get("state", {})
+        displayed = _displayed_widgets(path)
+        assert set(displayed) <= set(state), path.name
+        referenced = set(re.findall(r"IPY_MODEL_([0-9a-f]+)", json.dumps(state)))
+        assert referenced <= set(state), (path.name, referenced - set(state))
+        for model in displayed:
+            assert state[model]["model_name"] == "VBoxModel" and state[model]["state"]["children"], path.name
+        # Where the widget cannot be drawn (an untrusted notebook, a plain viewer): a sentence, not `VBox(...`.
+        for output in _outputs(path):
+            if report.WIDGET_VIEW in output.get("data", {}):
+                text = output["data"]["text/plain"]
+                assert text.endswith("widget: run the notebook (Run ▸ Run All Cells) to use it]"), text[:80]
+
+
+def test_a_refresh_keeps_only_the_widget_models_the_outputs_reach() -> None:
+    def model(name: str, **state: Any) -> dict[str, Any]:
+        return {"model_name": name, "state": {"_model_name": name, **state}}
+
+    node = nbformat.v4.new_notebook()
+    view = {report.WIDGET_VIEW: {"model_id": "a1", "version_major": 2, "version_minor": 0}, "text/plain": "VBox()"}
+    node.cells = [nbformat.v4.new_code_cell(outputs=[nbformat.v4.new_output("display_data", data=view)])]
+    state = {
+        "a1": model("VBoxModel", children=["IPY_MODEL_b2"], layout="IPY_MODEL_c3"),
+        "b2": model("ButtonModel", layout="IPY_MODEL_c3"),
+        "c3": model("LayoutModel"),
+        "d4": model("OutputModel"),  # a closed plot's output: nothing displayed reaches it
+    }
+    node.metadata["widgets"] = {report.WIDGET_STATE: {"state": state, "version_major": 2, "version_minor": 0}}
+    report.keep_displayed_widgets(node)
+    kept = node.metadata["widgets"][report.WIDGET_STATE]["state"]
+    one, two, three = (f"{n:032x}" for n in (1, 2, 3))  # renumbered in the order reached: a refresh changes no id
+    assert list(kept) == [one, two, three]
+    assert kept[one]["state"] == {
+        "_model_name": "VBoxModel",
+        "children": [f"IPY_MODEL_{two}"],
+        "layout": f"IPY_MODEL_{three}",
+    }
+    assert kept[two]["state"]["layout"] == f"IPY_MODEL_{three}" and kept[three]["model_name"] == "LayoutModel"
+    assert report.displayed_widgets(node) == [one]
+    node.cells = []
+    report.keep_displayed_widgets(node)
+    assert "widgets" not in node.metadata
+
+
+def _displayed_widgets(path: Path) -> list[str]:
+    return report.displayed_widgets(nbformat.read(path, as_version=4))
 
 
 def _names(source: str) -> list[str]:

@@ -155,7 +155,18 @@ class Panel:
     view: Any
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.view._repr_mimebundle_(**kwargs)
+        """The box's widget view, and in place of its text repr (`VBox(children=(...`, what a viewer that cannot
+        draw the widget shows, such as JupyterLab for a notebook it does not trust) a sentence saying what to do."""
+        bundle = self.view._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, dict) and "text/plain" in bundle:
+            bundle = {**bundle, "text/plain": not_drawn_text(type(self).__name__)}
+        return bundle
+
+
+def not_drawn_text(class_name: str) -> str:
+    """`RuleBuilder` -> what a reader sees where the rule builder widget cannot be drawn."""
+    words = re.sub(r"(?<!^)(?=[A-Z])", " ", class_name).lower()
+    return f"[{words} widget: run the notebook (Run ▸ Run All Cells) to use it]"
 
 
 VALUE_HINTS = {
