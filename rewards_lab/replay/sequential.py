@@ -117,7 +117,7 @@ class SequentialPass:
 
     def __init__(self, plan: LimitsPlan, room: int | None = None, as_of: int | None = None) -> None:
         self.plan, self.room = plan, room
-        self.book = None if as_of is None else LotBook(as_of, shared=room is not None)
+        self.book = None if as_of is None else LotBook(as_of)
         self.allowance = Allowance()
         self.rewards: dict[int, tuple[int, tuple[CounterKey, ...]]] = {}  # seq -> (issued, counters) of originals
         self.targeted: dict[int, int] = {}  # reward seq -> what reversals targeted of it
@@ -155,7 +155,7 @@ class SequentialPass:
             for index, op in enumerate(columns["op"]):
                 if book is not None and tracked[index]:
                     clock = columns["clock"][index]
-                    self._expired(book.due(holders[index], columns["k1"][index], clock, op == REDEEM))
+                    self._expired(book.due(columns["k1"][index], clock, op == REDEEM))
                 if op == GRANT:
                     checks = self._checks(columns, index, rules[index], masks[index], holders[index])
                     issued = self._grant(
