@@ -119,7 +119,8 @@ class SequentialPass:
         self.plan, self.room = plan, room
         self.book = None if as_of is None else LotBook(as_of)
         self.allowance = Allowance()
-        self.rewards: dict[int, tuple[int, tuple[CounterKey, ...]]] = {}  # seq -> (issued, counters) of originals
+        self.rewards: dict[int, int] = {}  # seq -> what was issued, of rewards a reversal names
+        self._counted: dict[int, tuple[CounterKey, ...]] = {}  # seq -> the counters of those that counted in any
         self.targeted: dict[int, int] = {}  # reward seq -> what reversals targeted of it
         self.taken_back: dict[int, int] = {}  # reward seq -> what the wallet gave back of it
         self.delta: dict[str, int] = {}  # balance of customers with redemptions, beyond their SQL credit
@@ -244,7 +245,9 @@ class SequentialPass:
             self.room -= amount
         if status == "issued":
             if keep:
-                self.rewards[seq] = (amount, keys)
+                self.rewards[seq] = amount
+                if keys:
+                    self._counted[seq] = keys
             if tracked:
                 self.delta[holder] = self.delta.get(holder, 0) + amount
         if amount == requested and status == "issued":
@@ -262,7 +265,7 @@ class SequentialPass:
             known = self.rewards.get(reward)
             if known is None:  # cut to nothing, or refused by the ceiling: nothing was issued to take back
                 return
-            issued, keys = known
+            issued, keys = known, self._counted.get(reward, ())
         else:
             issued, keys = columns["m"][index], ()
         done = self.targeted.get(reward, 0)
