@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import sys
 from array import array
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -133,15 +134,22 @@ class LotBook:
         """What each open lot of `holder` still holds, oldest first."""
         return [self._remaining[slot] for slot in self.open.get(holder, ())]
 
-    def finish(self) -> list[tuple[str, int]]:
-        """The worker's last run, at `as_of`, then every lot still open: (holder, amount) of what it expired."""
-        expired = self._expire(self.as_of)
+    def finish(self, chunk: int = 65_536) -> Iterator[tuple[list[tuple[str, int]], pa.RecordBatch]]:
+        """The worker's last run, at `as_of`, then every lot still open, `chunk` lots at a time (millions of lots
+        may still be open at the end): (holder, amount) of what it expired and the lots finished."""
+        while True:
+            expired = self._expire(self.as_of, chunk)
+            if not expired and not self.rows["seq"]:
+                break
+            yield expired, self.batch()
         for slots in self.open.values():
             for slot in slots:
                 if self._remaining[slot] > 0:
                     self._finish(slot, 0)
+            if len(self.rows["seq"]) >= chunk:
+                yield [], self.batch()
         self.open.clear()
-        return expired
+        yield [], self.batch()
 
     def batch(self) -> pa.RecordBatch:
         """The lots finished since the last batch."""
@@ -173,11 +181,12 @@ class LotBook:
             str(self._seq[slot]),
         )
 
-    def _expire(self, clock: int) -> list[tuple[str, int]]:
-        """Every queued lot that expires by `clock`: expired when it still holds points; its slot freed."""
+    def _expire(self, clock: int, most: int | None = None) -> list[tuple[str, int]]:
+        """Every queued lot that expires by `clock` (at most `most` of those still open): expired when it still
+        holds points; its slot freed."""
         expired: list[tuple[str, int]] = []
         queue, late, remaining = self._queue, self._late, self._remaining
-        while True:
+        while most is None or len(expired) < most:
             if self._head < len(queue) and self._expires[queue[self._head]] <= clock:
                 slot = queue[self._head]
                 self._head += 1

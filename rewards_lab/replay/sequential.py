@@ -180,13 +180,9 @@ class SequentialPass:
                 _empty(LOTS) if book is None else book.batch(),
             )
         if book is not None:
-            self._expired(book.finish())
-            yield (
-                _empty(DECISIONS),
-                _empty(ITEMS),
-                _empty(REDEMPTIONS),
-                book.batch(),
-            )
+            for expired, lots in book.finish():
+                self._expired(expired)
+                yield (_empty(DECISIONS), _empty(ITEMS), _empty(REDEMPTIONS), lots)
 
     def _expired(self, expired: list[tuple[str, int]]) -> None:
         """What the worker expired leaves the balance, and gives room back under the ceiling."""
