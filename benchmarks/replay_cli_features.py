@@ -75,6 +75,7 @@ def programmes(per_day: str) -> dict[str, dict[str, Any]]:
         ("budget", (lambda p: budget(p, per_day),)),
         ("reverse rule", (reverse,)),
         ("expiry", (expiry,)),
+        ("reverse and expiry", (reverse, expiry)),
         ("all four", (caps, lambda p: budget(p, per_day), reverse, expiry)),
     ):
         payload = _base()
@@ -154,7 +155,7 @@ def main() -> None:
         plain_file.write_text(json.dumps(_base()))
         plain, summary = _run(events, plain_file, directory / "plain.parquet")
         print(
-            f"  {'plain (streamed)':<14} {plain.seconds:7.2f} s  peak {plain.peak_mib:6.0f} MiB  "
+            f"  {'plain (streamed)':<18} {plain.seconds:7.2f} s  peak {plain.peak_mib:6.0f} MiB  "
             f"{summary['issuances']:,} issued"
         )
         days = int(_child("--days", str(directory / "plain.parquet")))
@@ -169,7 +170,7 @@ def main() -> None:
             run, summary = _run(events, path, out)
             peaks.append(run.peak_mib)
             checked = _child("--check", str(out), json.dumps(summary))
-            print(f"  {label:<14} {run.seconds:7.2f} s  peak {run.peak_mib:6.0f} MiB  {checked}")
+            print(f"  {label:<18} {run.seconds:7.2f} s  peak {run.peak_mib:6.0f} MiB  {checked}")
             out.unlink()
     n = int(summary["events"])
     print(f"events: {n:,} ({events.name}); budget {per_day} STAR per day; one run each, a fresh CLI process")

@@ -319,19 +319,27 @@ def test_the_labs_liability_reads_what_the_replay_expired() -> None:
 def test_the_pass_keeps_lots_as_the_ledger_does() -> None:
     """The pass's lot book (replay/lot_pass.py): a reversal takes from its own reward's lot first, a redemption
     from the oldest, a credit to a wallet below zero pays the debt first, the worker runs once per anchor event
-    (and before each redemption) and finally at `as_of`."""
-    book = LotBook(as_of=1_000, shared=False)
+    (and before each redemption) and finally at `as_of`, on one clock: a customer who never comes back has their
+    lots expired at anyone's operation, and expired or spent lots leave the book (what it holds stays bounded by
+    the lots still open, issue 27)."""
+    book = LotBook(as_of=1_000)
+    book.credit("bob", 0, 7, 7, issued=0, expires=120)  # bob never comes back
     book.credit("alice", 1, 10, 10, issued=0, expires=100)
     book.credit("alice", 2, 10, 20, issued=5, expires=200)
     book.debit("alice", 4, first=2)  # the reversal of reward 2: its own lot
     book.debit("alice", 12)  # a redemption: the oldest first (all of lot 1, 2 of lot 2)
-    assert book.due("alice", anchor=7, clock=150, redemption=False) == []  # lot 1 is spent
+    assert book.due(anchor=7, clock=150, redemption=False) == [("bob", 7)]  # lot 1 is spent
+    assert set(book.open) == {"alice"}
     book.credit("alice", 3, 10, 5, issued=160, expires=None)  # the wallet was at -5 (a negative clawback)
-    assert book.due("alice", anchor=8, clock=200, redemption=False) == [("alice", 4)]
-    assert book.due("alice", anchor=8, clock=500, redemption=False) == []  # the same anchor: not again
-    assert book.finish() == []
+    assert book.due(anchor=8, clock=200, redemption=False) == [("alice", 4)]
+    assert book.due(anchor=8, clock=500, redemption=False) == []  # the same anchor: not again
+    assert book.held("alice") == [5]  # the expired lot left the book
     rows = book.batch().to_pylist()
+    finished = list(book.finish(chunk=1))
+    assert [expired for expired, _ in finished if expired] == []
+    rows = sorted(rows + [row for _, lots in finished for row in lots.to_pylist()], key=lambda row: row["seq"])
     assert [(r["seq"], r["lot_amount"], r["lot_remaining"], r["lot_expired"]) for r in rows] == [
+        (0, 7, 0, 7),
         (1, 10, 0, 0),
         (2, 10, 0, 4),
         (3, 5, 5, 0),

@@ -17,18 +17,22 @@ reference itself; counters and balances are per holder.
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 from sqlglot import exp
 
 from rewards_lab.replay.compiler import DUCKDB, CompiledProgramme, string
 from rewards_lab.replay.customers import CustomerTable
 from rewards_lab.replay.expiry_plan import ExpiryPlan
 from rewards_lab.replay.expiry_store import lotted_table, pass_lots
-from rewards_lab.replay.inputs import EventSource
+from rewards_lab.replay.inputs import EventSource, literal
 from rewards_lab.replay.limits_plan import Grouping, LimitsPlan
+from rewards_lab.replay.lot_pass import LOTS
 from rewards_lab.replay.reversal_store import (
     decide_reversals,
     holder_sql,
@@ -343,10 +347,10 @@ def run_pass(
     room: int | None,
     full: bool,
     expiry: tuple[int, int] | None = None,
-) -> pa.Table | None:
+) -> None:
     """Run the sequential pass over `{name}_ops` in processing order; store `{name}_dec`, `{name}_items` and
-    `{name}_redout`, and `{name}_corr` (the decisions with their event's day and slot). `expiry`: (as_of, the
-    slots per event) when lots expire; the pass's lots are returned (None without expiry)."""
+    `{name}_redout`. `expiry`: (as_of, the slots per event) when lots expire; the pass's lots are then stored as
+    `{name}_plots`."""
     redeeming = bool(con.sql(f"SELECT count(*) FROM {name}_red").fetchall()[0][0])
     if expiry is not None:  # every reward of a tracked customer is in the pass: no credit from set-based rows
         query = with_clock(credits_sql(rows, name, True), name, expiry[1])
@@ -354,14 +358,35 @@ def run_pass(
         query = credits_sql(rows, name, full)
     else:
         query = f"SELECT *, CAST(NULL AS HUGEINT) AS credit FROM {name}_ops"
+    directory = _spill_directory(con)  # before the reader: another query on `con` would end its stream
     reader = con.sql(f"{query} ORDER BY k1, k2, k3, k4").to_arrow_reader(_PASS_BATCH)
     as_of = None if expiry is None else expiry[0]
-    decisions, items, redemptions, lots = SequentialPass(limits, room if full else None, as_of).run(reader).tables()
-    table(con, f"{name}_dec", decisions)
+    outputs: tuple[list[pa.RecordBatch], list[pa.RecordBatch], list[pa.RecordBatch]] = ([], [], [])
+    with tempfile.TemporaryDirectory(prefix="rewards-lab-lots-", dir=directory) as spill:
+        lots_path = Path(spill) / "lots.parquet"
+        # The finished lots go to disk as the pass runs (there is one per reward of a tracked customer: 27M rows
+        # at 10M events), then into `{name}_plots`, a table DuckDB may spill (issue 27).
+        with pq.ParquetWriter(lots_path, LOTS) as lots:
+            for made in SequentialPass(limits, room if full else None, as_of).batches(reader):
+                for kept, batch in zip(outputs, made[:3], strict=True):
+                    if batch.num_rows:
+                        kept.append(batch)
+                if made[3].num_rows:
+                    lots.write_batch(made[3])
+        if expiry is not None:
+            stored = f"SELECT * FROM read_parquet({literal(str(lots_path))})"
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {name}_plots AS {stored}")
+    for suffix, schema, batches in zip(
+        ("dec", "items", "redout"), (DECISIONS, ITEMS, REDEMPTIONS), outputs, strict=True
+    ):
+        table(con, f"{name}_{suffix}", pa.Table.from_batches(batches, schema))
     con.execute(f"INSERT INTO {name}_dec SELECT * FROM {name}_tail")
-    table(con, f"{name}_items", items)
-    table(con, f"{name}_redout", redemptions)
-    return lots if expiry is not None else None
+
+
+def _spill_directory(con: duckdb.DuckDBPyConnection) -> str | None:
+    """DuckDB's own spill directory when it has one (the CLI's), else the system's."""
+    (found,) = con.sql("SELECT current_setting('temp_directory')").fetchall()[0]
+    return str(found) if found and Path(str(found)).is_dir() else None
 
 
 def empty_outcome(con: duckdb.DuckDBPyConnection, name: str) -> None:
@@ -460,8 +485,6 @@ def decide_features(
         tails(con, limits, bound, name)
     operations(con, limits, name, full, expiry is not None)
     clocked = None if expiry is None else (expiry.as_of, lay.slots)
-    lots = run_pass(con, rows, name, limits, inputs.room, full, clocked)
-    if expiry is not None:
-        pass_lots(con, name, lots)
+    run_pass(con, rows, name, limits, inputs.room, full, clocked)
     with_days(con, lay, name)
     return None, FeatureTables(limits, lookup, full, bool(redeeming))

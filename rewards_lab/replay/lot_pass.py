@@ -6,9 +6,13 @@ lots here; every other customer's lots are never consumed, and expire whole (clo
 ideal worker's: a lot expires at its `expires_at`, before the first operation at or after that instant, and at
 the end before `as_of`. The worker runs before an event (not between the operations of one event, nor between
 an original and the refunds processed right after it: one anchor `k1`) and before each redemption; checked lazily
-at the next operation, which sees the same state. With one clock for every customer (`shared`: the pass holds
-the ceiling's room, which expired points give back) expiry runs in processing order across customers; otherwise
-per customer, whose operations are in order.
+at the next operation, which sees the same state. Expiry runs on one clock for every customer, in processing
+order: the clocks of the operations never decrease along it (events are processed in `occurred_at` order, a
+moved refund at its original's place and time, a redemption after the last event at or before it), so a lot
+expired at the first operation of anyone at or after its time is the lot its own customer's next operation
+would have found expired, and the worker of the live service (every wallet at once) is what the pass runs.
+Expired and spent lots leave the book at once: what it holds is the lots still open (issue 27: a per-customer
+clock kept every lot of a customer who never came back, 6.4 GiB at 10M events).
 
 Times are epoch microseconds; lot ids are creation order (zero-padded), so that FIFO is (issued_at, creation).
 """
@@ -16,6 +20,9 @@ Times are epoch microseconds; lot ids are creation order (zero-padded), so that 
 from __future__ import annotations
 
 import heapq
+import sys
+from array import array
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -35,7 +42,6 @@ LOTS = pa.schema(
     ]
 )
 _EPOCH = datetime(1970, 1, 1)
-_Made = tuple[int, str, int, int | None, int]  # a lot's (seq, holder, issued, expires, amount)
 
 
 def instant(micros: int) -> datetime:
@@ -44,25 +50,34 @@ def instant(micros: int) -> datetime:
 
 
 class LotBook:
-    """Open lots per customer, their expiry order, and the lots finished (spent or expired) as LOTS rows."""
+    """Open lots per customer, their expiry order, and the lots finished (spent or expired) as LOTS rows.
 
-    def __init__(self, as_of: int, shared: bool) -> None:
-        self.as_of, self.shared = as_of, shared
-        self.open: dict[str, list[Lot]] = {}
-        self._heaps: dict[str, list[tuple[int, str, Lot]]] = {}
-        self._checked: dict[str, int] = {}  # per clock: the last anchor the worker ran before
-        self._made: dict[str, _Made] = {}  # the open lots by id
+    Compact, since a long history holds millions of open lots at once (issue 27: the pass peaked at 6.4 GiB at 10M
+    events with a Python object per lot): a lot is a slot in typed arrays (slots are reused once the lot is
+    finished and no longer queued), a customer's open lots an array of slots, and the expiry order a queue of
+    slots (lots are made in processing order, so their expiries mostly arrive in order; the others wait in a
+    small heap). The domain's `take` sees a customer's open lots as `Lot` objects only while one debit runs."""
+
+    def __init__(self, as_of: int) -> None:
+        self.as_of = as_of
+        self.open: dict[str, array[int]] = {}  # holder -> slots of their open lots, in creation order
+        self._seq, self._issued, self._expires = array("q"), array("q"), array("q")  # per slot; expires -1: never
+        self._amount, self._remaining, self._made = array("q"), array("q"), array("q")  # _made: creation order
+        self._holder: list[str] = []
+        self._free = array("q")  # slots to reuse
+        self._queue, self._head = array("q"), 0  # slots of expiring lots, by expiry (from _head on)
+        self._late: list[tuple[int, int, int]] = []  # (expires, made, slot) of lots that expire out of order
         self._count = 0
+        self._checked: int | None = None  # the last anchor the worker ran before
         self.rows: dict[str, list[Any]] = {name: [] for name in LOTS.names}
 
-    def due(self, holder: str, anchor: int, clock: int, redemption: bool) -> list[tuple[str, int]]:
+    def due(self, anchor: int, clock: int, redemption: bool) -> list[tuple[str, int]]:
         """Run the worker before an operation at `clock` (its anchor event `anchor`): (holder, amount) of every
         lot it expires."""
-        key = "" if self.shared else holder
-        if not redemption and self._checked.get(key) == anchor:
+        if not redemption and self._checked == anchor:
             return []
-        self._checked[key] = anchor
-        return self._expire(key, clock)
+        self._checked = anchor
+        return self._expire(clock)
 
     def credit(self, holder: str, seq: int, amount: int, balance_after: int, issued: int, expires: int | None) -> None:
         """A reward of `amount` issued to `holder` (leaving the balance at `balance_after`): its lot, if any."""
@@ -70,31 +85,71 @@ class LotBook:
         if room <= 0:
             return
         self._count += 1
-        lot = Lot(f"{self._count:020d}", instant(issued), room, None if expires is None else instant(expires), str(seq))
-        self.open.setdefault(holder, []).append(lot)
-        self._made[lot.id] = (seq, holder, issued, expires, room)
-        if expires is not None:
-            heapq.heappush(self._heaps.setdefault("" if self.shared else holder, []), (expires, lot.id, lot))
+        holder = sys.intern(holder)
+        slot = self._slot(seq, holder, issued, -1 if expires is None else expires, room)
+        held = self.open.get(holder)
+        if held is None:
+            held = self.open[holder] = array("q")
+        at = len(held)  # FIFO order, (issued, creation): a reward processed late (a moved refund's) goes back
+        while at and self._issued[held[at - 1]] > issued:
+            at -= 1
+        held.insert(at, slot)
+        if expires is None:
+            return
+        queue = self._queue
+        if len(queue) == self._head or self._expires[queue[-1]] <= expires:
+            queue.append(slot)
+        else:
+            heapq.heappush(self._late, (expires, self._count, slot))
 
     def debit(self, holder: str, amount: int, first: int | None = None) -> None:
-        """A debit of `holder` (a redemption, or what a reversal took, first from reward `first`'s lot)."""
-        held = [lot for lot in self.open.get(holder, ()) if lot.remaining > 0]
-        for lot, _ in take(held, amount, () if first is None else (str(first),)):
-            if lot.remaining == 0:
-                self._finish(lot, 0)
-        self.open[holder] = [lot for lot in held if lot.remaining > 0]
+        """A debit of `holder` (a redemption, or what a reversal took, first from reward `first`'s lot).
 
-    def finish(self) -> list[tuple[str, int]]:
-        """The worker's last run, at `as_of`, then every lot still open: (holder, amount) of what it expired."""
-        expired = []
-        for key in list(self._heaps):
-            expired += self._expire(key, self.as_of)
-        for lots in self.open.values():
-            for lot in lots:
-                if lot.remaining > 0:
-                    self._finish(lot, 0)
+        The domain's `take` sees the lots it may touch: reward `first`'s, then the oldest until they cover the
+        amount (a heavy customer holds hundreds of open lots; a debit touches a few)."""
+        held = self.open.get(holder)
+        if not held:
+            return
+        remaining, seqs = self._remaining, self._seq
+        picked = [slot for slot in held if seqs[slot] == first] if first is not None else []
+        need = amount - sum(remaining[slot] for slot in picked)
+        for slot in held:
+            if need <= 0:
+                break
+            if first is None or seqs[slot] != first:
+                picked.append(slot)
+                need -= remaining[slot]
+        lots = [self._lot(slot) for slot in picked]
+        by_id = {lot.id: slot for lot, slot in zip(lots, picked, strict=True)}
+        for lot, _ in take(lots, amount, () if first is None else (str(first),)):
+            slot = by_id[lot.id]
+            remaining[slot] = lot.remaining
+            if lot.remaining == 0:
+                held.remove(slot)
+                self._finish(slot, 0)
+        if not held:
+            del self.open[holder]
+
+    def held(self, holder: str) -> list[int]:
+        """What each open lot of `holder` still holds, oldest first."""
+        return [self._remaining[slot] for slot in self.open.get(holder, ())]
+
+    def finish(self, chunk: int = 65_536) -> Iterator[tuple[list[tuple[str, int]], pa.RecordBatch]]:
+        """The worker's last run, at `as_of`, then every lot still open, `chunk` lots at a time (millions of lots
+        may still be open at the end): (holder, amount) of what it expired and the lots finished."""
+        while True:
+            expired = self._expire(self.as_of, chunk)
+            if not expired and not self.rows["seq"]:
+                break
+            yield expired, self.batch()
+        for slots in self.open.values():
+            for slot in slots:
+                if self._remaining[slot] > 0:
+                    self._finish(slot, 0)
+            if len(self.rows["seq"]) >= chunk:
+                yield [], self.batch()
         self.open.clear()
-        return expired
+        yield [], self.batch()
 
     def batch(self) -> pa.RecordBatch:
         """The lots finished since the last batch."""
@@ -102,21 +157,73 @@ class LotBook:
         self.rows = {name: [] for name in LOTS.names}
         return made
 
-    def _expire(self, key: str, clock: int) -> list[tuple[str, int]]:
-        heap, expired = self._heaps.get(key), []
-        while heap and heap[0][0] <= clock:
-            _, _, lot = heapq.heappop(heap)
-            if lot.remaining > 0:
-                amount, lot.remaining = lot.remaining, 0
-                expired.append((self._made[lot.id][1], amount))
-                self._finish(lot, amount)
+    def _slot(self, seq: int, holder: str, issued: int, expires: int, amount: int) -> int:
+        values = (seq, issued, expires, amount, amount, self._count)
+        columns = (self._seq, self._issued, self._expires, self._amount, self._remaining, self._made)
+        if self._free:
+            slot = self._free.pop()
+            for column, value in zip(columns, values, strict=True):
+                column[slot] = value
+            self._holder[slot] = holder
+            return slot
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+        self._holder.append(holder)
+        return len(self._holder) - 1
+
+    def _lot(self, slot: int) -> Lot:
+        expires = self._expires[slot]
+        return Lot(
+            f"{self._made[slot]:020d}",
+            instant(self._issued[slot]),
+            self._remaining[slot],
+            None if expires < 0 else instant(expires),
+            str(self._seq[slot]),
+        )
+
+    def _expire(self, clock: int, most: int | None = None) -> list[tuple[str, int]]:
+        """Every queued lot that expires by `clock` (at most `most` of those still open): expired when it still
+        holds points; its slot freed."""
+        expired: list[tuple[str, int]] = []
+        queue, late, remaining = self._queue, self._late, self._remaining
+        while most is None or len(expired) < most:
+            if self._head < len(queue) and self._expires[queue[self._head]] <= clock:
+                slot = queue[self._head]
+                self._head += 1
+            elif late and late[0][0] <= clock:
+                slot = heapq.heappop(late)[2]
+            else:
+                break
+            amount = remaining[slot]
+            if amount > 0:  # still open: it leaves its customer's open lots (mostly the first of them)
+                holder = self._holder[slot]
+                remaining[slot] = 0
+                expired.append((holder, amount))
+                held = self.open[holder]
+                held.remove(slot)
+                if not held:
+                    del self.open[holder]
+                self._finish(slot, amount)
+            self._free.append(slot)
+        if self._head > 65_536 and self._head * 2 > len(queue):
+            del queue[: self._head]
+            self._head = 0
         return expired
 
-    def _finish(self, lot: Lot, expired: int) -> None:
-        seq, holder, issued, expires, amount = self._made.pop(lot.id)
-        for name, value in zip(
-            LOTS.names,
-            (seq, holder, issued, expires, amount, lot.remaining, expired),
-            strict=True,
-        ):
+    def _finish(self, slot: int, expired: int) -> None:
+        """A lot spent or expired: its LOTS row (a spent lot that never expires frees its slot now; one that
+        expires keeps it until its expiry leaves the queue)."""
+        expires = self._expires[slot]
+        values = (
+            self._seq[slot],
+            self._holder[slot],
+            self._issued[slot],
+            None if expires < 0 else expires,
+            self._amount[slot],
+            self._remaining[slot],
+            expired,
+        )
+        for name, value in zip(LOTS.names, values, strict=True):
             self.rows[name].append(value)
+        if expires < 0:
+            self._free.append(slot)

@@ -117,9 +117,10 @@ class SequentialPass:
 
     def __init__(self, plan: LimitsPlan, room: int | None = None, as_of: int | None = None) -> None:
         self.plan, self.room = plan, room
-        self.book = None if as_of is None else LotBook(as_of, shared=room is not None)
+        self.book = None if as_of is None else LotBook(as_of)
         self.allowance = Allowance()
-        self.rewards: dict[int, tuple[int, tuple[CounterKey, ...]]] = {}  # seq -> (issued, counters) of originals
+        self.rewards: dict[int, int] = {}  # seq -> what was issued, of rewards a reversal names
+        self._counted: dict[int, tuple[CounterKey, ...]] = {}  # seq -> the counters of those that counted in any
         self.targeted: dict[int, int] = {}  # reward seq -> what reversals targeted of it
         self.taken_back: dict[int, int] = {}  # reward seq -> what the wallet gave back of it
         self.delta: dict[str, int] = {}  # balance of customers with redemptions, beyond their SQL credit
@@ -155,7 +156,7 @@ class SequentialPass:
             for index, op in enumerate(columns["op"]):
                 if book is not None and tracked[index]:
                     clock = columns["clock"][index]
-                    self._expired(book.due(holders[index], columns["k1"][index], clock, op == REDEEM))
+                    self._expired(book.due(columns["k1"][index], clock, op == REDEEM))
                 if op == GRANT:
                     checks = self._checks(columns, index, rules[index], masks[index], holders[index])
                     issued = self._grant(
@@ -179,13 +180,9 @@ class SequentialPass:
                 _empty(LOTS) if book is None else book.batch(),
             )
         if book is not None:
-            self._expired(book.finish())
-            yield (
-                _empty(DECISIONS),
-                _empty(ITEMS),
-                _empty(REDEMPTIONS),
-                book.batch(),
-            )
+            for expired, lots in book.finish():
+                self._expired(expired)
+                yield (_empty(DECISIONS), _empty(ITEMS), _empty(REDEMPTIONS), lots)
 
     def _expired(self, expired: list[tuple[str, int]]) -> None:
         """What the worker expired leaves the balance, and gives room back under the ceiling."""
@@ -244,7 +241,9 @@ class SequentialPass:
             self.room -= amount
         if status == "issued":
             if keep:
-                self.rewards[seq] = (amount, keys)
+                self.rewards[seq] = amount
+                if keys:
+                    self._counted[seq] = keys
             if tracked:
                 self.delta[holder] = self.delta.get(holder, 0) + amount
         if amount == requested and status == "issued":
@@ -262,7 +261,7 @@ class SequentialPass:
             known = self.rewards.get(reward)
             if known is None:  # cut to nothing, or refused by the ceiling: nothing was issued to take back
                 return
-            issued, keys = known
+            issued, keys = known, self._counted.get(reward, ())
         else:
             issued, keys = columns["m"][index], ()
         done = self.targeted.get(reward, 0)
