@@ -754,7 +754,8 @@ class ReplayExplorer(Panel):
         self.opening_supply = opening_supply
         days = pd.to_datetime(events["occurred_at"], utc=True).dt.date
         self.version = w.Dropdown(description="version")
-        self.compare_with = w.Dropdown(description="compare with")
+        # the label whole: the default description width showed "compare ..."
+        self.compare_with = w.Dropdown(description="compare with", style={"description_width": "initial"})
         self.start = w.DatePicker(description="from", value=days.min())
         self.end = w.DatePicker(description="to", value=days.max())
         self.days_ahead = w.IntSlider(description="project days", value=30, min=7, max=365)
