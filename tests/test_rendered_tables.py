@@ -17,6 +17,7 @@ DATA = Path(__file__).parent.parent / "data"
 SPRING = DATA / "programmes" / "spring_launch.json"
 GATED = DATA / "programmes" / "spring_gated.json"
 EVENTS = DATA / "sample_events.parquet"
+CASHBACK = "rule 1 · Cashback on orders of 20 or more"  # spring launch's first rule, numbered from 1
 
 
 def cells(markup: str) -> list[list[str]]:
@@ -49,10 +50,10 @@ def test_the_diff_is_a_table_of_rule_field_published_draft_in_words(edited: LabP
     assert list(table.columns) == ["rule", "field", "published", "draft"]
     assert table.values.tolist() == [
         ["programme", "budget", "-", "10000 a month"],
-        ["rule 1", "conditions", "amount >= 20", "amount >= 30"],
-        ["rule 1", "actions", "issue amount x 0.05", "issue amount x 0.07"],
-        ["rule 3", "caps", "none", "500 a month"],
-        ["rule 4", "rule", "(new)", "referral.converted when always: issue 15.00"],
+        [CASHBACK, "conditions", "amount >= 20", "amount >= 30"],  # named as every list of rules names it
+        [CASHBACK, "actions", "issue amount x 0.05", "issue amount x 0.07"],
+        ["rule 3 · Photo review bonus", "caps", "none", "500 a month"],
+        ["rule 4 · referral.converted", "rule", "(new)", "referral.converted when always: issue 15.00"],
     ]
     markup = changes._repr_html_()
     assert markup.startswith("<table") and cells(markup) == table.values.tolist()
@@ -64,11 +65,11 @@ def test_a_removed_rule_is_shown_whole_and_no_change_says_so(edited: LabProgramm
     edited.remove_rule(1)  # the sign-up bonus: the review rule becomes rule 2
     rows = edited.changes().rows().values.tolist()
     assert rows[1:] == [
-        ["rule 1", "conditions", "amount >= 20", "amount >= 30"],
-        ["rule 1", "actions", "issue amount x 0.05", "issue amount x 0.07"],
-        ["published rule 2", "rule", "customer.signed_up when always: issue 10.00", "(removed)"],
-        ["rule 2", "caps", "none", "500 a month"],  # the review rule, edited, paired by its event type
-        ["rule 3", "rule", "(new)", "referral.converted when always: issue 15.00"],
+        [CASHBACK, "conditions", "amount >= 20", "amount >= 30"],
+        [CASHBACK, "actions", "issue amount x 0.05", "issue amount x 0.07"],
+        ["published rule 2 · Welcome bonus", "rule", "customer.signed_up when always: issue 10.00", "(removed)"],
+        ["rule 2 · Photo review bonus", "caps", "none", "500 a month"],  # the review rule, edited, paired by name
+        ["rule 3 · referral.converted", "rule", "(new)", "referral.converted when always: issue 15.00"],
     ]
     assert "background:#fdecea" in edited.changes()._repr_html_()
     same = edited.changes("draft", "draft")

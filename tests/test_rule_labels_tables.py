@@ -14,6 +14,7 @@ import pandas as pd
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
 from rewards_lab.lab import forecast
 from rewards_lab.lab.labels import rule_label, rule_labels
+from rewards_lab.lab.sweep_labels import parameter_label
 from rewards_lab.lab.widgets import Simulator
 from rewards_lab.lab.workbench import Lab
 
@@ -33,17 +34,17 @@ def _unnamed(stem: str) -> ProgrammeDefinition:
 
 def test_a_rule_is_labelled_by_position_and_name_else_by_event_type_and_first_condition() -> None:
     named = load_programme(PROGRAMMES / "coffee_club.json").rules
-    assert rule_label(1, named[1]) == "1 · Gold members' weekend points"
+    assert rule_label(1, named[1]) == "2 · Gold members' weekend points"  # position 1: numbered from 1
     unnamed = _unnamed("coffee_club").rules
     labels = rule_labels(unnamed)
     assert labels == {
-        0: '0 · order.completed when channel in ["store", "app"]',
-        1: '1 · order.completed when channel in ["store", "app"] and 2 more',
-        2: '2 · order.completed when channel != "web" and 1 more',
+        0: '1 · order.completed when channel in ["store", "app"]',
+        1: '2 · order.completed when channel in ["store", "app"] and 2 more',
+        2: '3 · order.completed when channel != "web" and 1 more',
     }
     assert len(set(labels.values())) == 3  # rules of one event type told apart
     signup = _unnamed("spring_launch").rules[1]
-    assert rule_label(1, signup) == "1 · customer.signed_up"  # no condition: nothing to add
+    assert rule_label(1, signup) == "2 · customer.signed_up"  # no condition: nothing to add
 
 
 def test_the_rules_table_shows_names_and_whole_conditions_in_a_notebook() -> None:
@@ -63,7 +64,7 @@ def test_the_rules_table_shows_names_and_whole_conditions_in_a_notebook() -> Non
 def test_simulation_tables_name_the_rules_and_show_every_reason_whole() -> None:
     referral = Lab().load(PROGRAMMES / "refer_a_friend.json")
     table = referral.simulate_table([{"type": "customer.signed_up", "referrer_id": "cust_1"}])
-    assert list(table["rule"]) == ["0 · Referral bonus for both", "1 · Welcome bonus"]
+    assert list(table["rule"]) == ["1 · Referral bonus for both", "2 · Welcome bonus"]
     stopped = table["reasons"].iloc[1]
     assert stopped == 'not applied: rule "Referral bonus for both" (priority 0) matched first and stops processing'
     shown = table._repr_html_()
@@ -79,7 +80,7 @@ def test_the_simulator_widget_lists_rules_by_name_in_a_whole_table() -> None:
     simulator = Simulator(referral, example={"type": "customer.signed_up", "referrer_id": "cust_1"})
     simulator.run.click()
     shown = simulator.result.value
-    assert "0 · Referral bonus for both" in shown and "1 · Welcome bonus" in shown
+    assert "1 · Referral bonus for both" in shown and "2 · Welcome bonus" in shown
     assert "rule &quot;Referral bonus for both&quot; (priority 0) matched first and stops processing" in shown
     assert "rul_" not in shown and "white-space: pre-wrap" in shown
 
@@ -98,12 +99,23 @@ def test_forecasts_label_rules_by_name_and_say_that_segments_overlap() -> None:
         }
     )
     history = forecast.history(spring.replay(events))
-    assert history.rule_labels[0] == "0 · Cashback on orders of 20 or more"
+    assert history.rule_labels[0] == "1 · Cashback on orders of 20 or more"
     by_rule = forecast.per_rule(history)
-    assert list(by_rule["rule"]) == ["0 · Cashback on orders of 20 or more", "1 · Welcome bonus"]
+    assert list(by_rule["rule"]) == ["1 · Cashback on orders of 20 or more", "2 · Welcome bonus"]
     assert list(by_rule["issued"]) == [Decimal("7.00"), Decimal("10.00")]
     segments = forecast.per_segment(history)
     assert segments["share"].sum() > 1  # c2 is new and active: counted in both
     shown = segments._repr_html_()
     assert html.escape(forecast.SEGMENTS_OVERLAP) in shown
     assert "100.0%" in shown  # shares as percentages
+
+
+def test_sweep_parameters_name_their_rule_as_every_list_of_rules_does() -> None:
+    unnamed = _unnamed("coffee_club")
+    threshold = "rules[1].conditions[0].value"
+    label = parameter_label(threshold, unnamed.payload())  # read from the file's JSON, no labels given
+    assert label.startswith(rule_labels(unnamed.rules)[1] + ": ")
+    assert label.startswith('2 · order.completed when channel in ["store", "app"] and 2 more: ')
+    named = load_programme(PROGRAMMES / "coffee_club.json")
+    rate = parameter_label("rules[1].actions[0].amount.rate", named.payload())
+    assert rate.startswith("2 · Gold members' weekend points: ")

@@ -120,7 +120,8 @@ def test_a_simulation_reason_quotes_the_stopping_rule_by_name_else_by_position(h
     assert vip["id"] not in reason and simulated["rules"][1]["stopped_by"] == vip["id"]  # the id stays a field
     _ok(http.patch(f"/reward-rules/{vip['id']}", json={"name": None}))
     simulated = _ok(http.post(f"/reward-programs/{program_id}/simulate", json=event))
-    assert simulated["rules"][1]["reason"].startswith("not applied: rule 0 (order.completed) (priority 0)")
+    # the rule at position 0, numbered from 1 as a person reads it
+    assert simulated["rules"][1]["reason"].startswith("not applied: rule 1 (order.completed) (priority 0)")
     assert simulated["rules"][1]["rule_id"] == base["id"]
 
 

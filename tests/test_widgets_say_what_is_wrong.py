@@ -184,10 +184,10 @@ def test_a_draft_without_rules_is_refused_as_such(events: pd.DataFrame) -> None:
 def test_a_simulator_error_replaces_the_last_outcome(spring: LabProgramme) -> None:
     simulator = Simulator(spring, example={"type": "order.completed", "amount": 120})
     simulator.run.click()
-    assert "<table>" in simulator.result.value and simulator.outcome is not None
+    assert "<table" in simulator.result.value and simulator.outcome is not None
     simulator.event.value = "[1, 2]"
     simulator.run.click()
-    assert "<table>" not in simulator.result.value and simulator.outcome is None
+    assert "<table" not in simulator.result.value and simulator.outcome is None
     assert "must be a JSON object" in simulator.result.value and "not a list" in simulator.result.value
 
 

@@ -161,8 +161,8 @@ class RuleSpec:
 
     @property
     def title(self) -> str:
-        """How a reason names the rule: its name, else its position and event type (`rule 0 (order.completed)`),
-        its id only when neither is known."""
+        """How a reason names the rule: its name, else its place (numbered from 1) and event type
+        (`rule 1 (order.completed)`), its id only when neither is known."""
         return rule_title(self.name, self.position, self.event_type, self.rule_id)
 
     def fields(self) -> list[str]:

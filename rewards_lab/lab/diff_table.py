@@ -20,15 +20,16 @@ from rewards_lab.contract.programme_file import FileRule, ProgrammeDiff, RuleCha
 from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.domain.conditions import describe_node
 from rewards_lab.domain.rules import condition_node
+from rewards_lab.lab import labels
 from rewards_lab.lab.workbench import describe_amount, describe_limits
 
 NEW, REMOVED, NONE = "(new)", "(removed)", "-"
 
 
 def rule_label(index: int, rule: FileRule) -> str:
-    """`rule 2`, or `rule 2 (Welcome bonus)` when the rule has a name; numbered from 1 as the widgets do."""
-    name = getattr(rule, "name", None)
-    return f"rule {index + 1}" + (f" ({name})" if name else "")
+    """`rule 2 · Welcome bonus`, or `rule 4 · referral.converted` for an unnamed rule: the label every list of
+    rules shows (lab.labels), as a row of the table refers to it."""
+    return f"rule {labels.rule_label(index, rule)}"
 
 
 def conditions_text(rule: FileRule) -> str:

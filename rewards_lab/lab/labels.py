@@ -41,6 +41,11 @@ def first_condition(rule: Listed) -> str:
     return f"when {first}" + (f" and {more} more" if more else "")
 
 
+def rule_number(position: int) -> str:
+    """`rule 1` for the rule at position 0: how a sentence or a diff row refers to a rule."""
+    return f"rule {position + 1}"
+
+
 def rule_label(position: int, rule: Listed) -> str:
     """`1 · Double points on orders` for the rule at position 0 when it is named, else
     `1 · order.completed when amount >= 20`."""

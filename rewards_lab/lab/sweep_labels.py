@@ -1,14 +1,19 @@
 """Sweep parameters as a designer reads them: a grid key is a path into the programme file
-(`rules[0].actions[0].amount.rate`); a figure labels it with the rule it belongs to and what the value means
-(`rule 1 (order.completed): rate`, `rule 1 (order.completed): amount at least`,
-`programme cap per customer a month: max amount (SHOP)`). A path this module does not know is written with spaces
-for its dots, never left as JSON."""
+(`rules[0].actions[0].amount.rate`); a figure labels it with its rule, named as every list of rules names it
+(lab.labels), and what the value means: `1 · Cashback on orders of 20 or more: rate`,
+`2 · order.completed when amount >= 50: amount at least`, `programme cap per customer a month: max amount (SHOP)`.
+A path this module does not know is written with spaces for its dots, never left as JSON."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from pydantic import ValidationError
+
+from rewards_lab.contract.programme_file import FileRule
+from rewards_lab.lab import labels
 
 OPERATOR_WORDS = {
     "gte": "at least",
@@ -47,9 +52,12 @@ def _at(node: Any, parts: Iterable[str | int]) -> Any:
 
 
 def rule_label(index: int, rule: Mapping[str, Any]) -> str:
-    """`rule 1 (order.completed)`: numbered from 1, as a designer counts (its `name` first when it has one)."""
-    name, event_type = rule.get("name"), rule.get("event_type")
-    return f'rule {index + 1} "{name}" ({event_type})' if name else f"rule {index + 1} ({event_type})"
+    """The rule's label as lab.labels writes it (`1 · Cashback on orders of 20 or more`), read from its JSON;
+    a rule the file format refuses is still named by its number and event type."""
+    try:
+        return labels.rule_label(index, FileRule.model_validate(rule))
+    except ValidationError:
+        return f"{index + 1}{labels.SEPARATOR}{rule.get('event_type')}"
 
 
 def _cap(limit: Mapping[str, Any] | None, field: str, symbol: str) -> str:

@@ -36,7 +36,7 @@ from rewards_lab.contract.rule_requests import (
 )
 from rewards_lab.lab import forecast, plots
 from rewards_lab.lab.figure_widgets import figure_size, show_figure
-from rewards_lab.lab.labels import SEPARATOR, rule_label
+from rewards_lab.lab.labels import SEPARATOR, rule_label, rule_number
 from rewards_lab.lab.liability import forecast_liability
 from rewards_lab.lab.tables import table_html
 from rewards_lab.lab.workbench import LabProgramme, describe_rule
@@ -131,11 +131,6 @@ def _button(description: str, **options: Any) -> w.Button:
 def _toggles(options: Sequence[tuple[str, str]], value: str) -> w.ToggleButtons:
     """Toggle buttons each as wide as its label."""
     return w.ToggleButtons(options=options, value=value, style={"button_width": "auto"})
-
-
-def rule_number(index: int) -> str:
-    """A rule as the widgets name it: `rule 1` for the first (numbered from 1, as tables and plots do)."""
-    return f"rule {index + 1}"
 
 
 def _number(text: str) -> Any:
@@ -759,7 +754,8 @@ class ReplayExplorer(Panel):
         self.opening_supply = opening_supply
         days = pd.to_datetime(events["occurred_at"], utc=True).dt.date
         self.version = w.Dropdown(description="version")
-        self.compare_with = w.Dropdown(description="compare with")
+        # the label whole: the default description width showed "compare ..."
+        self.compare_with = w.Dropdown(description="compare with", style={"description_width": "initial"})
         self.start = w.DatePicker(description="from", value=days.min())
         self.end = w.DatePicker(description="to", value=days.max())
         self.days_ahead = w.IntSlider(description="project days", value=30, min=7, max=365)

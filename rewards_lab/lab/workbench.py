@@ -797,7 +797,7 @@ class LabProgramme:
             events, definition, dict(grid), engine=engine, opening_supply=opening_supply, customers=customers
         )
         frame.attrs |= {
-            "labels": parameter_labels(grid, definition.payload()),
+            "labels": parameter_labels(grid, definition.payload(), rule_labels(definition.rules)),
             "symbol": definition.asset.symbol,
             "programme": definition.programme.name,
         }
