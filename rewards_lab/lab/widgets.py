@@ -87,7 +87,7 @@ def ok_html(text: str) -> str:
 
 def _unexpected(error: Exception) -> ServiceError:
     """An error that is not the contract's, as one (so it is shown like the others, never only logged)."""
-    return ServiceError("unexpected_error", f"{type(error).__name__}: {error}")
+    return ServiceError("internal_error", f"{type(error).__name__}: {error}")
 
 
 def _guard(
@@ -98,7 +98,7 @@ def _guard(
     labels: Callable[[str], str | None] = lambda field: None,
 ) -> bool:
     """Run a button's action and show its outcome in `message`: its success text, or the error (the service's,
-    with code and field; any other as `unexpected_error`). On an error the outputs of the last run (`stale`:
+    with code and field; any other as `internal_error`). On an error the outputs of the last run (`stale`:
     plots and tables) are emptied and hidden, so that the error stands in their place and nothing under it
     belongs to an earlier run. Every widget's buttons go through here. True when the action succeeded."""
     try:
