@@ -20,7 +20,8 @@ from machine import speed_probe  # benchmarks/machine.py, beside this script
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import assets, customers, event_intake, event_processing, organizations, programmes
+from rewards_lab.engine import event_processing
+from rewards_lab.service import assets, customers, event_intake, organizations, programmes
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
 

@@ -32,8 +32,8 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.posting_decision import PostingDecision, decide_batch
 from rewards_lab.domain.posting_policy import LedgerState, PostingRequest
+from rewards_lab.engine.postings import apply_postings, load_state
 from rewards_lab.service import assets, organizations
-from rewards_lab.service.ledger import apply_postings, load_state
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.uow import unit_of_work

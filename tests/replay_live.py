@@ -31,8 +31,9 @@ from rewards_lab.contract.programme_file import ProgrammeDefinition
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.money import format_amount
-from rewards_lab.service import assets, customers, event_intake, event_processing, ledger, organizations, programmes
-from rewards_lab.service.expiry import expire_due
+from rewards_lab.engine import event_processing
+from rewards_lab.engine.expiry import expire_due
+from rewards_lab.service import assets, customers, event_intake, ledger, organizations, programmes
 from rewards_lab.store.database import Database
 from rewards_lab.store.uow import unit_of_work
 from rewards_lab.store.verification import verify_ledger

@@ -4,7 +4,7 @@ versions evicted before live ones, least recently used next."""
 from __future__ import annotations
 
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service.compiled_versions import CompiledVersions
+from rewards_lab.engine.rule_book import CompiledVersions
 
 SCOPE = Scope("org_a", "sandbox")
 

@@ -19,8 +19,8 @@ import pytest
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
+from rewards_lab.engine.expiry import expire_due
 from rewards_lab.service import assets, customers, ledger, organizations
-from rewards_lab.service.expiry import expire_due
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.verification import verify_ledger
 
@@ -32,7 +32,7 @@ CHILD = textwrap.dedent(
     import json, os, sys, time
     from datetime import datetime
     from pathlib import Path
-    from rewards_lab.service.expiry import expire_due
+    from rewards_lab.engine.expiry import expire_due
     from rewards_lab.store.database import Database
 
     spec = json.loads(Path(sys.argv[1]).read_text())

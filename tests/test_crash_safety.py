@@ -33,7 +33,8 @@ from rewards_lab.contract.ids import new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.posting_policy import PostingRequest
-from rewards_lab.service import event_intake, event_processing, ledger, organizations, programmes
+from rewards_lab.engine import event_processing
+from rewards_lab.service import event_intake, ledger, organizations, programmes
 from rewards_lab.store.database import Database
 from rewards_lab.store.uow import unit_of_work
 from rewards_lab.store.verification import verify_ledger
@@ -72,8 +73,9 @@ CHILD_SCRIPT = textwrap.dedent(
     from rewards_lab.contract.scope import Scope
     from rewards_lab.contract.validation import validate
     from rewards_lab.domain.posting_policy import PostingRequest
-    from rewards_lab.service import event_intake, event_processing, ledger
-    from rewards_lab.service.ledger import apply_postings
+    from rewards_lab.service import event_intake, ledger
+    from rewards_lab.engine import event_processing
+    from rewards_lab.engine.postings import apply_postings
     from rewards_lab.store.database import Database
     from rewards_lab.store.uow import unit_of_work
 

@@ -18,16 +18,8 @@ from rewards_lab.contract.validation import validate
 from rewards_lab.domain.ledger import Entry, Posting, check_balanced
 from rewards_lab.domain.posting_decision import PostingDecision
 from rewards_lab.domain.posting_policy import PostingRequest
-from rewards_lab.service import (
-    assets,
-    customers,
-    event_intake,
-    event_processing,
-    event_queries,
-    ledger,
-    programmes,
-    simulation,
-)
+from rewards_lab.engine import event_processing, simulation
+from rewards_lab.service import assets, customers, event_intake, event_queries, ledger, programmes
 from rewards_lab.store.uow import unit_of_work
 from tests.conftest import World
 

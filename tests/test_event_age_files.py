@@ -25,11 +25,12 @@ from rewards_lab.contract.programme_file import (
     parse_programme,
 )
 from rewards_lab.contract.validation import validate
+from rewards_lab.engine import event_processing
 from rewards_lab.lab.push import make_plan, push
 from rewards_lab.lab.push_verify import sample_time, verify
 from rewards_lab.lab.workbench import Lab
 from rewards_lab.replay.engine import replay
-from rewards_lab.service import event_intake, event_processing, event_queries, programmes
+from rewards_lab.service import event_intake, event_queries, programmes
 from rewards_lab.store.uow import unit_of_work
 from tests.conftest import World
 from tests.live_server import LiveServer, start_server, stop_and_verify

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from rewards_lab import presenters
 from rewards_lab.api.context import request_id_from
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
@@ -14,15 +15,8 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id, new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import (
-    event_intake,
-    event_processing,
-    event_queries,
-    ledger,
-    organizations,
-    presenters,
-    programmes,
-)
+from rewards_lab.engine import event_processing
+from rewards_lab.service import event_intake, event_queries, ledger, organizations, programmes
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces.events import StoredEvent
 from tests.conftest import World

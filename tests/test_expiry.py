@@ -15,11 +15,11 @@ from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.expiry import ExpiryPolicy, expires_at
+from rewards_lab.engine.event_processing import process_all
+from rewards_lab.engine.expiry import expire_due
 from rewards_lab.lab.workbench import Lab
 from rewards_lab.service import ledger, lots, programme_lifecycle, programmes
 from rewards_lab.service.event_intake import submit_event, submit_events
-from rewards_lab.service.event_processing import process_all
-from rewards_lab.service.expiry import expire_due
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.verification import verify_ledger
 from tests.conftest import World

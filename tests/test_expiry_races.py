@@ -19,10 +19,10 @@ from rewards_lab.contract import requests as rq
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.posting_policy import PostingRequest
+from rewards_lab.engine.expiry import expire_due
+from rewards_lab.engine.lot_book import LotsOutOfBalance, LotTerms
+from rewards_lab.engine.postings import apply_postings
 from rewards_lab.service import ledger
-from rewards_lab.service.expiry import expire_due
-from rewards_lab.service.ledger import apply_postings
-from rewards_lab.service.lot_book import LotsOutOfBalance, LotTerms
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.lots import LotRepository
 from rewards_lab.store.uow import unit_of_work

@@ -16,7 +16,7 @@ import uvicorn
 
 from rewards_lab.api.rate_limits import MAX_BUCKETS, UNAUTHENTICATED_LIMIT_PER_MINUTE, WINDOW_S, RateLimiter
 from rewards_lab.cli import main as cli
-from rewards_lab.service.client_address import client_key
+from rewards_lab.security.client_address import client_key
 from tests.live_server import LiveServer, start_server
 
 EMAIL, PASSWORD = "owner@limits.test", "the owner's long passphrase"

@@ -13,8 +13,9 @@ import httpx
 import pyotp
 
 from rewards_lab.contract import developer as d
-from rewards_lab.service import organizations, sessions
-from rewards_lab.service.login_guard import LoginGuard
+from rewards_lab.security import sessions
+from rewards_lab.security.login_guard import LoginGuard
+from rewards_lab.service import organizations
 from rewards_lab.store.database import Database
 from rewards_lab.store.secret_box import is_sealed
 from tests.live_server import cli, start_server

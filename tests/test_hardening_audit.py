@@ -238,8 +238,8 @@ def test_a_login_that_crashes_before_answering_is_audited_as_failed(tmp_path: Pa
     import asyncio
 
     from rewards_lab.api.request_log import RequestLogMiddleware
+    from rewards_lab.security.sessions import create_owner_account
     from rewards_lab.service.organizations import create_organization
-    from rewards_lab.service.sessions import create_owner_account
 
     async def crashing_app(scope: Any, receive: Any, send: Any) -> None:
         await receive()
@@ -275,7 +275,7 @@ def test_concurrent_audited_answers_share_commits_and_each_waits_for_its_own(tmp
     transactions than rows (a transaction each would hold the database for milliseconds apiece)."""
     import asyncio
 
-    from rewards_lab.service.auth_audit import AuditEvent
+    from rewards_lab.security.auth_audit import AuditEvent
     from rewards_lab.worker.audit_writer import AuditWriter
 
     with Database(tmp_path / "group.duckdb") as database:

@@ -25,8 +25,8 @@ from rewards_lab.api.app import create_app
 from rewards_lab.api.rate_limits import UNAUTHENTICATED_LIMIT_PER_MINUTE, RateLimiter
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service import access
-from rewards_lab.service.login_guard import Backoff, LoginGuard
+from rewards_lab.security import access
+from rewards_lab.security.login_guard import Backoff, LoginGuard
 from rewards_lab.service.request_log import LogRecord
 from rewards_lab.store.database import Database
 

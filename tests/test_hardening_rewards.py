@@ -20,15 +20,8 @@ from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.rule_evaluation import evaluate
-from rewards_lab.service import (
-    customers,
-    event_intake,
-    event_processing,
-    event_queries,
-    ledger,
-    organizations,
-    programmes,
-)
+from rewards_lab.engine import event_processing
+from rewards_lab.service import customers, event_intake, event_queries, ledger, organizations, programmes
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.uow import reader, unit_of_work
 from tests.conftest import World

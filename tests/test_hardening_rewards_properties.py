@@ -24,8 +24,9 @@ from rewards_lab.domain.money import MAX_AMOUNT_MINOR
 from rewards_lab.domain.posting_decision import decide_batch
 from rewards_lab.domain.posting_policy import MAX_ISSUED_MINOR, AssetState, LedgerState, PostingRequest
 from rewards_lab.domain.posting_whole import decide_whole
-from rewards_lab.service import event_intake, event_processing, organizations, programmes
-from rewards_lab.service.ledger import apply_postings
+from rewards_lab.engine import event_processing
+from rewards_lab.engine.postings import apply_postings
+from rewards_lab.service import event_intake, organizations, programmes
 from rewards_lab.store.database import Database
 from rewards_lab.store.uow import reader, unit_of_work
 from rewards_lab.store.verification import verify_ledger

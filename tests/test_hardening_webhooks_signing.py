@@ -32,7 +32,7 @@ from rewards_lab.contract.webhook_signatures import (
     verify,
     verify_timestamped,
 )
-from rewards_lab.service import webhook_secrets
+from rewards_lab.security import webhook_secrets
 from rewards_lab.service import webhooks as hooks
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.schema import MIGRATIONS

@@ -23,9 +23,9 @@ from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
+from rewards_lab.security.webhook_targets import normalise_url
 from rewards_lab.service import webhooks as hooks
 from rewards_lab.service.deliveries import ERROR_CLASSES, DeliverySettings
-from rewards_lab.service.webhook_targets import normalise_url
 from rewards_lab.store.database import Database
 from rewards_lab.worker import safe_transport
 from rewards_lab.worker.deliveries import new_pool, send
@@ -288,7 +288,7 @@ def _answer_in_plain_text(listener: socket.socket) -> None:
 
 
 def test_the_setting_is_off_unless_the_operator_turns_it_on() -> None:
-    from rewards_lab.service.webhook_targets import private_targets_allowed
+    from rewards_lab.security.webhook_targets import private_targets_allowed
 
     assert not private_targets_allowed({}) and not DeliverySettings.from_env({}).allow_private_targets
     for off in ("", "0", "false", "no", "2"):

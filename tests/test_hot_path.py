@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from rewards_lab.api.app import create_app
 from rewards_lab.api.hot_path import EventsHotPath
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service import access
+from rewards_lab.security import access
 from rewards_lab.service.request_log import LogRecord
 from rewards_lab.store.database import Database
 

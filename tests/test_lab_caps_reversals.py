@@ -17,8 +17,9 @@ from rewards_lab.contract.limit_requests import AmountLimit, Budget, CountLimit,
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme, parse_programme
 from rewards_lab.contract.validation import validate
+from rewards_lab.engine import event_processing
 from rewards_lab.lab.workbench import CAPS_COLUMN, RULES_TABLE_COLUMNS, Lab, LabProgramme, describe_rule
-from rewards_lab.service import customers, event_intake, event_processing, event_queries, ledger
+from rewards_lab.service import customers, event_intake, event_queries, ledger
 
 FILE: dict[str, Any] = {
     "programme": {

@@ -9,8 +9,8 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.posting_policy import PostingRequest
+from rewards_lab.engine.postings import apply_postings
 from rewards_lab.service import assets, customers, ledger, organizations
-from rewards_lab.service.ledger import apply_postings
 from rewards_lab.store.uow import unit_of_work
 from tests.conftest import World
 

@@ -31,16 +31,8 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import EnvironmentName, Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR, format_amount
-from rewards_lab.service import (
-    assets,
-    customers,
-    event_intake,
-    event_processing,
-    event_queries,
-    ledger,
-    organizations,
-    programmes,
-)
+from rewards_lab.engine import event_processing
+from rewards_lab.service import assets, customers, event_intake, event_queries, ledger, organizations, programmes
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
 from tests.conftest import World

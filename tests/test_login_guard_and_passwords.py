@@ -11,8 +11,8 @@ import duckdb
 import pytest
 
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.service.login_guard import Backoff, LoginGuard
-from rewards_lab.service.passwords import hash_password, verify_password
+from rewards_lab.security.login_guard import Backoff, LoginGuard
+from rewards_lab.security.passwords import hash_password, verify_password
 from rewards_lab.service.request_log import LogRecord
 from rewards_lab.store.database import Database
 from rewards_lab.worker import request_log_writer

@@ -17,8 +17,8 @@ from rewards_lab.contract import requests as rq
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
+from rewards_lab.engine.expiry import expire_due
 from rewards_lab.service import assets, customers, ledger, lots, organizations
-from rewards_lab.service.expiry import expire_due
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
 

@@ -16,9 +16,9 @@ import pytest
 
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.validation import validate
+from rewards_lab.engine.event_processing import process_all
 from rewards_lab.service import customers, programmes
 from rewards_lab.service.event_intake import submit_event
-from rewards_lab.service.event_processing import process_all
 from rewards_lab.store.database import Database
 from tests.conftest import World
 from tests.live_server import LiveServer, start_server, stop_and_verify

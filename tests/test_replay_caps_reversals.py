@@ -23,6 +23,7 @@ from rewards_lab.cli.main import main as cli_main
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme, save_programme
 from rewards_lab.domain.limits import period_start
+from rewards_lab.engine.refund_order import refunds_after_originals
 from rewards_lab.replay import store
 from rewards_lab.replay.engine import ISSUANCE_COLUMNS, replay
 from rewards_lab.replay.feature_sql import ADDED_COLUMNS
@@ -30,7 +31,6 @@ from rewards_lab.replay.feature_store import local_day, period_starts
 from rewards_lab.replay.refund_order import processing_keys
 from rewards_lab.replay.spark_engine import replay_spark
 from rewards_lab.replay.sweep import sweep, with_values
-from rewards_lab.service.refund_order import refunds_after_originals
 from tests.replay_live import Outcome, redemptions_frame, replayed_outcome, run_live
 
 ORDER, REFUND = "order.completed", "order.refunded"

@@ -44,10 +44,11 @@ from rewards_lab.contract.validation import validate
 from rewards_lab.domain.conditions import CustomerFacts, EventFacts
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR, format_amount, parse_ceiling
 from rewards_lab.domain.rule_evaluation import evaluate
+from rewards_lab.engine import event_processing
 from rewards_lab.replay.compiler import rule_specs
 from rewards_lab.replay.engine import replay
 from rewards_lab.replay.spark_engine import replay_spark
-from rewards_lab.service import assets, customers, event_intake, event_processing, ledger, organizations, programmes
+from rewards_lab.service import assets, customers, event_intake, ledger, organizations, programmes
 from rewards_lab.store.database import Database
 from tests.replay_live import redemptions_frame, replayed_outcome, run_live
 

@@ -16,7 +16,8 @@ from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import event_intake, event_processing, event_queries, ledger, programmes
+from rewards_lab.engine import event_processing
+from rewards_lab.service import event_intake, event_queries, ledger, programmes
 from rewards_lab.store.uow import reader, unit_of_work
 from rewards_lab.store.verification import verify_ledger
 from tests.conftest import World

@@ -33,10 +33,11 @@ from rewards_lab.contract.webhook_signatures import (
     verify,
     verify_timestamped,
 )
-from rewards_lab.service import organizations, webhook_secrets
+from rewards_lab.security import webhook_secrets
+from rewards_lab.security.webhook_targets import ALLOW_PRIVATE_ENV
+from rewards_lab.service import organizations
 from rewards_lab.service import webhooks as hooks
 from rewards_lab.service.deliveries import DeliverySettings
-from rewards_lab.service.webhook_targets import ALLOW_PRIVATE_ENV
 from rewards_lab.store import secret_box
 from rewards_lab.store.backup import MANIFEST_NAME
 from rewards_lab.store.database import Database

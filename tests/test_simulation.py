@@ -5,7 +5,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 from rewards_lab.contract import requests as rq
-from rewards_lab.service import programmes, simulation
+from rewards_lab.engine import simulation
+from rewards_lab.service import programmes
 from rewards_lab.store.verification import verify_ledger
 from tests.conftest import World
 

@@ -9,7 +9,8 @@ from rewards_lab.cli.demo import run_standard_loop
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import event_intake, event_processing, event_queries, ledger, programmes
+from rewards_lab.engine import event_processing
+from rewards_lab.service import event_intake, event_queries, ledger, programmes
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
 from tests.conftest import World

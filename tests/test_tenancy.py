@@ -11,16 +11,8 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import (
-    assets,
-    customers,
-    event_intake,
-    event_processing,
-    event_queries,
-    ledger,
-    organizations,
-    programmes,
-)
+from rewards_lab.engine import event_processing
+from rewards_lab.service import assets, customers, event_intake, event_queries, ledger, organizations, programmes
 from rewards_lab.store.database import Database
 from tests.conftest import World
 

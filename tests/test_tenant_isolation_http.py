@@ -22,10 +22,11 @@ import httpx
 import pytest
 import uvicorn
 
+from rewards_lab import presenters
 from rewards_lab.api.app import create_app
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.rules import RuleSpec
-from rewards_lab.service import compiled_versions, event_processing, presenters
+from rewards_lab.engine import event_processing, rule_book
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
 from tests.live_server import bootstrap, free_port
@@ -214,7 +215,7 @@ def _live_rule_specs() -> int:
 def test_the_compiled_cache_stays_bounded_after_many_publishes(
     served: InProcessServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(compiled_versions, "MAX_ENTRIES", 3, raising=False)
+    monkeypatch.setattr(rule_book, "MAX_ENTRIES", 3, raising=False)
     heavy = served.heavy.http
     _customer(heavy, "heavy-1")
     steady = _programme(heavy, "STD", rules=2, event_type="review.posted")

@@ -19,7 +19,8 @@ from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.programme_file import ProgrammeFileError, load_programme
 from rewards_lab.contract.programme_limits import MAX_RULES_PER_VERSION, MAX_VERSION_RULES_BYTES
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import programmes, simulation
+from rewards_lab.engine import simulation
+from rewards_lab.service import programmes
 from rewards_lab.store.uow import unit_of_work
 from tests.conftest import World
 from tests.live_server import LiveServer, start_server, stop_and_verify

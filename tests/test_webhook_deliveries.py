@@ -12,7 +12,8 @@ from rewards_lab.contract import requests as rq
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import customers, deliveries, event_intake, event_processing
+from rewards_lab.engine import event_processing
+from rewards_lab.service import customers, deliveries, event_intake
 from rewards_lab.service import webhooks as hooks
 from rewards_lab.service.deliveries import AttemptOutcome, DeliverySettings
 from rewards_lab.store.database import Database, utcnow

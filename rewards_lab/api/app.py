@@ -32,12 +32,12 @@ from rewards_lab.api.request_log import RequestLogMiddleware
 from rewards_lab.api.routes import REQUEST_MODELS, readiness_router, router
 from rewards_lab.api.runtime import ServingRuntime
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.engine.event_processing import DEFAULT_BATCH_SIZE
+from rewards_lab.security.login_guard import LoginGuard
+from rewards_lab.security.sessions import DEFAULT_SESSION_LIFETIME_S
 from rewards_lab.service.deliveries import DeliverySettings
-from rewards_lab.service.event_processing import DEFAULT_BATCH_SIZE
 from rewards_lab.service.health import DEFAULT_MIN_FREE_DISK_MB
-from rewards_lab.service.login_guard import LoginGuard
 from rewards_lab.service.retention import RetentionSettings
-from rewards_lab.service.sessions import DEFAULT_SESSION_LIFETIME_S
 from rewards_lab.store.database import Database
 from rewards_lab.worker.admin_socket import AdminSocket
 from rewards_lab.worker.deliveries import DeliveryWorker

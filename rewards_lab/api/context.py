@@ -15,8 +15,8 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.limits import MAX_BODY_BYTES
 from rewards_lab.contract.scope import EnvironmentName
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import sessions
-from rewards_lab.service.access import Principal, authenticate
+from rewards_lab.security import sessions
+from rewards_lab.security.access import Principal, authenticate
 from rewards_lab.store.database import Database
 
 ModelT = TypeVar("ModelT", bound=BaseModel)

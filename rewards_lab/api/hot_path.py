@@ -23,6 +23,7 @@ from starlette.datastructures import State
 from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
+from rewards_lab import presenters
 from rewards_lab.api.address_gate import refuse_spent_address, retry_after_header
 from rewards_lab.api.body_limit import LimitedBody
 from rewards_lab.api.context import authorise, parse_body, request_id_from
@@ -33,8 +34,8 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.permissions import Permission
-from rewards_lab.service import event_intake, presenters
-from rewards_lab.service.access import Principal
+from rewards_lab.security.access import Principal
+from rewards_lab.service import event_intake
 from rewards_lab.service.request_log import sdk_version_from
 from rewards_lab.worker.request_log_writer import RequestLogWriter
 

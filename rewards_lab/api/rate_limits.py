@@ -25,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rewards_lab.service.client_address import client_key
+from rewards_lab.security.client_address import client_key
 
 WINDOW_S = 60
 PUBLIC_LIMIT_PER_MINUTE = 100

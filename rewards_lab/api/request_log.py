@@ -25,8 +25,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from rewards_lab.api.context import request_id_from
 from rewards_lab.contract import jsonutil
-from rewards_lab.service import auth_audit
-from rewards_lab.service.access import Principal
+from rewards_lab.security import auth_audit
+from rewards_lab.security.access import Principal
 from rewards_lab.service.request_log import API_PREFIX, LogRecord, sdk_version_from
 from rewards_lab.worker.request_log_writer import RequestLogWriter
 

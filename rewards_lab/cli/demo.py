@@ -9,16 +9,8 @@ from pathlib import Path
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import (
-    assets,
-    customers,
-    event_intake,
-    event_processing,
-    ledger,
-    organizations,
-    programmes,
-    simulation,
-)
+from rewards_lab.engine import event_processing, simulation
+from rewards_lab.service import assets, customers, event_intake, ledger, organizations, programmes
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
 

@@ -79,9 +79,9 @@ def _serve(args: argparse.Namespace) -> int:
     from rewards_lab.api import body_limit as limits
     from rewards_lab.api.app import create_app
     from rewards_lab.api.http_protocol import BoundedHttpToolsProtocol
+    from rewards_lab.security.webhook_targets import ALLOW_PRIVATE_ENV
     from rewards_lab.service.deliveries import DeliverySettings
     from rewards_lab.service.retention import RetentionSettings
-    from rewards_lab.service.webhook_targets import ALLOW_PRIVATE_ENV
 
     Path(args.db).parent.mkdir(parents=True, exist_ok=True)
     if args.allow_private_webhook_targets:
@@ -137,9 +137,9 @@ def _bootstrap(args: argparse.Namespace) -> int:
     from rewards_lab.contract.errors import ServiceError
     from rewards_lab.contract.permissions import ALL_PERMISSIONS
     from rewards_lab.contract.scope import ENVIRONMENTS, Scope
-    from rewards_lab.service.access import create_api_key
+    from rewards_lab.security.access import create_api_key
+    from rewards_lab.security.sessions import check_new_account, create_owner_account
     from rewards_lab.service.organizations import create_organization
-    from rewards_lab.service.sessions import check_new_account, create_owner_account
 
     if args.email is not None and not args.password:
         raise SystemExit("bootstrap: --email needs --password")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -92,3 +93,16 @@ def custom_error(error: ServiceError, field: str | None = None) -> PydanticCusto
     if extra:  # kept on the ServiceError `to_service_error` makes (e.g. a limit's name and value)
         context["service_details"] = extra
     return PydanticCustomError(error.code, message, context or None)
+
+
+def parse_instant(value: str | None, field: str) -> datetime | None:
+    """An ISO 8601 date-time (an offset, or naive meaning UTC) as naive UTC."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+        if parsed.tzinfo is not None:
+            parsed = parsed.astimezone(UTC).replace(tzinfo=None)  # OverflowError past year 9999 (or before 1)
+    except (ValueError, OverflowError):
+        raise ServiceError("period_invalid", f"{field} must be an ISO 8601 date-time", field=field) from None
+    return parsed

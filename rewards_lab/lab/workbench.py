@@ -46,6 +46,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.conditions import EventFacts, describe_node
 from rewards_lab.domain.rules import condition_node
+from rewards_lab.engine import simulation
 from rewards_lab.lab.event_rows import EventRow, event_rows
 from rewards_lab.lab.gate import DEFAULT_DAYS, GateRefused, GateReport, evaluate
 from rewards_lab.lab.labels import rule_labels
@@ -53,7 +54,7 @@ from rewards_lab.lab.sweep_labels import parameter_labels
 from rewards_lab.lab.tables import Table, table
 from rewards_lab.replay.engine import ReplayResult
 from rewards_lab.replay.engines import run_replay, run_sweep
-from rewards_lab.service import assets, organizations, programme_lifecycle, programmes, simulation
+from rewards_lab.service import assets, organizations, programme_lifecycle, programmes
 from rewards_lab.store.database import Database
 
 if TYPE_CHECKING:

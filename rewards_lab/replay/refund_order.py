@@ -3,7 +3,7 @@
 The live worker processes a refund (an event whose reverse actions name originals) at max(its own position, its
 original's + 1): one whose original comes later waits for it and is processed right after it, several such
 refunds of one original in their own order, a refund of a moved refund right after that one
-(`service/refund_order.py`). A replay takes the history as complete: nothing waits, and a refund whose original
+(`engine/refund_order.py`). A replay takes the history as complete: nothing waits, and a refund whose original
 never appears fails its action with `original_not_found` at its own place.
 
 A replay's processing key is therefore (anchor, sub): (position, 0) for every event that is not moved, and

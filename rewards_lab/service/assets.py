@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from rewards_lab import presenters
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
@@ -18,12 +19,11 @@ from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import parse_ceiling
 from rewards_lab.domain.states import asset_transition
-from rewards_lab.service import presenters
-from rewards_lab.service.notifications import emit
+from rewards_lab.engine.notifications import emit
+from rewards_lab.engine.postings import asset_row
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.assets import AssetRow
 from rewards_lab.store.uow import reader
 
 ASSET_SORTS = ("created_at", "symbol", "name")
@@ -62,13 +62,6 @@ def value_per_unit(text: str) -> str:
     if Decimal(text) <= 0:
         raise ServiceError("amount_not_positive", "value_per_unit must be above zero", field="value_per_unit")
     return text
-
-
-def asset_row(uow: Repositories, scope: Scope, asset_id: str) -> AssetRow:
-    row = uow.assets.get(scope, asset_id)
-    if row is None:
-        raise ServiceError("asset_not_found", asset_id=asset_id)
-    return row
 
 
 def get_asset(database: Database, scope: Scope, asset_id: str) -> r.Asset:

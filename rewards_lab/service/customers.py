@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rewards_lab import presenters
 from rewards_lab.contract import attributes
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
@@ -20,8 +21,7 @@ from rewards_lab.contract.ids import PREFIXES, new_id
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.states import wallet_transition
-from rewards_lab.service import presenters
-from rewards_lab.service.notifications import emit
+from rewards_lab.engine.notifications import emit
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces import Repositories

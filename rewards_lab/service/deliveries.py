@@ -18,8 +18,8 @@ from typing import Any
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service.presenters import utc
-from rewards_lab.service.webhook_targets import private_targets_allowed
+from rewards_lab.presenters import utc
+from rewards_lab.security.webhook_targets import private_targets_allowed
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces.webhooks import DueDelivery, EndpointRow
 from rewards_lab.store.uow import reader, unit_of_work

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from rewards_lab import presenters
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
@@ -18,7 +19,6 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.event_age import MAX_FUTURE_SKEW
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service import presenters
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.interfaces.events import NewEvent, StoredEvent

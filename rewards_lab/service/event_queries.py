@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from rewards_lab import presenters
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service import presenters
 from rewards_lab.store.database import Database
 from rewards_lab.store.uow import reader
 

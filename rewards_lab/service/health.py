@@ -10,8 +10,8 @@ from pathlib import Path
 
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.readiness import DiskCheck, Readiness, ReadinessCheck, WorkersCheck
+from rewards_lab.presenters import utc
 from rewards_lab.service.deliveries import queue_depths
-from rewards_lab.service.presenters import utc
 from rewards_lab.store.database import Database, utcnow
 
 log = logging.getLogger(__name__)

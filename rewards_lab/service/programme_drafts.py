@@ -15,11 +15,11 @@ import threading
 from collections import OrderedDict
 from typing import Any, Generic, TypeVar
 
+from rewards_lab import presenters
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.programme_limits import MAX_RULES_PER_VERSION, check_version_rules, rule_definition_bytes
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service import presenters
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.interfaces.programmes import RuleRow

@@ -13,7 +13,7 @@ from datetime import datetime
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.guard_requests import Guard, GuardOverride
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service import auth_audit
+from rewards_lab.security import auth_audit
 from rewards_lab.store.interfaces import Repositories
 
 

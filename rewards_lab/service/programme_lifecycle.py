@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from rewards_lab import presenters
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
@@ -17,10 +18,10 @@ from rewards_lab.contract.expiry_requests import EXPIRY, ExpiryAfterDays, Expiry
 from rewards_lab.contract.limit_requests import LIMITS, Budget
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.states import programme_transition
-from rewards_lab.service import presenters
+from rewards_lab.engine.rule_book import programme_row, version_id_of
 from rewards_lab.service.programme_guards import stored_guards
 from rewards_lab.service.programme_spending import checked_spending
-from rewards_lab.service.programmes import checked_schedule, programme_row, version_id_of, version_resource
+from rewards_lab.service.programmes import checked_schedule, version_resource
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces import Repositories

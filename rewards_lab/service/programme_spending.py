@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from rewards_lab import presenters
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.expiry_requests import ExpiryAfterDays, ExpiryAtEndOf
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, AmountLimit, Budget, Limit
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import format_amount, parse_amount
-from rewards_lab.service import presenters
-from rewards_lab.service.assets import asset_row
+from rewards_lab.engine.postings import asset_row
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.interfaces.programmes import ProgrammeRow
 

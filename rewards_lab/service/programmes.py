@@ -13,10 +13,9 @@ and only rules that changed meanwhile are measured (or presented) there (docs/de
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
-from rewards_lab.contract import jsonutil
+from rewards_lab import presenters
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
@@ -28,10 +27,8 @@ from rewards_lab.contract.programme_limits import check_version_rules
 from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import parse_amount
-from rewards_lab.domain.rules import RuleSpec, compile_rule
-from rewards_lab.service import presenters
-from rewards_lab.service.assets import asset_row
-from rewards_lab.service.compiled_versions import compiled_rule
+from rewards_lab.engine.postings import asset_row
+from rewards_lab.engine.rule_book import programme_row, version_id_of
 from rewards_lab.service.programme_drafts import PreparedDraft, check_draft, refuse_early, stored_bytes
 from rewards_lab.service.programme_guards import record_override, stored_guards
 from rewards_lab.service.programme_spending import budget_consumption, checked_spending, stored_limits
@@ -99,16 +96,6 @@ def checked_schedule(timezone: str, starts_at: datetime | None, ends_at: datetim
     if starts is not None and ends is not None and ends <= starts:
         raise ServiceError("field_invalid", "ends_at must be after starts_at", field="ends_at")
     return Schedule(timezone, starts, ends)
-
-
-def programme_row(uow: Repositories, scope: Scope, program_id: str, field: str | None = None) -> ProgrammeRow:
-    row = uow.programmes.get(scope, program_id)
-    if row is None:
-        details: dict[str, Any] = {"program_id": program_id}
-        if field:
-            details["field"] = field
-        raise ServiceError("programme_not_found", **details)
-    return row
 
 
 def get_programme(database: Database, scope: Scope, program_id: str) -> r.Programme:
@@ -325,23 +312,6 @@ def version_resource(uow: Repositories, scope: Scope, version_id: str) -> r.Prog
     return presenters.version(row, uow.programmes.rules_of(scope, [version_id]))
 
 
-def version_id_of(uow: Repositories, scope: Scope, program_id: str, version: int | str | None) -> str:
-    """Resolve `version` (a number, "draft", "live" or None for the draft) to a version id."""
-    programme = programme_row(uow, scope, program_id)
-    if version is None or version == "draft":
-        return str(programme.draft_version_id)
-    if version == "live":
-        if programme.current_version is None:
-            raise ServiceError(
-                "programme_version_not_found", "the programme has no published version", program_id=program_id
-            )
-        version = int(programme.current_version)
-    row = uow.programmes.get_version_by_number(scope, program_id, int(version))
-    if row is None:
-        raise ServiceError("programme_version_not_found", program_id=program_id, version=version)
-    return str(row.id)
-
-
 def get_version(
     database: Database, scope: Scope, program_id: str, version: int | str | None = None
 ) -> r.ProgrammeVersion:
@@ -359,46 +329,3 @@ def list_versions(database: Database, scope: Scope, program_id: str) -> list[r.P
     for rule in rules:
         by_version.setdefault(rule.version_id, []).append(rule)
     return [presenters.version(row, by_version.get(row.id, [])) for row in rows]
-
-
-def compile_rows(
-    uow: Repositories,
-    scope: Scope,
-    rule_rows: list[RuleRow],
-    default_asset_id: str,
-    timezone: str = "UTC",
-    *,
-    whole_version: bool = True,
-) -> list[RuleSpec]:
-    """Stored rules as RuleSpecs ready for the engine (decimals looked up once per asset); `timezone` is their
-    version's, in which they read the time fields. With `whole_version` (the version's rules in order) each spec
-    knows its position in the list, which reasons quote when the rule has no name."""
-    decimals: dict[str, int] = {}
-
-    def decimals_of(asset_id: str) -> int:
-        if asset_id not in decimals:
-            decimals[asset_id] = int(asset_row(uow, scope, asset_id).decimals)
-        return decimals[asset_id]
-
-    def compile_row(row: RuleRow, position: int | None) -> RuleSpec:
-        return compile_rule(
-            row.id,
-            row.event_type,
-            jsonutil.loads(row.conditions),
-            jsonutil.loads(row.actions),
-            default_asset_id,
-            decimals_of,
-            priority=row.priority,
-            stop_processing=row.stop_processing,
-            timezone=timezone,
-            limits=jsonutil.loads(row.limits or "[]"),
-            name=row.name,
-            position=position,
-        )
-
-    # Remembered per rule (`service.compiled_versions.compiled_rule`): a version copied from another compiles
-    # only its changed rules.
-    return [
-        compiled_rule(row, default_asset_id, timezone, partial(compile_row, row, position), position)
-        for position, row in ((index if whole_version else None, row) for index, row in enumerate(rule_rows))
-    ]

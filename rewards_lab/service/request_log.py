@@ -13,16 +13,17 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from typing import NamedTuple
 
+from rewards_lab import presenters
 from rewards_lab.contract import developer as d
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service import presenters
-from rewards_lab.service.presenters import utc
+from rewards_lab.contract.validation import parse_instant
+from rewards_lab.presenters import utc
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces.request_log import NO_SDK_VERSION, LogFilter, RequestLogRow, SdkVersionCount
 from rewards_lab.store.uow import reader
@@ -64,19 +65,6 @@ class LogRecord(NamedTuple):
 
 # Reading -----------------------------------------------------------------------------------------------------
 LOG_SORTS = ("created_at",)
-
-
-def parse_instant(value: str | None, field: str) -> datetime | None:
-    """An ISO 8601 date-time (an offset, or naive meaning UTC) as naive UTC."""
-    if value is None:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-        if parsed.tzinfo is not None:
-            parsed = parsed.astimezone(UTC).replace(tzinfo=None)  # OverflowError past year 9999 (or before 1)
-    except (ValueError, OverflowError):
-        raise ServiceError("period_invalid", f"{field} must be an ISO 8601 date-time", field=field) from None
-    return parsed
 
 
 def log_filter(

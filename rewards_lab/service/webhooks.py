@@ -2,7 +2,7 @@
 deliveries, replay.
 
 The signing secret is returned once, by `create_webhook` (and a new one once by `rotate_secret`). It is stored
-sealed (`service/webhook_secrets.py`; the sender opens it for the HMAC) in a column no resource ever reads: every
+sealed (`security/webhook_secrets.py`; the sender opens it for the HMAC) in a column no resource ever reads: every
 response is built by `_endpoint`, which has no secret field.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 from datetime import datetime, timedelta
 
+from rewards_lab import presenters
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
@@ -18,10 +19,10 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service import presenters, webhook_secrets
+from rewards_lab.presenters import utc
+from rewards_lab.security import webhook_secrets
+from rewards_lab.security.webhook_targets import normalise_url, private_targets_allowed
 from rewards_lab.service.deliveries import ERROR_CLASSES, TEST_KIND, delivery_body
-from rewards_lab.service.presenters import utc
-from rewards_lab.service.webhook_targets import normalise_url, private_targets_allowed
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces import Repositories

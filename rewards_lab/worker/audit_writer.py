@@ -1,4 +1,4 @@
-"""Group commit for audited answers (`service/auth_audit.py` decides what is written): each request hands its
+"""Group commit for audited answers (`security/auth_audit.py` decides what is written): each request hands its
 event over and awaits the commit; one thread writes everything queued in one transaction."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from rewards_lab.service.auth_audit import AuditEvent, write, write_many
+from rewards_lab.security.auth_audit import AuditEvent, write, write_many
 from rewards_lab.store.database import Database
 from rewards_lab.worker.thread_names import name_os_thread
 

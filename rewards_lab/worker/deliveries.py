@@ -27,6 +27,7 @@ from rewards_lab.contract.webhook_signatures import (
     sign,
     sign_timestamped,
 )
+from rewards_lab.security.webhook_secrets import signing_secrets
 from rewards_lab.service.deliveries import (
     FAN_OUT_BATCH,
     AttemptOutcome,
@@ -37,7 +38,6 @@ from rewards_lab.service.deliveries import (
     record_outcome,
     status_error_class,
 )
-from rewards_lab.service.webhook_secrets import signing_secrets
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces.webhooks import DueDelivery
 from rewards_lab.worker.circuit_breaker import CircuitBreakers

@@ -13,7 +13,7 @@ import threading
 
 import pyarrow as pa
 
-from rewards_lab.service.event_processing import DEFAULT_BATCH_SIZE, process_pending
+from rewards_lab.engine.event_processing import DEFAULT_BATCH_SIZE, process_pending
 from rewards_lab.store.database import Database
 from rewards_lab.worker.thread_names import name_os_thread
 

@@ -1,4 +1,4 @@
-"""The expiry worker: expires due lots every few seconds until told to stop (rewards_lab.service.expiry).
+"""The expiry worker: expires due lots every few seconds until told to stop (rewards_lab.engine.expiry).
 
 A round is one unit of work per tenant, so stopping (or dying) between rounds loses nothing: what was not
 expired is still due at the next start.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from rewards_lab.service.expiry import expire_due
+from rewards_lab.engine.expiry import expire_due
 from rewards_lab.store.database import Database
 from rewards_lab.worker.thread_names import name_os_thread
 

@@ -1,7 +1,7 @@
 """The webhook sender's connections: resolved, checked, pinned, and cut at one deadline per attempt.
 
 `GuardedBackend` is an httpcore network backend. When httpcore opens a connection to `host:port`, it resolves
-the host itself, refuses the whole name if ANY address is not allowed (`service/webhook_targets.py`), and
+the host itself, refuses the whole name if ANY address is not allowed (`security/webhook_targets.py`), and
 connects to a checked address: the socket goes to exactly the address that was checked (no second lookup a DNS
 rebinding could answer differently), while httpcore still uses the URL's host for `Host` and for TLS (SNI and
 certificate check). Redirects are never followed (httpcore has none) and no proxy from the environment is used.
@@ -29,7 +29,7 @@ from typing import Any
 
 import httpcore
 
-from rewards_lab.service.webhook_targets import IPAddress, address_refusal
+from rewards_lab.security.webhook_targets import IPAddress, address_refusal
 from rewards_lab.worker.name_resolver import FAILURES, RESOLVER_MIN_THREADS, Resolver, ResolveTimeout
 
 _deadline: ContextVar[float | None] = ContextVar("webhook_attempt_deadline", default=None)

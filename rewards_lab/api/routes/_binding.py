@@ -24,7 +24,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.operations import Operation, operation
 from rewards_lab.contract.pagination import CURSOR_KEY_LABEL, DEFAULT_LIMIT, PageRequest
 from rewards_lab.contract.permissions import Permission
-from rewards_lab.service import access
+from rewards_lab.security import access
 
 Endpoint = Callable[..., Awaitable[Response]]
 # Request models by name, for components.schemas (the handlers parse their bodies themselves).

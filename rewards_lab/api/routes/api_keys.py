@@ -11,7 +11,7 @@ from rewards_lab.api.envelope import success
 from rewards_lab.api.routes._binding import Endpoint, authorised
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.permissions import Permission
-from rewards_lab.service import access
+from rewards_lab.security import access
 
 
 async def create_api_key(request: Request) -> Response:

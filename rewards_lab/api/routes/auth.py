@@ -11,8 +11,8 @@ from rewards_lab.api.envelope import failure, success
 from rewards_lab.api.routes._binding import Endpoint
 from rewards_lab.contract import developer as d
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.service import sessions
-from rewards_lab.service.login_guard import LoginGuard
+from rewards_lab.security import sessions
+from rewards_lab.security.login_guard import LoginGuard
 
 
 async def login(request: Request) -> Response:

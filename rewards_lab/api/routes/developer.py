@@ -15,7 +15,8 @@ from rewards_lab.api.envelope import success
 from rewards_lab.api.routes._binding import Endpoint, authorised, listed, page_of
 from rewards_lab.contract.operations import AUDIT_KINDS, AUDIT_OUTCOMES, operation
 from rewards_lab.contract.permissions import Permission
-from rewards_lab.service import auth_audit, request_log
+from rewards_lab.security import auth_audit
+from rewards_lab.service import request_log
 
 assert operation("list_request_logs").sorts == request_log.LOG_SORTS
 assert operation("list_auth_audit").sorts == auth_audit.AUDIT_SORTS

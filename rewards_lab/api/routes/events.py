@@ -5,13 +5,15 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.responses import Response
 
+from rewards_lab import presenters
 from rewards_lab.api.context import json_body, request_id_of
 from rewards_lab.api.envelope import success
 from rewards_lab.api.routes._binding import Endpoint, authorised, serve
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.operations import operation
 from rewards_lab.contract.permissions import Permission
-from rewards_lab.service import event_intake, event_processing, event_queries, presenters
+from rewards_lab.engine import event_processing
+from rewards_lab.service import event_intake, event_queries
 
 assert operation("list_events").sorts == event_queries.EVENT_SORTS
 assert operation("list_executions").sorts == event_queries.EXECUTION_SORTS

@@ -12,7 +12,8 @@ from rewards_lab.api.routes._binding import Endpoint, authorised, idempotency_ke
 from rewards_lab.contract.guard_requests import PublishRequest
 from rewards_lab.contract.operations import operation
 from rewards_lab.contract.permissions import Permission
-from rewards_lab.service import programme_lifecycle, programmes, simulation
+from rewards_lab.engine import simulation
+from rewards_lab.service import programme_lifecycle, programmes
 
 assert operation("list_programmes").sorts == programmes.PROGRAMME_SORTS
 

@@ -13,7 +13,7 @@ from rewards_lab.store.queries import RowPage
 
 @dataclass(frozen=True, slots=True)
 class EndpointRow:
-    """A webhook endpoint; its signing secrets are stored sealed (`service/webhook_secrets.py` opens them)."""
+    """A webhook endpoint; its signing secrets are stored sealed (`security/webhook_secrets.py` opens them)."""
 
     id: str
     organization_id: str

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from itertools import count
 
+from rewards_lab import presenters
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.scope import Scope
@@ -30,11 +31,10 @@ from rewards_lab.domain.reversals import clawback_take
 from rewards_lab.domain.rule_evaluation import ActionVerdict, RuleVerdict
 from rewards_lab.domain.rules import RuleSpec
 from rewards_lab.domain.schedule import epoch_us
-from rewards_lab.service import presenters
-from rewards_lab.service.assets import asset_row
-from rewards_lab.service.refund_order import REFUND_WAIT
-from rewards_lab.service.reward_limits import LimitBook, cut_json
-from rewards_lab.service.reward_reversals import ORIGINAL_NOT_FOUND, Reverser, give_back_taken, reversal_json
+from rewards_lab.engine.limit_book import LimitBook, cut_json
+from rewards_lab.engine.postings import asset_row
+from rewards_lab.engine.refund_order import REFUND_WAIT
+from rewards_lab.engine.reversals import ORIGINAL_NOT_FOUND, Reverser, give_back_taken, reversal_json
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.interfaces.events import StoredEvent
 from rewards_lab.store.interfaces.programmes import VersionRow

@@ -19,11 +19,16 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from functools import partial
+from typing import Any, Generic, TypeVar
 
+from rewards_lab.contract import jsonutil
+from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
-from rewards_lab.domain.rules import RuleSpec
-from rewards_lab.store.interfaces.programmes import RuleRow
+from rewards_lab.domain.rules import RuleSpec, compile_rule
+from rewards_lab.engine.postings import asset_row
+from rewards_lab.store.interfaces import Repositories
+from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow
 
 MAX_ENTRIES = 256
 MAX_ESTIMATED_BYTES = 256 * 1_048_576
@@ -176,3 +181,73 @@ def compiled_rule(
         position,
     )
     return _RULES.get_or_compile(key, compile_rule)
+
+
+def programme_row(uow: Repositories, scope: Scope, program_id: str, field: str | None = None) -> ProgrammeRow:
+    row = uow.programmes.get(scope, program_id)
+    if row is None:
+        details: dict[str, Any] = {"program_id": program_id}
+        if field:
+            details["field"] = field
+        raise ServiceError("programme_not_found", **details)
+    return row
+
+
+def version_id_of(uow: Repositories, scope: Scope, program_id: str, version: int | str | None) -> str:
+    """Resolve `version` (a number, "draft", "live" or None for the draft) to a version id."""
+    programme = programme_row(uow, scope, program_id)
+    if version is None or version == "draft":
+        return str(programme.draft_version_id)
+    if version == "live":
+        if programme.current_version is None:
+            raise ServiceError(
+                "programme_version_not_found", "the programme has no published version", program_id=program_id
+            )
+        version = int(programme.current_version)
+    row = uow.programmes.get_version_by_number(scope, program_id, int(version))
+    if row is None:
+        raise ServiceError("programme_version_not_found", program_id=program_id, version=version)
+    return str(row.id)
+
+
+def compile_rows(
+    uow: Repositories,
+    scope: Scope,
+    rule_rows: list[RuleRow],
+    default_asset_id: str,
+    timezone: str = "UTC",
+    *,
+    whole_version: bool = True,
+) -> list[RuleSpec]:
+    """Stored rules as RuleSpecs ready for the engine (decimals looked up once per asset); `timezone` is their
+    version's, in which they read the time fields. With `whole_version` (the version's rules in order) each spec
+    knows its position in the list, which reasons quote when the rule has no name."""
+    decimals: dict[str, int] = {}
+
+    def decimals_of(asset_id: str) -> int:
+        if asset_id not in decimals:
+            decimals[asset_id] = int(asset_row(uow, scope, asset_id).decimals)
+        return decimals[asset_id]
+
+    def compile_row(row: RuleRow, position: int | None) -> RuleSpec:
+        return compile_rule(
+            row.id,
+            row.event_type,
+            jsonutil.loads(row.conditions),
+            jsonutil.loads(row.actions),
+            default_asset_id,
+            decimals_of,
+            priority=row.priority,
+            stop_processing=row.stop_processing,
+            timezone=timezone,
+            limits=jsonutil.loads(row.limits or "[]"),
+            name=row.name,
+            position=position,
+        )
+
+    # Remembered per rule (`service.compiled_versions.compiled_rule`): a version copied from another compiles
+    # only its changed rules.
+    return [
+        compiled_rule(row, default_asset_id, timezone, partial(compile_row, row, position), position)
+        for position, row in ((index if whole_version else None, row) for index, row in enumerate(rule_rows))
+    ]

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.posting_policy import PostingRequest
-from rewards_lab.service.ledger import load_state
+from rewards_lab.engine.postings import load_state
 from rewards_lab.store.interfaces import Repositories
 
 

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import chain, count
 from typing import Any, cast
 
+from rewards_lab import presenters
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
@@ -31,18 +32,15 @@ from rewards_lab.domain.posting_policy import PostingRequest
 from rewards_lab.domain.rule_evaluation import RuleMatch, evaluate
 from rewards_lab.domain.rules import ActionOutcome, RuleSpec
 from rewards_lab.domain.schedule import epoch_us, too_old, within_window
-from rewards_lab.service import presenters
-from rewards_lab.service.assets import asset_row
-from rewards_lab.service.compiled_versions import CompiledVersions, cache_of, estimated_bytes
-from rewards_lab.service.ledger import apply_postings
-from rewards_lab.service.ledger_probe import LedgerProbe
-from rewards_lab.service.lot_book import LotTerms
-from rewards_lab.service.notifications import outbox_messages
-from rewards_lab.service.programmes import compile_rows
-from rewards_lab.service.refund_order import REFUND_WAIT, refunds_after_originals, segments
-from rewards_lab.service.reward_limits import LimitBook, cut_json, keys_json
-from rewards_lab.service.reward_reversals import ReversalPlan, Reverser, give_back_taken, reversal_json
-from rewards_lab.service.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
+from rewards_lab.engine.ledger_probe import LedgerProbe
+from rewards_lab.engine.limit_book import LimitBook, cut_json, keys_json
+from rewards_lab.engine.lot_book import LotTerms
+from rewards_lab.engine.notifications import outbox_messages
+from rewards_lab.engine.postings import apply_postings, asset_row
+from rewards_lab.engine.refund_order import REFUND_WAIT, refunds_after_originals, segments
+from rewards_lab.engine.reversals import ReversalPlan, Reverser, give_back_taken, reversal_json
+from rewards_lab.engine.rule_book import CompiledVersions, cache_of, compile_rows, estimated_bytes
+from rewards_lab.engine.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.interfaces.customers import CustomerRow

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
+from rewards_lab import presenters
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
@@ -26,11 +27,10 @@ from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.rule_evaluation import ConditionVerdict, RuleVerdict, evaluate
 from rewards_lab.domain.rules import RuleSpec, in_order
 from rewards_lab.domain.schedule import epoch_us, too_old, within_window
-from rewards_lab.service import presenters
-from rewards_lab.service.presenters import json_value
-from rewards_lab.service.programmes import compile_rows, programme_row, version_id_of
-from rewards_lab.service.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
-from rewards_lab.service.simulation_spending import Effect, Key, effects_of, spending_of
+from rewards_lab.engine.rule_book import compile_rows, programme_row, version_id_of
+from rewards_lab.engine.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
+from rewards_lab.engine.simulation_spending import Effect, Key, effects_of, spending_of
+from rewards_lab.presenters import json_value
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces.programmes import Schedule, VersionRow
 from rewards_lab.store.uow import reader

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from rewards_lab.contract import attributes
+from rewards_lab.contract import resources as r
 from rewards_lab.contract.scope import Scope
+from rewards_lab.domain import segments as seg
 from rewards_lab.domain.conditions import CustomerFacts
 from rewards_lab.domain.rules import RuleSpec
-from rewards_lab.service.segments import classify_customer
 from rewards_lab.store.interfaces.customers import CustomerRow
 from rewards_lab.store.interfaces.segments import SegmentStore
 
@@ -40,3 +41,15 @@ def segment_codes(
         row.id: tuple(code for code, _ in classify_customer(queries, scope, row, now))
         for row in {row.id: row for row in customers}.values()
     }
+
+
+def classify_customer(
+    queries: SegmentStore, scope: Scope, customer: r.Customer | CustomerRow, now: datetime
+) -> list[tuple[str, str]]:
+    """(code, reason) of every segment the customer is in at `now` (the API and the rules read the same)."""
+    last_event, recent = queries.event_activity(scope, [customer.id, customer.external_id], now - seg.ACTIVE_WITHIN)
+    high_value = queries.high_value_assets(
+        scope, customer.id, now - seg.HIGH_VALUE_WINDOW, seg.HIGH_VALUE_QUANTILE, seg.HIGH_VALUE_MIN_PEERS
+    )
+    activity = seg.Activity(customer.created_at.replace(tzinfo=None), last_event, recent, tuple(high_value))
+    return seg.classify(now, activity)

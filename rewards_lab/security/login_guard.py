@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.service.client_address import client_key
+from rewards_lab.security.client_address import client_key
 
 FIRST_DELAY_S = 1.0
 FREE_FAILURES_PER_ACCOUNT_ADDRESS = 5

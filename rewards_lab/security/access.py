@@ -20,8 +20,8 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.permissions import ALL_PERMISSIONS
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service import auth_audit
-from rewards_lab.service.presenters import utc
+from rewards_lab.presenters import utc
+from rewards_lab.security import auth_audit
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces.api_keys import ApiKeyRow
 from rewards_lab.store.uow import reader, unit_of_work

@@ -18,9 +18,9 @@ from rewards_lab.contract.ids import new_ids
 from rewards_lab.contract.scope import EnvironmentName, Scope
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.posting_policy import PostingRequest
-from rewards_lab.service.ledger import apply_postings
-from rewards_lab.service.lot_book import LotTerms
-from rewards_lab.service.notifications import outbox_messages
+from rewards_lab.engine.lot_book import LotTerms
+from rewards_lab.engine.notifications import outbox_messages
+from rewards_lab.engine.postings import apply_postings
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces.lots import DueLot
 from rewards_lab.store.uow import reader, unit_of_work

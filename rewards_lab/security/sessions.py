@@ -22,10 +22,10 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.permissions import ALL_PERMISSIONS
 from rewards_lab.contract.scope import EnvironmentName, Scope
-from rewards_lab.service.access import ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE, Principal, hash_secret
-from rewards_lab.service.login_guard import LoginGuard
-from rewards_lab.service.passwords import dummy_hash, hash_password, verify_password
-from rewards_lab.service.presenters import utc
+from rewards_lab.presenters import utc
+from rewards_lab.security.access import ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE, Principal, hash_secret
+from rewards_lab.security.login_guard import LoginGuard
+from rewards_lab.security.passwords import dummy_hash, hash_password, verify_password
 from rewards_lab.store.accounts import totp_context
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces.accounts import AccountRow, SessionRow

@@ -20,15 +20,15 @@ from typing import Any, Literal
 
 import duckdb
 
+from rewards_lab import presenters
 from rewards_lab.contract import developer as d
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service import presenters
-from rewards_lab.service.presenters import utc
-from rewards_lab.service.request_log import parse_instant
+from rewards_lab.contract.validation import parse_instant
+from rewards_lab.presenters import utc
 from rewards_lab.store.auth_audit import AuthAuditRepository
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces import Repositories

@@ -30,7 +30,7 @@ from rewards_lab.domain.conditions import NO_FACTS
 from rewards_lab.domain.posting_policy import Kind, PostingRequest
 from rewards_lab.domain.reversals import fraction_of, reversal_target
 from rewards_lab.domain.rules import ReversalCall, number_of, read
-from rewards_lab.service.reward_limits import LimitBook
+from rewards_lab.engine.limit_book import LimitBook
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.interfaces.events import StoredEvent
 from rewards_lab.store.interfaces.executions import StoredExecution

@@ -1,0 +1,1 @@
+"""Security: API keys and principals, owner sessions and passwords, login guard, secrets at rest, webhook targets."""
