@@ -19,6 +19,7 @@ from rewards_lab.domain.ledger import Entry, Posting, check_balanced
 from rewards_lab.domain.posting_decision import PostingDecision
 from rewards_lab.domain.posting_policy import PostingRequest
 from rewards_lab.engine import event_processing, simulation
+from rewards_lab.engine.postings import load_state
 from rewards_lab.service import assets, customers, event_intake, event_queries, ledger, programmes
 from rewards_lab.store.uow import unit_of_work
 from tests.conftest import World
@@ -468,7 +469,7 @@ def s_internal_error(w: World) -> ServiceError:
             assert account is not None
             txn = new_id("transaction")  # a real id: the ledger reads its creation time
             posting = Posting(txn, "redemption", asset_id, 500, wallet_id, account.redemption_account_id)
-            state = ledger.load_state(uow, w.scope, [PostingRequest(txn, "redemption", asset_id, 500, wallet_id)])
+            state = load_state(uow, w.scope, [PostingRequest(txn, "redemption", asset_id, 500, wallet_id)])
             uow.ledger.write_postings(w.scope, PostingDecision([posting], []), state)
 
     error = _raises("internal_error", overdraw)
