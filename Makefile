@@ -5,9 +5,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# The TypeScript compiler, only to check the generated client types (tests/test_contract_artefacts.py).
+# The TypeScript compiler, only to check the generated client types (tests/contract/test_contract_artefacts.py).
 TSC := clients/typescript/node_modules/.bin/tsc
-# Spectral, only to lint the exported OpenAPI document with the spectral:oas ruleset (tests/test_contract_artefacts.py).
+# Spectral, only to lint the exported OpenAPI document with the spectral:oas ruleset (tests/contract/test_contract_artefacts.py).
 SPECTRAL := tools/spectral/node_modules/.bin/spectral
 
 .PHONY: setup lab lab-services report notebooks demo test lint typecheck pytest bench bench-http bench-tenants bench-replay clean contract
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	@command -v java >/dev/null || (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless) \
 		|| echo "java not found and apt-get failed: the replay's Spark engine cannot run"
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) \
-		|| echo "chromium not found and apt-get failed: tests/test_browser_notebooks.py cannot run"
+		|| echo "chromium not found and apt-get failed: tests/notebooks/test_browser_notebooks.py cannot run"
 	touch $(STAMP)
 
 $(TSC): clients/typescript/package-lock.json
@@ -44,7 +44,7 @@ ROOT_ARGS := $(if $(filter 0,$(shell id -u)),--allow-root,)
 SAMPLE := data/sample_events.parquet
 
 # JupyterLab on notebooks/ (Ctrl-C stops it). Never part of `make test`: CI has no display (the notebooks are
-# opened in headless Chromium there: tests/test_browser_notebooks.py). The repository's notebooks are trusted
+# opened in headless Chromium there: tests/notebooks/test_browser_notebooks.py). The repository's notebooks are trusted
 # first, so JupyterLab draws their saved widgets before they run (it draws none in a notebook it does not trust).
 lab: setup lab-services $(SAMPLE)
 	$(BIN)/jupyter trust notebooks/[0-9]*.ipynb

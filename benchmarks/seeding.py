@@ -2,7 +2,7 @@
 
 A benchmark needs thousands of wallets before its clock starts; one service call per wallet would make the set-up
 the slowest part of the run. These INSERTs write the same rows `service.customers.create_customer` and
-`create_wallet` would (no email, no country; active wallets), which tests/test_bulk_seeding.py checks.
+`create_wallet` would (no email, no country; active wallets), which tests/store/test_bulk_seeding.py checks.
 """
 
 from __future__ import annotations

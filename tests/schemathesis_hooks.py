@@ -1,11 +1,11 @@
-"""A schemathesis check of the document's own promise (loaded with SCHEMATHESIS_HOOKS by tests/test_schemathesis.py).
+"""A schemathesis check of the document's own promise (SCHEMATHESIS_HOOKS, from tests/api/test_schemathesis.py).
 
 Some refusals no JSON Schema can express: a cursor the service never issued, an amount with more decimals than the
 stored asset allows, a rate with 16 significant digits. The document lists them per operation in
 `x-refused-beyond-schema` (code -> the fields it names; `[]` stands for any index, `*` for any field, `name.*` for
 any field inside `name`, `name[]*` for anything in an element of the list `name`). The built-in
 `positive_data_acceptance` check is told to let a 422 through
-(tests/test_schemathesis.py's config), and this check takes its place for 422s, strictly: a schema-valid request
+(tests/api/test_schemathesis.py's config), and this check takes its place for 422s, strictly: a schema-valid request
 may be refused only with a code and field the operation declares there. Any other 422 to a schema-valid request
 means the schema says more is valid than the service takes.
 """

@@ -1,7 +1,7 @@
 """The module tables of docs/architecture.md, generated from each module's docstring (its first sentence).
 
     python tools/module_index.py            # rewrite the tables between the markers in docs/architecture.md
-    python tools/module_index.py --check    # exit 1 when the tables are stale (tests/test_architecture_doc.py)
+    python tools/module_index.py --check    # exit 1 when the tables are stale (tests/docs/test_architecture_doc.py)
     python tools/module_index.py --missing  # the rewards_lab paths the document names that do not exist
 
 Packages come in layer order (LAYERS); a package not listed there is appended, so a new one is never missed.

@@ -9,7 +9,7 @@ header checks (`context.authorise`), the permission, the body (`context.parse_bo
 envelope (`presenters.event_text`, `envelope.failure_text`) with X-Request-ID and the RateLimit headers, and one
 request-log record (499, with nothing sent, for a client that disconnects before its body is read, as the
 request-log middleware logs it on the other routes). The route stays declared (and documented) in the router,
-and answers the same when the hot path is off (`tests/test_hot_path.py` compares the two, errors included).
+and answers the same when the hot path is off (`tests/api/test_hot_path.py` compares the two, errors included).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ used both ways gets an `-Input` and an `-Output` schema where the two differ).
 The document is exact (issue 14): what it declares valid is accepted, and what is refused is declared. A refusal
 that no JSON Schema can express (a cursor this service never issued, an amount with more decimals than the stored
 asset allows, a draft without rules...) is listed per operation in `x-refused-beyond-schema` (code -> the fields
-it names), so that a fuzzer (tests/test_schemathesis.py) can tell it from a schema that lies.
+it names), so that a fuzzer (tests/api/test_schemathesis.py) can tell it from a schema that lies.
 """
 
 from __future__ import annotations

@@ -89,8 +89,8 @@ def dumps(value: Any) -> str:
 
     Plain values (dict with string keys, list, str, int, finite Decimal, bool, None) are written directly; the
     encoder's per-call set-up costs more than the writing of a small document (an event's data, a provenance
-    record, a webhook payload). Anything else takes the encoder. `tests/test_jsonutil_canonical.py` holds the two
-    equal on random values.
+    record, a webhook payload). Anything else takes the encoder.
+    `tests/contract/test_jsonutil_canonical.py` holds the two equal on random values.
     """
     try:
         return _write_plain(value)
@@ -168,7 +168,7 @@ def canonical_text(value: Any) -> str:
     Written directly for the JSON values a request carries (dict with string keys, list, str, Decimal, int,
     float, bool, None): on a small event the encoder's per-call set-up and the intermediate copy cost more than
     the writing itself, and every POST /events hashes its event. Anything else takes the encoder. The output is the same
-    text (`tests/test_jsonutil_canonical.py` compares the two on random values): stored payload hashes decide
+    text (`tests/contract/test_jsonutil_canonical.py` compares the two on random values): stored payload hashes decide
     whether a retried event is a duplicate, so they must never change.
     """
     try:

@@ -9,7 +9,7 @@ the other would, applying what it accepts to the state, and chooses its strategy
   per-posting checks;
 - anything else is decided one request at a time.
 
-Callers never choose. `tests/test_posting_policy_batch.py` holds every strategy equal to deciding one by one.
+Callers never choose. `tests/domain/test_posting_policy_batch.py` holds every strategy equal to deciding one by one.
 """
 
 from __future__ import annotations

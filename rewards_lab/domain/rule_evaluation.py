@@ -9,9 +9,9 @@ and priority stop, so a designer can ask "why (not)".
 
 Both forms apply the rules in the order of `rules.in_order` (priority, then creation) and are built only on the
 primitives of `rules` and `conditions` (`read`, `ConditionSpec.holds`, `ActionSpec.outcome`), so they cannot
-disagree on what a rule means; `tests/test_rule_evaluation.py` holds them equal on random rules and events. Numbers
-stay exact Decimals: event data may hold any number of digits and any exponent, which floats or decimal128 cannot
-hold exactly, and the rules' boundaries must stay exact.
+disagree on what a rule means; `tests/domain/test_rule_evaluation.py` holds them equal on random rules and events.
+Numbers stay exact Decimals: event data may hold any number of digits and any exponent, which floats or decimal128
+cannot hold exactly, and the rules' boundaries must stay exact.
 """
 
 from __future__ import annotations

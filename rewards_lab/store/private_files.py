@@ -1,7 +1,7 @@
 """The store's own files are readable by their owner only, without touching the process's umask.
 
 DuckDB creates its files with mode 0666 minus the process's umask (usually 0644) and offers no option for the
-mode. What DuckDB does, as tests/test_secret_key_and_files.py checks:
+mode. What DuckDB does, as tests/store/test_secret_key_and_files.py checks:
 
 - it refuses an empty file as a database, so a new database is created in a fresh 0700 directory beside the
   target, made 0600 there, then linked into place: never readable by others, not even for an instant;

@@ -22,7 +22,7 @@ assert operation("list_executions").sorts == event_queries.EXECUTION_SORTS
 async def submit_event(request: Request) -> Response:
     # No docstring: FastAPI would publish it as the operation's description. api/hot_path.py answers this
     # operation in front of FastAPI with the same steps and functions; this route answers when the hot path is
-    # off, and tests/test_hot_path.py holds the two equal.
+    # off, and tests/api/test_hot_path.py holds the two equal.
     principal = authorised(request, Permission.EVENTS_WRITE)
     body = await json_body(request, rq.EventCreate)
     prepared = event_intake.prepare_event(body)
