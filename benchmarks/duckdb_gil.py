@@ -4,8 +4,8 @@ Why it matters: overlapping the batch path's Python half (deciding batch N+1) wi
 batch N) only pays if DuckDB runs without the GIL. The duckdb Python package releases the GIL while a query
 executes, but takes it again between any two execution tasks to check for signals (KeyboardInterrupt). Beside a
 thread that keeps the GIL busy, each of those hand-offs waits up to the interpreter's switch interval, so the
-query slows down many times over while the Python thread hardly notices. docs/decisions.md, "Batch posting path
-(session 6)", records the figures.
+query slows down many times over while the Python thread hardly notices. The figures are in
+reports/perf/2026-11-23-batch-posting-session6.md ("Batch posting path (session 6)").
 
 For each switch interval, the same aggregate runs alone and then beside a pure-Python loop; the loop's speed
 beside the query is printed as a share of its speed alone (near 1: the two really ran on two cores).

@@ -1,6 +1,6 @@
 """What the machine gave a benchmark: a fixed-work speed probe and the CPU's use while a load ran.
 
-This VM's speed moves by up to 40 % within an hour with nothing else running (docs/decisions.md), and its
+This VM's speed moves by up to 40 % within an hour with nothing else running (reports/benchmarks.md), and its
 steal time does not show it, so every benchmark prints `speed_probe()` beside its figures: the same pure-Python
 work each time, in milliseconds (lower is quicker). Two runs are comparable only when their probes are close.
 `CpuShare` reads /proc/stat around a load: a server that leaves the machine's cores idle while it is saturated is

@@ -1,6 +1,6 @@
 """A customer's `attributes`: free-form facts about a customer (tier, signup channel, opt-ins) that rules can read.
 
-The limits, in one place (docs/decisions.md, "Customer attributes (issue 17)"):
+The limits, in one place (docs/decisions.md, "Customers, wallets and assets"):
 
 - keys match `ATTRIBUTE_KEY_RE` (a letter or `_`, then letters, digits, `_`; ASCII) and have 1 to
   `MAX_ATTRIBUTE_KEY_CHARS` characters: a key is a name a rule can write, never a path or an expression;

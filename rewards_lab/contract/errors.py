@@ -37,7 +37,8 @@ HTTP_STATUS_BY_TYPE: dict[ErrorType, int] = {
 }
 
 # The one code whose status is not its type's: a body over the limit is refused as RFC 9110's 413 (Content Too
-# Large), which proxies and HTTP clients understand without reading the envelope (docs/decisions.md).
+# Large), which proxies and HTTP clients understand without reading the envelope (docs/decisions.md, "Contract
+# and errors").
 HTTP_STATUS_BY_CODE: dict[str, int] = {"request_too_large": 413}
 
 

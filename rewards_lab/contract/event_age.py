@@ -1,5 +1,4 @@
-"""How old and how far ahead an event's `occurred_at` may be (issue 27; docs/decisions.md, "Issue 27: how old and
-how far ahead an event may be").
+"""How old and how far ahead an event's `occurred_at` may be (issue 27; docs/decisions.md, "Events and the worker").
 
 - At intake, an `occurred_at` more than `MAX_FUTURE_SKEW` after the service's clock is refused (`field_invalid`
   naming `occurred_at`): a clock a little ahead is tolerated, a date in the future is not.

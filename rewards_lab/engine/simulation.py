@@ -3,7 +3,8 @@
 One event per request (the seed's shape). The explanation echoes every condition's threshold and the value it
 read, so a request's explanation is bounded as it is built (`SimulationBudget`): over
 `MAX_SIMULATION_RESPONSE_BYTES` estimated, or `MAX_SIMULATION_SECONDS` since the request began, it is refused
-with `simulation_too_large` (docs/decisions.md, issue 27). The lab's in-process simulation has no such budget.
+with `simulation_too_large` (docs/decisions.md, "Rate limits and tenant fairness"). The lab's in-process
+simulation has no such budget.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 range, the date the supply ceiling runs out, and two versions side by side.
 
 Historic figures are exact: sums of `amount_minor` (integers) shown as `Decimal` in the asset's decimals. The
-projection is a statistical estimate and uses floats. Method (see docs/decisions.md, "Lab"): the daily issuance
-of the last `window` days (days without issuance count as zero) is resampled with replacement, `draws` times, into
-future paths of `days` days (a seeded day bootstrap); the expected path is the window's mean per day, the range
-is the paths' `(1 - level) / 2` and `(1 + level) / 2` quantiles of cumulative issuance per day ahead.
+projection is a statistical estimate and uses floats. Method (docs/decisions.md, "Lab and notebooks"): the daily
+issuance of the last `window` days (days without issuance count as zero) is resampled with replacement, `draws`
+times, into future paths of `days` days (a seeded day bootstrap); the expected path is the window's mean per day,
+the range is the paths' `(1 - level) / 2` and `(1 + level) / 2` quantiles of cumulative issuance per day ahead.
 """
 
 from __future__ import annotations

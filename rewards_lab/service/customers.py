@@ -4,7 +4,7 @@ A customer is named by its id or by its external_id wherever a request names one
 wallets and of filters). The rule is unambiguous: a reference equal to a customer's id names that customer, and
 otherwise the customer with that external_id. An external_id shaped like a customer id (`cus_` and 32 hex digits)
 is refused when a customer is created, so no external_id can ever shadow another customer's id (see
-docs/decisions.md, "Hardening (issue 14): rewards").
+docs/decisions.md, "Customers, wallets and assets").
 """
 
 from __future__ import annotations

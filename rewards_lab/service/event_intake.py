@@ -70,7 +70,7 @@ def prepare_event(body: rq.EventCreate, now: datetime | None = None) -> NewEvent
     occurred = _naive_utc(body.occurred_at)
     if occurred is not None and occurred - (now or utcnow()) > MAX_FUTURE_SKEW:  # never overflows at year 9999
         raise ServiceError("field_invalid", _FUTURE_MESSAGE, field="occurred_at")
-    payload = {  # what the hash covers (see docs/decisions.md, "Duplicate events")
+    payload = {  # what the hash covers (docs/decisions.md, "Events and the worker": duplicates)
         "type": body.type,
         "customer_id": body.customer_id,
         "occurred_at": occurred.isoformat() if occurred else None,

@@ -1,4 +1,5 @@
-"""A draft's rules measured and presented before a write takes the lock (issue 27; docs/decisions.md).
+"""A draft's rules measured and presented before a write takes the lock (issue 27; docs/decisions.md, "Rate limits and
+tenant fairness").
 
 Adding or editing a rule checks the size of the draft's rules, and publishing presents them in its answer: work
 that grows with the rules. It is done here on a snapshot, before the write lock is taken; inside the unit of

@@ -7,7 +7,8 @@ programme's schedule, its status and restoring an old version: service.programme
 A version's rules are bounded (`contract.programme_limits`): adding, editing and publishing check the count and
 the size of the draft's rules. The work that grows with the rules (measuring them, presenting them) is done
 before the write lock is taken (`service.programme_drafts`); inside it the draft's rule digests are read again,
-and only rules that changed meanwhile are measured (or presented) there (docs/decisions.md, issue 27).
+and only rules that changed meanwhile are measured (or presented) there (docs/decisions.md,
+"Rate limits and tenant fairness").
 """
 
 from __future__ import annotations

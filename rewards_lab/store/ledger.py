@@ -219,8 +219,8 @@ class LedgerRepository:
         """The statements of `write_postings`. DuckDB reads the Arrow tables `txn_batch` and `balance_deltas` that
         the SQL names from this method's own parameters (a replacement scan): registering them explicitly
         (`con.register`) makes a catalog change inside the transaction on every batch, which costs more than the
-        statements themselves for a small batch (see docs/decisions.md, "Arrow tables reach DuckDB by a
-        replacement scan")."""
+        statements themselves for a small batch (docs/decisions.md, "Ledger and money": "Arrow tables reach DuckDB
+        by a replacement scan")."""
         con = self.con
         now = self.written_at = utcnow()
         try:

@@ -274,7 +274,7 @@ MIGRATIONS.append(
             "ALTER TABLE customers ADD COLUMN attributes VARCHAR DEFAULT '{}'",
             "UPDATE customers SET attributes = '{}' WHERE attributes IS NULL",
             # PATCH /customers/{id} needs `customers.update`, a permission new with it. Accounts and keys that can
-            # create customers may edit them too (docs/decisions.md, "Customer attributes (issue 17)"). Stored
+            # create customers may edit them too (docs/decisions.md, "Identity, keys and permissions"). Stored
             # permissions are json.dumps(sorted(...)) of known codes, and "customers.update" sorts right after
             # "customers.create", so the text is edited in place and stays in the form the service writes.
             *(

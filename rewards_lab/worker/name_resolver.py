@@ -28,7 +28,8 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
-# Limits (documented in docs/decisions.md, "Hardening (issue 14): webhook DNS").
+# Limits (docs/decisions.md, "Webhooks"; why these values: reports/decision-history.md, "Webhook DNS and date
+# bounds, review fixes (issue 14)").
 RESOLVER_MIN_THREADS = 4  # the pool is at least the delivery concurrency, and never smaller than this
 RESOLVER_SLOTS_PER_OWNER = 2  # lookups in progress for one organization at once (always below the pool size)
 CACHE_POSITIVE_S = 30.0  # how long a name's addresses are reused
