@@ -475,3 +475,25 @@ def test_processing_order_holds_for_a_large_file_read_in_parallel(tmp_path: Path
     for source in (path, shuffled):
         issued = replay(source, programme).issuances.filter("status = 'issued'").to_arrow_table()
         assert set(issued["external_event_id"].to_pylist()) == first
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ceiling_resolution_matches_a_plain_loop(seed: int) -> None:
+    """The numpy rounds of domain.ceiling.resolve (what the replay calls) against the ledger's rule applied one
+    issuance at a time."""
+    import numpy as np
+
+    from rewards_lab.domain.ceiling import resolve
+
+    rng = np.random.default_rng(seed)
+    amounts = np.concatenate([rng.integers(1, 50, 6000), rng.integers(1, 3, 6000), rng.integers(40, 500, 3000)])
+    rng.shuffle(amounts)
+    room = int(amounts[:4000].sum()) + int(rng.integers(0, 5000))
+    left, expected = room, []
+    for index, value in enumerate(amounts.tolist()):
+        if value <= left:
+            expected.append(index)
+            left -= value
+    first, after = resolve(amounts.astype(np.int64), room)
+    assert list(range(first)) + after.tolist() == expected
+    assert first < len(amounts) and first not in expected
