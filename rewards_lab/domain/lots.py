@@ -18,7 +18,7 @@ typed arrays and calls the same rules on lot indices: `fifo_place` (where a new 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, MutableSequence, Sequence
+from collections.abc import Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain
@@ -48,13 +48,14 @@ def fifo_place(order: Sequence[int], issued_at: Sequence[Any], at: Any) -> int:
     return place
 
 
-def debit_order(order: Sequence[int], preferred: Collection[int] = ()) -> Iterator[int]:
+def debit_order(order: Sequence[int], preferred: Sequence[int] = ()) -> Iterator[int]:
     """The lots a debit takes from, in turn (`order`: the open lots in FIFO order): the `preferred` ones first (a
-    reversal's: the lots its original reward made), then the others; lazily, as a debit usually takes from a
-    few of many."""
+    reversal's: the lots its original reward made, in FIFO order too), then the others; lazily, as a debit
+    usually takes from a few of many."""
     if not preferred:
         return iter(order)
-    return chain((lot for lot in order if lot in preferred), (lot for lot in order if lot not in preferred))
+    skip = set(preferred)
+    return chain(preferred, (lot for lot in order if lot not in skip))
 
 
 def take_in_turn(remaining: MutableSequence[int], turn: Iterable[int], amount: int) -> list[tuple[int, int]]:
@@ -80,7 +81,7 @@ def take(lots: Sequence[Lot], amount: int, first: Iterable[str] = ()) -> list[tu
     they hold. The lots' `remaining` are lowered in place."""
     ordered = sorted(lots, key=lambda lot: (lot.issued_at, lot.id))
     sources = set(first)
-    preferred = {index for index, lot in enumerate(ordered) if lot.source in sources}
+    preferred = [index for index, lot in enumerate(ordered) if lot.source in sources]
     remaining = [lot.remaining for lot in ordered]
     taken = take_in_turn(remaining, debit_order(range(len(ordered)), preferred), amount)
     for index, _ in taken:

@@ -102,7 +102,7 @@ class LotBook:
         if not held:
             return
         remaining, seqs = self._remaining, self._seq
-        preferred = {slot for slot in held if seqs[slot] == first} if first is not None else ()
+        preferred = [slot for slot in held if seqs[slot] == first] if first is not None else []
         for slot, _ in take_in_turn(remaining, debit_order(held, preferred), amount):
             if remaining[slot] == 0:
                 held.remove(slot)

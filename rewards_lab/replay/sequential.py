@@ -240,7 +240,7 @@ class SequentialPass:
         status, code = "issued", None
         if amount == 0:
             status = "limited"
-        elif not fits(amount, self.room):  # refused: it counts in no counter (as live)
+        elif self.room is not None and not fits(amount, self.room):  # refused: counts in no counter (as live)
             status, code = "failed", EXHAUSTED
             if grant is not None:
                 self.allowance.refused(grant)

@@ -63,7 +63,7 @@ def test_new_lots_go_in_fifo_order(issued: list[int]) -> None:
 
 
 def test_debit_order_and_credited() -> None:
-    assert list(debit_order([4, 1, 7, 2], {7, 2})) == [7, 2, 4, 1]
+    assert list(debit_order([4, 1, 7, 2], [7, 2])) == [7, 2, 4, 1]
     assert list(debit_order([4, 1], ())) == [4, 1]
     assert credited(10, 25) == 10 and credited(10, 4) == 4 and credited(10, -3) == 0
 
