@@ -349,7 +349,7 @@ def decide_features(
     if expiry is None:
         full = _asks_more(rows, room)
     groupings = limits.groupings()
-    one_task = full or any(groupings[g].scope == "budget" for g in groups)
+    one_task = full or any(not groupings[g].per_customer for g in groups)
     originals = refunds.where(F.col("code").isNull()).select(F.col("opos").alias("pos")).distinct()
     holders = redemptions.select("holder")
     lotted = None
