@@ -4,6 +4,10 @@ Times are naive UTC datetimes, as the store keeps them. `after_days` adds whole 
 `at_end_of` finds the calendar period (month, quarter, year) the issuance falls in, in the policy's timezone,
 moves `after` periods on, and expires at the first instant of the period after that one (local midnight, so
 "the end of March" is 1 April 00:00 local, converted back to UTC).
+
+Under `at_end_of` the instant depends only on the local month of the issuance (`month_index`), so the replay
+computes each event's month index over its columns (`month_index` is a formula, `domain.formulas`) and asks
+`month_end` once per month of the history; under `after_days` it adds `after_us` to each event's time.
 """
 
 from __future__ import annotations
@@ -12,8 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo
+
+from rewards_lab.domain.formulas import W
+from rewards_lab.domain.schedule import DAY_US
 
 _MONTHS = {"month": 1, "quarter": 3, "year": 12}
 
@@ -35,6 +42,11 @@ class ExpiryPolicy:
             return cls(after_days=int(stored["after_days"]))
         return cls(at_end_of=str(stored["at_end_of"]), after=int(stored.get("after", 0)))
 
+    @property
+    def after_us(self) -> int | None:
+        """What `after_days` adds to the issuance's instant, in microseconds (None: an `at_end_of` policy)."""
+        return None if self.after_days is None else self.after_days * DAY_US
+
 
 @lru_cache(maxsize=64)
 def _zone(name: str) -> ZoneInfo:
@@ -53,15 +65,31 @@ def expires_at(policy: ExpiryPolicy, issued_at: datetime, timezone: str = "UTC")
         return LAST_INSTANT
 
 
-def _expires_at(policy: ExpiryPolicy, issued_at: datetime, timezone: str) -> datetime:
-    if policy.after_days is not None:
-        return issued_at + timedelta(days=policy.after_days)
+def month_index(year: W, month: W) -> W:
+    """A calendar month as one number: year * 12 + month - 1 (a formula: the replay renders it over its columns)."""
+    return cast(W, year * 12 + month - 1)
+
+
+def month_end(policy: ExpiryPolicy, month: int, timezone: str) -> datetime:
+    """The instant (naive UTC) a lot issued in local month `month` (`month_index`) expires under an `at_end_of`
+    policy; past the end of year 9999, the calendar's last instant."""
+    try:
+        return _month_end(policy, month, timezone)
+    except (OverflowError, ValueError):
+        return LAST_INSTANT
+
+
+def _month_end(policy: ExpiryPolicy, month: int, timezone: str) -> datetime:
     assert policy.at_end_of is not None
-    zone = _zone(timezone)
-    local = issued_at.replace(tzinfo=UTC).astimezone(zone)
     step = _MONTHS[policy.at_end_of]
-    first_month = (local.month - 1) // step * step  # 0-based month opening the issuance's period
-    month_index = local.year * 12 + first_month + step * (policy.after + 1)  # the period after the last one
-    year, month = divmod(month_index, 12)
-    end = datetime(year, month + 1, 1, tzinfo=zone)
+    first = month // step * step  # the month opening the issuance's period (a period never spans two years)
+    year, after = divmod(first + step * (policy.after + 1), 12)  # the period after the last one
+    end = datetime(year, after + 1, 1, tzinfo=_zone(timezone))
     return end.astimezone(UTC).replace(tzinfo=None)
+
+
+def _expires_at(policy: ExpiryPolicy, issued_at: datetime, timezone: str) -> datetime:
+    if policy.after_us is not None:
+        return issued_at + timedelta(microseconds=policy.after_us)
+    local = issued_at.replace(tzinfo=UTC).astimezone(_zone(timezone))
+    return _month_end(policy, month_index(local.year, local.month), timezone)

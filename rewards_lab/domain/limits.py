@@ -25,15 +25,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast, get_args
 from zoneinfo import ZoneInfo
 
+from rewards_lab.contract.limit_requests import Period
+from rewards_lab.domain.formulas import W, remainder
 from rewards_lab.domain.money import parse_amount
 
 Scope = Literal["rule", "programme", "budget"]
 CounterKey = tuple[str, str, str, str]  # (programme, counter, customer ('' for a budget), period start ISO date)
-LIFETIME_START = date(1970, 1, 1)
+PERIODS: tuple[str, ...] = get_args(Period)  # the periods a cap or budget counts in, shortest first
+LIFETIME_START = date(1970, 1, 1)  # the one period of `lifetime`; day numbers (`day_number`) count from it
+# Day number 0 is a Thursday: (n + EPOCH_WEEKDAY) % 7 is day n's weekday (Monday 0), which the replay's SQL reads.
+EPOCH_WEEKDAY = LIFETIME_START.weekday()
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def per_customer(scope: Scope) -> bool:
+    """Whether counters of a scope are one per customer (a cap), or one for the whole programme (a budget)."""
+    return scope != "budget"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +55,15 @@ class Cap:
     max_amount_minor: int | None = None
     max_count: int | None = None
 
+    @property
+    def per_customer(self) -> bool:
+        return per_customer(self.scope)
+
     def counter(self, rule_id: str) -> str:
         return f"rule:{rule_id}:{self.period}" if self.scope == "rule" else f"{self.scope}:{self.period}"
 
     def key(self, program_id: str, rule_id: str, customer_id: str, start: date) -> CounterKey:
-        holder = "" if self.scope == "budget" else customer_id
+        holder = customer_id if self.per_customer else ""
         return (program_id, self.counter(rule_id), holder, start.isoformat())
 
 
@@ -95,6 +109,22 @@ def _zone(name: str) -> ZoneInfo:
     return ZoneInfo(name)
 
 
+def day_number(day: date) -> int:
+    """Days since LIFETIME_START (negative before it): how the replay carries a period's first day."""
+    return (day - LIFETIME_START).days
+
+
+def day_of(number: int) -> date:
+    """The date of a day number."""
+    return LIFETIME_START + timedelta(days=number)
+
+
+def week_start(number: W) -> W:
+    """The day number of the Monday opening the ISO week that holds day `number` (a formula: the replay renders
+    it over its columns, `domain.formulas`)."""
+    return cast(W, number - remainder(number + EPOCH_WEEKDAY, 7))
+
+
 def period_start(period: str, at_us: int, timezone: str) -> date:
     """The first day of the calendar period holding an instant (epoch microseconds), in a timezone: weeks start on
     Monday (ISO); `lifetime` is one period, 1970-01-01."""
@@ -104,7 +134,7 @@ def period_start(period: str, at_us: int, timezone: str) -> date:
     if period == "day":
         return day
     if period == "week":
-        return day - timedelta(days=day.weekday())
+        return day_of(week_start(day_number(day)))
     if period == "month":
         return day.replace(day=1)
     if period == "year":
@@ -173,6 +203,12 @@ class Allowance:
                 cap.scope, cap.period, binding.start, cap.max_amount_minor, cap.max_count, requested_minor - allowed
             )
         return Grant(allowed, cut, keys)
+
+    def refused(self, grant: Grant) -> Grant:
+        """A granted reward the ledger then refused (a frozen wallet, the supply ceiling) gives its grant straight
+        back: it counts nowhere. Returns the grant counting in no counter."""
+        self.give_back(grant.keys, grant.amount_minor, whole=True)
+        return grant._replace(keys=())
 
     def give_back(self, keys: Iterable[Sequence[str]], amount_minor: int, *, whole: bool) -> None:
         """A reversal took `amount_minor` back from a reward that counted in `keys` (what the wallet gave; as

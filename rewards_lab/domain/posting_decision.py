@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from typing import cast
 
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.domain.ceiling import fits, room_under
 from rewards_lab.domain.ledger import Posting, TransactionKind
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR
-from rewards_lab.domain.posting_policy import KINDS, MAX_ISSUED_MINOR, LedgerState, PostingRequest, Refusal
+from rewards_lab.domain.posting_policy import KINDS, MAX_ISSUED_MINOR, LedgerState, PostingRequest, Refusal, covers
 from rewards_lab.domain.posting_whole import AcceptedBatch, decide_whole
 
 
@@ -100,11 +101,10 @@ def _nothing_refused(state: LedgerState, requests: Sequence[PostingRequest]) -> 
     for asset_id, amount in issued.items():
         if state.issued(asset_id) + amount > MAX_ISSUED_MINOR:
             return False
-        ceiling = assets[asset_id].supply_ceiling_minor
-        if ceiling is not None and state.outstanding[asset_id] + amount > ceiling:
+        if not fits(amount, room_under(assets[asset_id].supply_ceiling_minor, state.outstanding[asset_id])):
             return False
     balances = state.balances
-    return all(balances.get(key, 0) >= amount for key, amount in taken.items())
+    return all(covers(balances.get(key, 0), amount) for key, amount in taken.items())
 
 
 def _accept_all(state: LedgerState, requests: Sequence[PostingRequest]) -> list[Posting]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal, NamedTuple, cast
 
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.domain.ceiling import fits, room_under
 from rewards_lab.domain.expiry import ExpiryPolicy
 from rewards_lab.domain.ledger import Posting, TransactionKind, check_posting
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR
@@ -25,7 +26,12 @@ KINDS = frozenset(("issue", "reward", "redemption", "transfer"))  # what the no-
 # A reversal takes back a reward (wallet -> issuance account): its kind names the programme's clawback policy,
 # which decides how much a wallet holding less than the amount gives (`domain.reversals.clawback_take`); the
 # posting it makes is of kind "reversal".
-REVERSAL_KINDS = {"reversal_available": "available", "reversal_negative": "negative", "reversal_none": "none"}
+REVERSAL_KINDS: dict[Kind, str] = {
+    "reversal_available": "available",
+    "reversal_negative": "negative",
+    "reversal_none": "none",
+}
+REVERSAL_KIND_OF: dict[str, Kind] = {policy: kind for kind, policy in REVERSAL_KINDS.items()}  # clawback -> kind
 # The most one asset may ever have issued in total (minor units). No balance's magnitude can exceed it (a wallet
 # holds at most what was issued; the issuance account holds minus the total issued), so every balance fits the
 # store's HUGEINT and the batch's DECIMAL(38, 0) deltas. An issue past it is refused as `amount_too_large`.
@@ -43,6 +49,12 @@ class PostingRequest(NamedTuple):
     to_wallet_id: str | None = None  # transfers only
     memo: str | None = None
     execution_id: str | None = None
+
+
+def covers(balance_minor: int, amount_minor: int) -> bool:
+    """Whether a wallet holding `balance_minor` can give `amount_minor` (a redemption, a transfer, an expiry): the
+    ledger never takes a wallet below zero, except a `negative` clawback (`domain.reversals.clawback_take`)."""
+    return balance_minor >= amount_minor
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,14 +123,13 @@ class LedgerState:
                 raise ServiceError(
                     "amount_too_large", "the asset's total issuance would pass the ledger's limit", field="amount"
                 )
-            ceiling = asset.supply_ceiling_minor
-            outstanding = self.outstanding[request.asset_id]
-            if ceiling is not None and outstanding + request.amount_minor > ceiling:
+            room = room_under(asset.supply_ceiling_minor, self.outstanding[request.asset_id])
+            if not fits(request.amount_minor, room):
                 raise ServiceError(
                     "asset_supply_exhausted",
                     "issuing this amount would exceed the asset's supply ceiling",
                     asset_id=request.asset_id,
-                    available_minor=str(ceiling - outstanding),
+                    available_minor=str(room),
                 )
             posting = self._posting(request, asset.issuance_account_id, request.wallet_id)
         elif request.kind == "redemption":
@@ -224,7 +235,7 @@ class LedgerState:
 
     def _require_balance(self, wallet_id: str, asset_id: str, amount_minor: int) -> None:
         held = self.balances.get((wallet_id, asset_id), 0)
-        if held < amount_minor:
+        if not covers(held, amount_minor):
             raise ServiceError(
                 "insufficient_balance",
                 "the wallet holds too little of the asset",

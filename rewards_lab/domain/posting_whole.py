@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rewards_lab.domain.ceiling import fits, room_under
 from rewards_lab.domain.ledger import Posting
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR
 from rewards_lab.domain.posting_policy import MAX_ISSUED_MINOR, LedgerState, PostingRequest, WalletState
@@ -127,8 +128,7 @@ def _issue_whole(state: LedgerState, batch: _Columns, asset_id: str, amount: np.
         return None  # receiving needs only an unfrozen wallet; its transfer policy does not matter
     asset = state.assets[asset_id]
     total = int(amount.sum())
-    ceiling = asset.supply_ceiling_minor
-    if ceiling is not None and state.outstanding[asset_id] + total > ceiling:
+    if not fits(total, room_under(asset.supply_ceiling_minor, state.outstanding[asset_id])):
         return None
     if state.issued(asset_id) + total > MAX_ISSUED_MINOR:
         return None

@@ -10,9 +10,10 @@ A programme may also bound how old an event may be when it is received (`too_old
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 _EPOCH = datetime(1970, 1, 1)
+_AWARE_EPOCH = _EPOCH.replace(tzinfo=UTC)
 
 
 def epoch_us(moment: datetime) -> int:
@@ -20,6 +21,11 @@ def epoch_us(moment: datetime) -> int:
     naive = moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo is not None else moment
     delta = naive - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def instant(at_us: int) -> datetime:
+    """The aware UTC date-time of epoch microseconds (exact)."""
+    return _AWARE_EPOCH + timedelta(microseconds=at_us)
 
 
 def within_window(at_us: int, starts_at_us: int | None, ends_at_us: int | None) -> bool:

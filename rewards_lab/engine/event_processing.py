@@ -29,6 +29,7 @@ from rewards_lab.domain.expiry import ExpiryPolicy, expires_at
 from rewards_lab.domain.limits import Cap, CapCheck, Grant, budget_of, caps_of, checks_for
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.posting_policy import PostingRequest
+from rewards_lab.domain.processing_order import REFUND_WAIT, refunds_after_originals, segments
 from rewards_lab.domain.rule_evaluation import RuleMatch, evaluate
 from rewards_lab.domain.rules import ActionOutcome, RuleSpec
 from rewards_lab.domain.schedule import epoch_us, too_old, within_window
@@ -37,7 +38,6 @@ from rewards_lab.engine.limit_book import LimitBook, cut_json, keys_json
 from rewards_lab.engine.lot_book import LotTerms
 from rewards_lab.engine.notifications import outbox_messages
 from rewards_lab.engine.postings import apply_postings, asset_row
-from rewards_lab.engine.refund_order import REFUND_WAIT, refunds_after_originals, segments
 from rewards_lab.engine.reversals import ReversalPlan, Reverser, give_back_taken, reversal_json
 from rewards_lab.engine.rule_book import CompiledVersions, cache_of, compile_rows, estimated_bytes
 from rewards_lab.engine.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
@@ -461,8 +461,8 @@ def _order_refunds(
     report: ProcessReport,
 ) -> tuple[list[_EventPlan], list[list[tuple[str, RuleMatch]]], dict[str, StoredEvent]]:
     """Refunds whose original has not arrived wait (a first attempt; a later one fails `original_not_found`);
-    the rest are ordered after their originals (`refund_order`). Returns the plans and matches to process, in
-    order, and the originals that have arrived (external id -> event)."""
+    the rest are ordered after their originals (`domain.processing_order`). Returns the plans and matches to
+    process, in order, and the originals that have arrived (external id -> event)."""
     for plan, matched in zip(plans, matches, strict=True):
         plan.references = sorted(
             {a.reversal.original for _, m in matched for a in m.actions if a.reversal is not None and not a.error_code}
@@ -559,8 +559,7 @@ def _decide_in_order(
                 grant = limits.grant(planned.request.amount_minor, checks_of[(number, index)])
                 request = planned.request._replace(amount_minor=grant.amount_minor) if grant.amount_minor else None
                 if request is not None and ledger is not None and not ledger.accepts(request):
-                    limits.give_back(grant.keys, grant.amount_minor, whole=True)
-                    grant = grant._replace(keys=())
+                    grant = limits.refused(grant)
                 plan.planned[index] = replace(planned, request=request, grant=grant)
             elif planned.request is not None and ledger is not None:
                 ledger.accepts(planned.request)

@@ -29,6 +29,9 @@ class LimitBook:
     def grant(self, requested_minor: int, checks: Sequence[CapCheck]) -> Grant:
         return self.allowance.grant(requested_minor, checks)
 
+    def refused(self, grant: Grant) -> Grant:
+        return self.allowance.refused(grant)
+
     def give_back(self, keys: Iterable[Sequence[str]], amount_minor: int, *, whole: bool) -> None:
         self.allowance.give_back(keys, amount_minor, whole=whole)
 

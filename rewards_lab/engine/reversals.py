@@ -27,22 +27,20 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.conditions import NO_FACTS
-from rewards_lab.domain.posting_policy import Kind, PostingRequest
-from rewards_lab.domain.reversals import fraction_of, reversal_target
-from rewards_lab.domain.rules import ReversalCall, number_of, read
+from rewards_lab.domain.posting_policy import REVERSAL_KIND_OF, PostingRequest
+from rewards_lab.domain.reversals import (
+    CUSTOMER_MISMATCH,
+    ORIGINAL_NOT_FOUND,
+    all_taken_back,
+    fraction_of,
+    refusal,
+    reversal_target,
+)
+from rewards_lab.domain.rules import FRACTION_INVALID, ReversalCall, number_of, read
 from rewards_lab.engine.limit_book import LimitBook
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.interfaces.events import StoredEvent
 from rewards_lab.store.interfaces.executions import StoredExecution
-
-ORIGINAL_NOT_FOUND = "original_not_found"
-FRACTION_INVALID = "fraction_invalid"
-CUSTOMER_MISMATCH = "original_customer_mismatch"
-_KINDS: dict[str, Kind] = {
-    "available": "reversal_available",
-    "negative": "reversal_negative",
-    "none": "reversal_none",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,17 +119,20 @@ class Reverser:
         (`give_back_taken`)."""
         original = self.originals.get(call.original)
         plan = ReversalPlan(call.original, original, clawback, self.owners.get(call.original))
-        if original is None:
+        same_customer = customer_id is None or call.any_customer or plan.customer_id == customer_id
+        code = refusal(original is not None, same_customer)
+        if code == ORIGINAL_NOT_FOUND:
             message = f"no event has the external_event_id '{call.original}' named as the original"
-            plan.error = ServiceError(ORIGINAL_NOT_FOUND, message)
+            plan.error = ServiceError(code, message)
             return plan
-        if customer_id is not None and not call.any_customer and plan.customer_id != customer_id:
+        if code == CUSTOMER_MISMATCH:
             message = (
                 f"the refund's customer '{customer_id}' is not the customer of event '{call.original}': nothing is "
                 "taken back (a rule takes back other customers' rewards only with any_customer)"
             )
-            plan.error = ServiceError(CUSTOMER_MISMATCH, message)
+            plan.error = ServiceError(code, message)
             return plan
+        assert original is not None
         try:
             denominator = None if call.of is None else number_of(read(_data(original), call.of, NO_FACTS))
             plan.fraction = fraction_of(call, denominator)
@@ -154,13 +155,13 @@ class Reverser:
             )
             if given and limits is not None:
                 self.taken_back[reward.id] += target
-                whole = int(reward.taken_back_minor or 0) + self.taken_back[reward.id] >= issued
+                whole = all_taken_back(int(reward.taken_back_minor or 0) + self.taken_back[reward.id], issued)
                 limits.give_back(jsonutil.loads(reward.usage_keys or "[]"), target, whole=whole)
             elif reward.usage_keys:
                 self.waiting.add(reward.id)
             request = PostingRequest(
                 next(transaction_ids),
-                _KINDS[clawback],
+                REVERSAL_KIND_OF[clawback],
                 reward.asset_id,
                 target,
                 reward.wallet_id,
@@ -221,7 +222,7 @@ def give_back_taken(
     for item, amount in given:
         reward = item.original
         so_far[reward.id] += amount
-        whole = int(reward.taken_back_minor or 0) + so_far[reward.id] >= int(reward.amount_minor)
+        whole = all_taken_back(int(reward.taken_back_minor or 0) + so_far[reward.id], int(reward.amount_minor))
         if book is not None and reward.usage_keys and not item.given_back:
             book.give_back(jsonutil.loads(reward.usage_keys), amount, whole=whole)
     if limits is None:

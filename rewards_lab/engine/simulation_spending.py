@@ -27,14 +27,14 @@ from rewards_lab.contract import resources as r
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.limits import Cap, CapCheck, budget_of, caps_of, checks_for
 from rewards_lab.domain.money import format_amount
-from rewards_lab.domain.reversals import clawback_take
+from rewards_lab.domain.processing_order import REFUND_WAIT
+from rewards_lab.domain.reversals import ORIGINAL_NOT_FOUND, clawback_take
 from rewards_lab.domain.rule_evaluation import ActionVerdict, RuleVerdict
 from rewards_lab.domain.rules import RuleSpec
 from rewards_lab.domain.schedule import epoch_us
 from rewards_lab.engine.limit_book import LimitBook, cut_json
 from rewards_lab.engine.postings import asset_row
-from rewards_lab.engine.refund_order import REFUND_WAIT
-from rewards_lab.engine.reversals import ORIGINAL_NOT_FOUND, Reverser, give_back_taken, reversal_json
+from rewards_lab.engine.reversals import Reverser, give_back_taken, reversal_json
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.interfaces.events import StoredEvent
 from rewards_lab.store.interfaces.programmes import VersionRow

@@ -4,7 +4,7 @@ Events are processed in `occurred_at` order, ties by input order; within an even
 in rule order (that is `seq`). Every rule's conditions and amounts run as set-based SQL (rewards_lab.replay.compiler)
 into one stored row per event (rewards_lab.replay.store); the few rows SQL cannot read exactly are evaluated by
 the live engine's own Python functions. The asset's supply ceiling is then enforced in `seq` order from
-`opening_supply` (rewards_lab.replay.store, rewards_lab.replay.ceiling). Customers are
+`opening_supply` (rewards_lab.replay.store, rewards_lab.domain.ceiling). Customers are
 assumed to exist with a reward wallet; each input row is one event (no deduplication of external_event_id). An
 optional customers table (rewards_lab.replay.customers) gives the facts rules read of an event's customer and
 resolves beneficiaries; rules read no customer field without one.
@@ -31,8 +31,10 @@ import pyarrow as pa
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
+from rewards_lab.domain.ceiling import room_under
 from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
+from rewards_lab.domain.schedule import DAY_US, instant
 from rewards_lab.replay import expiry_store, feature_sql, input_checks, issuance_writer, store
 from rewards_lab.replay.compiler import (
     DUCKDB,
@@ -43,15 +45,14 @@ from rewards_lab.replay.compiler import (
     string,
 )
 from rewards_lab.replay.customers import joined, open_customers
-from rewards_lab.replay.expiry_plan import ExpiryPlan, expiry_plan, moment, until
-from rewards_lab.replay.fallback import all_outcomes, instant_of, resolved_amount
+from rewards_lab.replay.expiry_plan import ExpiryPlan, expiry_plan, until
+from rewards_lab.replay.fallback import all_outcomes, resolved_amount
 from rewards_lab.replay.feature_store import FeatureInputs, FeatureTables, decide_features, local_day
 from rewards_lab.replay.inputs import ROW, EventSource, literal, open_events
 from rewards_lab.replay.limits_plan import has_features, limits_plan
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.redemptions import redemptions_table
 from rewards_lab.replay.sql_values import FieldSource
-from rewards_lab.replay.store import DAY_US
 
 Progress = Callable[[int, int], None] | bool | None
 _names = itertools.count()
@@ -133,7 +134,7 @@ class ReplayResult:
     @property
     def as_of(self) -> datetime | None:
         """Until when the expiry worker ran (UTC; None: the programme's points never expire)."""
-        return None if self._expiry is None else moment(self._expiry.as_of)
+        return None if self._expiry is None else instant(self._expiry.as_of)
 
     @property
     def lots(self) -> duckdb.DuckDBPyRelation:
@@ -451,7 +452,7 @@ def python_outcomes(
     typed = [(row[2], data.get(int(row[1]), {})) for row in fetched]
     facts = [
         EventFacts(
-            instant_of(int(row[3])),
+            instant(int(row[3])),
             reader.facts(dict(zip(facts_columns, row[4:], strict=True))) if reader is not None else None,
         )
         for row in fetched
@@ -531,7 +532,7 @@ def replay(
     ordered = f"{name}_ordered"
     limits = limits_plan(definition, plan.specs) if featured else None
     lday = local_day(definition.programme.zone) if limits is not None and limits.capped else None
-    room = None if ceiling is None else ceiling - opening
+    room = room_under(ceiling, opening)
     tables: FeatureTables | None = None
     try:
         count = order_events(con, source, from_sql, name)

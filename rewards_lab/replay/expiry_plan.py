@@ -4,9 +4,10 @@ SQL both engines read.
 
 A reward's lot is issued at its event's `occurred_at` and expires under the programme's `expiry` in the
 programme's timezone, else under the asset's own `expiry` in UTC (none: the replay has no lots). `after_days`
-adds whole days to the microsecond; `at_end_of` depends only on the local calendar month the reward falls in, so
-the replay reads that month in SQL (the engines' time zone conversion, as for `occurred_at.date`) and the
-instant it expires comes from `domain.expiry.expires_at` itself, once per month of the history.
+adds whole days to the microsecond (`ExpiryPolicy.after_us`); `at_end_of` depends only on the local calendar month
+the reward falls in, so the replay reads that month in SQL (the engines' time zone conversion, as for
+`occurred_at.date`; `domain.expiry.month_index` rendered over it) and the instant it expires comes from
+`domain.expiry.month_end` itself, once per month of the history.
 
 `as_of` is the moment the replay ends: the worker has run until then, so every lot with `expires_at <= as_of` has
 expired. It defaults to the history's last moment (its last event or redemption) and cannot be earlier.
@@ -16,18 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pandas as pd
+from sqlglot import exp
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition
-from rewards_lab.domain.expiry import ExpiryPolicy, expires_at
-from rewards_lab.replay.store import DAY_US
-
-_EPOCH = datetime(1970, 1, 1)
+from rewards_lab.domain.expiry import ExpiryPolicy, month_end, month_index
+from rewards_lab.domain.schedule import epoch_us
+from rewards_lab.replay.sql_values import call
 
 
 @dataclass(frozen=True)
@@ -38,36 +37,20 @@ class ExpiryPlan:
     zone: str
     as_of: int = 0
 
-    def local_month(self, local: str) -> str:
-        """SQL (DuckDB and Spark) of the month index (year * 12 + month - 1) of a local time."""
-        return f"(year({local}) * 12 + month({local}) - 1)"
+    def local_month(self, local: exp.Expr) -> exp.Expr:
+        """The month index (`domain.expiry.month_index`) of a local time, as an expression (DuckDB and Spark SQL)."""
+        year: exp.Expr = call("year", local)
+        return month_index(year, call("month", local))
 
     def after_days(self, micros: str) -> str | None:
         """SQL of the expiry (epoch microseconds) of a lot issued at `micros`, for `after_days` (else None)."""
-        if self.policy.after_days is None:
+        if self.policy.after_us is None:
             return None
-        return f"({micros} + CAST({self.policy.after_days * DAY_US} AS BIGINT))"
+        return f"({micros} + CAST({self.policy.after_us} AS BIGINT))"
 
     def month_ends(self, months: Iterable[int]) -> dict[int, int]:
         """Month index -> the expiry (epoch microseconds) of a lot issued in that local month (`at_end_of`)."""
-        zone = ZoneInfo(self.zone)
-        found = {}
-        for month in months:
-            year, index = divmod(int(month), 12)
-            inside = datetime(year, index + 1, 15, 12, tzinfo=zone).astimezone(UTC).replace(tzinfo=None)
-            found[int(month)] = micros(expires_at(self.policy, inside, self.zone))
-        return found
-
-
-def micros(moment: datetime) -> int:
-    """Epoch microseconds of a naive UTC datetime."""
-    delta = moment - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def moment(micros_: int) -> datetime:
-    """An aware UTC datetime of epoch microseconds."""
-    return (_EPOCH + timedelta(microseconds=micros_)).replace(tzinfo=UTC)
+        return {int(month): epoch_us(month_end(self.policy, int(month), self.zone)) for month in months}
 
 
 def expiry_plan(definition: ProgrammeDefinition) -> ExpiryPlan | None:

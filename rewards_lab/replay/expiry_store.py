@@ -19,11 +19,12 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
+from rewards_lab.domain.schedule import DAY_US
 from rewards_lab.replay.compiler import DUCKDB, string
 from rewards_lab.replay.expiry_plan import ExpiryPlan
 from rewards_lab.replay.lot_pass import LOTS
 from rewards_lab.replay.reversal_store import holder_sql
-from rewards_lab.replay.store import DAY_US, Layout
+from rewards_lab.replay.store import Layout
 
 Amount = Callable[[str], str]
 LOT_COLUMNS = ("seq", "holder", "issued", "expires", "amount", "remaining", "expired")
@@ -47,7 +48,7 @@ def times_view(con: duckdb.DuckDBPyConnection, name: str, plan: ExpiryPlan) -> N
             f"CREATE TEMP VIEW {name}_xt AS SELECT __pos AS pos, {stamp} AS t, {days} AS exp FROM {name}_ordered"
         )
         return
-    month = plan.local_month(DUCKDB.render(DUCKDB.local_time(exp.column("occurred_at", table="o"), plan.zone)))
+    month = DUCKDB.render(plan.local_month(DUCKDB.local_time(exp.column("occurred_at", table="o"), plan.zone)))
     months = [int(m) for (m,) in con.sql(f"SELECT DISTINCT {month} FROM {name}_ordered o").fetchall() if m is not None]
     ends = plan.month_ends(months)
     table = pa.table({"mon": pa.array(list(ends), pa.int64()), "exp": pa.array(list(ends.values()), pa.int64())})

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -23,7 +22,6 @@ from rewards_lab.domain.rules import RuleSpec
 from rewards_lab.replay.compiler import BENEFICIARY_MISSING, NOT_FOUND_BASE, TOO_LARGE
 from rewards_lab.replay.sql_values import NUMBER_RE
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 Outcome = tuple[int, int, str | None]  # (slot, m, the beneficiary's reference or None)
 # (slot, the code failing it or None, the original's external id, the fraction's number as text or None)
 ReverseOutcome = tuple[int, str | None, str | None, str | None]
@@ -74,11 +72,6 @@ class FactsReader:
             attributes[attribute] = value
         country = values.get(self.country) if self.country else None
         return CustomerFacts(attributes, country, tuple(values.get(self.segments) or ()))
-
-
-def instant_of(microseconds: int) -> datetime:
-    """An epoch timestamp in microseconds as an aware datetime (exact)."""
-    return _EPOCH + timedelta(microseconds=microseconds)
 
 
 def slot_outcomes(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rewards_lab.replay.compiler import DUCKDB, string
-from rewards_lab.replay.feature_store import FeatureTables
+from rewards_lab.replay.feature_store import EPOCH_SQL, FeatureTables
 from rewards_lab.replay.reversal_store import holder_sql
 from rewards_lab.replay.store import Layout, issued_cells, per_customer_sql
 
@@ -27,7 +27,7 @@ ADDED_COLUMNS = (  # the issuance table's columns after rewards_lab.replay.engin
     "cut_amount",
     "cut_minor",
 )
-_EPOCH = "DATE '1970-01-01'"
+_EPOCH = "DATE '1970-01-01'"  # the UTC days of the summaries count from the Unix epoch
 
 
 def _events(name: str, positions: tuple[int, int] | None) -> str:
@@ -60,7 +60,7 @@ def issuances_sql(
                coalesce(d.status, b.status) AS status,
                CASE WHEN d.seq IS NULL THEN b.error_code ELSE d.error_code END AS error_code,
                'issue' AS kind, b.amount AS requested_amount, b.amount_minor AS requested_minor,
-               d.cut_scope AS cap_scope, d.cut_period AS cap_period, {_EPOCH} + d.cut_start AS cap_period_start,
+               d.cut_scope AS cap_scope, d.cut_period AS cap_period, {EPOCH_SQL} + d.cut_start AS cap_period_start,
                {amount("d.cut_minor")} AS cut_amount, d.cut_minor
         FROM ({base}) b LEFT JOIN {name}_dec d ON d.seq = b.seq {join}
         UNION ALL

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlglot import exp
 
+from rewards_lab.domain.limits import LIFETIME_START, week_start
 from rewards_lab.replay.compiler import DUCKDB, CompiledProgramme, string
 from rewards_lab.replay.customers import CustomerTable
 from rewards_lab.replay.expiry_plan import ExpiryPlan
@@ -59,12 +60,17 @@ class FeatureTables:
     redemptions: bool
 
 
+EPOCH_SQL = f"DATE '{LIFETIME_START.isoformat()}'"  # day number 0 (`domain.limits.day_number`)
+
+
 def period_starts(periods: list[str], lday: str) -> dict[str, str]:
-    """SQL of each period's first day (days since 1970-01-01) from the local day `lday`: ISO weeks (Monday)."""
-    epoch = "DATE '1970-01-01'"
+    """SQL of each period's first day (a day number, `domain.limits.day_number`) from the local day `lday`, as
+    `domain.limits.period_start`: ISO weeks (Monday: `domain.limits.week_start` rendered over it)."""
+    epoch = EPOCH_SQL
+    day: exp.Expr = exp.maybe_parse(lday, dialect=DUCKDB.name)
     forms = {
         "day": lday,
-        "week": f"{lday} - ((({lday} + 3) % 7) + 7) % 7",
+        "week": DUCKDB.render(week_start(day)),
         "month": f"CAST(CAST(date_trunc('month', {epoch} + {lday}) AS DATE) - {epoch} AS INTEGER)",
         "year": f"CAST(CAST(date_trunc('year', {epoch} + {lday}) AS DATE) - {epoch} AS INTEGER)",
     }
@@ -72,10 +78,10 @@ def period_starts(periods: list[str], lday: str) -> dict[str, str]:
 
 
 def local_day(zone: str) -> str:
-    """SQL of an event's day in the programme's timezone (days since 1970-01-01; a calendar day, also before
-    1970, unlike the UTC `day` of the summaries, which divides the time)."""
+    """SQL of an event's day in the programme's timezone (its day number; a calendar day, also before 1970,
+    unlike the UTC `day` of the summaries, which divides the time)."""
     local = DUCKDB.render(DUCKDB.local_time(exp.column("occurred_at"), zone))
-    return f"CAST(CAST({local} AS DATE) - DATE '1970-01-01' AS INTEGER)"
+    return f"CAST(CAST({local} AS DATE) - {EPOCH_SQL} AS INTEGER)"
 
 
 def lookup_of(customers: CustomerTable | None, plan: CompiledProgramme) -> str | None:

@@ -20,13 +20,12 @@ from typing import Any
 
 from rewards_lab.contract.limit_requests import MAX_LIMITS
 from rewards_lab.contract.programme_file import ProgrammeDefinition
-from rewards_lab.domain.limits import Cap, Scope, budget_of, caps_of
+from rewards_lab.domain.limits import PERIODS, Cap, Scope, budget_of, caps_of, per_customer
 from rewards_lab.domain.rules import RuleSpec
 
 PROGRAMME_ID = "programme"  # the counters' programme (one programme per replay)
 PROGRAMME_BIT = MAX_LIMITS  # bit of the programme's first cap
 BUDGET_BIT = 2 * MAX_LIMITS  # bit of the budget
-PERIODS = ("day", "week", "month", "year", "lifetime")
 
 
 @dataclass(frozen=True)
@@ -43,7 +42,7 @@ class Grouping:
 
     @property
     def per_customer(self) -> bool:
-        return self.scope != "budget"
+        return per_customer(self.scope)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Lots in the replay's sequential pass (issue 19): what the customers whose lots get consumed hold, lot by lot,
-and when their lots expire, by the domain's own `take` and `credited` (rewards_lab.domain.lots).
+and when their lots expire, by the domain's own rules over lot indices (rewards_lab.domain.lots: `credited`,
+`fifo_place`, `debit_order`, `take_in_turn`).
 
 Only customers with redemptions or reversals (or every customer, when the pass enforces the ceiling) have their
 lots here; every other customer's lots are never consumed, and expire whole (closed form, in SQL). Expiry is the
@@ -14,7 +15,7 @@ would have found expired, and the worker of the live service (every wallet at on
 Expired and spent lots leave the book at once: what it holds is the lots still open (issue 27: a per-customer
 clock kept every lot of a customer who never came back, 6.4 GiB at 10M events).
 
-Times are epoch microseconds; lot ids are creation order (zero-padded), so that FIFO is (issued_at, creation).
+Times are epoch microseconds; a customer's open lots are kept in FIFO order, (issued_at, creation).
 """
 
 from __future__ import annotations
@@ -23,12 +24,11 @@ import heapq
 import sys
 from array import array
 from collections.abc import Iterator
-from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
 
-from rewards_lab.domain.lots import Lot, credited, take
+from rewards_lab.domain.lots import credited, debit_order, fifo_place, take_in_turn
 
 LOTS = pa.schema(
     [
@@ -41,12 +41,6 @@ LOTS = pa.schema(
         ("lot_expired", pa.int64()),
     ]
 )
-_EPOCH = datetime(1970, 1, 1)
-
-
-def instant(micros: int) -> datetime:
-    """A naive UTC datetime of epoch microseconds (as the store keeps times)."""
-    return _EPOCH + timedelta(microseconds=micros)
 
 
 class LotBook:
@@ -56,13 +50,13 @@ class LotBook:
     events with a Python object per lot): a lot is a slot in typed arrays (slots are reused once the lot is
     finished and no longer queued), a customer's open lots an array of slots, and the expiry order a queue of
     slots (lots are made in processing order, so their expiries mostly arrive in order; the others wait in a
-    small heap). The domain's `take` sees a customer's open lots as `Lot` objects only while one debit runs."""
+    small heap). A customer's open lots are kept in FIFO order, so a debit takes from the first few."""
 
     def __init__(self, as_of: int) -> None:
         self.as_of = as_of
-        self.open: dict[str, array[int]] = {}  # holder -> slots of their open lots, in creation order
+        self.open: dict[str, array[int]] = {}  # holder -> slots of their open lots, in FIFO order
         self._seq, self._issued, self._expires = array("q"), array("q"), array("q")  # per slot; expires -1: never
-        self._amount, self._remaining, self._made = array("q"), array("q"), array("q")  # _made: creation order
+        self._amount, self._remaining = array("q"), array("q")
         self._holder: list[str] = []
         self._free = array("q")  # slots to reuse
         self._queue, self._head = array("q"), 0  # slots of expiring lots, by expiry (from _head on)
@@ -90,10 +84,7 @@ class LotBook:
         held = self.open.get(holder)
         if held is None:
             held = self.open[holder] = array("q")
-        at = len(held)  # FIFO order, (issued, creation): a reward processed late (a moved refund's) goes back
-        while at and self._issued[held[at - 1]] > issued:
-            at -= 1
-        held.insert(at, slot)
+        held.insert(fifo_place(held, self._issued, issued), slot)  # one processed late (a moved refund's) goes back
         if expires is None:
             return
         queue = self._queue
@@ -105,26 +96,15 @@ class LotBook:
     def debit(self, holder: str, amount: int, first: int | None = None) -> None:
         """A debit of `holder` (a redemption, or what a reversal took, first from reward `first`'s lot).
 
-        The domain's `take` sees the lots it may touch: reward `first`'s, then the oldest until they cover the
-        amount (a heavy customer holds hundreds of open lots; a debit touches a few)."""
+        The domain's `debit_order` and `take_in_turn` over the customer's open lots, kept in FIFO order (a heavy
+        customer holds hundreds of open lots; a debit touches a few)."""
         held = self.open.get(holder)
         if not held:
             return
         remaining, seqs = self._remaining, self._seq
-        picked = [slot for slot in held if seqs[slot] == first] if first is not None else []
-        need = amount - sum(remaining[slot] for slot in picked)
-        for slot in held:
-            if need <= 0:
-                break
-            if first is None or seqs[slot] != first:
-                picked.append(slot)
-                need -= remaining[slot]
-        lots = [self._lot(slot) for slot in picked]
-        by_id = {lot.id: slot for lot, slot in zip(lots, picked, strict=True)}
-        for lot, _ in take(lots, amount, () if first is None else (str(first),)):
-            slot = by_id[lot.id]
-            remaining[slot] = lot.remaining
-            if lot.remaining == 0:
+        preferred = [slot for slot in held if seqs[slot] == first] if first is not None else []
+        for slot, _ in take_in_turn(remaining, debit_order(held, preferred), amount):
+            if remaining[slot] == 0:
                 held.remove(slot)
                 self._finish(slot, 0)
         if not held:
@@ -158,8 +138,8 @@ class LotBook:
         return made
 
     def _slot(self, seq: int, holder: str, issued: int, expires: int, amount: int) -> int:
-        values = (seq, issued, expires, amount, amount, self._count)
-        columns = (self._seq, self._issued, self._expires, self._amount, self._remaining, self._made)
+        values = (seq, issued, expires, amount, amount)
+        columns = (self._seq, self._issued, self._expires, self._amount, self._remaining)
         if self._free:
             slot = self._free.pop()
             for column, value in zip(columns, values, strict=True):
@@ -170,16 +150,6 @@ class LotBook:
             column.append(value)
         self._holder.append(holder)
         return len(self._holder) - 1
-
-    def _lot(self, slot: int) -> Lot:
-        expires = self._expires[slot]
-        return Lot(
-            f"{self._made[slot]:020d}",
-            instant(self._issued[slot]),
-            self._remaining[slot],
-            None if expires < 0 else instant(expires),
-            str(self._seq[slot]),
-        )
 
     def _expire(self, clock: int, most: int | None = None) -> list[tuple[str, int]]:
         """Every queued lot that expires by `clock` (at most `most` of those still open): expired when it still

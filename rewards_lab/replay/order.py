@@ -1,4 +1,4 @@
-"""Processing order of a replay: `occurred_at`, ties by input order.
+"""Processing order of a replay: `occurred_at`, ties by input order (`domain.processing_order.time_positions`).
 
 Each event gets `__pos`, its position in that order, in the view `{name}_ordered`. A history export is usually
 already in order, and then the position is the input row: when the events come as an Arrow table or a Parquet
@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.domain.processing_order import time_positions
 from rewards_lab.replay.inputs import ROW, EventSource
 
 _MISSING = "every event needs an occurred_at"
@@ -66,9 +67,7 @@ def order_events(con: duckdb.DuckDBPyConnection, source: EventSource, from_sql: 
     if len(stamps) < 2 or bool(np.all(stamps[1:] >= stamps[:-1])):  # already in order: position = input row
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_ordered AS SELECT *, {ROW} AS __pos FROM {from_sql}")
         return len(stamps)
-    order = np.argsort(stamps, kind="stable")  # stable: ties keep input order
-    positions = np.empty(len(stamps), dtype=np.int64)
-    positions[order] = np.arange(len(stamps), dtype=np.int64)
+    positions = time_positions(stamps)
     con.register(f"{name}_pos", pa.table({"rn": np.arange(len(stamps), dtype=np.int64), "pos": positions}))
     con.execute(
         f"CREATE OR REPLACE TEMP VIEW {name}_ordered AS SELECT s.*, p.pos AS __pos "

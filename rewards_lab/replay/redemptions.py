@@ -16,6 +16,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,6 +24,7 @@ import pyarrow.parquet as pq
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.money import parse_amount
+from rewards_lab.domain.processing_order import time_positions
 
 COLUMNS = ("customer_id", "amount", "occurred_at")
 SCHEMA = pa.schema(
@@ -97,9 +99,7 @@ def redemptions_table(redemptions: Any, decimals: int) -> pa.Table:
         raise _refuse("every redemption needs a customer_id (a non-empty string)", "redemptions.customer_id")
     amounts = [_amount(value, decimals) for value in frame["amount"].tolist()]
     times = [_instant(value) for value in frame["occurred_at"].tolist()]
-    ranks = [0] * len(times)
-    for rank, index in enumerate(sorted(range(len(times)), key=lambda i: (times[i], i))):
-        ranks[index] = rank
+    ranks = time_positions(np.asarray(times, dtype=np.int64))
     return pa.table(
         {
             "idx": pa.array(range(len(customers)), pa.int64()),

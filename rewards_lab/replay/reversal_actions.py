@@ -14,11 +14,9 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import NamedTuple
 
-from rewards_lab.domain.reversals import fraction_of
+from rewards_lab.domain.reversals import CUSTOMER_MISMATCH, ORIGINAL_NOT_FOUND, fraction_of, refusal
 from rewards_lab.domain.rules import FRACTION_INVALID, ORIGINAL_MISSING, ReversalCall
 
-ORIGINAL_NOT_FOUND = "original_not_found"
-CUSTOMER_MISMATCH = "original_customer_mismatch"
 REVERSAL_CODES = (ORIGINAL_MISSING, FRACTION_INVALID, ORIGINAL_NOT_FOUND, CUSTOMER_MISMATCH)
 
 
@@ -60,10 +58,9 @@ def decide(
         return ActionDecision(ORIGINAL_MISSING, None, False)
     if of is not None and (numerator is None or numerator < 0):
         return ActionDecision(FRACTION_INVALID, None, False)
-    if not found:
-        return ActionDecision(ORIGINAL_NOT_FOUND, None, True)
-    if not same_customer:
-        return ActionDecision(CUSTOMER_MISMATCH, None, True)
+    refused = refusal(found, same_customer)
+    if refused is not None:
+        return ActionDecision(refused, None, True)
     try:
         fraction = fraction_of(ReversalCall(reference, constant, numerator, of), divisor)
     except ValueError:

@@ -8,7 +8,7 @@ Tables of a replay `{name}`:
   order) with its time and the numbers fractions divide by; `{name}_rad`: each action's decision
   (`replay.reversal_actions`): code, the original's position `opos`, the fraction, whether it names an original,
   and the UTC day of its place in processing order; `{name}_moved`: the processing key (ppos, psub) of refunds
-  processed after an original that comes later (`replay.refund_order`);
+  processed after an original that comes later (`domain.processing_order`);
 - `{name}_red`: the redemptions (idx, holder, amount, t, rank, anchor: the last event at or before their time).
 """
 
@@ -21,14 +21,14 @@ import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
+from rewards_lab.domain.processing_order import note_original, processing_keys
 from rewards_lab.domain.rules import number_of, read
+from rewards_lab.domain.schedule import DAY_US
 from rewards_lab.replay.compiler import DUCKDB, CompiledProgramme, string
 from rewards_lab.replay.customers import FOUND
 from rewards_lab.replay.inputs import ROW, EventSource
-from rewards_lab.replay.refund_order import processing_keys
 from rewards_lab.replay.reversal_actions import decide
 from rewards_lab.replay.sql_values import number_markers, numeric
-from rewards_lab.replay.store import DAY_US
 
 
 def holder_sql(column: str, lookup: str | None) -> tuple[str, str]:
@@ -166,8 +166,8 @@ def decide_reversals(
             code,
             reversal.any_customer or refunder_id == owner_id,
         )
-        if decision.references and opos is not None and int(opos) > int(pos):
-            follows[int(pos)] = max(follows.get(int(pos), -1), int(opos))
+        if decision.references and opos is not None:
+            note_original(follows, int(pos), int(opos))
         for key, value in (
             ("seq", int(pos) * plan.slots + int(slot)),
             ("pos", int(pos)),

@@ -2,18 +2,21 @@
 decided by the live engine's own arithmetic (`domain.limits.Allowance`, `domain.reversals.reversal_target` and
 `clawback_take`), so that live and replay share it.
 
-Both engines feed it the same operations, sorted by processing key (anchor, sub, slot, k; `replay.refund_order`):
+Both engines feed it the same operations, sorted by processing key (anchor, sub, slot, k;
+`domain.processing_order`):
 
 - **grant** (op 0): a reward whose counters can bind (`mask`, `replay.limits_plan`), or every reward when the
   supply ceiling is enforced here: cut to what its caps allow (`Allowance.grant`), then, with a ceiling, issued
   when it fits what is left (`room`), else refused and its grant given back (it counts nowhere, as live); a reward
   cut to nothing is `limited`. Its outcome is output only when it is not "the requested amount, issued" (what
-  set-based SQL assumes of every other reward);
+  set-based SQL assumes of every other reward); the ceiling is `domain.ceiling.fits`;
 - **item** (op 1): a reverse action's reward of its original (one per reward the original received): the target
   (`reversal_target`, from what earlier reversals targeted) and what the wallet gives (`clawback_take`), which is
   what the counters the reward counted in get back (the reward stops counting once all of it has been taken
-  back, as live: `service.reward_reversals.give_back_taken`); a reward that was not issued is skipped;
-- **redeem** (op 2): a redemption of the optional input, accepted when the customer's balance covers it.
+  back, `domain.reversals.all_taken_back`, as live: `engine.reversals.give_back_taken`); a reward that was not
+  issued is skipped;
+- **redeem** (op 2): a redemption of the optional input, accepted when the customer's balance covers it
+  (`domain.posting_policy.covers`, as the ledger decides).
 
 A customer's balance is only needed where it can fall short of a target: before any redemption every issued
 reward is still held, less what reversals targeted of it, so a target never exceeds the balance and every
@@ -33,14 +36,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 
-from rewards_lab.domain.limits import LIFETIME_START, Allowance, Cap, CapCheck, CounterKey
-from rewards_lab.domain.reversals import clawback_take, reversal_target
+from rewards_lab.domain.ceiling import fits
+from rewards_lab.domain.limits import Allowance, Cap, CapCheck, CounterKey, day_number, day_of
+from rewards_lab.domain.posting_policy import covers
+from rewards_lab.domain.reversals import all_taken_back, clawback_take, reversal_target
 from rewards_lab.replay.limits_plan import PROGRAMME_ID, LimitsPlan
 from rewards_lab.replay.lot_pass import LOTS, LotBook
 
@@ -128,7 +133,7 @@ class SequentialPass:
         self._default_checks = plan.checks(-1)
         self._dates: dict[int, date] = {}
         self._fractions: dict[str, Decimal] = {}
-        self._wanted: dict[tuple[int, int], list[tuple[int, Cap, str]]] = {}
+        self._wanted: dict[tuple[int, int], list[tuple[int, Cap, str, bool]]] = {}
         self._made: dict[tuple[int, int, str, int], CapCheck] = {}
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> PassOutput:
@@ -199,14 +204,14 @@ class SequentialPass:
         wanted = self._wanted.get((rule, mask))
         if wanted is None:
             wanted = self._wanted[(rule, mask)] = [
-                (bit, cap, f"d_{cap.period}")
+                (bit, cap, f"d_{cap.period}", cap.per_customer)
                 for bit, cap in self._rule_checks.get(rule, self._default_checks)
                 if mask & bit
             ]
         checks = []
-        for bit, cap, period in wanted:
+        for bit, cap, period, per_customer in wanted:
             days = 0 if cap.period == "lifetime" else columns[period][index]
-            whose = "" if cap.scope == "budget" else holder
+            whose = holder if per_customer else ""
             found = self._made.get((bit, rule, whose, days))
             if found is None:
                 start = self._date(days)
@@ -228,15 +233,17 @@ class SequentialPass:
         """Decide a reward; returns what was issued (0: nothing)."""
         amount, cut = requested, None
         keys: tuple[CounterKey, ...] = ()
+        grant = None
         if checks:
             grant = self.allowance.grant(requested, checks)
             amount, cut, keys = grant.amount_minor, grant.cut, grant.keys
         status, code = "issued", None
         if amount == 0:
             status = "limited"
-        elif self.room is not None and amount > self.room:  # refused: it counts in no counter (as live)
+        elif self.room is not None and not fits(amount, self.room):  # refused: counts in no counter (as live)
             status, code = "failed", EXHAUSTED
-            self.allowance.give_back(keys, amount, whole=True)
+            if grant is not None:
+                self.allowance.refused(grant)
         elif self.room is not None:
             self.room -= amount
         if status == "issued":
@@ -251,7 +258,7 @@ class SequentialPass:
         if cut is None:
             out.append((seq, holder, requested, amount, status, code, None, None, None, None))
         else:
-            start = (cut.period_start - LIFETIME_START).days
+            start = day_number(cut.period_start)
             out.append((seq, holder, requested, amount, status, code, cut.scope, cut.period, start, cut.cut_minor))
         return amount if status == "issued" else 0
 
@@ -279,7 +286,7 @@ class SequentialPass:
             taken = clawback_take(target, target, self.plan.clawback)
         if keys and taken > 0:  # the counters get back what the wallet gave
             back = self.taken_back[reward] = self.taken_back.get(reward, 0) + taken
-            self.allowance.give_back(keys, taken, whole=back >= issued)
+            self.allowance.give_back(keys, taken, whole=all_taken_back(back, issued))
         if self.room is not None:
             self.room += taken
         out["seq"].append(columns["seq"][index])
@@ -291,7 +298,7 @@ class SequentialPass:
     def _redeem(self, columns: Columns, index: int, out: dict[str, list[Any]]) -> None:
         holder, amount = columns["holder"][index], columns["m"][index]
         balance = int(columns["credit"][index] or 0) + self.delta.get(holder, 0)
-        accepted = balance >= amount  # the ledger refuses a redemption the wallet cannot cover
+        accepted = covers(balance, amount)  # the ledger refuses a redemption the wallet cannot cover
         if accepted:
             self.delta[holder] = self.delta.get(holder, 0) - amount
             if self.book is not None:
@@ -305,7 +312,7 @@ class SequentialPass:
     def _date(self, days: int) -> date:
         found = self._dates.get(days)
         if found is None:
-            found = self._dates[days] = LIFETIME_START + timedelta(days=int(days))
+            found = self._dates[days] = day_of(int(days))
         return found
 
     def _fraction(self, text: str | None) -> Decimal | None:

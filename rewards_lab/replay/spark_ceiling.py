@@ -1,6 +1,6 @@
 """The supply ceiling on Spark, in processing order across the whole history, without collecting it to the driver.
 
-Like the live ledger (and rewards_lab.replay.ceiling on DuckDB): an issuance succeeds when outstanding + amount
+Like the live ledger (and rewards_lab.domain.ceiling on DuckDB): an issuance succeeds when outstanding + amount
 <= ceiling, and then adds to outstanding; a refused one changes nothing, so a later, smaller one may still fit.
 
 A documented two-pass method:
@@ -11,7 +11,7 @@ A documented two-pass method:
    Everything before `f` is issued.
 2. **After it.** Only candidates that fit the room left can still succeed; each round filters to those (a
    distributed filter and count). When few remain (at most COLLECT_LIMIT) they are brought to the driver and
-   resolved in order (rewards_lab.replay.ceiling.resolve); otherwise pass 1 runs again on them, which issues
+   resolved in order (rewards_lab.domain.ceiling.resolve); otherwise pass 1 runs again on them, which issues
    every candidate up to the next refusal, and the round repeats with the room that refusal leaves.
 A history with at most COLLECT_LIMIT candidates in all is resolved on the driver at once, after pass 1's
 aggregation (which also counts them).
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rewards_lab.replay.ceiling import resolve
+from rewards_lab.domain.ceiling import resolve
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

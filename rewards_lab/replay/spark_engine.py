@@ -32,8 +32,10 @@ from sqlglot import exp
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition
+from rewards_lab.domain.ceiling import room_under
 from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.domain.rules import RuleSpec
+from rewards_lab.domain.schedule import instant
 from rewards_lab.replay import input_checks, spark_expiry, spark_feature_result
 from rewards_lab.replay.compiler import (
     BENEFICIARY_MISSING,
@@ -60,7 +62,7 @@ from rewards_lab.replay.engine import (
     frame_of,
     parse_supply,
 )
-from rewards_lab.replay.expiry_plan import expiry_plan, moment
+from rewards_lab.replay.expiry_plan import expiry_plan
 from rewards_lab.replay.fallback import slot_outcomes
 from rewards_lab.replay.feature_sql import ADDED_COLUMNS
 from rewards_lab.replay.limits_plan import has_features, limits_plan
@@ -299,7 +301,7 @@ class SparkReplayResult:
     @property
     def as_of(self) -> datetime | None:
         """Until when the expiry worker ran (UTC; None: the programme's points never expire)."""
-        return None if self._expiry is None else moment(self._expiry.plan.as_of)
+        return None if self._expiry is None else instant(self._expiry.plan.as_of)
 
     @property
     def _lots(self) -> DataFrame:
@@ -665,7 +667,7 @@ def replay_ordered(
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     step("summaries")
-    room = None if ceiling is None else ceiling - opening
+    room = room_under(ceiling, opening)
     features, expiry = None, None
     plan_of_expiry = expiry_plan(definition)
     if plan_of_expiry is not None:

@@ -2,10 +2,10 @@
 the lots of the replay and what expired, as DataFrames.
 
 The expiry of a lot issued at an event is a column of the event (`after_days`: its time plus the days; `at_end_of`:
-a lookup of its local month in a map of the history's months, computed on the driver by `domain.expiry` from the
-distinct months, a few numbers). Customers whose lots the sequential pass keeps (`lotted`) have the pass's lots
-(`kind` l of its outcome); every other customer's issued rewards are one lot each, expired whole when due by
-`as_of` (closed form, distributed).
+a lookup of its local month, `domain.expiry.month_index` over the columns, in a map of the history's months,
+computed on the driver by `domain.expiry.month_end` from the distinct months, a few numbers). Customers whose lots
+the sequential pass keeps (`lotted`) have the pass's lots (`kind` l of its outcome); every other customer's issued
+rewards are one lot each, expired whole when due by `as_of` (closed form, distributed).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rewards_lab.domain.expiry import month_index
 from rewards_lab.replay.expiry_plan import ExpiryPlan, until
 
 if TYPE_CHECKING:
@@ -34,11 +35,11 @@ class SparkExpiry:
         from pyspark.sql import functions as F
 
         micros = F.unix_micros(occurred_at)
-        days = self.plan.policy.after_days
-        if days is not None:
-            return micros + F.lit(days * 86_400_000_000)
+        after = self.plan.policy.after_us
+        if after is not None:
+            return micros + F.lit(after)
         local = F.from_utc_timestamp(occurred_at, self.plan.zone)
-        month = F.year(local) * F.lit(12) + F.month(local) - F.lit(1)
+        month = month_index(F.year(local), F.month(local))
         pairs = [value for key, end in sorted(self.ends.items()) for value in (F.lit(key), F.lit(end))]
         return F.element_at(F.create_map(*pairs), month.cast("long")).cast("long")
 
@@ -55,7 +56,7 @@ def spark_expiry(plan: ExpiryPlan, events: DataFrame, as_of: object, redemptions
     if plan.policy.after_days is not None:
         return SparkExpiry(resolved, {})
     local = F.from_utc_timestamp(F.col("occurred_at"), plan.zone)
-    months = events.select((F.year(local) * 12 + F.month(local) - 1).alias("m")).distinct().collect()
+    months = events.select(month_index(F.year(local), F.month(local)).alias("m")).distinct().collect()
     return SparkExpiry(resolved, plan.month_ends(int(row["m"]) for row in months if row["m"] is not None))
 
 

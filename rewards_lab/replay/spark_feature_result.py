@@ -11,6 +11,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from rewards_lab.domain.limits import LIFETIME_START
 from rewards_lab.domain.money import to_decimal
 from rewards_lab.replay.reversal_actions import REVERSAL_CODES
 from rewards_lab.replay.spark_features import SparkFeatures
@@ -79,7 +80,7 @@ def issuances(base: DataFrame, features: SparkFeatures, amount: Amount, asset: s
         F.col("amount_minor").cast("long").alias("requested_minor"),
         F.col("cut_scope").alias("cap_scope"),
         F.col("cut_period").alias("cap_period"),
-        F.date_add(F.lit("1970-01-01").cast("date"), F.col("cut_start")).alias("cap_period_start"),
+        F.date_add(F.lit(LIFETIME_START.isoformat()).cast("date"), F.col("cut_start")).alias("cap_period_start"),
         amount(F.col("cut_minor")).alias("cut_amount"),
         F.col("cut_minor").cast("long").alias("cut_minor"),
     )

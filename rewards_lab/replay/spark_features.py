@@ -11,7 +11,7 @@ What is distributed:
   balance). When a budget can bind, or the ceiling may refuse (every reward then goes through the pass), the
   pass needs one order across customers: it runs as **one task** over all operations in processing order.
 What reaches the driver: the refunds processed after a later original (few: their (position, original) pairs
-order them, `replay.refund_order`), which families of counters can bind (one number each), the redemptions
+order them, `domain.processing_order`), which families of counters can bind (one number each), the redemptions
 (read there) and, per redemption, how many events come at or before it.
 """
 
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from rewards_lab.domain.limits import LIFETIME_START, week_start
 from rewards_lab.replay.compiler import CompiledProgramme
 from rewards_lab.replay.feature_store import AFTER_EVENTS
 from rewards_lab.replay.limits_plan import LimitsPlan
@@ -55,15 +56,16 @@ class SparkFeatures:
 
 
 def period_columns(frame: DataFrame, periods: list[str], zone: str) -> DataFrame:
-    """The frame with d_<period>: the first local day (days since 1970-01-01) of each period holding occurred_at."""
+    """The frame with d_<period>: the first local day (a day number, `domain.limits.day_number`) of each period
+    holding occurred_at, as `domain.limits.period_start` (ISO weeks: `week_start`)."""
     from pyspark.sql import functions as F
 
     local = F.to_date(F.from_utc_timestamp(F.col("occurred_at"), zone))
-    epoch = F.lit("1970-01-01").cast("date")
+    epoch = F.lit(LIFETIME_START.isoformat()).cast("date")
     lday = F.datediff(local, epoch)
     forms: dict[str, Column] = {
         "day": lday,
-        "week": lday - F.pmod(lday + F.lit(3), F.lit(7)),
+        "week": week_start(lday),
         "month": F.datediff(F.trunc(local, "month"), epoch),
         "year": F.datediff(F.trunc(local, "year"), epoch),
     }
@@ -347,7 +349,7 @@ def decide_features(
     if expiry is None:
         full = _asks_more(rows, room)
     groupings = limits.groupings()
-    one_task = full or any(groupings[g].scope == "budget" for g in groups)
+    one_task = full or any(not groupings[g].per_customer for g in groups)
     originals = refunds.where(F.col("code").isNull()).select(F.col("opos").alias("pos")).distinct()
     holders = redemptions.select("holder")
     lotted = None

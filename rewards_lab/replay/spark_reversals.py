@@ -1,7 +1,7 @@
 """Reverse actions and redemptions on Spark (as rewards_lab.replay.reversal_store on DuckDB): each matched reverse
 action and its decision, distributed (`mapInArrow` runs `replay.reversal_actions` on the executors, and the live
 evaluation for rows SQL cannot read exactly), the refunds processed after a later original (their pairs reach the
-driver, where `replay.refund_order` places them), and the redemptions' places (one search per event on the
+driver, where `domain.processing_order` places them), and the redemptions' places (one search per event on the
 executors in the sorted redemption times; a count per redemption reaches the driver).
 """
 
@@ -15,19 +15,18 @@ import numpy as np
 import pyarrow as pa
 from sqlglot import exp
 
+from rewards_lab.domain.processing_order import processing_keys
 from rewards_lab.domain.rules import RuleSpec, number_of, read
+from rewards_lab.domain.schedule import DAY_US
 from rewards_lab.replay.compiler import SPARK, CompiledProgramme
 from rewards_lab.replay.customers import FOUND
 from rewards_lab.replay.fallback import all_outcomes
-from rewards_lab.replay.refund_order import processing_keys
 from rewards_lab.replay.reversal_actions import decide
 from rewards_lab.replay.spark_inputs import RowReader, SparkEventSource
 from rewards_lab.replay.sql_values import number_markers, numeric
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-DAY_US = 86_400_000_000
 
 
 def holder_of(frame: DataFrame, column: str, lookup: DataFrame | None, alias: str = "holder") -> DataFrame:

@@ -29,7 +29,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from rewards_lab.replay.ceiling import first_over, resolve
+from rewards_lab.domain.ceiling import first_over, resolve
+from rewards_lab.domain.schedule import DAY_US
 from rewards_lab.replay.compiler import (
     BENEFICIARY_MISSING,
     DUCKDB,
@@ -39,7 +40,6 @@ from rewards_lab.replay.compiler import (
     string,
 )
 
-DAY_US = 86_400_000_000
 _FIRST_CHUNK, _LAST_CHUNK = 50_000, 3_200_000  # events fetched at a time after the first refusal
 
 

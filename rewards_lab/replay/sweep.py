@@ -23,8 +23,9 @@ import pyarrow as pa
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme
+from rewards_lab.domain.ceiling import resolve, room_under
 from rewards_lab.domain.money import parse_ceiling, to_decimal
-from rewards_lab.replay.ceiling import resolve
+from rewards_lab.domain.schedule import DAY_US
 from rewards_lab.replay.compiler import DUCKDB, compile_programme, referenced_fields, rule_specs
 from rewards_lab.replay.customers import joined, open_customers
 from rewards_lab.replay.engine import candidate_selects, definition_of, parse_supply, python_rows, quiet_connection
@@ -32,7 +33,6 @@ from rewards_lab.replay.expiry_plan import expiry_plan
 from rewards_lab.replay.inputs import open_events
 from rewards_lab.replay.limits_plan import has_features
 from rewards_lab.replay.order import order_events
-from rewards_lab.replay.store import DAY_US
 
 _PATH_PART = re.compile(r"([A-Za-z_]+)((?:\[\d+\])*)")
 _EPOCH = np.datetime64("1970-01-01", "D")
@@ -133,12 +133,12 @@ def sweep(
         too_large = int(np.count_nonzero(amounts < 0))
         positive, positive_days = amounts[amounts > 0], days[amounts > 0]
         opening = parse_supply(opening_supply, decimals)
-        ceiling = parse_ceiling(definition.asset.supply_ceiling, decimals, "asset.supply_ceiling")
+        room = room_under(parse_ceiling(definition.asset.supply_ceiling, decimals, "asset.supply_ceiling"), opening)
         exhausted_on = None
-        if ceiling is None:
+        if room is None:
             issued_minor, issued_count = _exact_sum(positive), len(positive)
         else:
-            first, after = resolve(positive, ceiling - opening)
+            first, after = resolve(positive, room)
             issued_minor = _exact_sum(positive[:first]) + _exact_sum(positive[after])
             issued_count = first + len(after)
             if first < len(positive):

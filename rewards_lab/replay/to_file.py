@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rewards_lab.contract.programme_file import ProgrammeDefinition
+from rewards_lab.domain.ceiling import room_under
 from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.replay import input_checks, store
 from rewards_lab.replay.compiler import TOO_LARGE, CompiledProgramme, string
@@ -220,7 +221,7 @@ def replay_to_file(
                 if streamable and (
                     exotic is None or not con.sql(f"SELECT 1 FROM {_NAME}_ordered WHERE {exotic} LIMIT 1").fetchall()
                 ):
-                    issued = _issued(con, plan, None if ceiling is None else ceiling - opening)
+                    issued = _issued(con, plan, room_under(ceiling, opening))
             if issued is None:
                 con.close()
                 return _stored(

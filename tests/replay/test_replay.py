@@ -479,10 +479,11 @@ def test_processing_order_holds_for_a_large_file_read_in_parallel(tmp_path: Path
 
 @pytest.mark.parametrize("seed", range(6))
 def test_ceiling_resolution_matches_a_plain_loop(seed: int) -> None:
-    """The numpy rounds of replay.ceiling.resolve against the ledger's rule applied one issuance at a time."""
+    """The numpy rounds of domain.ceiling.resolve (what the replay calls) against the ledger's rule applied one
+    issuance at a time."""
     import numpy as np
 
-    from rewards_lab.replay.ceiling import resolve
+    from rewards_lab.domain.ceiling import resolve
 
     rng = np.random.default_rng(seed)
     amounts = np.concatenate([rng.integers(1, 50, 6000), rng.integers(1, 3, 6000), rng.integers(40, 500, 3000)])

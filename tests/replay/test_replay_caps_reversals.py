@@ -1,7 +1,7 @@
 """Replay of caps, budgets, reversals and redemptions (issue 18), focused: each rule of the semantics on a small
-history, held to the live engine in process (tests/replay_live.py) on real DuckDB files, the pieces the replay
-adds held to the live engine's own functions (the refund order, calendar periods), the plain path unchanged, the
-summaries net of reversals, the inputs and outputs, and Spark equal to DuckDB on one history with all of it."""
+history, held to the live engine in process (tests/replay_live.py) on real DuckDB files, the replay held to the
+domain's functions (the refund order, calendar periods), the plain path unchanged, the summaries net of reversals,
+the inputs and outputs, and Spark equal to DuckDB on one history with all of it."""
 
 from __future__ import annotations
 
@@ -23,12 +23,11 @@ from rewards_lab.cli.main import main as cli_main
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme, save_programme
 from rewards_lab.domain.limits import period_start
-from rewards_lab.engine.refund_order import refunds_after_originals
+from rewards_lab.domain.processing_order import note_original, processing_keys, refunds_after_originals
 from rewards_lab.replay import store
 from rewards_lab.replay.engine import ISSUANCE_COLUMNS, replay
 from rewards_lab.replay.feature_sql import ADDED_COLUMNS
 from rewards_lab.replay.feature_store import local_day, period_starts
-from rewards_lab.replay.refund_order import processing_keys
 from rewards_lab.replay.spark_engine import replay_spark
 from rewards_lab.replay.sweep import sweep, with_values
 from tests.replay_live import Outcome, redemptions_frame, replayed_outcome, run_live
@@ -113,14 +112,16 @@ def by_event(outcome: Outcome) -> dict[str, tuple[Any, ...]]:
 )
 def test_the_refund_order_is_the_workers(references: list[list[int]]) -> None:
     """Each event at its place, a refund right after the last of its originals that come later, chains and
-    several refunds of one original in their order: replay.refund_order gives the worker's order."""
+    several refunds of one original in their order: the replay's processing keys, from the pairs it finds in
+    its history (`note_original`), give the worker's order (both domain.processing_order; tests/domain holds
+    that order to a plain model)."""
     ids = [f"e{i}" for i in range(len(references))]
     named = [[f"e{j}" for j in refs] for refs in references]
-    follows = {}
+    follows: dict[int, int] = {}
     for index, refs in enumerate(references):
-        later = [j for j in refs if index < j < len(references)]
-        if later:
-            follows[index] = max(later)
+        for original in refs:
+            if original < len(references):
+                note_original(follows, index, original)
     keys = processing_keys(follows)
     replayed = sorted(range(len(ids)), key=lambda i: keys.get(i, (i, 0)))
     assert replayed == refunds_after_originals(ids, named)

@@ -18,9 +18,9 @@ import pytest
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme, parse_programme
+from rewards_lab.domain.ceiling import resolve
 from rewards_lab.lab.synthetic import ALL_TYPES, generate_events
 from rewards_lab.replay import store as replay_store
-from rewards_lab.replay.ceiling import resolve
 from rewards_lab.replay.compiler import DUCKDB, TOO_LARGE, compile_programme, referenced_fields, rule_specs
 from rewards_lab.replay.engine import ReplayResult, candidate_selects, python_rows, replay
 from rewards_lab.replay.input_checks import ReplayInputWarning

@@ -1,9 +1,11 @@
-"""The supply ceiling, enforced in processing order like the live ledger (rewards_lab.domain.posting_policy).
+"""The supply ceiling (pure): an issuance fits when outstanding + amount <= ceiling, and then adds to outstanding;
+a refused one changes nothing, so a later, smaller issuance may still fit.
 
-An issuance succeeds when outstanding + amount <= ceiling, and then adds to outstanding; a refused one changes
-nothing, so a later, smaller issuance may still fit. Up to the first refusal this is a prefix of the cumulative
-sum; after it, only amounts no larger than the remaining room can ever succeed, so each round filters to those,
-takes the next cumulative-sum prefix, and stops at the next refusal (numpy, no Python per row).
+`fits` is the rule for one issuance (the ledger's posting policy, the replay's sequential pass); `resolve` applies
+it to a whole sequence of issuances at once, as the replay engines need over millions of rows. Up to the first
+refusal the issued ones are a prefix of the cumulative sum; after it, only amounts no larger than the remaining
+room can ever succeed, so each round filters to those, takes the next cumulative-sum prefix, and stops at the next
+refusal (numpy, no Python per row).
 """
 
 from __future__ import annotations
@@ -11,6 +13,16 @@ from __future__ import annotations
 import numpy as np
 
 _SMALL = 2048  # below this many remaining candidates a plain loop is cheaper than another numpy round
+
+
+def room_under(ceiling: int | None, outstanding: int) -> int | None:
+    """What an asset may still issue: its ceiling less what is outstanding (None: no ceiling)."""
+    return None if ceiling is None else ceiling - outstanding
+
+
+def fits(amount: int, room: int | None) -> bool:
+    """Whether an issuance of `amount` fits the room left under the ceiling (None: no ceiling)."""
+    return room is None or amount <= room
 
 
 def first_over(amounts: np.ndarray, room: int) -> tuple[int, int]:
@@ -47,7 +59,7 @@ def resolve(amounts: np.ndarray, room: int) -> tuple[int, np.ndarray]:
         if len(values) <= _SMALL:
             chosen = []
             for position, value in zip(positions.tolist(), values.tolist(), strict=True):
-                if value <= room:
+                if fits(value, room):
                     chosen.append(position)
                     room -= value
             issued.append(np.array(chosen, dtype=np.int64))
