@@ -14,13 +14,17 @@ from rewards_lab.contract import resources as r
 from rewards_lab.contract.expiry_requests import EXPIRY
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK
 from rewards_lab.domain.money import format_amount
-from rewards_lab.store.interfaces.assets import AssetRow
-from rewards_lab.store.interfaces.customers import CustomerRow
-from rewards_lab.store.interfaces.events import StoredEvent
-from rewards_lab.store.interfaces.executions import StoredExecution
-from rewards_lab.store.interfaces.ledger import TransactionRow
-from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow, VersionRow
-from rewards_lab.store.interfaces.wallets import WalletRow
+from rewards_lab.store.interfaces import (
+    AssetRow,
+    CustomerRow,
+    ProgrammeRow,
+    RuleRow,
+    StoredEvent,
+    StoredExecution,
+    TransactionRow,
+    VersionRow,
+    WalletRow,
+)
 from rewards_lab.store.queries import RowPage
 
 

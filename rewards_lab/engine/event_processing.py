@@ -42,10 +42,14 @@ from rewards_lab.engine.reversals import ReversalPlan, Reverser, give_back_taken
 from rewards_lab.engine.rule_book import CompiledVersions, cache_of, compile_rows, estimated_bytes
 from rewards_lab.engine.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.customers import CustomerRow
-from rewards_lab.store.interfaces.events import EventOutcome, PendingEvent, StoredEvent
-from rewards_lab.store.interfaces.executions import ExecutionRecord
+from rewards_lab.store.interfaces import (
+    CustomerRow,
+    EventOutcome,
+    ExecutionRecord,
+    PendingEvent,
+    Repositories,
+    StoredEvent,
+)
 from rewards_lab.store.uow import reader, unit_of_work
 
 log = logging.getLogger(__name__)

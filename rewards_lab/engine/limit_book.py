@@ -8,8 +8,7 @@ from collections.abc import Iterable, Sequence
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.limits import Allowance, CapCheck, CapCut, CounterKey, Grant
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.limit_usage import Usage, UsageKey
+from rewards_lab.store.interfaces import Repositories, Usage, UsageKey
 
 
 class LimitBook:

@@ -31,9 +31,7 @@ from rewards_lab.domain.posting_policy import Kind, PostingRequest
 from rewards_lab.domain.reversals import fraction_of, reversal_target
 from rewards_lab.domain.rules import ReversalCall, number_of, read
 from rewards_lab.engine.limit_book import LimitBook
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.events import StoredEvent
-from rewards_lab.store.interfaces.executions import StoredExecution
+from rewards_lab.store.interfaces import Repositories, StoredEvent, StoredExecution
 
 ORIGINAL_NOT_FOUND = "original_not_found"
 FRACTION_INVALID = "fraction_invalid"

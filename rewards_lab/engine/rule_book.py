@@ -27,8 +27,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.rules import RuleSpec, compile_rule
 from rewards_lab.engine.postings import asset_row
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow
+from rewards_lab.store.interfaces import ProgrammeRow, Repositories, RuleRow
 
 MAX_ENTRIES = 256
 MAX_ESTIMATED_BYTES = 256 * 1_048_576

@@ -32,7 +32,7 @@ from rewards_lab.engine.rule_facts import customer_facts, reads_customer, reads_
 from rewards_lab.engine.simulation_spending import Effect, Key, effects_of, spending_of
 from rewards_lab.presenters import json_value
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.programmes import Schedule, VersionRow
+from rewards_lab.store.interfaces import Schedule, VersionRow
 from rewards_lab.store.uow import reader
 
 

@@ -35,9 +35,7 @@ from rewards_lab.engine.limit_book import LimitBook, cut_json
 from rewards_lab.engine.postings import asset_row
 from rewards_lab.engine.refund_order import REFUND_WAIT
 from rewards_lab.engine.reversals import ORIGINAL_NOT_FOUND, Reverser, give_back_taken, reversal_json
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.events import StoredEvent
-from rewards_lab.store.interfaces.programmes import VersionRow
+from rewards_lab.store.interfaces import Repositories, StoredEvent, VersionRow
 
 _WHOSE = {"rule": "the rule's", "programme": "the programme's", "budget": "the programme's"}
 

@@ -31,8 +31,7 @@ from rewards_lab.contract.validation import parse_instant
 from rewards_lab.presenters import utc
 from rewards_lab.store.auth_audit import AuthAuditRepository
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.auth_audit import AuditFilter, AuditRow, AuthAuditStore
+from rewards_lab.store.interfaces import AuditFilter, AuditRow, AuthAuditStore, Repositories
 from rewards_lab.store.uow import reader, unit_of_work
 
 log = logging.getLogger(__name__)

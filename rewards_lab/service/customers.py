@@ -24,8 +24,7 @@ from rewards_lab.domain.states import wallet_transition
 from rewards_lab.engine.notifications import emit
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.customers import CustomerRow
+from rewards_lab.store.interfaces import CustomerRow, Repositories
 from rewards_lab.store.uow import reader
 
 CUSTOMER_SORTS = ("created_at", "external_id")

@@ -21,7 +21,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.presenters import utc
 from rewards_lab.security.webhook_targets import private_targets_allowed
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.webhooks import DueDelivery, EndpointRow
+from rewards_lab.store.interfaces import DueDelivery, EndpointRow
 from rewards_lab.store.uow import reader, unit_of_work
 
 # Delays before the 2nd, 3rd... attempt: 9 attempts over about 23 hours, then the delivery is failed.

@@ -16,8 +16,7 @@ from rewards_lab.engine.postings import apply_postings
 from rewards_lab.service.lots import next_expiries
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.ledger import TransactionRow
+from rewards_lab.store.interfaces import Repositories, TransactionRow
 from rewards_lab.store.uow import reader
 
 TRANSACTION_SORTS = ("created_at", "amount_minor")

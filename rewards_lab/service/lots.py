@@ -9,8 +9,7 @@ from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import format_amount
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.lots import LotRow
+from rewards_lab.store.interfaces import LotRow, Repositories
 from rewards_lab.store.uow import reader
 
 LOT_SORTS = ("issued_at",)

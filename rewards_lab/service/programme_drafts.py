@@ -21,8 +21,7 @@ from rewards_lab.contract import resources as r
 from rewards_lab.contract.programme_limits import MAX_RULES_PER_VERSION, check_version_rules, rule_definition_bytes
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.programmes import RuleRow
+from rewards_lab.store.interfaces import Repositories, RuleRow
 from rewards_lab.store.uow import snapshot
 
 Digest = tuple[str, str]  # (rule id, the database's digest of its row: `ProgrammeRepository.rule_digests`)

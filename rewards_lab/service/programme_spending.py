@@ -17,8 +17,7 @@ from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, AmountLimit, B
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import format_amount, parse_amount
 from rewards_lab.engine.postings import asset_row
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.programmes import ProgrammeRow
+from rewards_lab.store.interfaces import ProgrammeRow, Repositories
 
 BUDGET_PERIODS_SHOWN = 12
 

@@ -34,8 +34,7 @@ from rewards_lab.service.programme_guards import record_override, stored_guards
 from rewards_lab.service.programme_spending import budget_consumption, checked_spending, stored_limits
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow, Schedule
+from rewards_lab.store.interfaces import ProgrammeRow, Repositories, RuleRow, Schedule
 from rewards_lab.store.uow import reader
 
 PROGRAMME_SORTS = ("created_at", "name")

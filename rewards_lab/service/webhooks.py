@@ -25,8 +25,7 @@ from rewards_lab.security.webhook_targets import normalise_url, private_targets_
 from rewards_lab.service.deliveries import ERROR_CLASSES, TEST_KIND, delivery_body
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.webhooks import AttemptRow, DeliveryRow, EndpointRow
+from rewards_lab.store.interfaces import AttemptRow, DeliveryRow, EndpointRow, Repositories
 from rewards_lab.store.uow import reader, snapshot, unit_of_work
 
 SECRET_PREFIX = "whsec_"

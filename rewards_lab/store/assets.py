@@ -11,7 +11,7 @@ from rewards_lab.contract.ids import new_id, new_ids
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.assets import AssetRow
+from rewards_lab.store.interfaces import AssetRow
 from rewards_lab.store.queries import RowPage, fetch_all_as, fetch_one_as, paginate, scalar
 
 TENANT = "a.organization_id = ? AND a.environment = ?"

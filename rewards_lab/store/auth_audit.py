@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.interfaces.auth_audit import AuditFilter, AuditRow, Tenant
+from rewards_lab.store.interfaces import AuditFilter, AuditRow, Tenant
 from rewards_lab.store.queries import RowPage, created_between, paginate
 
 COLUMNS = (

@@ -10,7 +10,7 @@ import pyarrow as pa
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.executions import ExecutionRecord, StoredExecution
+from rewards_lab.store.interfaces import ExecutionRecord, StoredExecution
 from rewards_lab.store.queries import RowPage, paginate
 
 TENANT = "organization_id = ? AND environment = ?"

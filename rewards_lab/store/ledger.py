@@ -34,7 +34,7 @@ from rewards_lab.domain.posting_decision import PostingDecision
 from rewards_lab.domain.posting_policy import ORDINARY_WALLET, AssetState, LedgerState, WalletState
 from rewards_lab.domain.posting_whole import AcceptedBatch
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.ledger import TransactionRow, WalletBalanceRow
+from rewards_lab.store.interfaces import TransactionRow, WalletBalanceRow
 from rewards_lab.store.ledger_cache import BalanceKey, LedgerCache
 from rewards_lab.store.queries import RowPage, paginate
 

@@ -14,7 +14,7 @@ from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.lots import Lot
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.lots import DueLot, LotRow, LotTaken, NewLot
+from rewards_lab.store.interfaces import DueLot, LotRow, LotTaken, NewLot
 from rewards_lab.store.queries import RowPage, paginate
 
 TENANT = "organization_id = ? AND environment = ?"

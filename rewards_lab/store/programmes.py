@@ -15,7 +15,7 @@ import duckdb
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.programmes import (
+from rewards_lab.store.interfaces import (
     OPEN_SCHEDULE,
     LiveVersion,
     ProgrammeRow,

@@ -9,7 +9,7 @@ import duckdb
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.wallets import WalletRow
+from rewards_lab.store.interfaces import WalletRow
 from rewards_lab.store.queries import RowPage, columns, fetch_all_as, fetch_one_as, paginate
 
 TENANT = "organization_id = ? AND environment = ?"

@@ -12,7 +12,7 @@ import pyarrow as pa
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.webhooks import (
+from rewards_lab.store.interfaces import (
     AttemptRow,
     DeliveryRow,
     DueDelivery,
