@@ -35,6 +35,12 @@ class ExpiryPolicy:
             return cls(after_days=int(stored["after_days"]))
         return cls(at_end_of=str(stored["at_end_of"]), after=int(stored.get("after", 0)))
 
+    def as_json(self) -> dict[str, Any]:
+        """The JSON form a request carries and the store keeps (`of` reads it back)."""
+        if self.after_days is not None:
+            return {"after_days": self.after_days}
+        return {"at_end_of": self.at_end_of, "after": self.after}
+
 
 @lru_cache(maxsize=64)
 def _zone(name: str) -> ZoneInfo:

@@ -101,11 +101,8 @@ def add(uow: Repositories, event: AuditEvent) -> None:
     uow.auth_audit.add(_row(_with_request(event)))
 
 
-def _row(event: AuditEvent) -> dict[str, Any]:
-    row: dict[str, Any] = asdict(event)
-    row["id"] = new_id("auth_audit")
-    row["created_at"] = utcnow()
-    return row
+def _row(event: AuditEvent) -> AuditRow:
+    return AuditRow(id=new_id("auth_audit"), created_at=utcnow(), **asdict(event))
 
 
 def write(database: Database, event: AuditEvent, *, email: str | None = None) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from rewards_lab.contract import jsonutil
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
@@ -136,7 +137,8 @@ class EventRepository:
         (a replay evaluates the same versions); none recorded is NULL, or "[]" in rows written before issue 14."""
         if not outcomes:
             return
-        columns = zip(*outcomes, strict=True)
+        columns: list[Any] = list(zip(*outcomes, strict=True))
+        columns[4] = [None if versions is None else jsonutil.dumps(versions) for versions in columns[4]]
         batch = pa.Table.from_arrays([pa.array(c, pa.string()) for c in columns], schema=_OUTCOME_SCHEMA)
         self.con.register("event_outcomes", batch)
         try:

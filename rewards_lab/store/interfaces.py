@@ -13,11 +13,16 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, NamedTuple, Protocol
 
+from rewards_lab.contract import jsonutil
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import EnvironmentName, Scope
+from rewards_lab.domain.expiry import ExpiryPolicy
+from rewards_lab.domain.limits import CapCut, CounterKey, Limit
 from rewards_lab.domain.lots import Lot
 from rewards_lab.domain.posting_decision import PostingDecision
 from rewards_lab.domain.posting_policy import LedgerState
+from rewards_lab.domain.records import ReversalRecord
+from rewards_lab.domain.settings import NO_SPENDING, Guard, GuardOverride, Spending
 from rewards_lab.store.queries import RowPage
 
 # organizations --------------------------------------------------------------------------------------------------------
@@ -145,7 +150,7 @@ class AssetRow:
     redemption_account_id: str
     created_at: datetime
     activated_at: datetime | None
-    expiry: str | None  # JSON of its expiry policy (None: its points never expire)
+    expiry: ExpiryPolicy | None  # its expiry policy (None: its points never expire)
     value_per_unit: str | None  # money per unit, a decimal string (None: not valued)
     breakage_account_id: str | None  # where expired points go, once the asset tracks lots
     issued_minor: int
@@ -153,10 +158,24 @@ class AssetRow:
     expired_minor: int
 
 
+@dataclass(frozen=True, slots=True)
+class NewAsset:
+    """An asset as created (configured): its supply ceiling in minor units (None: none), its expiry (None: its
+    points never expire; with one it tracks lots from its creation) and its value per unit (None: not valued)."""
+
+    name: str
+    symbol: str
+    type: str
+    decimals: int
+    supply_ceiling_minor: int | None = None
+    expiry: ExpiryPolicy | None = None
+    value_per_unit: str | None = None
+
+
 class AssetStore(Protocol):
     """What the services need of the asset rows (DuckDB: store.assets.AssetRepository)."""
 
-    def add(self, scope: Scope, asset_id: str, fields: dict[str, Any], accounts: tuple[str, str]) -> AssetRow: ...
+    def add(self, scope: Scope, asset_id: str, asset: NewAsset, accounts: tuple[str, str]) -> AssetRow: ...
 
     def get(self, scope: Scope, asset_id: str) -> AssetRow | None: ...
 
@@ -205,8 +224,8 @@ class ProgrammeRow:
     timezone: str
     starts_at: datetime | None
     ends_at: datetime | None
-    spending: str | None  # the draft's programme-wide caps, budget and clawback (JSON; None: none)
-    guards: str | None = None  # the draft's forecast guards (JSON list; None: none)
+    spending: Spending = NO_SPENDING  # the draft's programme-wide caps, budget, clawback, expiry and event age
+    guards: tuple[Guard, ...] = ()  # the draft's forecast guards
 
     @property
     def draft_schedule(self) -> Schedule:
@@ -227,9 +246,9 @@ class VersionRow:
     timezone: str
     starts_at: datetime | None
     ends_at: datetime | None
-    spending: str | None  # the version's programme-wide caps, budget and clawback (JSON; None: none)
-    guards: str | None = None  # the version's forecast guards (JSON list; None: none)
-    guard_override: str | None = None  # published despite a failed guard (JSON: reason, given_by, given_at)
+    spending: Spending = NO_SPENDING  # the version's programme-wide caps, budget, clawback, expiry and event age
+    guards: tuple[Guard, ...] = ()  # the version's forecast guards
+    guard_override: GuardOverride | None = None  # published despite a failed guard: why, by whom, when
 
     @property
     def schedule(self) -> Schedule:
@@ -248,8 +267,9 @@ class LiveVersion:
 
 @dataclass(frozen=True, slots=True)
 class RuleRow:
-    """One version's copy of a rule (`conditions` and `actions` as JSON text), with its version's number and
-    status."""
+    """One version's copy of a rule, with its version's number and status. `conditions` and `actions` stay the
+    stored JSON text: compiled rules are remembered by it (`engine.rule_book`), and `condition_items` and
+    `action_items` decode it where it is read."""
 
     id: str
     version_id: str
@@ -263,10 +283,43 @@ class RuleRow:
     created_at: datetime
     priority: int
     stop_processing: bool
-    limits: str  # the rule's caps (JSON list)
+    limits: tuple[Limit, ...]  # the rule's caps
     name: str | None  # a short human name (NULL: none)
     version_number: int | None
     version_status: str
+
+    def condition_items(self) -> list[Any]:
+        """Its conditions, decoded (JSON values)."""
+        items: list[Any] = jsonutil.loads(self.conditions)
+        return items
+
+    def action_items(self) -> list[Any]:
+        """Its actions, decoded (JSON values)."""
+        items: list[Any] = jsonutil.loads(self.actions)
+        return items
+
+
+@dataclass(frozen=True, slots=True)
+class NewProgramme:
+    """A programme as created (its draft version is made with it)."""
+
+    name: str
+    asset_id: str
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RuleBody:
+    """A rule as written to a draft: `conditions` and `actions` in their JSON form (the action's asset filled
+    in), its caps typed."""
+
+    event_type: str
+    conditions: list[Any]
+    actions: list[Any]
+    priority: int = 0
+    stop_processing: bool = False
+    limits: tuple[Limit, ...] = ()
+    name: str | None = None
 
 
 class ProgrammeStore(Protocol):
@@ -277,10 +330,10 @@ class ProgrammeStore(Protocol):
         scope: Scope,
         program_id: str,
         draft_version_id: str,
-        fields: dict[str, Any],
+        programme: NewProgramme,
         schedule: Schedule = OPEN_SCHEDULE,
-        spending: str | None = None,
-        guards: str | None = None,
+        spending: Spending = NO_SPENDING,
+        guards: tuple[Guard, ...] = (),
     ) -> ProgrammeRow: ...
 
     def get(self, scope: Scope, program_id: str) -> ProgrammeRow | None: ...
@@ -300,17 +353,17 @@ class ProgrammeStore(Protocol):
         program_id: str,
         based_on: int | None,
         schedule: Schedule = OPEN_SCHEDULE,
-        spending: str | None = None,
-        guards: str | None = None,
+        spending: Spending = NO_SPENDING,
+        guards: tuple[Guard, ...] = (),
     ) -> None: ...
 
     def set_schedule(self, scope: Scope, version_id: str, schedule: Schedule) -> None: ...
 
-    def set_spending(self, scope: Scope, version_id: str, spending: str | None) -> None: ...
+    def set_spending(self, scope: Scope, version_id: str, spending: Spending) -> None: ...
 
-    def set_guards(self, scope: Scope, version_id: str, guards: str | None) -> None: ...
+    def set_guards(self, scope: Scope, version_id: str, guards: tuple[Guard, ...]) -> None: ...
 
-    def record_guard_override(self, scope: Scope, version_id: str, override: str) -> None: ...
+    def record_guard_override(self, scope: Scope, version_id: str, override: GuardOverride) -> None: ...
 
     def get_version(self, scope: Scope, version_id: str) -> VersionRow | None: ...
 
@@ -323,14 +376,14 @@ class ProgrammeStore(Protocol):
     def live_versions(self, scope: Scope, event_types: list[str] | None = None) -> list[LiveVersion]: ...
 
     def add_rule(
-        self, scope: Scope, rule_id: str, version_id: str, program_id: str, body: dict[str, Any], position: int
+        self, scope: Scope, rule_id: str, version_id: str, program_id: str, body: RuleBody, position: int
     ) -> None: ...
 
     def copy_rules(self, scope: Scope, from_version_id: str, to_version_id: str) -> None: ...
 
     def restore_draft(self, scope: Scope, draft_version_id: str, source_version_id: str) -> None: ...
 
-    def update_rule(self, scope: Scope, rule_id: str, version_id: str, body: dict[str, Any]) -> None: ...
+    def update_rule(self, scope: Scope, rule_id: str, version_id: str, body: RuleBody) -> None: ...
 
     def delete_rule(self, scope: Scope, rule_id: str, version_id: str) -> None: ...
 
@@ -379,6 +432,10 @@ class StoredEvent(NamedTuple):
     waiting_for: str | None  # a refund waiting for its original: that event's external_event_id
     wait_until: datetime | None
 
+    def data_value(self) -> Any:
+        """Its data, decoded (numbers exact). The row keeps the text: POST /events answers with it as it is."""
+        return jsonutil.loads(self.data)
+
 
 class PendingEvent(NamedTuple):
     """What processing reads of a `received` event (not the times, hash, status and error, whose conversion to
@@ -401,15 +458,23 @@ class PendingEvent(NamedTuple):
     # Its time of receipt as epoch microseconds (UTC): what a programme's bound on an event's age is counted from.
     received_at_us: int = 0
 
+    def data_value(self) -> Any:
+        """Its data, decoded (numbers exact): only for events a version evaluates, so the row keeps the text."""
+        return jsonutil.loads(self.data)
+
+    def versions_value(self) -> list[str] | None:
+        """The versions it was evaluated against, as recorded (None: none recorded)."""
+        return None if self.evaluated_versions is None else list(jsonutil.loads(self.evaluated_versions))
+
 
 class EventOutcome(NamedTuple):
-    """An attempt's result for one event; `versions` is the JSON list of versions it was evaluated against."""
+    """An attempt's result for one event; `versions`: the versions it was evaluated against."""
 
     event_id: str
     status: str
     error_code: str | None
     error_message: str | None
-    versions: str | None
+    versions: list[str] | None
 
 
 class EventStore(Protocol):
@@ -516,9 +581,9 @@ class ExecutionRecord(NamedTuple):
     transaction_id: str | None
     inputs: str
     requested_minor: int | None = None  # what the rule called for, when a cap or the budget cut it
-    limited: str | None = None  # the cut (JSON), when one did
-    usage_keys: str | None = None  # the cap and budget counters it counted in (JSON), for a reversal to give back
-    reversal: str | None = None  # a reverse action's detail (JSON)
+    limited: CapCut | None = None  # the cut, when one did
+    usage_keys: tuple[CounterKey, ...] = ()  # the cap and budget counters it counted in, for a reversal to give back
+    reversal: ReversalRecord | None = None  # a reverse action's detail
 
 
 class StoredExecution(NamedTuple):
@@ -543,9 +608,9 @@ class StoredExecution(NamedTuple):
     created_at: datetime
     updated_at: datetime
     requested_minor: int | None
-    limited: str | None
-    usage_keys: str | None
-    reversal: str | None
+    limited: CapCut | None
+    usage_keys: tuple[CounterKey, ...]
+    reversal: ReversalRecord | None
     reversed_minor: int  # what reversals have targeted of this reward
     taken_back_minor: int  # what reversals took back of it from its wallet (at most reversed_minor)
 
@@ -582,6 +647,10 @@ class IdempotencyRow:
     status_code: int
     created_at: datetime
 
+    def response_value(self) -> Any:
+        """The serialised response, decoded (numbers exact)."""
+        return jsonutil.loads(self.response)
+
 
 class IdempotencyStore(Protocol):
     """What the services need of the idempotency rows (DuckDB: store.idempotency.IdempotencyRepository)."""
@@ -608,6 +677,10 @@ class OutboxRow:
     payload: str
     created_at: datetime
     dispatched_at: datetime | None
+
+    def payload_value(self) -> Any:
+        """Its payload, decoded (numbers exact): only for messages some endpoint takes, so the row keeps the text."""
+        return jsonutil.loads(self.payload)
 
 
 class OutboxStore(Protocol):
@@ -671,7 +744,7 @@ class EndpointRow:
     organization_id: str
     environment: str
     url: str
-    events: str  # JSON list of event kinds
+    events: tuple[str, ...]  # the event kinds it subscribes to
     signing_secret: str
     secret_prefix: str
     status: str
@@ -688,6 +761,18 @@ class PlaintextSecrets:
     id: str
     signing_secret: str
     previous_signing_secret: str | None
+
+
+class NewDelivery(NamedTuple):
+    """A delivery as the fan-out creates it (pending): `body` is the exact JSON signed and sent on every attempt."""
+
+    id: str
+    organization_id: str
+    environment: str
+    endpoint_id: str
+    outbox_id: str | None  # None: a test delivery (no outbox message)
+    kind: str
+    body: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -772,7 +857,7 @@ class WebhookStore(Protocol):
 
     def enabled_endpoints(self) -> list[EndpointRow]: ...
 
-    def add_deliveries(self, rows: list[dict[str, Any]], next_attempt_at: datetime) -> None: ...
+    def add_deliveries(self, rows: list[NewDelivery], next_attempt_at: datetime) -> None: ...
 
     def delivery(self, scope: Scope, delivery_id: str) -> DeliveryRow | None: ...
 
@@ -1002,9 +1087,9 @@ class Tenant(NamedTuple):
 class AuthAuditStore(Protocol):
     """What the services need of the audit trail (DuckDB: store.auth_audit.AuthAuditRepository)."""
 
-    def add(self, row: dict[str, Any]) -> None: ...
+    def add(self, row: AuditRow) -> None: ...
 
-    def add_many(self, rows: list[dict[str, Any]]) -> None: ...
+    def add_many(self, rows: list[AuditRow]) -> None: ...
 
     def page(self, scope: Scope, where: AuditFilter, page: PageRequest) -> RowPage[AuditRow]: ...
 

@@ -14,7 +14,6 @@ the caller's transaction rolls back, so nothing partial is ever committed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -28,7 +27,6 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import time_ms_column, time_ms_of
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.domain.expiry import ExpiryPolicy
 from rewards_lab.domain.ledger import Posting
 from rewards_lab.domain.posting_decision import PostingDecision
 from rewards_lab.domain.posting_policy import ORDINARY_WALLET, AssetState, LedgerState, WalletState
@@ -37,6 +35,7 @@ from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.interfaces import TransactionRow, WalletBalanceRow
 from rewards_lab.store.ledger_cache import BalanceKey, LedgerCache
 from rewards_lab.store.queries import RowPage, paginate
+from rewards_lab.store.settings_json import expiry_from
 
 TENANT = "organization_id = ? AND environment = ?"
 # What a reader sees of a transaction (`id_time_ms` only serves lookups by id).
@@ -325,7 +324,7 @@ class LedgerRepository:
                 row[5],
                 int(row[6]),
                 row[7],
-                None if row[8] is None else ExpiryPolicy.of(json.loads(row[8])),
+                expiry_from(row[8]),
             )
             for row in rows
         }
