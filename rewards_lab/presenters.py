@@ -235,7 +235,7 @@ def execution(row: StoredExecution, decimals: int) -> r.RewardExecution:
         status=row.status,
         error_code=row.error_code,
         transaction_id=row.transaction_id,
-        inputs=jsonutil.loads(row.inputs),
+        inputs=row.inputs_value(),
         created_at=_utc(row.created_at),
         updated_at=_utc(row.updated_at),
         requested_amount=None if row.requested_minor is None else format_amount(int(row.requested_minor), decimals),

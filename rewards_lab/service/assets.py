@@ -23,7 +23,7 @@ from rewards_lab.engine.postings import asset_row
 from rewards_lab.service.settings_requests import expiry_of
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces import NewAsset, Repositories
+from rewards_lab.store.interfaces import AssetFilter, NewAsset, Repositories
 from rewards_lab.store.uow import reader
 
 ASSET_SORTS = ("created_at", "symbol", "name")
@@ -69,7 +69,7 @@ def get_asset(database: Database, scope: Scope, asset_id: str) -> r.Asset:
 
 def list_assets(database: Database, scope: Scope, page: PageRequest, *, status: str | None = None) -> r.Page[r.Asset]:
     sort = check_page_request(page, ASSET_SORTS)
-    rows = reader(database).assets.page(scope, page, sort, {"status": status})
+    rows = reader(database).assets.page(scope, page, sort, AssetFilter(status))
     return presenters.page(r.Page[r.Asset], rows, presenters.asset)
 
 

@@ -34,7 +34,15 @@ from rewards_lab.service.programme_spending import budget_consumption, checked_l
 from rewards_lab.service.settings_requests import guards_of, limits_of, spending_of
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces import NewProgramme, ProgrammeRow, Repositories, RuleBody, RuleRow, Schedule
+from rewards_lab.store.interfaces import (
+    NewProgramme,
+    ProgrammeFilter,
+    ProgrammeRow,
+    Repositories,
+    RuleBody,
+    RuleRow,
+    Schedule,
+)
 from rewards_lab.store.uow import reader
 
 PROGRAMME_SORTS = ("created_at", "name")
@@ -106,7 +114,7 @@ def list_programmes(
     database: Database, scope: Scope, page: PageRequest, *, asset_id: str | None = None
 ) -> r.Page[r.Programme]:
     sort = check_page_request(page, PROGRAMME_SORTS)
-    rows = reader(database).programmes.page(scope, page, sort, {"asset_id": asset_id})
+    rows = reader(database).programmes.page(scope, page, sort, ProgrammeFilter(asset_id))
     return presenters.page(r.Page[r.Programme], rows, presenters.programme)
 
 

@@ -11,7 +11,7 @@ from rewards_lab.contract.ids import new_id, new_ids
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces import AssetRow, NewAsset
+from rewards_lab.store.interfaces import AssetFilter, AssetRow, NewAsset
 from rewards_lab.store.queries import RowPage, decoding, fetch_all_as, fetch_one_as, paginate, scalar
 from rewards_lab.store.settings_json import expiry_from, expiry_text
 
@@ -162,11 +162,11 @@ class AssetRepository:
         )
         return bool(count)
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[AssetRow]:
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: AssetFilter) -> RowPage[AssetRow]:
         sql = f"{ASSET_SELECT} WHERE {TENANT}"
         params: list[Any] = list(scope.params)
-        if filters.get("status"):
+        if filters.status:
             sql += " AND a.status = ?"
-            params.append(filters["status"])
+            params.append(filters.status)
         listed = paginate(self.con, list_name="assets", select_sql=sql, params=params, page=page, sort=sort)
         return listed.typed(_ASSET_ROW)

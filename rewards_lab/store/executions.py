@@ -11,7 +11,7 @@ import pyarrow as pa
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces import ExecutionRecord, StoredExecution
+from rewards_lab.store.interfaces import ExecutionFilter, ExecutionRecord, StoredExecution
 from rewards_lab.store.queries import RowPage, decoding, paginate
 from rewards_lab.store.settings_json import cut_from, cut_text, keys_from, keys_text, reversal_from, reversal_text
 
@@ -130,12 +130,12 @@ class ExecutionRepository:
             [list(amounts), list(amounts.values()), *scope.params],
         )
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[StoredExecution]:
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: ExecutionFilter) -> RowPage[StoredExecution]:
         sql = f"SELECT {_STORED} FROM reward_executions WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         for name in ("customer_id", "event_id", "program_id", "rule_id", "status"):
-            if filters.get(name):
+            if getattr(filters, name):
                 sql += f" AND {name} = ?"
-                params.append(filters[name])
+                params.append(getattr(filters, name))
         listed = paginate(self.con, list_name="executions", select_sql=sql, params=params, page=page, sort=sort)
         return listed.typed(_STORED_EXECUTION)

@@ -66,6 +66,13 @@ class CustomerRow:
     attributes: str
 
 
+@dataclass(frozen=True, slots=True)
+class CustomerFilter:
+    """Which customers a page lists (None: any)."""
+
+    external_id: str | None = None
+
+
 class CustomerStore(Protocol):
     """What the services need of the customer rows (DuckDB: store.customers.CustomerRepository)."""
 
@@ -91,7 +98,7 @@ class CustomerStore(Protocol):
 
     def resolve_many(self, scope: Scope, references: list[str]) -> dict[str, CustomerRow]: ...
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[CustomerRow]: ...
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: CustomerFilter) -> RowPage[CustomerRow]: ...
 
 
 # wallets --------------------------------------------------------------------------------------------------------------
@@ -111,6 +118,14 @@ class WalletRow:
     created_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class WalletFilter:
+    """Which wallets a page lists (None: any)."""
+
+    customer_id: str | None = None
+    status: str | None = None
+
+
 class WalletStore(Protocol):
     """What the services need of the wallet rows (DuckDB: store.wallets.WalletRepository)."""
 
@@ -126,7 +141,7 @@ class WalletStore(Protocol):
 
     def reward_wallets(self, scope: Scope, customer_ids: list[str]) -> dict[str, WalletRow]: ...
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[WalletRow]: ...
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: WalletFilter) -> RowPage[WalletRow]: ...
 
 
 # assets ---------------------------------------------------------------------------------------------------------------
@@ -172,6 +187,13 @@ class NewAsset:
     value_per_unit: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class AssetFilter:
+    """Which assets a page lists (None: any)."""
+
+    status: str | None = None
+
+
 class AssetStore(Protocol):
     """What the services need of the asset rows (DuckDB: store.assets.AssetRepository)."""
 
@@ -189,7 +211,7 @@ class AssetStore(Protocol):
 
     def symbol_in_use(self, scope: Scope, symbol: str, except_asset_id: str) -> bool: ...
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[AssetRow]: ...
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: AssetFilter) -> RowPage[AssetRow]: ...
 
 
 # programmes -----------------------------------------------------------------------------------------------------------
@@ -322,6 +344,13 @@ class RuleBody:
     name: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ProgrammeFilter:
+    """Which programmes a page lists (None: any)."""
+
+    asset_id: str | None = None
+
+
 class ProgrammeStore(Protocol):
     """What the services need of the programme rows (DuckDB: store.programmes.ProgrammeRepository)."""
 
@@ -338,7 +367,7 @@ class ProgrammeStore(Protocol):
 
     def get(self, scope: Scope, program_id: str) -> ProgrammeRow | None: ...
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[ProgrammeRow]: ...
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: ProgrammeFilter) -> RowPage[ProgrammeRow]: ...
 
     def set_current(self, scope: Scope, program_id: str, number: int, draft_version_id: str) -> None: ...
 
@@ -477,6 +506,15 @@ class EventOutcome(NamedTuple):
     versions: list[str] | None
 
 
+@dataclass(frozen=True, slots=True)
+class EventFilter:
+    """Which events a page lists (None: any); `customer_refs`: the references (id, external id) of one customer."""
+
+    status: str | None = None
+    type: str | None = None
+    customer_refs: list[str] | None = None
+
+
 class EventStore(Protocol):
     """What the services need of stored events (DuckDB: store.events.EventRepository)."""
 
@@ -498,7 +536,7 @@ class EventStore(Protocol):
 
     def mark_many(self, scope: Scope, outcomes: list[EventOutcome]) -> None: ...
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[StoredEvent]: ...
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: EventFilter) -> RowPage[StoredEvent]: ...
 
 
 # ledger ---------------------------------------------------------------------------------------------------------------
@@ -528,6 +566,15 @@ class WalletBalanceRow(NamedTuple):
     updated_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class TransactionFilter:
+    """Which transactions a page lists (None: any); `wallet_id`: either leg's."""
+
+    wallet_id: str | None = None
+    asset_id: str | None = None
+    kind: str | None = None
+
+
 class LedgerStore(Protocol):
     """What the services need of the ledger (DuckDB: store.ledger.LedgerRepository)."""
 
@@ -553,7 +600,7 @@ class LedgerStore(Protocol):
     def get_transaction(self, scope: Scope, transaction_id: str) -> TransactionRow | None: ...
 
     def list_transactions(
-        self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]
+        self, scope: Scope, page: PageRequest, sort: str, filters: TransactionFilter
     ) -> RowPage[TransactionRow]: ...
 
 
@@ -614,6 +661,21 @@ class StoredExecution(NamedTuple):
     reversed_minor: int  # what reversals have targeted of this reward
     taken_back_minor: int  # what reversals took back of it from its wallet (at most reversed_minor)
 
+    def inputs_value(self) -> Any:
+        """The values its rule read, decoded (numbers exact): only shown, so the row keeps the text."""
+        return jsonutil.loads(self.inputs)
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionFilter:
+    """Which executions a page lists (None: any)."""
+
+    customer_id: str | None = None
+    event_id: str | None = None
+    program_id: str | None = None
+    rule_id: str | None = None
+    status: str | None = None
+
 
 class ExecutionStore(Protocol):
     """What the services need of execution records (DuckDB: store.executions.ExecutionRepository)."""
@@ -628,7 +690,9 @@ class ExecutionStore(Protocol):
 
     def add_taken_back(self, scope: Scope, amounts: dict[str, int]) -> None: ...
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[StoredExecution]: ...
+    def page(
+        self, scope: Scope, page: PageRequest, sort: str, filters: ExecutionFilter
+    ) -> RowPage[StoredExecution]: ...
 
 
 # idempotency ----------------------------------------------------------------------------------------------------------
@@ -1192,6 +1256,14 @@ class DueLot(NamedTuple):
     expires_at: datetime
 
 
+@dataclass(frozen=True, slots=True)
+class LotFilter:
+    """Which lots of a wallet a page lists (None: any); `status`: open, expired or spent."""
+
+    asset_id: str | None = None
+    status: str | None = None
+
+
 class LotStore(Protocol):
     """What the services need of lots (DuckDB: store.lots.LotRepository)."""
 
@@ -1199,7 +1271,7 @@ class LotStore(Protocol):
 
     def write(self, scope: Scope, made: Sequence[NewLot], taken: Sequence[LotTaken]) -> None: ...
 
-    def page(self, scope: Scope, wallet_id: str, page: PageRequest, filters: dict[str, Any]) -> RowPage[LotRow]: ...
+    def page(self, scope: Scope, wallet_id: str, page: PageRequest, filters: LotFilter) -> RowPage[LotRow]: ...
 
     def next_expiry(self, scope: Scope, wallet_id: str) -> dict[str, tuple[datetime, int]]: ...
 

@@ -32,7 +32,7 @@ from rewards_lab.domain.posting_decision import PostingDecision
 from rewards_lab.domain.posting_policy import ORDINARY_WALLET, AssetState, LedgerState, WalletState
 from rewards_lab.domain.posting_whole import AcceptedBatch
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces import TransactionRow, WalletBalanceRow
+from rewards_lab.store.interfaces import TransactionFilter, TransactionRow, WalletBalanceRow
 from rewards_lab.store.ledger_cache import BalanceKey, LedgerCache
 from rewards_lab.store.queries import RowPage, paginate
 from rewards_lab.store.settings_json import expiry_from
@@ -370,17 +370,17 @@ class LedgerRepository:
         return TransactionRow._make(rows[0]) if rows else None
 
     def list_transactions(
-        self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]
+        self, scope: Scope, page: PageRequest, sort: str, filters: TransactionFilter
     ) -> RowPage[TransactionRow]:
         sql = f"SELECT {_TRANSACTION} FROM transactions WHERE {TENANT}"
         params: list[Any] = list(scope.params)
-        if filters.get("wallet_id"):
+        if filters.wallet_id:
             sql += " AND (source_account_id = ? OR destination_account_id = ?)"
-            params += [filters["wallet_id"], filters["wallet_id"]]
+            params += [filters.wallet_id, filters.wallet_id]
         for name in ("asset_id", "kind"):
-            if filters.get(name):
+            if getattr(filters, name):
                 sql += f" AND {name} = ?"
-                params.append(filters[name])
+                params.append(getattr(filters, name))
         listed = paginate(self.con, list_name="transactions", select_sql=sql, params=params, page=page, sort=sort)
         return listed.typed(TransactionRow)
 

@@ -20,6 +20,7 @@ from rewards_lab.store.interfaces import (
     OPEN_SCHEDULE,
     LiveVersion,
     NewProgramme,
+    ProgrammeFilter,
     ProgrammeRow,
     RuleBody,
     RuleRow,
@@ -96,12 +97,12 @@ class ProgrammeRepository:
         sql = f"{_PROGRAMME} AND p.id = ?"
         return fetch_one_as(self.con, _PROGRAMME_ROW, sql, [*scope.params, program_id])
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[ProgrammeRow]:
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: ProgrammeFilter) -> RowPage[ProgrammeRow]:
         sql = _PROGRAMME
         params: list[Any] = list(scope.params)
-        if filters.get("asset_id"):
+        if filters.asset_id:
             sql += " AND p.asset_id = ?"
-            params.append(filters["asset_id"])
+            params.append(filters.asset_id)
         listed = paginate(self.con, list_name="programmes", select_sql=sql, params=params, page=page, sort=sort)
         return listed.typed(_PROGRAMME_ROW)
 
