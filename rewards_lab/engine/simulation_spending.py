@@ -40,7 +40,7 @@ _WHOSE = {"rule": "the rule's", "programme": "the programme's", "budget": "the p
 
 
 @dataclass(frozen=True, slots=True)
-class Spending:
+class SpendingChecks:
     """A version's spending settings as the worker checks them."""
 
     program_id: str
@@ -56,14 +56,14 @@ class Spending:
 
 def spending_of(
     uow: Repositories, scope: Scope, version: VersionRow, asset_id: str, specs: Sequence[RuleSpec]
-) -> Spending:
+) -> SpendingChecks:
     """The version's programme-wide caps, budget and clawback (decoded by the store), and its rules' caps."""
     settings = version.spending
     caps: tuple[Cap, ...] = ()
     if settings.capped:
         caps = settings.caps(int(asset_row(uow, scope, asset_id).decimals))
     rule_caps = {spec.rule_id: spec.limits for spec in specs if spec.limits}
-    return Spending(version.program_id, version.timezone, caps, settings.clawback, rule_caps)
+    return SpendingChecks(version.program_id, version.timezone, caps, settings.clawback, rule_caps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,7 @@ Key = tuple[str, int]  # (rule id, action index)
 def effects_of(
     uow: Repositories,
     scope: Scope,
-    spending: Spending,
+    spending: SpendingChecks,
     verdicts: Sequence[RuleVerdict],
     customer: str | None,
     at: datetime,
@@ -124,7 +124,7 @@ def effects_of(
 def _checks(
     uow: Repositories,
     scope: Scope,
-    spending: Spending,
+    spending: SpendingChecks,
     actions: list[tuple[str, ActionVerdict]],
     customer: str | None,
     at_us: int,
@@ -192,7 +192,7 @@ class _Reversing:
         self,
         uow: Repositories,
         scope: Scope,
-        spending: Spending,
+        spending: SpendingChecks,
         originals: dict[str, StoredEvent],
         reverser: Reverser | None,
         book: LimitBook | None,
