@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, TypeVar, overload
@@ -11,16 +11,22 @@ from pydantic import BaseModel
 
 from rewards_lab.contract import attributes, jsonutil
 from rewards_lab.contract import resources as r
-from rewards_lab.contract.expiry_requests import EXPIRY
-from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK
+from rewards_lab.domain.expiry import ExpiryPolicy
+from rewards_lab.domain.limits import CapCut, Limit
 from rewards_lab.domain.money import format_amount
-from rewards_lab.store.interfaces.assets import AssetRow
-from rewards_lab.store.interfaces.customers import CustomerRow
-from rewards_lab.store.interfaces.events import StoredEvent
-from rewards_lab.store.interfaces.executions import StoredExecution
-from rewards_lab.store.interfaces.ledger import TransactionRow
-from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow, VersionRow
-from rewards_lab.store.interfaces.wallets import WalletRow
+from rewards_lab.domain.records import ReversalRecord
+from rewards_lab.domain.settings import Guard, GuardOverride, Spending
+from rewards_lab.store.interfaces import (
+    AssetRow,
+    CustomerRow,
+    ProgrammeRow,
+    RuleRow,
+    StoredEvent,
+    StoredExecution,
+    TransactionRow,
+    VersionRow,
+    WalletRow,
+)
 from rewards_lab.store.queries import RowPage
 
 
@@ -84,7 +90,7 @@ def asset(row: AssetRow) -> r.Asset:
         outstanding_supply=format_amount(issued - redeemed - expired, decimals),
         created_at=_utc(row.created_at),
         activated_at=utc(row.activated_at),
-        expiry=None if row.expiry is None else EXPIRY.validate_python(jsonutil.loads(row.expiry)),
+        expiry=expiry(row.expiry),
         value_per_unit=row.value_per_unit,
         expired=format_amount(expired, decimals),
     )
@@ -97,11 +103,11 @@ def rule(row: RuleRow) -> r.Rule:
         program_id=row.program_id,
         version=row.version_number,
         event_type=row.event_type,
-        conditions=jsonutil.loads(row.conditions),
-        actions=jsonutil.loads(row.actions),
+        conditions=row.condition_items(),
+        actions=row.action_items(),
         priority=row.priority,
         stop_processing=row.stop_processing,
-        limits=jsonutil.loads(row.limits or "[]"),
+        limits=limits(row.limits),
         created_at=_utc(row.created_at),
     )
 
@@ -123,9 +129,9 @@ def version_of(row: VersionRow, rules: list[r.Rule]) -> r.ProgrammeVersion:
         timezone=row.timezone,
         starts_at=utc(row.starts_at),
         ends_at=utc(row.ends_at),
-        **spending_of(row.spending),
-        guards=guards_of(row.guards),
-        guard_override=override_of(row.guard_override),
+        **spending(row.spending),
+        guards=guards(row.guards),
+        guard_override=guard_override(row.guard_override),
     )
 
 
@@ -142,8 +148,8 @@ def programme(row: ProgrammeRow, consumption: list[r.BudgetConsumption] | None =
         timezone=row.timezone,
         starts_at=utc(row.starts_at),
         ends_at=utc(row.ends_at),
-        **spending_of(row.spending),
-        guards=guards_of(row.guards),
+        **spending(row.spending),
+        guards=guards(row.guards),
         budget_consumption=consumption or [],
     )
 
@@ -158,7 +164,7 @@ def event(row: StoredEvent) -> r.Event:
         type=row.type,
         customer_id=row.customer_id,
         occurred_at=utc(row.occurred_at),
-        data=jsonutil.loads(row.data),
+        data=row.data_value(),
         status=row.status,
         error=error,
         attempts=int(row.attempts),
@@ -229,57 +235,57 @@ def execution(row: StoredExecution, decimals: int) -> r.RewardExecution:
         status=row.status,
         error_code=row.error_code,
         transaction_id=row.transaction_id,
-        inputs=jsonutil.loads(row.inputs),
+        inputs=row.inputs_value(),
         created_at=_utc(row.created_at),
         updated_at=_utc(row.updated_at),
         requested_amount=None if row.requested_minor is None else format_amount(int(row.requested_minor), decimals),
-        limited=None if row.limited is None else limit_cut(jsonutil.loads(row.limited), decimals),
+        limited=None if row.limited is None else limit_cut(row.limited, decimals),
         reversed_amount=format_amount(int(row.reversed_minor or 0), decimals) if row.status == "issued" else None,
-        reversal=None if row.reversal is None else reversal(jsonutil.loads(row.reversal), decimals),
+        reversal=None if row.reversal is None else reversal(row.reversal, decimals),
     )
 
 
-def reversal(stored: dict[str, Any], decimals: int) -> r.Reversal:
-    """A reverse action's stored detail (minor units) as shown: per reward its target, what the wallet gave and
-    the shortfall, and the totals."""
+def reversal(record: ReversalRecord, decimals: int) -> r.Reversal:
+    """A reverse action's detail (minor units) as shown: per reward its target, what the wallet gave and the
+    shortfall, and the totals."""
     rewards = []
     target = shortfall = 0
-    for item in stored["rewards"]:
-        due, taken = int(item["target_minor"]), int(item["taken_minor"])
+    for item in record.rewards:
+        due, taken = item.target_minor, item.taken_minor
         target, shortfall = target + due, shortfall + due - taken
         rewards.append(
             r.ReversedReward(
-                original_execution_id=item["original_execution_id"],
-                original_transaction_id=item["original_transaction_id"],
-                customer_id=item["customer_id"],
-                wallet_id=item["wallet_id"],
+                original_execution_id=item.original_execution_id,
+                original_transaction_id=item.original_transaction_id,
+                customer_id=item.customer_id,
+                wallet_id=item.wallet_id,
                 target=format_amount(due, decimals),
                 amount=format_amount(taken, decimals),
                 shortfall=format_amount(due - taken, decimals),
-                transaction_id=item["transaction_id"],
+                transaction_id=item.transaction_id,
             )
         )
     return r.Reversal(
-        original_event_id=stored["original_event_id"],
-        original_external_event_id=stored["original_external_event_id"],
-        fraction=stored["fraction"],
-        clawback=stored["clawback"],
+        original_event_id=record.original_event_id,
+        original_external_event_id=record.original_external_event_id,
+        fraction=None if record.fraction is None else str(record.fraction),
+        clawback=record.clawback,
         target=format_amount(target, decimals),
         shortfall=format_amount(shortfall, decimals),
         rewards=rewards,
     )
 
 
-def limit_cut(stored: dict[str, Any], decimals: int) -> r.LimitCut:
-    """A stored cut (amounts in minor units) as shown."""
-    maximum = stored.get("max_amount_minor")
+def limit_cut(cut: CapCut, decimals: int) -> r.LimitCut:
+    """A cut (amounts in minor units) as shown."""
+    maximum = cut.max_amount_minor
     return r.LimitCut(
-        scope=stored["scope"],
-        period=stored["period"],
-        period_start=stored["period_start"],
-        max_amount=None if maximum is None else format_amount(int(maximum), decimals),
-        max_count=stored.get("max_count"),
-        cut=format_amount(int(stored["cut_minor"]), decimals),
+        scope=cut.scope,
+        period=cut.period,
+        period_start=cut.period_start,
+        max_amount=None if maximum is None else format_amount(maximum, decimals),
+        max_count=cut.max_count,
+        cut=format_amount(cut.cut_minor, decimals),
     )
 
 
@@ -313,26 +319,35 @@ def json_value(value: Any) -> Any:
     return str(value) if isinstance(value, Decimal) else value
 
 
-def spending_of(text: str | None) -> dict[str, Any]:
-    """A stored spending setting (None: the defaults) as a dict of limits, budget, clawback, expiry and the
-    bound on a live event's age (absent: none)."""
-    stored = jsonutil.loads(text) if text else {}
+def limits(declared: Sequence[Limit]) -> list[dict[str, Any]]:
+    """Caps in the contract's form (the resource validates them)."""
+    return [limit.as_json() for limit in declared]
+
+
+def expiry(policy: ExpiryPolicy | None) -> dict[str, Any] | None:
+    """An expiry policy in the contract's form (None: none)."""
+    return None if policy is None else policy.as_json()
+
+
+def spending(settings: Spending) -> dict[str, Any]:
+    """A version's spending settings as the fields of a programme or version: limits, budget, clawback, expiry
+    and the bound on a live event's age."""
     return {
-        "limits": stored.get("limits", []),
-        "budget": stored.get("budget"),
-        "clawback": stored.get("clawback", DEFAULT_CLAWBACK),
-        "expiry": stored.get("expiry"),
-        "max_event_age_days": stored.get("max_event_age_days"),
+        "limits": limits(settings.limits),
+        "budget": None if settings.budget is None else settings.budget.as_json(),
+        "clawback": settings.clawback,
+        "expiry": expiry(settings.expiry),
+        "max_event_age_days": settings.max_event_age_days,
     }
 
 
-def guards_of(text: str | None) -> list[dict[str, Any]]:
-    """A version's stored forecast guards (None: none)."""
-    stored: list[dict[str, Any]] = jsonutil.loads(text) if text else []
-    return stored
+def guards(declared: Sequence[Guard]) -> list[dict[str, Any]]:
+    """A version's forecast guards, as the contract validates them."""
+    return [guard.as_json() for guard in declared]
 
 
-def override_of(text: str | None) -> dict[str, Any] | None:
+def guard_override(override: GuardOverride | None) -> r.GuardOverrideRecord | None:
     """The override a version was published with despite a failed guard (None: none)."""
-    stored: dict[str, Any] | None = jsonutil.loads(text) if text else None
-    return stored
+    if override is None:
+        return None
+    return r.GuardOverrideRecord(reason=override.reason, given_by=override.given_by, given_at=override.given_at)

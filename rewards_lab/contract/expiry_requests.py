@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Discriminator, Field, Tag, TypeAdapter, WithJsonSchema
+from pydantic import BeforeValidator, Discriminator, Field, Tag, WithJsonSchema
 
 from rewards_lab.contract.request_base import RequestModel, whole_number
 
@@ -61,4 +61,3 @@ Expiry = Annotated[
     Annotated[ExpiryAfterDays, Tag("after_days")] | Annotated[ExpiryAtEndOf, Tag("at_end_of")],
     Discriminator(_expiry_shape),
 ]
-EXPIRY: TypeAdapter[ExpiryAfterDays | ExpiryAtEndOf] = TypeAdapter(Expiry)

@@ -22,7 +22,6 @@ from pydantic import (
     PlainSerializer,
     StrictBool,
     Tag,
-    TypeAdapter,
     WithJsonSchema,
 )
 
@@ -79,7 +78,6 @@ Limit = Annotated[
 
 
 Limits = Annotated[list[Limit], Field(max_length=MAX_LIMITS)]
-LIMITS = TypeAdapter(list[Limit])  # stored caps back into models
 
 
 class Budget(RequestModel):

@@ -47,6 +47,12 @@ class ExpiryPolicy:
         """What `after_days` adds to the issuance's instant, in microseconds (None: an `at_end_of` policy)."""
         return None if self.after_days is None else self.after_days * DAY_US
 
+    def as_json(self) -> dict[str, Any]:
+        """The JSON form a request carries and the store keeps (`of` reads it back)."""
+        if self.after_days is not None:
+            return {"after_days": self.after_days}
+        return {"at_end_of": self.at_end_of, "after": self.after}
+
 
 @lru_cache(maxsize=64)
 def _zone(name: str) -> ZoneInfo:

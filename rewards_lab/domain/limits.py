@@ -87,21 +87,66 @@ class Grant(NamedTuple):
     keys: tuple[CounterKey, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """A cap as a programme or rule declares it (per customer, per calendar period): `max_amount` (a decimal
+    string of the programme's asset, as given) or `max_count`. `cap` makes it a Cap once the decimals are known."""
+
+    period: str
+    max_amount: str | None = None
+    max_count: int | None = None
+
+    @classmethod
+    def of(cls, stored: Mapping[str, Any]) -> Limit:
+        """A cap from its JSON form (`{"per": "customer", "period": ..., "max_amount" | "max_count": ...}`)."""
+        amount, count = stored.get("max_amount"), stored.get("max_count")
+        return cls(
+            str(stored["period"]), None if amount is None else str(amount), None if count is None else int(count)
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON form a request carries and the store keeps (`of` reads it back)."""
+        if self.max_amount is not None:
+            return {"per": "customer", "period": self.period, "max_amount": self.max_amount}
+        return {"per": "customer", "period": self.period, "max_count": self.max_count}
+
+    def cap(self, scope: Scope, decimals: int, field: str = "limits[0]") -> Cap:
+        """As the engine checks it: the amount in minor units of an asset of `decimals` (ServiceError when the
+        amount does not fit them; `field` names it)."""
+        minor = None if self.max_amount is None else parse_amount(self.max_amount, decimals, f"{field}.max_amount")
+        return Cap(scope, self.period, minor, self.max_count)
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What a programme may issue in a calendar period across all customers (a decimal string, as given)."""
+
+    period: str
+    max_amount: str
+
+    @classmethod
+    def of(cls, stored: Mapping[str, Any]) -> Budget:
+        return cls(str(stored["period"]), str(stored["max_amount"]))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"period": self.period, "max_amount": self.max_amount}
+
+    def cap(self, decimals: int) -> Cap:
+        return Cap("budget", self.period, parse_amount(self.max_amount, decimals, "budget"))
+
+
+def limit_caps(limits: Sequence[Limit], scope: Scope, decimals: int, field: str = "limits") -> tuple[Cap, ...]:
+    """Declared caps as Caps; amounts in minor units of the programme's asset."""
+    return tuple(limit.cap(scope, decimals, f"{field}[{index}]") for index, limit in enumerate(limits))
+
+
 def caps_of(stored: Sequence[Mapping[str, Any]], scope: Scope, decimals: int, field: str = "limits") -> tuple[Cap, ...]:
-    """Stored caps (their JSON form) as Caps; amounts in minor units of the programme's asset."""
-    caps = []
-    for index, item in enumerate(stored):
-        amount = item.get("max_amount")
-        minor = None if amount is None else parse_amount(str(amount), decimals, f"{field}[{index}].max_amount")
-        count = item.get("max_count")
-        caps.append(Cap(scope, str(item["period"]), minor, None if count is None else int(count)))
-    return tuple(caps)
+    """Caps in their JSON form as Caps (the replay reads its programme file's caps so)."""
+    return limit_caps([Limit.of(item) for item in stored], scope, decimals, field)
 
 
 def budget_of(stored: Mapping[str, Any] | None, decimals: int) -> tuple[Cap, ...]:
-    if not stored:
-        return ()
-    return (Cap("budget", str(stored["period"]), parse_amount(str(stored["max_amount"]), decimals, "budget")),)
+    return () if not stored else (Budget.of(stored).cap(decimals),)
 
 
 @lru_cache(maxsize=64)

@@ -31,7 +31,7 @@ from rewards_lab.domain.conditions import (
     read_value,
     source_of,
 )
-from rewards_lab.domain.limits import Cap, caps_of
+from rewards_lab.domain.limits import Cap, Limit, limit_caps
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR, parse_amount, reward_minor
 
 BENEFICIARY_MISSING = "beneficiary_missing"
@@ -233,7 +233,7 @@ def compile_rule(
     priority: int = 0,
     stop_processing: bool = False,
     timezone: str = "UTC",
-    limits: Sequence[Mapping[str, Any]] = (),
+    limits: Sequence[Limit] = (),
     name: str | None = None,
     position: int | None = None,
 ) -> RuleSpec:
@@ -256,7 +256,7 @@ def compile_rule(
             action_specs.append(
                 ActionSpec(asset_id, decimals, per=str(amount["per"]), rate=rate, beneficiary=beneficiary)
             )
-    caps = caps_of(limits, "rule", decimals_of(default_asset_id)) if limits else ()
+    caps = limit_caps(limits, "rule", decimals_of(default_asset_id)) if limits else ()
     return RuleSpec(
         rule_id, event_type, nodes, tuple(action_specs), priority, stop_processing, timezone, caps, name, position
     )

@@ -26,7 +26,7 @@ from rewards_lab.contract.ids import new_id, new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.expiry import ExpiryPolicy, expires_at
-from rewards_lab.domain.limits import Cap, CapCheck, Grant, budget_of, caps_of, checks_for
+from rewards_lab.domain.limits import Cap, CapCheck, Grant, checks_for
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.posting_policy import PostingRequest
 from rewards_lab.domain.processing_order import REFUND_WAIT, refunds_after_originals, segments
@@ -34,18 +34,22 @@ from rewards_lab.domain.rule_evaluation import RuleMatch, evaluate
 from rewards_lab.domain.rules import ActionOutcome, RuleSpec
 from rewards_lab.domain.schedule import epoch_us, too_old, within_window
 from rewards_lab.engine.ledger_probe import LedgerProbe
-from rewards_lab.engine.limit_book import LimitBook, cut_json, keys_json
+from rewards_lab.engine.limit_book import LimitBook
 from rewards_lab.engine.lot_book import LotTerms
 from rewards_lab.engine.notifications import outbox_messages
 from rewards_lab.engine.postings import apply_postings, asset_row
-from rewards_lab.engine.reversals import ReversalPlan, Reverser, give_back_taken, reversal_json
+from rewards_lab.engine.reversals import ReversalPlan, Reverser, give_back_taken, reversal_record
 from rewards_lab.engine.rule_book import CompiledVersions, cache_of, compile_rows, estimated_bytes
 from rewards_lab.engine.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.customers import CustomerRow
-from rewards_lab.store.interfaces.events import EventOutcome, PendingEvent, StoredEvent
-from rewards_lab.store.interfaces.executions import ExecutionRecord
+from rewards_lab.store.interfaces import (
+    CustomerRow,
+    EventOutcome,
+    ExecutionRecord,
+    PendingEvent,
+    Repositories,
+    StoredEvent,
+)
 from rewards_lab.store.uow import reader, unit_of_work
 
 log = logging.getLogger(__name__)
@@ -185,11 +189,10 @@ class _RuleBook:
             programme = self.uow.programmes.get(self.scope, version.program_id)
             assert programme is not None
             assert version.number is not None, "the worker evaluates published versions only"
-            spending = presenters.spending_of(version.spending)
+            spending = version.spending  # decoded by the store as it read the row
             caps: tuple[Cap, ...] = ()
-            if spending["limits"] or spending["budget"]:
-                decimals = int(asset_row(self.uow, self.scope, programme.asset_id).decimals)
-                caps = caps_of(spending["limits"], "programme", decimals) + budget_of(spending["budget"], decimals)
+            if spending.capped:
+                caps = spending.caps(int(asset_row(self.uow, self.scope, programme.asset_id).decimals))
             meta = VersionMeta(
                 version_id,
                 version.program_id,
@@ -200,9 +203,9 @@ class _RuleBook:
                 None if version.starts_at is None else epoch_us(version.starts_at),
                 None if version.ends_at is None else epoch_us(version.ends_at),
                 caps,
-                str(spending["clawback"]),
-                ExpiryPolicy.of(spending["expiry"]),
-                spending["max_event_age_days"],
+                spending.clawback,
+                spending.expiry,
+                spending.max_event_age_days,
             )
             own = [row for row in rows if row.version_id == version_id]
             self.meta[version_id] = meta
@@ -247,7 +250,7 @@ def _matches(
     for version_id, indices in by_version.items():
         for index in indices:
             if index not in data:
-                data[index] = jsonutil.loads(plans[index].event.data)
+                data[index] = plans[index].event.data_value()
         batch = [(plans[index].event.type, data[index]) for index in indices]
         rules = book.rules[version_id]
         known = facts.of(rules, [plans[index].event for index in indices])
@@ -364,10 +367,7 @@ def _recorded_versions(event: PendingEvent) -> list[str] | None:
     """The versions an event was evaluated against, or None when none are recorded: never attempted, or failed
     by a server fault before anything was recorded (stored as NULL; before issue 14, as "[]"). A failed event
     never has an empty list otherwise (an event that matched no version cannot fail), so "[]" means unknown."""
-    text = event.evaluated_versions
-    if text is None or text == "[]":
-        return None
-    return list(jsonutil.loads(text))
+    return event.versions_value() or None
 
 
 def _process_scope(
@@ -672,9 +672,9 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
                 transaction_id,
                 planned.inputs,
                 None if grant is None or grant.cut is None else action.amount_minor,
-                None if grant is None else cut_json(grant.cut),
-                None if grant is None else keys_json(grant.keys),
-                None if reversal is None or code is not None else reversal_json(reversal, taken),
+                None if grant is None else grant.cut,
+                () if grant is None else grant.keys,
+                None if reversal is None or code is not None else reversal_record(reversal, taken),
             )
             records.append(record)
             if status == "issued":
@@ -684,9 +684,7 @@ def _issue(uow: Repositories, scope: Scope, plans: list[_EventPlan]) -> ProcessR
         error = plan.blocker or refused_when_planned or refused_by_ledger
         status = "failed" if error else "processed"
         message = error.message if error else None
-        outcomes.append(
-            EventOutcome(event.id, status, error.code if error else None, message, jsonutil.dumps(plan.versions))
-        )
+        outcomes.append(EventOutcome(event.id, status, error.code if error else None, message, plan.versions))
         report.failed += status == "failed"
         report.processed += status == "processed"
     # An event's executions are written in the transaction that counts its attempt, so an event never attempted
@@ -708,7 +706,7 @@ def _reversed_payload(record: ExecutionRecord, decimals: int) -> dict[str, Any]:
     reward (the same `reversal` object as the execution resource)."""
     assert record.reversal is not None
     body = _issued_payload(record, decimals)
-    body["reversal"] = presenters.reversal(jsonutil.loads(record.reversal), decimals).model_dump(mode="json")
+    body["reversal"] = presenters.reversal(record.reversal, decimals).model_dump(mode="json")
     return body
 
 
@@ -817,8 +815,7 @@ def _mark_broken(database: Database, scope: Scope, event_id: str, versions: list
                 assert pending is not None
                 book = _RuleBook(uow, scope)
                 versions = book.in_window(book.live_versions([row.type]).get(row.type, []), pending)
-            recorded = None if not versions else jsonutil.dumps(versions)
-            uow.events.mark_many(scope, [_broken(event_id, recorded)])
+            uow.events.mark_many(scope, [_broken(event_id, versions or None)])
         return
     except Exception:  # noqa: BLE001 - fall through: record the failure without versions
         log.exception("event %s: its versions could not be recorded", event_id)
@@ -826,7 +823,7 @@ def _mark_broken(database: Database, scope: Scope, event_id: str, versions: list
         uow.events.mark_many(scope, [_broken(event_id, None)])
 
 
-def _broken(event_id: str, versions: str | None) -> EventOutcome:
+def _broken(event_id: str, versions: list[str] | None) -> EventOutcome:
     return EventOutcome(event_id, "failed", "internal_error", INTERNAL_FAILURE_MESSAGE, versions)
 
 

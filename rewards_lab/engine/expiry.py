@@ -22,7 +22,7 @@ from rewards_lab.engine.lot_book import LotTerms
 from rewards_lab.engine.notifications import outbox_messages
 from rewards_lab.engine.postings import apply_postings
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.lots import DueLot
+from rewards_lab.store.interfaces import DueLot
 from rewards_lab.store.uow import reader, unit_of_work
 
 ROUND = 1000  # lots per round

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from rewards_lab.contract import jsonutil
 from rewards_lab.contract.scope import Scope
-from rewards_lab.domain.limits import Allowance, CapCheck, CapCut, CounterKey, Grant
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.limit_usage import Usage, UsageKey
+from rewards_lab.domain.limits import Allowance, CapCheck, Grant
+from rewards_lab.store.interfaces import Repositories, Usage, UsageKey
 
 
 class LimitBook:
@@ -41,23 +39,3 @@ class LimitBook:
             amount, count = self.allowance.used(key)
             changed[UsageKey(*key)] = Usage(amount, count)
         self.uow.limit_usage.save(self.scope, changed)
-
-
-def cut_json(cut: CapCut | None) -> str | None:
-    """A cut as an execution records it (amounts in minor units)."""
-    if cut is None:
-        return None
-    return jsonutil.dumps(
-        {
-            "scope": cut.scope,
-            "period": cut.period,
-            "period_start": cut.period_start.isoformat(),
-            "max_amount_minor": cut.max_amount_minor,
-            "max_count": cut.max_count,
-            "cut_minor": cut.cut_minor,
-        }
-    )
-
-
-def keys_json(keys: Sequence[CounterKey]) -> str | None:
-    return jsonutil.dumps([list(key) for key in keys]) if keys else None

@@ -19,8 +19,7 @@ from rewards_lab.domain.expiry import expires_at
 from rewards_lab.domain.ledger import Posting
 from rewards_lab.domain.lots import Lot, credited, take
 from rewards_lab.domain.posting_policy import LedgerState
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.lots import LotTaken, NewLot
+from rewards_lab.store.interfaces import LotTaken, NewLot, Repositories
 
 WALLET_PREFIX = "wal_"
 

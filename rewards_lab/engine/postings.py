@@ -12,8 +12,7 @@ from rewards_lab.domain.posting_decision import PostingDecision, decide_batch
 from rewards_lab.domain.posting_policy import LedgerState, PostingRequest
 from rewards_lab.engine.lot_book import LotTerms, record_lots
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.assets import AssetRow
+from rewards_lab.store.interfaces import AssetRow, Repositories
 
 
 def load_state(uow: Repositories, scope: Scope, requests: Sequence[PostingRequest]) -> LedgerState:

@@ -21,13 +21,13 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
 
-from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.conditions import NO_FACTS
+from rewards_lab.domain.limits import CounterKey
 from rewards_lab.domain.posting_policy import REVERSAL_KIND_OF, PostingRequest
+from rewards_lab.domain.records import ReversalRecord, RewardTaken
 from rewards_lab.domain.reversals import (
     CUSTOMER_MISMATCH,
     ORIGINAL_NOT_FOUND,
@@ -38,9 +38,7 @@ from rewards_lab.domain.reversals import (
 )
 from rewards_lab.domain.rules import FRACTION_INVALID, ReversalCall, number_of, read
 from rewards_lab.engine.limit_book import LimitBook
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.events import StoredEvent
-from rewards_lab.store.interfaces.executions import StoredExecution
+from rewards_lab.store.interfaces import Repositories, StoredEvent, StoredExecution
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +93,12 @@ class Reverser:
             for reference, event in originals.items()
         }
 
-    def usage_keys(self, references: list[str]) -> Iterator[list[str]]:
+    def usage_keys(self, references: list[str]) -> Iterator[CounterKey]:
         """The cap and budget counters the rewards of these originals counted in (to give back to)."""
         for reference in references:
             original = self.originals.get(reference)
             for row in self.rewards.get(original.id, []) if original is not None else []:
-                yield from jsonutil.loads(row.usage_keys) if row.usage_keys else []
+                yield from row.usage_keys
 
     def plan(
         self,
@@ -134,7 +132,7 @@ class Reverser:
             return plan
         assert original is not None
         try:
-            denominator = None if call.of is None else number_of(read(_data(original), call.of, NO_FACTS))
+            denominator = None if call.of is None else number_of(read(original.data_value(), call.of, NO_FACTS))
             plan.fraction = fraction_of(call, denominator)
         except ValueError as error:
             plan.error = ServiceError(FRACTION_INVALID, str(error))
@@ -156,7 +154,7 @@ class Reverser:
             if given and limits is not None:
                 self.taken_back[reward.id] += target
                 whole = all_taken_back(int(reward.taken_back_minor or 0) + self.taken_back[reward.id], issued)
-                limits.give_back(jsonutil.loads(reward.usage_keys or "[]"), target, whole=whole)
+                limits.give_back(reward.usage_keys, target, whole=whole)
             elif reward.usage_keys:
                 self.waiting.add(reward.id)
             request = PostingRequest(
@@ -189,13 +187,12 @@ class Reverser:
     def save(self) -> None:
         self.uow.executions.add_reversed(self.scope, {k: v for k, v in self.targeted.items() if v})
 
-    def given_keys(self, plan: ReversalPlan) -> Iterator[tuple[str, str, str, str]]:
+    def given_keys(self, plan: ReversalPlan) -> Iterator[CounterKey]:
         """The counters a plan's rewards counted in that get their share only once posted (`give_back_taken`)."""
         for item in plan.items:
             if item.given_back:
                 continue
-            for key in jsonutil.loads(item.original.usage_keys) if item.original.usage_keys else []:
-                yield (key[0], key[1], key[2], key[3])
+            yield from item.original.usage_keys
 
 
 def give_back_taken(
@@ -214,9 +211,7 @@ def give_back_taken(
         return
     book = limits
     if book is None:
-        keys = [
-            key for item, _ in given if not item.given_back for key in jsonutil.loads(item.original.usage_keys or "[]")
-        ]
+        keys = [key for item, _ in given if not item.given_back for key in item.original.usage_keys]
         book = LimitBook(uow, scope, keys) if keys else None
     so_far: dict[str, int] = defaultdict(int)  # execution id -> taken back here
     for item, amount in given:
@@ -224,38 +219,31 @@ def give_back_taken(
         so_far[reward.id] += amount
         whole = all_taken_back(int(reward.taken_back_minor or 0) + so_far[reward.id], int(reward.amount_minor))
         if book is not None and reward.usage_keys and not item.given_back:
-            book.give_back(jsonutil.loads(reward.usage_keys), amount, whole=whole)
+            book.give_back(reward.usage_keys, amount, whole=whole)
     if limits is None:
         if book is not None:
             book.save()
         uow.executions.add_taken_back(scope, dict(so_far))
 
 
-def _data(event: StoredEvent) -> dict[str, Any]:
-    data: dict[str, Any] = jsonutil.loads(event.data)
-    return data
-
-
-def reversal_json(plan: ReversalPlan, taken: dict[str, int]) -> str:
-    """A reverse action's detail as its execution stores it (minor units; `taken`: transaction id -> what the
+def reversal_record(plan: ReversalPlan, taken: dict[str, int]) -> ReversalRecord:
+    """A reverse action's detail as its execution records it (minor units; `taken`: transaction id -> what the
     wallet gave)."""
-    return jsonutil.dumps(
-        {
-            "original_event_id": plan.original.id if plan.original else None,
-            "original_external_event_id": plan.reference,
-            "fraction": None if plan.fraction is None else str(plan.fraction),
-            "clawback": plan.clawback,
-            "rewards": [
-                {
-                    "original_execution_id": item.original.id,
-                    "original_transaction_id": item.original.transaction_id,
-                    "customer_id": item.original.customer_id,
-                    "wallet_id": item.original.wallet_id,
-                    "target_minor": item.target_minor,
-                    "taken_minor": taken.get(item.request.transaction_id, 0),
-                    "transaction_id": item.request.transaction_id if taken.get(item.request.transaction_id) else None,
-                }
-                for item in plan.items
-            ],
-        }
+    return ReversalRecord(
+        plan.original.id if plan.original else None,
+        plan.reference,
+        plan.fraction,
+        plan.clawback,
+        tuple(
+            RewardTaken(
+                item.original.id,
+                item.original.transaction_id,
+                item.original.customer_id,
+                item.original.wallet_id,
+                item.target_minor,
+                taken.get(item.request.transaction_id, 0),
+                item.request.transaction_id if taken.get(item.request.transaction_id) else None,
+            )
+            for item in plan.items
+        ),
     )

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, TypeVar
 
-from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.limits import Limit
 from rewards_lab.domain.rules import RuleSpec, compile_rule
 from rewards_lab.engine.postings import asset_row
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow
+from rewards_lab.store.interfaces import ProgrammeRow, Repositories, RuleRow
+from rewards_lab.store.settings_json import limits_text
 
 MAX_ENTRIES = 256
 MAX_ESTIMATED_BYTES = 256 * 1_048_576
@@ -44,7 +44,7 @@ Key = tuple[Scope, str]
 
 def estimated_bytes(rows: Sequence[RuleRow]) -> int:
     """What a version's compiled rules are taken to weigh, from their stored text."""
-    text = sum(len(row.conditions) + len(row.actions) + len(row.limits or "") for row in rows)
+    text = sum(len(row.conditions) + len(row.actions) + len(limits_text(row.limits)) for row in rows)
     return text * BYTES_PER_TEXT_BYTE + len(rows) * BYTES_PER_RULE
 
 
@@ -124,7 +124,7 @@ def cache_of(database: object) -> CompiledVersions[object]:
         return cache
 
 
-RuleKey = tuple[str, str, str, str, str, str, str, int, bool, str, str, str | None, int | None]
+RuleKey = tuple[str, str, str, str, str, str, tuple[Limit, ...], int, bool, str, str, str | None, int | None]
 
 
 class _RuleMemo:
@@ -143,7 +143,7 @@ class _RuleMemo:
                 self._items.move_to_end(key)
                 return found[0]
         spec = compile_rule()  # outside the memo's lock: compiling is the slow part
-        size = sum(len(part) for part in key[3:7])
+        size = sum(len(part) for part in key[3:6]) + len(limits_text(key[6]))  # the rule's stored text
         with self._lock:
             if key not in self._items:
                 self._items[key] = (spec, size)
@@ -172,7 +172,7 @@ def compiled_rule(
         row.event_type,
         row.conditions,
         row.actions,
-        row.limits or "",
+        row.limits,
         row.priority,
         row.stop_processing,
         default_asset_id,
@@ -233,14 +233,14 @@ def compile_rows(
         return compile_rule(
             row.id,
             row.event_type,
-            jsonutil.loads(row.conditions),
-            jsonutil.loads(row.actions),
+            row.condition_items(),
+            row.action_items(),
             default_asset_id,
             decimals_of,
             priority=row.priority,
             stop_processing=row.stop_processing,
             timezone=timezone,
-            limits=jsonutil.loads(row.limits or "[]"),
+            limits=row.limits,  # typed by the store
             name=row.name,
             position=position,
         )

@@ -17,8 +17,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.domain import segments as seg
 from rewards_lab.domain.conditions import CustomerFacts
 from rewards_lab.domain.rules import RuleSpec
-from rewards_lab.store.interfaces.customers import CustomerRow
-from rewards_lab.store.interfaces.segments import SegmentStore
+from rewards_lab.store.interfaces import CustomerRow, SegmentStore
 
 
 def reads_customer(rules: Sequence[RuleSpec]) -> bool:

@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from rewards_lab import presenters
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
@@ -33,7 +32,7 @@ from rewards_lab.engine.rule_facts import customer_facts, reads_customer, reads_
 from rewards_lab.engine.simulation_spending import Effect, Key, effects_of, spending_of
 from rewards_lab.presenters import json_value
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.programmes import Schedule, VersionRow
+from rewards_lab.store.interfaces import Schedule, VersionRow
 from rewards_lab.store.uow import reader
 
 
@@ -305,7 +304,7 @@ def _unless_too_old(
 ) -> dict[Key, Effect]:
     """As the worker: an event received now that occurred longer ago than the version's `max_event_age_days`
     issues nothing, and each action that would have issued says so (`event_too_old`)."""
-    days = presenters.spending_of(version.spending)["max_event_age_days"]
+    days = version.spending.max_event_age_days
     if occurred_at is None or not too_old(epoch_us(occurred_at), epoch_us(utcnow()), days):
         return found
     reason = f"; not issued: the event occurred more than {days} days before now (max_event_age_days)"

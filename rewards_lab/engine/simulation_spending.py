@@ -17,33 +17,30 @@ Nothing is saved: the counters, the targets and the balances change in memory on
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import count
 
 from rewards_lab import presenters
-from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.scope import Scope
-from rewards_lab.domain.limits import Cap, CapCheck, budget_of, caps_of, checks_for
+from rewards_lab.domain.limits import Cap, CapCheck, checks_for
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.processing_order import REFUND_WAIT
 from rewards_lab.domain.reversals import ORIGINAL_NOT_FOUND, clawback_take
 from rewards_lab.domain.rule_evaluation import ActionVerdict, RuleVerdict
 from rewards_lab.domain.rules import RuleSpec
 from rewards_lab.domain.schedule import epoch_us
-from rewards_lab.engine.limit_book import LimitBook, cut_json
+from rewards_lab.engine.limit_book import LimitBook
 from rewards_lab.engine.postings import asset_row
-from rewards_lab.engine.reversals import Reverser, give_back_taken, reversal_json
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.events import StoredEvent
-from rewards_lab.store.interfaces.programmes import VersionRow
+from rewards_lab.engine.reversals import Reverser, give_back_taken, reversal_record
+from rewards_lab.store.interfaces import Repositories, StoredEvent, VersionRow
 
 _WHOSE = {"rule": "the rule's", "programme": "the programme's", "budget": "the programme's"}
 
 
 @dataclass(frozen=True, slots=True)
-class Spending:
+class SpendingChecks:
     """A version's spending settings as the worker checks them."""
 
     program_id: str
@@ -59,15 +56,14 @@ class Spending:
 
 def spending_of(
     uow: Repositories, scope: Scope, version: VersionRow, asset_id: str, specs: Sequence[RuleSpec]
-) -> Spending:
-    """The version's programme-wide caps, budget and clawback, and its rules' caps."""
-    settings = presenters.spending_of(version.spending)
+) -> SpendingChecks:
+    """The version's programme-wide caps, budget and clawback (decoded by the store), and its rules' caps."""
+    settings = version.spending
     caps: tuple[Cap, ...] = ()
-    if settings["limits"] or settings["budget"]:
-        decimals = int(asset_row(uow, scope, asset_id).decimals)
-        caps = caps_of(settings["limits"], "programme", decimals) + budget_of(settings["budget"], decimals)
+    if settings.capped:
+        caps = settings.caps(int(asset_row(uow, scope, asset_id).decimals))
     rule_caps = {spec.rule_id: spec.limits for spec in specs if spec.limits}
-    return Spending(version.program_id, version.timezone, caps, str(settings["clawback"]), rule_caps)
+    return SpendingChecks(version.program_id, version.timezone, caps, settings.clawback, rule_caps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +85,7 @@ Key = tuple[str, int]  # (rule id, action index)
 def effects_of(
     uow: Repositories,
     scope: Scope,
-    spending: Spending,
+    spending: SpendingChecks,
     verdicts: Sequence[RuleVerdict],
     customer: str | None,
     at: datetime,
@@ -128,7 +124,7 @@ def effects_of(
 def _checks(
     uow: Repositories,
     scope: Scope,
-    spending: Spending,
+    spending: SpendingChecks,
     actions: list[tuple[str, ActionVerdict]],
     customer: str | None,
     at_us: int,
@@ -164,7 +160,7 @@ def _granted(book: LimitBook, action: ActionVerdict, checks: list[CapCheck]) -> 
     grant = book.grant(action.amount_minor, checks)
     if grant.cut is None:
         return Effect(grant.amount_minor, limit_reason=f"within its caps: {standing}")
-    cut = presenters.limit_cut(jsonutil.loads(cut_json(grant.cut) or "{}"), action.decimals)
+    cut = presenters.limit_cut(grant.cut, action.decimals)
     whose = f"{_WHOSE[cut.scope]} {cut.period} {'budget' if cut.scope == 'budget' else 'cap'}"
     if cut.max_count is not None and grant.amount_minor == 0:
         head = f"skipped: {whose} of {cut.max_count} rewards is reached"
@@ -196,7 +192,7 @@ class _Reversing:
         self,
         uow: Repositories,
         scope: Scope,
-        spending: Spending,
+        spending: SpendingChecks,
         originals: dict[str, StoredEvent],
         reverser: Reverser | None,
         book: LimitBook | None,
@@ -237,10 +233,9 @@ class _Reversing:
             self.balances[(wallet, item.original.asset_id)] = balance - give
             taken[item.request.transaction_id] = give
         give_back_taken(self.uow, self.scope, [plan], taken, self.book)  # in memory: what the wallets would give
-        stored = jsonutil.loads(reversal_json(plan, taken))
-        for reward in stored["rewards"]:
-            reward["transaction_id"] = None  # nothing is posted
-        reversal = presenters.reversal(stored, action.decimals)
+        record = reversal_record(plan, taken)
+        untaken = tuple(replace(reward, transaction_id=None) for reward in record.rewards)  # nothing is posted
+        reversal = presenters.reversal(replace(record, rewards=untaken), action.decimals)
         if not plan.items:
             suffix = f"; nothing of what event '{call.original}' received from this programme remains to take back"
         else:

@@ -23,7 +23,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.presenters import utc
 from rewards_lab.security import auth_audit
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces.api_keys import ApiKeyRow
+from rewards_lab.store.interfaces import ApiKeyRow
 from rewards_lab.store.uow import reader, unit_of_work
 
 SECRET_PREFIX = "rlk"

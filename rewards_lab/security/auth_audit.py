@@ -31,8 +31,7 @@ from rewards_lab.contract.validation import parse_instant
 from rewards_lab.presenters import utc
 from rewards_lab.store.auth_audit import AuthAuditRepository
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.auth_audit import AuditFilter, AuditRow, AuthAuditStore
+from rewards_lab.store.interfaces import AuditFilter, AuditRow, AuthAuditStore, Repositories
 from rewards_lab.store.uow import reader, unit_of_work
 
 log = logging.getLogger(__name__)
@@ -102,11 +101,8 @@ def add(uow: Repositories, event: AuditEvent) -> None:
     uow.auth_audit.add(_row(_with_request(event)))
 
 
-def _row(event: AuditEvent) -> dict[str, Any]:
-    row: dict[str, Any] = asdict(event)
-    row["id"] = new_id("auth_audit")
-    row["created_at"] = utcnow()
-    return row
+def _row(event: AuditEvent) -> AuditRow:
+    return AuditRow(id=new_id("auth_audit"), created_at=utcnow(), **asdict(event))
 
 
 def write(database: Database, event: AuditEvent, *, email: str | None = None) -> None:

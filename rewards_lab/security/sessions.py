@@ -28,7 +28,7 @@ from rewards_lab.security.login_guard import LoginGuard
 from rewards_lab.security.passwords import dummy_hash, hash_password, verify_password
 from rewards_lab.store.accounts import totp_context
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.accounts import AccountRow, SessionRow
+from rewards_lab.store.interfaces import AccountRow, SessionRow
 from rewards_lab.store.uow import reader, unit_of_work
 
 _EMAIL_RE = re.compile(r"[^@\s]{1,64}@[^@\s]{1,255}")

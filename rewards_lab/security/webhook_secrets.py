@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.webhooks import DueDelivery, EndpointRow
+from rewards_lab.store.interfaces import DueDelivery, EndpointRow
 from rewards_lab.store.webhooks import webhook_secret_context
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from decimal import Decimal
 
 from rewards_lab import presenters
-from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
@@ -21,9 +20,10 @@ from rewards_lab.domain.money import parse_ceiling
 from rewards_lab.domain.states import asset_transition
 from rewards_lab.engine.notifications import emit
 from rewards_lab.engine.postings import asset_row
+from rewards_lab.service.settings_requests import expiry_of
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces import Repositories
+from rewards_lab.store.interfaces import AssetFilter, NewAsset, Repositories
 from rewards_lab.store.uow import reader
 
 ASSET_SORTS = ("created_at", "symbol", "name")
@@ -34,13 +34,12 @@ def create_asset(
 ) -> r.Asset:
     def write(uow: Repositories) -> r.Asset:
         ceiling = parse_ceiling(body.supply_ceiling, body.decimals)
-        fields = {**body.model_dump(mode="json"), "supply_ceiling_minor": ceiling}
-        if body.expiry is not None:  # the asset tracks lots from its creation
-            fields["expiry_json"] = jsonutil.dumps(body.expiry.model_dump(mode="json"))
-        if body.value_per_unit is not None:
-            fields["value_per_unit"] = value_per_unit(body.value_per_unit)
+        value = None if body.value_per_unit is None else value_per_unit(body.value_per_unit)
+        asset = NewAsset(  # with an expiry, the asset tracks lots from its creation
+            body.name, body.symbol, body.type, body.decimals, ceiling, expiry_of(body.expiry), value
+        )
         accounts = (new_id("account"), new_id("account"))
-        return presenters.asset(uow.assets.add(scope, new_id("asset"), fields, accounts))
+        return presenters.asset(uow.assets.add(scope, new_id("asset"), asset, accounts))
 
     # The expiry and value fields count for the Idempotency-Key only when sent, so a key stored before they existed
     # still stands for the same request.
@@ -70,7 +69,7 @@ def get_asset(database: Database, scope: Scope, asset_id: str) -> r.Asset:
 
 def list_assets(database: Database, scope: Scope, page: PageRequest, *, status: str | None = None) -> r.Page[r.Asset]:
     sort = check_page_request(page, ASSET_SORTS)
-    rows = reader(database).assets.page(scope, page, sort, {"status": status})
+    rows = reader(database).assets.page(scope, page, sort, AssetFilter(status))
     return presenters.page(r.Page[r.Asset], rows, presenters.asset)
 
 

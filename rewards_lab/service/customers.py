@@ -24,8 +24,7 @@ from rewards_lab.domain.states import wallet_transition
 from rewards_lab.engine.notifications import emit
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.customers import CustomerRow
+from rewards_lab.store.interfaces import CustomerFilter, CustomerRow, Repositories, WalletFilter
 from rewards_lab.store.uow import reader
 
 CUSTOMER_SORTS = ("created_at", "external_id")
@@ -121,7 +120,7 @@ def list_customers(
     database: Database, scope: Scope, page: PageRequest, *, external_id: str | None = None
 ) -> r.Page[r.Customer]:
     sort = check_page_request(page, CUSTOMER_SORTS)
-    rows = reader(database).customers.page(scope, page, sort, {"external_id": external_id})
+    rows = reader(database).customers.page(scope, page, sort, CustomerFilter(external_id))
     return presenters.page(r.Page[r.Customer], rows, presenters.customer)
 
 
@@ -161,7 +160,7 @@ def list_wallets(
     status: str | None = None,
 ) -> r.Page[r.Wallet]:
     sort = check_page_request(page, WALLET_SORTS)
-    rows = reader(database).wallets.page(scope, page, sort, {"customer_id": customer_id, "status": status})
+    rows = reader(database).wallets.page(scope, page, sort, WalletFilter(customer_id, status))
     return presenters.page(r.Page[r.Wallet], rows, presenters.wallet)
 
 

@@ -21,7 +21,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.presenters import utc
 from rewards_lab.security.webhook_targets import private_targets_allowed
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.webhooks import DueDelivery, EndpointRow
+from rewards_lab.store.interfaces import DueDelivery, EndpointRow, NewDelivery
 from rewards_lab.store.uow import reader, unit_of_work
 
 # Delays before the 2nd, 3rd... attempt: 9 attempts over about 23 hours, then the delivery is failed.
@@ -134,36 +134,36 @@ def fan_out(database: Database, limit: int = FAN_OUT_BATCH) -> int:
         return 0  # the idle path takes no write lock
     with unit_of_work(database) as uow:
         messages = uow.outbox.undispatched(limit)
-        endpoints: dict[tuple[str, str], list[tuple[EndpointRow, list[str]]]] = defaultdict(list)
+        endpoints: dict[tuple[str, str], list[EndpointRow]] = defaultdict(list)
         for endpoint in uow.webhooks.enabled_endpoints():
-            kinds = jsonutil.loads(endpoint.events)
-            endpoints[(endpoint.organization_id, endpoint.environment)].append((endpoint, kinds))
-        rows: list[dict[str, Any]] = []
+            endpoints[(endpoint.organization_id, endpoint.environment)].append(endpoint)
+        rows: list[NewDelivery] = []
         for message in messages:
             data = None
-            for endpoint, kinds in endpoints.get((message.organization_id, message.environment), []):
-                if message.kind not in kinds:
+            for endpoint in endpoints.get((message.organization_id, message.environment), []):
+                if message.kind not in endpoint.events:
                     continue
                 if endpoint.created_at > message.created_at:
                     continue
-                data = jsonutil.loads(message.payload) if data is None else data
+                data = message.payload_value() if data is None else data
                 delivery_id = new_id("delivery")
+                body = delivery_body(
+                    delivery_id,
+                    message.kind,
+                    message.created_at,
+                    Scope(message.organization_id, message.environment),
+                    data,
+                )
                 rows.append(
-                    {
-                        "id": delivery_id,
-                        "organization_id": message.organization_id,
-                        "environment": message.environment,
-                        "endpoint_id": endpoint.id,
-                        "outbox_id": message.id,
-                        "kind": message.kind,
-                        "body": delivery_body(
-                            delivery_id,
-                            message.kind,
-                            message.created_at,
-                            Scope(message.organization_id, message.environment),
-                            data,
-                        ),
-                    }
+                    NewDelivery(
+                        delivery_id,
+                        message.organization_id,
+                        message.environment,
+                        endpoint.id,
+                        message.id,
+                        message.kind,
+                        body,
+                    )
                 )
         uow.webhooks.add_deliveries(rows, utcnow())
         uow.webhooks.mark_dispatched([message.id for message in messages])

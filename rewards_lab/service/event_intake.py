@@ -20,8 +20,7 @@ from rewards_lab.contract.event_age import MAX_FUTURE_SKEW
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.events import NewEvent, StoredEvent
+from rewards_lab.store.interfaces import NewEvent, Repositories, StoredEvent
 from rewards_lab.store.uow import intake_events, intake_unit_of_work
 
 Stored = StoredEvent | ServiceError  # an event's stored (or original) row, or the error refusing it

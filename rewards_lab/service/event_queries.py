@@ -8,6 +8,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database
+from rewards_lab.store.interfaces import EventFilter, ExecutionFilter
 from rewards_lab.store.uow import reader
 
 EVENT_SORTS = ("received_at", "occurred_at")
@@ -36,7 +37,7 @@ def list_events(
     if customer_id:  # the customer's events, whichever of its two names each event used (an id wins)
         customer = uow.customers.resolve_many(scope, [customer_id]).get(customer_id)
         references = sorted({customer.id, customer.external_id}) if customer else [customer_id]
-    rows = uow.events.page(scope, page, sort, {"status": status, "type": type, "customer_refs": references})
+    rows = uow.events.page(scope, page, sort, EventFilter(status, type, references))
     return presenters.page(r.Page[r.Event], rows, presenters.event)
 
 
@@ -59,7 +60,7 @@ def list_executions(
         scope,
         page,
         sort,
-        {"customer_id": customer_id, "event_id": event_id, "program_id": program_id, "status": status},
+        ExecutionFilter(customer_id=customer_id, event_id=event_id, program_id=program_id, status=status),
     )
     assets = uow.assets.get_many(scope, sorted({x.asset_id for x in rows.rows}))
     decimals = {asset_id: int(asset.decimals) for asset_id, asset in assets.items()}

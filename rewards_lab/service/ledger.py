@@ -16,8 +16,7 @@ from rewards_lab.engine.postings import apply_postings
 from rewards_lab.service.lots import next_expiries
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.ledger import TransactionRow
+from rewards_lab.store.interfaces import Repositories, TransactionFilter, TransactionRow
 from rewards_lab.store.uow import reader
 
 TRANSACTION_SORTS = ("created_at", "amount_minor")
@@ -136,7 +135,7 @@ def list_transactions(
 ) -> r.Page[r.LedgerTransaction]:
     uow = reader(database)
     sort = check_page_request(page, TRANSACTION_SORTS)
-    rows = uow.ledger.list_transactions(scope, page, sort, {"wallet_id": wallet_id, "asset_id": asset_id, "kind": kind})
+    rows = uow.ledger.list_transactions(scope, page, sort, TransactionFilter(wallet_id, asset_id, kind))
     assets = uow.assets.get_many(scope, sorted({row.asset_id for row in rows.rows}))
     decimals = {asset_id: int(asset.decimals) for asset_id, asset in assets.items()}
     return presenters.page(

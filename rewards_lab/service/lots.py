@@ -9,8 +9,7 @@ from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import format_amount
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.lots import LotRow
+from rewards_lab.store.interfaces import LotFilter, LotRow, Repositories
 from rewards_lab.store.uow import reader
 
 LOT_SORTS = ("issued_at",)
@@ -34,7 +33,7 @@ def list_lots(
     if status is not None and status not in LOT_STATUSES:
         raise ServiceError("field_invalid", f"status must be one of {', '.join(LOT_STATUSES)}", field="status")
     check_page_request(page, LOT_SORTS)
-    rows = uow.lots.page(scope, wallet_id, page, {"asset_id": asset_id, "status": status})
+    rows = uow.lots.page(scope, wallet_id, page, LotFilter(asset_id, status))
     decimals = _decimals(uow, scope, {row.asset_id for row in rows.rows})
     return presenters.page(r.Page[r.Lot], rows, lambda row: lot(row, decimals[row.asset_id]))
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from rewards_lab.contract.ids import new_id
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces.organizations import OrganizationRow
+from rewards_lab.store.interfaces import OrganizationRow
 from rewards_lab.store.uow import unit_of_work
 
 Plan = Literal["public", "business", "enterprise"]

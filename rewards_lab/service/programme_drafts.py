@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from rewards_lab import presenters
-from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.programme_limits import MAX_RULES_PER_VERSION, check_version_rules, rule_definition_bytes
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.programmes import RuleRow
+from rewards_lab.store.interfaces import Repositories, RuleBody, RuleRow
 from rewards_lab.store.uow import snapshot
 
 Digest = tuple[str, str]  # (rule id, the database's digest of its row: `ProgrammeRepository.rule_digests`)
@@ -64,13 +62,14 @@ _PRESENTED: _Memo[r.Rule] = _Memo(MAX_PRESENTED_BYTES)
 
 def row_bytes(row: RuleRow) -> int:
     """A stored rule's size against the version's limit (`contract.programme_limits.rule_definition_bytes`)."""
-    conditions, actions = jsonutil.loads(row.conditions), jsonutil.loads(row.actions)
-    return rule_definition_bytes(row.event_type, conditions, actions, jsonutil.loads(row.limits or "[]"))
+    limits = [limit.as_json() for limit in row.limits]
+    return rule_definition_bytes(row.event_type, row.condition_items(), row.action_items(), limits)
 
 
-def stored_bytes(stored: dict[str, Any]) -> int:
-    """The size of a rule's stored form, as `row_bytes` measures it once stored."""
-    return rule_definition_bytes(stored["event_type"], stored["conditions"], stored["actions"], stored["limits"])
+def stored_bytes(body: RuleBody) -> int:
+    """The size of a rule as written, as `row_bytes` measures it once stored."""
+    limits = [limit.as_json() for limit in body.limits]
+    return rule_definition_bytes(body.event_type, body.conditions, body.actions, limits)
 
 
 class PreparedDraft:

@@ -1,4 +1,4 @@
-"""A programme's forecast guards as stored, and the override a version is published with.
+"""A programme's forecast guards, and the override a version is published with.
 
 Guards belong to the draft, like its caps, and are frozen into each version published from it; the service
 only keeps and shows them (the gate, `rewards_lab.lab.gate`, replays a history to evaluate them). An override
@@ -10,22 +10,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from rewards_lab.contract import jsonutil
-from rewards_lab.contract.guard_requests import Guard, GuardOverride
+from rewards_lab.contract.guard_requests import GuardOverride
 from rewards_lab.contract.scope import Scope
+from rewards_lab.domain import settings
 from rewards_lab.security import auth_audit
 from rewards_lab.store.interfaces import Repositories
-
-
-def stored_guards(guards: list[Guard] | None) -> str | None:
-    """The stored form (JSON list); None when there are none, as every version had before guards existed."""
-    if not guards:
-        return None
-    return jsonutil.dumps([guard.model_dump(mode="json") for guard in guards])
-
-
-def stored_override(override: GuardOverride, given_by: str, given_at: datetime) -> str:
-    return jsonutil.dumps({"reason": override.reason, "given_by": given_by, "given_at": given_at.isoformat()})
 
 
 def record_override(
@@ -34,7 +23,7 @@ def record_override(
     """Record the override on the version and in the audit trail (`guard_overridden`: the actor, the version as
     its subject, the reason given). Overriding has no permission of its own yet (publishing needs
     `rewards.activate`), so the audit is what tells an operator who published past a failed guard."""
-    uow.programmes.record_guard_override(scope, version_id, stored_override(override, given_by, given_at))
+    uow.programmes.record_guard_override(scope, version_id, settings.GuardOverride(override.reason, given_by, given_at))
     auth_audit.add(
         uow,
         auth_audit.AuditEvent(

@@ -9,19 +9,19 @@ published as a new version: the history itself is never rewritten.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from rewards_lab import presenters
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.contract.expiry_requests import EXPIRY, ExpiryAfterDays, ExpiryAtEndOf
-from rewards_lab.contract.limit_requests import LIMITS, Budget
 from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.settings import clawback_of
 from rewards_lab.domain.states import programme_transition
 from rewards_lab.engine.rule_book import programme_row, version_id_of
-from rewards_lab.service.programme_guards import stored_guards
 from rewards_lab.service.programme_spending import checked_spending
 from rewards_lab.service.programmes import checked_schedule, version_resource
+from rewards_lab.service.settings_requests import budget_of, expiry_of, guards_of, limits_of
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces import Repositories
@@ -52,16 +52,20 @@ def update_programme(
             )
             uow.programmes.set_schedule(scope, row.draft_version_id, schedule)
         if given & {"limits", "budget", "clawback", "expiry", "max_event_age_days"}:
-            current = presenters.spending_of(row.spending)
-            limits = (body.limits or []) if "limits" in given else LIMITS.validate_python(current["limits"])
-            budget = body.budget if "budget" in given else _budget(current["budget"])
-            clawback = body.clawback if "clawback" in given else current["clawback"]
-            expiry = body.expiry if "expiry" in given else _expiry(current["expiry"])
-            age = body.max_event_age_days if "max_event_age_days" in given else current["max_event_age_days"]
-            spending = checked_spending(uow, scope, row.asset_id, limits, budget, clawback, expiry, age)
-            uow.programmes.set_spending(scope, row.draft_version_id, spending)
+            current = row.spending  # the draft's, as the store decoded it; what is not given stays
+            age = body.max_event_age_days if "max_event_age_days" in given else current.max_event_age_days
+            spending = replace(
+                current,
+                limits=limits_of(body.limits) if "limits" in given else current.limits,
+                budget=budget_of(body.budget) if "budget" in given else current.budget,
+                clawback=clawback_of(body.clawback) if "clawback" in given else current.clawback,
+                expiry=expiry_of(body.expiry) if "expiry" in given else current.expiry,
+                max_event_age_days=age,
+            )
+            checked = checked_spending(uow, scope, row.asset_id, spending)
+            uow.programmes.set_spending(scope, row.draft_version_id, checked)
         if "guards" in given:
-            uow.programmes.set_guards(scope, row.draft_version_id, stored_guards(body.guards))
+            uow.programmes.set_guards(scope, row.draft_version_id, guards_of(body.guards))
         return presenters.programme(programme_row(uow, scope, program_id))
 
     # Absent and null differ here, so the request an Idempotency-Key stands for is the fields as sent.
@@ -69,14 +73,6 @@ def update_programme(
     return run_write(
         database, scope, f"programmes.update:{program_id}", sent, write, r.Programme, idempotency_key=idempotency_key
     )
-
-
-def _budget(stored: dict[str, object] | None) -> Budget | None:
-    return None if stored is None else Budget.model_validate(stored)
-
-
-def _expiry(stored: dict[str, object] | None) -> ExpiryAfterDays | ExpiryAtEndOf | None:
-    return None if stored is None else EXPIRY.validate_python(stored)
 
 
 def _move(database: Database, scope: Scope, program_id: str, action: str, idempotency_key: str | None) -> r.Programme:

@@ -14,7 +14,6 @@ and only rules that changed meanwhile are measured (or presented) there (docs/de
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from rewards_lab import presenters
 from rewards_lab.contract import requests as rq
@@ -31,12 +30,20 @@ from rewards_lab.domain.money import parse_amount
 from rewards_lab.engine.postings import asset_row
 from rewards_lab.engine.rule_book import programme_row, version_id_of
 from rewards_lab.service.programme_drafts import PreparedDraft, check_draft, refuse_early, stored_bytes
-from rewards_lab.service.programme_guards import record_override, stored_guards
-from rewards_lab.service.programme_spending import budget_consumption, checked_spending, stored_limits
+from rewards_lab.service.programme_guards import record_override
+from rewards_lab.service.programme_spending import budget_consumption, checked_limits, checked_spending
+from rewards_lab.service.settings_requests import guards_of, limits_of, spending_of
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.programmes import ProgrammeRow, RuleRow, Schedule
+from rewards_lab.store.interfaces import (
+    NewProgramme,
+    ProgrammeFilter,
+    ProgrammeRow,
+    Repositories,
+    RuleBody,
+    RuleRow,
+    Schedule,
+)
 from rewards_lab.store.uow import reader
 
 PROGRAMME_SORTS = ("created_at", "name")
@@ -59,14 +66,12 @@ def create_programme(
     def write(uow: Repositories) -> r.Programme:
         if uow.assets.get(scope, body.asset_id) is None:
             raise ServiceError("asset_not_found", field="asset_id", asset_id=body.asset_id)
-        fields = body.model_dump(mode="json")
         schedule = checked_schedule(body.timezone, body.starts_at, body.ends_at)
-        spending = checked_spending(
-            uow, scope, body.asset_id, body.limits, body.budget, body.clawback, body.expiry, body.max_event_age_days
-        )
-        guards = stored_guards(body.guards)
+        requested = spending_of(body.limits, body.budget, body.clawback, body.expiry, body.max_event_age_days)
+        spending = checked_spending(uow, scope, body.asset_id, requested)
+        programme, guards = NewProgramme(body.name, body.asset_id, body.description), guards_of(body.guards)
         row = uow.programmes.add(
-            scope, new_id("programme"), new_id("programme_version"), fields, schedule, spending, guards
+            scope, new_id("programme"), new_id("programme_version"), programme, schedule, spending, guards
         )
         return presenters.programme(row)
 
@@ -110,7 +115,7 @@ def list_programmes(
     database: Database, scope: Scope, page: PageRequest, *, asset_id: str | None = None
 ) -> r.Page[r.Programme]:
     sort = check_page_request(page, PROGRAMME_SORTS)
-    rows = reader(database).programmes.page(scope, page, sort, {"asset_id": asset_id})
+    rows = reader(database).programmes.page(scope, page, sort, ProgrammeFilter(asset_id))
     return presenters.page(r.Page[r.Programme], rows, presenters.programme)
 
 
@@ -125,8 +130,8 @@ def _rule_body(
     stop_processing: bool,
     limits: list[Limit],
     name: str | None = None,
-) -> dict[str, Any]:
-    """The stored form of a rule: actions carry their asset, fixed amounts and caps fit the asset's decimals."""
+) -> RuleBody:
+    """A rule as written: actions carry their asset, fixed amounts and caps fit the asset's decimals."""
     stored_actions = []
     for index, action in enumerate(actions):
         if isinstance(action, ReverseAction):  # takes back in the assets the original was issued in
@@ -143,15 +148,15 @@ def _rule_body(
         if isinstance(action.amount, rq.FixedAmount):
             parse_amount(action.amount.fixed, decimals, f"actions[{index}].amount.fixed")
         stored_actions.append({**action.model_dump(mode="json"), "asset_id": asset_id})
-    return {
-        "event_type": event_type,
-        "conditions": [condition_payload(c) for c in conditions],
-        "actions": stored_actions,
-        "priority": priority,
-        "stop_processing": stop_processing,
-        "limits": stored_limits(uow, scope, programme.asset_id, limits, "limits"),
-        "name": name,
-    }
+    return RuleBody(
+        event_type,
+        [condition_payload(c) for c in conditions],
+        stored_actions,
+        priority,
+        stop_processing,
+        checked_limits(uow, scope, programme.asset_id, limits_of(limits), "limits"),
+        name,
+    )
 
 
 def _draft_rule(uow: Repositories, scope: Scope, rule_id: str) -> tuple[RuleRow, ProgrammeRow]:
@@ -282,7 +287,7 @@ def publish(
             record_override(uow, scope, draft_id, override, actor or "unknown", datetime.now(UTC))
         new_draft = new_id("programme_version")
         schedule, spending = programme.draft_schedule, programme.spending
-        if presenters.spending_of(spending)["expiry"] is not None:  # its rewards expire: the asset tracks lots
+        if spending.expiry is not None:  # its rewards expire: the asset tracks lots
             uow.assets.start_lots(scope, programme.asset_id)
         uow.programmes.add_version(scope, new_draft, program_id, number, schedule, spending, programme.guards)
         uow.programmes.copy_rules(scope, draft_id, new_draft)

@@ -25,7 +25,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import parse_instant
 from rewards_lab.presenters import utc
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.request_log import NO_SDK_VERSION, LogFilter, RequestLogRow, SdkVersionCount
+from rewards_lab.store.interfaces import NO_SDK_VERSION, LogFilter, RequestLogRow, SdkVersionCount
 from rewards_lab.store.uow import reader
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,6 @@ import secrets
 from datetime import datetime, timedelta
 
 from rewards_lab import presenters
-from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
@@ -25,8 +24,7 @@ from rewards_lab.security.webhook_targets import normalise_url, private_targets_
 from rewards_lab.service.deliveries import ERROR_CLASSES, TEST_KIND, delivery_body
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces import Repositories
-from rewards_lab.store.interfaces.webhooks import AttemptRow, DeliveryRow, EndpointRow
+from rewards_lab.store.interfaces import AttemptRow, DeliveryRow, EndpointRow, NewDelivery, Repositories
 from rewards_lab.store.uow import reader, snapshot, unit_of_work
 
 SECRET_PREFIX = "whsec_"
@@ -39,7 +37,7 @@ def _endpoint(row: EndpointRow) -> r.WebhookEndpoint:
     return r.WebhookEndpoint(
         id=row.id,
         url=row.url,
-        events=jsonutil.loads(row.events),
+        events=list(row.events),
         status=row.status,
         secret_prefix=row.secret_prefix,
         created_at=utc(row.created_at),
@@ -189,15 +187,7 @@ def send_test(database: Database, scope: Scope, webhook_id: str) -> r.WebhookDel
         now = utcnow()
         data = {"webhook_id": webhook_id, "message": "A test delivery from the rewards service."}
         body = delivery_body(delivery_id, TEST_KIND, now, scope, data)
-        row = {
-            "id": delivery_id,
-            "organization_id": scope.organization_id,
-            "environment": scope.environment,
-            "endpoint_id": webhook_id,
-            "outbox_id": None,
-            "kind": TEST_KIND,
-            "body": body,
-        }
+        row = NewDelivery(delivery_id, scope.organization_id, scope.environment, webhook_id, None, TEST_KIND, body)
         uow.webhooks.add_deliveries([row], now)
         stored = uow.webhooks.delivery(scope, delivery_id)
     assert stored is not None

@@ -55,7 +55,7 @@ def run_write(
                     field="Idempotency-Key",
                     original_operation=stored.operation,
                 )
-            return result_type.model_validate(jsonutil.loads(stored.response))
+            return result_type.model_validate(stored.response_value())
         result = write(uow)
         # Written as the envelope writes it (`api.envelope`): exact numbers in free-form fields (a customer's
         # attributes) stay numbers, digit for digit, where pydantic's JSON would make them strings.

@@ -9,7 +9,7 @@ from datetime import datetime
 import duckdb
 
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.accounts import AccountRow, SessionRow
+from rewards_lab.store.interfaces import AccountRow, SessionRow
 from rewards_lab.store.queries import columns, fetch_one_as
 from rewards_lab.store.secret_box import SEALED_PREFIX, SecretBox
 

@@ -8,7 +8,7 @@ import duckdb
 
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.api_keys import ApiKeyRow
+from rewards_lab.store.interfaces import ApiKeyRow
 from rewards_lab.store.queries import columns, fetch_one_as
 
 

@@ -11,12 +11,14 @@ from rewards_lab.contract.ids import new_id, new_ids
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.assets import AssetRow
-from rewards_lab.store.queries import RowPage, fetch_all_as, fetch_one_as, paginate, scalar
+from rewards_lab.store.interfaces import AssetFilter, AssetRow, NewAsset
+from rewards_lab.store.queries import RowPage, decoding, fetch_all_as, fetch_one_as, paginate, scalar
+from rewards_lab.store.settings_json import expiry_from, expiry_text
 
 TENANT = "a.organization_id = ? AND a.environment = ?"
 # issued = what left the issuance account; redeemed = what entered the redemption account.
 _TABLE_COLUMNS = [f.name for f in fields(AssetRow)][:-3]
+_ASSET_ROW = decoding(AssetRow, {"expiry": expiry_from})  # its expiry policy decoded as it is read
 ASSET_SELECT = f"""
     SELECT {", ".join("a." + name for name in _TABLE_COLUMNS)},
            CAST(-coalesce(bi.balance_minor, 0) AS HUGEINT) AS issued_minor,
@@ -39,7 +41,7 @@ class AssetRepository:
         if self.database is not None:
             self.database.ledger_cache.forget(resource_id)
 
-    def add(self, scope: Scope, asset_id: str, fields: dict[str, Any], accounts: tuple[str, str]) -> AssetRow:
+    def add(self, scope: Scope, asset_id: str, asset: NewAsset, accounts: tuple[str, str]) -> AssetRow:
         issuance_id, redemption_id = accounts
         self.con.execute(
             "INSERT INTO assets (id, organization_id, environment, name, symbol, type, decimals, "
@@ -48,16 +50,16 @@ class AssetRepository:
             [
                 asset_id,
                 *scope.params,
-                fields["name"],
-                fields["symbol"],
-                fields["type"],
-                fields["decimals"],
-                fields["supply_ceiling_minor"],
+                asset.name,
+                asset.symbol,
+                asset.type,
+                asset.decimals,
+                asset.supply_ceiling_minor,
                 issuance_id,
                 redemption_id,
                 utcnow(),
-                fields.get("expiry_json"),
-                fields.get("value_per_unit"),
+                expiry_text(asset.expiry),
+                asset.value_per_unit,
             ],
         )
         self.con.executemany(
@@ -67,7 +69,7 @@ class AssetRepository:
                 [redemption_id, *scope.params, asset_id, "redemption"],
             ],
         )
-        ceiling = fields["supply_ceiling_minor"]
+        ceiling = asset.supply_ceiling_minor
         self.con.executemany(  # the system accounts' snapshot rows, with the ceiling as the issuance floor
             "INSERT INTO balances VALUES (?, ?, ?, ?, 0, ?, ?)",
             [
@@ -75,7 +77,7 @@ class AssetRepository:
                 [*scope.params, redemption_id, asset_id, None, utcnow()],
             ],
         )
-        if fields.get("expiry_json") is not None:
+        if asset.expiry is not None:
             self.start_lots(scope, asset_id)
         row = self.get(scope, asset_id)
         assert row is not None
@@ -122,7 +124,7 @@ class AssetRepository:
 
     def get(self, scope: Scope, asset_id: str) -> AssetRow | None:
         return fetch_one_as(
-            self.con, AssetRow, f"{ASSET_SELECT} WHERE {TENANT} AND a.id = ?", [*scope.params, asset_id]
+            self.con, _ASSET_ROW, f"{ASSET_SELECT} WHERE {TENANT} AND a.id = ?", [*scope.params, asset_id]
         )
 
     def decimals(self, scope: Scope, asset_id: str) -> int | None:
@@ -136,7 +138,7 @@ class AssetRepository:
     def get_many(self, scope: Scope, asset_ids: list[str]) -> dict[str, AssetRow]:
         rows = fetch_all_as(
             self.con,
-            AssetRow,
+            _ASSET_ROW,
             f"{ASSET_SELECT} WHERE {TENANT} AND a.id IN (SELECT unnest(?))",
             [*scope.params, asset_ids],
         )
@@ -160,11 +162,11 @@ class AssetRepository:
         )
         return bool(count)
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[AssetRow]:
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: AssetFilter) -> RowPage[AssetRow]:
         sql = f"{ASSET_SELECT} WHERE {TENANT}"
         params: list[Any] = list(scope.params)
-        if filters.get("status"):
+        if filters.status:
             sql += " AND a.status = ?"
-            params.append(filters["status"])
+            params.append(filters.status)
         listed = paginate(self.con, list_name="assets", select_sql=sql, params=params, page=page, sort=sort)
-        return listed.typed(AssetRow)
+        return listed.typed(_ASSET_ROW)

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.interfaces.auth_audit import AuditFilter, AuditRow, Tenant
+from rewards_lab.store.interfaces import AuditFilter, AuditRow, Tenant
 from rewards_lab.store.queries import RowPage, created_between, paginate
 
 COLUMNS = (
@@ -39,15 +39,17 @@ class AuthAuditRepository:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
 
-    def add(self, row: dict[str, Any]) -> None:
-        """One event; `row` holds every column of COLUMNS."""
+    def add(self, row: AuditRow) -> None:
+        """One event."""
         self.add_many([row])
 
-    def add_many(self, rows: list[dict[str, Any]]) -> None:
+    def add_many(self, rows: list[AuditRow]) -> None:
         """Every row in ONE statement from an Arrow table (DuckDB binds a parameter list row by row, slowly)."""
         if not rows:
             return
-        table = pa.Table.from_pydict({column: [row[column] for row in rows] for column in COLUMNS}, schema=_SCHEMA)
+        table = pa.Table.from_pydict(
+            {column: [getattr(row, column) for row in rows] for column in COLUMNS}, schema=_SCHEMA
+        )
         self.con.register("auth_audit_batch", table)
         try:
             names = ", ".join(COLUMNS)

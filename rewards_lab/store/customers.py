@@ -9,7 +9,7 @@ import duckdb
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.customers import CustomerRow
+from rewards_lab.store.interfaces import CustomerFilter, CustomerRow
 from rewards_lab.store.queries import RowPage, columns, fetch_all_as, fetch_one_as, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
@@ -87,12 +87,12 @@ class CustomerRepository:
                 resolved[reference] = row
         return resolved
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[CustomerRow]:
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: CustomerFilter) -> RowPage[CustomerRow]:
         sql = f"SELECT {_COLUMNS} FROM customers WHERE {TENANT}"
         params: list[Any] = list(scope.params)
-        if filters.get("external_id"):
+        if filters.external_id:
             sql += " AND external_id = ?"
-            params.append(filters["external_id"])
+            params.append(filters.external_id)
         return paginate(self.con, list_name="customers", select_sql=sql, params=params, page=page, sort=sort).typed(
             CustomerRow
         )

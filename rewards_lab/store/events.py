@@ -8,10 +8,11 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from rewards_lab.contract import jsonutil
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.events import EventOutcome, NewEvent, PendingEvent, StoredEvent
+from rewards_lab.store.interfaces import EventFilter, EventOutcome, NewEvent, PendingEvent, StoredEvent
 from rewards_lab.store.queries import RowPage, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
@@ -136,7 +137,8 @@ class EventRepository:
         (a replay evaluates the same versions); none recorded is NULL, or "[]" in rows written before issue 14."""
         if not outcomes:
             return
-        columns = zip(*outcomes, strict=True)
+        columns: list[Any] = list(zip(*outcomes, strict=True))
+        columns[4] = [None if versions is None else jsonutil.dumps(versions) for versions in columns[4]]
         batch = pa.Table.from_arrays([pa.array(c, pa.string()) for c in columns], schema=_OUTCOME_SCHEMA)
         self.con.register("event_outcomes", batch)
         try:
@@ -151,15 +153,15 @@ class EventRepository:
         finally:
             self.con.unregister("event_outcomes")
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[StoredEvent]:
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: EventFilter) -> RowPage[StoredEvent]:
         sql = f"SELECT {_STORED} FROM events WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         for name in ("status", "type"):
-            if filters.get(name):
+            if getattr(filters, name):
                 sql += f" AND {name} = ?"
-                params.append(filters[name])
-        if filters.get("customer_refs"):  # the references (id, external_id) of one customer
+                params.append(getattr(filters, name))
+        if filters.customer_refs:  # the references (id, external_id) of one customer
             sql += " AND customer_id IN (SELECT unnest(?))"
-            params.append(filters["customer_refs"])
+            params.append(filters.customer_refs)
         listed = paginate(self.con, list_name="events", select_sql=sql, params=params, page=page, sort=sort)
         return listed.typed(StoredEvent)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import duckdb
@@ -10,8 +11,9 @@ import pyarrow as pa
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.executions import ExecutionRecord, StoredExecution
-from rewards_lab.store.queries import RowPage, paginate
+from rewards_lab.store.interfaces import ExecutionFilter, ExecutionRecord, StoredExecution
+from rewards_lab.store.queries import RowPage, decoding, paginate
+from rewards_lab.store.settings_json import cut_from, cut_text, keys_from, keys_text, reversal_from, reversal_text
 
 TENANT = "organization_id = ? AND environment = ?"
 
@@ -42,6 +44,14 @@ _SCHEMA = pa.schema(
 )
 assert tuple(_SCHEMA.names) == ExecutionRecord._fields
 _STORED = ", ".join(StoredExecution._fields)
+# The typed records, as JSON columns (in `_SCHEMA`'s order), and back as they are read.
+_ENCODERS: dict[str, Callable[[Any], str | None]] = {
+    "limited": cut_text,
+    "usage_keys": keys_text,
+    "reversal": reversal_text,
+}
+_ENCODED = [(_SCHEMA.names.index(name), encode) for name, encode in _ENCODERS.items()]
+_STORED_EXECUTION = decoding(StoredExecution, {"limited": cut_from, "usage_keys": keys_from, "reversal": reversal_from})
 
 
 class ExecutionRepository:
@@ -68,7 +78,13 @@ class ExecutionRepository:
     def _write(self, scope: Scope, records: list[ExecutionRecord], on_conflict: str) -> None:
         if not records:
             return
-        columns = zip(*records, strict=True)
+        columns: list[Any] = list(zip(*records, strict=True))
+        for index, encode in _ENCODED:  # most records have none: NULL without a call each
+            column = columns[index]
+            if any(column):
+                columns[index] = [encode(value) if value else None for value in column]
+            else:
+                columns[index] = [None] * len(column)
         batch = pa.Table.from_arrays(
             [pa.array(c, f.type) for c, f in zip(columns, _SCHEMA, strict=True)], schema=_SCHEMA
         )
@@ -90,7 +106,7 @@ class ExecutionRepository:
             f"SELECT {_STORED} FROM reward_executions WHERE {TENANT} AND event_id IN (SELECT unnest(?)) ORDER BY id",
             [*scope.params, event_ids],
         ).fetchall()
-        return list(map(StoredExecution._make, rows))
+        return [_STORED_EXECUTION(*row) for row in rows]
 
     def add_reversed(self, scope: Scope, amounts: dict[str, int]) -> None:
         """Count what reversals targeted against these rewards (execution id -> minor units)."""
@@ -114,12 +130,12 @@ class ExecutionRepository:
             [list(amounts), list(amounts.values()), *scope.params],
         )
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[StoredExecution]:
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: ExecutionFilter) -> RowPage[StoredExecution]:
         sql = f"SELECT {_STORED} FROM reward_executions WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         for name in ("customer_id", "event_id", "program_id", "rule_id", "status"):
-            if filters.get(name):
+            if getattr(filters, name):
                 sql += f" AND {name} = ?"
-                params.append(filters[name])
+                params.append(getattr(filters, name))
         listed = paginate(self.con, list_name="executions", select_sql=sql, params=params, page=page, sort=sort)
-        return listed.typed(StoredExecution)
+        return listed.typed(_STORED_EXECUTION)

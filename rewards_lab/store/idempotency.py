@@ -13,7 +13,7 @@ import duckdb
 
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.idempotency import IdempotencyRow
+from rewards_lab.store.interfaces import IdempotencyRow
 from rewards_lab.store.queries import columns, fetch_one_as
 
 DEFAULT_RETENTION = timedelta(hours=168)

@@ -14,7 +14,6 @@ the caller's transaction rolls back, so nothing partial is ever committed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -28,15 +27,15 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import time_ms_column, time_ms_of
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.domain.expiry import ExpiryPolicy
 from rewards_lab.domain.ledger import Posting
 from rewards_lab.domain.posting_decision import PostingDecision
 from rewards_lab.domain.posting_policy import ORDINARY_WALLET, AssetState, LedgerState, WalletState
 from rewards_lab.domain.posting_whole import AcceptedBatch
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.ledger import TransactionRow, WalletBalanceRow
+from rewards_lab.store.interfaces import TransactionFilter, TransactionRow, WalletBalanceRow
 from rewards_lab.store.ledger_cache import BalanceKey, LedgerCache
 from rewards_lab.store.queries import RowPage, paginate
+from rewards_lab.store.settings_json import expiry_from
 
 TENANT = "organization_id = ? AND environment = ?"
 # What a reader sees of a transaction (`id_time_ms` only serves lookups by id).
@@ -325,7 +324,7 @@ class LedgerRepository:
                 row[5],
                 int(row[6]),
                 row[7],
-                None if row[8] is None else ExpiryPolicy.of(json.loads(row[8])),
+                expiry_from(row[8]),
             )
             for row in rows
         }
@@ -371,17 +370,17 @@ class LedgerRepository:
         return TransactionRow._make(rows[0]) if rows else None
 
     def list_transactions(
-        self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]
+        self, scope: Scope, page: PageRequest, sort: str, filters: TransactionFilter
     ) -> RowPage[TransactionRow]:
         sql = f"SELECT {_TRANSACTION} FROM transactions WHERE {TENANT}"
         params: list[Any] = list(scope.params)
-        if filters.get("wallet_id"):
+        if filters.wallet_id:
             sql += " AND (source_account_id = ? OR destination_account_id = ?)"
-            params += [filters["wallet_id"], filters["wallet_id"]]
+            params += [filters.wallet_id, filters.wallet_id]
         for name in ("asset_id", "kind"):
-            if filters.get(name):
+            if getattr(filters, name):
                 sql += f" AND {name} = ?"
-                params.append(filters[name])
+                params.append(getattr(filters, name))
         listed = paginate(self.con, list_name="transactions", select_sql=sql, params=params, page=page, sort=sort)
         return listed.typed(TransactionRow)
 

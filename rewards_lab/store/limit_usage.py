@@ -7,7 +7,7 @@ import duckdb
 
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.limit_usage import Usage, UsageKey
+from rewards_lab.store.interfaces import Usage, UsageKey
 
 TENANT = "organization_id = ? AND environment = ?"
 

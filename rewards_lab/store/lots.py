@@ -14,7 +14,7 @@ from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.lots import Lot
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.lots import DueLot, LotRow, LotTaken, NewLot
+from rewards_lab.store.interfaces import DueLot, LotFilter, LotRow, LotTaken, NewLot
 from rewards_lab.store.queries import RowPage, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
@@ -97,13 +97,13 @@ class LotRepository:
                 [*scope.params, now, now],
             )
 
-    def page(self, scope: Scope, wallet_id: str, page: PageRequest, filters: dict[str, Any]) -> RowPage[LotRow]:
+    def page(self, scope: Scope, wallet_id: str, page: PageRequest, filters: LotFilter) -> RowPage[LotRow]:
         sql = f"SELECT {_LOT_COLUMNS} FROM lots WHERE {TENANT} AND wallet_id = ?"
         params: list[Any] = [*scope.params, wallet_id]
-        if filters.get("asset_id"):
+        if filters.asset_id:
             sql += " AND asset_id = ?"
-            params.append(filters["asset_id"])
-        status = filters.get("status")
+            params.append(filters.asset_id)
+        status = filters.status
         if status == "open":
             sql += " AND remaining_minor > 0"
         elif status == "expired":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.organizations import OrganizationRow
+from rewards_lab.store.interfaces import OrganizationRow
 from rewards_lab.store.queries import columns, fetch_one_as
 
 

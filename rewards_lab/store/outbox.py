@@ -7,7 +7,7 @@ import pyarrow as pa
 
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.outbox import OutboxRow
+from rewards_lab.store.interfaces import OutboxRow
 from rewards_lab.store.queries import columns, fetch_all_as
 
 

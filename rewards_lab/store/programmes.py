@@ -14,16 +14,30 @@ import duckdb
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.settings import NO_SPENDING, Guard, GuardOverride, Spending
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.programmes import (
+from rewards_lab.store.interfaces import (
     OPEN_SCHEDULE,
     LiveVersion,
+    NewProgramme,
+    ProgrammeFilter,
     ProgrammeRow,
+    RuleBody,
     RuleRow,
     Schedule,
     VersionRow,
 )
-from rewards_lab.store.queries import RowPage, columns, fetch_all_as, fetch_one_as, paginate, scalar
+from rewards_lab.store.queries import RowPage, columns, decoding, fetch_all_as, fetch_one_as, paginate, scalar
+from rewards_lab.store.settings_json import (
+    guards_from,
+    guards_text,
+    limits_from,
+    limits_text,
+    override_from,
+    override_text,
+    spending_from,
+    spending_text,
+)
 
 TENANT = "organization_id = ? AND environment = ?"
 _DRAFT_SCHEDULE = ("timezone", "starts_at", "ends_at", "spending", "guards")
@@ -35,6 +49,10 @@ _PROGRAMME = (
     "WHERE p.organization_id = ? AND p.environment = ?"
 )
 _VERSION = columns(VersionRow)
+# The rows with their JSON settings decoded, once, as they are read.
+_PROGRAMME_ROW = decoding(ProgrammeRow, {"spending": spending_from, "guards": guards_from})
+_VERSION_ROW = decoding(VersionRow, {"spending": spending_from, "guards": guards_from, "guard_override": override_from})
+_RULE_ROW = decoding(RuleRow, {"limits": limits_from})
 # A rule with its version's number and status (`r` the rule, `v` its version).
 _RULE = ", ".join(
     [*("r." + f.name for f in fields(RuleRow))][:-2] + ["v.number AS version_number", "v.status AS version_status"]
@@ -51,10 +69,10 @@ class ProgrammeRepository:
         scope: Scope,
         program_id: str,
         draft_version_id: str,
-        fields: dict[str, Any],
+        programme: NewProgramme,
         schedule: Schedule = OPEN_SCHEDULE,
-        spending: str | None = None,
-        guards: str | None = None,
+        spending: Spending = NO_SPENDING,
+        guards: tuple[Guard, ...] = (),
     ) -> ProgrammeRow:
         now = utcnow()
         self.con.execute(
@@ -63,9 +81,9 @@ class ProgrammeRepository:
             [
                 program_id,
                 *scope.params,
-                fields["name"],
-                fields["asset_id"],
-                fields.get("description"),
+                programme.name,
+                programme.asset_id,
+                programme.description,
                 draft_version_id,
                 now,
             ],
@@ -77,16 +95,16 @@ class ProgrammeRepository:
 
     def get(self, scope: Scope, program_id: str) -> ProgrammeRow | None:
         sql = f"{_PROGRAMME} AND p.id = ?"
-        return fetch_one_as(self.con, ProgrammeRow, sql, [*scope.params, program_id])
+        return fetch_one_as(self.con, _PROGRAMME_ROW, sql, [*scope.params, program_id])
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[ProgrammeRow]:
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: ProgrammeFilter) -> RowPage[ProgrammeRow]:
         sql = _PROGRAMME
         params: list[Any] = list(scope.params)
-        if filters.get("asset_id"):
+        if filters.asset_id:
             sql += " AND p.asset_id = ?"
-            params.append(filters["asset_id"])
+            params.append(filters.asset_id)
         listed = paginate(self.con, list_name="programmes", select_sql=sql, params=params, page=page, sort=sort)
-        return listed.typed(ProgrammeRow)
+        return listed.typed(_PROGRAMME_ROW)
 
     def set_current(self, scope: Scope, program_id: str, number: int, draft_version_id: str) -> None:
         self.con.execute(
@@ -113,8 +131,8 @@ class ProgrammeRepository:
         program_id: str,
         based_on: int | None,
         schedule: Schedule = OPEN_SCHEDULE,
-        spending: str | None = None,
-        guards: str | None = None,
+        spending: Spending = NO_SPENDING,
+        guards: tuple[Guard, ...] = (),
     ) -> None:
         self.con.execute(
             "INSERT INTO programme_versions (id, organization_id, environment, program_id, number, status, "
@@ -129,30 +147,30 @@ class ProgrammeRepository:
                 schedule.timezone,
                 schedule.starts_at,
                 schedule.ends_at,
-                spending,
-                guards,
+                spending_text(spending),
+                guards_text(guards),
             ],
         )
 
-    def set_spending(self, scope: Scope, version_id: str, spending: str | None) -> None:
+    def set_spending(self, scope: Scope, version_id: str, spending: Spending) -> None:
         """Only a draft's caps, budget and clawback change: a published version's are frozen with it."""
         self.con.execute(
             f"UPDATE programme_versions SET spending = ? WHERE {TENANT} AND id = ? AND status = 'draft'",
-            [spending, *scope.params, version_id],
+            [spending_text(spending), *scope.params, version_id],
         )
 
-    def set_guards(self, scope: Scope, version_id: str, guards: str | None) -> None:
+    def set_guards(self, scope: Scope, version_id: str, guards: tuple[Guard, ...]) -> None:
         """Only a draft's guards change: a published version's are frozen with it."""
         self.con.execute(
             f"UPDATE programme_versions SET guards = ? WHERE {TENANT} AND id = ? AND status = 'draft'",
-            [guards, *scope.params, version_id],
+            [guards_text(guards), *scope.params, version_id],
         )
 
-    def record_guard_override(self, scope: Scope, version_id: str, override: str) -> None:
+    def record_guard_override(self, scope: Scope, version_id: str, override: GuardOverride) -> None:
         """Set once, as the version is published (the publication's own transaction)."""
         self.con.execute(
             f"UPDATE programme_versions SET guard_override = ? WHERE {TENANT} AND id = ?",
-            [override, *scope.params, version_id],
+            [override_text(override), *scope.params, version_id],
         )
 
     def set_schedule(self, scope: Scope, version_id: str, schedule: Schedule) -> None:
@@ -166,7 +184,7 @@ class ProgrammeRepository:
     def get_version(self, scope: Scope, version_id: str) -> VersionRow | None:
         return fetch_one_as(
             self.con,
-            VersionRow,
+            _VERSION_ROW,
             f"SELECT {_VERSION} FROM programme_versions WHERE {TENANT} AND id = ?",
             [*scope.params, version_id],
         )
@@ -174,7 +192,7 @@ class ProgrammeRepository:
     def get_version_by_number(self, scope: Scope, program_id: str, number: int) -> VersionRow | None:
         return fetch_one_as(
             self.con,
-            VersionRow,
+            _VERSION_ROW,
             f"SELECT {_VERSION} FROM programme_versions WHERE {TENANT} AND program_id = ? AND number = ?",
             [*scope.params, program_id, number],
         )
@@ -182,7 +200,7 @@ class ProgrammeRepository:
     def versions(self, scope: Scope, program_id: str) -> list[VersionRow]:
         return fetch_all_as(
             self.con,
-            VersionRow,
+            _VERSION_ROW,
             f"SELECT {_VERSION} FROM programme_versions WHERE {TENANT} AND program_id = ? ORDER BY id",
             [*scope.params, program_id],
         )
@@ -215,7 +233,7 @@ class ProgrammeRepository:
         rule_id: str,
         version_id: str,
         program_id: str,
-        body: dict[str, Any],
+        body: RuleBody,
         position: int,
     ) -> None:
         self.con.execute(
@@ -225,15 +243,15 @@ class ProgrammeRepository:
                 version_id,
                 *scope.params,
                 program_id,
-                body["event_type"],
-                json.dumps(body["conditions"]),
-                json.dumps(body["actions"]),
+                body.event_type,
+                json.dumps(body.conditions),
+                json.dumps(body.actions),
                 position,
                 utcnow(),
-                body.get("priority", 0),
-                body.get("stop_processing", False),
-                json.dumps(body.get("limits", [])),
-                body.get("name"),
+                body.priority,
+                body.stop_processing,
+                limits_text(body.limits),
+                body.name,
             ],
         )
 
@@ -259,18 +277,18 @@ class ProgrammeRepository:
         self.con.execute(f"DELETE FROM rules WHERE {TENANT} AND version_id = ?", [*scope.params, draft_version_id])
         self.copy_rules(scope, source_version_id, draft_version_id)
 
-    def update_rule(self, scope: Scope, rule_id: str, version_id: str, body: dict[str, Any]) -> None:
+    def update_rule(self, scope: Scope, rule_id: str, version_id: str, body: RuleBody) -> None:
         self.con.execute(
             "UPDATE rules SET event_type = ?, conditions = ?, actions = ?, priority = ?, stop_processing = ?, "
             f"limits = ?, name = ? WHERE {TENANT} AND id = ? AND version_id = ?",
             [
-                body["event_type"],
-                json.dumps(body["conditions"]),
-                json.dumps(body["actions"]),
-                body.get("priority", 0),
-                body.get("stop_processing", False),
-                json.dumps(body.get("limits", [])),
-                body.get("name"),
+                body.event_type,
+                json.dumps(body.conditions),
+                json.dumps(body.actions),
+                body.priority,
+                body.stop_processing,
+                limits_text(body.limits),
+                body.name,
                 *scope.params,
                 rule_id,
                 version_id,
@@ -286,7 +304,7 @@ class ProgrammeRepository:
     def rules_of(self, scope: Scope, version_ids: list[str]) -> list[RuleRow]:
         return fetch_all_as(
             self.con,
-            RuleRow,
+            _RULE_ROW,
             f"SELECT {_RULE} FROM rules r JOIN programme_versions v ON v.id = r.version_id "
             "WHERE r.organization_id = ? AND r.environment = ? AND r.version_id IN (SELECT unnest(?)) "
             "ORDER BY r.version_id, r.position, r.id",
@@ -310,7 +328,7 @@ class ProgrammeRepository:
         """Every version's copy of one rule, newest version first (the draft, if it has it, comes first)."""
         return fetch_all_as(
             self.con,
-            RuleRow,
+            _RULE_ROW,
             f"SELECT {_RULE} FROM rules r "
             "JOIN programme_versions v ON v.id = r.version_id "
             "WHERE r.organization_id = ? AND r.environment = ? AND r.id = ? ORDER BY v.id DESC",

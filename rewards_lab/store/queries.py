@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, is_dataclass
 from functools import cache
 from typing import Any, Generic, TypeVar
 
@@ -24,15 +24,33 @@ def columns(row_type: type[Any]) -> str:
     return ", ".join(field.name for field in fields(row_type))
 
 
+def decoding(row_type: type[RowT], decoders: Mapping[str, Callable[[Any], Any]]) -> Callable[..., RowT]:
+    """A maker of `row_type` (a dataclass or NamedTuple) that first decodes the named columns (JSON text into the
+    row's typed values), given the columns by position (`fetch_all_as`) or by name (`RowPage.typed`)."""
+    names: list[str] = [f.name for f in fields(row_type)] if is_dataclass(row_type) else list(row_type._fields)  # type: ignore[attr-defined]
+    at = [(names.index(name), name, decode) for name, decode in decoders.items()]
+
+    def make(*values: Any, **named: Any) -> RowT:
+        listed = list(values)
+        for index, name, decode in at:
+            if index < len(listed):
+                listed[index] = decode(listed[index])
+            elif name in named:
+                named[name] = decode(named[name])
+        return row_type(*listed, **named)
+
+    return make
+
+
 def fetch_all_as(
-    con: duckdb.DuckDBPyConnection, row_type: type[RowT], sql: str, params: list[Any] | None = None
+    con: duckdb.DuckDBPyConnection, row_type: Callable[..., RowT], sql: str, params: list[Any] | None = None
 ) -> list[RowT]:
     """Typed rows straight from the cursor's tuples: `sql` must select `columns(row_type)`, in that order."""
     return [row_type(*values) for values in con.execute(sql, params or []).fetchall()]
 
 
 def fetch_one_as(
-    con: duckdb.DuckDBPyConnection, row_type: type[RowT], sql: str, params: list[Any] | None = None
+    con: duckdb.DuckDBPyConnection, row_type: Callable[..., RowT], sql: str, params: list[Any] | None = None
 ) -> RowT | None:
     """The first typed row, if any; the result is fetched to its end (this DuckDB rejects other work on a
     connection with an unfinished result)."""

@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.interfaces.request_log import (
+from rewards_lab.store.interfaces import (
     NO_SDK_VERSION,
     BusinessCounts,
     DayCount,

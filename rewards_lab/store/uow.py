@@ -16,7 +16,7 @@ from rewards_lab.store.database import Database
 from rewards_lab.store.events import EventRepository
 from rewards_lab.store.executions import ExecutionRepository
 from rewards_lab.store.idempotency import IdempotencyRepository
-from rewards_lab.store.interfaces.events import EventStore
+from rewards_lab.store.interfaces import EventStore
 from rewards_lab.store.ledger import LedgerRepository
 from rewards_lab.store.limit_usage import LimitUsageRepository
 from rewards_lab.store.lots import LotRepository

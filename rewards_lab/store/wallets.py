@@ -9,7 +9,7 @@ import duckdb
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.wallets import WalletRow
+from rewards_lab.store.interfaces import WalletFilter, WalletRow
 from rewards_lab.store.queries import RowPage, columns, fetch_all_as, fetch_one_as, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
@@ -65,13 +65,13 @@ class WalletRepository:
         )
         return {row.customer_id: row for row in rows}
 
-    def page(self, scope: Scope, page: PageRequest, sort: str, filters: dict[str, Any]) -> RowPage[WalletRow]:
+    def page(self, scope: Scope, page: PageRequest, sort: str, filters: WalletFilter) -> RowPage[WalletRow]:
         sql = f"SELECT {_COLUMNS} FROM wallets WHERE {TENANT}"
         params: list[Any] = list(scope.params)
         for name in ("customer_id", "status"):
-            if filters.get(name):
+            if getattr(filters, name):
                 sql += f" AND {name} = ?"
-                params.append(filters[name])
+                params.append(getattr(filters, name))
         return paginate(self.con, list_name="wallets", select_sql=sql, params=params, page=page, sort=sort).typed(
             WalletRow
         )

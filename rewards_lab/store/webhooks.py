@@ -12,21 +12,23 @@ import pyarrow as pa
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces.webhooks import (
+from rewards_lab.store.interfaces import (
     AttemptRow,
     DeliveryRow,
     DueDelivery,
     EndpointRow,
+    NewDelivery,
     PlaintextSecrets,
 )
-from rewards_lab.store.queries import RowPage, columns, fetch_all_as, fetch_one_as, paginate, scalar
+from rewards_lab.store.queries import RowPage, columns, decoding, fetch_all_as, fetch_one_as, paginate, scalar
 from rewards_lab.store.secret_box import SEALED_PREFIX, SecretBox, is_sealed
 
 TENANT = "organization_id = ? AND environment = ?"
 _ENDPOINT = columns(EndpointRow)
 _DELIVERY = columns(DeliveryRow)
 _ATTEMPT = columns(AttemptRow)
-DELIVERY_COLUMNS = ("id", "organization_id", "environment", "endpoint_id", "outbox_id", "kind", "body")
+# An endpoint with the event kinds it subscribes to decoded as it is read.
+_ENDPOINT_ROW = decoding(EndpointRow, {"events": lambda text: tuple(json.loads(text))})
 
 
 def webhook_secret_context(endpoint_id: str, *, previous: bool = False) -> str:
@@ -70,7 +72,7 @@ class WebhookRepository:
 
     def endpoint(self, scope: Scope, endpoint_id: str) -> EndpointRow | None:
         sql = f"SELECT {_ENDPOINT} FROM webhook_endpoints WHERE {TENANT} AND id = ?"
-        return fetch_one_as(self.con, EndpointRow, sql, [*scope.params, endpoint_id])
+        return fetch_one_as(self.con, _ENDPOINT_ROW, sql, [*scope.params, endpoint_id])
 
     def endpoints_page(self, scope: Scope, page: PageRequest, sort: str, status: str | None) -> RowPage[EndpointRow]:
         sql = f"SELECT {_ENDPOINT} FROM webhook_endpoints WHERE {TENANT}"
@@ -79,7 +81,7 @@ class WebhookRepository:
             sql += " AND status = ?"
             params.append(status)
         listed = paginate(self.con, list_name="webhooks", select_sql=sql, params=params, page=page, sort=sort)
-        return listed.typed(EndpointRow)
+        return listed.typed(_ENDPOINT_ROW)
 
     def disable_endpoint(self, scope: Scope, endpoint_id: str) -> None:
         self.con.execute(
@@ -123,14 +125,14 @@ class WebhookRepository:
     def enabled_endpoints(self) -> list[EndpointRow]:
         """Every enabled endpoint of every tenant (the fan-out reads them once per batch)."""
         sql = f"SELECT {_ENDPOINT} FROM webhook_endpoints WHERE status = 'enabled' ORDER BY id"
-        return fetch_all_as(self.con, EndpointRow, sql)
+        return fetch_all_as(self.con, _ENDPOINT_ROW, sql)
 
     # deliveries ------------------------------------------------------------------------------------------
-    def add_deliveries(self, rows: list[dict[str, Any]], next_attempt_at: datetime) -> None:
-        """Insert pending deliveries (DELIVERY_COLUMNS each), due at `next_attempt_at`, in one statement."""
+    def add_deliveries(self, rows: list[NewDelivery], next_attempt_at: datetime) -> None:
+        """Insert pending deliveries, due at `next_attempt_at`, in one statement."""
         if not rows:
             return
-        batch = pa.table({name: [row[name] for row in rows] for name in DELIVERY_COLUMNS})
+        batch = pa.table(dict(zip(NewDelivery._fields, map(list, zip(*rows, strict=True)), strict=True)))
         self.con.register("delivery_batch", batch)
         try:
             self.con.execute(

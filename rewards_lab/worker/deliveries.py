@@ -39,7 +39,7 @@ from rewards_lab.service.deliveries import (
     status_error_class,
 )
 from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.interfaces.webhooks import DueDelivery
+from rewards_lab.store.interfaces import DueDelivery
 from rewards_lab.worker.circuit_breaker import CircuitBreakers
 from rewards_lab.worker.safe_transport import (
     BlockedAddress,

@@ -20,7 +20,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.service.event_intake import store_events
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces.events import NewEvent, StoredEvent
+from rewards_lab.store.interfaces import NewEvent, StoredEvent
 from rewards_lab.worker.thread_names import name_os_thread
 
 log = logging.getLogger(__name__)

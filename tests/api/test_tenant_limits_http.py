@@ -21,6 +21,7 @@ from rewards_lab.contract.programme_limits import MAX_RULES_PER_VERSION, MAX_VER
 from rewards_lab.contract.validation import validate
 from rewards_lab.engine import simulation
 from rewards_lab.service import programmes
+from rewards_lab.store.interfaces import RuleBody
 from rewards_lab.store.uow import unit_of_work
 from tests.conftest import World
 from tests.live_server import LiveServer, start_server, stop_and_verify
@@ -112,12 +113,7 @@ def test_publishing_a_draft_over_the_limit_is_refused(world: World) -> None:
     world.rule(programme)
     with unit_of_work(world.db) as uow:
         (row,) = uow.programmes.rules_of(world.scope, [programme.draft_version_id])
-        stored = {
-            "event_type": row.event_type,
-            "conditions": json.loads(row.conditions),
-            "actions": json.loads(row.actions),
-            "limits": [],
-        }
+        stored = RuleBody(row.event_type, row.condition_items(), row.action_items())
         for position in range(1, MAX_RULES_PER_VERSION + 1):
             draft = programme.draft_version_id
             uow.programmes.add_rule(world.scope, new_id("rule"), draft, programme.id, stored, position)

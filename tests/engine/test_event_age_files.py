@@ -25,6 +25,7 @@ from rewards_lab.contract.programme_file import (
     parse_programme,
 )
 from rewards_lab.contract.validation import validate
+from rewards_lab.domain.settings import NO_SPENDING
 from rewards_lab.engine import event_processing
 from rewards_lab.lab.push import make_plan, push
 from rewards_lab.lab.push_verify import sample_time, verify
@@ -159,7 +160,7 @@ def test_a_programme_stored_before_the_setting_has_no_bound(world: World) -> Non
     with unit_of_work(world.db) as uow:  # as stored before issue 27: no max_event_age_days in its settings
         row = uow.programmes.get(world.scope, programme.id)
         assert row is not None
-        uow.programmes.set_spending(world.scope, row.draft_version_id, None)
+        uow.programmes.set_spending(world.scope, row.draft_version_id, NO_SPENDING)  # stored as NULL
     assert programmes.get_programme(world.db, world.scope, programme.id).max_event_age_days is None
     programmes.publish(world.db, world.scope, programme.id)
     body = {

@@ -18,7 +18,7 @@ from rewards_lab.contract.validation import validate
 from rewards_lab.engine import event_processing
 from rewards_lab.service import event_intake, event_queries, ledger, organizations, programmes
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces.events import StoredEvent
+from rewards_lab.store.interfaces import StoredEvent
 from tests.conftest import World
 
 
