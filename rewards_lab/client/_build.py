@@ -1,5 +1,7 @@
-"""The `Call` of one operation from its arguments by name: path, query, JSON body and Idempotency-Key placed as
-the operation's parameters say (`contract/operation_parameters.py`), and its `data` parsed into its response model.
+"""The `Call` of one operation from its arguments by name, each placed where the operation's parameters say.
+
+Path, query, JSON body and Idempotency-Key as `contract/operation_parameters.py` derives them, and the answer's
+`data` parsed into the operation's response model.
 
 Every method of `_generated.py` is `build(<operation>, locals())`, and `rewards-lab api` calls it with the
 values of its flags: one way to make a request, for any operation of the registry.

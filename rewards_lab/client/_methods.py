@@ -1,7 +1,8 @@
-"""The descriptors that turn a `Call` builder of `_generated.py` into a client method: on `RewardsClient` it
-returns the result, on `AsyncRewardsClient` an awaitable; `Pages` iterates a cursor-paginated list. The
-builder's parameters and docstring are the method's (`help()`, `inspect.signature`; mypy and IDEs read the
-builder's through the ParamSpec)."""
+"""The descriptors that make a `Call` builder of `_generated.py` a method of both clients.
+
+On `RewardsClient` a method returns the result, on `AsyncRewardsClient` an awaitable; `Pages` iterates a
+cursor-paginated list. The builder's parameters and docstring are the method's (`help()`, `inspect.signature`;
+mypy and IDEs read them through the ParamSpec)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""How the operations read in the Python client and on `rewards-lab api`, beyond what the registry and the
-request models say: a one-line summary each, a method name where it is not the operation's, the words and
-examples of parameters the models leave undescribed, and the few parameters taken in a handier form than the
-wire's. Documentation and conveniences only: what is sent, and how, is `operation_parameters.py`'s.
+"""How the operations read in the Python client and on `rewards-lab api`, where the registry says nothing.
+
+A one-line summary each, a method name where it is not the operation's, the words and examples of parameters
+the request models leave undescribed, and the few parameters taken in a handier form than the wire's.
+Documentation and conveniences only: what is sent, and how, is `operation_parameters.py`'s.
 
 A new operation or field needs no entry here (a missing summary is made from the operation's name, a missing
 doc is the field's `description`); add one to say it better.

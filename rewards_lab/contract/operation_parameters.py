@@ -1,5 +1,6 @@
-"""The parameters of each operation as a client passes them, read from its registry entry and request model:
-what the Python client's methods take, what `rewards-lab api`'s flags are, and where each value goes on the wire.
+"""The parameters of each operation as a client passes them, derived from its registry entry and request model.
+
+What the Python client's methods take, what `rewards-lab api`'s flags are, and where each value goes on the wire.
 
 One derivation for three readers: `client/_build.py` (the request a call sends), `tools/generate_client.py` (the
 typed, documented methods of `client/_generated.py`) and `cli/api.py` (the flags). The rules:
@@ -17,7 +18,7 @@ typed, documented methods of `client/_generated.py`) and `cli/api.py` (the flags
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 from decimal import Decimal
@@ -70,11 +71,11 @@ class Parameter:
             return None
         if self.convert is not None:
             return self.convert(value)
-        if self.kind == "object":
+        if self.kind == "object" and isinstance(value, Mapping):
             return dict(value)
-        if self.kind in ("objects", "strings"):
+        if self.kind in ("objects", "strings") and isinstance(value, Sequence) and not isinstance(value, str):
             return list(value)
-        return value
+        return value  # anything else as given: the service says what is wrong with it
 
 
 def parameters(op: Operation) -> tuple[Parameter, ...]:
