@@ -3,9 +3,9 @@
 Each `Operation` is pure data (no handler): method and path, the permission it requires, whether it takes an
 Idempotency-Key, the error codes it may return, its request and response models, its query parameters and
 pagination, its deprecation. The server binds each entry to a handler (`api.routes`), the OpenAPI document is
-built from those routes (and with it the Postman collection and the TypeScript types), the Python client and
-`rewards-lab api` read their paths, methods and idempotency here. The order of the table is the order of the
-document's paths.
+built from those routes (and with it the Postman collection and the TypeScript types), and the Python client's
+methods and `rewards-lab api`'s commands and flags are derived from each entry and its request model
+(`contract/operation_parameters.py`). The order of the table is the order of the document's paths.
 """
 
 from __future__ import annotations
@@ -86,6 +86,12 @@ class Operation:
     documented: bool = True  # health probes stay outside the OpenAPI document
     description: str | None = None
     replacement: str | None = None  # deprecated: the operation to use instead ("POST /ai/knowledge/search")
+    # Safe to send again when no answer came back, though it takes no Idempotency-Key: the service deduplicates
+    # it (events, by external_event_id) or it changes nothing (simulations, searches). Reads and keyed writes are.
+    resendable: bool = False
+    # The body's fields where null is not absence, and what null does ("remove the draft's budget"): absent
+    # leaves them as they are (or to the default), null clears them. Elsewhere null is the same as absent.
+    nulls: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def path_parameters(self) -> tuple[str, ...]:
@@ -155,6 +161,7 @@ _TABLE: tuple[Operation, ...] = (
         response=r.Customer,
         idempotency="optional",
         errors=(*BODY_CODES, "customer_not_found", "customer_email_invalid"),
+        nulls={"attributes": "remove every attribute", "email": "remove the email", "country": "remove the country"},
         description="Edits a customer named by its id or external_id: `email` and `country` (null clears one) and "
         "`attributes`, an RFC 7396 merge patch (a key set to null is removed; `attributes` set to null removes "
         "them all). The attribute limits apply to the merged result.",
@@ -372,6 +379,7 @@ _TABLE: tuple[Operation, ...] = (
         status=201,
         idempotency="optional",
         errors=(*BODY_CODES, "asset_not_found", *AMOUNT_CODES),  # amounts: caps and budget
+        nulls={"max_event_age_days": "no bound on a live event's age (backfills)"},
     ),
     Operation(
         "list_programmes",
@@ -400,6 +408,18 @@ _TABLE: tuple[Operation, ...] = (
         response=r.Programme,
         idempotency="optional",
         errors=(*BODY_CODES, "programme_not_found", *AMOUNT_CODES),
+        nulls={
+            "description": "remove the description",
+            "timezone": "back to UTC",
+            "starts_at": "remove the draft's start bound",
+            "ends_at": "remove the draft's end bound",
+            "limits": "remove the draft's caps",
+            "budget": "remove the draft's budget",
+            "clawback": "back to available",
+            "expiry": "the draft's rewards expire as the asset's points do",
+            "max_event_age_days": "no bound on a live event's age (backfills)",
+            "guards": "remove the draft's forecast guards",
+        },
         description=(
             "Edits the programme's name and description and its DRAFT version's schedule (timezone, starts_at, "
             "ends_at), caps per customer (limits), budget and clawback policy; published versions keep theirs "
@@ -486,6 +506,7 @@ _TABLE: tuple[Operation, ...] = (
         response=r.Rule,
         idempotency="optional",
         errors=(*BODY_CODES, "rule_not_found", "programme_version_immutable", "rule_asset_mismatch", *AMOUNT_CODES),
+        nulls={"name": "remove the rule's name"},
     ),
     Operation(
         "delete_rule",
@@ -504,6 +525,7 @@ _TABLE: tuple[Operation, ...] = (
         request=rq.SimulationRequest,
         response=r.Simulation,
         errors=(*BODY_CODES, "rule_not_found", "customer_not_found"),
+        resendable=True,
     ),
     Operation(
         "simulate_programme",
@@ -521,6 +543,7 @@ _TABLE: tuple[Operation, ...] = (
             }
         },
         errors=(*BODY_CODES, "programme_not_found", "programme_version_not_found", "customer_not_found"),
+        resendable=True,
         description="Every rule of a programme version against one event, in the order the rules apply, with "
         "the reason of every condition, group, priority stop and beneficiary.",
     ),
@@ -543,6 +566,7 @@ _TABLE: tuple[Operation, ...] = (
         P.EVENTS_WRITE,
         response=r.Event,
         errors=("event_not_found", "event_not_replayable"),
+        resendable=True,  # creates no duplicate issuance
     ),
     Operation(
         "list_executions",
@@ -654,6 +678,7 @@ _TABLE: tuple[Operation, ...] = (
         response=r.Event,
         status=202,
         errors=(*BODY_CODES, "event_duplicate_mismatch", "event_payload_too_large"),
+        resendable=True,  # deduplicated on external_event_id: a resend returns the original
     ),
     # API keys
     Operation(
@@ -673,6 +698,7 @@ _TABLE: tuple[Operation, ...] = (
         P.API_KEYS_MANAGE,
         response=r.ApiKey,
         errors=("api_key_not_found", "api_key_already_revoked"),
+        resendable=True,
     ),
     # AI: knowledge search and answers without a model, and their deprecated predecessors
     Operation(
@@ -684,6 +710,7 @@ _TABLE: tuple[Operation, ...] = (
         response=r.KnowledgeHit,
         shape="list",
         errors=BODY_CODES,
+        resendable=True,
     ),
     Operation(
         "conversation_message",
@@ -704,6 +731,7 @@ _TABLE: tuple[Operation, ...] = (
         response=r.KnowledgeHit,
         shape="list",
         errors=BODY_CODES,
+        resendable=True,
         replacement="POST /ai/knowledge/search",
     ),
     Operation(
@@ -785,6 +813,9 @@ _TABLE: tuple[Operation, ...] = (
 OPERATIONS: dict[str, Operation] = {operation.name: operation for operation in _TABLE}
 assert len(OPERATIONS) == len(_TABLE), "operation names are unique"
 assert all(set(op.error_codes) <= set(REGISTRY) for op in _TABLE), "every declared code is registered"
+assert all(op.request is not None and set(op.nulls) <= set(op.request.model_fields) for op in _TABLE if op.nulls), (
+    "nulls name fields of the body"
+)
 
 
 def operation(name: str) -> Operation:
