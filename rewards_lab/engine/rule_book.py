@@ -16,18 +16,25 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
-from rewards_lab.domain.limits import Limit
+from rewards_lab.domain.expiry import ExpiryPolicy
+from rewards_lab.domain.limits import Cap, Limit
 from rewards_lab.domain.rules import RuleSpec, compile_rule
+from rewards_lab.domain.schedule import epoch_us, within_window
 from rewards_lab.engine.postings import asset_row
-from rewards_lab.store.interfaces import ProgrammeRow, Repositories, RuleRow
+from rewards_lab.store.interfaces import (
+    PendingEvent,
+    ProgrammeRow,
+    Repositories,
+    RuleRow,
+)
 from rewards_lab.store.settings_json import limits_text
 
 MAX_ENTRIES = 256
@@ -251,3 +258,101 @@ def compile_rows(
         compiled_rule(row, default_asset_id, timezone, partial(compile_row, row, position), position)
         for position, row in ((index if whole_version else None, row) for index, row in enumerate(rule_rows))
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class VersionMeta:
+    """What an execution records of the programme version whose rule it ran, and the version's schedule: its
+    IANA timezone and the window of event times it rewards (epoch microseconds, UTC; None: unbounded)."""
+
+    version_id: str
+    program_id: str
+    number: int
+    asset_id: str
+    published: bool
+    timezone: str = "UTC"
+    starts_at_us: int | None = None
+    ends_at_us: int | None = None
+    caps: tuple[Cap, ...] = ()  # the programme's caps per customer, then its budget (domain.limits)
+    clawback: str = "available"
+    expiry: ExpiryPolicy | None = None  # when its rewards expire (None: as the asset's points do)
+    max_event_age_days: int | None = None  # how long before its receipt an event may have occurred (None: any)
+
+
+Compiled = tuple[VersionMeta, list[RuleSpec]]
+
+
+def compiled_cache(database: object) -> CompiledVersions[Compiled]:
+    """Compiled rules of published versions, per database and (scope, version): a published version's rules,
+    programme and asset decimals never change, so each batch need not read and compile them again. Bounded
+    (`service.compiled_versions`)."""
+    return cast(CompiledVersions[Compiled], cache_of(database))
+
+
+class LiveRuleBook:
+    """Compiled rules per version, loaded once per batch and scope (once per process for published versions)."""
+
+    def __init__(self, uow: Repositories, scope: Scope) -> None:
+        self.uow, self.scope = uow, scope
+        self.rules: dict[str, list[RuleSpec]] = {}
+        self.meta: dict[str, VersionMeta] = {}
+
+    def live_versions(self, event_types: list[str]) -> dict[str, list[str]]:
+        """event type -> ids of the live versions that have a rule for it."""
+        rows = self.uow.programmes.live_versions(self.scope, event_types)
+        self.load([row.id for row in rows])
+        by_type: dict[str, list[str]] = defaultdict(list)
+        for row in rows:
+            for spec in self.rules[row.id]:
+                if row.id not in by_type[spec.event_type]:
+                    by_type[spec.event_type].append(row.id)
+        return by_type
+
+    def in_window(self, version_ids: list[str], event: PendingEvent) -> list[str]:
+        """Those of these loaded versions whose window holds the event's time (starts_at <= t < ends_at)."""
+        return [
+            v
+            for v in version_ids
+            if within_window(event.event_time_us, self.meta[v].starts_at_us, self.meta[v].ends_at_us)
+        ]
+
+    def load(self, version_ids: list[str]) -> None:
+        cache = None if self.uow.database is None else compiled_cache(self.uow.database)
+        for version_id in version_ids:
+            found = None if cache is None or version_id in self.rules else cache.get(self.scope, version_id)
+            if found is not None:
+                self.meta[version_id], self.rules[version_id] = found
+        missing = [v for v in version_ids if v not in self.rules]
+        if not missing:
+            return
+        rows = self.uow.programmes.rules_of(self.scope, missing)
+        for version_id in missing:
+            version = self.uow.programmes.get_version(self.scope, version_id)
+            assert version is not None
+            programme = self.uow.programmes.get(self.scope, version.program_id)
+            assert programme is not None
+            assert version.number is not None, "the worker evaluates published versions only"
+            spending = version.spending  # decoded by the store as it read the row
+            caps: tuple[Cap, ...] = ()
+            if spending.capped:
+                caps = spending.caps(int(asset_row(self.uow, self.scope, programme.asset_id).decimals))
+            meta = VersionMeta(
+                version_id,
+                version.program_id,
+                version.number,
+                programme.asset_id,
+                version.status != "draft",
+                version.timezone,
+                None if version.starts_at is None else epoch_us(version.starts_at),
+                None if version.ends_at is None else epoch_us(version.ends_at),
+                caps,
+                spending.clawback,
+                spending.expiry,
+                spending.max_event_age_days,
+            )
+            own = [row for row in rows if row.version_id == version_id]
+            self.meta[version_id] = meta
+            self.rules[version_id] = compile_rows(self.uow, self.scope, own, meta.asset_id, meta.timezone)
+            if meta.published and cache is not None:
+                value = (meta, self.rules[version_id])
+                cache.put(self.scope, version_id, value, meta.program_id, meta.number, estimated_bytes(own))

@@ -20,7 +20,7 @@ from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.rule_evaluation import evaluate
-from rewards_lab.engine import event_processing
+from rewards_lab.engine import event_matching, event_processing
 from rewards_lab.service import customers, event_intake, event_queries, ledger, organizations, programmes
 from rewards_lab.store.interfaces import Repositories
 from rewards_lab.store.uow import reader, unit_of_work
@@ -80,7 +80,7 @@ def poison(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, bool]]:
             raise RuntimeError(SECRET)
         return evaluate(rules, batch)
 
-    monkeypatch.setattr(event_processing, "evaluate", poisoned)
+    monkeypatch.setattr(event_matching, "evaluate", poisoned)
     yield switch
 
 

@@ -26,7 +26,7 @@ from rewards_lab import presenters
 from rewards_lab.api.app import create_app
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.rules import RuleSpec
-from rewards_lab.engine import event_processing, rule_book
+from rewards_lab.engine import rule_book
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
 from tests.live_server import bootstrap, free_port
@@ -195,8 +195,8 @@ def test_another_tenants_write_completes_while_the_worker_compiles_a_new_version
     program_id = _programme(heavy, "CMP", rules=30)
     wallet_id = _customer(heavy, "heavy-1")
     _ok(heavy.post(f"/reward-programs/{program_id}/publish"), 201)
-    pause = Pause(served.database, event_processing.compile_rows)
-    monkeypatch.setattr(event_processing, "compile_rows", pause)
+    pause = Pause(served.database, rule_book.compile_rows)
+    monkeypatch.setattr(rule_book, "compile_rows", pause)
     pause.armed = True
     event_id = _event(heavy, "order-1")
     took = _write_while_paused(pause, served.normal, "compile")
@@ -236,11 +236,11 @@ def test_the_compiled_cache_stays_bounded_after_many_publishes(
         _processed(heavy, _event(heavy, f"order-{round_number}"))
     # At most 3 versions stay compiled (today: every version ever evaluated, 8 x 20+ rules).
     assert _live_rule_specs() - baseline <= 3 * 30, "compiled rules of superseded versions are kept"
-    entries, estimated = event_processing.compiled_cache(served.database).stats()
+    entries, estimated = rule_book.compiled_cache(served.database).stats()
     assert entries == 3 and estimated > 0
     # Superseded versions went first: the steady programme's live version, used least recently, is still held.
     versions = _ok(heavy.get(f"/reward-programs/{steady}/versions"))
-    cache, scope = event_processing.compiled_cache(served.database), Scope(served.heavy.organization_id, "sandbox")
+    cache, scope = rule_book.compiled_cache(served.database), Scope(served.heavy.organization_id, "sandbox")
     assert cache.get(scope, versions[0]["id"]) is not None
     later = _ok(heavy.get(f"/reward-programs/{program_id}/versions"))
     assert cache.get(scope, later[-2]["id"]) is not None  # the live version of PUB
