@@ -192,11 +192,22 @@ class ConditionSpec:
         return f"{self.field} {symbol} {shown(self.value)}"
 
 
-@lru_cache(maxsize=4096)
 def tester(condition: ConditionSpec) -> Callable[[Any], bool]:
     """The condition's test as one function of the value read: the kind check and the comparison together, built
     once per condition (the event worker calls it for every event a rule sees)."""
-    op, expected = condition.operator, condition.value
+    return _tester(condition.operator, _typed(condition.value), condition.value)
+
+
+def _typed(value: Any) -> Any:
+    """A condition's value with the type of each part: the cache's key. `eq false` and `eq 0` are equal values
+    with equal hashes (so are `eq true` and `eq 1`), and must not share a test."""
+    if isinstance(value, tuple):
+        return tuple(_typed(item) for item in value)
+    return (type(value), value)
+
+
+@lru_cache(maxsize=4096)
+def _tester(op: str, _key: Any, expected: Any) -> Callable[[Any], bool]:
     if op == "exists":
         return lambda value: value is not None
     if op == "not_exists":
