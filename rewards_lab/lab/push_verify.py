@@ -24,6 +24,7 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.event_age import EVENT_TOO_OLD
 from rewards_lab.contract.limit_requests import FractionOf, ReverseAction
+from rewards_lab.contract.operators import OPERATORS
 from rewards_lab.contract.programme_file import FileAction, FileRule, ProgrammeDefinition
 from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.domain.conditions import ConditionSpec, EventFacts, leaves, source_of
@@ -87,30 +88,13 @@ class Verification:
 
 
 def _passing(condition: ConditionSpec) -> Any:
-    """A value the condition holds for (None when no data value can make it hold)."""
-    op, value = condition.operator, condition.value
-    if op in ("exists", "in", "between", "contains"):
-        return {"exists": "x", "contains": [value]}.get(op, value[0] if isinstance(value, tuple) else None)
-    if op in ("not_exists", "not_in"):
-        return None if op == "not_exists" else ("~" if isinstance(value[0], str) else Decimal(0))
-    if isinstance(value, Decimal):
-        return {"gt": value + 1, "lt": value - 1, "neq": value + 1}.get(op, value)
-    return value if op != "neq" else (not value if isinstance(value, bool) else f"{value}~")
+    """A value the condition holds for (None when no data value can make it hold): its operator's entry says."""
+    return OPERATORS[condition.operator].passing(condition.value)
 
 
 def _probes(condition: ConditionSpec) -> list[Any]:
-    """Values around the condition's edges."""
-    value = condition.value
-    if condition.operator in ("exists", "not_exists"):
-        return ["x", Decimal(1), None]  # null counts as absent
-    values: list[Any] = []
-    for item in value if isinstance(value, tuple) else (value,):
-        if isinstance(item, Decimal) and not isinstance(item, bool):
-            values += [item + delta for delta in (Decimal(-1), Decimal("-0.01"), Decimal(0), Decimal("0.01"), 1)]
-            values.append(str(item))
-        elif item is not None:
-            values += [item, f"{item}~"] if isinstance(item, str) else [item, not item]
-    return values
+    """Values around the condition's edges (its operator's entry says which)."""
+    return OPERATORS[condition.operator].probes(condition.value)
 
 
 def _data_leaves(rule: FileRule) -> list[ConditionSpec]:

@@ -22,12 +22,9 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.limit_requests import AmountLimit, FractionOf, Limit, ReverseAction
-from rewards_lab.contract.requests import FixedAmount, Operator, RuleAction
+from rewards_lab.contract.operators import OPERATORS as OPERATOR_ENTRIES
+from rewards_lab.contract.requests import FixedAmount, RuleAction
 from rewards_lab.contract.rule_requests import (
-    EQUALITY,
-    MEMBERSHIP,
-    ORDERING,
-    PRESENCE,
     AllGroup,
     AnyGroup,
     Condition,
@@ -44,7 +41,7 @@ from rewards_lab.replay.engine import ReplayResult
 from rewards_lab.replay.spark_engine import SparkReplayResult
 
 NEW_RULE = -1
-OPERATORS = [op.value for op in Operator]
+OPERATORS = list(OPERATOR_ENTRIES)
 GROUP_KINDS = [("all of", "all"), ("any of", "any"), ("not", "not")]
 PERIODS = ["day", "week", "month", "year", "lifetime"]
 CAP_MEASURES = [("max amount", "max_amount"), ("max count", "max_count")]
@@ -164,14 +161,7 @@ def not_drawn_text(class_name: str) -> str:
     return f"[{words} widget: run the notebook (Run ▸ Run All Cells) to use it]"
 
 
-VALUE_HINTS = {
-    **dict.fromkeys(ORDERING, "a number: 20"),
-    **dict.fromkeys(EQUALITY, '20, web, "20" or true'),
-    **dict.fromkeys(MEMBERSHIP, '["web", "app"] or [1, 2]'),
-    "between": '[10, 20] or ["2024-01-01", "2024-03-31"]',
-    "contains": 'gold or "20"',
-    **dict.fromkeys(PRESENCE, "(no value)"),
-}
+VALUE_HINTS = {name: entry.hint for name, entry in OPERATOR_ENTRIES.items()}
 
 
 def parse_value(text: str) -> Any:
@@ -222,12 +212,12 @@ class ConditionRow(Panel):
 
     def _fit_value(self) -> None:
         self.value.placeholder = VALUE_HINTS[self.operator.value]
-        self.value.disabled = self.operator.value in PRESENCE
+        self.value.disabled = not OPERATOR_ENTRIES[self.operator.value].takes_value
 
     def payload(self, where: str = "conditions[0]") -> dict[str, Any]:
         """The condition's body (`where`, its path, is for the errors only groups raise)."""
         body: dict[str, Any] = {"field": self.field.value.strip(), "operator": self.operator.value}
-        value = None if self.operator.value in PRESENCE else parse_value(self.value.value)
+        value = parse_value(self.value.value) if OPERATOR_ENTRIES[self.operator.value].takes_value else None
         if value is not None:
             body["value"] = value
         return body
