@@ -31,6 +31,7 @@ from rewards_lab.contract.rule_requests import (
     ConditionItem,
     NotGroup,
 )
+from rewards_lab.domain.actions import ACTIONS
 from rewards_lab.lab import forecast, plots
 from rewards_lab.lab.figure_widgets import figure_size, show_figure
 from rewards_lab.lab.labels import SEPARATOR, rule_label, rule_number
@@ -45,7 +46,7 @@ OPERATORS = list(OPERATOR_ENTRIES)
 GROUP_KINDS = [("all of", "all"), ("any of", "any"), ("not", "not")]
 PERIODS = ["day", "week", "month", "year", "lifetime"]
 CAP_MEASURES = [("max amount", "max_amount"), ("max count", "max_count")]
-ACTION_KINDS = [("fixed amount", "fixed"), ("per field x rate", "per"), ("take back (reverse)", "reverse")]
+ACTION_KINDS = [(kind.label, name) for name, kind in ACTIONS.items()]
 FRACTION_KINDS = [("all that remains", "whole"), ("a constant share", "constant"), ("refund field / original", "of")]
 
 

@@ -4,9 +4,10 @@
 Every rule feature is compiled here once: operators as their entries write them (contract/operators.py, over the
 views of a field this module offers, `_FieldViews`), any / all / not groups, field paths (through the engine's
 FieldReader: data, customer facts) and time fields in the programme's timezone, the programme's window, priorities
-with stop_processing, fixed and `{per, rate}` amounts and beneficiaries. The engines (rewards_lab.replay.engine on
-DuckDB, rewards_lab.replay.spark_engine on Spark) only place the compiled expressions in their queries. No SQL text
-is assembled from user-supplied parts: field names, event types, strings and numbers become SQLGlot nodes, which the
+with stop_processing, fixed and `{per, rate}` amounts as their action types' entries pick them (domain/actions.py,
+over `_AmountForms`) and beneficiaries. The engines (rewards_lab.replay.engine on DuckDB,
+rewards_lab.replay.spark_engine on Spark) only place the compiled expressions in their queries. No SQL text is
+assembled from user-supplied parts: field names, event types, strings and numbers become SQLGlot nodes, which the
 library quotes for each dialect.
 
 A leaf is TRUE exactly when the condition holds, NULL or FALSE otherwise: WHERE and CASE WHEN read NULL as false,
@@ -35,12 +36,13 @@ from decimal import Decimal
 from sqlglot import exp
 
 from rewards_lab.contract.operators import OPERATORS, Relation
-from rewards_lab.contract.programme_file import FileAction, ProgrammeDefinition
+from rewards_lab.contract.programme_file import ProgrammeDefinition
 from rewards_lab.contract.rule_requests import condition_payload
+from rewards_lab.domain.actions import ActionSpec, action_kind
 from rewards_lab.domain.conditions import TIME_FIELDS, ConditionNode, ConditionSpec, source_of
 from rewards_lab.domain.limits import caps_of
-from rewards_lab.domain.money import MAX_AMOUNT_MINOR, parse_amount
-from rewards_lab.domain.rules import ActionSpec, RuleSpec, condition_node, in_order, reverse_spec
+from rewards_lab.domain.money import MAX_AMOUNT_MINOR
+from rewards_lab.domain.rules import RuleSpec, condition_node, in_order
 from rewards_lab.replay.sql_values import (
     DUCKDB,
     SPARK,
@@ -95,17 +97,8 @@ def rule_specs(definition: ProgrammeDefinition) -> list[RuleSpec]:
         conditions = tuple(condition_node(condition_payload(c)) for c in rule.conditions)
         actions = []
         for number_, action in enumerate(rule.actions):
-            if not isinstance(action, FileAction):
-                actions.append(reverse_spec(action.model_dump(mode="python"), "asset", decimals))
-                continue
-            amount = action.amount
-            beneficiary = action.beneficiary.field if action.beneficiary else None
-            if hasattr(amount, "fixed"):
-                name = f"rules[{index}].actions[{number_}].amount.fixed"
-                minor = parse_amount(amount.fixed, decimals, name)
-                actions.append(ActionSpec("asset", decimals, fixed_minor=minor, beneficiary=beneficiary))
-            else:
-                actions.append(ActionSpec("asset", decimals, per=amount.per, rate=amount.rate, beneficiary=beneficiary))
+            stored = action.model_dump(mode="python")
+            actions.append(action_kind(stored).build(stored, "asset", decimals, f"rules[{index}].actions[{number_}]"))
         caps = caps_of([limit.model_dump(mode="json") for limit in rule.limits], "rule", decimals)
         specs.append(
             RuleSpec(
@@ -395,14 +388,31 @@ def _bigint_product(scaled: exp.Expr, n: int, d: int) -> exp.Expr:
     return product
 
 
-def amount_parts(action: ActionSpec, source: FieldSource | None, dialect: Dialect) -> Amount:
-    if action.fixed_minor is not None:
-        return Amount(exp.true(), number(action.fixed_minor), False, action.fixed_minor)
-    assert action.rate is not None and source is not None
+@dataclass(frozen=True)
+class _AmountForms:
+    """The amount forms of one action (domain.actions.AmountSql): its type's entry picks one."""
+
+    action: ActionSpec
+    source: FieldSource | None  # its `per` field's
+    dialect: Dialect
+
+    def fixed(self, minor: int) -> Amount:
+        return Amount(exp.true(), number(minor), False, minor)
+
+    def product(self, field: str, rate: Decimal) -> Amount:
+        assert self.source is not None and field == self.action.per
+        return product_amount(rate, self.action.decimals, self.source, self.dialect)
+
+    def nothing(self) -> Amount:
+        return Amount(exp.true(), exp.null(), False, 0)
+
+
+def product_amount(rate: Decimal, decimals: int, source: FieldSource, dialect: Dialect) -> Amount:
+    """A field's number times a rate in minor units, truncated toward zero (`domain.money.reward_minor`)."""
     read = numeric(source, dialect)
     if isinstance(read.value, exp.Null):
         return Amount(exp.true(), exp.null(), False, 0)
-    n, d = _fraction(action.rate, action.decimals, read.scale)
+    n, d = _fraction(rate, decimals, read.scale)
     bound = read.bound
     scaled = read.value if read.scale == 0 else exp.Mul(this=read.value, expression=number(10**read.scale))
     guard = exp.GT(this=read.value, expression=number(0))
@@ -412,9 +422,7 @@ def amount_parts(action: ActionSpec, source: FieldSource | None, dialect: Dialec
             return Amount(guard, minor, False, (bound - 1) * n // d)
         over = exp.GT(this=minor, expression=number(MAX_AMOUNT_MINOR))
         return Amount(guard, when(over, number(TOO_LARGE), minor.copy()), True, MAX_AMOUNT_MINOR)
-    estimate = exp.Mul(
-        this=cast(read.value, "DOUBLE"), expression=number(repr(float(action.rate) * 10**action.decimals))
-    )
+    estimate = exp.Mul(this=cast(read.value, "DOUBLE"), expression=number(repr(float(rate) * 10**decimals)))
     beyond = exp.GTE(this=estimate, expression=number(repr(_EST_LIMIT)))
     wide = exp.Paren(this=when(beyond, number(0), cast(scaled, dialect.wide_int)))
     product = exp.Paren(this=exp.IntDiv(this=exp.Mul(this=wide, expression=number(n)), expression=number(d)))
@@ -585,18 +593,15 @@ def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dial
         numerator: exp.Expr | None
         for action_index, action in enumerate(spec.actions):
             source = conditions.source(action.per) if action.per else None
-            if action.reverse_of is not None:
-                amounts.append(Amount(exp.true(), exp.null(), False, 0))  # a reversal issues nothing itself
-                if source is not None:
-                    conditions.numbers_read(source)
+            amounts.append(action.entry.sql(action, _AmountForms(action, source, dialect)))  # a reversal: nothing
+            if source is not None:
+                conditions.numbers_read(source)
+            if action.reverse_of is not None:  # what it takes back is decided in the replay's reversal pass
                 reference = _reference(conditions.source(action.reverse_of), exotic_parts)
                 numerator = None if source is None else cast(numeric(source, dialect).value, "VARCHAR")
                 reversing.append((action_index, action, reference, numerator))
                 recipients.append(None)
                 continue
-            amounts.append(amount_parts(action, source, dialect))
-            if source is not None:
-                conditions.numbers_read(source)
             if action.beneficiary is None:
                 recipients.append(None)
                 continue
