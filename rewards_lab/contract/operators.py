@@ -35,6 +35,7 @@ from rewards_lab.contract.condition_values import (
     list_contains,
     scalar,
     shown,
+    text,
     value_kind,
     value_list,
     value_pair,
@@ -360,27 +361,80 @@ def _presence(present: bool) -> OperatorEntry:
     )
 
 
-# contains -----------------------------------------------------------------------------------------------------------
+# starts_with, ends_with, and contains on a string: text tests (by code point, case-sensitive) ----------------
+def _text_probes(value: Any) -> list[Any]:
+    """The text, with a character after it and before it, one character short, and a number."""
+    return [value, f"{value}~", f"~{value}", value[:-1], Decimal(1)]
+
+
+def _text_sql(node: str, field: SqlField, expected: str) -> exp.Expr:
+    """A string function of SQLGlot's (`StartsWith`, `EndsWith`, `Contains`) on the field's text; FALSE when the
+    field is never a string."""
+    from sqlglot import exp
+
+    text = field.text()
+    if isinstance(text, exp.Null):
+        return exp.false()
+    test: exp.Expr = getattr(exp, node)(this=text, expression=_literal(expected))
+    return test
+
+
+def _text_operator(name: str, verb: str, negated: str, hint: str, holds: Callable[[str, str], bool]) -> OperatorEntry:
+    """An operator on strings: it holds for a string field whose text `holds` for the value."""
+    node = "".join(part.title() for part in name.split("_"))  # starts_with -> StartsWith
+
+    def test(expected: Any) -> Test:
+        return lambda value: type(value) is str and holds(value, expected)
+
+    def reason(field: str, value: Any, expected: Any, verdict: bool) -> str:
+        return f"{field} = {shown(value)} {verb if verdict else negated} {shown(expected)}"
+
+    def sql(field: SqlField, expected: Any) -> tuple[exp.Expr, bool]:
+        return _text_sql(node, field, expected), True
+
+    return OperatorEntry(
+        name, verb, verb, hint, "one", ("string",), text, test, _typed(reason), sql, lambda value: value, _text_probes
+    )
+
+
+STARTS_WITH = _text_operator("starts_with", "starts with", "does not start with", "a string: web", str.startswith)
+ENDS_WITH = _text_operator("ends_with", "ends with", "does not end with", "a string: .com", str.endswith)
+
+
+# contains: a list's element, or (a string value) part of a string --------------------------------------------
 def _contains_test(expected: Any) -> Test:
+    if isinstance(expected, str):
+        return lambda value: (
+            (type(value) is str and expected in value) or (isinstance(value, list) and list_contains(value, expected))
+        )
     return lambda value: isinstance(value, list) and list_contains(value, expected)
 
 
 def _contains_reason(field: str, value: Any, expected: Any, verdict: bool) -> str:
-    if not isinstance(value, list):
-        return f"field '{field}' is missing" if value is None else f"field '{field}' is not a list"
-    relation = "contains" if verdict else "does not contain"
-    return f"{field} = {shown(value)} {relation} {shown(expected)}"
+    if isinstance(value, list) or (isinstance(value, str) and isinstance(expected, str)):
+        relation = "contains" if verdict else "does not contain"
+        return f"{field} = {shown(value)} {relation} {shown(expected)}"
+    if value is None:
+        return f"field '{field}' is missing"
+    return f"field '{field}' is {'neither a list nor a string' if isinstance(expected, str) else 'not a list'}"
 
 
 def _contains_sql(field: SqlField, expected: Any) -> tuple[exp.Expr, bool]:
-    return field.list_contains(expected), True
+    listed = field.list_contains(expected)
+    if not isinstance(expected, str):
+        return listed, True
+    return field.any([listed, _text_sql("Contains", field, expected)]), True
+
+
+def _contains_probes(value: Any) -> list[Any]:
+    return [*_text_probes(value), [value]] if isinstance(value, str) else _default_probes(value)
 
 
 CONTAINS = OperatorEntry(
     "contains",
     "contains",
     "contains",
-    'gold or "20"',
+    'gold or "20" (in a list, or part of a string)',
     "one",
     ("number", "string"),
     lambda raw, where: scalar(raw, where, decimal_text=False),
@@ -388,6 +442,7 @@ CONTAINS = OperatorEntry(
     _contains_reason,
     _contains_sql,
     lambda value: [value],
+    _contains_probes,
 )
 
 
@@ -410,5 +465,7 @@ OPERATORS: dict[str, OperatorEntry] = _registry(
         _presence(True),
         _presence(False),
         CONTAINS,
+        STARTS_WITH,
+        ENDS_WITH,
     ]
 )
