@@ -74,6 +74,9 @@ STRINGS = (
     "active",
     "2026-03-29",
     "2026-03-08",
+    "webshop",  # starts with "web"; "old" ends "gold", "2026-03" starts the dates
+    "old",
+    "2026-03",
 )
 ZONES = ("UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata")
 _counter = itertools.count()
