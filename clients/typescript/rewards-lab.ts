@@ -522,7 +522,7 @@ export interface NotGroup {
   not: Condition | AnyGroup | AllGroup | NotGroup;
 }
 
-export type Operator = "gte" | "gt" | "lte" | "lt" | "eq" | "neq" | "in" | "not_in" | "between" | "exists" | "not_exists" | "contains";
+export type Operator = "gte" | "gt" | "lte" | "lt" | "eq" | "neq" | "in" | "not_in" | "between" | "exists" | "not_exists" | "contains" | "starts_with" | "ends_with";
 
 /** Where a reverse action finds its original: the event whose external_event_id this field of the refund's
 data holds. */

@@ -32,9 +32,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from rewards_lab.contract.amounts import as_number, parse_threshold
+from rewards_lab.contract.condition_values import MAX_CONDITION_LIST as MAX_CONDITION_LIST
+from rewards_lab.contract.condition_values import MAX_CONDITION_STRING as MAX_CONDITION_STRING
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.limit_requests import Limits, ReverseAction
+from rewards_lab.contract.operators import OPERATORS
 from rewards_lab.contract.request_base import (
     DecimalString,
     EventType,
@@ -50,94 +52,17 @@ MAX_RULES_CONDITIONS = 20  # top-level conditions of a rule (the seed's list)
 MAX_RULE_ACTIONS = 10
 MAX_CONDITION_NODES = 50  # conditions and groups of a rule, at every depth
 MAX_CONDITION_DEPTH = 5  # a top-level condition is at depth 1; each group adds one
-MAX_CONDITION_LIST = 100  # values of an `in` / `not_in` list
-MAX_CONDITION_STRING = 200  # characters of a string value
 MAX_PRIORITY = 1_000_000  # |priority|
 MAX_RULE_NAME = 120  # characters of a rule's name, as sent
-_DECIMAL_TEXT = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 
-
-class Operator(StrEnum):
-    GTE = "gte"
-    GT = "gt"
-    LTE = "lte"
-    LT = "lt"
-    EQ = "eq"
-    NEQ = "neq"
-    IN = "in"
-    NOT_IN = "not_in"
-    BETWEEN = "between"
-    EXISTS = "exists"
-    NOT_EXISTS = "not_exists"
-    CONTAINS = "contains"
-
-
-ORDERING = ("gte", "gt", "lte", "lt")
-EQUALITY = ("eq", "neq")
-MEMBERSHIP = ("in", "not_in")
-PRESENCE = ("exists", "not_exists")
-
-
-def _fail(message: str, suffix: str) -> ServiceError:
-    return ServiceError("field_invalid", message, field=suffix)
-
-
-def _scalar(raw: object, where: str, *, decimal_text: bool, booleans: bool = False) -> Decimal | str | bool:
-    """One value: a number (at most 15 significant digits and 10 places, like every threshold), a string, or with
-    `booleans` a boolean. With `decimal_text`, a decimal string is the number it spells (the seed's reading)."""
-    if isinstance(raw, bool):
-        if booleans:
-            return raw
-        raise _fail(f"{where} must be a number or a string", where)
-    if as_number(raw) is not None or (decimal_text and isinstance(raw, str) and _DECIMAL_TEXT.fullmatch(raw)):
-        return parse_threshold(raw, where)
-    if isinstance(raw, str):
-        if len(raw) > MAX_CONDITION_STRING:
-            raise _fail(f"{where} must be at most {MAX_CONDITION_STRING} characters", where)
-        return raw
-    kinds = "a number, a string or a boolean" if booleans else "a number or a string"
-    raise _fail(f"{where} must be {kinds}", where)
-
-
-def _kind(value: Decimal | str | bool) -> str:
-    return "boolean" if isinstance(value, bool) else "number" if isinstance(value, Decimal) else "string"
+# The operators on the wire, in the registry's order (contract/operators.py: one entry per operator).
+Operator = StrEnum("Operator", [(name.upper(), name) for name in OPERATORS], module=__name__)  # type: ignore[misc]
 
 
 def condition_value(operator: str, raw: object, where: str = "value") -> Any:
     """A condition's value as the engines use it (Decimal, str, bool; a tuple for in / not_in / between; None for
     exists / not_exists). Raises ServiceError (`field_invalid`, `details.field` = `where` or an element of it)."""
-    if operator in PRESENCE:
-        if raw is not None:
-            raise _fail(f"{operator} takes no value", where)
-        return None
-    if raw is None:
-        raise ServiceError("field_required", f"{where} is required for {operator}", field=where)
-    if operator in ORDERING:  # numbers only (a string is ordered with `between`, e.g. dates)
-        return parse_threshold(raw, where)
-    if operator in EQUALITY:
-        return _scalar(raw, where, decimal_text=True, booleans=True)
-    if operator == "contains":
-        return _scalar(raw, where, decimal_text=False)
-    if not isinstance(raw, list | tuple):
-        shape = "[low, high]" if operator == "between" else "a list of numbers or strings"
-        raise _fail(f"{where} must be {shape}", where)
-    if operator == "between":
-        if len(raw) != 2:
-            raise _fail(f"{where} must be [low, high]", where)
-        low, high = (_scalar(item, f"{where}[{i}]", decimal_text=True) for i, item in enumerate(raw))
-        if _kind(low) != _kind(high):
-            raise _fail(f"{where}: low and high must both be numbers or both strings", f"{where}[1]")
-        if high < low:  # type: ignore[operator]
-            raise _fail(f"{where}: high must not be below low", f"{where}[1]")
-        return (low, high)
-    if not raw or len(raw) > MAX_CONDITION_LIST:
-        raise _fail(f"{where} must hold 1 to {MAX_CONDITION_LIST} values", where)
-    items = tuple(_scalar(item, f"{where}[{i}]", decimal_text=False) for i, item in enumerate(raw))
-    first = _kind(items[0])
-    for i, item in enumerate(items):
-        if _kind(item) != first:
-            raise _fail(f"{where}: every value must be a {first}, like the first", f"{where}[{i}]")
-    return items
+    return OPERATORS[operator].value_of(raw, where)
 
 
 def _wire(value: Any) -> Any:

@@ -14,13 +14,13 @@ Fields are paths:
 - `customer.attributes.<name>`, `customer.country` and `customer.segments` (a list of segment codes) read the
   event's customer as the engine knows it (`CustomerFacts`).
 
-The replay compiler (`rewards_lab.replay.compiler`) is the only other implementation of these semantics; the
-differential tests hold the two equal.
+What each operator means (its evaluation and its reasons) is its entry in the operator registry
+(`rewards_lab.contract.operators`); the replay compiler (`rewards_lab.replay.compiler`) writes the same entries' SQL
+forms, and the differential tests hold the two equal.
 """
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,47 +29,13 @@ from functools import lru_cache
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-from rewards_lab.contract.amounts import as_number
-from rewards_lab.contract.rule_requests import MEMBERSHIP, PRESENCE
+from rewards_lab.contract.condition_values import normalise
+from rewards_lab.contract.operators import OPERATORS
 
-SYMBOLS = {"gte": ">=", "gt": ">", "lte": "<=", "lt": "<", "eq": "==", "neq": "!="}
 TIME_FIELDS = ("occurred_at.weekday", "occurred_at.hour", "occurred_at.date")
 CUSTOMER_FIELDS = ("customer.country", "customer.segments")
 ATTRIBUTES_PREFIX = "customer.attributes."
 GroupKind = Literal["all", "any", "not"]
-Kind = Literal["number", "string", "boolean", "list", "object", "other"]
-
-
-def kind_of(value: Any) -> Kind | None:
-    """The kind of a value as `read_value` returns it (None: absent)."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, Decimal):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, Mapping):
-        return "object"
-    return "other"
-
-
-def normalise(raw: Any) -> Any:
-    """A JSON value as conditions read it: numbers (ints, Decimals, finite floats by their shortest repr) become
-    exact Decimals; NaN and infinities stay as they are (they exist, and are no number); the rest is unchanged."""
-    if isinstance(raw, bool) or raw is None or isinstance(raw, str):
-        return raw
-    number = as_number(raw)
-    if number is not None:
-        return number
-    if isinstance(raw, Decimal):  # NaN or an infinity: exists, and is no number (a float is neither a Decimal)
-        return float(raw)
-    if isinstance(raw, tuple):
-        return list(raw)
-    return raw
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,13 +127,6 @@ def recorded(value: Any) -> Any:
     return str(value) if isinstance(value, Decimal) else value
 
 
-def value_kind(value: Any) -> Kind | None:
-    """The kind of a condition's value (a list's: its elements'; None for exists / not_exists)."""
-    if isinstance(value, tuple):
-        return kind_of(value[0]) if value else None
-    return kind_of(value)
-
-
 @dataclass(frozen=True, slots=True)
 class ConditionSpec:
     """A leaf: `field` `operator` `value`. Values: a Decimal, str or bool; a tuple for in / not_in (numbers or
@@ -183,66 +142,26 @@ class ConditionSpec:
 
     def describe(self) -> str:
         """The condition as a person reads it: `amount >= 20`, `channel in ["web", "app"]`."""
-        if self.operator in PRESENCE:
-            return f"{self.field} {self.operator.replace('_', ' ')}"
-        if self.operator == "between":
-            low, high = self.value
-            return f"{self.field} between {shown(low)} and {shown(high)}"
-        symbol = SYMBOLS.get(self.operator, self.operator.replace("_", " "))
-        return f"{self.field} {symbol} {shown(self.value)}"
+        return OPERATORS[self.operator].describe(self.field, self.value)
+
+
+def tester(condition: ConditionSpec) -> Callable[[Any], bool]:
+    """The condition's test as one function of the value read: the kind check and the comparison together, built
+    once per condition by its operator's entry (the event worker calls it for every event a rule sees)."""
+    return _tester(condition.operator, _typed(condition.value), condition.value)
+
+
+def _typed(value: Any) -> Any:
+    """A condition's value with the type of each part: the cache's key. `eq false` and `eq 0` are equal values
+    with equal hashes (so are `eq true` and `eq 1`), and must not share a test."""
+    if isinstance(value, tuple):
+        return tuple(_typed(item) for item in value)
+    return (type(value), value)
 
 
 @lru_cache(maxsize=4096)
-def tester(condition: ConditionSpec) -> Callable[[Any], bool]:
-    """The condition's test as one function of the value read: the kind check and the comparison together, built
-    once per condition (the event worker calls it for every event a rule sees)."""
-    op, expected = condition.operator, condition.value
-    if op == "exists":
-        return lambda value: value is not None
-    if op == "not_exists":
-        return lambda value: value is None
-    if op == "contains":
-        return lambda value: isinstance(value, list) and _list_contains(value, expected)
-    kind = type(expected[0] if isinstance(expected, tuple) else expected)  # Decimal, str or bool
-    if op == "in":
-        members = frozenset(expected)
-        return lambda value: type(value) is kind and value in members
-    if op == "not_in":
-        members = frozenset(expected)
-        return lambda value: type(value) is kind and value not in members
-    if op == "between":
-        low, high = expected
-        return lambda value: type(value) is kind and low <= value <= high
-    compare = _COMPARE[op]
-    return lambda value: type(value) is kind and compare(value, expected)
-
-
-_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
-    "gte": operator.ge,
-    "gt": operator.gt,
-    "lte": operator.le,
-    "lt": operator.lt,
-    "eq": operator.eq,
-    "neq": operator.ne,
-}
-
-
-def _list_contains(items: list[Any], wanted: Any) -> bool:
-    kind = kind_of(wanted)
-    return any(kind_of(item) == kind and item == wanted for item in map(normalise, items))
-
-
-def shown(value: Any) -> str:
-    """A value as reasons show it: numbers as written, strings quoted, lists bracketed."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, tuple | list):
-        return "[" + ", ".join(shown(item) for item in value) + "]"
-    if value is None:
-        return "null"
-    return str(value)
+def _tester(operator: str, _key: Any, value: Any) -> Callable[[Any], bool]:
+    return OPERATORS[operator].test(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,42 +204,6 @@ def node_holds(node: ConditionNode, test: Callable[[ConditionSpec], bool]) -> bo
     return not node_holds(node.parts[0], test)
 
 
-def why_not(condition: ConditionSpec, value: Any) -> str:
-    """Why a leaf does not hold for a value of the wrong kind or an absent one."""
-    if value is None:
-        return f"field '{condition.field}' is missing"
-    expected = value_kind(condition.value)
-    if expected == "number":
-        return f"field '{condition.field}' is not a number ({type(value).__name__})"
-    return f"field '{condition.field}' is {_article(kind_of(value))}, not {_article(expected)}"
-
-
-def _article(kind: str | None) -> str:
-    if kind is None:
-        return "absent"
-    return ("an " if kind[0] in "aeiou" else "a ") + kind
-
-
 def leaf_reason(condition: ConditionSpec, value: Any, verdict: bool) -> str:
-    """The reason of a leaf's verdict for the value read."""
-    op, name = condition.operator, condition.field
-    if op == "exists":
-        return f"{name} exists" if verdict else f"field '{name}' is missing"
-    if op == "not_exists":
-        return f"field '{name}' is missing, as required" if verdict else f"{name} exists ({shown(value)})"
-    if op == "contains":
-        if not isinstance(value, list):
-            return f"field '{name}' is missing" if value is None else f"field '{name}' is not a list"
-        relation = "contains" if verdict else "does not contain"
-        return f"{name} = {shown(value)} {relation} {shown(condition.value)}"
-    if kind_of(value) != value_kind(condition.value):
-        return why_not(condition, value)
-    if op in MEMBERSHIP:
-        member = (op == "in") == verdict
-        return f"{name} = {shown(value)} is {'' if member else 'not '}in {shown(condition.value)}"
-    if op == "between":
-        low, high = condition.value
-        inside = "is" if verdict else "is not"
-        return f"{name} = {shown(value)} {inside} between {shown(low)} and {shown(high)}"
-    relation = "holds" if verdict else "does not hold"
-    return f"{name} = {shown(value)} {SYMBOLS[op]} {shown(condition.value)} {relation}"
+    """The reason of a leaf's verdict for the value read (its operator's entry says it)."""
+    return OPERATORS[condition.operator].reason(condition.field, value, condition.value, verdict)

@@ -31,7 +31,6 @@ from rewards_lab.domain.conditions import (
     recorded,
     tester,
 )
-from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.rules import (
     ActionOutcome,
     ActionSpec,
@@ -40,7 +39,6 @@ from rewards_lab.domain.rules import (
     in_order,
     number_of,
     read,
-    why_not_a_number,
 )
 
 Event = tuple[str, Mapping[str, Any]]  # (type, data)
@@ -329,68 +327,20 @@ def _explain_node(
 def _explain_action(
     index: int, action: ActionSpec, data: Mapping[str, Any], facts: EventFacts, timezone: str
 ) -> ActionVerdict:
+    """The action's outcome for the event and its reason (its type's entry says it), with the values it read: its
+    `per` field first, then its reference field (beneficiary or original)."""
     inputs: dict[str, Any] = {}
-    beneficiary = None
+    reference = None
     if action.reference_field is not None:
-        beneficiary = read(data, action.reference_field, facts, timezone)
-        inputs[action.reference_field] = recorded(beneficiary)
-    if action.reverse_of is not None:
-        return _explain_reversal(index, action, data, facts, timezone, beneficiary, inputs)
-    if action.fixed_minor is not None:
-        outcome = action.outcome(index, None, beneficiary)
-        reason = outcome.reason or f"fixed {format_amount(action.fixed_minor, action.decimals)}"
-        return _action_verdict(index, action, outcome, _to_whom(reason, outcome, action), inputs)
-    per = str(action.per)
-    value = read(data, per, facts, timezone)
-    number = number_of(value)
-    outcome = action.outcome(index, number, beneficiary)
-    if number is None:
-        reason = f"issues nothing: {why_not_a_number(per, value)}"
-    elif outcome.error_code is not None:
-        reason = outcome.reason
-    elif not outcome.issues:
-        reason = f"issues nothing: {action.product(number)} rounds down to less than one minor unit"
-    else:
-        reason = (
-            f"{action.product(number)} = {format_amount(outcome.amount_minor, action.decimals)} (rounded toward zero)"
-        )
-    inputs = {per: recorded(value), **inputs}
-    return _action_verdict(index, action, outcome, _to_whom(reason, outcome, action), inputs)
-
-
-def _explain_reversal(
-    index: int,
-    action: ActionSpec,
-    data: Mapping[str, Any],
-    facts: EventFacts,
-    timezone: str,
-    original: Any,
-    inputs: dict[str, Any],
-) -> ActionVerdict:
-    number = None
+        reference = read(data, action.reference_field, facts, timezone)
+        inputs[action.reference_field] = recorded(reference)
+    value = None
     if action.per is not None:
         value = read(data, action.per, facts, timezone)
         inputs = {action.per: recorded(value), **inputs}
-        number = number_of(value)
-    outcome = action.outcome(index, number, original)
-    if outcome.error_code is not None:
-        reason = outcome.reason
-    elif action.fraction_of is not None:
-        reason = (
-            f"takes back {action.per} = {number} over the original's {action.fraction_of} of what event "
-            f"'{original}' issued"
-        )
-    elif action.fraction is not None:
-        reason = f"takes back {action.fraction} of what event '{original}' issued"
-    else:
-        reason = f"takes back what remains of what event '{original}' issued"
+    outcome = action.outcome(index, number_of(value), reference)
+    reason = action.entry.reason(action, outcome, value, reference)
     return _action_verdict(index, action, outcome, reason, inputs)
-
-
-def _to_whom(reason: str, outcome: ActionOutcome, action: ActionSpec) -> str:
-    if outcome.beneficiary is None:
-        return reason
-    return f"{reason}, to the beneficiary {action.beneficiary} = '{outcome.beneficiary}'"
 
 
 def _action_verdict(

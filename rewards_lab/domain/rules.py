@@ -1,8 +1,8 @@
 """Rules ready to evaluate, and the primitives that give them their meaning: reading a field (`read`), testing a
-condition (`ConditionSpec.holds`, in `conditions`), computing an action's amount (`ActionSpec.outcome`).
-`rule_evaluation.evaluate` is built on these alone, so a new operator, field form or amount is written here once for
-the live engine; the replay compiler (`replay/compiler.py`) is the only other implementation of these semantics,
-held equal by the differential tests.
+condition (`ConditionSpec.holds`, in `conditions`: its operator's entry in `contract/operators.py`), computing what
+an action calls for (`ActionSpec.outcome`: its type's entry in `domain/actions.py`). `rule_evaluation.evaluate` is
+built on these alone; the replay compiler (`replay/compiler.py`) writes the same entries' SQL forms, held equal by
+the differential tests.
 
 A rule matches when the event's type is the rule's `event_type` and every condition holds (`conditions`). Rules
 apply in order of `priority` (lower first), ties in their order of creation; a matching rule with `stop_processing`
@@ -17,10 +17,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from rewards_lab.contract.rule_requests import condition_value
+from rewards_lab.domain.actions import BENEFICIARY_MISSING as BENEFICIARY_MISSING
+from rewards_lab.domain.actions import FRACTION_INVALID as FRACTION_INVALID
+from rewards_lab.domain.actions import ORIGINAL_MISSING as ORIGINAL_MISSING
+from rewards_lab.domain.actions import ActionOutcome as ActionOutcome
+from rewards_lab.domain.actions import ActionSpec as ActionSpec
+from rewards_lab.domain.actions import ReversalCall as ReversalCall
+from rewards_lab.domain.actions import action_kind
+from rewards_lab.domain.actions import number_of as number_of
+from rewards_lab.domain.actions import reverse_spec as reverse_spec
+from rewards_lab.domain.actions import why_not_a_number as why_not_a_number
 from rewards_lab.domain.conditions import (
     NO_FACTS,
     ConditionNode,
@@ -32,116 +41,6 @@ from rewards_lab.domain.conditions import (
     source_of,
 )
 from rewards_lab.domain.limits import Cap, Limit, limit_caps
-from rewards_lab.domain.money import MAX_AMOUNT_MINOR, parse_amount, reward_minor
-
-BENEFICIARY_MISSING = "beneficiary_missing"
-ORIGINAL_MISSING = "original_missing"
-FRACTION_INVALID = "fraction_invalid"
-
-
-@dataclass(frozen=True, slots=True)
-class ActionSpec:
-    asset_id: str
-    decimals: int
-    fixed_minor: int | None = None
-    per: str | None = None
-    rate: Decimal | None = None
-    beneficiary: str | None = None  # the field naming the customer to reward (None: the event's customer)
-    # A reverse action (issue 18): the field naming the original event, and its fraction: a constant, or `per`
-    # (this event's field) over `fraction_of` (the original's field); neither: the whole of what remains.
-    reverse_of: str | None = None
-    fraction: Decimal | None = None
-    fraction_of: str | None = None
-    any_customer: bool = False  # a refund by another customer than the original's takes back too
-
-    @property
-    def reference_field(self) -> str | None:
-        """The field whose value the action needs per event: its beneficiary, or a reversal's original."""
-        return self.beneficiary or self.reverse_of
-
-    def outcome(self, index: int, number: Decimal | None, beneficiary: Any = None) -> ActionOutcome:
-        """What the action calls for, given the number of its `per` field (ignored for a fixed amount) and the
-        value of its reference field (the beneficiary's or, for a reversal, the original's; ignored without)."""
-        if self.reverse_of is not None:
-            return self._reversal(index, number, beneficiary)
-        if self.fixed_minor is not None:
-            found = ActionOutcome(index, self.asset_id, self.decimals, self.fixed_minor)
-        elif number is None:
-            found = ActionOutcome(index, self.asset_id, self.decimals, 0)
-        else:
-            assert self.rate is not None
-            minor = reward_minor(number, self.rate, self.decimals)
-            if minor > MAX_AMOUNT_MINOR:  # the reason names the number as written (42.5 and 42.50 differ here)
-                reason = f"refused: {self.product(number)} is more than the ledger can hold in one amount"
-                return ActionOutcome(index, self.asset_id, self.decimals, 0, "amount_too_large", reason)
-            found = ActionOutcome(index, self.asset_id, self.decimals, max(minor, 0))
-        if self.beneficiary is None or not found.issues:
-            return found
-        if not isinstance(beneficiary, str) or not beneficiary:
-            reason = f"refused: the beneficiary field '{self.beneficiary}' {_no_customer(beneficiary)}"
-            return ActionOutcome(index, self.asset_id, self.decimals, 0, BENEFICIARY_MISSING, reason)
-        return ActionOutcome(index, self.asset_id, self.decimals, found.amount_minor, beneficiary=beneficiary)
-
-    def product(self, number: Decimal) -> str:
-        return f"{self.per} = {number} x rate {self.rate}"
-
-    def _reversal(self, index: int, number: Decimal | None, original: Any) -> ActionOutcome:
-        if not isinstance(original, str) or not original:
-            reason = f"refused: the original field '{self.reverse_of}' {_no_event(original)}"
-            return ActionOutcome(index, self.asset_id, self.decimals, 0, ORIGINAL_MISSING, reason)
-        if self.fraction_of is not None and (number is None or number < 0):
-            reason = f"refused: the fraction's field '{self.per}' {_not_a_share(number)}"
-            return ActionOutcome(index, self.asset_id, self.decimals, 0, FRACTION_INVALID, reason)
-        numerator = number if self.fraction_of else None
-        call = ReversalCall(original, self.fraction, numerator, self.fraction_of, self.any_customer)
-        return ActionOutcome(index, self.asset_id, self.decimals, 0, reversal=call)
-
-
-def _no_event(value: Any) -> str:
-    if value is None:
-        return "is missing"
-    return f"holds no event reference ({type(value).__name__})"
-
-
-def _not_a_share(number: Decimal | None) -> str:
-    return "is missing or not a number" if number is None else f"is negative ({number})"
-
-
-@dataclass(frozen=True, slots=True)
-class ReversalCall:
-    """What a matched reverse action asks for: take back from the event whose external_event_id is `original`,
-    a constant `fraction` of each reward, or `numerator` over the original's `of` field, or (neither) all that
-    remains."""
-
-    original: str
-    fraction: Decimal | None = None
-    numerator: Decimal | None = None
-    of: str | None = None
-    any_customer: bool = False  # take back even when the refund's customer is not the original's
-
-
-def _no_customer(value: Any) -> str:
-    if value is None:
-        return "is missing"
-    return f"holds no customer reference ({type(value).__name__})"
-
-
-@dataclass(frozen=True, slots=True)
-class ActionOutcome:
-    """What one action of a matched rule calls for."""
-
-    action_index: int
-    asset_id: str
-    decimals: int
-    amount_minor: int  # 0 when the action issues nothing
-    error_code: str | None = None  # set when the action must be refused (`amount_too_large`, `beneficiary_missing`)
-    reason: str = ""  # kept only for a refusal (it becomes the error's message)
-    beneficiary: str | None = None  # the customer reference to reward instead of the event's customer
-    reversal: ReversalCall | None = None  # a reverse action's call (it issues nothing itself)
-
-    @property
-    def issues(self) -> bool:
-        return self.amount_minor > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,18 +98,6 @@ def read(data: Mapping[str, Any], name: str, facts: EventFacts = NO_FACTS, timez
     return read_value(data, facts, name, timezone)
 
 
-def number_of(value: Any) -> Decimal | None:
-    """The number a value read holds, or None (an amount's `per` field must be a number)."""
-    return value if isinstance(value, Decimal) and not isinstance(value, bool) else None
-
-
-def why_not_a_number(name: str, value: Any) -> str:
-    """Why a field read holds no number (for an explanation)."""
-    if value is None:
-        return f"field '{name}' is missing"
-    return f"field '{name}' is not a number ({type(value).__name__})"
-
-
 def condition_node(item: Mapping[str, Any]) -> ConditionNode:
     """A stored condition (its JSON form) as a node."""
     for kind in ("any", "all"):
@@ -242,35 +129,8 @@ def compile_rule(
     action_specs = []
     for index, action in enumerate(actions):
         asset_id = action.get("asset_id") or default_asset_id
-        decimals = decimals_of(asset_id)
-        if action.get("type") == "reverse":
-            action_specs.append(reverse_spec(action, asset_id, decimals))
-            continue
-        amount = action["amount"]
-        beneficiary = (action.get("beneficiary") or {}).get("field")
-        if "fixed" in amount:
-            minor = parse_amount(amount["fixed"], decimals, f"actions[{index}].amount.fixed")
-            action_specs.append(ActionSpec(asset_id, decimals, fixed_minor=minor, beneficiary=beneficiary))
-        else:
-            rate = Decimal(str(amount["rate"]))
-            action_specs.append(
-                ActionSpec(asset_id, decimals, per=str(amount["per"]), rate=rate, beneficiary=beneficiary)
-            )
+        action_specs.append(action_kind(action).build(action, asset_id, decimals_of(asset_id), f"actions[{index}]"))
     caps = limit_caps(limits, "rule", decimals_of(default_asset_id)) if limits else ()
     return RuleSpec(
         rule_id, event_type, nodes, tuple(action_specs), priority, stop_processing, timezone, caps, name, position
     )
-
-
-def reverse_spec(action: Mapping[str, Any], asset_id: str, decimals: int) -> ActionSpec:
-    """A stored reverse action as an ActionSpec: its fraction's field is read as `per`."""
-    fraction = action.get("fraction")
-    original = str(action["original"]["field"])
-    anyone = bool(action.get("any_customer", False))
-    if isinstance(fraction, Mapping):
-        of = str(fraction["of"])
-        return ActionSpec(
-            asset_id, decimals, per=str(fraction["field"]), reverse_of=original, fraction_of=of, any_customer=anyone
-        )
-    constant = None if fraction is None else Decimal(str(fraction))
-    return ActionSpec(asset_id, decimals, reverse_of=original, fraction=constant, any_customer=anyone)

@@ -23,9 +23,12 @@ from rewards_lab.client import RewardsClient
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.event_age import EVENT_TOO_OLD
-from rewards_lab.contract.limit_requests import FractionOf, ReverseAction
-from rewards_lab.contract.programme_file import FileAction, FileRule, ProgrammeDefinition
+from rewards_lab.contract.limit_requests import ReverseAction
+from rewards_lab.contract.operators import OPERATORS
+from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition
 from rewards_lab.contract.rule_requests import condition_payload
+from rewards_lab.domain.actions import ABSENT_ORIGINAL as ABSENT_ORIGINAL
+from rewards_lab.domain.actions import MISSING, Probe, action_kind
 from rewards_lab.domain.conditions import ConditionSpec, EventFacts, leaves, source_of
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.rule_evaluation import ActionVerdict, RuleVerdict, evaluate
@@ -33,12 +36,9 @@ from rewards_lab.domain.rules import compile_rule, condition_node
 from rewards_lab.domain.schedule import epoch_us, too_old, within_window
 from rewards_lab.lab.push import PushError, live_fingerprint, make_plan
 
-PER_FIELD_VALUES = (Decimal("42.50"), Decimal("0.07"), Decimal("1000"), Decimal("19.99"))
 OTHER_EVENT_TYPE = "push.verify.unmatched"
 SAMPLE_TIME = datetime(2026, 6, 6, 12, 0, tzinfo=UTC)  # a Saturday: weekday and hour rules are exercised too
-ABSENT_ORIGINAL = "push-verify-absent-original"  # an original no side holds
 ORIGINAL_NOT_FOUND = "original_not_found"
-FRACTION_PROBES = (None, Decimal(-1), "x", Decimal(0), Decimal("12.5"))
 
 
 @dataclass(frozen=True)
@@ -87,30 +87,13 @@ class Verification:
 
 
 def _passing(condition: ConditionSpec) -> Any:
-    """A value the condition holds for (None when no data value can make it hold)."""
-    op, value = condition.operator, condition.value
-    if op in ("exists", "in", "between", "contains"):
-        return {"exists": "x", "contains": [value]}.get(op, value[0] if isinstance(value, tuple) else None)
-    if op in ("not_exists", "not_in"):
-        return None if op == "not_exists" else ("~" if isinstance(value[0], str) else Decimal(0))
-    if isinstance(value, Decimal):
-        return {"gt": value + 1, "lt": value - 1, "neq": value + 1}.get(op, value)
-    return value if op != "neq" else (not value if isinstance(value, bool) else f"{value}~")
+    """A value the condition holds for (None when no data value can make it hold): its operator's entry says."""
+    return OPERATORS[condition.operator].passing(condition.value)
 
 
 def _probes(condition: ConditionSpec) -> list[Any]:
-    """Values around the condition's edges."""
-    value = condition.value
-    if condition.operator in ("exists", "not_exists"):
-        return ["x", Decimal(1), None]  # null counts as absent
-    values: list[Any] = []
-    for item in value if isinstance(value, tuple) else (value,):
-        if isinstance(item, Decimal) and not isinstance(item, bool):
-            values += [item + delta for delta in (Decimal(-1), Decimal("-0.01"), Decimal(0), Decimal("0.01"), 1)]
-            values.append(str(item))
-        elif item is not None:
-            values += [item, f"{item}~"] if isinstance(item, str) else [item, not item]
-    return values
+    """Values around the condition's edges (its operator's entry says which)."""
+    return OPERATORS[condition.operator].probes(condition.value)
 
 
 def _data_leaves(rule: FileRule) -> list[ConditionSpec]:
@@ -119,30 +102,36 @@ def _data_leaves(rule: FileRule) -> list[ConditionSpec]:
     return [leaf for leaf in leaves(nodes) if source_of(leaf.field) == "data"]
 
 
+def _action_probes(rule: FileRule) -> list[Probe]:
+    """The fields each action reads, with the values to try (its type's entry says which)."""
+    stored = [action.model_dump(mode="python") for action in rule.actions]
+    return [probe for action in stored for probe in action_kind(action).probes(action)]
+
+
+def _without(event: dict[str, Any], name: str) -> dict[str, Any]:
+    return {key: value for key, value in event.items() if key != name}
+
+
 def sample_events(rule: FileRule) -> list[dict[str, Any]]:
     """Flat simulation events (the seed's shape: `type` beside the data fields) probing the rule's edges."""
-    base: dict[str, Any] = {"type": rule.event_type, **_reverse_base(rule)}
     conditions = _data_leaves(rule)
+    probes = _action_probes(rule)
+    base: dict[str, Any] = {"type": rule.event_type}
     for condition in conditions:
         passing = _passing(condition)
         if passing is not None:
             base.setdefault(condition.field, passing)
-    issuing = [action for action in rule.actions if isinstance(action, FileAction)]
-    beneficiaries = [action.beneficiary.field for action in issuing if action.beneficiary is not None]
-    for name in beneficiaries:
-        base[name] = "cus_sample"
-    per_fields = [a.amount.per for a in issuing if hasattr(a.amount, "per")]
+    base.update({probe.field: probe.base for probe in probes if probe.base is not MISSING})
     events = [dict(base)]
     for condition in conditions:
         events += [{**base, condition.field: value} for value in _probes(condition)]
-        events.append({key: value for key, value in base.items() if key != condition.field})
-    for name in per_fields:
-        events += [{**base, name: value} for value in PER_FIELD_VALUES if not _conflicts(conditions, name, value)]
-        events.append({key: value for key, value in base.items() if key != name})
-    for name in beneficiaries:  # a beneficiary that names nobody usable fails its action alike on both sides
-        events += [{**base, name: 7}, {key: value for key, value in base.items() if key != name}]
-    for action in (a for a in rule.actions if isinstance(a, ReverseAction)):
-        events += _reverse_probes(base, action)
+        events.append(_without(base, condition.field))
+    for probe in probes:
+        for value in probe.values:
+            if value is MISSING:
+                events.append(_without(base, probe.field))
+            elif not (probe.within_conditions and _conflicts(conditions, probe.field, value)):
+                events.append({**base, probe.field: value})
     events += [{**base, "type": OTHER_EVENT_TYPE}, {**base, "unrelated_field": "x"}]
     unique: dict[str, dict[str, Any]] = {}
     for event in events:
@@ -150,32 +139,7 @@ def sample_events(rule: FileRule) -> list[dict[str, Any]]:
     return list(unique.values())
 
 
-def _reverse_probes(base: dict[str, Any], action: ReverseAction) -> list[dict[str, Any]]:
-    """A refund naming an absent original, without one, naming it by a number; and its fraction field absent,
-    negative, not a number, zero and a share."""
-    original = action.original.field
-    refund = {**base, original: ABSENT_ORIGINAL}
-    events = [refund, {**base, original: 7}, {k: v for k, v in refund.items() if k != original}]
-    if isinstance(action.fraction, FractionOf):
-        share = action.fraction.field
-        events += [
-            {**refund, share: value} if value is not None else {k: v for k, v in refund.items() if k != share}
-            for value in FRACTION_PROBES
-        ]
-    return events
-
-
-def _reverse_base(rule: FileRule) -> dict[str, Any]:
-    """What every sample of a refund rule carries: its originals named (absent ones), its fractions a share."""
-    base: dict[str, Any] = {}
-    for action in (a for a in rule.actions if isinstance(a, ReverseAction)):
-        base[action.original.field] = ABSENT_ORIGINAL
-        if isinstance(action.fraction, FractionOf):
-            base[action.fraction.field] = Decimal(1)
-    return base
-
-
-def _conflicts(conditions: list[ConditionSpec], name: str, value: Decimal) -> bool:
+def _conflicts(conditions: list[ConditionSpec], name: str, value: Any) -> bool:
     """Per-rate samples stay within the rule's conditions on the same field, so that they exercise the amount."""
     return any(c.field == name and c.operator == "eq" and c.value != value for c in conditions)
 

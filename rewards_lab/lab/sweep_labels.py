@@ -12,21 +12,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rewards_lab.contract.operators import OPERATORS
 from rewards_lab.contract.programme_file import FileRule
 from rewards_lab.lab import labels
 
-OPERATOR_WORDS = {
-    "gte": "at least",
-    "gt": "more than",
-    "lte": "at most",
-    "lt": "less than",
-    "eq": "equal to",
-    "neq": "not equal to",
-    "in": "one of",
-    "not_in": "none of",
-    "between": "between",
-    "contains": "contains",
-}
+OPERATOR_WORDS = {name: entry.words for name, entry in OPERATORS.items()}
 _PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
 
 

@@ -22,18 +22,16 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.limit_requests import AmountLimit, FractionOf, Limit, ReverseAction
-from rewards_lab.contract.requests import FixedAmount, Operator, RuleAction
+from rewards_lab.contract.operators import OPERATORS as OPERATOR_ENTRIES
+from rewards_lab.contract.requests import FixedAmount, RuleAction
 from rewards_lab.contract.rule_requests import (
-    EQUALITY,
-    MEMBERSHIP,
-    ORDERING,
-    PRESENCE,
     AllGroup,
     AnyGroup,
     Condition,
     ConditionItem,
     NotGroup,
 )
+from rewards_lab.domain.actions import ACTIONS
 from rewards_lab.lab import forecast, plots
 from rewards_lab.lab.figure_widgets import figure_size, show_figure
 from rewards_lab.lab.labels import SEPARATOR, rule_label, rule_number
@@ -44,11 +42,11 @@ from rewards_lab.replay.engine import ReplayResult
 from rewards_lab.replay.spark_engine import SparkReplayResult
 
 NEW_RULE = -1
-OPERATORS = [op.value for op in Operator]
+OPERATORS = list(OPERATOR_ENTRIES)
 GROUP_KINDS = [("all of", "all"), ("any of", "any"), ("not", "not")]
 PERIODS = ["day", "week", "month", "year", "lifetime"]
 CAP_MEASURES = [("max amount", "max_amount"), ("max count", "max_count")]
-ACTION_KINDS = [("fixed amount", "fixed"), ("per field x rate", "per"), ("take back (reverse)", "reverse")]
+ACTION_KINDS = [(kind.label, name) for name, kind in ACTIONS.items()]
 FRACTION_KINDS = [("all that remains", "whole"), ("a constant share", "constant"), ("refund field / original", "of")]
 
 
@@ -164,14 +162,7 @@ def not_drawn_text(class_name: str) -> str:
     return f"[{words} widget: run the notebook (Run ▸ Run All Cells) to use it]"
 
 
-VALUE_HINTS = {
-    **dict.fromkeys(ORDERING, "a number: 20"),
-    **dict.fromkeys(EQUALITY, '20, web, "20" or true'),
-    **dict.fromkeys(MEMBERSHIP, '["web", "app"] or [1, 2]'),
-    "between": '[10, 20] or ["2024-01-01", "2024-03-31"]',
-    "contains": 'gold or "20"',
-    **dict.fromkeys(PRESENCE, "(no value)"),
-}
+VALUE_HINTS = {name: entry.hint for name, entry in OPERATOR_ENTRIES.items()}
 
 
 def parse_value(text: str) -> Any:
@@ -222,12 +213,12 @@ class ConditionRow(Panel):
 
     def _fit_value(self) -> None:
         self.value.placeholder = VALUE_HINTS[self.operator.value]
-        self.value.disabled = self.operator.value in PRESENCE
+        self.value.disabled = not OPERATOR_ENTRIES[self.operator.value].takes_value
 
     def payload(self, where: str = "conditions[0]") -> dict[str, Any]:
         """The condition's body (`where`, its path, is for the errors only groups raise)."""
         body: dict[str, Any] = {"field": self.field.value.strip(), "operator": self.operator.value}
-        value = None if self.operator.value in PRESENCE else parse_value(self.value.value)
+        value = parse_value(self.value.value) if OPERATOR_ENTRIES[self.operator.value].takes_value else None
         if value is not None:
             body["value"] = value
         return body

@@ -25,7 +25,6 @@ from rewards_lab.contract.limit_requests import (
     AmountLimit,
     Budget,
     CountLimit,
-    FractionOf,
     Limit,
     ReverseAction,
 )
@@ -44,6 +43,7 @@ from rewards_lab.contract.programme_file import (
 from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
+from rewards_lab.domain.actions import action_kind
 from rewards_lab.domain.conditions import EventFacts, describe_node
 from rewards_lab.domain.rules import condition_node
 from rewards_lab.engine import simulation
@@ -217,21 +217,9 @@ def describe_conditions(rule: r.Rule) -> str:
 def describe_amount(action: rq.RuleAction) -> str:
     """One action's amount, and who receives it when that is not the event's customer: `10.00 to referrer_id`;
     a reverse action as what it takes back: `take back what order_id issued`, `take back 0.5 of what order_id
-    issued`, `take back refund_amount/amount of what order_id issued`."""
-    if isinstance(action, ReverseAction):
-        fraction = action.fraction
-        share = (
-            ""
-            if fraction is None
-            else f"{fraction.field}/{fraction.of} of "
-            if isinstance(fraction, FractionOf)
-            else f"{fraction} of "
-        )
-        anyone = " (a refund by any customer)" if action.any_customer else ""
-        return f"take back {share}what {action.original.field} issued{anyone}"
-    amount = action.amount
-    text = amount.fixed if isinstance(amount, rq.FixedAmount) else f"{amount.per} x {amount.rate}"
-    return text if action.beneficiary is None else f"{text} to {action.beneficiary.field}"
+    issued`, `take back refund_amount/amount of what order_id issued` (its type's entry says it)."""
+    stored = action.model_dump(mode="python")
+    return action_kind(stored).describe(stored)
 
 
 def file_action(action: rq.RuleAction) -> FileRuleAction:

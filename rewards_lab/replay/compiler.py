@@ -1,12 +1,14 @@
 """The replay compiler: a programme's rules as SQLGlot expression trees with the live engine's semantics
 (rewards_lab.domain.rules, rewards_lab.domain.conditions), rendered for DuckDB or Spark.
 
-Every rule feature is compiled here once: operators on numbers, strings, booleans, lists and presence, any / all /
-not groups, field paths (through the engine's FieldReader: data, customer facts) and time fields in the
-programme's timezone, the programme's window, priorities with stop_processing, fixed and `{per, rate}` amounts and
-beneficiaries. The engines (rewards_lab.replay.engine on DuckDB, rewards_lab.replay.spark_engine on Spark) only
-place the compiled expressions in their queries. No SQL text is assembled from user-supplied parts: field names,
-event types, strings and numbers become SQLGlot nodes, which the library quotes for each dialect.
+Every rule feature is compiled here once: operators as their entries write them (contract/operators.py, over the
+views of a field this module offers, `_FieldViews`), any / all / not groups, field paths (through the engine's
+FieldReader: data, customer facts) and time fields in the programme's timezone, the programme's window, priorities
+with stop_processing, fixed and `{per, rate}` amounts as their action types' entries pick them (domain/actions.py,
+over `_AmountForms`) and beneficiaries. The engines (rewards_lab.replay.engine on DuckDB,
+rewards_lab.replay.spark_engine on Spark) only place the compiled expressions in their queries. No SQL text is
+assembled from user-supplied parts: field names, event types, strings and numbers become SQLGlot nodes, which the
+library quotes for each dialect.
 
 A leaf is TRUE exactly when the condition holds, NULL or FALSE otherwise: WHERE and CASE WHEN read NULL as false,
 and so do AND and OR. Only NOT needs a strict operand (NOT NULL is NULL, where a missing field must make
@@ -33,12 +35,14 @@ from decimal import Decimal
 
 from sqlglot import exp
 
-from rewards_lab.contract.programme_file import FileAction, ProgrammeDefinition
-from rewards_lab.contract.rule_requests import ORDERING, condition_payload
+from rewards_lab.contract.operators import OPERATORS, Relation
+from rewards_lab.contract.programme_file import ProgrammeDefinition
+from rewards_lab.contract.rule_requests import condition_payload
+from rewards_lab.domain.actions import ActionSpec, action_kind
 from rewards_lab.domain.conditions import TIME_FIELDS, ConditionNode, ConditionSpec, source_of
 from rewards_lab.domain.limits import caps_of
-from rewards_lab.domain.money import MAX_AMOUNT_MINOR, parse_amount
-from rewards_lab.domain.rules import ActionSpec, RuleSpec, condition_node, in_order, reverse_spec
+from rewards_lab.domain.money import MAX_AMOUNT_MINOR
+from rewards_lab.domain.rules import RuleSpec, condition_node, in_order
 from rewards_lab.replay.sql_values import (
     DUCKDB,
     SPARK,
@@ -72,7 +76,7 @@ BENEFICIARY_MISSING = -2  # ... refused as beneficiary_missing (its field holds 
 NOT_FOUND_BASE = -2
 _EST_LIMIT = 1.5e18  # above this estimate the product is surely above MAX_AMOUNT_MINOR; below, V * N fits
 _NUMBER_READERS = ("text", "json", "csv", "python")  # kinds whose number reading may mark a row exotic
-_COMPARISONS: dict[str, type[exp.Binary]] = {
+_COMPARISONS: dict[Relation, type[exp.Binary]] = {
     "gte": exp.GTE,
     "gt": exp.GT,
     "lte": exp.LTE,
@@ -93,17 +97,8 @@ def rule_specs(definition: ProgrammeDefinition) -> list[RuleSpec]:
         conditions = tuple(condition_node(condition_payload(c)) for c in rule.conditions)
         actions = []
         for number_, action in enumerate(rule.actions):
-            if not isinstance(action, FileAction):
-                actions.append(reverse_spec(action.model_dump(mode="python"), "asset", decimals))
-                continue
-            amount = action.amount
-            beneficiary = action.beneficiary.field if action.beneficiary else None
-            if hasattr(amount, "fixed"):
-                name = f"rules[{index}].actions[{number_}].amount.fixed"
-                minor = parse_amount(amount.fixed, decimals, name)
-                actions.append(ActionSpec("asset", decimals, fixed_minor=minor, beneficiary=beneficiary))
-            else:
-                actions.append(ActionSpec("asset", decimals, per=amount.per, rate=amount.rate, beneficiary=beneficiary))
+            stored = action.model_dump(mode="python")
+            actions.append(action_kind(stored).build(stored, "asset", decimals, f"rules[{index}].actions[{number_}]"))
         caps = caps_of([limit.model_dump(mode="json") for limit in rule.limits], "rule", decimals)
         specs.append(
             RuleSpec(
@@ -167,7 +162,7 @@ def _integral(value: Decimal) -> bool:
 
 
 # conditions ---------------------------------------------------------------------------------------------------
-def condition_test(operator: str, t: Decimal, source: FieldSource, dialect: Dialect) -> exp.Expr:
+def condition_test(operator: Relation, t: Decimal, source: FieldSource, dialect: Dialect) -> exp.Expr:
     """A comparison of a number field with a threshold: TRUE exactly when it holds, NULL or FALSE otherwise
     (for WHERE and CASE WHEN, where NULL counts as false: no coalesce for every condition on every event)."""
     value = source.value
@@ -175,7 +170,7 @@ def condition_test(operator: str, t: Decimal, source: FieldSource, dialect: Dial
     if source.kind == "int":
         floor, ceil = math.floor(t), math.ceil(t)
         integral = floor == ceil
-        forms: dict[str, exp.Expr] = {
+        forms: dict[Relation, exp.Expr] = {
             "gte": exp.GTE(this=value, expression=number(ceil)),
             "gt": exp.GT(this=value, expression=number(floor)),
             "lte": exp.LTE(this=value, expression=number(floor)),
@@ -201,9 +196,9 @@ def _decimal_literal(t: Decimal, source: FieldSource) -> exp.Expr:
     return cast(string(plain(t)), f"DECIMAL({p}, {s})" if fits else "DECIMAL(38, 10)")
 
 
-def membership_test(operator: str, members: tuple[Decimal, ...], source: FieldSource, dialect: Dialect) -> exp.Expr:
+def membership_test(inside: bool, members: tuple[Decimal, ...], source: FieldSource, dialect: Dialect) -> exp.Expr:
     """`in` / `not_in` on numbers: the field is a number (equal to one of them / to none of them)."""
-    value, inside = source.value, operator == "in"
+    value = source.value
     if source.kind == "int":
         listed = [number(int(t)) for t in dict.fromkeys(members) if _integral(t)]
     elif source.kind == "decimal":
@@ -267,55 +262,54 @@ class _Conditions:
         return disjunction([p for p, _ in parts]), nullable
 
     def leaf(self, condition: ConditionSpec) -> tuple[exp.Expr, bool]:
-        op, value = condition.operator, condition.value
+        """A condition as its operator's entry writes it (contract/operators.py) over the field's views."""
         source = self.source(condition.field)
         if source.kind == "python":  # only Python reads it: rows where it is present are exotic
             self.exotic.append(not_null(source.value))
-        if op == "exists":
-            return present(source), False
-        if op == "not_exists":
-            return exp.not_(present(source)), False
-        if op == "contains":
-            found = contains(source, value, self.dialect)
-            self.exotic.append(found.exotic)
-            if found.unsafe is not None:
-                self.unsafe.append(found.unsafe)
-            return found.test, True
-        sample = value[0] if isinstance(value, tuple) else value
-        if isinstance(sample, bool):
-            test = _compare(op, boolean_of(source), exp.true() if value else exp.false())
-            return test, True
-        if isinstance(sample, str):
-            return self.string_leaf(op, value, string_of(source)), True
-        if source.kind in _NUMBER_READERS:
-            self.numbers_read(source)
-        if op in ORDERING or op in ("eq", "neq"):
-            return condition_test(op, value, source, self.dialect), True
-        if op == "between":
-            low, high = value
-            both = [condition_test("gte", low, source, self.dialect), condition_test("lte", high, source, self.dialect)]
-            return conjunction(both), True
-        return membership_test(op, value, source, self.dialect), True
-
-    @staticmethod
-    def string_leaf(op: str, value: str | tuple[str, ...], text: exp.Expr) -> exp.Expr:
-        if isinstance(text, exp.Null):
-            return exp.false()
-        if op in ("eq", "neq"):
-            assert isinstance(value, str)
-            return _compare(op, text, string(value))
-        assert isinstance(value, tuple)
-        if op == "between":
-            low, high = value
-            return exp.Between(this=text, low=string(low), high=string(high))
-        listed: exp.Expr = exp.In(this=text, expressions=[string(item) for item in value])
-        return listed if op == "in" else exp.not_(listed)
+        return OPERATORS[condition.operator].sql(_FieldViews(self, source), condition.value)
 
 
-def _compare(op: str, value: exp.Expr, expected: exp.Expr) -> exp.Expr:
-    if isinstance(value, exp.Null):
-        return exp.false()
-    return _COMPARISONS[op](this=value, expression=expected)
+@dataclass(frozen=True)
+class _FieldViews:
+    """One field of the events as an operator's SQL form reads it (contract.operators.SqlField), noting in the
+    conditions the rows SQL cannot decide."""
+
+    conditions: _Conditions
+    source: FieldSource
+
+    def present(self) -> exp.Expr:
+        return present(self.source)
+
+    def text(self) -> exp.Expr:
+        return string_of(self.source)
+
+    def boolean(self) -> exp.Expr:
+        return boolean_of(self.source)
+
+    def _numbers(self) -> None:
+        if self.source.kind in _NUMBER_READERS:
+            self.conditions.numbers_read(self.source)
+
+    def number(self, relation: Relation, threshold: Decimal) -> exp.Expr:
+        self._numbers()
+        return condition_test(relation, threshold, self.source, self.conditions.dialect)
+
+    def number_in(self, members: tuple[Decimal, ...], inside: bool) -> exp.Expr:
+        self._numbers()
+        return membership_test(inside, members, self.source, self.conditions.dialect)
+
+    def list_contains(self, wanted: Decimal | str) -> exp.Expr:
+        found = contains(self.source, wanted, self.conditions.dialect)
+        self.conditions.exotic.append(found.exotic)
+        if found.unsafe is not None:
+            self.conditions.unsafe.append(found.unsafe)
+        return found.test
+
+    def all(self, parts: list[exp.Expr]) -> exp.Expr:
+        return conjunction(parts)
+
+    def any(self, parts: list[exp.Expr]) -> exp.Expr:
+        return disjunction(parts)
 
 
 def time_source(name: str, timezone: str, dialect: Dialect) -> FieldSource:
@@ -394,14 +388,31 @@ def _bigint_product(scaled: exp.Expr, n: int, d: int) -> exp.Expr:
     return product
 
 
-def amount_parts(action: ActionSpec, source: FieldSource | None, dialect: Dialect) -> Amount:
-    if action.fixed_minor is not None:
-        return Amount(exp.true(), number(action.fixed_minor), False, action.fixed_minor)
-    assert action.rate is not None and source is not None
+@dataclass(frozen=True)
+class _AmountForms:
+    """The amount forms of one action (domain.actions.AmountSql): its type's entry picks one."""
+
+    action: ActionSpec
+    source: FieldSource | None  # its `per` field's
+    dialect: Dialect
+
+    def fixed(self, minor: int) -> Amount:
+        return Amount(exp.true(), number(minor), False, minor)
+
+    def product(self, field: str, rate: Decimal) -> Amount:
+        assert self.source is not None and field == self.action.per
+        return product_amount(rate, self.action.decimals, self.source, self.dialect)
+
+    def nothing(self) -> Amount:
+        return Amount(exp.true(), exp.null(), False, 0)
+
+
+def product_amount(rate: Decimal, decimals: int, source: FieldSource, dialect: Dialect) -> Amount:
+    """A field's number times a rate in minor units, truncated toward zero (`domain.money.reward_minor`)."""
     read = numeric(source, dialect)
     if isinstance(read.value, exp.Null):
         return Amount(exp.true(), exp.null(), False, 0)
-    n, d = _fraction(action.rate, action.decimals, read.scale)
+    n, d = _fraction(rate, decimals, read.scale)
     bound = read.bound
     scaled = read.value if read.scale == 0 else exp.Mul(this=read.value, expression=number(10**read.scale))
     guard = exp.GT(this=read.value, expression=number(0))
@@ -411,9 +422,7 @@ def amount_parts(action: ActionSpec, source: FieldSource | None, dialect: Dialec
             return Amount(guard, minor, False, (bound - 1) * n // d)
         over = exp.GT(this=minor, expression=number(MAX_AMOUNT_MINOR))
         return Amount(guard, when(over, number(TOO_LARGE), minor.copy()), True, MAX_AMOUNT_MINOR)
-    estimate = exp.Mul(
-        this=cast(read.value, "DOUBLE"), expression=number(repr(float(action.rate) * 10**action.decimals))
-    )
+    estimate = exp.Mul(this=cast(read.value, "DOUBLE"), expression=number(repr(float(rate) * 10**decimals)))
     beyond = exp.GTE(this=estimate, expression=number(repr(_EST_LIMIT)))
     wide = exp.Paren(this=when(beyond, number(0), cast(scaled, dialect.wide_int)))
     product = exp.Paren(this=exp.IntDiv(this=exp.Mul(this=wide, expression=number(n)), expression=number(d)))
@@ -584,18 +593,15 @@ def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dial
         numerator: exp.Expr | None
         for action_index, action in enumerate(spec.actions):
             source = conditions.source(action.per) if action.per else None
-            if action.reverse_of is not None:
-                amounts.append(Amount(exp.true(), exp.null(), False, 0))  # a reversal issues nothing itself
-                if source is not None:
-                    conditions.numbers_read(source)
+            amounts.append(action.entry.sql(action, _AmountForms(action, source, dialect)))  # a reversal: nothing
+            if source is not None:
+                conditions.numbers_read(source)
+            if action.reverse_of is not None:  # what it takes back is decided in the replay's reversal pass
                 reference = _reference(conditions.source(action.reverse_of), exotic_parts)
                 numerator = None if source is None else cast(numeric(source, dialect).value, "VARCHAR")
                 reversing.append((action_index, action, reference, numerator))
                 recipients.append(None)
                 continue
-            amounts.append(amount_parts(action, source, dialect))
-            if source is not None:
-                conditions.numbers_read(source)
             if action.beneficiary is None:
                 recipients.append(None)
                 continue

@@ -216,6 +216,54 @@ def test_referrals_reward_the_beneficiary_and_fail_only_the_unusable_action(http
     assert _ok(http.get(f"/wallets/{wallets[0]['id']}/balances"))["balances"][0]["balance"] == "20"
 
 
+def test_text_operators_issue_as_they_say_and_refuse_a_value_that_is_no_string(http: httpx.Client) -> None:
+    """starts_with, ends_with and contains on strings (contains keeps its list meaning): each rule issues its own
+    amount where its operator holds; the simulation says why; a value that is no string is refused by its path."""
+    _, program_id = _programme(http, "TXT")
+    rules = {
+        operator: _rule(
+            http,
+            program_id,
+            conditions=[{"field": "email", "operator": operator, "value": value}],
+            actions=[{"type": "issue", "amount": {"fixed": amount}}],
+        )["id"]
+        for operator, value, amount in [
+            ("starts_with", "ann", "1"),
+            ("ends_with", "@shop.fr", "10"),
+            ("contains", "vip", "100"),
+        ]
+    }
+    _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
+    _customer(http, "txt-ann")
+    cases = {
+        "txt-1": ({"email": "ann@shop.fr"}, {"starts_with", "ends_with"}),
+        "txt-2": ({"email": "vip.ann@shop.fr"}, {"ends_with", "contains"}),
+        "txt-3": ({"email": "Ann@Shop.FR"}, set()),  # case counts
+        "txt-4": ({"email": ["vip"]}, {"contains"}),  # contains keeps its list meaning
+        "txt-5": ({"email": 7}, set()),
+        "txt-6": ({}, set()),
+    }
+    ids = {name: _send(http, name, "txt-ann", data) for name, (data, _) in cases.items()}
+    _settled(http, list(ids.values()))
+    for name, (_, expected) in cases.items():
+        assert {rule_id for _, rule_id, _ in _issued(http, ids[name], program_id)} == {rules[o] for o in expected}, name
+    simulated = _ok(
+        http.post(
+            f"/reward-programs/{program_id}/simulate?version=live",
+            json={"event": {"type": "order.completed", "email": "joann@shop.com"}},
+        )
+    )
+    reasons = {r["rule_id"]: r["conditions"][0]["reason"] for r in simulated["rules"]}
+    assert reasons[rules["starts_with"]] == 'email = "joann@shop.com" does not start with "ann"'
+    assert reasons[rules["ends_with"]] == 'email = "joann@shop.com" does not end with "@shop.fr"'
+    assert reasons[rules["contains"]] == 'email = "joann@shop.com" does not contain "vip"'
+    for operator in ("starts_with", "ends_with"):
+        body = {"program_id": program_id, "event_type": "order.completed"}
+        body["actions"] = [{"type": "issue", "amount": {"fixed": "1"}}]
+        body["conditions"] = [{"not": {"field": "email", "operator": operator, "value": 5}}]
+        assert _refused(http.post("/reward-rules", json=body), "field_invalid") == "conditions[0].not.value"
+
+
 def test_bad_rules_are_refused_with_the_offending_path(http: httpx.Client) -> None:
     _, program_id = _programme(http, "BAD")
 

@@ -45,6 +45,7 @@ def test_numbers_are_kept_exactly() -> None:
     [
         ('"rate": 0.05', '"rate": -1', "field_invalid", "rules[0].actions[0].amount.rate"),
         ('"operator": "gte"', '"operator": "like"', "field_invalid", "rules[0].conditions[0].operator"),
+        ('"operator": "gte"', '"operator": "starts_with"', "field_invalid", "rules[0].conditions[0].value"),
         ('"issue", "amount": {"fixed"', '"issue", "asset_id": "a", "amount": {"fixed"', "field_unknown", RULE_1_ASSET),
         ('"decimals": 2', '"decimals": 9', "field_invalid", "asset.decimals"),
         ('"name": "Spring launch",', "", "field_required", "programme.name"),
@@ -83,3 +84,20 @@ def test_diff_shows_field_and_rule_changes_and_ignores_reordering() -> None:
     assert [(change.kind, change.index) for change in diff.rule_changes] == [("removed", 0), ("added", 0)]
     assert '"rate": 0.06' in diff.text and '"rate": 0.05' in diff.text
     assert any(line.startswith("+ rules[0]") for line in diff.summary())
+
+
+def test_text_operators_load_from_a_programme_file() -> None:
+    """starts_with / ends_with / contains on a string are programme-file conditions like any other."""
+    text = SPRING.read_text().replace(
+        '{"field": "amount", "operator": "gte", "value": 20}',
+        '{"field": "email", "operator": "ends_with", "value": "@shop.fr"}, '
+        '{"field": "coupon", "operator": "starts_with", "value": "SPRING"}, '
+        '{"field": "coupon", "operator": "contains", "value": "20"}',
+    )
+    conditions = loads_programme(text).rules[0].conditions
+    assert [(c.field, str(c.operator), c.value) for c in conditions] == [  # type: ignore[union-attr]
+        ("email", "ends_with", "@shop.fr"),
+        ("coupon", "starts_with", "SPRING"),
+        ("coupon", "contains", "20"),
+    ]
+    assert "ends_with" in dumps_programme(loads_programme(text))

@@ -38,6 +38,7 @@ from hypothesis import strategies as st
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.amounts import MAX_RATE
+from rewards_lab.contract.operators import OPERATORS as OPERATOR_ENTRIES
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
@@ -50,6 +51,7 @@ from rewards_lab.replay.engine import replay
 from rewards_lab.replay.spark_engine import replay_spark
 from rewards_lab.service import assets, customers, event_intake, ledger, organizations, programmes
 from rewards_lab.store.database import Database
+from tests.operator_values import wire_value
 from tests.replay_live import redemptions_frame, replayed_outcome, run_live
 
 NUMBER_FIELDS = ("amount", "qty", "x.y")
@@ -72,6 +74,9 @@ STRINGS = (
     "active",
     "2026-03-29",
     "2026-03-08",
+    "webshop",  # starts with "web"; "old" ends "gold", "2026-03" starts the dates
+    "old",
+    "2026-03",
 )
 ZONES = ("UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata")
 _counter = itertools.count()
@@ -91,22 +96,7 @@ rates = (
 )  # a programme file refuses rates from MAX_RATE up
 
 
-def _value(operator: str, draw: st.DrawFn, kind: str) -> Any:
-    """A condition's value for the operator, numbers or strings (booleans for eq / neq)."""
-    if operator in ("gte", "gt", "lte", "lt"):
-        return draw(thresholds)
-    if operator in ("eq", "neq"):
-        return draw(thresholds) if kind == "number" else draw(st.sampled_from([*STRINGS, True, False]))
-    if operator in ("in", "not_in"):
-        items = st.sampled_from(STRINGS) if kind == "string" else thresholds
-        return list(dict.fromkeys(draw(st.lists(items, min_size=1, max_size=3))))
-    if operator == "between":  # a decimal string such as "20" is the number 20 here: bounds of one kind
-        bounds = st.sampled_from([t for t in STRINGS if not t.isdigit()]) if kind == "string" else thresholds
-        return sorted(draw(st.lists(bounds, min_size=2, max_size=2)))
-    return draw(st.sampled_from(STRINGS)) if kind == "string" else draw(thresholds)  # contains
-
-
-OPERATORS = ("gte", "gt", "lte", "lt", "eq", "neq", "in", "not_in", "between", "exists", "not_exists", "contains")
+OPERATORS = tuple(OPERATOR_ENTRIES)  # every operator of the registry, a new one too
 NUMERIC_FIELDS = (*NUMBER_FIELDS, "occurred_at.weekday", "occurred_at.hour", "customer.attributes.age")
 LIVE_FIELDS = (  # what the live worker reads too (segments derive from activity: the live service sets none)
     *FIELDS,
@@ -125,11 +115,12 @@ def leaves_st(draw: st.DrawFn, fields: tuple[str, ...]) -> dict[str, Any]:
     """A condition: number fields are mostly compared with numbers, the others mostly with strings."""
     field = draw(st.sampled_from(fields))
     operator = draw(st.sampled_from(OPERATORS))
-    if operator in ("exists", "not_exists"):
+    entry = OPERATOR_ENTRIES[operator]
+    if not entry.takes_value:
         return {"field": field, "operator": operator}
     numeric = field in NUMERIC_FIELDS
-    kind = "number" if operator in ("gte", "gt", "lte", "lt") or numeric == (draw(st.integers(0, 4)) > 0) else "string"
-    return {"field": field, "operator": operator, "value": _value(operator, draw, kind)}
+    kind = "number" if entry.kinds == ("number",) or numeric == (draw(st.integers(0, 4)) > 0) else "string"
+    return {"field": field, "operator": operator, "value": wire_value(draw, entry, kind, thresholds, STRINGS)}
 
 
 def conditions_st(fields: tuple[str, ...]) -> st.SearchStrategy[dict[str, Any]]:

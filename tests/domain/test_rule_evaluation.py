@@ -136,3 +136,16 @@ def test_amounts_round_toward_zero_and_refusals_keep_their_reason() -> None:
     assert refused[0].actions[0].error_code == "amount_too_large"
     assert "1E+999999999" in refused[0].actions[0].reason and refused[0].actions[0].amount_minor == 0
     assert unmatched == []
+
+
+def test_equal_values_of_other_kinds_never_share_a_test() -> None:
+    """`eq false` and `eq 0` are equal (and hash alike) in Python: the cache of built tests keeps them apart (it once
+    gave a condition the test of another one, in any rule or programme, that the process had built first)."""
+    for first, second, read in [
+        (Decimal(0), False, False),
+        (Decimal(1), True, True),
+        ((Decimal(1), Decimal(0)), (True, False), True),
+    ]:
+        operator = "in" if isinstance(first, tuple) else "eq"
+        assert ConditionSpec("f", operator, first).holds(read) is False
+        assert ConditionSpec("f", operator, second).holds(read) is True

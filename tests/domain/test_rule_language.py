@@ -83,7 +83,18 @@ def _holds(conditions: list[Any], data: dict[str, Any], facts: EventFacts | None
         ({"field": "coupon", "operator": "exists"}, {"coupon": None}, False),  # JSON null counts as absent
         ({"field": "coupon", "operator": "not_exists"}, {}, True),
         ({"field": "tags", "operator": "contains", "value": "promo"}, {"tags": ["a", "promo"]}, True),
-        ({"field": "tags", "operator": "contains", "value": "promo"}, {"tags": "promo"}, False),
+        ({"field": "tags", "operator": "contains", "value": "promo"}, {"tags": "promo"}, True),  # a string: part of it
+        ({"field": "tags", "operator": "contains", "value": "promo"}, {"tags": 5}, False),  # neither list nor string
+        ({"field": "tags", "operator": "contains", "value": 5}, {"tags": "5"}, False),  # a number: lists only
+        ({"field": "coupon", "operator": "contains", "value": "promo"}, {"coupon": "spring-promo-20"}, True),
+        ({"field": "coupon", "operator": "contains", "value": "promo"}, {"coupon": "Spring-Promo"}, False),  # case
+        ({"field": "email", "operator": "starts_with", "value": "ann"}, {"email": "ann@example.com"}, True),
+        ({"field": "email", "operator": "starts_with", "value": "ann"}, {"email": "joann@example.com"}, False),
+        ({"field": "email", "operator": "starts_with", "value": "ann"}, {"email": ["ann"]}, False),  # not a string
+        ({"field": "email", "operator": "ends_with", "value": "@example.com"}, {"email": "ann@example.com"}, True),
+        ({"field": "email", "operator": "ends_with", "value": "@example.com"}, {"email": "a@example.com.fr"}, False),
+        ({"field": "email", "operator": "ends_with", "value": ""}, {"email": "ann"}, True),  # "" ends every string
+        ({"field": "email", "operator": "ends_with", "value": ""}, {}, False),
         ({"field": "order.channel", "operator": "eq", "value": "web"}, {"order": {"channel": "web"}}, True),
         ({"field": "order.items.count", "operator": "gte", "value": 3}, {"order": {"items": {"count": 3}}}, True),
         ({"field": "order.channel", "operator": "eq", "value": "web"}, {"order.channel": "web"}, True),  # key first
@@ -226,6 +237,13 @@ def test_bad_rules_name_the_offending_element() -> None:
         "conditions[0].value[1]",
     )
     assert _refused([{"field": "a", "operator": "exists", "value": 1}]) == ("field_invalid", "conditions[0].value")
+    for operator in ("starts_with", "ends_with"):  # a string only, named by its element
+        assert _refused([{"any": [{"field": "a", "operator": operator, "value": 5}]}]) == (
+            "field_invalid",
+            "conditions[0].any[0].value",
+        )
+        assert _refused([{"field": "a", "operator": operator}]) == ("field_required", "conditions[0].value")
+        assert _refused([{"field": "a", "operator": operator, "value": "x" * 201}])[1] == "conditions[0].value"
     assert _refused([{"field": "a", "operator": "eq"}]) == ("field_required", "conditions[0].value")
     assert _refused([{"any": []}]) == ("field_invalid", "conditions[0].any")
     long_list = list(range(MAX_CONDITION_LIST + 1))

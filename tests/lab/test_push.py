@@ -211,6 +211,28 @@ def test_verify_finds_no_difference_and_reports_one_when_there_is(live: LiveServ
     assert all(d.live == "rule missing" for d in mismatch.differences)
 
 
+def test_text_operators_push_and_verify_with_samples_on_both_sides_of_each(live: LiveServer) -> None:
+    data = variant("T").payload()
+    text = [("email", "ends_with", "@shop.fr"), ("coupon", "starts_with", "SPRING"), ("note", "contains", "vip")]
+    conditions = [{"field": field, "operator": operator, "value": value} for field, operator, value in text]
+    rule = {
+        "event_type": "order.completed",
+        "conditions": conditions,
+        "actions": [{"type": "issue", "amount": {"fixed": "1"}}],
+    }
+    data["rules"].append(rule)
+    definition = ProgrammeDefinition.model_validate(data)
+    samples = sample_events(definition.rules[-1])
+    base = samples[0]  # every condition holds: each field at its operator's passing value
+    assert (base["email"], base["coupon"], base["note"]) == ("@shop.fr", "SPRING", ["vip"])
+    assert any(event.get("coupon") == "~SPRING" for event in samples)  # one that does not start with it
+    assert any(event.get("email") == "@shop.fr~" for event in samples)  # one that does not end with it
+    with client(live) as api:
+        push(definition, api)
+        report = verify(definition, api)
+    assert report.ok, report.text()
+
+
 def run_push(live: LiveServer, key: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "REWARDS_API_KEY": key}
     base = ["push", *args, "--base-url", live.base_url, "--org", live.organization_id]

@@ -105,7 +105,14 @@ def test_loading_a_rule_and_saving_it_unchanged_gives_the_same_rule(spring: LabP
                 ("nights", "lte", 14),
                 ("code", "neq", "20"),  # eq and neq read a decimal string as its number (the seed's reading)
                 ("newsletter", "eq", True),
-                {"any": [("segment", "not_in", ["20", "true"]), ("code", "eq", " spaced ")]},
+                {
+                    "any": [
+                        ("segment", "not_in", ["20", "true"]),
+                        ("code", "eq", " spaced "),
+                        ("coupon", "starts_with", "20"),  # a string, shown quoted: typed bare it reads as 20
+                        ("email", "ends_with", "@shop.fr"),
+                    ]
+                },
             ]
         },
         ("occurred_at.date", "between", ["2024-03-01", "2024-05-31"]),
@@ -136,7 +143,7 @@ def test_loading_a_rule_and_saving_it_unchanged_gives_the_same_rule(spring: LabP
     assert allof.kind.value == "all" and len(allof.parts.rows) == 5
     assert [leaf(row).value.value for row in allof.parts.rows[:4]] == ["1", "14", "20", "true"]
     nested = group(allof.parts.rows[4])
-    assert [leaf(row).value.value for row in nested.parts.rows] == ['["20", "true"]', '" spaced "']
+    assert [leaf(row).value.value for row in nested.parts.rows] == ['["20", "true"]', '" spaced "', '"20"', "@shop.fr"]
     assert leaf(builder.condition_rows[3]).value.value == '["2024-03-01", "2024-05-31"]'
     assert group(builder.condition_rows[4]).kind.value == "not"
     assert (builder.priority.value, builder.stop_processing.value) == (-3, False)
