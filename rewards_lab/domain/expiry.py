@@ -71,6 +71,19 @@ def expires_at(policy: ExpiryPolicy, issued_at: datetime, timezone: str = "UTC")
         return LAST_INSTANT
 
 
+def reward_expiry(
+    programme: ExpiryPolicy | None, timezone: str, asset: ExpiryPolicy | None
+) -> tuple[ExpiryPolicy, str] | None:
+    """Which expiry governs a reward, and in which timezone: its programme's, in the programme's timezone; else its
+    asset's, in UTC (as points issued outside a programme); else none (it never expires). The worker and both
+    replays ask this."""
+    if programme is not None:
+        return programme, timezone
+    if asset is not None:
+        return asset, "UTC"
+    return None
+
+
 def month_index(year: W, month: W) -> W:
     """A calendar month as one number: year * 12 + month - 1 (a formula: the replay renders it over its columns)."""
     return cast(W, year * 12 + month - 1)

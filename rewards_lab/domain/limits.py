@@ -196,6 +196,16 @@ class CapCheck:
     start: date
 
 
+CHECK_ORDER: tuple[Scope, ...] = ("rule", "programme", "budget")
+
+
+def check_rank(cap: Cap) -> int:
+    """Where a cap comes among one reward's checks: its rule's caps, then its programme's, then the budget (each in
+    declared order). The order decides which cap a cut names when several bind; the worker, simulation and both
+    replays sort by it."""
+    return CHECK_ORDER.index(cap.scope)
+
+
 def checks_for(
     program_id: str,
     rule_id: str,
@@ -205,9 +215,9 @@ def checks_for(
     rule_caps: Iterable[Cap],
     programme_caps: Iterable[Cap],
 ) -> list[CapCheck]:
-    """The caps one reward is checked against, in order: its rule's, then its programme's (budget last)."""
+    """The caps one reward is checked against, in `check_rank` order, each with its counter."""
     checks = []
-    for cap in (*rule_caps, *programme_caps):
+    for cap in sorted((*rule_caps, *programme_caps), key=check_rank):
         start = period_start(cap.period, at_us, timezone)
         checks.append(CapCheck(cap, cap.key(program_id, rule_id, customer_id, start), start))
     return checks

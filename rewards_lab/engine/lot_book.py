@@ -15,7 +15,7 @@ from datetime import datetime
 
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.scope import Scope
-from rewards_lab.domain.expiry import expires_at
+from rewards_lab.domain.expiry import ExpiryPolicy, expires_at, reward_expiry
 from rewards_lab.domain.ledger import Posting
 from rewards_lab.domain.lots import Lot, credited, take
 from rewards_lab.domain.posting_policy import LedgerState
@@ -31,13 +31,13 @@ class LotsOutOfBalance(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class LotTerms:
-    """What the caller decides of a posting's lots. A credit: `issued_at` and, when `dated`, `expires_at` (None:
-    never; not dated: the asset's own policy). A reversal: the transactions whose lots it takes from `first`. An
-    expiry: its `lot_id`."""
+    """What the caller decides of a posting's lots. A credit: `issued_at` and the `expiry` of its programme, read in
+    `timezone` (None: the asset's, `domain.expiry.reward_expiry`). A reversal: the transactions whose lots it takes
+    from `first`. An expiry: its `lot_id`."""
 
     issued_at: datetime | None = None
-    expires_at: datetime | None = None
-    dated: bool = False
+    expiry: ExpiryPolicy | None = None
+    timezone: str = "UTC"
     first: tuple[str, ...] = ()
     lot_id: str | None = None
 
@@ -98,10 +98,8 @@ def record_lots(
         else:
             issued_at = term.issued_at or now
             asset = state.assets[p.asset_id]
-            if term.dated:
-                expiry = term.expires_at
-            else:
-                expiry = None if asset.expiry is None else expires_at(asset.expiry, issued_at)
+            governing = reward_expiry(term.expiry, term.timezone, asset.expiry)
+            expiry = None if governing is None else expires_at(governing[0], issued_at, governing[1])
             pieces = [(issued_at, expiry, room)] if room > 0 else []
         if sum(amount for _, _, amount in pieces) != room:
             raise LotsOutOfBalance(f"transaction {p.transaction_id}: lots made differ from the {room} it adds")

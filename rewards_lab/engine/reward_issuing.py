@@ -11,7 +11,6 @@ from rewards_lab import presenters
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.event_age import EVENT_TOO_OLD
 from rewards_lab.contract.scope import Scope
-from rewards_lab.domain.expiry import expires_at
 from rewards_lab.domain.money import format_amount
 from rewards_lab.engine.batch_plan import (
     EventPlan,
@@ -35,19 +34,15 @@ log = logging.getLogger(__name__)
 
 def lot_terms_of(plans: list[EventPlan]) -> dict[str, LotTerms]:
     """What only the worker knows of its postings' lots (used where the asset tracks lots): a reward is issued at
-    its event's time and expires under its programme's policy (else the asset's); a reversal takes first from the
-    lots of the reward it takes back."""
+    its event's time under its programme's expiry policy (the lot book applies it, else the asset's); a reversal
+    takes first from the lots of the reward it takes back."""
     terms: dict[str, LotTerms] = {}
     for plan in plans:
         issued_at = event_time(plan.event).replace(tzinfo=None)
         for planned in plan.planned:
             if planned.request is not None:
-                policy = planned.version.expiry
-                if policy is None:
-                    terms[planned.request.transaction_id] = LotTerms(issued_at)
-                else:
-                    expiry = expires_at(policy, issued_at, planned.version.timezone)
-                    terms[planned.request.transaction_id] = LotTerms(issued_at, expiry, dated=True)
+                version = planned.version
+                terms[planned.request.transaction_id] = LotTerms(issued_at, version.expiry, version.timezone)
             elif planned.reversal is not None:
                 for item in planned.reversal.items:
                     terms[item.request.transaction_id] = LotTerms(first=(item.original.transaction_id or "",))

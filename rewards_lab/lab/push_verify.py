@@ -31,6 +31,7 @@ from rewards_lab.domain.actions import ABSENT_ORIGINAL as ABSENT_ORIGINAL
 from rewards_lab.domain.actions import MISSING, Probe, action_kind
 from rewards_lab.domain.conditions import ConditionSpec, EventFacts, leaves, source_of
 from rewards_lab.domain.money import format_amount
+from rewards_lab.domain.reversals import ORIGINAL_NOT_FOUND
 from rewards_lab.domain.rule_evaluation import ActionVerdict, RuleVerdict, evaluate
 from rewards_lab.domain.rules import compile_rule, condition_node
 from rewards_lab.domain.schedule import epoch_us, too_old, within_window
@@ -38,7 +39,6 @@ from rewards_lab.lab.push import PushError, live_fingerprint, make_plan
 
 OTHER_EVENT_TYPE = "push.verify.unmatched"
 SAMPLE_TIME = datetime(2026, 6, 6, 12, 0, tzinfo=UTC)  # a Saturday: weekday and hour rules are exercised too
-ORIGINAL_NOT_FOUND = "original_not_found"
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from rewards_lab.contract.rule_requests import (
     NotGroup,
 )
 from rewards_lab.domain.actions import ACTIONS
+from rewards_lab.domain.limits import PERIODS
 from rewards_lab.lab import forecast, plots
 from rewards_lab.lab.figure_widgets import figure_size, show_figure
 from rewards_lab.lab.labels import SEPARATOR, rule_label, rule_number
@@ -44,7 +45,6 @@ from rewards_lab.replay.spark_engine import SparkReplayResult
 NEW_RULE = -1
 OPERATORS = list(OPERATOR_ENTRIES)
 GROUP_KINDS = [("all of", "all"), ("any of", "any"), ("not", "not")]
-PERIODS = ["day", "week", "month", "year", "lifetime"]
 CAP_MEASURES = [("max amount", "max_amount"), ("max count", "max_count")]
 ACTION_KINDS = [(kind.label, name) for name, kind in ACTIONS.items()]
 FRACTION_KINDS = [("all that remains", "whole"), ("a constant share", "constant"), ("refund field / original", "of")]
@@ -332,7 +332,7 @@ class CapRow(Panel):
         value: str = "",
         on_edit: Callable[[], None] = lambda: None,
     ) -> None:
-        self.period = w.Dropdown(options=PERIODS, value=period, layout=w.Layout(width="8em"))
+        self.period = w.Dropdown(options=list(PERIODS), value=period, layout=w.Layout(width="8em"))
         self.measure = w.Dropdown(options=CAP_MEASURES, value=measure, layout=w.Layout(width="9em"))
         self.value = w.Text(value=value, placeholder="500 or 3", layout=w.Layout(width="10em"))
         self.remove = _button("remove")

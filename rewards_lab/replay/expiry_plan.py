@@ -24,7 +24,7 @@ from sqlglot import exp
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition
-from rewards_lab.domain.expiry import ExpiryPolicy, month_end, month_index
+from rewards_lab.domain.expiry import ExpiryPolicy, month_end, month_index, reward_expiry
 from rewards_lab.domain.schedule import epoch_us
 from rewards_lab.replay.sql_values import call
 
@@ -54,15 +54,13 @@ class ExpiryPlan:
 
 
 def expiry_plan(definition: ProgrammeDefinition) -> ExpiryPlan | None:
-    """The replayed rewards' expiry: the programme's (in its timezone), else the asset's (UTC), else None."""
+    """The replayed rewards' expiry (`domain.expiry.reward_expiry`: the programme's in its timezone, else the
+    asset's in UTC), None when they never expire."""
     info, asset = definition.programme, definition.asset
-    if info.expiry is not None:
-        policy = ExpiryPolicy.of(info.expiry.model_dump())
-        return None if policy is None else ExpiryPlan(policy, info.zone)
-    if asset.expiry is not None:
-        policy = ExpiryPolicy.of(asset.expiry.model_dump())
-        return None if policy is None else ExpiryPlan(policy, "UTC")
-    return None
+    programme = None if info.expiry is None else ExpiryPolicy.of(info.expiry.model_dump())
+    own = None if asset.expiry is None else ExpiryPolicy.of(asset.expiry.model_dump())
+    governing = reward_expiry(programme, info.zone, own)
+    return None if governing is None else ExpiryPlan(*governing)
 
 
 def as_of_micros(value: Any) -> int:

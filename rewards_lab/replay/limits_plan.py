@@ -20,7 +20,7 @@ from typing import Any
 
 from rewards_lab.contract.limit_requests import MAX_LIMITS
 from rewards_lab.contract.programme_file import ProgrammeDefinition
-from rewards_lab.domain.limits import PERIODS, Cap, Scope, budget_of, caps_of, per_customer
+from rewards_lab.domain.limits import PERIODS, Cap, Scope, budget_of, caps_of, check_rank, per_customer
 from rewards_lab.domain.rules import RuleSpec
 
 PROGRAMME_ID = "programme"  # the counters' programme (one programme per replay)
@@ -67,11 +67,11 @@ class LimitsPlan:
         return [period for period in PERIODS if period in used]
 
     def checks(self, rule_index: int) -> list[tuple[int, Cap]]:
-        """(bit, cap) of every check a reward of the rule goes through, in order."""
+        """(bit, cap) of every check a reward of the rule goes through, in the domain's order (`check_rank`)."""
         found = [(1 << i, cap) for i, cap in enumerate(self.rule_caps.get(rule_index, ()))]
         found += [(1 << (PROGRAMME_BIT + i), cap) for i, cap in enumerate(self.programme_caps)]
         found += [(1 << BUDGET_BIT, cap) for cap in self.budget]
-        return found
+        return sorted(found, key=lambda check: check_rank(check[1]))
 
     def groupings(self) -> list[Grouping]:
         found: list[Grouping] = []

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rewards_lab.domain.expiry import LAST_INSTANT, ExpiryPolicy, expires_at, month_end, month_index
+from rewards_lab.domain.expiry import LAST_INSTANT, ExpiryPolicy, expires_at, month_end, month_index, reward_expiry
 
 ZONES = ["UTC", "Europe/Paris", "America/New_York", "Pacific/Chatham", "Australia/Lord_Howe"]
 policies = st.builds(ExpiryPolicy, at_end_of=st.sampled_from(["month", "quarter", "year"]), after=st.integers(0, 100))
@@ -43,3 +43,11 @@ def test_after_days() -> None:
     assert ExpiryPolicy(at_end_of="month").after_us is None
     issued = datetime(2026, 3, 2, 9, 30)
     assert expires_at(policy, issued) == issued + timedelta(days=30)
+
+
+def test_a_rewards_expiry_is_its_programmes_in_its_zone_else_its_assets_in_utc() -> None:
+    programme, asset = ExpiryPolicy(after_days=30), ExpiryPolicy(at_end_of="year")
+    assert reward_expiry(programme, "Europe/Paris", asset) == (programme, "Europe/Paris")
+    assert reward_expiry(None, "Europe/Paris", asset) == (asset, "UTC")
+    assert reward_expiry(programme, "Asia/Kolkata", None) == (programme, "Asia/Kolkata")
+    assert reward_expiry(None, "Europe/Paris", None) is None

@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rewards_lab.domain.limits import Allowance, Cap, checks_for, period_start
+from rewards_lab.domain.limits import Allowance, Cap, check_rank, checks_for, period_start
 from rewards_lab.domain.schedule import epoch_us
 
 CUSTOMERS = ["c1", "c2", "c3"]
@@ -92,3 +92,18 @@ def test_a_reversal_gives_back_the_amount_and_a_whole_reward() -> None:
     allowance.give_back(first.keys, 80, whole=True)
     assert allowance.used(first.keys[0]) == (20, 1)
     assert allowance.grant(100, both).amount_minor == 80
+
+
+def test_a_reward_is_checked_against_its_rules_caps_then_its_programmes_then_the_budget() -> None:
+    """The order names the binding cap when several leave the same room: the rule's cap, declared first, wins."""
+    budget = Cap("budget", "month", max_amount_minor=100)
+    programme = Cap("programme", "day", max_amount_minor=100)
+    rule = Cap("rule", "week", max_amount_minor=100)
+    at_us = epoch_us(datetime(2026, 3, 4, 12, tzinfo=UTC))
+    checks = checks_for("p", "r", "c", at_us, "UTC", [rule], [budget, programme])
+    assert [check.cap for check in checks] == [rule, programme, budget]
+    assert sorted([budget, programme, rule], key=check_rank) == [rule, programme, budget]
+    grant = Allowance().grant(500, checks)
+    assert (
+        grant.amount_minor == 100 and grant.cut is not None and (grant.cut.scope, grant.cut.period) == ("rule", "week")
+    )
