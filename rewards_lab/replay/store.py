@@ -136,12 +136,13 @@ def _struct(k: str, values: Sequence[str], width: int, recipients: dict[int, str
 
 
 def _recipients_of(lay: Layout, k: int) -> dict[int, str]:
-    """The b{i} fields of type k's struct: its beneficiaries, NULL for the other fields."""
+    """The b{i} fields of type k's struct: its beneficiaries, NULL for the other fields; always VARCHAR (a reference
+    the SQL cannot read, left to the fallback, is a NULL literal, and the fallback's rows must fit the column)."""
     own = lay.recipients[k] if lay.recipients else ()
     found: dict[int, str] = {}
     for i in lay.beneficiary_fields:
         recipient = own[i - 1] if i <= len(own) else None
-        found[i] = recipient if recipient is not None else "CAST(NULL AS VARCHAR)"
+        found[i] = f"CAST({recipient if recipient is not None else 'NULL'} AS VARCHAR)"  # a bare NULL has no type
     return found
 
 

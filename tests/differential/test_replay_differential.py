@@ -434,9 +434,13 @@ def _as_columns(stream: list[dict[str, Any]]) -> pa.Table:
     for name in names:
         values = [e["data"].get(name) for e in stream]
         arrow_type = _arrow_type(values)
-        if arrow_type is None:
+        # a dotted key present with null stops the walk to the nested field (live); a typed column's NULL cannot
+        # say "present", JSON text can ('null' present, NULL absent)
+        null_key = "." in name and any(name in e["data"] and e["data"][name] is None for e in stream)
+        if arrow_type is None or null_key:
             json_columns.append(name)
-            table = table.append_column(name, pa.array([None if v is None else jsonutil.dumps(v) for v in values]))
+            cells = [None if name not in e["data"] else jsonutil.dumps(e["data"][name]) for e in stream]
+            table = table.append_column(name, pa.array(cells, pa.string()))
         else:
             table = table.append_column(name, pa.array(values, arrow_type))
     return table.replace_schema_metadata({b"replay_json_columns": jsonutil.dumps(json_columns).encode()})

@@ -227,6 +227,32 @@ def test_nested_paths_prefer_the_dotted_key_then_walk() -> None:
     assert _matched(replay(pd.DataFrame(stream), definition)) == expected
 
 
+def test_a_beneficiary_in_a_json_column_a_null_dotted_key_keeps_off_the_walk(spark: Any) -> None:
+    """Columns of JSON text say what typed columns cannot: 'null' is a key present with null (no walk to the
+    nested field, as live: beneficiary_missing), NULL an absent key (the walk). A reference SQL leaves to the
+    fallback is a NULL literal in the stored form; the fallback's references fit it (this crashed with a
+    ConversionException before)."""
+    definition = _programme(
+        [
+            {
+                "event_type": "order",
+                "actions": [{"type": "issue", "amount": {"fixed": "1"}, "beneficiary": {"field": "order.channel"}}],
+            }
+        ]
+    )
+    stream = _events([{"order.channel": None, "order": {"channel": "c1"}}, {"order": {"channel": "c2"}}])
+    live = [(r[0], r[5], r[6]) for r in _rows(replay(pd.DataFrame(stream), definition))]
+    assert live == [("e0", "beneficiary_missing", "alice"), ("e1", None, "c2")]
+    base = pd.DataFrame(stream).drop(columns="data")
+    table = pa.Table.from_pandas(base, preserve_index=False).append_column(
+        "order.channel", pa.array(["null", None], pa.string())
+    )
+    table = table.append_column("order", pa.array([{"channel": "c1"}, {"channel": "c2"}]))
+    table = table.replace_schema_metadata({b"replay_json_columns": json.dumps(["order.channel"]).encode()})
+    assert [(r[0], r[5], r[6]) for r in _rows(replay(table, definition))] == live
+    assert [(r[0], r[5], r[6]) for r in _spark_rows(replay_spark(table, definition, spark=spark))] == live
+
+
 # time, timezone and window --------------------------------------------------------------------------------------
 def test_time_fields_in_paris_across_the_dst_change(spark: Any) -> None:
     """Paris moves from UTC+1 to UTC+2 at 2026-03-29 01:00 UTC: hours, dates and weekdays follow, in SQL on both
