@@ -59,6 +59,7 @@ def main() -> None:
     print("holders in the pass:", q("SELECT count(DISTINCT holder) FROM {n}_ops WHERE op = 0"))
     components(con, n)
     prefix_pruning(result)
+    per_reward(result)
 
 
 
@@ -110,6 +111,51 @@ def prefix_pruning(result) -> None:  # type: ignore[no-untyped-def]
     print("... and not in today's tail:", con.sql(
         f"SELECT count(*) FROM {n}_ops WHERE op = 0 AND seq // {lay.slots} IN (SELECT pos FROM {n}_active)"
     ).fetchall())
+
+
+
+def per_reward(result) -> None:  # type: ignore[no-untyped-def]
+    """The prefix rule per reward (not per event), and what the single-family closed form then takes out: a reward
+    is `active` in a family when its counter key's requested running total (in processing order, this reward
+    included) passes a max_amount, or its count a max_count."""
+    from rewards_lab.replay.feature_store import rows_sql
+
+    con, n = result.con, result._name  # noqa: SLF001
+    limits, lay, lookup = result._features.limits, result._layout, result._features.lookup  # noqa: SLF001
+    con.execute(f"CREATE TEMP TABLE {n}_rw AS {rows_sql(lay, n, limits, lookup, True)}")
+    parts = []
+    for g, grouping in enumerate(limits.groupings()):
+        start = "0" if grouping.period == "lifetime" else f"d_{grouping.period}"
+        holder = "holder" if grouping.per_customer else "''"
+        rule = "" if grouping.rule_index is None else f"WHERE rule_index = {grouping.rule_index}"
+        over = []
+        for cap in grouping.caps:
+            if cap.max_amount_minor is not None:
+                over.append(f"s > {cap.max_amount_minor}")
+            if cap.max_count is not None:
+                over.append(f"c > {cap.max_count}")
+        window = f"PARTITION BY {holder}, {start} ORDER BY pos, slot ROWS UNBOUNDED PRECEDING"
+        parts.append(
+            f"SELECT seq, {g} AS g, {holder} AS h, {start} AS st FROM (SELECT seq, holder, {start}, "
+            f"sum(m) OVER ({window}) AS s, count(*) OVER ({window}) AS c FROM {n}_rw {rule}) WHERE {' OR '.join(over)}"
+        )
+    con.execute(f"CREATE TEMP TABLE {n}_act AS {' UNION ALL '.join(parts)}")
+    reversed_ = f"SELECT ref FROM {n}_ops WHERE op = 1 AND sequential"
+    print("per reward: active rewards, and (reward, family) pairs:", con.sql(
+        f"SELECT count(DISTINCT seq), count(*) FROM {n}_act").fetchall())
+    print("active rewards by number of active families:", con.sql(
+        f"SELECT f, count(*) FROM (SELECT seq, count(*) AS f FROM {n}_act GROUP BY seq) GROUP BY f ORDER BY f"
+    ).fetchall())
+    print("active rewards in a counter key whose active rewards have one family and are never reversed "
+          "(single-family closed form) vs the rest (pass):", con.sql(f"""
+        WITH per AS (SELECT seq, count(*) AS f FROM {n}_act GROUP BY seq),
+             keyed AS (SELECT a.g, a.h, a.st, bool_and(p.f = 1) AND NOT bool_or(a.seq IN ({reversed_})) AS simple,
+                              count(*) AS k FROM {n}_act a JOIN per p USING (seq) GROUP BY ALL),
+             rewarded AS (SELECT a.seq, bool_and(k.simple) AS simple FROM {n}_act a
+                          JOIN keyed k USING (g, h, st) GROUP BY a.seq)
+        SELECT simple, count(*) FROM rewarded GROUP BY ALL ORDER BY ALL""").fetchall())
+    print("... of the pass rewards, decided by today's tails:", con.sql(f"""
+        SELECT count(*) FROM (SELECT DISTINCT seq FROM {n}_act) WHERE seq IN (SELECT seq FROM {n}_tail)""").fetchall())
 
 
 if __name__ == "__main__":

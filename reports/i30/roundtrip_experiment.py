@@ -21,6 +21,8 @@ def main() -> None:
     for name, table in tables().items():
         con.register(name, table)
     for name, sql in STATEMENTS.items():
+        if sql in ("WIDE_DIV", "SHARE"):  # generated per dialect, not parsed
+            continue
         try:
             direct = sorted(map(repr, (tuple(normal(v) for v in r) for r in con.sql(sql).fetchall())))
         except Exception as error:  # noqa: BLE001
