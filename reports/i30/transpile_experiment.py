@@ -291,7 +291,8 @@ def main() -> None:
                 print(f"  [{label}] SPARK FAILED: {first[:240]}")
                 continue
             same = sorted(map(repr, expected)) == sorted(map(repr, got))
-            print(f"  [{label}] {'SAME' if same else 'DIFFERENT'} ({len(expected)} rows)")
+            counts = f"{len(expected)} rows" if len(got) == len(expected) else f"{len(expected)} rows on DuckDB, {len(got)} on Spark"
+            print(f"  [{label}] {'SAME' if same else 'DIFFERENT'} ({counts})")
             if not same:
                 shown = 0
                 for a, b in zip(sorted(map(repr, expected)), sorted(map(repr, got))):
