@@ -39,12 +39,12 @@ class WideDiv(exp.Expression, exp.Func):
 
 
 def _duckdb_wide_div(generator: Any, node: WideDiv) -> str:
-    return f"(CAST({generator.sql(node, 'this')} AS HUGEINT) // {generator.sql(node, 'expression')})"
+    return f"(CAST({generator.sql(node, 'this')} AS HUGEINT) // ({generator.sql(node, 'expression')}))"
 
 
 def _spark_wide_div(generator: Any, node: WideDiv) -> str:
     numerator = f"CAST({generator.sql(node, 'this')} AS DECIMAL(38, 0))"
-    denominator = generator.sql(node, "expression")
+    denominator = f"({generator.sql(node, 'expression')})"
     return f"CAST(({numerator} - {numerator} % {denominator}) / {denominator} AS DECIMAL(38, 0))"
 
 
@@ -117,7 +117,7 @@ def wide_div(numerator: exp.Expr, denominator: exp.Expr) -> exp.Expr:
 
 def _is_wide(operand: exp.Expr, wide: Collection[str]) -> bool:
     for node in operand.walk():
-        if isinstance(node, exp.Column) and node.name in wide:
+        if isinstance(node, WideDiv) or (isinstance(node, exp.Column) and node.name in wide):
             return True
         if isinstance(node, exp.Cast):
             to = node.to
