@@ -42,13 +42,15 @@ class RunningTotal:
             yield pa.RecordBatch.from_pydict(rows, RUNNING)
 
 
-@pytest.fixture(params=["duckdb", "spark"])
+@pytest.fixture(params=["duckdb", "duckdb-processes", "spark"])
 def executor(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Executor[Any]]:
     made: Executor[Any]
     if request.param == "spark":
         from rewards_lab.replay.engines.spark import SparkExecutor
 
         made = SparkExecutor(request.getfixturevalue("spark"))
+    elif request.param == "duckdb-processes":  # map_partitions by key in two worker processes from 100 rows
+        made = DuckDBExecutor(spill=tmp_path, memory_limit="256MB", workers=2, worker_rows=100)
     else:
         made = DuckDBExecutor(spill=tmp_path, memory_limit="256MB")
     yield made

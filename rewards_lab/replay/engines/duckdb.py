@@ -1,16 +1,21 @@
 """The DuckDB executor: the replay plan's steps on one DuckDB connection, spilling beside the output.
 
-`map_partitions` runs in this process: the query's rows in (key, order) through the function, its batches
-written to a Parquet file in the spill directory, read back as the table. (By worker processes over spilled
-partitions: to come, reports/i30-replay-plan.md section 4.)
+`map_partitions` runs in this process (the query's rows in (key, order) through the function, its batches
+written to a Parquet file in the spill directory, read back as the table) or, with a key and at least
+`worker_rows` rows, in worker processes: the rows split by a hash of the key into sorted Parquet files, each run
+by a `forkserver` process (never fork a process holding a DuckDB connection) into its own output file.
 """
 
 from __future__ import annotations
 
 import itertools
+import multiprocessing
+import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
@@ -22,11 +27,12 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.processing_order import time_positions
 from rewards_lab.replay.engine import quiet_connection
 from rewards_lab.replay.engines.base import INPUT, POS, BatchFunction, EngineName, Loaded, Query, SourceKind, render
-from rewards_lab.replay.inputs import _to_arrow, literal, quote
-from rewards_lab.replay.order import _never_decreases
+from rewards_lab.replay.inputs import literal, quote, read_events
+from rewards_lab.replay.order import never_decreases
 from rewards_lab.replay.to_file import connection
 
 READ_BATCH = 65_536  # rows per Arrow batch read by a pass
+WORKER_ROWS = 200_000  # fewer rows: a pass runs in process (a worker pool takes about 0.3 s to start)
 _FORMATS = {".parquet": "FORMAT PARQUET", ".csv": "FORMAT CSV, HEADER true"}
 
 
@@ -35,6 +41,19 @@ def _ordered(sql: str, columns: Sequence[str]) -> str:
     if not columns:
         return sql
     return f"SELECT * FROM ({sql}) ORDER BY {', '.join(f'{quote(c)} NULLS FIRST' for c in columns)}"
+
+
+def _run(fn: BatchFunction, batches: Iterable[pa.RecordBatch], target: Path, schema: pa.Schema) -> None:
+    """`fn` over `batches`, its output streamed to the Parquet file `target` (cast to `schema` when it differs)."""
+    with pq.ParquetWriter(target, schema) as writer:
+        for batch in fn(iter(batches)):
+            if batch.num_rows:
+                writer.write_batch(batch if batch.schema.equals(schema) else batch.cast(schema))
+
+
+def _run_file(fn: BatchFunction, source: Path, target: Path, schema: pa.Schema) -> None:
+    """A worker's job: `fn` over the Parquet file `source`, read in file order."""
+    _run(fn, pq.ParquetFile(source).iter_batches(READ_BATCH), target, schema)
 
 
 class DuckDBExecutor:
@@ -49,7 +68,10 @@ class DuckDBExecutor:
         *,
         spill: Path | None = None,
         memory_limit: str | None = None,
+        workers: int = min(os.cpu_count() or 1, 4),
+        worker_rows: int = WORKER_ROWS,
     ) -> None:
+        self.workers, self.worker_rows = workers, worker_rows
         self._spill = Path(tempfile.mkdtemp(prefix="replay-", dir=spill))
         self._own = con is None
         if con is None:
@@ -64,7 +86,7 @@ class DuckDBExecutor:
         them (replay.inputs), with `__input`; customers and redemptions: Parquet, pandas, Arrow or a relation."""
         try:
             if kind == "events":
-                origin, _ = _to_arrow(self.con, source)
+                origin, _ = read_events(self.con, source)
             else:
                 origin = self._table(source)
         except duckdb.Error as error:
@@ -105,14 +127,17 @@ class DuckDBExecutor:
 
     def number(self, name: str, source: str, *, by: str = "occurred_at") -> int:
         """Positions in processing order; the input's own order when `by` never decreases along it (read from the
-        loaded Arrow table or Parquet file without a sort when it is a timestamp column there)."""
+        loaded Arrow table or Parquet file without a sort when it is a timestamp column there). `source` is a
+        table `load`ed here: its `__input` numbers the rows 0 to n - 1."""
         origin = self._origins.get(source)
         column: pa.ChunkedArray | None = None
-        if isinstance(origin, str) and pa.types.is_timestamp(pq.read_schema(origin).field(by).type):
+        schema = pq.read_schema(origin) if isinstance(origin, str) else origin.schema if origin is not None else None
+        timed = schema is not None and by in schema.names and pa.types.is_timestamp(schema.field(by).type)
+        if timed and isinstance(origin, str):
             column = pq.read_table(origin, columns=[by]).column(0)
-        elif isinstance(origin, pa.Table) and pa.types.is_timestamp(origin.schema.field(by).type):
+        elif timed and isinstance(origin, pa.Table):
             column = origin.column(by)
-        if column is not None and not column.null_count and _never_decreases(column):
+        if column is not None and not column.null_count and never_decreases(column):
             self.con.execute(
                 f"CREATE OR REPLACE TEMP VIEW {quote(name)} AS SELECT *, {INPUT} AS {POS} FROM {quote(source)}"
             )
@@ -156,30 +181,62 @@ class DuckDBExecutor:
         key: Sequence[str] = (),
         order: Sequence[str] = (),
     ) -> None:
-        """In process: sorted by (key, order), one call over all the rows (so each key's rows are whole and
-        contiguous), the output streamed to a Parquet file in the spill directory."""
-        target = self._spill / f"{name}-{next(self._files)}.parquet"
-        reader = self.con.sql(_ordered(render(query, self.engine), [*key, *order])).to_arrow_reader(READ_BATCH)
-        with pq.ParquetWriter(target, schema) as writer:
-            for batch in fn(iter(reader)):
-                if batch.num_rows:
-                    writer.write_batch(batch if batch.schema.equals(schema) else batch.cast(schema))
+        """Sorted by (key, order): in process, one call over all the rows (so each key's rows are whole and
+        contiguous); by `workers` processes, one call per hash partition of the key, when there are enough rows."""
+        sql = render(query, self.engine)
+        target = self._spill / f"{name}-{next(self._files)}"
+        if key and self.workers > 1:
+            (count,) = self.con.sql(f"SELECT count(*) FROM ({sql})").fetchall()[0]
+            if count >= self.worker_rows:
+                outputs = self._by_processes(sql, fn, schema, target, key, order)
+                files = ", ".join(literal(str(path)) for path in outputs)
+                self.con.execute(f"CREATE OR REPLACE TEMP VIEW {quote(name)} AS SELECT * FROM read_parquet([{files}])")
+                return
+        output = target.with_name(f"{target.name}.parquet")
+        reader = self.con.sql(_ordered(sql, [*key, *order])).to_arrow_reader(READ_BATCH)
+        _run(fn, reader, output, schema)
         self.con.execute(
-            f"CREATE OR REPLACE TEMP VIEW {quote(name)} AS SELECT * FROM read_parquet({literal(str(target))})"
+            f"CREATE OR REPLACE TEMP VIEW {quote(name)} AS SELECT * FROM read_parquet({literal(str(output))})"
         )
+
+    def _by_processes(
+        self, sql: str, fn: BatchFunction, schema: pa.Schema, target: Path, key: Sequence[str], order: Sequence[str]
+    ) -> list[Path]:
+        """Each hash partition of the key sorted into a Parquet file (in order: insertion order kept while the
+        COPY runs), then `fn` over each in a worker process; returns the output files."""
+        parts = self.workers
+        hashed = f"hash({', '.join(quote(k) for k in key)}) % {parts}"
+        inputs = [target.with_name(f"{target.name}-in-{i}.parquet") for i in range(parts)]
+        outputs = [target.with_name(f"{target.name}-out-{i}.parquet") for i in range(parts)]
+        with self._in_order():
+            for i, path in enumerate(inputs):
+                part = _ordered(f"SELECT * FROM ({sql}) WHERE {hashed} = {i}", [*key, *order])
+                self.con.execute(f"COPY ({part}) TO {literal(str(path))} (FORMAT PARQUET)")
+        context = multiprocessing.get_context("forkserver")
+        with ProcessPoolExecutor(max_workers=parts, mp_context=context) as pool:
+            list(pool.map(_run_file, [fn] * parts, inputs, outputs, [schema] * parts))
+        for path in inputs:
+            path.unlink()
+        return outputs
+
+    @contextmanager
+    def _in_order(self) -> Iterator[None]:
+        """Insertion order preserved while in the block (a COPY then writes the rows in its ORDER BY)."""
+        (preserve,) = self.con.sql("SELECT current_setting('preserve_insertion_order')").fetchall()[0]
+        self.con.execute("SET preserve_insertion_order = true")
+        try:
+            yield
+        finally:
+            self.con.execute(f"SET preserve_insertion_order = {'true' if preserve else 'false'}")
 
     def write(self, query: Query, path: Path, *, order: Sequence[str] = ("seq",)) -> Path:
         """One file, in `order` (the COPY keeps it: insertion order preserved while it runs)."""
         options = _FORMATS.get(path.suffix.lower())
         if options is None:
             raise ServiceError("field_invalid", f"{path}: the output must be .parquet or .csv", field="out")
-        (preserve,) = self.con.sql("SELECT current_setting('preserve_insertion_order')").fetchall()[0]
-        self.con.execute("SET preserve_insertion_order = true")
-        try:
+        with self._in_order():
             sql = _ordered(render(query, self.engine), order)
             self.con.execute(f"COPY ({sql}) TO {literal(str(path))} ({options})")
-        finally:
-            self.con.execute(f"SET preserve_insertion_order = {'true' if preserve else 'false'}")
         return path
 
     def relation(self, name: str) -> duckdb.DuckDBPyRelation:

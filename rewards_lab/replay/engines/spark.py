@@ -15,9 +15,9 @@ import pyarrow as pa
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.replay.engines.base import INPUT, POS, BatchFunction, EngineName, Loaded, Query, SourceKind, render
-from rewards_lab.replay.inputs import _pandas_to_arrow
+from rewards_lab.replay.inputs import pandas_to_arrow
 from rewards_lab.replay.spark_engine import with_positions
-from rewards_lab.replay.spark_inputs import _is_parquet_path, check_parquet_path
+from rewards_lab.replay.spark_inputs import check_parquet_path, is_parquet_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -53,7 +53,7 @@ class SparkExecutor:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         metadata: dict[bytes, bytes] = {}
-        if _is_parquet_path(source):
+        if is_parquet_path(source):
             assert isinstance(source, str | Path)
             frame = self.spark.read.parquet(check_parquet_path(source))
             if kind == "events":
@@ -63,7 +63,7 @@ class SparkExecutor:
                 frame = frame.withColumn(INPUT, number + F.col("_metadata.row_index"))
         else:
             if isinstance(source, pd.DataFrame):
-                source = _pandas_to_arrow(source) if kind == "events" else pa.Table.from_pandas(source)
+                source = pandas_to_arrow(source) if kind == "events" else pa.Table.from_pandas(source)
             if isinstance(source, pa.Table):
                 metadata = dict(source.schema.metadata or {})
                 source = self.spark.createDataFrame(source.replace_schema_metadata(None))
