@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from sqlglot import exp, parse_one
 
-from rewards_lab.replay.engines.base import INPUT, POS, Executor, render
+from rewards_lab.replay.engines.base import CSV_CELLS, INPUT, POS, Executor, render
 from rewards_lab.replay.engines.duckdb import DuckDBExecutor
 
 RUNNING = pa.schema(
@@ -151,3 +151,36 @@ def test_render_passes_text_and_renders_trees() -> None:
     assert render("SELECT 1", "spark") == "SELECT 1"
     tree = parse_one("SELECT a FROM t", read="duckdb")
     assert render(tree, "duckdb") == render(tree, "spark") == "SELECT a FROM t"
+
+
+def test_duckdb_loads_csv_events_in_file_order(tmp_path: Path) -> None:
+    path = tmp_path / "events.csv"
+    _events().to_csv(path, index=False)
+    executor = DuckDBExecutor()
+    try:
+        loaded = executor.load("events", path, kind="events")
+        assert loaded.rows == 6
+        assert (loaded.schema.metadata or {}).get(CSV_CELLS) == b"true"
+        assert executor.number("ordered", "events") == 6
+        got = executor.fetch(f"SELECT external_event_id FROM ordered ORDER BY {POS}").column(0).to_pylist()
+        assert got == ["e4", "e1", "e3", "e2", "e5", "e0"]
+    finally:
+        executor.close()
+
+
+def test_spark_numbers_parquet_files_in_name_order(spark: Any, tmp_path: Path) -> None:
+    """Ties across files: the file first in name order first, then the row within its file."""
+    from rewards_lab.replay.engines.spark import SparkExecutor
+
+    events = pa.Table.from_pandas(_events(), preserve_index=False)
+    (tmp_path / "in").mkdir()
+    pq.write_table(events.slice(3), tmp_path / "in" / "a.parquet")  # e3 (1 min), e4 (0), e5 (3)
+    pq.write_table(events.slice(0, 3), tmp_path / "in" / "b.parquet")  # e0 (5), e1 (1), e2 (3)
+    executor = SparkExecutor(spark)
+    try:
+        executor.load("events", tmp_path / "in", kind="events")
+        assert executor.number("ordered", "events") == 6
+        got = executor.fetch(f"SELECT external_event_id FROM ordered ORDER BY {POS}").column(0).to_pylist()
+        assert got == ["e4", "e3", "e1", "e5", "e2", "e0"]
+    finally:
+        executor.close()

@@ -20,6 +20,7 @@ SourceKind = Literal["events", "customers", "redemptions"]
 EngineName = Literal["duckdb", "spark"]
 Query = str | exp.Expression
 INPUT = "__input"  # an event's input order (0-based on DuckDB; increasing, maybe with gaps, on Spark)
+CSV_CELLS = b"replay_csv_cells"  # schema metadata of events read from CSV: their data columns are untyped text
 POS = "pos"  # an event's position in processing order (`number`)
 
 Native = TypeVar("Native", covariant=True)  # duckdb.DuckDBPyRelation | pyspark.sql.DataFrame

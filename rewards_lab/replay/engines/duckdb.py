@@ -20,13 +20,24 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.processing_order import time_positions
 from rewards_lab.replay.engine import quiet_connection
-from rewards_lab.replay.engines.base import INPUT, POS, BatchFunction, EngineName, Loaded, Query, SourceKind, render
+from rewards_lab.replay.engines.base import (
+    CSV_CELLS,
+    INPUT,
+    POS,
+    BatchFunction,
+    EngineName,
+    Loaded,
+    Query,
+    SourceKind,
+    render,
+)
 from rewards_lab.replay.inputs import literal, quote, read_events
 from rewards_lab.replay.order import never_decreases
 from rewards_lab.replay.to_file import connection
@@ -86,7 +97,9 @@ class DuckDBExecutor:
         them (replay.inputs), with `__input`; customers and redemptions: Parquet, pandas, Arrow or a relation."""
         try:
             if kind == "events":
-                origin, _ = read_events(self.con, source)
+                origin, csv = read_events(self.con, source)
+                if csv and isinstance(origin, pa.Table):  # the field readers must know the cells are untyped text
+                    origin = origin.replace_schema_metadata({**(origin.schema.metadata or {}), CSV_CELLS: b"true"})
             else:
                 origin = self._table(source)
         except duckdb.Error as error:
@@ -111,8 +124,6 @@ class DuckDBExecutor:
 
     @staticmethod
     def _table(source: object) -> pa.Table | str:
-        import pandas as pd
-
         if isinstance(source, str | Path):
             if Path(source).suffix.lower() != ".parquet":
                 raise ServiceError("field_invalid", f"{source}: must be a .parquet file", field="source")
@@ -142,7 +153,9 @@ class DuckDBExecutor:
                 f"CREATE OR REPLACE TEMP VIEW {quote(name)} AS SELECT *, {INPUT} AS {POS} FROM {quote(source)}"
             )
             return len(column)
-        fetched = self.con.sql(f"SELECT {INPUT} AS i, epoch_us({quote(by)}) AS t FROM {quote(source)}").fetchnumpy()
+        fetched = self.con.sql(
+            f"SELECT {INPUT} AS i, epoch_us(CAST({quote(by)} AS TIMESTAMPTZ)) AS t FROM {quote(source)}"
+        ).fetchnumpy()
         times = fetched["t"]
         if isinstance(times, np.ma.MaskedArray) and times.mask.any():
             raise ServiceError("field_required", f"every event needs an {by}", field=by)

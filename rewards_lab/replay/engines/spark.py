@@ -63,7 +63,9 @@ class SparkExecutor:
                 frame = frame.withColumn(INPUT, number + F.col("_metadata.row_index"))
         else:
             if isinstance(source, pd.DataFrame):
-                source = pandas_to_arrow(source) if kind == "events" else pa.Table.from_pandas(source)
+                source = (
+                    pandas_to_arrow(source) if kind == "events" else pa.Table.from_pandas(source, preserve_index=False)
+                )
             if isinstance(source, pa.Table):
                 metadata = dict(source.schema.metadata or {})
                 source = self.spark.createDataFrame(source.replace_schema_metadata(None))
