@@ -184,3 +184,18 @@ def test_spark_numbers_parquet_files_in_name_order(spark: Any, tmp_path: Path) -
         assert got == ["e4", "e3", "e1", "e5", "e2", "e0"]
     finally:
         executor.close()
+
+
+def test_spark_loads_a_dataframe_and_keeps_json_columns_marked(spark: Any) -> None:
+    from rewards_lab.replay.engines.spark import SparkExecutor
+
+    events = _events().assign(basket=[{"sku": i} for i in range(6)])  # an object column: JSON text
+    executor = SparkExecutor(spark)
+    try:
+        loaded = executor.load("events", spark.createDataFrame(_events()), kind="events")
+        assert INPUT in loaded.schema.names
+        assert executor.number("ordered", "events") == 6
+        marked = executor.load("marked", events, kind="events")
+        assert b"basket" in (marked.schema.metadata or {}).get(b"replay_json_columns", b"")
+    finally:
+        executor.close()
