@@ -232,7 +232,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _run_replay(args: argparse.Namespace) -> tuple[Any, int, dict[str, Any], float, tuple[str, ...]]:
     """(definition, events read, totals, seconds, warnings) of the replay the arguments ask for."""
-    from rewards_lab.replay.engines import run_replay
+    from rewards_lab.replay.entry import run_replay
     from rewards_lab.replay.to_file import replay_to_file
 
     if args.engine == "duckdb":  # streamed straight to the file when it can be (replay/to_file.py)

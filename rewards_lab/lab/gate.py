@@ -29,7 +29,7 @@ from rewards_lab.contract.programme_file import ProgrammeDefinition, load_progra
 from rewards_lab.lab import forecast
 from rewards_lab.lab.liability import LiabilityForecast, forecast_liability
 from rewards_lab.lab.paths import locate
-from rewards_lab.replay.engines import run_replay
+from rewards_lab.replay.entry import run_replay
 
 DEFAULT_DAYS = 90  # how far the liability forecast looks ahead of the history
 

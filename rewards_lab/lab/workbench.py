@@ -53,7 +53,7 @@ from rewards_lab.lab.labels import rule_labels
 from rewards_lab.lab.sweep_labels import parameter_labels
 from rewards_lab.lab.tables import Table, table
 from rewards_lab.replay.engine import ReplayResult
-from rewards_lab.replay.engines import run_replay, run_sweep
+from rewards_lab.replay.entry import run_replay, run_sweep
 from rewards_lab.service import assets, organizations, programme_lifecycle, programmes
 from rewards_lab.store.database import Database
 

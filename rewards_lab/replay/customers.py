@@ -44,7 +44,7 @@ def _refuse(message: str) -> ServiceError:
 
 def customers_arrow(customers: Any) -> tuple[pa.Table, bool]:
     """The customers as an Arrow table, and whether its text columns are untyped CSV cells. Object columns of a
-    pandas frame become JSON text (exact numbers), marked as JSON like the events' (inputs._pandas_to_arrow)."""
+    pandas frame become JSON text (exact numbers), marked as JSON like the events' (inputs.pandas_to_arrow)."""
     if isinstance(customers, str | Path):
         path = Path(customers)
         if not path.exists():

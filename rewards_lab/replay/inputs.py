@@ -298,7 +298,7 @@ def _missing(columns: Iterable[str]) -> None:
         raise ServiceError("field_required", f"events need the column(s) {', '.join(absent)}", field=absent[0])
 
 
-def _pandas_to_arrow(frame: pd.DataFrame) -> pa.Table:
+def pandas_to_arrow(frame: pd.DataFrame) -> pa.Table:
     """Object columns become JSON text (exact numbers), so that mixed values keep their JSON kinds."""
     converted: dict[str, Any] = {}
     for name in frame.columns:
@@ -323,7 +323,7 @@ def _is_missing(value: Any) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and value != value)
 
 
-def _to_arrow(con: duckdb.DuckDBPyConnection, events: Any) -> tuple[pa.Table | str, bool]:
+def read_events(con: duckdb.DuckDBPyConnection, events: Any) -> tuple[pa.Table | str, bool]:
     """(table in input order, or a Parquet path; whether its VARCHAR data columns are untyped CSV cells)."""
     (preserve,) = con.sql("SELECT current_setting('preserve_insertion_order')").fetchall()[0]
     con.execute("SET preserve_insertion_order = true")  # CSV and JSON lines must come back in file order
@@ -351,7 +351,7 @@ def _read(con: duckdb.DuckDBPyConnection, events: Any) -> tuple[pa.Table | str, 
             return con.sql(query).to_arrow_table(), False
         raise ServiceError("field_invalid", f"{path}: events must be .parquet, .csv or .jsonl", field="events")
     if isinstance(events, pd.DataFrame):
-        return _pandas_to_arrow(events), False
+        return pandas_to_arrow(events), False
     if isinstance(events, pa.Table):
         return events, False
     if isinstance(events, duckdb.DuckDBPyRelation):
@@ -370,7 +370,7 @@ def open_events(con: duckdb.DuckDBPyConnection, events: Any, view: str = VIEW) -
 
 
 def _open_events(con: duckdb.DuckDBPyConnection, events: Any, view: str) -> EventSource:
-    table, csv = _to_arrow(con, events)
+    table, csv = read_events(con, events)
     json_columns = set()
     if isinstance(table, str):  # Parquet is read in place; its row number is the input order
         source = (

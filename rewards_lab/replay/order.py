@@ -21,7 +21,8 @@ from rewards_lab.replay.inputs import ROW, EventSource
 _MISSING = "every event needs an occurred_at"
 
 
-def _never_decreases(column: pa.ChunkedArray) -> bool:
+def never_decreases(column: pa.ChunkedArray) -> bool:
+    """Whether a timestamp column never decreases along its rows (numpy, chunk by chunk)."""
     last: int | None = None
     for chunk in column.chunks:
         if len(chunk) == 0:
@@ -48,7 +49,7 @@ def input_in_order(source: EventSource) -> tuple[int, bool] | None:
     if column.null_count:
         raise ServiceError("field_required", _MISSING, field="occurred_at")
     # Timestamps of one unit compare as their integers; a finer unit in order is in order at microseconds too.
-    return len(column), _never_decreases(column)
+    return len(column), never_decreases(column)
 
 
 def order_events(con: duckdb.DuckDBPyConnection, source: EventSource, from_sql: str, name: str) -> int:

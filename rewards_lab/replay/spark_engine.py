@@ -19,7 +19,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -113,11 +113,11 @@ def spark_session() -> SparkSession:
 
 
 # 1. order ------------------------------------------------------------------------------------------------------
-def with_positions(frame: DataFrame) -> tuple[DataFrame, int]:
-    """The events with `__pos`, their position in processing order; and how many there are."""
+def with_positions(frame: DataFrame, keys: Sequence[str] = ("occurred_at", FILE, ORDER)) -> tuple[DataFrame, int]:
+    """The events with `__pos`, their position in processing order (by `keys`, the first a time every event
+    has); and how many there are."""
     from pyspark.sql import functions as F
 
-    keys = ["occurred_at", FILE, ORDER]
     partitions = max(1, int(frame.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1))
     numbered = (
         frame.repartitionByRange(partitions, *keys)
@@ -127,7 +127,7 @@ def with_positions(frame: DataFrame) -> tuple[DataFrame, int]:
         .localCheckpoint(eager=True)  # fixed from here: the counts and the positions see the same partitions
     )
     per_partition = numbered.groupBy("__pid").agg(
-        F.count("*").alias("rows"), F.count_if(F.col("occurred_at").isNull()).alias("untimed")
+        F.count("*").alias("rows"), F.count_if(F.col(keys[0]).isNull()).alias("untimed")
     )
     fetched = per_partition.collect()
     if any(int(row["untimed"]) for row in fetched):

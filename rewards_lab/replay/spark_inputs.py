@@ -29,7 +29,7 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.conditions import EventFacts, source_of
 from rewards_lab.replay.fallback import FactsReader
-from rewards_lab.replay.inputs import CORE, _pandas_to_arrow, either
+from rewards_lab.replay.inputs import CORE, either, pandas_to_arrow
 from rewards_lab.replay.sql_values import SPARK, FieldReader, FieldSource
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ FILE = "__file"  # the file a row came from ("" for a DataFrame)
 _INT_BOUNDS = {"ByteType": 2**7, "ShortType": 2**15, "IntegerType": 2**31, "LongType": 2**63}
 
 
-def _is_parquet_path(events: Any) -> bool:
+def is_parquet_path(events: Any) -> bool:
     return isinstance(events, str | Path)
 
 
@@ -207,7 +207,7 @@ def _read(spark: SparkSession, events: Any) -> tuple[DataFrame, frozenset[str]]:
     from pyspark.sql import DataFrame
     from pyspark.sql import functions as F
 
-    if _is_parquet_path(events):
+    if is_parquet_path(events):
         frame = spark.read.parquet(check_parquet_path(events))
         return (
             frame.withColumn(FILE, F.col("_metadata.file_path")).withColumn(ORDER, F.col("_metadata.row_index")),
@@ -215,7 +215,7 @@ def _read(spark: SparkSession, events: Any) -> tuple[DataFrame, frozenset[str]]:
         )
     json_columns: frozenset[str] = frozenset()
     if isinstance(events, pd.DataFrame):
-        events = _pandas_to_arrow(events)
+        events = pandas_to_arrow(events)
     if isinstance(events, pa.Table):
         metadata = events.schema.metadata or {}
         if b"replay_json_columns" in metadata:

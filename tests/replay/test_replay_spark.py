@@ -21,7 +21,7 @@ from rewards_lab.contract.programme_file import ProgrammeDefinition, load_progra
 from rewards_lab.lab.synthetic import generate_events
 from rewards_lab.replay import spark_ceiling
 from rewards_lab.replay.engine import ISSUANCE_COLUMNS, replay
-from rewards_lab.replay.engines import run_replay, run_sweep
+from rewards_lab.replay.entry import run_replay, run_sweep
 from rewards_lab.replay.spark_engine import replay_spark
 from rewards_lab.replay.sweep import sweep
 

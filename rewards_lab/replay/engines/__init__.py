@@ -1,0 +1,1 @@
+"""The replay's two executors behind one interface (`base.Executor`): DuckDB on this machine, Spark anywhere."""
