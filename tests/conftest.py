@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from rewards_lab.contract import requests as rq
@@ -18,6 +19,8 @@ from rewards_lab.contract.validation import validate
 from rewards_lab.service import assets, customers, organizations, programmes
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
+from tests.http_helpers import live_client
+from tests.live_server import LiveServer
 
 
 @pytest.fixture
@@ -91,6 +94,13 @@ class World:
 @pytest.fixture
 def world(db: Database, scope: Scope) -> World:
     return World(db, scope)
+
+
+@pytest.fixture
+def http(server: LiveServer) -> Iterator[httpx.Client]:
+    """A client on the module's live `server` fixture (a module that needs another client defines its own)."""
+    with live_client(server) as client:
+        yield client
 
 
 @pytest.fixture(scope="session")

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.http_helpers import live_client, ok, settled
 from tests.live_server import LiveServer, start_server, stop_and_verify
 
-POLL_TIMEOUT_S = 15.0
 EVENT = "purchase.aged"
 
 
@@ -27,18 +27,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live = start_server(tmp_path_factory.mktemp("event_age") / "service.duckdb")
     yield live
     stop_and_verify(live)
-
-
-@pytest.fixture
-def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as client:
-        yield client
-
-
-def _ok(response: httpx.Response, status: int = 200) -> Any:
-    body = response.json()
-    assert response.status_code == status, body
-    return body["data"]
 
 
 _counter = iter(range(1_000_000))
@@ -58,29 +46,29 @@ def _now() -> datetime:
 
 def _asset(http: httpx.Client) -> dict[str, Any]:
     symbol = "AG" + str(next(_counter))
-    asset = _ok(http.post("/assets", json={"name": symbol, "symbol": symbol, "type": "points", "decimals": 0}), 201)
-    _ok(http.post(f"/assets/{asset['id']}/activate"))
+    asset = ok(http.post("/assets", json={"name": symbol, "symbol": symbol, "type": "points", "decimals": 0}), 201)
+    ok(http.post(f"/assets/{asset['id']}/activate"))
     return dict(asset)
 
 
 def _programme(http: httpx.Client, asset: dict[str, Any], **settings: Any) -> dict[str, Any]:
     """A published programme: 100 points per EVENT, at most 100 per customer and month, and these settings."""
     body = {"name": _unique("p"), "asset_id": asset["id"], "limits": [{"period": "month", "max_amount": "100"}]}
-    programme = _ok(http.post("/reward-programs", json={**body, **settings}), 201)
+    programme = ok(http.post("/reward-programs", json={**body, **settings}), 201)
     rule = {
         "program_id": programme["id"],
         "event_type": EVENT,
         "actions": [{"type": "issue", "amount": {"fixed": "100"}}],
     }
-    _ok(http.post("/reward-rules", json=rule), 201)
-    _ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
-    return dict(_ok(http.get(f"/reward-programs/{programme['id']}")))
+    ok(http.post("/reward-rules", json=rule), 201)
+    ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
+    return dict(ok(http.get(f"/reward-programs/{programme['id']}")))
 
 
 def _customer(http: httpx.Client) -> str:
     external_id = _unique("customer")
-    customer = _ok(http.post("/customers", json={"external_id": external_id}), 201)
-    _ok(http.post("/wallets", json={"customer_id": customer["id"]}), 201)
+    customer = ok(http.post("/customers", json={"external_id": external_id}), 201)
+    ok(http.post("/wallets", json={"customer_id": customer["id"]}), 201)
     return external_id
 
 
@@ -91,30 +79,20 @@ def _event_body(customer: str, occurred_at: str | None) -> dict[str, Any]:
     return body
 
 
-def _processed(http: httpx.Client, event_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + POLL_TIMEOUT_S
-    while True:
-        event: dict[str, Any] = _ok(http.get(f"/events/{event_id}"))
-        if event["status"] != "received":
-            return event
-        assert time.monotonic() < deadline, "the event was never processed"
-        time.sleep(0.05)
-
-
 def _send(http: httpx.Client, customer: str, occurred_at: str | None) -> dict[str, Any]:
-    return _processed(http, _ok(http.post("/events", json=_event_body(customer, occurred_at)), 202)["id"])
+    return settled(http, ok(http.post("/events", json=_event_body(customer, occurred_at)), 202)["id"])
 
 
 def _executions(http: httpx.Client, event: dict[str, Any], programme: dict[str, Any]) -> list[dict[str, Any]]:
     """The executions the event caused in this programme (every test's programmes reward EVENT)."""
-    found = _ok(http.get("/reward-executions", params={"event_id": event["id"], "limit": 100}))
+    found = ok(http.get("/reward-executions", params={"event_id": event["id"], "limit": 100}))
     return [execution for execution in found if execution["program_id"] == programme["id"]]
 
 
 def _balance(http: httpx.Client, customer: str, asset: dict[str, Any]) -> Decimal:
-    found = _ok(http.get("/customers", params={"external_id": customer}))
-    wallets = _ok(http.get("/wallets", params={"customer_id": found[0]["id"]}))
-    balances = _ok(http.get(f"/wallets/{wallets[0]['id']}/balances"))["balances"]
+    found = ok(http.get("/customers", params={"external_id": customer}))
+    wallets = ok(http.get("/wallets", params={"customer_id": found[0]["id"]}))
+    balances = ok(http.get(f"/wallets/{wallets[0]['id']}/balances"))["balances"]
     return sum((Decimal(b["balance"]) for b in balances if b["asset_id"] == asset["id"]), Decimal(0))
 
 
@@ -148,7 +126,7 @@ def test_future_events_are_refused_one_by_one_when_group_committed_with_others(
     bodies = [body if n % 2 else {**body, "occurred_at": _iso(_now())} for n, body in enumerate(bodies)]
 
     def post(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as client:
+        with live_client(server) as client:
             response = client.post("/events", json=body)
             return response.status_code, response.json()
 
@@ -159,7 +137,7 @@ def test_future_events_are_refused_one_by_one_when_group_committed_with_others(
             assert status == 422 and body["error"]["details"]["field"] == "occurred_at", body
         else:
             assert status == 202, body
-    stored = _ok(http.get("/events", params={"customer_id": customer, "limit": 100}))
+    stored = ok(http.get("/events", params={"customer_id": customer, "limit": 100}))
     assert sorted(e["external_event_id"] for e in stored) == sorted(b["external_event_id"] for b in bodies[::2])
 
 
@@ -210,15 +188,15 @@ def test_the_setting_is_created_patched_frozen_into_versions_and_validated(http:
     seven = _programme(http, asset, max_event_age_days=7)
     assert seven["max_event_age_days"] == 7
     pid = seven["id"]
-    changed = _ok(http.patch(f"/reward-programs/{pid}", json={"max_event_age_days": 90}))
+    changed = ok(http.patch(f"/reward-programs/{pid}", json={"max_event_age_days": 90}))
     assert changed["max_event_age_days"] == 90
-    untouched = _ok(http.patch(f"/reward-programs/{pid}", json={"description": "d"}))
+    untouched = ok(http.patch(f"/reward-programs/{pid}", json={"description": "d"}))
     assert untouched["max_event_age_days"] == 90  # absent: unchanged
-    versions = _ok(http.get(f"/reward-programs/{pid}/versions"))
+    versions = ok(http.get(f"/reward-programs/{pid}/versions"))
     by_status = {v["status"]: v["max_event_age_days"] for v in versions}
     assert by_status == {"published": 7, "draft": 90}  # the published version keeps its own
-    _ok(http.patch(f"/reward-programs/{pid}", json={"max_event_age_days": None}))
-    _ok(http.post(f"/reward-programs/{pid}/publish"), 201)
+    ok(http.patch(f"/reward-programs/{pid}", json={"max_event_age_days": None}))
+    ok(http.post(f"/reward-programs/{pid}/publish"), 201)
     assert _live(http, pid)["max_event_age_days"] is None
     for bad in (0, -1, 36_601, 1.5, "30", True):
         for response in (
@@ -236,7 +214,7 @@ def test_simulation_says_an_old_event_would_issue_nothing_and_why(http: httpx.Cl
     asset = _asset(http)
     programme = _programme(http, asset, max_event_age_days=10, limits=[])
     event = {"event": {"type": EVENT}}
-    old = _ok(
+    old = ok(
         http.post(
             f"/reward-programs/{programme['id']}/simulate",
             json={**event, "occurred_at": _iso(_now() - timedelta(days=11))},
@@ -246,7 +224,7 @@ def test_simulation_says_an_old_event_would_issue_nothing_and_why(http: httpx.Cl
     (action,) = old["rules"][0]["actions"]
     assert (action["amount"], action["issues"], action["error_code"]) == ("0", False, "event_too_old"), action
     assert "10 days" in action["reason"] and old["totals"] == []
-    recent = _ok(
+    recent = ok(
         http.post(
             f"/reward-programs/{programme['id']}/simulate",
             json={**event, "occurred_at": _iso(_now() - timedelta(days=9))},
@@ -256,7 +234,7 @@ def test_simulation_says_an_old_event_would_issue_nothing_and_why(http: httpx.Cl
     (action,) = recent["rules"][0]["actions"]
     assert (action["amount"], action["error_code"]) == ("100", None)
     rule_id = programme_rules(http, programme)[0]
-    by_rule = _ok(
+    by_rule = ok(
         http.post(f"/reward-rules/{rule_id}/simulate", json={**event, "occurred_at": _iso(_now() - timedelta(days=11))})
     )
     assert by_rule["rules"][0]["actions"][0]["error_code"] == "event_too_old"
@@ -267,5 +245,5 @@ def programme_rules(http: httpx.Client, programme: dict[str, Any]) -> list[str]:
 
 
 def _live(http: httpx.Client, program_id: str) -> dict[str, Any]:
-    versions = _ok(http.get(f"/reward-programs/{program_id}/versions"))
+    versions = ok(http.get(f"/reward-programs/{program_id}/versions"))
     return dict(max((v for v in versions if v["status"] == "published"), key=lambda v: v["number"]))

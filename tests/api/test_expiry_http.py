@@ -31,12 +31,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     stop_and_verify(live)
 
 
-@pytest.fixture
-def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as client:
-        yield client
-
-
 def _until(read: Callable[[], Any], done: Callable[[Any], bool]) -> Any:
     deadline = time.monotonic() + POLL_TIMEOUT_S
     while True:

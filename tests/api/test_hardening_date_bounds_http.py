@@ -14,6 +14,7 @@ import pytest
 
 from rewards_lab.contract.errors import REGISTRY
 from rewards_lab.contract.requests import WEBHOOK_ROTATION_MAX_GRACE_S
+from tests.http_helpers import live_client
 from tests.live_server import LiveServer, start_server
 
 TIMEOUT_S = 15.0
@@ -27,7 +28,7 @@ BEYOND = ("0001-01-01T00:00:00+23:59", "9999-12-31T23:59:59-23:59")  # valid tex
 def http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     live: LiveServer = start_server(tmp_path_factory.mktemp("bounds") / "service.duckdb")
     try:
-        with httpx.Client(base_url=live.base_url, headers=live.headers(), timeout=TIMEOUT_S) as client:
+        with live_client(live, timeout=TIMEOUT_S) as client:
             yield client
     finally:
         live.stop()

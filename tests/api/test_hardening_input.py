@@ -20,6 +20,7 @@ import pytest
 from rewards_lab.api.http_protocol import BODY_TIMEOUT_S, HEAD_TIMEOUT_S
 from rewards_lab.contract.errors import REGISTRY
 from rewards_lab.contract.limits import MAX_BODY_BYTES
+from tests.http_helpers import live_client
 from tests.live_server import LiveServer, cli, start_server
 
 SOCKET_TIMEOUT_S = 15.0
@@ -45,7 +46,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 @pytest.fixture(scope="module")
 def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=SOCKET_TIMEOUT_S) as client:
+    with live_client(server, timeout=SOCKET_TIMEOUT_S) as client:
         yield client
 
 

@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from rewards_lab.contract.errors import REGISTRY
+from tests.http_helpers import live_client
 from tests.live_server import LiveServer, cli, start_server
 from tests.webhook_receiver import ok, rewarding_world, wait_until
 
@@ -43,7 +44,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 @pytest.fixture(scope="module")
 def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=HOSTILE_TIMEOUT_S) as client:
+    with live_client(server, timeout=HOSTILE_TIMEOUT_S) as client:
         yield client
 
 

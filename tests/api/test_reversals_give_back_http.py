@@ -42,12 +42,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 EXPECTED_COUNTERS: dict[str, tuple[int, int]] = {}  # customer id -> (amount minor, count) on the rule's daily cap
 
 
-@pytest.fixture
-def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as client:
-        yield client
-
-
 def _processed(http: httpx.Client, event_id: str) -> dict[str, Any]:
     deadline = time.monotonic() + POLL_TIMEOUT_S
     while True:

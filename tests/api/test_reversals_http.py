@@ -27,12 +27,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     stop_and_verify(live)
 
 
-@pytest.fixture
-def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as client:
-        yield client
-
-
 def _until(http: httpx.Client, event_id: str, done: Any) -> dict[str, Any]:
     """The event once `done(event)` holds (bounded wait: the worker runs beside the request)."""
     deadline = time.monotonic() + POLL_TIMEOUT_S

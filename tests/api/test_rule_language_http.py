@@ -18,6 +18,7 @@ import pytest
 
 from rewards_lab.cli.main import main
 from rewards_lab.client import RewardsClient
+from tests.http_helpers import ok
 from tests.live_server import LiveServer, start_server
 
 
@@ -28,18 +29,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live.stop()
 
 
-@pytest.fixture
-def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as client:
-        yield client
-
-
-def _ok(response: httpx.Response, status: int = 200) -> Any:
-    body = response.json()
-    assert response.status_code == status, body
-    return body["data"]
-
-
 def _refused(response: httpx.Response, code: str) -> str:
     body = response.json()
     assert response.status_code == 422, body
@@ -48,29 +37,29 @@ def _refused(response: httpx.Response, code: str) -> str:
 
 
 def _programme(http: httpx.Client, symbol: str) -> tuple[str, str]:
-    asset = _ok(http.post("/assets", json={"name": symbol, "symbol": symbol, "type": "points", "decimals": 0}), 201)
-    _ok(http.post(f"/assets/{asset['id']}/activate"))
-    programme = _ok(http.post("/reward-programs", json={"name": symbol, "asset_id": asset["id"]}), 201)
+    asset = ok(http.post("/assets", json={"name": symbol, "symbol": symbol, "type": "points", "decimals": 0}), 201)
+    ok(http.post(f"/assets/{asset['id']}/activate"))
+    programme = ok(http.post("/reward-programs", json={"name": symbol, "asset_id": asset["id"]}), 201)
     return asset["id"], programme["id"]
 
 
 def _rule(http: httpx.Client, program_id: str, **body: Any) -> dict[str, Any]:
     body.setdefault("event_type", "order.completed")
     body.setdefault("actions", [{"type": "issue", "amount": {"fixed": "1"}}])
-    rule: dict[str, Any] = _ok(http.post("/reward-rules", json={"program_id": program_id, **body}), 201)
+    rule: dict[str, Any] = ok(http.post("/reward-rules", json={"program_id": program_id, **body}), 201)
     return rule
 
 
 def _customer(http: httpx.Client, external_id: str, **fields: Any) -> dict[str, Any]:
-    customer: dict[str, Any] = _ok(http.post("/customers", json={"external_id": external_id, **fields}), 201)
-    _ok(http.post("/wallets", json={"customer_id": customer["id"], "type": "customer"}), 201)
+    customer: dict[str, Any] = ok(http.post("/customers", json={"external_id": external_id, **fields}), 201)
+    ok(http.post("/wallets", json={"customer_id": customer["id"], "type": "customer"}), 201)
     return customer
 
 
 def _settled(http: httpx.Client, event_ids: list[str]) -> list[dict[str, Any]]:
     deadline = time.monotonic() + 20
     while True:
-        events = [_ok(http.get(f"/events/{event_id}")) for event_id in event_ids]
+        events = [ok(http.get(f"/events/{event_id}")) for event_id in event_ids]
         if all(event["status"] != "received" for event in events):
             return events
         assert time.monotonic() < deadline, events
@@ -79,14 +68,14 @@ def _settled(http: httpx.Client, event_ids: list[str]) -> list[dict[str, Any]]:
 
 def _send(http: httpx.Client, external_id: str, customer: str, data: dict[str, Any], **extra: Any) -> str:
     body = {"type": extra.pop("type", "order.completed"), "external_event_id": external_id, "customer_id": customer}
-    event = _ok(http.post("/events", json={**body, "data": data, **extra}), 202)
+    event = ok(http.post("/events", json={**body, "data": data, **extra}), 202)
     return str(event["id"])
 
 
 def _issued(http: httpx.Client, event_id: str, program_id: str) -> list[tuple[str, str, str]]:
     """(customer, rule, amount) of each issued execution of an event by a programme (the tests' programmes
     share the server, and some reward every order)."""
-    rows = _ok(http.get("/reward-executions", params={"event_id": event_id, "limit": 100}))
+    rows = ok(http.get("/reward-executions", params={"event_id": event_id, "limit": 100}))
     return sorted(
         (e["customer_id"], e["rule_id"], e["amount"])
         for e in rows
@@ -112,7 +101,7 @@ def test_groups_strings_lists_and_nested_paths_decide_what_is_issued(http: httpx
     )
     assert rule["conditions"][2] == {"not": {"field": "status", "operator": "eq", "value": "test"}}
     assert rule["priority"] == 0 and rule["stop_processing"] is False
-    _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
+    ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
     alice = _customer(http, "grp-alice")
     cases = {
         "grp-1": ({"order": {"channel": "web"}, "amount": 50}, True),
@@ -140,13 +129,13 @@ def test_priority_and_stop_processing(http: httpx.Client) -> None:
         priority=1,
         stop_processing=True,
     )
-    _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
+    ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
     bob = _customer(http, "pri-bob")
     plain, special = _send(http, "pri-1", "pri-bob", {}), _send(http, "pri-2", "pri-bob", {"vip": True})
     _settled(http, [plain, special])
     assert _issued(http, plain, program_id) == [(bob["id"], base["id"], "1")]
     assert _issued(http, special, program_id) == [(bob["id"], vip["id"], "100")]
-    simulated = _ok(
+    simulated = ok(
         http.post(
             f"/reward-programs/{program_id}/simulate?version=live",
             json={"event": {"type": "order.completed", "vip": True}},
@@ -158,9 +147,9 @@ def test_priority_and_stop_processing(http: httpx.Client) -> None:
     ]
     assert simulated["rules"][0]["stops_processing"] is True and simulated["totals"][0]["amount"] == "100"
     # editing the priority of the draft's rule keeps the published version as it was
-    edited = _ok(http.patch(f"/reward-rules/{base['id']}", json={"priority": 0}))
+    edited = ok(http.patch(f"/reward-rules/{base['id']}", json={"priority": 0}))
     assert edited["priority"] == 0 and edited["stop_processing"] is False
-    draft = _ok(
+    draft = ok(
         http.post(f"/reward-programs/{program_id}/simulate", json={"event": {"type": "order.completed", "vip": True}})
     )
     assert [(r["rule_id"], r["matched"]) for r in draft["rules"]] == [(base["id"], True), (vip["id"], True)]
@@ -185,7 +174,7 @@ def test_referrals_reward_the_beneficiary_and_fail_only_the_unusable_action(http
         ],
     )
     assert rule["actions"][0]["beneficiary"] == {"field": "referrer_id"} and "beneficiary" not in rule["actions"][1]
-    _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
+    ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
     referrer = _customer(http, "ref-ann")
     newcomer = _customer(http, "ref-new")
     by_external = _send(http, "ref-1", "ref-new", {"referrer_id": "ref-ann"}, type="customer.signed_up")
@@ -207,13 +196,13 @@ def test_referrals_reward_the_beneficiary_and_fail_only_the_unusable_action(http
         assert _issued(http, events[name]["id"], program_id) == [
             (newcomer["id"], rule["id"], "5")
         ]  # the other action issued
-    rows = _ok(http.get("/reward-executions", params={"event_id": unknown, "limit": 100}))
+    rows = ok(http.get("/reward-executions", params={"event_id": unknown, "limit": 100}))
     failed = [row for row in rows if row["status"] == "failed" and row["program_id"] == program_id]
     assert [(row["error_code"], row["inputs"]) for row in failed] == [
         ("beneficiary_not_found", {"referrer_id": "nobody"})
     ]
-    wallets = _ok(http.get("/wallets", params={"customer_id": referrer["id"]}))
-    assert _ok(http.get(f"/wallets/{wallets[0]['id']}/balances"))["balances"][0]["balance"] == "20"
+    wallets = ok(http.get("/wallets", params={"customer_id": referrer["id"]}))
+    assert ok(http.get(f"/wallets/{wallets[0]['id']}/balances"))["balances"][0]["balance"] == "20"
 
 
 def test_text_operators_issue_as_they_say_and_refuse_a_value_that_is_no_string(http: httpx.Client) -> None:
@@ -233,7 +222,7 @@ def test_text_operators_issue_as_they_say_and_refuse_a_value_that_is_no_string(h
             ("contains", "vip", "100"),
         ]
     }
-    _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
+    ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
     _customer(http, "txt-ann")
     cases = {
         "txt-1": ({"email": "ann@shop.fr"}, {"starts_with", "ends_with"}),
@@ -247,7 +236,7 @@ def test_text_operators_issue_as_they_say_and_refuse_a_value_that_is_no_string(h
     _settled(http, list(ids.values()))
     for name, (_, expected) in cases.items():
         assert {rule_id for _, rule_id, _ in _issued(http, ids[name], program_id)} == {rules[o] for o in expected}, name
-    simulated = _ok(
+    simulated = ok(
         http.post(
             f"/reward-programs/{program_id}/simulate?version=live",
             json={"event": {"type": "order.completed", "email": "joann@shop.com"}},
@@ -304,24 +293,24 @@ def test_customer_attributes_country_and_segments_as_they_are_when_the_event_is_
             {"field": "customer.segments", "operator": "contains", "value": "new"},
         ],
     )
-    _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
+    ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
     carla = _customer(http, "cus-carla", country="FR", attributes={"tier": "gold", "visits": 12.50})
     first = _send(http, "cus-1", "cus-carla", {})
     _settled(http, [first])
     assert _issued(http, first, program_id) == [(carla["id"], gold["id"], "1")]
     (execution,) = [
-        e for e in _ok(http.get("/reward-executions", params={"event_id": first})) if e["program_id"] == program_id
+        e for e in ok(http.get("/reward-executions", params={"event_id": first})) if e["program_id"] == program_id
     ]
     assert execution["inputs"] == {
         "customer.attributes.tier": "gold",
         "customer.country": "FR",
         "customer.segments": ["new", "active"],
     }
-    _ok(http.patch(f"/customers/{carla['id']}", json={"attributes": {"tier": "silver"}}))
+    ok(http.patch(f"/customers/{carla['id']}", json={"attributes": {"tier": "silver"}}))
     second = _send(http, "cus-2", "cus-carla", {})
     _settled(http, [second])
     assert _issued(http, second, program_id) == []  # read as it is when the event is processed
-    simulated = _ok(
+    simulated = ok(
         http.post(
             f"/reward-programs/{program_id}/simulate?version=live",
             json={"event": {"type": "order.completed"}, "customer_id": "cus-carla"},
@@ -345,21 +334,21 @@ def _refused_code(response: httpx.Response, status: int) -> str:
 def test_time_fields_read_the_event_time_in_the_programme_timezone(http: httpx.Client) -> None:
     _, program_id = _programme(http, "TIM")
     # events of December 1998 (the calendar of 2026; an event may not be dated in the future): a backfill
-    _ok(http.patch(f"/reward-programs/{program_id}", json={"timezone": "Europe/Paris", "max_event_age_days": None}))
+    ok(http.patch(f"/reward-programs/{program_id}", json={"timezone": "Europe/Paris", "max_event_age_days": None}))
     weekend = _rule(
         http, program_id, conditions=[{"field": "occurred_at.weekday", "operator": "between", "value": [6, 7]}]
     )
-    _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
+    ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
     dana = _customer(http, "tim-dana")
     saturday_in_paris = _send(http, "tim-1", "tim-dana", {}, occurred_at="1998-12-04T23:30:00Z")
     friday = _send(http, "tim-2", "tim-dana", {}, occurred_at="1998-12-04T12:00:00Z")
     _settled(http, [saturday_in_paris, friday])
     assert _issued(http, saturday_in_paris, program_id) == [(dana["id"], weekend["id"], "1")]
     assert _issued(http, friday, program_id) == []
-    rows = _ok(http.get("/reward-executions", params={"event_id": saturday_in_paris}))
+    rows = ok(http.get("/reward-executions", params={"event_id": saturday_in_paris}))
     (execution,) = [e for e in rows if e["program_id"] == program_id]
     assert execution["inputs"] == {"occurred_at.weekday": "6"}
-    simulated = _ok(
+    simulated = ok(
         http.post(
             f"/reward-programs/{program_id}/simulate?version=live",
             json={"event": {"type": "order.completed"}, "occurred_at": "2026-12-05T10:00:00+01:00"},
@@ -371,15 +360,15 @@ def test_time_fields_read_the_event_time_in_the_programme_timezone(http: httpx.C
 def test_the_simulation_says_when_the_window_keeps_a_version_off(http: httpx.Client) -> None:
     _, program_id = _programme(http, "WIN")
     body = {"starts_at": "2026-12-01T00:00:00+01:00", "ends_at": "2027-01-01T00:00:00+01:00"}
-    _ok(http.patch(f"/reward-programs/{program_id}", json=body))
+    ok(http.patch(f"/reward-programs/{program_id}", json=body))
     _rule(http, program_id)
     event = {"type": "order.completed"}
-    inside = _ok(
+    inside = ok(
         http.post(
             f"/reward-programs/{program_id}/simulate", json={"event": event, "occurred_at": "2026-12-24T12:00:00Z"}
         )
     )
-    outside = _ok(
+    outside = ok(
         http.post(
             f"/reward-programs/{program_id}/simulate", json={"event": event, "occurred_at": "2027-01-01T00:00:00+01:00"}
         )

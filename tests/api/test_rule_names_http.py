@@ -17,6 +17,7 @@ import pytest
 
 from rewards_lab.cli.main import main
 from rewards_lab.client import RewardsClient
+from tests.http_helpers import ok
 from tests.live_server import LiveServer, start_server
 
 ISSUE = [{"type": "issue", "amount": {"fixed": "1"}}]
@@ -29,27 +30,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live.stop()
 
 
-@pytest.fixture
-def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as client:
-        yield client
-
-
-def _ok(response: httpx.Response, status: int = 200) -> Any:
-    body = response.json()
-    assert response.status_code == status, body
-    return body["data"]
-
-
 def _programme(http: httpx.Client, symbol: str) -> str:
-    asset = _ok(http.post("/assets", json={"name": symbol, "symbol": symbol, "type": "points", "decimals": 0}), 201)
-    _ok(http.post(f"/assets/{asset['id']}/activate"))
-    return str(_ok(http.post("/reward-programs", json={"name": symbol, "asset_id": asset["id"]}), 201)["id"])
+    asset = ok(http.post("/assets", json={"name": symbol, "symbol": symbol, "type": "points", "decimals": 0}), 201)
+    ok(http.post(f"/assets/{asset['id']}/activate"))
+    return str(ok(http.post("/reward-programs", json={"name": symbol, "asset_id": asset["id"]}), 201)["id"])
 
 
 def _rule(http: httpx.Client, program_id: str, **body: Any) -> dict[str, Any]:
     body = {"program_id": program_id, "event_type": "order.completed", "actions": ISSUE, **body}
-    rule: dict[str, Any] = _ok(http.post("/reward-rules", json=body), 201)
+    rule: dict[str, Any] = ok(http.post("/reward-rules", json=body), 201)
     return rule
 
 
@@ -58,20 +47,20 @@ def test_a_rule_is_named_renamed_kept_and_cleared(http: httpx.Client) -> None:
     named = _rule(http, program_id, name="  Double points on orders \n")
     assert named["name"] == "Double points on orders"  # trimmed
     assert _rule(http, program_id)["name"] is None  # optional: a rule without one reads as before
-    assert _ok(http.get(f"/reward-rules/{named['id']}"))["name"] == "Double points on orders"
+    assert ok(http.get(f"/reward-rules/{named['id']}"))["name"] == "Double points on orders"
     # an edit that does not send the name keeps it
-    edited = _ok(http.patch(f"/reward-rules/{named['id']}", json={"priority": 3}))
+    edited = ok(http.patch(f"/reward-rules/{named['id']}", json={"priority": 3}))
     assert (edited["name"], edited["priority"]) == ("Double points on orders", 3)
-    renamed = _ok(http.patch(f"/reward-rules/{named['id']}", json={"name": "Big basket bonus"}))
+    renamed = ok(http.patch(f"/reward-rules/{named['id']}", json={"name": "Big basket bonus"}))
     assert (renamed["name"], renamed["priority"]) == ("Big basket bonus", 3)
     # published versions carry the name; renaming the draft's copy leaves them as published
-    _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
-    _ok(http.patch(f"/reward-rules/{named['id']}", json={"name": "Renamed in the draft"}))
-    versions = _ok(http.get(f"/reward-programs/{program_id}/versions"))
+    ok(http.post(f"/reward-programs/{program_id}/publish"), 201)
+    ok(http.patch(f"/reward-rules/{named['id']}", json={"name": "Renamed in the draft"}))
+    versions = ok(http.get(f"/reward-programs/{program_id}/versions"))
     names = {v["status"]: [rule["name"] for rule in v["rules"]] for v in versions}
     assert names == {"published": ["Big basket bonus", None], "draft": ["Renamed in the draft", None]}
     # null clears it
-    cleared = _ok(http.patch(f"/reward-rules/{named['id']}", json={"name": None}))
+    cleared = ok(http.patch(f"/reward-rules/{named['id']}", json={"name": None}))
     assert cleared["name"] is None and cleared["priority"] == 3
 
 
@@ -79,7 +68,7 @@ def test_clearing_and_leaving_the_name_are_different_requests_for_an_idempotency
     program_id = _programme(http, "NAMEK")
     rule = _rule(http, program_id, name="Kept")
     key = {"Idempotency-Key": "names-key-1"}
-    assert _ok(http.patch(f"/reward-rules/{rule['id']}", json={}, headers=key))["name"] == "Kept"
+    assert ok(http.patch(f"/reward-rules/{rule['id']}", json={}, headers=key))["name"] == "Kept"
     reused = http.patch(f"/reward-rules/{rule['id']}", json={"name": None}, headers=key)
     assert reused.status_code == 409 and reused.json()["error"]["type"] == "idempotency_error", reused.json()
 
@@ -101,7 +90,7 @@ def test_what_is_no_name_is_refused_with_the_field(http: httpx.Client, name: Any
     rule = _rule(http, program_id)
     patched = http.patch(f"/reward-rules/{rule['id']}", json={"name": name})
     assert patched.status_code == 422 and patched.json()["error"]["details"]["field"] == "name", patched.json()
-    assert _ok(http.get(f"/reward-rules/{rule['id']}"))["name"] is None
+    assert ok(http.get(f"/reward-rules/{rule['id']}"))["name"] is None
 
 
 def test_the_longest_name_is_accepted(http: httpx.Client) -> None:
@@ -114,12 +103,12 @@ def test_a_simulation_reason_quotes_the_stopping_rule_by_name_else_by_position(h
     vip = _rule(http, program_id, name="VIP first", stop_processing=True)
     base = _rule(http, program_id)
     event = {"event": {"type": "order.completed"}}
-    simulated = _ok(http.post(f"/reward-programs/{program_id}/simulate", json=event))
+    simulated = ok(http.post(f"/reward-programs/{program_id}/simulate", json=event))
     reason = simulated["rules"][1]["reason"]
     assert reason == 'not applied: rule "VIP first" (priority 0) matched first and stops processing'
     assert vip["id"] not in reason and simulated["rules"][1]["stopped_by"] == vip["id"]  # the id stays a field
-    _ok(http.patch(f"/reward-rules/{vip['id']}", json={"name": None}))
-    simulated = _ok(http.post(f"/reward-programs/{program_id}/simulate", json=event))
+    ok(http.patch(f"/reward-rules/{vip['id']}", json={"name": None}))
+    simulated = ok(http.post(f"/reward-programs/{program_id}/simulate", json=event))
     # the rule at position 0, numbered from 1 as a person reads it
     assert simulated["rules"][1]["reason"].startswith("not applied: rule 1 (order.completed) (priority 0)")
     assert simulated["rules"][1]["rule_id"] == base["id"]

@@ -24,6 +24,7 @@ from rewards_lab.service import programmes
 from rewards_lab.store.interfaces import RuleBody
 from rewards_lab.store.uow import unit_of_work
 from tests.conftest import World
+from tests.http_helpers import live_client, ok
 from tests.live_server import LiveServer, start_server, stop_and_verify
 
 WIDE_VALUES = [f"{index:03d}" + "x" * 197 for index in range(100)]  # 100 strings of 200 characters
@@ -38,14 +39,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 @pytest.fixture
 def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=60) as client:
+    with live_client(server, timeout=60) as client:
         yield client
-
-
-def _ok(response: httpx.Response, status: int = 200) -> Any:
-    body = response.json()
-    assert response.status_code == status, body
-    return body["data"]
 
 
 def _refused(response: httpx.Response, code: str) -> dict[str, Any]:
@@ -57,9 +52,9 @@ def _refused(response: httpx.Response, code: str) -> dict[str, Any]:
 
 
 def _programme(http: httpx.Client, symbol: str) -> str:
-    asset = _ok(http.post("/assets", json={"name": symbol, "symbol": symbol, "type": "points", "decimals": 2}), 201)
-    _ok(http.post(f"/assets/{asset['id']}/activate"))
-    return str(_ok(http.post("/reward-programs", json={"name": symbol, "asset_id": asset["id"]}), 201)["id"])
+    asset = ok(http.post("/assets", json={"name": symbol, "symbol": symbol, "type": "points", "decimals": 2}), 201)
+    ok(http.post(f"/assets/{asset['id']}/activate"))
+    return str(ok(http.post("/reward-programs", json={"name": symbol, "asset_id": asset["id"]}), 201)["id"])
 
 
 def _rule(program_id: str, conditions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -79,22 +74,22 @@ def _wide_conditions() -> list[dict[str, Any]]:
 def test_rules_beyond_the_count_limit_are_refused_with_the_limit_named(http: httpx.Client) -> None:
     program_id = _programme(http, "CNT")
     for _ in range(MAX_RULES_PER_VERSION):
-        _ok(http.post("/reward-rules", json=_rule(program_id)), 201)
+        ok(http.post("/reward-rules", json=_rule(program_id)), 201)
     details = _refused(http.post("/reward-rules", json=_rule(program_id)), "programme_limit_exceeded")
     assert details["limit"] == "rules_per_version" and details["value"] == MAX_RULES_PER_VERSION
     assert details["field"] == "rules" and details["actual"] == MAX_RULES_PER_VERSION + 1
     # With an Idempotency-Key the refusal comes from inside the unit of work (the early one is keyless): the same.
     keyed = http.post("/reward-rules", json=_rule(program_id), headers={"Idempotency-Key": "one-too-many"})
     assert _refused(keyed, "programme_limit_exceeded")["limit"] == "rules_per_version"
-    version = _ok(http.post(f"/reward-programs/{program_id}/publish"), 201)["version"]
+    version = ok(http.post(f"/reward-programs/{program_id}/publish"), 201)["version"]
     assert len(version["rules"]) == MAX_RULES_PER_VERSION  # at the limit, it publishes
 
 
 def test_a_versions_total_size_is_bounded_for_new_and_edited_rules(http: httpx.Client) -> None:
     program_id = _programme(http, "BIG")
     for _ in range(2):  # two rules of about 420 kB: under 1 MiB together
-        _ok(http.post("/reward-rules", json=_rule(program_id, _wide_conditions())), 201)
-    small = _ok(http.post("/reward-rules", json=_rule(program_id)), 201)
+        ok(http.post("/reward-rules", json=_rule(program_id, _wide_conditions())), 201)
+    small = ok(http.post("/reward-rules", json=_rule(program_id)), 201)
     details = _refused(
         http.post("/reward-rules", json=_rule(program_id, _wide_conditions())), "programme_limit_exceeded"
     )
@@ -102,9 +97,9 @@ def test_a_versions_total_size_is_bounded_for_new_and_edited_rules(http: httpx.C
     assert details["actual"] > MAX_VERSION_RULES_BYTES and details["field"] == "rules"
     edit = http.patch(f"/reward-rules/{small['id']}", json={"conditions": _wide_conditions()})
     assert _refused(edit, "programme_limit_exceeded")["limit"] == "version_rules_bytes"
-    assert len(_ok(http.get(f"/reward-programs/{program_id}/versions"))[-1]["rules"]) == 3  # nothing was added
+    assert len(ok(http.get(f"/reward-programs/{program_id}/versions"))[-1]["rules"]) == 3  # nothing was added
     # An edit that keeps the version within the limit is taken.
-    _ok(http.patch(f"/reward-rules/{small['id']}", json={"conditions": [{"field": "a", "operator": "exists"}]}))
+    ok(http.patch(f"/reward-rules/{small['id']}", json={"conditions": [{"field": "a", "operator": "exists"}]}))
 
 
 def test_publishing_a_draft_over_the_limit_is_refused(world: World) -> None:
@@ -163,7 +158,7 @@ def test_a_simulation_whose_explanation_is_too_large_is_refused(http: httpx.Clie
     program_id = _programme(http, "SIM")
     conditions = [{"field": "note", "operator": "exists"} for _ in range(20)]
     for _ in range(14):
-        _ok(http.post("/reward-rules", json=_rule(program_id, conditions)), 201)
+        ok(http.post("/reward-rules", json=_rule(program_id, conditions)), 201)
     long_event = {"event": {"type": "order.completed", "note": "n" * 16_384}}
     response = http.post(f"/reward-programs/{program_id}/simulate", json=long_event)
     assert len(response.content) < 100_000
@@ -171,12 +166,12 @@ def test_a_simulation_whose_explanation_is_too_large_is_refused(http: httpx.Clie
     assert details["limit"] == "simulation_response_bytes" and details["field"] == "event"
     assert details["value"] == programme_limits.MAX_SIMULATION_RESPONSE_BYTES
     # The same programme explains a short event in full, and one rule explains the long one.
-    short = _ok(
+    short = ok(
         http.post(f"/reward-programs/{program_id}/simulate", json={"event": {**long_event["event"], "note": "n"}})
     )
     assert len(short["rules"]) == 14 and short["matched"]
     rule_id = short["rules"][0]["rule_id"]
-    assert _ok(http.post(f"/reward-rules/{rule_id}/simulate", json=long_event))["matched"]
+    assert ok(http.post(f"/reward-rules/{rule_id}/simulate", json=long_event))["matched"]
 
 
 def test_a_simulation_over_its_time_budget_is_refused(world: World, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -17,6 +16,7 @@ from rewards_lab.contract.time_zones import zone_names
 from rewards_lab.service import organizations
 from rewards_lab.store.database import Database
 from rewards_lab.store.secret_box import KEY_ENV, KEY_FILE_SUFFIX
+from tests.http_helpers import live_client, ok
 from tests.live_server import LiveServer, start_server, stop_and_verify
 
 
@@ -72,19 +72,13 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 @pytest.fixture
 def http(live: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live.base_url, headers=live.headers(), timeout=10) as client:
+    with live_client(live) as client:
         yield client
 
 
-def _ok(response: httpx.Response, status: int = 200) -> Any:
-    body = response.json()
-    assert response.status_code == status, body
-    return body["data"]
-
-
 def _asset(http: httpx.Client, symbol: str) -> str:
-    asset = _ok(http.post("/assets", json={"name": symbol, "symbol": symbol, "type": "points", "decimals": 0}), 201)
-    _ok(http.post(f"/assets/{asset['id']}/activate"))
+    asset = ok(http.post("/assets", json={"name": symbol, "symbol": symbol, "type": "points", "decimals": 0}), 201)
+    ok(http.post(f"/assets/{asset['id']}/activate"))
     return str(asset["id"])
 
 
@@ -94,11 +88,11 @@ def test_the_api_refuses_the_zone_names_programme_files_refuse(http: httpx.Clien
         answer = http.post("/reward-programs", json={"name": f"p {name}", "asset_id": asset_id, "timezone": name})
         error = answer.json()["error"]
         assert (answer.status_code, error["code"], error["details"]["field"]) == (422, "field_invalid", "timezone")
-    programme = _ok(http.post("/reward-programs", json={"name": "paris", "asset_id": asset_id}), 201)
+    programme = ok(http.post("/reward-programs", json={"name": "paris", "asset_id": asset_id}), 201)
     for name in ("localtime", "Factory"):
         answer = http.patch(f"/reward-programs/{programme['id']}", json={"timezone": name})
         assert answer.status_code == 422 and answer.json()["error"]["details"]["field"] == "timezone", name
-    edited = _ok(http.patch(f"/reward-programs/{programme['id']}", json={"timezone": "Europe/Paris"}))
+    edited = ok(http.patch(f"/reward-programs/{programme['id']}", json={"timezone": "Europe/Paris"}))
     assert edited["timezone"] == "Europe/Paris"
 
 
@@ -107,22 +101,22 @@ def test_a_publish_with_a_guard_override_is_audited_with_who_which_version_and_w
     live: LiveServer, http: httpx.Client
 ) -> None:
     asset_id = _asset(http, "GO")
-    programme = _ok(http.post("/reward-programs", json={"name": "overridden", "asset_id": asset_id}), 201)
+    programme = ok(http.post("/reward-programs", json={"name": "overridden", "asset_id": asset_id}), 201)
     rule = {"program_id": programme["id"], "event_type": "e", "actions": [{"type": "issue", "amount": {"fixed": "1"}}]}
-    _ok(http.post("/reward-rules", json=rule), 201)
-    key = _ok(http.post("/developer/api-keys", json={"name": "publisher", "permissions": ["rewards.activate"]}), 201)
+    ok(http.post("/reward-rules", json=rule), 201)
+    key = ok(http.post("/developer/api-keys", json={"name": "publisher", "permissions": ["rewards.activate"]}), 201)
     as_publisher = {**live.headers(), "Authorization": f"Bearer {key['secret']}"}
-    _ok(http.post(f"/reward-programs/{programme['id']}/publish", headers=as_publisher), 201)  # no override
+    ok(http.post(f"/reward-programs/{programme['id']}/publish", headers=as_publisher), 201)  # no override
     body = {"guard_override": {"reason": "finance approved, ticket 42"}}
     publish = f"/reward-programs/{programme['id']}/publish"
     once = {**as_publisher, "Idempotency-Key": "override-once"}
-    published = _ok(http.post(publish, json=body, headers=once), 201)
-    again = _ok(http.post(publish, json=body, headers=once), 201)  # the stored answer: no second record
+    published = ok(http.post(publish, json=body, headers=once), 201)
+    again = ok(http.post(publish, json=body, headers=once), 201)  # the stored answer: no second record
     assert again["version"]["id"] == published["version"]["id"]
     version = published["version"]
     assert version["number"] == 2 and version["guard_override"]["given_by"] == key["id"]
 
-    audited = _ok(http.get("/developer/audit", params={"kind": "guard_overridden"}))
+    audited = ok(http.get("/developer/audit", params={"kind": "guard_overridden"}))
     assert len(audited) == 1
     (entry,) = audited
     assert (entry["outcome"], entry["actor_id"], entry["subject_id"], entry["reason"]) == (

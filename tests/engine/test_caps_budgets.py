@@ -14,9 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.http_helpers import ok, refused, settled
 from tests.live_server import LiveServer, start_server, stop_and_verify
 
-POLL_TIMEOUT_S = 15.0
 EVENT = "purchase.capped"
 
 
@@ -25,26 +25,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live = start_server(tmp_path_factory.mktemp("caps") / "service.duckdb")
     yield live
     stop_and_verify(live)
-
-
-@pytest.fixture
-def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as client:
-        yield client
-
-
-def _ok(response: httpx.Response, status: int = 200) -> Any:
-    body = response.json()
-    assert response.status_code == status, body
-    return body["data"]
-
-
-def _error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    body = response.json()
-    assert response.status_code == status, body
-    assert body["error"]["code"] == code, body
-    error: dict[str, Any] = body["error"]
-    return error
 
 
 _counter = iter(range(1_000_000))
@@ -57,8 +37,8 @@ def _unique(prefix: str) -> str:
 def _asset(http: httpx.Client, decimals: int = 0) -> dict[str, Any]:
     symbol = "C" + str(next(_counter))
     body = {"name": symbol, "symbol": symbol, "type": "points", "decimals": decimals}
-    asset = _ok(http.post("/assets", json=body), 201)
-    _ok(http.post(f"/assets/{asset['id']}/activate"))
+    asset = ok(http.post("/assets", json=body), 201)
+    ok(http.post(f"/assets/{asset['id']}/activate"))
     return dict(asset)
 
 
@@ -69,12 +49,12 @@ def _programme(
     events are dated in 1998-2002 (the calendar of 2026-2030, 28 years earlier; an event's date may not be in the
     future): the programme takes them as a backfill (no bound on an event's age)."""
     body = {"name": _unique("p"), "asset_id": asset["id"], "max_event_age_days": None, **settings}
-    programme = _ok(http.post("/reward-programs", json=body), 201)
+    programme = ok(http.post("/reward-programs", json=body), 201)
     for rule in rules:
         body = {"program_id": programme["id"], "event_type": EVENT, **rule}
-        _ok(http.post("/reward-rules", json=body), 201)
-    _ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
-    return dict(_ok(http.get(f"/reward-programs/{programme['id']}")))
+        ok(http.post("/reward-rules", json=body), 201)
+    ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
+    return dict(ok(http.get(f"/reward-programs/{programme['id']}")))
 
 
 def _per_amount(**extra: Any) -> dict[str, Any]:
@@ -83,8 +63,8 @@ def _per_amount(**extra: Any) -> dict[str, Any]:
 
 def _customer(http: httpx.Client) -> str:
     external_id = _unique("customer")
-    customer = _ok(http.post("/customers", json={"external_id": external_id}), 201)
-    _ok(http.post("/wallets", json={"customer_id": customer["id"]}), 201)
+    customer = ok(http.post("/customers", json={"external_id": external_id}), 201)
+    ok(http.post("/wallets", json={"customer_id": customer["id"]}), 201)
     return external_id
 
 
@@ -96,19 +76,14 @@ def _send(http: httpx.Client, customer: str, amount: int, occurred_at: str, even
         "occurred_at": occurred_at,
         "data": {"amount": amount},
     }
-    event_id = _ok(http.post("/events", json=body), 202)["id"]
-    deadline = time.monotonic() + POLL_TIMEOUT_S
-    while True:
-        event: dict[str, Any] = _ok(http.get(f"/events/{event_id}"))
-        if event["status"] != "received":
-            assert event["status"] == "processed", event
-            return event
-        assert time.monotonic() < deadline, "the event was never processed"
-        time.sleep(0.05)
+    event_id = ok(http.post("/events", json=body), 202)["id"]
+    event = settled(http, event_id)
+    assert event["status"] == "processed", event
+    return event
 
 
 def _executions(http: httpx.Client, event: dict[str, Any], programme: dict[str, Any]) -> list[dict[str, Any]]:
-    executions = _ok(http.get("/reward-executions", params={"event_id": event["id"], "limit": 100}))
+    executions = ok(http.get("/reward-executions", params={"event_id": event["id"], "limit": 100}))
     return sorted((e for e in executions if e["program_id"] == programme["id"]), key=lambda e: e["rule_id"])
 
 
@@ -128,9 +103,9 @@ def _given(http: httpx.Client, customer: str, programme: dict[str, Any], amount:
 
 
 def _balance(http: httpx.Client, customer: str, asset: dict[str, Any]) -> Decimal:
-    found = _ok(http.get("/customers", params={"external_id": customer}))
-    wallets = _ok(http.get("/wallets", params={"customer_id": found[0]["id"]}))
-    balances = _ok(http.get(f"/wallets/{wallets[0]['id']}/balances"))["balances"]
+    found = ok(http.get("/customers", params={"external_id": customer}))
+    wallets = ok(http.get("/wallets", params={"customer_id": found[0]["id"]}))
+    balances = ok(http.get(f"/wallets/{wallets[0]['id']}/balances"))["balances"]
     return sum((Decimal(b["balance"]) for b in balances if b["asset_id"] == asset["id"]), Decimal(0))
 
 
@@ -138,7 +113,7 @@ def test_an_amount_cap_cuts_to_what_remains_then_skips_until_the_next_period(htt
     asset = _asset(http)
     cap = {"per": "customer", "period": "month", "max_amount": "500"}
     programme = _programme(http, asset, [_per_amount(limits=[cap])])
-    rule = _ok(http.get(f"/reward-programs/{programme['id']}/versions"))[0]["rules"][0]
+    rule = ok(http.get(f"/reward-programs/{programme['id']}/versions"))[0]["rules"][0]
     assert rule["limits"] == [cap]
     alice, bob = _customer(http), _customer(http)
     assert _given(http, alice, programme, 300, "1998-12-01T10:00:00Z") == [("issued", "300", None, None, None)]
@@ -195,7 +170,7 @@ def test_programme_caps_span_its_rules_and_the_budget_spans_customers(http: http
     third = _given(http, frank, programme, 70, day)
     assert ("issued", "50", "70", "budget", "20") in third
     assert ("limited", "0", "40", "budget", "40") in third
-    shown = _ok(http.get(f"/reward-programs/{programme['id']}"))["budget_consumption"]
+    shown = ok(http.get(f"/reward-programs/{programme['id']}"))["budget_consumption"]
     assert shown == [
         {"period": "day", "period_start": "1998-12-10", "max_amount": "250", "consumed": "250", "remaining": "0"}
     ]
@@ -212,44 +187,44 @@ def test_counters_belong_to_the_programme_so_a_new_version_does_not_reset_them(h
     programme = _programme(http, asset, [_per_amount(limits=[cap])])
     gina = _customer(http)
     assert _given(http, gina, programme, 80, "1998-12-01T00:00:00Z")[0][:2] == ("issued", "80")
-    _ok(http.patch(f"/reward-programs/{programme['id']}", json={"description": "v2"}))
-    _ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
+    ok(http.patch(f"/reward-programs/{programme['id']}", json={"description": "v2"}))
+    ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
     assert _given(http, gina, programme, 80, "2002-01-01T00:00:00Z") == [("issued", "20", "80", "rule", "60")]
 
 
 def test_caps_and_budgets_are_validated_with_the_offending_field_named(http: httpx.Client) -> None:
     asset = _asset(http, decimals=2)
-    programme = _ok(http.post("/reward-programs", json={"name": "validated", "asset_id": asset["id"]}), 201)
+    programme = ok(http.post("/reward-programs", json={"name": "validated", "asset_id": asset["id"]}), 201)
     rule = {"program_id": programme["id"], "event_type": EVENT, **_per_amount()}
     both = {"period": "day", "max_amount": "5", "max_count": 1}
-    error = _error(http.post("/reward-rules", json={**rule, "limits": [both]}), 422, "field_unknown")
+    error = refused(http.post("/reward-rules", json={**rule, "limits": [both]}), 422, "field_unknown")
     assert error["details"]["field"] == "limits[0].max_count"
     neither = {"period": "day"}
-    error = _error(http.post("/reward-rules", json={**rule, "limits": [neither]}), 422, "field_required")
+    error = refused(http.post("/reward-rules", json={**rule, "limits": [neither]}), 422, "field_required")
     assert error["details"]["field"] == "limits[0].max_amount"
     # 2.0 in JSON is the integer 2, as JSON Schema says.
     two = json.dumps({**rule, "limits": [{"period": "day", "max_count": 2.0}]})
-    created = _ok(http.post("/reward-rules", content=two, headers={"Content-Type": "application/json"}), 201)
+    created = ok(http.post("/reward-rules", content=two, headers={"Content-Type": "application/json"}), 201)
     assert created["limits"] == [{"per": "customer", "period": "day", "max_count": 2}]
     bad_period = {"period": "fortnight", "max_count": 1}
-    error = _error(http.post("/reward-rules", json={**rule, "limits": [bad_period]}), 422, "field_invalid")
+    error = refused(http.post("/reward-rules", json={**rule, "limits": [bad_period]}), 422, "field_invalid")
     assert error["details"]["field"] == "limits[0].period"
     too_fine = {"period": "day", "max_amount": "1.234"}
-    error = _error(http.post("/reward-rules", json={**rule, "limits": [too_fine]}), 422, "amount_too_many_decimals")
+    error = refused(http.post("/reward-rules", json={**rule, "limits": [too_fine]}), 422, "amount_too_many_decimals")
     assert error["details"]["field"] == "limits[0].max_amount"
     zero_count = {"period": "day", "max_count": 0}
-    error = _error(http.post("/reward-rules", json={**rule, "limits": [zero_count]}), 422, "field_invalid")
+    error = refused(http.post("/reward-rules", json={**rule, "limits": [zero_count]}), 422, "field_invalid")
     assert error["details"]["field"] == "limits[0].max_count"
-    error = _error(
+    error = refused(
         http.patch(f"/reward-programs/{programme['id']}", json={"budget": {"period": "month", "max_amount": "0.001"}}),
         422,
         "amount_too_many_decimals",
     )
     assert error["details"]["field"] == "budget.max_amount"
-    error = _error(
+    error = refused(
         http.patch(f"/reward-programs/{programme['id']}", json={"clawback": "sometimes"}), 422, "field_invalid"
     )
     assert error["details"]["field"] == "clawback"
     six = [{"period": "day", "max_count": n} for n in range(1, 7)]
-    error = _error(http.post("/reward-rules", json={**rule, "limits": six}), 422, "field_invalid")
+    error = refused(http.post("/reward-rules", json={**rule, "limits": six}), 422, "field_invalid")
     assert error["details"]["field"] == "limits"

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.http_helpers import live_client, ok
 from tests.live_server import LiveServer, start_server
 
 POLL_TIMEOUT_S = 15.0
@@ -27,21 +28,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
 
 @pytest.fixture(scope="module")
 def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as client:
+    with live_client(server) as client:
         yield client
-
-
-def _ok(response: httpx.Response, status: int = 200) -> Any:
-    body = response.json()
-    assert response.status_code == status, body
-    return body["data"]
 
 
 @pytest.fixture(scope="module")
 def shop(http: httpx.Client) -> dict[str, str]:
-    asset = _ok(http.post("/assets", json={"name": "Sim", "symbol": "SIM", "type": "points", "decimals": 2}), 201)
-    _ok(http.post(f"/assets/{asset['id']}/activate"))
-    programme = _ok(
+    asset = ok(http.post("/assets", json={"name": "Sim", "symbol": "SIM", "type": "points", "decimals": 2}), 201)
+    ok(http.post(f"/assets/{asset['id']}/activate"))
+    programme = ok(
         http.post(
             "/reward-programs",
             json={
@@ -70,18 +65,18 @@ def shop(http: httpx.Client) -> dict[str, str]:
         "cancel": {"event_type": "sim.cancel", "actions": [{"type": "reverse", "original": {"field": "order_id"}}]},
     }
     ids = {
-        name: _ok(http.post("/reward-rules", json={"program_id": programme["id"], **rule}), 201)["id"]
+        name: ok(http.post("/reward-rules", json={"program_id": programme["id"], **rule}), 201)["id"]
         for name, rule in rules.items()
     }
-    _ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
-    customer = _ok(http.post("/customers", json={"external_id": "sim-ada"}), 201)
-    wallet = _ok(http.post("/wallets", json={"customer_id": customer["id"]}), 201)
+    ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
+    customer = ok(http.post("/customers", json={"external_id": "sim-ada"}), 201)
+    wallet = ok(http.post("/wallets", json={"customer_id": customer["id"]}), 201)
     return {"program_id": programme["id"], "asset_id": asset["id"], "wallet_id": wallet["id"], **ids}
 
 
 def _simulate(http: httpx.Client, shop: dict[str, str], event: dict[str, Any], **extra: Any) -> dict[str, Any]:
     body = {"event": event, "occurred_at": AT, **extra}
-    result: dict[str, Any] = _ok(http.post(f"/reward-programs/{shop['program_id']}/simulate?version=live", json=body))
+    result: dict[str, Any] = ok(http.post(f"/reward-programs/{shop['program_id']}/simulate?version=live", json=body))
     return result
 
 
@@ -93,20 +88,20 @@ def _action(simulation: dict[str, Any]) -> dict[str, Any]:
 
 def _send(http: httpx.Client, event_type: str, external_id: str, **data: Any) -> dict[str, Any]:
     body = {"type": event_type, "external_event_id": external_id, "customer_id": "sim-ada", "occurred_at": AT}
-    event_id = _ok(http.post("/events", json={**body, "data": data}), 202)["id"]
+    event_id = ok(http.post("/events", json={**body, "data": data}), 202)["id"]
     deadline = time.monotonic() + POLL_TIMEOUT_S
-    while _ok(http.get(f"/events/{event_id}"))["status"] == "received":
+    while ok(http.get(f"/events/{event_id}"))["status"] == "received":
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    (execution,) = _ok(http.get("/reward-executions", params={"event_id": event_id}))
+    (execution,) = ok(http.get("/reward-executions", params={"event_id": event_id}))
     return dict(execution)
 
 
 def _written(http: httpx.Client, shop: dict[str, str]) -> tuple[Any, ...]:
     """What a simulation must leave as it is: executions, the wallet's balance, the budget's consumption."""
-    executions = _ok(http.get("/reward-executions", params={"limit": 100}))
-    balances = _ok(http.get(f"/wallets/{shop['wallet_id']}/balances"))["balances"]
-    consumption = _ok(http.get(f"/reward-programs/{shop['program_id']}"))["budget_consumption"]
+    executions = ok(http.get("/reward-executions", params={"limit": 100}))
+    balances = ok(http.get(f"/wallets/{shop['wallet_id']}/balances"))["balances"]
+    consumption = ok(http.get(f"/reward-programs/{shop['program_id']}"))["budget_consumption"]
     return (executions, balances, consumption)
 
 
@@ -154,7 +149,7 @@ def test_a_reverse_action_says_what_it_would_take_back_and_the_worker_takes_that
 ) -> None:
     redeem = {"wallet_id": shop["wallet_id"], "amount": "22.00", "reference": "spent"}
     spend = http.post(f"/assets/{shop['asset_id']}/redemptions", json=redeem, headers={"Idempotency-Key": "sim"})
-    _ok(spend, 201)  # 25.00 issued, 3.00 left
+    ok(spend, 201)  # 25.00 issued, 3.00 left
     refund = {"type": "sim.refund", "order_id": "sim-o1", "refund": 100}
     before = _written(http, shop)
     simulated = _action(_simulate(http, shop, refund))
@@ -179,7 +174,7 @@ def test_a_reverse_action_says_what_it_would_take_back_and_the_worker_takes_that
     done = _send(http, "sim.refund", "sim-r1", order_id="sim-o1", refund=100)["reversal"]
     assert {**done, "rewards": [{**r, "transaction_id": None} for r in done["rewards"]]} == reversal
     # the cancellation would take what remains (10.00) from an empty wallet; the rule's simulation says so too
-    rule = _ok(
+    rule = ok(
         http.post(
             f"/reward-rules/{shop['cancel']}/simulate",
             json={"event": {"type": "sim.cancel", "order_id": "sim-o1"}, "occurred_at": AT},
@@ -201,9 +196,9 @@ def test_reverse_actions_that_cannot_run_say_why_with_the_workers_codes(
     assert nothing["error_code"] == "original_missing"
     # an original processed without a reward from this programme: nothing to take back
     other = {"type": "sim.other", "external_event_id": "sim-other", "customer_id": "sim-ada"}
-    event_id = _ok(http.post("/events", json=other), 202)["id"]
+    event_id = ok(http.post("/events", json=other), 202)["id"]
     deadline = time.monotonic() + POLL_TIMEOUT_S
-    while _ok(http.get(f"/events/{event_id}"))["status"] == "received":
+    while ok(http.get(f"/events/{event_id}"))["status"] == "received":
         assert time.monotonic() < deadline
         time.sleep(0.05)
     empty = _action(_simulate(http, shop, {"type": "sim.cancel", "order_id": "sim-other"}))

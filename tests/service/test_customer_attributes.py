@@ -25,6 +25,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database
 from rewards_lab.store.uow import reader
 from tests.conftest import World
+from tests.http_helpers import live_client
 from tests.live_server import LiveServer, bootstrap, cli, free_port, spawn, start_server, wait_until_serving
 
 
@@ -46,12 +47,6 @@ def _other_headers(live: LiveServer) -> dict[str, str]:
         "X-Organization-ID": str(other["organization_id"]),
         "X-Environment": "sandbox",
     }
-
-
-@pytest.fixture
-def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as client:
-        yield client
 
 
 def _data(response: httpx.Response, status: int = 200) -> dict[str, Any]:
@@ -283,7 +278,7 @@ def test_another_tenant_can_neither_see_nor_patch_a_customer(server: LiveServer,
             other.post("/customers", json={"external_id": "attr-tenant", "attributes": {"tier": "bronze"}}), 201
         )
         _data(other.patch("/customers/attr-tenant", json={"attributes": {"tier": "silver"}}))
-    with httpx.Client(base_url=server.base_url, headers=server.headers("production"), timeout=10) as production:
+    with live_client(server, environment="production") as production:
         _error(production.patch(f"/customers/{created['id']}", json={}), 404, "customer_not_found")
     assert mine["id"] != created["id"]
     assert _data(http.get(f"/customers/{created['id']}"))["attributes"] == {"tier": "gold"}
@@ -397,7 +392,7 @@ def test_migration_14_gives_old_customers_empty_attributes_and_creators_customer
     live = LiveServer(path, f"http://127.0.0.1:{port}/v1", scope.organization_id, keys, process, log)
     wait_until_serving(live.base_url, process, log)
     try:
-        with httpx.Client(base_url=live.base_url, headers=live.headers(), timeout=10) as http:
+        with live_client(live) as http:
             read = _data(http.get("/customers/old-customer"))
             assert (read["email"], read["country"], read["attributes"]) == ("old@example.com", "GB", {})
             patched = _data(http.patch("/customers/old-customer", json={"attributes": {"migrated": True}}))

@@ -25,9 +25,9 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.schema import MIGRATIONS
 from rewards_lab.store.uow import reader
+from tests.http_helpers import live_client, ok, refused, settled
 from tests.live_server import LiveServer, start_server, stop_and_verify
 
-POLL_TIMEOUT_S = 15.0
 EVENT = "visit.completed"
 
 
@@ -38,25 +38,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     stop_and_verify(live)
 
 
-@pytest.fixture
-def http(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as client:
-        yield client
-
-
-def _ok(response: httpx.Response, status: int = 200) -> Any:
-    body = response.json()
-    assert response.status_code == status, body
-    return body["data"]
-
-
 def _error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    body = response.json()
-    assert response.status_code == status, body
-    assert set(body["error"]) == {"type", "code", "message", "details"}
-    assert body["error"]["code"] == code, body
-    error: dict[str, Any] = body["error"]
-    return error
+    """The error envelope, holding exactly type, code, message and details."""
+    return refused(response, status, code, exact_fields=True)
 
 
 def _iso(moment: datetime) -> str:
@@ -72,42 +56,31 @@ def _unique(prefix: str) -> str:
 
 def _asset(http: httpx.Client) -> dict[str, Any]:
     symbol = "L" + str(next(_counter))
-    asset = _ok(http.post("/assets", json={"name": symbol, "symbol": symbol, "type": "points", "decimals": 0}), 201)
-    _ok(http.post(f"/assets/{asset['id']}/activate"))
+    asset = ok(http.post("/assets", json={"name": symbol, "symbol": symbol, "type": "points", "decimals": 0}), 201)
+    ok(http.post(f"/assets/{asset['id']}/activate"))
     return dict(asset)
 
 
 def _programme(http: httpx.Client, asset: dict[str, Any], amount: str, **schedule: Any) -> dict[str, Any]:
     """A published programme issuing `amount` per EVENT, its first draft created with `schedule`."""
     body = {"name": _unique("programme"), "asset_id": asset["id"], **schedule}
-    programme = _ok(http.post("/reward-programs", json=body), 201)
+    programme = ok(http.post("/reward-programs", json=body), 201)
     rule = {
         "program_id": programme["id"],
         "event_type": EVENT,
         "actions": [{"type": "issue", "amount": {"fixed": amount}}],
     }
-    _ok(http.post("/reward-rules", json=rule), 201)
-    _ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
-    return dict(_ok(http.get(f"/reward-programs/{programme['id']}")))
+    ok(http.post("/reward-rules", json=rule), 201)
+    ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
+    return dict(ok(http.get(f"/reward-programs/{programme['id']}")))
 
 
 def _customer(http: httpx.Client, *, wallet: bool = True) -> str:
     external_id = _unique("customer")
-    customer = _ok(http.post("/customers", json={"external_id": external_id}), 201)
+    customer = ok(http.post("/customers", json={"external_id": external_id}), 201)
     if wallet:
-        _ok(http.post("/wallets", json={"customer_id": customer["id"]}), 201)
+        ok(http.post("/wallets", json={"customer_id": customer["id"]}), 201)
     return external_id
-
-
-def _settled(http: httpx.Client, event_id: str) -> dict[str, Any]:
-    """The event once the worker has processed it (bounded wait)."""
-    deadline = time.monotonic() + POLL_TIMEOUT_S
-    while True:
-        event: dict[str, Any] = _ok(http.get(f"/events/{event_id}"))
-        if event["status"] != "received":
-            return event
-        assert time.monotonic() < deadline, "the event was never processed"
-        time.sleep(0.05)
 
 
 def _send(http: httpx.Client, customer: str, occurred_at: str | None = None) -> dict[str, Any]:
@@ -115,12 +88,12 @@ def _send(http: httpx.Client, customer: str, occurred_at: str | None = None) -> 
     body: dict[str, Any] = {"type": EVENT, "external_event_id": _unique("event"), "customer_id": customer}
     if occurred_at is not None:
         body["occurred_at"] = occurred_at
-    return _settled(http, _ok(http.post("/events", json=body), 202)["id"])
+    return settled(http, ok(http.post("/events", json=body), 202)["id"])
 
 
 def _executions(http: httpx.Client, event: dict[str, Any], asset: dict[str, Any]) -> list[dict[str, Any]]:
     """The executions the event caused in the asset's programmes (other tests' programmes reward EVENT too)."""
-    executions = _ok(http.get("/reward-executions", params={"event_id": event["id"], "limit": 100}))
+    executions = ok(http.get("/reward-executions", params={"event_id": event["id"], "limit": 100}))
     return [e for e in executions if e["asset_id"] == asset["id"]]
 
 
@@ -142,7 +115,7 @@ def test_window_is_inclusive_at_its_start_and_exclusive_at_its_end_over_occurred
         "2026-02-28T23:00:00Z",
         "2026-03-02T00:00:00Z",
     )
-    live = _ok(http.get(f"/reward-programs/{programme['id']}/versions"))[0]
+    live = ok(http.get(f"/reward-programs/{programme['id']}/versions"))[0]
     assert (live["number"], live["timezone"], live["starts_at"], live["ends_at"]) == (
         1,
         "Europe/Paris",
@@ -204,7 +177,7 @@ def test_timezone_and_bounds_are_validated_with_the_field_named(http: httpx.Clie
     ):
         error = _error(http.post("/reward-programs", json={**base, **body}), 422, "field_invalid")
         assert error["details"]["field"] == field, body
-    programme = _ok(
+    programme = ok(
         http.post("/reward-programs", json={**base, "timezone": "Asia/Kolkata", "starts_at": "2026-03-01T00:00:00Z"}),
         201,
     )
@@ -218,21 +191,21 @@ def test_timezone_and_bounds_are_validated_with_the_field_named(http: httpx.Clie
     assert bad_end["details"]["field"] == "ends_at"
     assert _error(http.patch(path, json={"name": None}), 422, "field_invalid")["details"]["field"] == "name"
     assert _error(http.patch(path, json={"colour": "red"}), 422, "field_unknown")["details"]["field"] == "colour"
-    unchanged = _ok(http.get(path))
+    unchanged = ok(http.get(path))
     assert (unchanged["timezone"], unchanged["starts_at"], unchanged["ends_at"]) == (
         "Asia/Kolkata",
         "2026-03-01T00:00:00Z",
         None,
     )
     # null clears a bound and the description; a null timezone is the default, UTC; absent fields stay.
-    edited = _ok(
+    edited = ok(
         http.patch(
             path,
             json={"name": "Renamed", "description": "spring", "ends_at": "2026-04-01T00:00:00-05:00"},
         )
     )
     assert (edited["name"], edited["description"], edited["ends_at"]) == ("Renamed", "spring", "2026-04-01T05:00:00Z")
-    cleared = _ok(http.patch(path, json={"starts_at": None, "timezone": None, "description": None}))
+    cleared = ok(http.patch(path, json={"starts_at": None, "timezone": None, "description": None}))
     assert (cleared["name"], cleared["description"], cleared["timezone"]) == ("Renamed", None, "UTC")
     assert (cleared["starts_at"], cleared["ends_at"]) == (None, "2026-04-01T05:00:00Z")
     _error(http.patch("/reward-programs/prg_missing", json={"name": "x"}), 404, "programme_not_found")
@@ -246,19 +219,19 @@ def test_patch_edits_the_draft_only_and_the_published_window_applies_until_the_n
     path = f"/reward-programs/{programme['id']}"
     customer = _customer(http)
     past_end = _iso(datetime.now(UTC) - timedelta(days=1))
-    edited = _ok(http.patch(path, json={"ends_at": past_end, "timezone": "America/New_York"}))
+    edited = ok(http.patch(path, json={"ends_at": past_end, "timezone": "America/New_York"}))
     assert (edited["ends_at"], edited["timezone"], edited["current_version"]) == (past_end, "America/New_York", 1)
-    versions = _ok(http.get(f"{path}/versions"))
+    versions = ok(http.get(f"{path}/versions"))
     assert [(v["number"], v["timezone"], v["ends_at"]) for v in versions] == [
         (1, "UTC", None),
         (None, "America/New_York", past_end),
     ]
     # v1, as published, still rewards an event of now.
     assert _rewarded_by(http, _send(http, customer), asset) == [(programme["id"], 1, "issued")]
-    published = _ok(http.post(f"{path}/publish"), 201)
+    published = ok(http.post(f"{path}/publish"), 201)
     assert (published["version"]["number"], published["version"]["ends_at"]) == (2, past_end)
     # The new draft is a copy of v2, schedule included (as rules are copied).
-    draft = _ok(http.get(path))
+    draft = ok(http.get(path))
     assert (draft["timezone"], draft["ends_at"]) == ("America/New_York", past_end)
     assert _rewarded_by(http, _send(http, customer), asset) == []
     before_end = _iso(datetime.now(UTC) - timedelta(days=2))
@@ -276,9 +249,9 @@ def test_deactivate_stops_rewards_while_another_programme_on_the_asset_keeps_iss
     before = _send(http, customer)
     assert _rewarded_by(http, before, asset) == sorted([(paused["id"], 1, "issued"), (other["id"], 1, "issued")])
 
-    deactivated = _ok(http.post(f"/reward-programs/{paused['id']}/deactivate"))
+    deactivated = ok(http.post(f"/reward-programs/{paused['id']}/deactivate"))
     assert (deactivated["status"], deactivated["current_version"]) == ("inactive", 1)
-    assert _ok(http.get(f"/assets/{asset['id']}"))["status"] == "active"  # the asset is untouched
+    assert ok(http.get(f"/assets/{asset['id']}"))["status"] == "active"  # the asset is untouched
     while_inactive = _send(http, customer)
     assert _rewarded_by(http, while_inactive, asset) == [(other["id"], 1, "issued")]
     assert _rewarded_by(http, before, asset) == sorted([(paused["id"], 1, "issued"), (other["id"], 1, "issued")])
@@ -286,10 +259,10 @@ def test_deactivate_stops_rewards_while_another_programme_on_the_asset_keeps_iss
     moved = _error(http.post(f"/reward-programs/{paused['id']}/deactivate"), 409, "invalid_state_transition")
     assert (moved["details"]["state"], moved["details"]["resource"]) == ("inactive", "programme")
     # Rules can still be edited and versions published while inactive: they take effect on activation.
-    assert _ok(http.post(f"/reward-programs/{paused['id']}/publish"), 201)["version"]["number"] == 2
+    assert ok(http.post(f"/reward-programs/{paused['id']}/publish"), 201)["version"]["number"] == 2
     assert _rewarded_by(http, _send(http, customer), asset) == [(other["id"], 1, "issued")]
 
-    activated = _ok(http.post(f"/reward-programs/{paused['id']}/activate"))
+    activated = ok(http.post(f"/reward-programs/{paused['id']}/activate"))
     assert activated["status"] == "active"
     _error(http.post(f"/reward-programs/{paused['id']}/activate"), 409, "invalid_state_transition")
     after = _send(http, customer)
@@ -305,10 +278,10 @@ def test_a_failed_event_replayed_after_deactivation_uses_the_versions_recorded_f
     customer = _customer(http, wallet=False)
     failed = _send(http, customer)
     assert (failed["status"], failed["error"]["code"]) == ("failed", "wallet_not_found")
-    _ok(http.post(f"/reward-programs/{programme['id']}/deactivate"))
-    customer_id = _ok(http.get("/customers", params={"external_id": customer}))[0]["id"]
-    _ok(http.post("/wallets", json={"customer_id": customer_id}), 201)
-    replayed = _ok(http.post(f"/events/{failed['id']}/replay"))
+    ok(http.post(f"/reward-programs/{programme['id']}/deactivate"))
+    customer_id = ok(http.get("/customers", params={"external_id": customer}))[0]["id"]
+    ok(http.post("/wallets", json={"customer_id": customer_id}), 201)
+    replayed = ok(http.post(f"/events/{failed['id']}/replay"))
     assert replayed["status"] == "processed"
     assert _rewarded_by(http, failed, asset) == [(programme["id"], 1, "issued")]
 
@@ -317,15 +290,15 @@ def test_state_moves_with_an_idempotency_key_return_the_first_answer(http: httpx
     asset = _asset(http)
     programme = _programme(http, asset, "1")
     path = f"/reward-programs/{programme['id']}/deactivate"
-    first = _ok(http.post(path, headers={"Idempotency-Key": _unique("key")}))
+    first = ok(http.post(path, headers={"Idempotency-Key": _unique("key")}))
     key = _unique("key")
-    again = _ok(http.post(f"/reward-programs/{programme['id']}/activate", headers={"Idempotency-Key": key}))
-    assert _ok(http.post(f"/reward-programs/{programme['id']}/activate", headers={"Idempotency-Key": key})) == again
+    again = ok(http.post(f"/reward-programs/{programme['id']}/activate", headers={"Idempotency-Key": key}))
+    assert ok(http.post(f"/reward-programs/{programme['id']}/activate", headers={"Idempotency-Key": key})) == again
     assert (first["status"], again["status"]) == ("inactive", "active")
     # A schedule sent with a create is part of the request its key stands for.
     create = {"name": "Keyed", "asset_id": asset["id"], "timezone": "Europe/Rome"}
-    created = _ok(http.post("/reward-programs", json=create, headers={"Idempotency-Key": key + "-create"}), 201)
-    assert _ok(http.post("/reward-programs", json=create, headers={"Idempotency-Key": key + "-create"}), 201) == created
+    created = ok(http.post("/reward-programs", json=create, headers={"Idempotency-Key": key + "-create"}), 201)
+    assert ok(http.post("/reward-programs", json=create, headers={"Idempotency-Key": key + "-create"}), 201) == created
     other = {**create, "timezone": "Europe/Oslo"}
     _error(
         http.post("/reward-programs", json=other, headers={"Idempotency-Key": key + "-create"}),
@@ -347,23 +320,21 @@ def test_restore_then_publish_makes_a_new_version_equal_to_the_restored_one(http
         http, asset, "5", timezone="Europe/London", starts_at="2026-01-01T00:00:00Z", ends_at="2030-01-01T00:00:00Z"
     )
     path = f"/reward-programs/{programme['id']}"
-    v1 = _ok(http.get(f"{path}/versions"))[0]
+    v1 = ok(http.get(f"{path}/versions"))[0]
     (first_rule,) = v1["rules"]
-    _ok(
-        http.patch(f"/reward-rules/{first_rule['id']}", json={"actions": [{"type": "issue", "amount": {"fixed": "7"}}]})
-    )
+    ok(http.patch(f"/reward-rules/{first_rule['id']}", json={"actions": [{"type": "issue", "amount": {"fixed": "7"}}]}))
     rule = {
         "program_id": programme["id"],
         "event_type": "order.completed",
         "actions": [{"type": "issue", "amount": {"fixed": "1"}}],
     }
-    added = _ok(http.post("/reward-rules", json=rule), 201)
-    _ok(http.patch(path, json={"timezone": "Asia/Tokyo", "starts_at": None, "ends_at": None}))
-    _ok(http.post(f"{path}/publish"), 201)
-    history = _ok(http.get(f"{path}/versions"))[:2]
+    added = ok(http.post("/reward-rules", json=rule), 201)
+    ok(http.patch(path, json={"timezone": "Asia/Tokyo", "starts_at": None, "ends_at": None}))
+    ok(http.post(f"{path}/publish"), 201)
+    history = ok(http.get(f"{path}/versions"))[:2]
     assert [v["number"] for v in history] == [1, 2]
 
-    draft = _ok(http.post(f"{path}/versions/1/restore"))
+    draft = ok(http.post(f"{path}/versions/1/restore"))
     assert (draft["status"], draft["number"], draft["based_on"]) == ("draft", None, 1)
     assert _rules(draft) == _rules(v1)  # the same rule ids, bodies and order
     assert added["id"] not in [r["id"] for r in draft["rules"]]
@@ -372,8 +343,8 @@ def test_restore_then_publish_makes_a_new_version_equal_to_the_restored_one(http
         "2026-01-01T00:00:00Z",
         "2030-01-01T00:00:00Z",
     )
-    assert _ok(http.get(path))["timezone"] == "Europe/London"  # the programme shows its draft's schedule
-    published = _ok(http.post(f"{path}/publish"), 201)["version"]
+    assert ok(http.get(path))["timezone"] == "Europe/London"  # the programme shows its draft's schedule
+    published = ok(http.post(f"{path}/publish"), 201)["version"]
     assert (published["number"], published["based_on"]) == (3, 1)
     assert _rules(published) == _rules(v1)
     assert (published["timezone"], published["starts_at"], published["ends_at"]) == (
@@ -381,7 +352,7 @@ def test_restore_then_publish_makes_a_new_version_equal_to_the_restored_one(http
         v1["starts_at"],
         v1["ends_at"],
     )
-    versions = _ok(http.get(f"{path}/versions"))
+    versions = ok(http.get(f"{path}/versions"))
     assert versions[:2] == history  # the history is unchanged
     assert [r["actions"][0]["amount"]["fixed"] for r in versions[1]["rules"]] == ["7", "1"]
     customer = _customer(http)
@@ -403,8 +374,8 @@ def test_restore_refuses_unknown_versions_the_draft_and_unknown_programmes(http:
         assert error["details"]["field"] == "version", name
     _error(http.post("/reward-programs/prg_missing/versions/1/restore"), 404, "programme_not_found")
     # "live" names the live version: restoring it discards the draft's edits.
-    _ok(http.patch(f"/reward-programs/{programme['id']}", json={"ends_at": "2020-01-01T00:00:00Z"}))
-    assert _ok(http.post(f"{path}/live/restore"))["ends_at"] is None
+    ok(http.patch(f"/reward-programs/{programme['id']}", json={"ends_at": "2020-01-01T00:00:00Z"}))
+    assert ok(http.post(f"{path}/live/restore"))["ends_at"] is None
 
 
 # --- permissions and tenants ---------------------------------------------------------------------------------
@@ -414,11 +385,11 @@ def test_each_operation_checks_its_permission(server: LiveServer, http: httpx.Cl
     asset = _asset(http)
     programme = _programme(http, asset, "1")
     base = f"/reward-programs/{programme['id']}"
-    editor = _ok(
+    editor = ok(
         http.post("/developer/api-keys", json={"name": "editor", "permissions": ["rewards.view", "rewards.edit"]}),
         201,
     )
-    viewer = _ok(http.post("/developer/api-keys", json={"name": "viewer", "permissions": ["rewards.view"]}), 201)
+    viewer = ok(http.post("/developer/api-keys", json={"name": "viewer", "permissions": ["rewards.view"]}), 201)
     as_editor = {**server.headers(), "Authorization": f"Bearer {editor['secret']}"}
     as_viewer = {**server.headers(), "Authorization": f"Bearer {viewer['secret']}"}
     with httpx.Client(base_url=server.base_url, headers=as_viewer, timeout=10) as viewer_http:
@@ -428,11 +399,11 @@ def test_each_operation_checks_its_permission(server: LiveServer, http: httpx.Cl
         ):
             assert _error(response, 403, "permission_denied")["details"]["permission"] == "rewards.edit"
     with httpx.Client(base_url=server.base_url, headers=as_editor, timeout=10) as editor_http:
-        assert _ok(editor_http.patch(base, json={"timezone": "Europe/Berlin"}))["timezone"] == "Europe/Berlin"
-        assert _ok(editor_http.post(f"{base}/versions/1/restore"))["based_on"] == 1
+        assert ok(editor_http.patch(base, json={"timezone": "Europe/Berlin"}))["timezone"] == "Europe/Berlin"
+        assert ok(editor_http.post(f"{base}/versions/1/restore"))["based_on"] == 1
         for response in (editor_http.post(f"{base}/deactivate"), editor_http.post(f"{base}/activate")):
             assert _error(response, 403, "permission_denied")["details"]["permission"] == "rewards.activate"
-    assert _ok(http.get(base))["status"] == "active"
+    assert ok(http.get(base))["status"] == "active"
     document = httpx.get(f"{server.base_url}/openapi.json", timeout=10).json()["paths"]
     assert document["/reward-programs/{program_id}"]["patch"]["x-permission"] == "rewards.edit"
     assert document["/reward-programs/{program_id}/deactivate"]["post"]["x-permission"] == "rewards.activate"
@@ -444,7 +415,7 @@ def test_each_operation_checks_its_permission(server: LiveServer, http: httpx.Cl
 def test_tenants_never_see_or_move_each_others_programmes(server: LiveServer, http: httpx.Client) -> None:
     asset = _asset(http)
     sandbox_programme = _programme(http, asset, "2")
-    with httpx.Client(base_url=server.base_url, headers=server.headers("production"), timeout=10) as production:
+    with live_client(server, environment="production") as production:
         production_asset = _asset(production)
         production_programme = _programme(production, production_asset, "20")
         base = f"/reward-programs/{sandbox_programme['id']}"
@@ -452,15 +423,15 @@ def test_tenants_never_see_or_move_each_others_programmes(server: LiveServer, ht
         _error(production.post(f"{base}/deactivate"), 404, "programme_not_found")
         _error(production.post(f"{base}/versions/1/restore"), 404, "programme_not_found")
         # Deactivating the sandbox programme leaves production's rewarding.
-        _ok(http.post(f"{base}/deactivate"))
+        ok(http.post(f"{base}/deactivate"))
         production_customer = _customer(production)
         event = _send(production, production_customer)
         assert _rewarded_by(production, event, production_asset) == [(production_programme["id"], 1, "issued")]
-        assert _ok(production.get(f"/reward-programs/{production_programme['id']}"))["status"] == "active"
-    assert _ok(http.get(base))["name"] == sandbox_programme["name"]
+        assert ok(production.get(f"/reward-programs/{production_programme['id']}"))["status"] == "active"
+    assert ok(http.get(base))["name"] == sandbox_programme["name"]
     other_org = {**server.headers(), "X-Organization-ID": "org_someone_else"}
     _error(httpx.post(f"{server.base_url}{base}/activate", headers=other_org, timeout=10), 403, "organization_mismatch")
-    assert _ok(http.get(base))["status"] == "inactive"
+    assert ok(http.get(base))["status"] == "inactive"
 
 
 # --- client and command line ---------------------------------------------------------------------------------

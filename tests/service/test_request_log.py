@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from rewards_lab.worker import request_log_writer
+from tests.http_helpers import live_client, ok
 from tests.live_server import LiveServer, bootstrap, start_server
 
 OTHER: dict[str, Any] = {}
@@ -27,16 +28,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     live.stop()
 
 
-def _data(response: httpx.Response, status: int = 200) -> Any:
-    body = response.json()
-    assert response.status_code == status, body
-    return body["data"]
-
-
 def _wait_logged(http: httpx.Client, request_id: str, headers: dict[str, str]) -> dict[str, Any]:
     """The log is written by a background thread at least every second: poll for the entry."""
     for _ in range(50):
-        found = _data(http.get("/developer/logs", params={"request_id": request_id}, headers=headers))
+        found = ok(http.get("/developer/logs", params={"request_id": request_id}, headers=headers))
         if found:
             entry: dict[str, Any] = found[0]
             return entry
@@ -45,7 +40,7 @@ def _wait_logged(http: httpx.Client, request_id: str, headers: dict[str, str]) -
 
 
 def test_the_request_id_is_echoed_and_findable_in_the_log(server: LiveServer) -> None:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as http:
+    with live_client(server) as http:
         created = http.post("/customers", json={"external_id": "log-1"}, headers={"X-Request-ID": "client-abc.1"})
         assert created.status_code == 201 and created.headers["x-request-id"] == "client-abc.1"
         assert created.json()["meta"]["request_id"] == "client-abc.1"
@@ -64,7 +59,7 @@ def test_the_request_id_is_echoed_and_findable_in_the_log(server: LiveServer) ->
 
 
 def test_logs_filter_by_status_path_and_time_and_page_with_cursors(server: LiveServer) -> None:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as http:
+    with live_client(server) as http:
         for number in range(3):
             http.get(f"/wallets/wal_missing{number}")
         http.post("/customers", content=b"{not json")
@@ -72,7 +67,7 @@ def test_logs_filter_by_status_path_and_time_and_page_with_cursors(server: LiveS
         _wait_logged(http, "filters-last", server.headers())
 
         def logs(**params: str) -> list[dict[str, Any]]:
-            return list(_data(http.get("/developer/logs", params=params)))
+            return list(ok(http.get("/developer/logs", params=params)))
 
         wallets = logs(path="/wallets/wal_missing")
         assert len(wallets) == 3 and {e["status"] for e in wallets} == {404}
@@ -104,7 +99,7 @@ def test_logs_filter_by_status_path_and_time_and_page_with_cursors(server: LiveS
 
 
 def test_another_tenant_sees_nothing_and_the_permission_is_checked(server: LiveServer) -> None:
-    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as http:
+    with live_client(server) as http:
         http.get("/customers", headers={"X-Request-ID": "tenant-check"})
         _wait_logged(http, "tenant-check", server.headers())
         other = {
@@ -112,13 +107,11 @@ def test_another_tenant_sees_nothing_and_the_permission_is_checked(server: LiveS
             "X-Organization-ID": OTHER["organization_id"],
             "X-Environment": "sandbox",
         }
-        assert _data(http.get("/developer/logs", params={"request_id": "tenant-check"}, headers=other)) == []
-        assert all(e["path"] == "/v1/developer/logs" for e in _data(http.get("/developer/logs", headers=other)))
+        assert ok(http.get("/developer/logs", params={"request_id": "tenant-check"}, headers=other)) == []
+        assert all(e["path"] == "/v1/developer/logs" for e in ok(http.get("/developer/logs", headers=other)))
         production = server.headers("production")
-        assert _data(http.get("/developer/logs", params={"request_id": "tenant-check"}, headers=production)) == []
-        limited = _data(
-            http.post("/developer/api-keys", json={"name": "viewer", "permissions": ["customers.view"]}), 201
-        )
+        assert ok(http.get("/developer/logs", params={"request_id": "tenant-check"}, headers=production)) == []
+        limited = ok(http.post("/developer/api-keys", json={"name": "viewer", "permissions": ["customers.view"]}), 201)
         denied = http.get(
             "/developer/logs", headers={**server.headers(), "Authorization": f"Bearer {limited['secret']}"}
         )
@@ -159,7 +152,7 @@ def test_usage_counts_equal_what_was_sent(server: LiveServer) -> None:
             time.sleep(0.1)
         # The poll that found the marker is itself logged by the next flush (at most a second away).
         time.sleep(2 * request_log_writer.FLUSH_INTERVAL_S)
-        usage = _data(http.get("/developer/usage"))
+        usage = ok(http.get("/developer/usage"))
     today = datetime.now(UTC).date()
     assert usage["period_to"] == today.isoformat()
     assert usage["period_from"] == (today - timedelta(days=29)).isoformat() and len(usage["days"]) == 30
@@ -179,7 +172,7 @@ def test_usage_counts_equal_what_was_sent(server: LiveServer) -> None:
     assert usage["business"] == {"events_received": 1, "rewards_issued": 0}
     with httpx.Client(base_url=server.base_url, headers=headers, timeout=10) as http:
         tomorrow = (today + timedelta(days=1)).isoformat()
-        empty = _data(http.get("/developer/usage", params={"from": tomorrow, "to": tomorrow}))
+        empty = ok(http.get("/developer/usage", params={"from": tomorrow, "to": tomorrow}))
         assert empty["requests"]["total"] == 0 and len(empty["days"]) == 1
         for bad in ({"from": "2026-13-01"}, {"from": tomorrow, "to": today.isoformat()}, {"from": "2020-01-01"}):
             response = http.get("/developer/usage", params=bad)
