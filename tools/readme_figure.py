@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from rewards_lab.lab import forecast, plots
+from rewards_lab.forecasting import forecast
+from rewards_lab.lab import plots
 from rewards_lab.lab.workbench import Lab
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ A programme (its draft, frozen into each version like its caps) may declare `gua
 - `{"metric": "ceiling_exhausted_within_days", "min": 90}`: the asset's supply ceiling may not run out within
   `min` days of the end of the history.
 
-The service stores and shows them; the gate (`rewards_lab.lab.gate`: `rewards-lab push --history`,
+The service stores and shows them; the gate (`rewards_lab.forecasting.gate`: `rewards-lab push --history`,
 `Lab.publish(history=...)`, notebook 05) evaluates them, since only it has the history. Publishing despite a
 failed guard records `guard_override` (its reason, who gave it, when) on the published version.
 """

@@ -20,7 +20,7 @@ from rewards_lab.contract.programme_file import FileRule, ProgrammeDiff, RuleCha
 from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.domain.conditions import describe_node
 from rewards_lab.domain.rules import condition_node
-from rewards_lab.lab import labels
+from rewards_lab.forecasting import labels
 from rewards_lab.lab.workbench import describe_amount, describe_limits
 
 NEW, REMOVED, NONE = "(new)", "(removed)", "-"
@@ -28,7 +28,7 @@ NEW, REMOVED, NONE = "(new)", "(removed)", "-"
 
 def rule_label(index: int, rule: FileRule) -> str:
     """`rule 2 · Welcome bonus`, or `rule 4 · referral.converted` for an unnamed rule: the label every list of
-    rules shows (lab.labels), as a row of the table refers to it."""
+    rules shows (forecasting.labels), as a row of the table refers to it."""
     return f"rule {labels.rule_label(index, rule)}"
 
 

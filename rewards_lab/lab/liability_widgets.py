@@ -1,6 +1,6 @@
 """A widget comparing the liability of two versions (the draft and the published one by default) over the same
 history: each replayed (with the redemptions given and the same opening supply as the notebook's own replays, so
-that the widget's liability is the notebook's), its liability forecast (lab.liability) drawn with its range,
+that the widget's liability is the notebook's), its liability forecast (forecasting.liability) drawn with its range,
 the difference at the end of the projection, in the asset's unit or, with a value per unit, in money."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import ipywidgets as w
 import pandas as pd
 
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.forecasting.liability import LiabilityForecast, forecast_liability
 from rewards_lab.lab import plots
 from rewards_lab.lab.figure_widgets import figure_size, show_figure
-from rewards_lab.lab.liability import LiabilityForecast, forecast_liability
 from rewards_lab.lab.units import unit_of
 from rewards_lab.lab.widgets import Panel, _button, _guard, _plot_image, _version_options, needs_rules
 from rewards_lab.lab.workbench import LabProgramme

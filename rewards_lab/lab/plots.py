@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from rewards_lab.lab import forecast
-from rewards_lab.lab.liability import LiabilityForecast
+from rewards_lab.forecasting import forecast
+from rewards_lab.forecasting.liability import LiabilityForecast
 from rewards_lab.lab.units import Thousands, Unit, amount_axis, grouped, unit_of
 
 
@@ -369,7 +369,7 @@ def liability(
     size: tuple[float, float] = (8, 4),
 ) -> Figure:
     """Outstanding liability per day (the opening supply + issued - redeemed - expired - reversed over the
-    history: lab.liability's one definition), its projection with the range of the redemption and breakage
+    history: forecasting.liability's one definition), its projection with the range of the redemption and breakage
     model, the opening supply drawn apart and the supply ceiling; `money`: valued per unit. `label` names the
     version in the legend and title (default: the programme's name)."""
     unit = _check_money(result, money)

@@ -15,7 +15,7 @@ from rewards_lab.contract.programme_file import (
     load_programme,
 )
 from rewards_lab.contract.requests import AssetCreate
-from rewards_lab.lab.gate import DEFAULT_DAYS, GateReport, evaluate, evaluate_files
+from rewards_lab.forecasting.gate import DEFAULT_DAYS, GateReport, evaluate
 from rewards_lab.lab.paths import locate
 from rewards_lab.lab.push import Plan, make_plan
 from rewards_lab.lab.workbench import file_rule
@@ -85,3 +85,21 @@ def evaluate_for(
     with RewardsClient(base_url, key, organization, environment) as client:
         plan = make_plan(definition, client)
     return evaluate(definition, locate(history), published=published_definition(plan), days=days, redemptions=spent)
+
+
+def evaluate_files(
+    programme: str | Path,
+    history: str | Path,
+    *,
+    published: str | Path | None = None,
+    redemptions: str | Path | None = None,
+    days: int = DEFAULT_DAYS,
+    **replay_options: Any,
+) -> GateReport:
+    """The gate on files (paths relative to the repository, as notebooks name them: `lab.paths.locate`): the
+    programme file is the draft, `published` the file of the version it would replace (None: nothing
+    published), `history` the events and `redemptions` what customers spent."""
+    draft = load_programme(locate(programme))
+    live = None if not published else load_programme(locate(published))
+    spent = None if not redemptions else locate(redemptions)
+    return evaluate(draft, locate(history), published=live, days=days, redemptions=spent, **replay_options)

@@ -1,6 +1,6 @@
 """Sweep parameters as a designer reads them: a grid key is a path into the programme file
 (`rules[0].actions[0].amount.rate`); a figure labels it with its rule, named as every list of rules names it
-(lab.labels), and what the value means: `1 · Cashback on orders of 20 or more: rate`,
+(forecasting.labels), and what the value means: `1 · Cashback on orders of 20 or more: rate`,
 `2 · order.completed when amount >= 50: amount at least`, `programme cap per customer a month: max amount (SHOP)`.
 A path this module does not know is written with spaces for its dots, never left as JSON."""
 
@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from rewards_lab.contract.operators import OPERATORS
 from rewards_lab.contract.programme_file import FileRule
-from rewards_lab.lab import labels
+from rewards_lab.forecasting import labels
 
 OPERATOR_WORDS = {name: entry.words for name, entry in OPERATORS.items()}
 _PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)((?:\[\d+\])*)")
@@ -42,7 +42,7 @@ def _at(node: Any, parts: Iterable[str | int]) -> Any:
 
 
 def rule_label(index: int, rule: Mapping[str, Any]) -> str:
-    """The rule's label as lab.labels writes it (`1 · Cashback on orders of 20 or more`), read from its JSON;
+    """The rule's label as forecasting.labels writes it (`1 · Cashback on orders of 20 or more`), read from its JSON;
     a rule the file format refuses is still named by its number and event type."""
     try:
         return labels.rule_label(index, FileRule.model_validate(rule))

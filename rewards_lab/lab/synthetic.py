@@ -203,7 +203,7 @@ def redemptions(
     issued are spent by their customer an exponential delay later (mean `mean_delay_days`), the whole reward or,
     for `partial_share` of them, 20 to 80% of it; spends after the history's last event are left out. Columns
     as a replay's `redemptions=` takes them (customer_id, amount, occurred_at), in time order."""
-    from rewards_lab.lab import forecast
+    from rewards_lab.forecasting import forecast
 
     h = forecast.history(source)
     rows = h.issued_rows

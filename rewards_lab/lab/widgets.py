@@ -33,11 +33,12 @@ from rewards_lab.contract.rule_requests import (
 )
 from rewards_lab.domain.actions import ACTIONS
 from rewards_lab.domain.limits import PERIODS
-from rewards_lab.lab import forecast, plots
+from rewards_lab.forecasting import forecast
+from rewards_lab.forecasting.labels import SEPARATOR, rule_label, rule_number
+from rewards_lab.forecasting.liability import forecast_liability
+from rewards_lab.forecasting.tables import table_html
+from rewards_lab.lab import plots
 from rewards_lab.lab.figure_widgets import figure_size, show_figure
-from rewards_lab.lab.labels import SEPARATOR, rule_label, rule_number
-from rewards_lab.lab.liability import forecast_liability
-from rewards_lab.lab.tables import table_html
 from rewards_lab.lab.workbench import LabProgramme, describe_rule
 from rewards_lab.replay.engine import ReplayResult
 from rewards_lab.replay.spark_engine import SparkReplayResult
@@ -619,7 +620,7 @@ def form_label(path: str) -> str | None:
 
 
 def _rule_option(position: int, rule: r.Rule) -> str:
-    """A rule in the builder's list: its position and name (`lab.labels`), then all it does."""
+    """A rule in the builder's list: its position and name (`forecasting.labels`), then all it does."""
     if rule.name:
         return f"{rule_label(position, rule)}: {describe_rule(rule)}"
     return f"{position + 1}{SEPARATOR}{describe_rule(rule)}"
@@ -695,7 +696,7 @@ class Simulator(Panel):
 
 def _simulation_html(outcome: r.Simulation, rules: list[r.Rule]) -> str:
     """The outcome as a table: each rule by its label (position and name, in the order the rules applied), whether
-    it matched, what it issues and every reason, whole (`lab.tables`)."""
+    it matched, what it issues and every reason, whole (`forecasting.tables`)."""
     totals = ", ".join(t.amount for t in outcome.totals) or "nothing"
     labels = {rule.id: rule_label(position, rule) for position, rule in enumerate(rules)}
     rows = []
@@ -736,7 +737,7 @@ def _version_label(version: int | str | None) -> str:
 
 class ReplayExplorer(Panel):
     """Replay a history (a DataFrame) through a version over a date range; optionally compare with a second
-    version; plots liability (lab.liability's, as the liability widget) with its projection, issuance per rule,
+    version; plots liability (forecasting.liability's, as the liability widget) with its projection, issuance per rule,
     and the comparison."""
 
     def __init__(self, programme: LabProgramme, events: pd.DataFrame, *, opening_supply: Decimal | int | str = 0):
@@ -813,7 +814,7 @@ class ReplayExplorer(Panel):
             needs_rules(self.programme, self.compare_with.value, field="compare with")
         self.result = self.programme.replay(events, version=self.version.value, opening_supply=self.opening_supply)
         h = forecast.history(self.result, label=_version_label(self.version.value))
-        # lab.liability's liability (net of what the version's expiry took), as the liability widget draws it
+        # forecasting.liability's liability (net of what the version's expiry took), as the liability widget draws it
         outlook = forecast_liability(self.result, days=self.days_ahead.value)
         show_figure(self.cumulative, plots.liability(outlook, label=h.label, size=figure_size(0.5)))
         show_figure(self.per_rule, plots.per_rule(h, size=figure_size(0.4)))

@@ -47,11 +47,11 @@ from rewards_lab.domain.actions import action_kind
 from rewards_lab.domain.conditions import EventFacts, describe_node
 from rewards_lab.domain.rules import condition_node
 from rewards_lab.engine import simulation
+from rewards_lab.forecasting.gate import DEFAULT_DAYS, GateRefused, GateReport, evaluate
+from rewards_lab.forecasting.labels import rule_labels
+from rewards_lab.forecasting.tables import Table, table
 from rewards_lab.lab.event_rows import EventRow, event_rows
-from rewards_lab.lab.gate import DEFAULT_DAYS, GateRefused, GateReport, evaluate
-from rewards_lab.lab.labels import rule_labels
 from rewards_lab.lab.sweep_labels import parameter_labels
-from rewards_lab.lab.tables import Table, table
 from rewards_lab.replay.engine import ReplayResult
 from rewards_lab.replay.entry import run_replay, run_sweep
 from rewards_lab.service import assets, organizations, programme_lifecycle, programmes
@@ -71,7 +71,7 @@ SIMULATION_COLUMNS = [
     "external_event_id",
     "event_type",
     "rule_index",
-    "rule",  # how the lab names the rule (lab.labels): `0 · Cashback on orders of 20 or more`
+    "rule",  # how the lab names the rule (forecasting.labels): `0 · Cashback on orders of 20 or more`
     "rule_id",
     "matched",
     "amount",
@@ -459,7 +459,7 @@ class LabProgramme:
         conditions (`amount >= 20 and any(...)`) and amounts (with their beneficiaries: `10.00 to referrer_id`;
         reverse actions as what they take back: `take back 0.5 of what order_id issued`). When a rule of the
         version has caps, a `caps` column shows them (`500 a month, 3 rewards a day`); when one has a name, a
-        `name` column comes first. A notebook shows every cell whole, wrapped (`lab.tables`)."""
+        `name` column comes first. A notebook shows every cell whole, wrapped (`forecasting.tables`)."""
         rules = self.rules(version)
         rows = [
             {
@@ -608,7 +608,7 @@ class LabProgramme:
         **replay_options: Any,
     ) -> r.PublishResult:
         """Freeze the draft as the next version. With `history` (events, as `replay` takes them) the forecast
-        gate runs first (`lab.gate`): the history is replayed through the draft and the published version, the
+        gate runs first (`forecasting.gate`): the history is replayed through the draft and the published version, the
         draft's guards checked (`self.gate` keeps the report); a failed guard raises `GateRefused` and publishes
         nothing, unless `override` gives the reason, recorded with the version. `replay_options`: opening_supply,
         customers, redemptions, engine."""
@@ -718,7 +718,7 @@ class LabProgramme:
     def simulate_table(self, events: Any, *, version: Version = None, rule: int | str | None = None) -> Table:
         """A table of events (DataFrame, Arrow table or list of dicts with `type` and data fields or a `data`
         column) through a version or one rule: one row per event and rule with the rule's label (its position
-        and name, `lab.labels`), matched, amount and reasons, shown whole in a notebook (`lab.tables`).
+        and name, `forecasting.labels`), matched, amount and reasons, shown whole in a notebook (`forecasting.tables`).
         The rules are compiled once; each event is evaluated by the engine's own rule evaluation."""
         specs, number, schedule = simulation.version_rules(self._db, self._scope, self.id, version)
         indices = list(range(len(specs)))

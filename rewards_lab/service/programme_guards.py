@@ -1,7 +1,7 @@
 """A programme's forecast guards, and the override a version is published with.
 
 Guards belong to the draft, like its caps, and are frozen into each version published from it; the service
-only keeps and shows them (the gate, `rewards_lab.lab.gate`, replays a history to evaluate them). An override
+only keeps and shows them (the gate, `rewards_lab.forecasting.gate`, replays a history to evaluate them). An override
 is recorded on the version it was given for and never copied to the next draft, and in the audit trail
 (`record_override`), in the same transaction as the publish: who gave it, for which version, and why.
 """

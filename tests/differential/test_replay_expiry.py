@@ -29,7 +29,7 @@ from rewards_lab.cli.main import main as cli_main
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme, parse_programme, save_programme
 from rewards_lab.domain.expiry import ExpiryPolicy, expires_at
-from rewards_lab.lab.liability import liability_history
+from rewards_lab.forecasting.liability import liability_history
 from rewards_lab.lab.workbench import Lab
 from rewards_lab.replay.engine import replay
 from rewards_lab.replay.lot_pass import LotBook
@@ -305,7 +305,7 @@ def test_the_cli_replays_with_expiry_until_as_of(tmp_path: Path, capsys: pytest.
 def test_the_labs_liability_reads_what_the_replay_expired() -> None:
     """Orders of 10 on four days, a redemption of 15 on the second (FIFO: 10 of the first lot, 5 of the second),
     lots of two days: by `as_of` the second lot's 5 and the last two lots have expired (25), and the liability
-    (issued - redeemed - expired - reversed, lab/liability.py) is the customers' balance: nothing."""
+    (issued - redeemed - expired - reversed, forecasting/liability.py) is the customers' balance: nothing."""
     definition = _programme({"after_days": 2})
     stream = pd.DataFrame([_order(i, BASE + timedelta(days=i)) for i in range(4)])
     spent = redemptions_frame([{"customer_id": "alice", "amount": 15, "occurred_at": BASE + timedelta(hours=25)}], 0)

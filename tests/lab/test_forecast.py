@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from rewards_lab.lab import forecast
+from rewards_lab.forecasting import forecast
 
 START = date(2026, 1, 1)
 

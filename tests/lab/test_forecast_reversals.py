@@ -9,7 +9,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from rewards_lab.lab import forecast, plots, synthetic
+from rewards_lab.forecasting import forecast
+from rewards_lab.lab import plots, synthetic
 from rewards_lab.lab.workbench import Lab
 
 FAIR_SHOP = Path(__file__).resolve().parents[2] / "data" / "programmes" / "fair_shop.json"

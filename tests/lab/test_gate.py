@@ -22,7 +22,7 @@ import pytest
 from rewards_lab.cli.main import main
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme, save_programme
-from rewards_lab.lab.gate import GateRefused, evaluate
+from rewards_lab.forecasting.gate import GateRefused, evaluate
 from rewards_lab.lab.push_gate import evaluate_for
 from rewards_lab.lab.workbench import Lab
 from tests.live_server import LiveServer, start_server

@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rewards_lab.lab import forecast, plots
+from rewards_lab.forecasting import forecast
+from rewards_lab.lab import plots
 from rewards_lab.lab.synthetic import generate_events
 from rewards_lab.lab.widgets import ReplayExplorer
 from rewards_lab.lab.workbench import Lab, LabProgramme

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme
-from rewards_lab.lab import forecast
-from rewards_lab.lab.liability import forecast_liability, liability_history
+from rewards_lab.forecasting import forecast
+from rewards_lab.forecasting.liability import forecast_liability, liability_history
 from rewards_lab.replay.engine import ReplayResult, replay
 
 BASE = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from rewards_lab.forecasting.liability import forecast_liability
 from rewards_lab.lab import plots, synthetic
-from rewards_lab.lab.liability import forecast_liability
 from rewards_lab.lab.liability_widgets import LIABILITY_HINT, LiabilityComparison
 from rewards_lab.lab.workbench import Lab, LabProgramme
 from rewards_lab.replay.engine import replay

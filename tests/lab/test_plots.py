@@ -8,7 +8,8 @@ from decimal import Decimal
 import numpy as np
 import pandas as pd
 
-from rewards_lab.lab import forecast, plots
+from rewards_lab.forecasting import forecast
+from rewards_lab.lab import plots
 from tests.lab.test_forecast import history_of
 
 

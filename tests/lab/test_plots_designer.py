@@ -13,9 +13,10 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from rewards_lab.lab import forecast, plots, synthetic
+from rewards_lab.forecasting import forecast
+from rewards_lab.forecasting.liability import forecast_liability
+from rewards_lab.lab import plots, synthetic
 from rewards_lab.lab.figure_widgets import PIXEL_RATIO, PLOT_WIDTH_PX
-from rewards_lab.lab.liability import forecast_liability
 from rewards_lab.lab.liability_widgets import LiabilityComparison
 from rewards_lab.lab.units import Thousands, Unit, grouped
 from rewards_lab.lab.widgets import ReplayExplorer

@@ -10,7 +10,8 @@ import pytest
 
 from rewards_lab.contract.guard_requests import IssuedGuard
 from rewards_lab.contract.programme_file import load_programme
-from rewards_lab.lab.gate import evaluate, evaluate_files
+from rewards_lab.forecasting.gate import evaluate
+from rewards_lab.lab.push_gate import evaluate_files
 from rewards_lab.lab.workbench import Lab, LabProgramme
 
 DATA = Path(__file__).resolve().parents[2] / "data"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
-from rewards_lab.lab import forecast
-from rewards_lab.lab.labels import rule_label, rule_labels
+from rewards_lab.forecasting import forecast
+from rewards_lab.forecasting.labels import rule_label, rule_labels
 from rewards_lab.lab.sweep_labels import parameter_label
 from rewards_lab.lab.widgets import Simulator
 from rewards_lab.lab.workbench import Lab

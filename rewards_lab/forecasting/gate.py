@@ -4,13 +4,14 @@ draft (contract.guard_requests) checked on what the replays and their liability 
 - `issued` (per day, week, month or year): the largest total the draft issued in one calendar period of the
   history (periods in the programme's timezone, weeks from Monday, as caps count them; gross of refunds);
 - `liability_delta`: the draft's projected liability at the end of the forecast (the middle path of
-  `lab.liability.forecast_liability`, `days` ahead of the history's last day) minus the published version's; with
-  nothing published, minus the opening supply (a first version is all new liability);
+  `forecasting.liability.forecast_liability`, `days` ahead of the history's last day) minus the published
+  version's; with nothing published, minus the opening supply (a first version is all new liability);
 - `ceiling_exhausted_within_days`: days from the end of the history until the supply ceiling runs out
   (`forecast.exhaustion`: 0 when the history already reached it, infinity when it never does), at least `min`.
 
 `rewards-lab push FILE --history EVENTS`, `Lab.publish(history=...)` and notebook 05 call `evaluate` and refuse
-to publish when a guard fails, unless an override reason is given (recorded with the published version).
+to publish when a guard fails, unless an override reason is given (recorded with the published version). The
+module lives below the service (`rewards_lab.forecasting`) so that the server can evaluate the same guards.
 """
 
 from __future__ import annotations
@@ -19,16 +20,14 @@ import html
 import math
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from rewards_lab.contract.guard_requests import CeilingGuard, Guard, IssuedGuard, LiabilityDeltaGuard
-from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
-from rewards_lab.lab import forecast
-from rewards_lab.lab.liability import LiabilityForecast, forecast_liability
-from rewards_lab.lab.paths import locate
+from rewards_lab.contract.programme_file import ProgrammeDefinition
+from rewards_lab.forecasting import forecast
+from rewards_lab.forecasting.liability import LiabilityForecast, forecast_liability
 from rewards_lab.replay.entry import run_replay
 
 DEFAULT_DAYS = 90  # how far the liability forecast looks ahead of the history
@@ -232,21 +231,3 @@ def evaluate(
     theirs = None if published is None else replayed(published, events, days=days, seed=seed, **replay_options)
     wanted = draft.programme.guards if guards is None else guards
     return GateReport([check(guard, mine, theirs, seed=seed) for guard in wanted], mine, theirs, days)
-
-
-def evaluate_files(
-    programme: str | Path,
-    history: str | Path,
-    *,
-    published: str | Path | None = None,
-    redemptions: str | Path | None = None,
-    days: int = DEFAULT_DAYS,
-    **replay_options: Any,
-) -> GateReport:
-    """The gate on files (paths relative to the repository, as notebooks name them: `lab.paths.locate`): the
-    programme file is the draft, `published` the file of the version it would replace (None: nothing
-    published), `history` the events and `redemptions` what customers spent."""
-    draft = load_programme(locate(programme))
-    live = None if not published else load_programme(locate(published))
-    spent = None if not redemptions else locate(redemptions)
-    return evaluate(draft, locate(history), published=live, days=days, redemptions=spent, **replay_options)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rewards_lab.lab.forecast import History, amount, history
+from rewards_lab.forecasting.forecast import History, amount, history
 
 FLOWS = ("issued", "reversed", "redeemed", "expired")
 _TIME_COLUMNS = ("expired_at", "expires_at", "occurred_at")

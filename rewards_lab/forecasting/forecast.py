@@ -21,9 +21,9 @@ import pandas as pd
 
 from rewards_lab.domain import segments as seg
 from rewards_lab.domain.money import format_amount
-from rewards_lab.lab.labels import rule_labels
-from rewards_lab.lab.tables import Table
-from rewards_lab.lab.tables import table as as_table
+from rewards_lab.forecasting.labels import rule_labels
+from rewards_lab.forecasting.tables import Table
+from rewards_lab.forecasting.tables import table as as_table
 
 ISSUED = "issued"
 REVERSED = "reversed"
@@ -44,7 +44,7 @@ class History:
     ceiling: Decimal | None = None
     opening_supply: Decimal = Decimal(0)
     label: str = "replay"
-    rule_labels: dict[int, str] = field(default_factory=dict)  # by position: `1 · Cashback...` (lab.labels)
+    rule_labels: dict[int, str] = field(default_factory=dict)  # by position: `1 · Cashback...` (forecasting.labels)
     symbol: str = "points"  # the asset's symbol, for the figures' units (lab.units)
     value_per_unit: Decimal | None = None  # the asset's worth per unit in money, when it has one
 
@@ -199,7 +199,7 @@ def _amounts(minor: Any, decimals: int, index: pd.Index) -> pd.Series:
 
 
 def per_rule(source: Any) -> Table:
-    """Per rule (its label: position and name, `lab.labels`): issued, issuances, failed attempts and customers
+    """Per rule (its label: position and name, `forecasting.labels`): issued, issuances, failed attempts and customers
     rewarded."""
     h = history(source)
     frame = h.issuances
@@ -308,7 +308,7 @@ def per_segment(source: Any, events: pd.DataFrame | None = None, as_of: datetime
 def liability(source: Any) -> pd.DataFrame:
     """Outstanding supply at the end of each day: opening supply + everything issued so far, net of what refunds
     took back, and the headroom left under the ceiling (None without a ceiling). Redemptions and expiry are
-    `lab.liability`'s (issued - redeemed - expired - reversed, with its redemption and breakage model)."""
+    `forecasting.liability`'s (issued - redeemed - expired - reversed, with its redemption and breakage model)."""
     h = history(source)
     days = daily(h)
     cumulative = days["net_cumulative"] if "net_cumulative" in days else days["cumulative"]

@@ -1,0 +1,1 @@
+"""Forecasts from a replay, shared by the lab and the service: issuance history, projections, liability, the gate."""
