@@ -22,7 +22,7 @@ EngineName = Engine
 BatchFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 """What `map_partitions` runs over each partition: picklable (a top-level dataclass with `__call__`) for Spark."""
 SourceKind = Literal["events", "customers", "redemptions"]
-Query = str | exp.Expression
+Query = str | exp.Expr
 INPUT = "__input"  # an event's input order (0-based on DuckDB; increasing, maybe with gaps, on Spark)
 CSV_CELLS = b"replay_csv_cells"  # schema metadata of events read from CSV: their data columns are untyped text
 POS = "pos"  # an event's position in processing order (`number`)
