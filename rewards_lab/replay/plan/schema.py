@@ -96,8 +96,3 @@ ISSUANCES = Table(
     (("...", "rewards_lab.replay.engine.ISSUANCE_COLUMNS"),),
     "one row per attempted issuance",
 )
-
-TABLES = {
-    table.name: table
-    for table in (ORDERED, SLOTS, AMOUNTS, FALLBACK_ROWS, FALLBACK_AMOUNTS, CANDIDATES, CELLS, CEILING_KEPT, ISSUANCES)
-}
