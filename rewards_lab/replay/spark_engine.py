@@ -442,8 +442,13 @@ class SparkReplayResult:
         return None if row is None else row[0]
 
     def release(self) -> None:
-        """Free the cached candidates (a sweep releases each grid point's before the next)."""
-        self._candidates.unpersist()
+        """Free the cached candidates, or the plan's views (a sweep releases each grid point's before the next)."""
+        if self._plan is None:
+            self._candidates.unpersist()
+            return
+        prefix = self._plan.context.prefix
+        for table in schema.PLAN_TABLES:
+            self.spark.catalog.dropTempView(table.on(prefix))
 
     def to_arrow(self) -> pa.Table:
         table: pa.Table = self.issuances.orderBy("seq").toArrow()

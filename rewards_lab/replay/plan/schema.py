@@ -96,3 +96,5 @@ ISSUANCES = Table(
     (("...", "rewards_lab.replay.engine.ISSUANCE_COLUMNS"),),
     "one row per attempted issuance",
 )
+
+PLAN_TABLES = (ORDERED, SLOTS, AMOUNTS, FALLBACK_ROWS, FALLBACK_AMOUNTS, CANDIDATES, CELLS, CEILING_KEPT, ISSUANCES)
