@@ -26,7 +26,7 @@ from rewards_lab.replay.inputs import open_events
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.plan import ceiling, rules, schema
 from rewards_lab.replay.plan.rules import Context
-from rewards_lab.replay.plan.sql import ReplayDuckDB, lint, render
+from rewards_lab.replay.plan.sql import ReplayDuckDB, lint, parse, render
 from rewards_lab.replay.plan.steps import STEPS
 from rewards_lab.replay.spark_engine import with_facts, with_positions
 from rewards_lab.replay.spark_inputs import open_spark_events
@@ -248,3 +248,30 @@ def test_the_ceiling_decides_the_same_on_both_engines(room: int, on_duckdb: Any,
         boundary = ceiling.decide(executor, "__steps", store.layout(plan), room)
         decided.append((boundary, _rows(executor.fetch("SELECT * FROM __steps_kept"))))
     assert decided[0] == decided[1]
+
+
+class _Statements:
+    """A stand-in connection that records the statements `store.create` runs (the featured path's rules step)."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+
+    def execute(self, sql: str) -> None:
+        self.statements.append(sql)
+
+    def register(self, name: str, data: Any) -> None:
+        pass
+
+    def unregister(self, name: str) -> None:
+        pass
+
+
+def test_the_rules_step_renders_the_featured_paths_statement(on_duckdb: Any) -> None:
+    """The plan's `amounts` on DuckDB is the statement the engine ran before the plan (and still runs for
+    featured programmes, `store.create`), once both go through the plan's DuckDB dialect."""
+    plan = on_duckdb[1]
+    recorded = _Statements()
+    store.create(recorded, store.layout(plan), f"{PREFIX}_ordered", plan.exotic_sql, PREFIX)  # type: ignore[arg-type]
+    (created,) = [sql for sql in recorded.statements if sql.startswith(f"CREATE TEMP TABLE {PREFIX}_pe AS ")]
+    before = render(parse(created.removeprefix(f"CREATE TEMP TABLE {PREFIX}_pe AS ")), "duckdb")
+    assert render(STEPS[0].build(_context(plan, "duckdb")), "duckdb") == before
