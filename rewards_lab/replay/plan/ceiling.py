@@ -17,7 +17,7 @@ import pyarrow as pa
 from rewards_lab.domain.ceiling import first_over, resolve
 from rewards_lab.replay.engines.base import Executor
 from rewards_lab.replay.plan import schema
-from rewards_lab.replay.plan.sql import parse
+from rewards_lab.replay.plan.sql import Text
 from rewards_lab.replay.store import Layout
 
 FIRST_CHUNK, LAST_CHUNK = 50_000, 3_200_000  # events fetched at a time after the first refusal
@@ -60,7 +60,7 @@ def decide(executor: Executor[object], prefix: str, lay: Layout, room: int | Non
         day, running = boundary
         amounts = schema.AMOUNTS.on(prefix)
         fetched = executor.fetch(
-            parse(f"SELECT pos, day, {_named(lay)} FROM {amounts} WHERE day = {day} AND a.k IS NOT NULL ORDER BY pos")
+            Text(f"SELECT pos, day, {_named(lay)} FROM {amounts} WHERE day = {day} AND a.k IS NOT NULL ORDER BY pos")
         )
         columns = _flatten(fetched, lay.width)
         positive = columns[4] > 0
@@ -80,7 +80,7 @@ def decide(executor: Executor[object], prefix: str, lay: Layout, room: int | Non
 def _boundary(executor: Executor[object], prefix: str, room: int) -> tuple[int, int] | None:
     """(the day of the first refusal, the total issued before it), or None when everything fits."""
     per_day = executor.fetch(
-        parse(f"SELECT day, sum(p) AS t FROM {schema.CELLS.on(prefix)} GROUP BY day HAVING sum(n) > 0 ORDER BY day")
+        Text(f"SELECT day, sum(p) AS t FROM {schema.CELLS.on(prefix)} GROUP BY day HAVING sum(n) > 0 ORDER BY day")
     )
     days, totals = per_day.column("day").to_pylist(), [int(t) for t in per_day.column("t").to_pylist()]
     total = sum(totals)
@@ -103,7 +103,7 @@ def _after_refusal(executor: Executor[object], amounts: str, lay: Layout, positi
     while room > 0:
         fits = " OR ".join(f"(a.c{i} > 0 AND a.c{i} <= {room})" for i in range(1, lay.width + 1))
         fetched = executor.fetch(
-            parse(
+            Text(
                 f"SELECT pos, day, {_named(lay)} FROM {amounts} WHERE pos >= {position} AND ({fits}) "
                 f"ORDER BY pos LIMIT {chunk}"
             )

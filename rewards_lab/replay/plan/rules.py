@@ -20,7 +20,7 @@ from sqlglot import exp
 from rewards_lab.domain.schedule import DAY_US
 from rewards_lab.replay.compiler import BENEFICIARY_MISSING, NOT_FOUND_BASE, TOO_LARGE, CompiledProgramme, string
 from rewards_lab.replay.plan import schema
-from rewards_lab.replay.plan.sql import Engine, parse
+from rewards_lab.replay.plan.sql import Engine, Text
 from rewards_lab.replay.store import Layout
 
 UTC_DAY = f"CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER)"
@@ -66,7 +66,7 @@ def _struct(ctx: Context, k: int) -> exp.Struct:
     return exp.Struct(expressions=fields)
 
 
-def amounts(ctx: Context) -> exp.Query:
+def amounts(ctx: Context) -> Text:
     """`amounts`: pos, customer_id, day (UTC), a; the exotic rows left out (the fallback step adds them)."""
     case = exp.Case(this=exp.column("type"))
     for k, group in enumerate(ctx.plan.by_type):
@@ -74,7 +74,7 @@ def amounts(ctx: Context) -> exp.Query:
     exotic = ctx.plan.exotic
     keep = "" if ctx.plan.exotic_sql is None else " WHERE NOT :exotic"
     sql = f"SELECT __pos AS pos, customer_id, {UTC_DAY} AS day, :a AS a FROM {ctx.table(schema.ORDERED)}{keep}"
-    return parse(sql, a=case, **({"exotic": exotic.copy()} if keep else {}))
+    return Text(sql, {"a": case, **({"exotic": exotic} if keep else {})})
 
 
 FALLBACK_SCHEMA = pa.schema(
@@ -82,7 +82,7 @@ FALLBACK_SCHEMA = pa.schema(
 )
 
 
-def fallback_amounts(ctx: Context) -> exp.Query:
+def fallback_amounts(ctx: Context) -> Text:
     """`fallback_amounts`: the fallback's outcomes (`fallback_rows`, one per outcome) as `amounts` rows."""
     lay = ctx.layout
     fields = ["'k': CAST(min(s.k) AS INTEGER)"]
@@ -90,7 +90,7 @@ def fallback_amounts(ctx: Context) -> exp.Query:
         f"'c{i}': CAST(coalesce(max(CASE WHEN s.i = {i} THEN f.m END), 0) AS BIGINT)" for i in range(1, lay.width + 1)
     ]
     fields += [f"'b{i}': CAST(max(CASE WHEN s.i = {i} THEN f.b END) AS VARCHAR)" for i in lay.beneficiary_fields]
-    return parse(
+    return Text(
         f"SELECT f.pos AS pos, e.customer_id AS customer_id, "
         f"CAST(epoch_us(e.occurred_at) // {DAY_US} AS INTEGER) AS day, "
         f"{{{', '.join(fields)}}} AS a "
@@ -99,9 +99,9 @@ def fallback_amounts(ctx: Context) -> exp.Query:
     )
 
 
-def with_fallback(ctx: Context) -> exp.Query:
+def with_fallback(ctx: Context) -> Text:
     """`amounts` and the fallback's rows (when the fallback issued or refused anything)."""
-    return parse(
+    return Text(
         f"SELECT * FROM {ctx.table(schema.AMOUNTS)} UNION ALL SELECT * FROM {ctx.table(schema.FALLBACK_AMOUNTS)}"
     )
 
@@ -129,12 +129,12 @@ def unnested(lay: Layout, events: str, where: str = "", beneficiaries: bool = Tr
     )
 
 
-def candidates(ctx: Context) -> exp.Query:
+def candidates(ctx: Context) -> Text:
     """`candidates`: a view, one row per amount; its customer is the one the amount rewards."""
-    return parse(unnested(ctx.layout, ctx.table(schema.AMOUNTS)))
+    return Text(unnested(ctx.layout, ctx.table(schema.AMOUNTS)))
 
 
-def cells(ctx: Context) -> exp.Query:
+def cells(ctx: Context) -> Text:
     """`cells` (day, slot, p, n, x, y, z) from one GROUP BY day, a.k over `amounts` (events, not issuances)."""
     lay = ctx.layout
     aggregates: list[str] = []
@@ -162,7 +162,7 @@ def cells(ctx: Context) -> exp.Query:
             + "}"
         )
     fields, amounts = ", ".join(f"c.{c} AS {c}" for c in ("i", "p", "n", "x", "y", "z")), ctx.table(schema.AMOUNTS)
-    return parse(
+    return Text(
         f"""SELECT u.day AS day, s.slot AS slot, CAST(coalesce(u.p, 0) AS HUGEINT) AS p, u.n AS n, u.x AS x,
                u.y AS y, u.z AS z
         FROM (SELECT day, k, {fields} FROM (

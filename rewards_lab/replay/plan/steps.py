@@ -11,11 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlglot import exp
-
 from rewards_lab.replay.plan import outputs, rules, schema
 from rewards_lab.replay.plan.rules import Context
-from rewards_lab.replay.plan.sql import parse
+from rewards_lab.replay.plan.sql import Text
 
 
 @dataclass(frozen=True)
@@ -25,14 +23,14 @@ class Step:
     name: str
     output: schema.Table
     inputs: tuple[schema.Table, ...]
-    build: Callable[[Context], exp.Query]
+    build: Callable[[Context], Text]
     stored: bool
 
 
-def issuances(ctx: Context) -> exp.Query:
+def issuances(ctx: Context) -> Text:
     """`issuances`: one row per attempted issuance (engine.ISSUANCE_COLUMNS), the ceiling's decision applied."""
     amount = outputs.amount_sql(ctx.decimals)
-    return parse(outputs.issuances_sql(ctx.layout, ctx.prefix, ctx.boundary, ctx.asset, amount))
+    return Text(outputs.issuances_sql(ctx.layout, ctx.prefix, ctx.boundary, ctx.asset, amount))
 
 
 AMOUNTS = Step("amounts", schema.AMOUNTS, (schema.ORDERED,), rules.amounts, stored=True)
