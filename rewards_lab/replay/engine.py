@@ -54,6 +54,7 @@ from rewards_lab.replay.limits_plan import has_features, limits_plan
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.plan import ceiling as plan_ceiling
 from rewards_lab.replay.plan import outputs
+from rewards_lab.replay.plan.layout import Layout, layout
 from rewards_lab.replay.plan.outputs import decimal_sql
 from rewards_lab.replay.plan.rules import FALLBACK_SCHEMA, Context
 from rewards_lab.replay.plan.run import run as run_plan
@@ -127,7 +128,7 @@ class ReplayResult:
     opening_supply: Decimal
     python_rows: int  # events evaluated by the Python fallback
     _name: str  # prefix of this replay's temporary tables and views
-    _layout: store.Layout
+    _layout: Layout
     _boundary: int | None  # the day of the first refusal by the ceiling (None: none refused)
     _features: FeatureTables | None = None  # caps, budgets, reversals or redemptions (None: the programme has none)
     _expiry: ExpiryPlan | None = None  # lots expire (None: the programme's points never do)
@@ -469,7 +470,7 @@ def prepared(
     return joined(from_sql, [plan], source.customers), plan
 
 
-def _ceiling(con: duckdb.DuckDBPyConnection, lay: store.Layout, name: str, room: int | None) -> int | None:
+def _ceiling(con: duckdb.DuckDBPyConnection, lay: Layout, name: str, room: int | None) -> int | None:
     """The ceiling's boundary day (rewards_lab.replay.plan.ceiling) over the tables of a replay off the plan."""
     from rewards_lab.replay.engines.duckdb import DuckDBExecutor  # imports this module
 
@@ -494,7 +495,7 @@ def _on_plan(
     con: duckdb.DuckDBPyConnection,
     source: EventSource,
     plan: CompiledProgramme,
-    lay: store.Layout,
+    lay: Layout,
     name: str,
     definition: ProgrammeDefinition,
     room: int | None,
@@ -547,7 +548,7 @@ def replay(
         if featured:  # the pass's state lives beside DuckDB's: DuckDB holds less back (it spills, if it must)
             con.execute(f"SET memory_limit = {literal(FEATURED_MEMORY_LIMIT)}")
     from_sql, plan = prepared(con, definition, source, customers)
-    lay = store.layout(plan)
+    lay = layout(plan)
     reporter = ProgressReporter(progress, len(STEPS))
     ordered = f"{name}_ordered"
     limits = limits_plan(definition, plan.specs) if featured else None

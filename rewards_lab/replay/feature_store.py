@@ -35,6 +35,7 @@ from rewards_lab.replay.inputs import EventSource, literal
 from rewards_lab.replay.limits_plan import Grouping, LimitsPlan
 from rewards_lab.replay.lot_pass import LOTS
 from rewards_lab.replay.plan import ceiling
+from rewards_lab.replay.plan.layout import Layout
 from rewards_lab.replay.reversal_store import (
     decide_reversals,
     holder_sql,
@@ -43,7 +44,6 @@ from rewards_lab.replay.reversal_store import (
     table,
 )
 from rewards_lab.replay.sequential import DECISIONS, ITEMS, REDEMPTIONS, SequentialPass
-from rewards_lab.replay.store import Layout
 
 AFTER_EVENTS = 2**31 - 1  # psub of a redemption: after every event (moved or not) at its anchor
 _PASS_BATCH = 65_536  # operations fetched at a time by the sequential pass

@@ -37,7 +37,7 @@ from rewards_lab.domain.ceiling import room_under
 from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.domain.rules import RuleSpec
 from rewards_lab.domain.schedule import instant
-from rewards_lab.replay import input_checks, spark_expiry, spark_feature_result, store
+from rewards_lab.replay import input_checks, spark_expiry, spark_feature_result
 from rewards_lab.replay.compiler import (
     BENEFICIARY_MISSING,
     NOT_FOUND_BASE,
@@ -69,6 +69,7 @@ from rewards_lab.replay.fallback import slot_outcomes
 from rewards_lab.replay.feature_sql import ADDED_COLUMNS
 from rewards_lab.replay.limits_plan import has_features, limits_plan
 from rewards_lab.replay.plan import outputs, schema
+from rewards_lab.replay.plan.layout import layout
 from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.plan.run import PlanRun
 from rewards_lab.replay.plan.run import run as run_plan
@@ -716,7 +717,7 @@ def _on_plan(
         return evaluated is not None and count > 0, count
 
     asset = definition.asset
-    lay = store.layout(plan)
+    lay = layout(plan)
     context = Context(prefix, plan, lay, "spark", asset.symbol, asset.decimals)
     return run_plan(SparkExecutor(events.sparkSession), context, room, fallback, report)
 

@@ -41,6 +41,7 @@ from rewards_lab.replay.issuance_writer import output_path
 from rewards_lab.replay.limits_plan import has_features
 from rewards_lab.replay.order import input_in_order
 from rewards_lab.replay.plan import ceiling
+from rewards_lab.replay.plan.layout import layout
 from rewards_lab.replay.plan.outputs import decimal_sql
 
 MEMORY_LIMIT = "1GB"  # what DuckDB may hold back while writing in order
@@ -98,7 +99,7 @@ def _issued(con: duckdb.DuckDBPyConnection, plan: CompiledProgramme, room: int |
     """The ceiling resolved over a view of the events; None when too many issue after the first refusal."""
     if room is None:
         return _Issued(None)
-    lay = store.layout(plan)
+    lay = layout(plan)
     store.create(con, lay, f"{_NAME}_ordered", None, _NAME, materialise=False)
     store.summarise(con, lay, _NAME)
     from rewards_lab.replay.engines.duckdb import DuckDBExecutor  # imports this module

@@ -25,8 +25,9 @@ from rewards_lab.replay.engines.spark import SparkExecutor
 from rewards_lab.replay.inputs import open_events
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.plan import ceiling, rules, schema
+from rewards_lab.replay.plan.layout import layout
 from rewards_lab.replay.plan.rules import Context
-from rewards_lab.replay.plan.sql import ReplayDuckDB, lint, parse, render
+from rewards_lab.replay.plan.sql import lint, parse, render
 from rewards_lab.replay.plan.steps import STEPS
 from rewards_lab.replay.spark_engine import with_facts, with_positions
 from rewards_lab.replay.spark_inputs import open_spark_events
@@ -138,7 +139,7 @@ def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
 
 
 def _context(plan: Any, engine: Any) -> Context:
-    return Context(PREFIX, plan, store.layout(plan), engine, "PTS", 2, boundary=BOUNDARY)
+    return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, boundary=BOUNDARY)
 
 
 def _run(executor: Any, ctx: Context) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
@@ -223,7 +224,7 @@ def test_the_rules_step_on_duckdb_is_one_projection_with_the_compiled_rules(on_d
     assert sql.startswith("SELECT __pos AS pos, customer_id, CAST(epoch_us(occurred_at) // 86400000000 AS INTEGER)")
     for group in plan.by_type:
         for amount in group.amounts:
-            assert amount.sql(dialect=ReplayDuckDB) in sql
+            assert plan.render(amount) in sql
     assert sql.count(" WHEN ") >= len(plan.by_type) and sql.endswith(f"END AS a FROM {PREFIX}_ordered")
 
 
@@ -256,7 +257,7 @@ def test_the_fixtures_reach_the_edges(on_duckdb: Any) -> None:
 def test_the_ceiling_decides_the_same_on_both_engines(room: int, on_duckdb: Any, on_spark: Any) -> None:
     decided = []
     for executor, plan, _ in (on_duckdb, on_spark):
-        boundary = ceiling.decide(executor, "__steps", store.layout(plan), room)
+        boundary = ceiling.decide(executor, "__steps", layout(plan), room)
         decided.append((boundary, _rows(executor.fetch("SELECT * FROM __steps_kept"))))
     assert decided[0] == decided[1]
 
@@ -279,10 +280,12 @@ class _Statements:
 
 def test_the_rules_step_renders_the_featured_paths_statement(on_duckdb: Any) -> None:
     """The plan's `amounts` on DuckDB is the statement the engine ran before the plan (and still runs for
-    featured programmes, `store.create`), once both go through the plan's DuckDB dialect."""
+    featured programmes, `store.create`), byte for byte; its tree (Spark's form) renders the same statement."""
     plan = on_duckdb[1]
     recorded = _Statements()
-    store.create(recorded, store.layout(plan), f"{PREFIX}_ordered", plan.exotic_sql, PREFIX)  # type: ignore[arg-type]
+    store.create(recorded, layout(plan), f"{PREFIX}_ordered", plan.exotic_sql, PREFIX)  # type: ignore[arg-type]
     (created,) = [sql for sql in recorded.statements if sql.startswith(f"CREATE TEMP TABLE {PREFIX}_pe AS ")]
-    before = render(parse(created.removeprefix(f"CREATE TEMP TABLE {PREFIX}_pe AS ")), "duckdb")
-    assert render(STEPS[0].build(_context(plan, "duckdb")).tree(), "duckdb") == before
+    before = created.removeprefix(f"CREATE TEMP TABLE {PREFIX}_pe AS ")
+    step = STEPS[0].build(_context(plan, "duckdb"))
+    assert step.on("duckdb") == before
+    assert render(step.tree(), "duckdb") == render(parse(before), "duckdb")

@@ -17,8 +17,8 @@ import pyarrow as pa
 from rewards_lab.domain.ceiling import first_over, resolve
 from rewards_lab.replay.engines.base import Executor
 from rewards_lab.replay.plan import schema
+from rewards_lab.replay.plan.layout import Layout
 from rewards_lab.replay.plan.sql import Text
-from rewards_lab.replay.store import Layout
 
 FIRST_CHUNK, LAST_CHUNK = 50_000, 3_200_000  # events fetched at a time after the first refusal
 KEPT_SCHEMA = pa.schema(

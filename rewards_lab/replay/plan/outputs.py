@@ -15,9 +15,9 @@ from decimal import Decimal
 from rewards_lab.replay.compiler import BENEFICIARY_MISSING, DUCKDB, NOT_FOUND_BASE, TOO_LARGE, string
 from rewards_lab.replay.inputs import literal
 from rewards_lab.replay.plan import schema
+from rewards_lab.replay.plan.layout import Layout
 from rewards_lab.replay.plan.rules import unnested
 from rewards_lab.replay.plan.sql import Engine, parse, render
-from rewards_lab.replay.store import Layout
 
 Amount = Callable[[str], str]
 

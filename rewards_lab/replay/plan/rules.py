@@ -18,10 +18,17 @@ import pyarrow as pa
 from sqlglot import exp
 
 from rewards_lab.domain.schedule import DAY_US
-from rewards_lab.replay.compiler import BENEFICIARY_MISSING, NOT_FOUND_BASE, TOO_LARGE, CompiledProgramme, string
+from rewards_lab.replay.compiler import (
+    BENEFICIARY_MISSING,
+    DUCKDB,
+    NOT_FOUND_BASE,
+    TOO_LARGE,
+    CompiledProgramme,
+    string,
+)
 from rewards_lab.replay.plan import schema
+from rewards_lab.replay.plan.layout import Layout, recipients_of, struct_sql
 from rewards_lab.replay.plan.sql import Engine, Text
-from rewards_lab.replay.store import Layout
 
 UTC_DAY = f"CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER)"
 
@@ -66,15 +73,30 @@ def _struct(ctx: Context, k: int) -> exp.Struct:
     return exp.Struct(expressions=fields)
 
 
+def amounts_sql(lay: Layout, events: str, exotic: str | None, local_day: str | None = None) -> str:
+    """DuckDB SQL of `amounts` from the layout's rendered rules (`lday`, the local day, with `local_day`): the
+    statement the DuckDB engine has always run."""
+    a = " ".join(
+        f"WHEN {DUCKDB.render(string(t))} THEN "
+        f"{struct_sql(str(index), lay.expressions[index], lay.width, recipients_of(lay, index))}"
+        for index, t in enumerate(lay.types)
+    )
+    keep = "" if exotic is None else f" WHERE NOT {exotic}"
+    lday = "" if local_day is None else f", {local_day} AS lday"
+    return f"SELECT __pos AS pos, customer_id, {UTC_DAY} AS day, CASE type {a} END AS a{lday} FROM {events}{keep}"
+
+
 def amounts(ctx: Context) -> Text:
-    """`amounts`: pos, customer_id, day (UTC), a; the exotic rows left out (the fallback step adds them)."""
+    """`amounts`: pos, customer_id, day (UTC), a; the exotic rows left out (the fallback step adds them). DuckDB
+    runs `amounts_sql` (the rules already rendered by the layout), Spark the tree with its own rules."""
     case = exp.Case(this=exp.column("type"))
     for k, group in enumerate(ctx.plan.by_type):
         case = case.when(string(group.event_type), _struct(ctx, k))
     exotic = ctx.plan.exotic
     keep = "" if ctx.plan.exotic_sql is None else " WHERE NOT :exotic"
     sql = f"SELECT __pos AS pos, customer_id, {UTC_DAY} AS day, :a AS a FROM {ctx.table(schema.ORDERED)}{keep}"
-    return Text(sql, {"a": case, **({"exotic": exotic} if keep else {})})
+    duckdb = amounts_sql(ctx.layout, ctx.table(schema.ORDERED), ctx.plan.exotic_sql) if ctx.engine == "duckdb" else None
+    return Text(sql, {"a": case, **({"exotic": exotic} if keep else {})}, duckdb)
 
 
 FALLBACK_SCHEMA = pa.schema(

@@ -119,11 +119,15 @@ class Text:
 
     sql: str
     placeholders: Mapping[str, exp.Expr] = field(default_factory=dict)
+    duckdb_sql: str | None = None  # the DuckDB text, when the step has it already (trees rendered once before)
 
     def tree(self) -> exp.Query:
         return parse(self.sql, **{name: node.copy() for name, node in self.placeholders.items()})
 
     def duckdb(self) -> str:
+        if self.duckdb_sql is not None:
+            return self.duckdb_sql
+
         def filled(match: re.Match[str]) -> str:
             node = self.placeholders.get(match.group(1))
             if node is None:
