@@ -107,16 +107,24 @@ def test_every_branch_of_the_two_pass_ceiling(history: Path, spark: Any, monkeyp
 
 
 def test_every_branch_of_the_plans_ceiling(history: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The plan's ceiling (rewards_lab.replay.plan.ceiling) on Spark: the boundary day walked, then the events
-    after it fetched by chunks of 3 to 10 events; the rows must be DuckDB's."""
-    monkeypatch.setattr(plan_ceiling, "FIRST_CHUNK", 3)
-    monkeypatch.setattr(plan_ceiling, "LAST_CHUNK", 10)
-    definition = _with_ceiling(load_programme(PROGRAMME), "2000")
-    on_spark = replay_spark(history, definition, opening_supply="3", spark=spark)
+    """The plan's ceiling (rewards_lab.replay.plan.ceiling) on Spark: the first refusal is a large amount mid-history
+    with room left for later amounts, so that the events after the boundary day come by chunks of one or two
+    events; the rows must be DuckDB's."""
+    monkeypatch.setattr(plan_ceiling, "FIRST_CHUNK", 1)
+    monkeypatch.setattr(plan_ceiling, "LAST_CHUNK", 2)
+    definition = load_programme(PROGRAMME)
+    issued = replay(history, definition).to_pandas()
+    amounts = [int(m) for m in issued["amount_minor"]]
+    middle = len(amounts) // 2
+    largest = max(range(middle, len(amounts)), key=lambda j: amounts[j])
+    room = sum(amounts[:largest]) + amounts[largest] - 1  # refused: the amount at `largest`, with room for most after
+    ceiling = format(Decimal(room).scaleb(-definition.asset.decimals), "f")
+    definition = _with_ceiling(definition, ceiling)
+    on_spark = replay_spark(history, definition, spark=spark)
     assert on_spark._plan is not None and on_spark._plan.context.boundary is not None
     kept = spark.table(f"{on_spark._plan.context.prefix}_kept")
-    assert kept.where(f"day > {on_spark._plan.context.boundary}").count() > 3, "one chunk was enough"
-    assert _rows(on_spark.to_pandas()) == _rows(replay(history, definition, opening_supply="3").to_pandas())
+    assert kept.where(f"day > {on_spark._plan.context.boundary}").count() > 1, "one chunk was enough"
+    assert _rows(on_spark.to_pandas()) == _rows(replay(history, definition).to_pandas())
 
 
 def test_an_opening_supply_above_the_ceiling_refuses_everything(history: Path, spark: Any) -> None:

@@ -63,7 +63,7 @@ FALLBACK_ROWS = Table(
     "the exotic events' outcomes from the live evaluation (rewards_lab.replay.fallback): one row per outcome",
 )
 FALLBACK_AMOUNTS = Table(
-    "fallback_amounts", "fallback_pe", "stored", AMOUNTS.columns, "the fallback's rows in the form of `amounts`"
+    "fallback_amounts", "fallback_pe", "view", AMOUNTS.columns, "the fallback's rows in the form of `amounts`"
 )
 CANDIDATES = Table(
     "candidates",
