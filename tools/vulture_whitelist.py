@@ -132,15 +132,12 @@ _.get_offset  # unused method (rewards_lab/lab/units.py:92)
 project  # unused function (rewards_lab/forecasting/forecast.py:348)
 png_size  # unused function (rewards_lab/lab/plots.py:46)
 sweep_line  # unused function (rewards_lab/lab/plots.py:276)
-# issue 30: the replay plan's dialect (sqlglot reads `arg_types` and `Parser`; the plan's steps and executors call
-# wide_div and lint, from increment 3 on)
+# issue 30: the replay plan's dialect (sqlglot reads `arg_types` and `Parser`; the steps call wide_div from
+# increment 5 on (reversal shares); lint runs in tests/replay/test_plan_steps.py)
 arg_types  # unused variable (rewards_lab/replay/plan/sql.py)
 Parser  # unused variable (rewards_lab/replay/plan/sql.py)
 wide_div  # unused function (rewards_lab/replay/plan/sql.py)
 lint  # unused function (rewards_lab/replay/plan/sql.py)
-# The replay executors (issue 30, increment 2): used by the plan's steps from increment 3 on, by tests until then
-Executor  # unused class (rewards_lab/replay/engines/base.py)
-DuckDBExecutor  # unused class (rewards_lab/replay/engines/duckdb.py)
-SparkExecutor  # unused class (rewards_lab/replay/engines/spark.py)
-_.fetch  # unused method (rewards_lab/replay/engines/*.py)
+# The replay executors (issue 30, increment 2): map_partitions is used by the passes from increment 4 on (the
+# fallback, then the ordered passes), by tests until then
 _.map_partitions  # unused method (rewards_lab/replay/engines/*.py)

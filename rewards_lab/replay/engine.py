@@ -45,12 +45,19 @@ from rewards_lab.replay.compiler import (
     string,
 )
 from rewards_lab.replay.customers import joined, open_customers
+from rewards_lab.replay.engines.base import Executor
 from rewards_lab.replay.expiry_plan import ExpiryPlan, expiry_plan, until
 from rewards_lab.replay.fallback import all_outcomes, resolved_amount
 from rewards_lab.replay.feature_store import FeatureInputs, FeatureTables, decide_features, local_day
 from rewards_lab.replay.inputs import ROW, EventSource, literal, open_events
 from rewards_lab.replay.limits_plan import has_features, limits_plan
 from rewards_lab.replay.order import order_events
+from rewards_lab.replay.plan import ceiling as plan_ceiling
+from rewards_lab.replay.plan import outputs
+from rewards_lab.replay.plan.layout import Layout, layout
+from rewards_lab.replay.plan.outputs import decimal_sql
+from rewards_lab.replay.plan.rules import FALLBACK_SCHEMA, Context
+from rewards_lab.replay.plan.run import run as run_plan
 from rewards_lab.replay.redemptions import redemptions_table
 from rewards_lab.replay.sql_values import FieldSource
 
@@ -121,7 +128,7 @@ class ReplayResult:
     opening_supply: Decimal
     python_rows: int  # events evaluated by the Python fallback
     _name: str  # prefix of this replay's temporary tables and views
-    _layout: store.Layout
+    _layout: Layout
     _boundary: int | None  # the day of the first refusal by the ceiling (None: none refused)
     _features: FeatureTables | None = None  # caps, budgets, reversals or redemptions (None: the programme has none)
     _expiry: ExpiryPlan | None = None  # lots expire (None: the programme's points never do)
@@ -185,7 +192,7 @@ class ReplayResult:
 
     def issuances_query(self, positions: tuple[int, int] | None = None) -> str:
         symbol = self.definition.asset.symbol
-        base = store.issuances_sql(self._layout, self._name, self._boundary, symbol, self._amount, positions)
+        base = outputs.issuances_sql(self._layout, self._name, self._boundary, symbol, self._amount, positions)
         if self._features is None:
             return base
         return feature_sql.issuances_sql(base, self._name, symbol, self._amount, self._features, positions)
@@ -210,7 +217,7 @@ class ReplayResult:
         return found
 
     def _plain_totals(self) -> dict[str, Any]:
-        (row,) = self.con.sql(store.totals_sql(self._name, self._boundary, self._amount)).fetchall()
+        (row,) = self.con.sql(outputs.totals_sql(self._name, self._boundary, self._amount)).fetchall()
         issued_count, candidates, too_large = int(row[1]), int(row[2]), int(row[3])
         codes = {
             "amount_too_large": too_large,
@@ -273,24 +280,7 @@ class ReplayResult:
                 self._layout, self._name, self._boundary, self.definition.asset.symbol, self._amount, expired
             )
             return frame_of(self.con.sql(query).to_arrow_table())
-        asset = DUCKDB.render(string(self.definition.asset.symbol))
-        cells, column, total = store.issued_cells(self._name, self._boundary), "", ""
-        if expired is not None:
-            cells = (
-                f"SELECT day, slot, issued, n, 0 AS x FROM ({cells}) "
-                f"UNION ALL SELECT day, slot, 0, 0, x FROM ({expired})"
-            )
-            column, total = f", {self._amount('x')} AS expired", ", sum(d.x) AS x"
-        query = f"""
-            SELECT DATE '1970-01-01' + day AS day, {asset} AS asset, rule_index,
-                   {self._amount("issued")} AS issued,
-                   {self._amount("sum(issued) OVER (PARTITION BY rule_index ORDER BY day)")} AS cumulative,
-                   CAST(issuances AS BIGINT) AS issuances{column}
-            FROM (
-                SELECT d.day, s.rule_index, sum(d.issued) AS issued, sum(d.n) AS issuances{total}
-                FROM ({cells}) d
-                JOIN (SELECT DISTINCT slot, rule_index FROM {self._name}_slots) s ON s.slot = d.slot GROUP BY ALL
-            ) ORDER BY day, rule_index"""
+        query = outputs.daily_sql(self._name, self._boundary, self.definition.asset.symbol, self._amount, expired)
         return frame_of(self.con.sql(query).to_arrow_table())
 
     def per_customer(self, top: int | None = None) -> pd.DataFrame:
@@ -308,17 +298,7 @@ class ReplayResult:
                 self._layout, self._name, self._boundary, self._features, self._amount, top, expired
             )
             return frame_of(self.con.sql(query).to_arrow_table())
-        inner = store.per_customer_sql(self._layout, self._name, self._boundary)
-        order = "" if top is None else f" ORDER BY c.issued DESC, c.customer_id LIMIT {top}"
-        columns, join = "", ""
-        if expired is not None:  # also what expired, and the balance it leaves
-            x = "coalesce(x.x, 0)"
-            columns = f", {self._amount(x)} AS expired, {self._amount(f'c.issued - {x}')} AS balance"
-            join = f" LEFT JOIN ({expired}) x ON x.holder = c.customer_id"
-        query = f"""
-            SELECT c.customer_id, {self._amount("c.issued")} AS issued,
-                   CAST(c.issuances AS BIGINT) AS issuances{columns}
-            FROM ({inner}) c{join} WHERE c.issuances > 0{order}"""
+        query = outputs.per_customer_sql(self._layout, self._name, self._boundary, self._amount, top, expired)
         return frame_of(self.con.sql(query).to_arrow_table())
 
     def write(self, path: str | Path) -> Path:
@@ -407,11 +387,6 @@ def definition_of(programme: ProgrammeDefinition | str | Path) -> ProgrammeDefin
     return programme if isinstance(programme, ProgrammeDefinition) else load_programme(programme)
 
 
-def decimal_sql(decimals: int, minor: str) -> str:
-    unit = format(Decimal(1).scaleb(-decimals), "f")
-    return f"CAST({minor} AS DECIMAL(38, 0)) * CAST({literal(unit)} AS DECIMAL(38, {decimals}))"
-
-
 def candidate_selects(plan: CompiledProgramme, events: str) -> list[tuple[str, str]]:
     """(event type, SELECT seq, day, m, ok) per rule action: its candidate issuances, nothing-issued rows dropped."""
     selects = []
@@ -495,6 +470,52 @@ def prepared(
     return joined(from_sql, [plan], source.customers), plan
 
 
+def _ceiling(con: duckdb.DuckDBPyConnection, lay: Layout, name: str, room: int | None) -> int | None:
+    """The ceiling's boundary day (rewards_lab.replay.plan.ceiling) over the tables of a replay off the plan."""
+    from rewards_lab.replay.engines.duckdb import DuckDBExecutor  # imports this module
+
+    return plan_ceiling.decide(DuckDBExecutor(con), name, lay, room)
+
+
+def fallback_rows(rows: list[tuple[int, int, int]], recipients: dict[int, str], slots: int) -> pa.Table:
+    """`fallback_rows` (plan.schema) of `python_outcomes`' issuances and recipients."""
+    seqs = [seq for seq, _, _ in rows]
+    return pa.Table.from_arrays(
+        [
+            pa.array([seq // slots for seq in seqs], pa.int64()),
+            pa.array([seq % slots for seq in seqs], pa.int32()),
+            pa.array([m for _, _, m in rows], pa.int64()),
+            pa.array([recipients.get(seq) for seq in seqs], pa.string()),
+        ],
+        schema=FALLBACK_SCHEMA,
+    )
+
+
+def _on_plan(
+    con: duckdb.DuckDBPyConnection,
+    source: EventSource,
+    plan: CompiledProgramme,
+    lay: Layout,
+    name: str,
+    definition: ProgrammeDefinition,
+    room: int | None,
+    report: Callable[[str], None],
+) -> tuple[int | None, int]:
+    """The plan's steps on `con` over `{name}_ordered`: (the ceiling's boundary day, the fallback's events)."""
+    from rewards_lab.replay.engines.duckdb import DuckDBExecutor  # imports this module
+
+    def fallback(executor: Executor[object], table: str) -> tuple[bool, int]:
+        rows, recipients, count, _ = python_outcomes(con, source, plan, f"{name}_ordered")
+        executor.register(table, fallback_rows(rows, recipients, plan.slots))
+        return bool(rows), count
+
+    executor = DuckDBExecutor(con)
+    asset = definition.asset
+    done = run_plan(executor, Context(name, plan, lay, "duckdb", asset.symbol, asset.decimals), room, fallback, report)
+    executor.close()
+    return done.context.boundary, done.python_rows
+
+
 def replay(
     events: Any,
     programme: ProgrammeDefinition | str | Path,
@@ -527,35 +548,39 @@ def replay(
         if featured:  # the pass's state lives beside DuckDB's: DuckDB holds less back (it spills, if it must)
             con.execute(f"SET memory_limit = {literal(FEATURED_MEMORY_LIMIT)}")
     from_sql, plan = prepared(con, definition, source, customers)
-    lay = store.layout(plan)
+    lay = layout(plan)
     reporter = ProgressReporter(progress, len(STEPS))
     ordered = f"{name}_ordered"
     limits = limits_plan(definition, plan.specs) if featured else None
     lday = local_day(definition.programme.zone) if limits is not None and limits.capped else None
     room = room_under(ceiling, opening)
     tables: FeatureTables | None = None
+    on_plan = not featured and expiry is None and customers is None
     try:
         count = order_events(con, source, from_sql, name)
         reporter.step("ordered")
-        store.create(con, lay, ordered, plan.exotic_sql, name, local_day=lday)
-        reporter.step("rules")
-        fallback, recipients, python_events, reversing = python_outcomes(con, source, plan, ordered)
-        store.add_fallback(con, lay, ordered, fallback, name, recipients, local_day=lday)
-        reporter.step("fallback")
-        store.summarise(con, lay, name)
-        reporter.step("summaries")
-        if expiry is not None:
-            expiry = until(expiry, as_of, expiry_store.last_moment(con, ordered, spent))
-            expiry_store.times_view(con, name, expiry)
-        if limits is None:
-            boundary = store.enforce_ceiling(con, lay, name, room)
-            if expiry is not None:
-                expiry_store.lotted_table(con, name, None)
-                expiry_store.pass_lots(con, name, None)
+        if on_plan:  # the replay plan (rewards_lab.replay.plan): the other paths move onto it in later increments
+            boundary, python_events = _on_plan(con, source, plan, lay, name, definition, room, reporter.step)
         else:
-            inputs = FeatureInputs(limits, room, spent, reversing, lday is not None, expiry)
-            boundary, tables = decide_features(con, source, plan, lay, name, inputs)
-        reporter.step("ceiling")
+            store.create(con, lay, ordered, plan.exotic_sql, name, local_day=lday)
+            reporter.step("rules")
+            fallback, recipients, python_events, reversing = python_outcomes(con, source, plan, ordered)
+            store.add_fallback(con, lay, ordered, fallback, name, recipients, local_day=lday)
+            reporter.step("fallback")
+            store.summarise(con, lay, name)
+            reporter.step("summaries")
+            if expiry is not None:
+                expiry = until(expiry, as_of, expiry_store.last_moment(con, ordered, spent))
+                expiry_store.times_view(con, name, expiry)
+            if limits is None:
+                boundary = _ceiling(con, lay, name, room)
+                if expiry is not None:
+                    expiry_store.lotted_table(con, name, None)
+                    expiry_store.pass_lots(con, name, None)
+            else:
+                inputs = FeatureInputs(limits, room, spent, reversing, lday is not None, expiry)
+                boundary, tables = decide_features(con, source, plan, lay, name, inputs)
+            reporter.step("ceiling")
         result = ReplayResult(
             definition=definition,
             con=con,
@@ -570,7 +595,8 @@ def replay(
             _features=tables,
             _expiry=expiry,
         )
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_issuances AS {result.issuances_query()}")
+        if not on_plan:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_issuances AS {result.issuances_query()}")
         if expiry is not None:
             assert boundary is None  # a ceiling that can bind sends every reward through the pass
             issued = expiry_store.issued_sql(lay, name, tables is not None, None if tables is None else tables.lookup)

@@ -23,8 +23,8 @@ from rewards_lab.domain.schedule import DAY_US
 from rewards_lab.replay.compiler import DUCKDB, string
 from rewards_lab.replay.expiry_plan import ExpiryPlan
 from rewards_lab.replay.lot_pass import LOTS
+from rewards_lab.replay.plan.layout import Layout
 from rewards_lab.replay.reversal_store import holder_sql
-from rewards_lab.replay.store import Layout
 
 Amount = Callable[[str], str]
 LOT_COLUMNS = ("seq", "holder", "issued", "expires", "amount", "remaining", "expired")

@@ -13,8 +13,9 @@ from collections.abc import Callable
 
 from rewards_lab.replay.compiler import DUCKDB, string
 from rewards_lab.replay.feature_store import EPOCH_SQL, FeatureTables
+from rewards_lab.replay.plan.layout import Layout
+from rewards_lab.replay.plan.outputs import issued_cells, per_customer_rows
 from rewards_lab.replay.reversal_store import holder_sql
-from rewards_lab.replay.store import Layout, issued_cells, per_customer_sql
 
 Amount = Callable[[str], str]
 ADDED_COLUMNS = (  # the issuance table's columns after rewards_lab.replay.engine.ISSUANCE_COLUMNS
@@ -44,10 +45,10 @@ def issuances_sql(
     tables: FeatureTables,
     positions: tuple[int, int] | None = None,
 ) -> str:
-    """SQL: the set-based issuance rows (`base`, rewards_lab.replay.store.issuances_sql) with the pass's decisions,
-    then one row per reverse action (kind `reversal`: `amount` what the wallets gave back, `requested_amount` the
-    target); the customer is the holder (of a reversal: the original event's customer; of a failed reverse
-    action: the refund's)."""
+    """SQL: the set-based issuance rows (`base`: rewards_lab.replay.plan.outputs.issuances_sql) with the pass's
+    decisions, then one row per reverse action (kind `reversal`: `amount` what the wallets gave back,
+    `requested_amount` the target); the customer is the holder (of a reversal: the original event's customer; of a
+    failed reverse action: the refund's)."""
     holder, join = holder_sql("b.customer_id", tables.lookup)
     refund_holder, refund_join = holder_sql("e.customer_id", tables.lookup)
     symbol = DUCKDB.render(string(asset))
@@ -186,7 +187,7 @@ def per_customer_sql_with(
     named, zero = ("", "") if expired is None else (", 0 AS xp", ", 0")
     parts = f"""
         SELECT {holder} AS holder, c.issued, coalesce(c.issuances, 0) AS n, 0 AS rev, 0 AS red{named}
-            FROM ({per_customer_sql(lay, name, boundary)}) c {join}
+            FROM ({per_customer_rows(lay, name, boundary)}) c {join}
         UNION ALL SELECT holder, CASE WHEN status = 'issued' THEN g ELSE 0 END - requested,
                          -CAST(status <> 'issued' AS INTEGER), 0, 0{zero} FROM {name}_corr
         UNION ALL SELECT holder, 0, 0, taken, 0{zero} FROM {name}_items

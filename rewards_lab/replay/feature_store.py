@@ -34,6 +34,8 @@ from rewards_lab.replay.expiry_store import lotted_table, pass_lots
 from rewards_lab.replay.inputs import EventSource, literal
 from rewards_lab.replay.limits_plan import Grouping, LimitsPlan
 from rewards_lab.replay.lot_pass import LOTS
+from rewards_lab.replay.plan import ceiling
+from rewards_lab.replay.plan.layout import Layout
 from rewards_lab.replay.reversal_store import (
     decide_reversals,
     holder_sql,
@@ -42,8 +44,6 @@ from rewards_lab.replay.reversal_store import (
     table,
 )
 from rewards_lab.replay.sequential import DECISIONS, ITEMS, REDEMPTIONS, SequentialPass
-from rewards_lab.replay.store import Layout
-from rewards_lab.replay.store import enforce_ceiling as store_enforce
 
 AFTER_EVENTS = 2**31 - 1  # psub of a redemption: after every event (moved or not) at its anchor
 _PASS_BATCH = 65_536  # operations fetched at a time by the sequential pass
@@ -456,14 +456,14 @@ def decide_features(
     expiry = inputs.expiry
     full = inputs.room is not None and int(requested) > inputs.room
     if not (bound or reversing or redeeming or (expiry is not None and full)):
-        boundary = store_enforce(con, lay, name, inputs.room)
+        boundary = _ceiling(con, lay, name, inputs.room)
         empty_outcome(con, name)
         with_days(con, lay, name)
         if expiry is not None:
             lotted_table(con, name, None)
             pass_lots(con, name, None)
         return boundary, FeatureTables(limits, lookup, False, False)
-    store_enforce(con, lay, name, None)  # the kept table, empty: the pass decides the ceiling
+    _ceiling(con, lay, name, None)  # the kept table, empty: the pass decides the ceiling
     if full:
         if expiry is not None:  # every customer's lots: expired points give room back under the ceiling
             lotted_table(con, name, f"SELECT holder FROM ({rows})")
@@ -494,3 +494,12 @@ def decide_features(
     run_pass(con, rows, name, limits, inputs.room, full, clocked)
     with_days(con, lay, name)
     return None, FeatureTables(limits, lookup, full, bool(redeeming))
+
+
+def _ceiling(con: duckdb.DuckDBPyConnection, lay: Layout, name: str, room: int | None) -> int | None:
+    """The ceiling's boundary day and `{name}_kept` (rewards_lab.replay.plan.ceiling)."""
+    from rewards_lab.replay.engines.duckdb import (
+        DuckDBExecutor,
+    )  # imports rewards_lab.replay.engine, which imports this
+
+    return ceiling.decide(DuckDBExecutor(con), name, lay, room)

@@ -15,6 +15,7 @@ Nothing of the history is collected to the driver; the issuance table is a DataF
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import time
@@ -62,10 +63,16 @@ from rewards_lab.replay.engine import (
     frame_of,
     parse_supply,
 )
+from rewards_lab.replay.engines.base import Executor
 from rewards_lab.replay.expiry_plan import expiry_plan
 from rewards_lab.replay.fallback import slot_outcomes
 from rewards_lab.replay.feature_sql import ADDED_COLUMNS
 from rewards_lab.replay.limits_plan import has_features, limits_plan
+from rewards_lab.replay.plan import outputs, schema
+from rewards_lab.replay.plan.layout import layout
+from rewards_lab.replay.plan.rules import Context
+from rewards_lab.replay.plan.run import PlanRun
+from rewards_lab.replay.plan.run import run as run_plan
 from rewards_lab.replay.redemptions import redemptions_table
 from rewards_lab.replay.spark_ceiling import CeilingDecision, decide
 from rewards_lab.replay.spark_customers import open_spark_customers
@@ -86,6 +93,7 @@ if TYPE_CHECKING:
 # PySpark 4.x warns about pandas 3 on every Arrow exchange; this engine exchanges Arrow tables only.
 warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
 _CANDIDATE_COLUMNS = ("__pos", "external_event_id", "customer_id", "occurred_at", "type")
+_names = itertools.count()
 _CODES = ("amount_too_large", "asset_supply_exhausted", "beneficiary_missing", "beneficiary_not_found")
 
 
@@ -287,11 +295,12 @@ class SparkReplayResult:
     ceiling: Decimal | None
     opening_supply: Decimal
     python_rows: int  # events evaluated by the Python fallback
-    _candidates: DataFrame
-    _decision: CeilingDecision
+    _candidates: DataFrame  # on the plan: its `candidates` view
+    _decision: CeilingDecision | None  # None: on the plan (its `ceiling_kept` holds the ceiling's decision)
     _features: SparkFeatures | None = None  # caps, budgets, reversals or redemptions (None: the programme has none)
     _expiry: SparkExpiry | None = None  # lots expire (None: the programme's points never do)
     _rule_of: tuple[tuple[int, int], ...] = ()  # per slot: (rule index, action index)
+    _plan: PlanRun | None = None  # the replay plan's tables (rewards_lab.replay.plan): no features, no customers
     warnings: tuple[str, ...] = ()  # inputs that probably make this forecast wrong (replay.input_checks)
 
     @property
@@ -358,6 +367,8 @@ class SparkReplayResult:
     @property
     def issuances(self) -> DataFrame:
         """One row per attempted issuance (`columns`; with reverse actions also one row per reverse action)."""
+        if self._plan is not None:
+            return self.spark.table(schema.ISSUANCES.on(self._plan.context.prefix))
         base = self._base_issuances
         if self._features is None:
             return base
@@ -389,6 +400,7 @@ class SparkReplayResult:
 
         c = self._candidates
         m = F.col("m")
+        assert self._decision is not None
         issued = (m > 0) & self._decision.issued(F.col("seq"), m)
         not_found = m < F.lit(NOT_FOUND_BASE)
         minor = F.when(not_found, F.lit(NOT_FOUND_BASE) - m).otherwise(F.greatest(m, F.lit(0))).cast("long")
@@ -419,6 +431,11 @@ class SparkReplayResult:
             exhausted = self.issuances.where(F.col("error_code") == F.lit("asset_supply_exhausted"))
             first = exhausted.agg(F.min(F.to_date("occurred_at"))).first()
             return None if first is None else first[0]
+        if self._plan is not None:  # the first refused issuance's day
+            exhausted = self.issuances.where(F.col("error_code") == F.lit("asset_supply_exhausted"))
+            first_day = exhausted.agg(F.min(F.to_date("occurred_at"))).first()
+            return None if first_day is None else first_day[0]
+        assert self._decision is not None
         refusal = self._decision.first_refusal
         if refusal is None:
             return None
@@ -426,8 +443,13 @@ class SparkReplayResult:
         return None if row is None else row[0]
 
     def release(self) -> None:
-        """Free the cached candidates (a sweep releases each grid point's before the next)."""
-        self._candidates.unpersist()
+        """Free the cached candidates, or the plan's views (a sweep releases each grid point's before the next)."""
+        if self._plan is None:
+            self._candidates.unpersist()
+            return
+        prefix = self._plan.context.prefix
+        for table in schema.PLAN_TABLES:
+            self.spark.catalog.dropTempView(table.on(prefix))
 
     def to_arrow(self) -> pa.Table:
         table: pa.Table = self.issuances.orderBy("seq").toArrow()
@@ -452,9 +474,32 @@ class SparkReplayResult:
             found.update({"expired": to_decimal(amount, self._decimals), "expired_lots": int(row["n"] if row else 0)})
         return found
 
+    def _plan_query(self, sql: Callable[[PlanRun, Callable[[str], str]], str]) -> pa.Table:
+        """An output of rewards_lab.replay.plan.outputs over the plan's tables, rendered for Spark."""
+        assert self._plan is not None
+        query = sql(self._plan, outputs.amount_sql(self._decimals))
+        return self.spark.sql(outputs.spark(query)).toArrow()
+
     def _plain_totals(self) -> dict[str, Any]:
         from pyspark.sql import functions as F
 
+        if self._plan is not None:
+            row = self._plan_query(
+                lambda run, amount: outputs.totals_sql(run.context.prefix, run.context.boundary, amount)
+            )
+            issued, issuances, candidates, x, y, z = (v[0] for v in row.to_pydict().values())
+            codes = {
+                "amount_too_large": int(x),
+                "asset_supply_exhausted": int(candidates) - int(issuances),
+                "beneficiary_missing": int(y),
+                "beneficiary_not_found": int(z),
+            }
+            return {
+                "issued": issued,
+                "issuances": int(issuances),
+                "failed": sum(codes.values()),
+                "failed_by_code": {code: count for code, count in codes.items() if count},
+            }
         rows = self.issuances
         row = rows.agg(
             F.sum(F.when(F.col("status") == "issued", F.col("amount_minor").cast("decimal(38,0)"))).alias("issued"),
@@ -481,6 +526,13 @@ class SparkReplayResult:
             return frame_of(
                 spark_feature_result.daily(
                     self.issuances, self._candidates, self._features, self._amount, symbol, expired
+                )
+            )
+        if self._plan is not None:
+            symbol = self.definition.asset.symbol
+            return frame_of(
+                self._plan_query(
+                    lambda run, amount: outputs.daily_sql(run.context.prefix, run.context.boundary, symbol, amount)
                 )
             )
         issued = self.issuances.where(F.col("status") == "issued")
@@ -528,6 +580,14 @@ class SparkReplayResult:
         if self._features is not None:
             return frame_of(
                 spark_feature_result.per_customer(self.issuances, self._features, self._amount, top, expired)
+            )
+        if self._plan is not None:
+            return frame_of(
+                self._plan_query(
+                    lambda run, amount: outputs.per_customer_sql(
+                        run.context.layout, run.context.prefix, run.context.boundary, amount, top, wide=True
+                    )
+                )
             )
         issued = self.issuances.where(F.col("status") == "issued")
         grouped = issued.groupBy("customer_id").agg(
@@ -630,6 +690,38 @@ def _schema(columns: tuple[tuple[str, str], ...]) -> str:
     return ", ".join(f"{name} {kinds.get(kind, 'decimal(38,0)')}" for name, kind in columns)
 
 
+def _on_plan(
+    events: DataFrame,
+    plan: CompiledProgramme,
+    source: SparkEventSource,
+    definition: ProgrammeDefinition,
+    room: int | None,
+    report: Callable[[str], None],
+) -> PlanRun:
+    """The plan's steps on a SparkExecutor over `events` (in order, with `__pos`): its tables stay as temporary
+    views of the session (the result reads them)."""
+    from pyspark.sql import functions as F
+
+    from rewards_lab.replay.engines.spark import SparkExecutor  # imports this module
+
+    prefix = f"__spark_replay_{next(_names)}"
+    events.createOrReplaceTempView(schema.ORDERED.on(prefix))
+
+    def fallback(_executor: Executor[object], table: str) -> tuple[bool, int]:
+        evaluated, count = python_candidates(events, plan, source)
+        if evaluated is not None:  # b: the customer each outcome rewards (the event's, unless a beneficiary's)
+            rows = evaluated.select(
+                F.col("__pos").alias("pos"), F.col("slot"), F.col("m"), F.col("customer_id").alias("b")
+            ).localCheckpoint(eager=True)
+            rows.createOrReplaceTempView(table)
+        return evaluated is not None and count > 0, count
+
+    asset = definition.asset
+    lay = layout(plan)
+    context = Context(prefix, plan, lay, "spark", asset.symbol, asset.decimals)
+    return run_plan(SparkExecutor(events.sparkSession), context, room, fallback, report)
+
+
 def replay_ordered(
     definition: ProgrammeDefinition,
     source: SparkEventSource,
@@ -652,6 +744,23 @@ def replay_ordered(
     step = reporter.step if reporter is not None else (lambda _label: None)
     plan = compile_programme(definition, source, SPARK)
     events = with_facts(ordered, plan, source)
+    plain = not has_features(definition) and spent is None and expiry_plan(definition) is None
+    if plain and source.customers is None:  # the replay plan; the other paths move onto it in later increments
+        room = room_under(ceiling, opening)
+        run = _on_plan(events, plan, source, definition, room, step)
+        return SparkReplayResult(
+            definition=definition,
+            spark=ordered.sparkSession,
+            events_processed=count,
+            seconds=time.perf_counter() - started,
+            ceiling=None if ceiling is None else to_decimal(ceiling, decimals),
+            opening_supply=to_decimal(opening, decimals),
+            python_rows=run.python_rows,
+            _candidates=ordered.sparkSession.table(schema.CANDIDATES.on(run.context.prefix)),
+            _decision=None,
+            _rule_of=tuple(plan.rule_of(slot) for slot in range(plan.slots)),
+            _plan=run,
+        )
     candidates = sql_candidates(events, plan)
     step("rules")
     fallback, python_events = python_candidates(events, plan, source)

@@ -22,128 +22,19 @@ Derived from it (rewards_lab.replay.engine puts them together):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 
-from rewards_lab.domain.ceiling import first_over, resolve
 from rewards_lab.domain.schedule import DAY_US
 from rewards_lab.replay.compiler import (
     BENEFICIARY_MISSING,
-    DUCKDB,
     NOT_FOUND_BASE,
     TOO_LARGE,
-    CompiledProgramme,
-    string,
 )
-
-_FIRST_CHUNK, _LAST_CHUNK = 50_000, 3_200_000  # events fetched at a time after the first refusal
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where each rule action's amount sits in `a`: slot numbers (the programme's actions in file order) per
-    event type, in processing order within an event."""
-
-    slots: int  # actions in the programme: the width of one event's seq range (seq = pos * slots + slot)
-    types: tuple[str, ...]  # event types that have rules; k indexes them
-    slots_of: tuple[tuple[int, ...], ...]  # per type: its slots in order (field c{i + 1} holds slots_of[k][i])
-    expressions: tuple[tuple[str, ...], ...]  # per type: SQL of each slot's amount (0 when nothing is issued)
-    refusing: frozenset[int]  # slots whose amount may be TOO_LARGE (or a beneficiary's refusal)
-    largest: tuple[int, ...]  # per slot: no amount is above this
-    rule_of: tuple[tuple[int, int], ...]  # per slot: (rule index, action index)
-    # per type: SQL of the customer each field's action rewards (None: the event's customer), when an action
-    # names a beneficiary; fields b{i} of `a` hold them
-    recipients: tuple[tuple[str | None, ...], ...] = ()
-
-    @property
-    def beneficiary_fields(self) -> list[int]:
-        """Field numbers i whose b{i} names a beneficiary for some event type."""
-        width = self.width
-        return [i for i in range(1, width + 1) if any(len(r) >= i and r[i - 1] is not None for r in self.recipients)]
-
-    @property
-    def width(self) -> int:
-        """Fields c1 .. cW of `a`: the most actions any event type has."""
-        return max((len(s) for s in self.slots_of), default=1)
-
-    @property
-    def fields(self) -> list[str]:
-        return [f"a.c{index}" for index in range(1, self.width + 1)]
-
-    def refuses(self, index: int) -> bool:
-        """Whether field c{index} may hold TOO_LARGE for some event type."""
-        return any(len(s) >= index and s[index - 1] in self.refusing for s in self.slots_of)
-
-    def where(self, slot: int) -> tuple[int, int]:
-        """(k, field number) of a slot."""
-        for k, slots in enumerate(self.slots_of):
-            if slot in slots:
-                return k, slots.index(slot) + 1
-        raise KeyError(slot)
-
-    def positive(self, index: int) -> str:
-        """SQL: field c{index} where it issues, else 0."""
-        return f"greatest(a.c{index}, 0)" if self.refuses(index) else f"a.c{index}"
-
-    def event_total(self) -> str:
-        """SQL: the sum of an event's positive amounts (HUGEINT arithmetic only where BIGINT could overflow)."""
-        parts = [self.positive(index) for index in range(1, self.width + 1)]
-        fits = all(sum(self.largest[slot] for slot in slots) < 2**63 for slots in self.slots_of)
-        return " + ".join(parts if fits else [f"CAST({p} AS HUGEINT)" for p in parts])
-
-    def event_count(self) -> str:
-        """SQL: how many of an event's amounts are positive."""
-        parts = [
-            f"CAST(a.c{i} > 0 AS INTEGER)" if self.refuses(i) or self.width > 100 else f"sign(a.c{i})"
-            for i in range(1, self.width + 1)
-        ]
-        return " + ".join(parts)
-
-
-def layout(plan: CompiledProgramme) -> Layout:
-    refusing: set[int] = set()
-    largest, rule_of = [0] * plan.slots, [(0, 0)] * plan.slots  # by slot: slots follow processing order
-    for rule in plan.rules:
-        for action, part in enumerate(rule.parts):
-            slot = plan.first_slot[rule.index] + action
-            rule_of[slot] = (rule.index, action)
-            largest[slot] = part.largest
-            if part.may_refuse or rule.recipient(action) is not None:
-                refusing.add(slot)
-    recipients = tuple(tuple(None if r is None else plan.render(r) for r in group.recipients) for group in plan.by_type)
-    return Layout(
-        slots=plan.slots,
-        types=tuple(group.event_type for group in plan.by_type),
-        slots_of=tuple(group.slots for group in plan.by_type),
-        expressions=tuple(tuple(plan.render(amount) for amount in group.amounts) for group in plan.by_type),
-        refusing=frozenset(refusing),
-        largest=tuple(largest),
-        rule_of=tuple(rule_of),
-        recipients=recipients if any(r is not None for group in recipients for r in group) else (),
-    )
-
-
-def _struct(k: str, values: Sequence[str], width: int, recipients: dict[int, str] | None = None) -> str:
-    """`a`: k, the amounts c1 .. cW and, for the fields of `recipients` (field number -> SQL), b{i}."""
-    padded = [*values, *["0"] * (width - len(values))]
-    fields = "".join(f", 'c{index + 1}': {value}" for index, value in enumerate(padded))
-    fields += "".join(f", 'b{index}': {value}" for index, value in (recipients or {}).items())
-    return "{'k': " + k + fields + "}"
-
-
-def _recipients_of(lay: Layout, k: int) -> dict[int, str]:
-    """The b{i} fields of type k's struct: its beneficiaries, NULL for the other fields; always VARCHAR (a reference
-    the SQL cannot read, left to the fallback, is a NULL literal, and the fallback's rows must fit the column)."""
-    own = lay.recipients[k] if lay.recipients else ()
-    found: dict[int, str] = {}
-    for i in lay.beneficiary_fields:
-        recipient = own[i - 1] if i <= len(own) else None
-        found[i] = f"CAST({recipient if recipient is not None else 'NULL'} AS VARCHAR)"  # a bare NULL has no type
-    return found
+from rewards_lab.replay.plan.layout import Layout, struct_sql
+from rewards_lab.replay.plan.rules import amounts_sql, slots_table
 
 
 def create(
@@ -159,31 +50,11 @@ def create(
     Python fallback adds them). Not materialised, `{name}_pe` is a view: every query over it reads the events
     again (the streaming writer's ceiling queries, which read it a few times, not the summaries). `local_day`:
     SQL of the day in the programme's timezone, stored as `lday` (caps count in its calendar periods)."""
-    slots = [(k, i + 1, slot) for k, slots_k in enumerate(lay.slots_of) for i, slot in enumerate(slots_k)]
-    rows = {
-        "k": pa.array([k for k, _, _ in slots], pa.int32()),
-        "i": pa.array([i for _, i, _ in slots], pa.int32()),
-        "slot": pa.array([s for _, _, s in slots], pa.int32()),
-        "rule_index": pa.array([lay.rule_of[s][0] for _, _, s in slots], pa.int32()),
-        "action_index": pa.array([lay.rule_of[s][1] for _, _, s in slots], pa.int32()),
-        "event_type": pa.array([lay.types[k] for k, _, _ in slots], pa.string()),
-    }
-    con.register(f"{name}_slots_input", pa.table(rows))
+    con.register(f"{name}_slots_input", slots_table(lay))
     con.execute(f"CREATE TEMP TABLE {name}_slots AS SELECT * FROM {name}_slots_input")
     con.unregister(f"{name}_slots_input")
-    day = f"CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER)"
-    a = " ".join(
-        f"WHEN {DUCKDB.render(string(t))} THEN "
-        f"{_struct(str(index), lay.expressions[index], lay.width, _recipients_of(lay, index))}"
-        for index, t in enumerate(lay.types)
-    )
-    keep = "" if exotic is None else f" WHERE NOT {exotic}"
     kind = "TABLE" if materialise else "VIEW"
-    lday = "" if local_day is None else f", {local_day} AS lday"
-    con.execute(
-        f"CREATE TEMP {kind} {name}_pe AS SELECT __pos AS pos, customer_id, {day} AS day, CASE type {a} END AS a"
-        f"{lday} FROM {events}{keep}"
-    )
+    con.execute(f"CREATE TEMP {kind} {name}_pe AS {amounts_sql(lay, events, exotic, local_day)}")
 
 
 def add_fallback(
@@ -217,7 +88,7 @@ def add_fallback(
         columns[f"b{index}"] = pa.array([v[3][index - 1] for v in by_event.values()], pa.string())
     con.register(f"{name}_fallback", pa.table(columns))
     beneficiaries = {index: f"f.b{index}" for index in lay.beneficiary_fields}
-    struct = _struct("f.k", [f"f.c{index}" for index in range(1, lay.width + 1)], lay.width, beneficiaries)
+    struct = struct_sql("f.k", [f"f.c{index}" for index in range(1, lay.width + 1)], lay.width, beneficiaries)
     lday = "" if local_day is None else f", {local_day}"
     con.execute(
         f"INSERT INTO {name}_pe SELECT f.pos, e.customer_id, CAST(f.t // {DAY_US} AS INTEGER), {struct}{lday} "
@@ -254,201 +125,3 @@ def summarise(con: duckdb.DuckDBPyConnection, lay: Layout, name: str) -> None:
         JOIN {name}_slots s ON s.k = u.k AND s.i = u.i
         WHERE u.n > 0 OR u.x > 0 OR u.y > 0 OR u.z > 0"""
     )
-
-
-def _flatten(fetched: dict[str, np.ndarray], width: int) -> tuple[np.ndarray, ...]:
-    """(pos, day, k, i, m) per field of the fetched rows, in row order then field order."""
-    values = np.stack([np.asarray(fetched[f"c{i}"], dtype=np.int64) for i in range(1, width + 1)], axis=1).ravel()
-    pos, day, k = (np.repeat(np.asarray(fetched[c], dtype=np.int64), width) for c in ("pos", "day", "k"))
-    index = np.tile(np.arange(1, width + 1, dtype=np.int64), len(fetched["pos"]))
-    return pos, day, k, index, values
-
-
-def enforce_ceiling(con: duckdb.DuckDBPyConnection, lay: Layout, name: str, room: int | None) -> int | None:
-    """Resolve the ceiling in processing order; returns the boundary day (None: nothing is refused) and fills
-    `{name}_kept` (pos, day, k, i, m) with every issuance on or after it that is issued.
-
-    `day` never decreases along processing order, so the day of the first refusal is found from per-day totals,
-    and only that day's events are fetched in order. After the first refusal only amounts that fit the room left
-    can still succeed, and only those are fetched."""
-    con.execute(f"CREATE TEMP TABLE {name}_kept (pos BIGINT, day INTEGER, k INTEGER, i INTEGER, m BIGINT)")
-    if room is None:
-        return None
-    per_day = con.sql(f"SELECT day, sum(p) FROM {name}_cand GROUP BY day HAVING sum(n) > 0 ORDER BY day").fetchall()
-    total = sum(int(p) for _, p in per_day)
-    if total <= room or total == 0:  # everything fits: the ceiling does not bind
-        return None
-    running, boundary = 0, int(per_day[0][0])
-    for day, day_total in per_day:
-        boundary = int(day)
-        if running + int(day_total) > room:
-            break
-        running += int(day_total)
-    that_day = con.sql(
-        f"SELECT pos, day, {_named(lay)} FROM {name}_pe WHERE day = {boundary} AND a.k IS NOT NULL ORDER BY pos"
-    )
-    fetched = that_day.fetchnumpy()
-    pos, day, k, index, values = _flatten(fetched, lay.width)
-    positive = values > 0
-    pos, day, k, index, values = pos[positive], day[positive], k[positive], index[positive], values[positive]
-    cut, used = first_over(values, room - running)
-    kept: list[tuple[np.ndarray, ...]] = [(pos[:cut], day[:cut], k[:cut], index[:cut], values[:cut])]
-    left = room - running - used
-    rest = [column[cut + 1 :] for column in (pos, day, k, index, values)]  # the rest of that day, resolved here
-    first, issued_after = resolve(rest[4], left)
-    chosen = np.concatenate([np.arange(min(first, len(rest[4])), dtype=np.int64), issued_after])
-    kept.append(tuple(column[chosen] for column in rest))
-    left -= int(rest[4][chosen].sum())
-    kept += _after_refusal(con, lay, name, int(np.asarray(fetched["pos"])[-1]) + 1, left)
-    parts = [np.concatenate([part[c] for part in kept]) for c in range(5)]
-    types = (pa.int64(), pa.int32(), pa.int32(), pa.int32(), pa.int64())
-    table = pa.table({c: pa.array(v, t) for c, v, t in zip(("pos", "day", "k", "i", "m"), parts, types, strict=True)})
-    con.register(f"{name}_kept_input", table)
-    con.execute(f"INSERT INTO {name}_kept SELECT * FROM {name}_kept_input")
-    con.unregister(f"{name}_kept_input")
-    return boundary
-
-
-def _named(lay: Layout) -> str:
-    return "a.k AS k, " + ", ".join(f"{field} AS c{index}" for index, field in enumerate(lay.fields, start=1))
-
-
-def _after_refusal(
-    con: duckdb.DuckDBPyConnection, lay: Layout, name: str, position: int, room: int
-) -> list[tuple[np.ndarray, ...]]:
-    """The issuances of the events from `position` on that still fit `room`, in processing order: events
-    holding an amount that fits are fetched in order by growing chunks, each resolved (ceiling.resolve)
-    from the room the previous ones left, until the room is used up or no event is left. The room left after
-    the boundary day is usually nothing or a few minor units, and one query settles it."""
-    kept: list[tuple[np.ndarray, ...]] = []
-    chunk = _FIRST_CHUNK
-    while room > 0:
-        fits = " OR ".join(f"({field} > 0 AND {field} <= {room})" for field in lay.fields)
-        query = (
-            f"SELECT pos, day, {_named(lay)} FROM {name}_pe WHERE pos >= {position} AND ({fits}) "
-            f"ORDER BY pos LIMIT {chunk}"
-        )
-        fetched = con.sql(query).fetchnumpy()
-        if len(fetched["pos"]) == 0:
-            break
-        pos, day, k, i, m = _flatten(fetched, lay.width)
-        wanted = (m > 0) & (m <= room)
-        pos, day, k, i, m = pos[wanted], day[wanted], k[wanted], i[wanted], m[wanted]
-        first, issued_after = resolve(m, room)
-        chosen = np.concatenate([np.arange(min(first, len(m)), dtype=np.int64), issued_after])
-        kept.append((pos[chosen], day[chosen], k[chosen], i[chosen], m[chosen]))
-        room -= int(m[chosen].sum())
-        if len(fetched["pos"]) < chunk:
-            break
-        position, chunk = int(fetched["pos"][-1]) + 1, min(chunk * 4, _LAST_CHUNK)
-    return kept
-
-
-def issued_cells(name: str, boundary: int | None) -> str:
-    """SQL: issued amount and count per (day, slot), rows with at least one issuance."""
-    before = f"SELECT day, slot, p AS issued, n FROM {name}_cand WHERE n > 0"
-    if boundary is None:
-        return before
-    return (
-        f"{before} AND day < {boundary} UNION ALL SELECT q.day, s.slot, sum(q.m), count(*) "
-        f"FROM {name}_kept q JOIN {name}_slots s ON s.k = q.k AND s.i = q.i GROUP BY ALL"
-    )
-
-
-def totals_sql(name: str, boundary: int | None, amount: Callable[[str], str]) -> str:
-    """SQL: one row (issued as an exact DECIMAL, issued count, candidate count, refusals as too large, as
-    beneficiary_missing, as beneficiary_not_found)."""
-    cells = issued_cells(name, boundary)
-    return (
-        f"SELECT {amount(f'(SELECT coalesce(sum(issued), 0) FROM ({cells}))')}, "
-        f"(SELECT coalesce(sum(n), 0) FROM ({cells})), coalesce(sum(n), 0), coalesce(sum(x), 0), "
-        f"coalesce(sum(y), 0), coalesce(sum(z), 0) FROM {name}_cand"
-    )
-
-
-def unnested(lay: Layout, events: str, where: str = "", beneficiaries: bool = True) -> str:
-    """SQL: one row per stored amount of the rows of `events` (`{name}_pe` or its rows) that hold one (m <> 0):
-    pos, customer_id (with `beneficiaries`, the one the amount rewards), day, k, i (its field) and m.
-
-    The amounts are unnested in the SELECT list, as a list of structs that carry their field number: a lateral
-    `unnest(...) WITH ORDINALITY` is planned by DuckDB as a dependent join that groups the events by their whole
-    STRUCT in a hash table (3x slower, and held in memory: the issuance rows of a million events did not fit in
-    the CLI's memory limit, issue 27)."""
-    named = set(lay.beneficiary_fields) if beneficiaries else set()
-    pairs = ", ".join(
-        f"{{'m': CAST(a.c{i} AS BIGINT), 'i': CAST({i} AS BIGINT)"
-        + (f", 'b': {f'a.b{i}' if i in named else 'CAST(NULL AS VARCHAR)'}" if named else "")
-        + "}"
-        for i in range(1, lay.width + 1)
-    )
-    customer = "coalesce(u.b, customer_id)" if named else "customer_id"
-    return (
-        f"SELECT pos, {customer} AS customer_id, day, k, u.i AS i, u.m AS m FROM ("
-        f"SELECT p.pos, p.customer_id, p.day, p.a.k AS k, unnest([{pairs}]) AS u FROM {events} p{where}"
-        f") WHERE u.m <> 0"
-    )
-
-
-def _unnested(lay: Layout, name: str) -> str:
-    """SQL: one row per stored amount (pos, customer_id: the one it rewards, day, k, i: its field, m)."""
-    return unnested(lay, f"{name}_pe")
-
-
-def per_customer_sql(lay: Layout, name: str, boundary: int | None) -> str:
-    """SQL: customer_id, issued (minor units), issuances of every customer seen (issuances may be 0, or NULL
-    when all the customer's events are of types without rules)."""
-    if lay.beneficiary_fields:  # an event's amounts may go to several customers: one row per amount
-        rows = f"SELECT customer_id, greatest(m, 0) AS v, CAST(m > 0 AS INTEGER) AS c FROM ({_unnested(lay, name)})"
-        if boundary is not None:
-            rows = (
-                f"SELECT customer_id, greatest(m, 0) AS v, CAST(m > 0 AS INTEGER) AS c FROM ({_unnested(lay, name)}) "
-                f"WHERE day < {boundary} UNION ALL SELECT u.customer_id, q.m, 1 FROM {name}_kept q "
-                f"JOIN ({_unnested(lay, name)}) u ON u.pos = q.pos AND u.i = q.i"
-            )
-        return f"SELECT customer_id, sum(v) AS issued, sum(c) AS issuances FROM ({rows}) GROUP BY customer_id"
-    events = f"SELECT customer_id, {lay.event_total()} AS v, {lay.event_count()} AS c FROM {name}_pe"
-    if boundary is not None:
-        events += (
-            f" WHERE day < {boundary} UNION ALL SELECT p.customer_id, q.m, 1 FROM {name}_kept q "
-            f"JOIN {name}_pe p ON p.pos = q.pos"
-        )
-    return f"SELECT customer_id, sum(v) AS issued, sum(c) AS issuances FROM ({events}) GROUP BY customer_id"
-
-
-def issuances_sql(
-    lay: Layout,
-    name: str,
-    boundary: int | None,
-    asset: str,
-    amount: Callable[[str], str],
-    positions: tuple[int, int] | None = None,
-) -> str:
-    """SQL of the `issuances` view: one row per attempted issuance (rewards_lab.replay.engine.ISSUANCE_COLUMNS);
-    `amount` turns the SQL of minor units into the exact DECIMAL; `positions` (from, to): only those events."""
-    events = (
-        f"{name}_ordered"
-        if positions is None
-        else f"(SELECT * FROM {name}_ordered WHERE __pos >= {positions[0]} AND __pos < {positions[1]})"
-    )
-    kept = "" if boundary is None else f"LEFT JOIN {name}_kept q ON q.pos = p.pos AND q.i = p.i"
-    ok = "p.m > 0" if boundary is None else f"(p.m > 0 AND (p.day < {boundary} OR q.pos IS NOT NULL))"
-    symbol = DUCKDB.render(string(asset))
-    minor, codes = "greatest(p.m, 0)", f"WHEN p.m = {TOO_LARGE} THEN 'amount_too_large'"
-    where = "" if positions is None else f" WHERE p.pos >= {positions[0]} AND p.pos < {positions[1]}"
-    amounts = unnested(lay, f"{name}_pe", where, beneficiaries=False)
-    if lay.beneficiary_fields:  # the customer of each amount; a beneficiary's refusals keep their codes
-        minor = f"CASE WHEN p.m < {NOT_FOUND_BASE} THEN {NOT_FOUND_BASE} - p.m ELSE greatest(p.m, 0) END"
-        codes += (
-            f" WHEN p.m = {BENEFICIARY_MISSING} THEN 'beneficiary_missing'"
-            f" WHEN p.m < {NOT_FOUND_BASE} THEN 'beneficiary_not_found'"
-        )
-        amounts = unnested(lay, f"{name}_pe", where)
-    return f"""
-        SELECT p.pos * {lay.slots} + s.slot AS seq, e.external_event_id, p.customer_id, s.event_type, e.occurred_at,
-               s.rule_index, s.action_index, {symbol} AS asset, {amount(minor)} AS amount,
-               {minor} AS amount_minor, CASE WHEN {ok} THEN 'issued' ELSE 'failed' END AS status,
-               CASE {codes} WHEN NOT {ok} THEN 'asset_supply_exhausted' END AS error_code
-        FROM ({amounts}) p
-        JOIN {name}_slots s ON s.k = p.k AND s.i = p.i
-        JOIN {events} e ON e.__pos = p.pos
-        {kept}"""

@@ -34,12 +34,15 @@ from rewards_lab.domain.ceiling import room_under
 from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.replay import input_checks, store
 from rewards_lab.replay.compiler import TOO_LARGE, CompiledProgramme, string
-from rewards_lab.replay.engine import decimal_sql, definition_of, input_warnings, parse_supply, prepared, replay
+from rewards_lab.replay.engine import definition_of, input_warnings, parse_supply, prepared, replay
 from rewards_lab.replay.expiry_plan import expiry_plan
 from rewards_lab.replay.inputs import ROW, literal, open_events
 from rewards_lab.replay.issuance_writer import output_path
 from rewards_lab.replay.limits_plan import has_features
 from rewards_lab.replay.order import input_in_order
+from rewards_lab.replay.plan import ceiling
+from rewards_lab.replay.plan.layout import layout
+from rewards_lab.replay.plan.outputs import decimal_sql
 
 MEMORY_LIMIT = "1GB"  # what DuckDB may hold back while writing in order
 STREAM_BATCH = 100_000  # events per Arrow batch fed to the COPY: small batches keep the ordered COPY parallel
@@ -96,10 +99,12 @@ def _issued(con: duckdb.DuckDBPyConnection, plan: CompiledProgramme, room: int |
     """The ceiling resolved over a view of the events; None when too many issue after the first refusal."""
     if room is None:
         return _Issued(None)
-    lay = store.layout(plan)
+    lay = layout(plan)
     store.create(con, lay, f"{_NAME}_ordered", None, _NAME, materialise=False)
     store.summarise(con, lay, _NAME)
-    boundary = store.enforce_ceiling(con, lay, _NAME, room)
+    from rewards_lab.replay.engines.duckdb import DuckDBExecutor  # imports this module
+
+    boundary = ceiling.decide(DuckDBExecutor(con), _NAME, lay, room)
     if boundary is None:
         return _Issued(None)
     fields = ", ".join(lay.fields)

@@ -24,10 +24,11 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme, save_programme
 from rewards_lab.domain.limits import period_start
 from rewards_lab.domain.processing_order import note_original, processing_keys, refunds_after_originals
-from rewards_lab.replay import store
 from rewards_lab.replay.engine import ISSUANCE_COLUMNS, replay
 from rewards_lab.replay.feature_sql import ADDED_COLUMNS
 from rewards_lab.replay.feature_store import local_day, period_starts
+from rewards_lab.replay.inputs import quote
+from rewards_lab.replay.plan import outputs
 from rewards_lab.replay.spark_engine import replay_spark
 from rewards_lab.replay.sweep import sweep, with_values
 from tests.replay_live import Outcome, redemptions_frame, replayed_outcome, run_live
@@ -172,7 +173,7 @@ class Recording:
 
 def test_a_programme_without_caps_or_reversals_runs_the_sql_it_ran_before() -> None:
     """No caps, budget, reversal or redemption: no added column, no statement of the featured path, and the
-    issuance view is rewards_lab.replay.store's SQL, byte for byte."""
+    issuance view is rewards_lab.replay.plan.outputs' SQL (the store's before the plan), byte for byte."""
     definition = parse_programme(
         {
             "programme": {"name": "Plain"},
@@ -185,8 +186,8 @@ def test_a_programme_without_caps_or_reversals_runs_the_sql_it_ran_before() -> N
     result = replay(events, definition, connection=recording)  # type: ignore[arg-type]
     assert tuple(result.issuances.columns) == ISSUANCE_COLUMNS
     name = result._name  # noqa: SLF001 - the SQL itself is what is checked
-    expected = store.issuances_sql(result._layout, name, result._boundary, "PTS", result._amount)  # noqa: SLF001
-    assert f"CREATE OR REPLACE TEMP VIEW {name}_issuances AS {expected}" in recording.statements
+    expected = outputs.issuances_sql(result._layout, name, result._boundary, "PTS", result._amount)  # noqa: SLF001
+    assert f"CREATE OR REPLACE TEMP VIEW {quote(name + '_issuances')} AS {expected}" in recording.statements
     assert not any(marker in text for text in recording.statements for marker in ("lday", "_ops", "_rad", "_ra "))
     assert result.totals() == {
         "issued": 30,

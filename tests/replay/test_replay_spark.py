@@ -17,11 +17,12 @@ import pytest
 
 from rewards_lab.cli.main import main
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme
+from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme, parse_programme
 from rewards_lab.lab.synthetic import generate_events
 from rewards_lab.replay import spark_ceiling
 from rewards_lab.replay.engine import ISSUANCE_COLUMNS, replay
 from rewards_lab.replay.entry import run_replay, run_sweep
+from rewards_lab.replay.plan import ceiling as plan_ceiling
 from rewards_lab.replay.spark_engine import replay_spark
 from rewards_lab.replay.sweep import sweep
 
@@ -92,13 +93,38 @@ def test_a_spark_dataframe_in_its_own_order(history: Path, spark: Any) -> None:
 
 def test_every_branch_of_the_two_pass_ceiling(history: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tiny buckets (many per history) and a tiny collect limit force the running sum across buckets and the
-    rounds after the first refusal; the rows must not change."""
+    rounds after the first refusal; the rows must not change. A cap that cannot bind keeps the replay off the
+    plan (its featured path still decides the ceiling by rewards_lab.replay.spark_ceiling)."""
     monkeypatch.setattr(spark_ceiling, "BUCKET_EVENTS", 50)
     monkeypatch.setattr(spark_ceiling, "COLLECT_LIMIT", 3)
     definition = _with_ceiling(load_programme(PROGRAMME), "2000")
+    document = definition.model_dump(mode="json")
+    document["rules"][0]["limits"] = [{"period": "lifetime", "max_count": 1_000_000}]
+    definition = parse_programme(document)
     on_spark = replay_spark(history, definition, opening_supply="3", spark=spark)
-    assert on_spark._decision.rounds, "the rounds after the first refusal were not exercised"
+    assert on_spark._decision is not None and on_spark._decision.rounds, "the rounds were not exercised"
     assert _rows(on_spark.to_pandas()) == _rows(replay(history, definition, opening_supply="3").to_pandas())
+
+
+def test_every_branch_of_the_plans_ceiling(history: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plan's ceiling (rewards_lab.replay.plan.ceiling) on Spark: the first refusal is a large amount mid-history
+    with room left for later amounts, so that the events after the boundary day come by chunks of one or two
+    events; the rows must be DuckDB's."""
+    monkeypatch.setattr(plan_ceiling, "FIRST_CHUNK", 1)
+    monkeypatch.setattr(plan_ceiling, "LAST_CHUNK", 2)
+    definition = load_programme(PROGRAMME)
+    issued = replay(history, definition).to_pandas()
+    amounts = [int(m) for m in issued["amount_minor"]]
+    middle = len(amounts) // 2
+    largest = max(range(middle, len(amounts)), key=lambda j: amounts[j])
+    room = sum(amounts[:largest]) + amounts[largest] - 1  # refused: the amount at `largest`, with room for most after
+    ceiling = format(Decimal(room).scaleb(-definition.asset.decimals), "f")
+    definition = _with_ceiling(definition, ceiling)
+    on_spark = replay_spark(history, definition, spark=spark)
+    assert on_spark._plan is not None and on_spark._plan.context.boundary is not None
+    kept = spark.table(f"{on_spark._plan.context.prefix}_kept")
+    assert kept.where(f"day > {on_spark._plan.context.boundary}").count() > 1, "one chunk was enough"
+    assert _rows(on_spark.to_pandas()) == _rows(replay(history, definition).to_pandas())
 
 
 def test_an_opening_supply_above_the_ceiling_refuses_everything(history: Path, spark: Any) -> None:

@@ -20,12 +20,12 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme, parse_programme
 from rewards_lab.domain.ceiling import resolve
 from rewards_lab.lab.synthetic import ALL_TYPES, generate_events
-from rewards_lab.replay import store as replay_store
 from rewards_lab.replay.compiler import DUCKDB, TOO_LARGE, compile_programme, referenced_fields, rule_specs
 from rewards_lab.replay.engine import ReplayResult, candidate_selects, python_rows, replay
 from rewards_lab.replay.input_checks import ReplayInputWarning
 from rewards_lab.replay.inputs import open_events
 from rewards_lab.replay.order import input_in_order, order_events
+from rewards_lab.replay.plan import ceiling as plan_ceiling
 from tests.replay.test_replay import _check_summaries
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,8 +106,8 @@ def test_ceilings_at_every_edge_agree_with_a_plain_resolution(history: Path, mon
     total = sum(amounts)
     cases = [(amounts[0] - 1, 0), (total // 3, 0), (total - 1, 0), (total, 0), (total // 2, total // 4), (100, 500)]
     for chunks in ((50_000, 3_200_000), (3, 10)):
-        monkeypatch.setattr(replay_store, "_FIRST_CHUNK", chunks[0])
-        monkeypatch.setattr(replay_store, "_LAST_CHUNK", chunks[1])
+        monkeypatch.setattr(plan_ceiling, "FIRST_CHUNK", chunks[0])
+        monkeypatch.setattr(plan_ceiling, "LAST_CHUNK", chunks[1])
         for ceiling, opening in cases:
             minor_opening = format(Decimal(opening).scaleb(-2), "f")
             result = replay(history, _with_ceiling(definition, ceiling), opening_supply=minor_opening, progress=False)

@@ -22,7 +22,7 @@ EngineName = Engine
 BatchFunction = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 """What `map_partitions` runs over each partition: picklable (a top-level dataclass with `__call__`) for Spark."""
 SourceKind = Literal["events", "customers", "redemptions"]
-Query = str | exp.Expression
+Query = str | exp.Expr | plan_sql.Text
 INPUT = "__input"  # an event's input order (0-based on DuckDB; increasing, maybe with gaps, on Spark)
 CSV_CELLS = b"replay_csv_cells"  # schema metadata of events read from CSV: their data columns are untyped text
 POS = "pos"  # an event's position in processing order (`number`)
@@ -40,10 +40,13 @@ class Loaded:
 
 
 def render(query: Query, engine: EngineName) -> str:
-    """The query as SQL text for `engine`: text is taken as written for it; a query tree is rendered in the
-    plan's dialect for the engine (`replay.plan.sql`: the Spark hooks), any other tree in sqlglot's own."""
+    """The query as SQL text for `engine`: text is taken as written for it; a step's `Text` as DuckDB text, or
+    parsed and rendered for Spark; a query tree is rendered in the plan's dialect for the engine
+    (`replay.plan.sql`: the Spark hooks), any other tree in sqlglot's own."""
     if isinstance(query, str):
         return query
+    if isinstance(query, plan_sql.Text):
+        return query.on(engine)
     if isinstance(query, exp.Query):
         return plan_sql.render(query, engine)
     return query.sql(dialect=engine)

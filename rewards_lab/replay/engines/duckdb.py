@@ -83,13 +83,20 @@ class DuckDBExecutor:
         worker_rows: int = WORKER_ROWS,
     ) -> None:
         self.workers, self.worker_rows = workers, worker_rows
-        self._spill = Path(tempfile.mkdtemp(prefix="replay-", dir=spill))
+        self._spill_in = spill
+        self._spill_dir: Path | None = None  # made when first needed (a pass's files, or a connection's spill)
         self._own = con is None
         if con is None:
             con = connection(str(self._spill), memory_limit) if memory_limit or spill else quiet_connection()
         self.con = con
         self._origins: dict[str, pa.Table | str] = {}  # what a loaded table was read from (for `number`)
         self._files = itertools.count()
+
+    @property
+    def _spill(self) -> Path:
+        if self._spill_dir is None:
+            self._spill_dir = Path(tempfile.mkdtemp(prefix="replay-", dir=self._spill_in))
+        return self._spill_dir
 
     # sources ---------------------------------------------------------------------------------------------------
     def load(self, name: str, source: object, *, kind: SourceKind) -> Loaded:
@@ -258,4 +265,5 @@ class DuckDBExecutor:
     def close(self) -> None:
         if self._own:
             self.con.close()
-        shutil.rmtree(self._spill, ignore_errors=True)
+        if self._spill_dir is not None:
+            shutil.rmtree(self._spill_dir, ignore_errors=True)

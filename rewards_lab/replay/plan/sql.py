@@ -10,7 +10,9 @@ sqlglot's Spark with the hooks the design measured: `epoch_us` -> `UNIX_MICROS`,
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import sqlglot
@@ -103,6 +105,41 @@ def parse(sql: str, **placeholders: exp.Expr) -> exp.Query:
         raise ValueError(f"placeholders without a value: {', '.join(missing)}")
     assert isinstance(filled, exp.Query)
     return filled
+
+
+_ATOMS = (exp.Case, exp.Paren, exp.Column, exp.Literal, exp.Boolean, exp.Null)  # need no parentheses
+_PLACEHOLDER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+@dataclass(frozen=True)
+class Text:
+    """A step's query as written: canonical DuckDB text with `:name` placeholders and their trees (of the
+    executor's engine). DuckDB runs the text itself, the trees rendered in (no parse: a replay's steps would
+    otherwise spend tens of milliseconds in SQLGlot's parser); `tree()` is what Spark renders and the lint reads."""
+
+    sql: str
+    placeholders: Mapping[str, exp.Expr] = field(default_factory=dict)
+    duckdb_sql: str | None = None  # the DuckDB text, when the step has it already (trees rendered once before)
+
+    def tree(self) -> exp.Query:
+        return parse(self.sql, **{name: node.copy() for name, node in self.placeholders.items()})
+
+    def duckdb(self) -> str:
+        if self.duckdb_sql is not None:
+            return self.duckdb_sql
+
+        def filled(match: re.Match[str]) -> str:
+            node = self.placeholders.get(match.group(1))
+            if node is None:
+                raise ValueError(f"placeholder without a value: {match.group(1)}")
+            text = node.sql(dialect=ReplayDuckDB)
+            return text if isinstance(node, _ATOMS) else f"({text})"
+
+        return _PLACEHOLDER.sub(filled, self.sql)
+
+    def on(self, engine: Engine) -> str:
+        """The query as `engine`'s SQL text."""
+        return self.duckdb() if engine == "duckdb" else render(self.tree(), engine)
 
 
 def render(query: exp.Query, engine: Engine) -> str:

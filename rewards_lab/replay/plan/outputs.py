@@ -1,0 +1,175 @@
+"""The outputs of a replay without caps, budgets, reversals or redemptions: the `issuances` view and the
+summaries (totals, daily, per customer), as DuckDB SQL over the plan's tables (`schema`), read from `cells`
+(per day and slot) and `ceiling_kept` rather than from the issuance rows.
+
+Each function returns the canonical DuckDB text: the DuckDB result runs it as it is (the replay paths not yet on
+the plan read the same tables), the plan's Spark result renders it (`spark`). `amount(minor)` turns SQL of minor
+units into the exact DECIMAL(38, decimals).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+
+from rewards_lab.replay.compiler import BENEFICIARY_MISSING, DUCKDB, NOT_FOUND_BASE, TOO_LARGE, string
+from rewards_lab.replay.inputs import literal
+from rewards_lab.replay.plan import schema
+from rewards_lab.replay.plan.layout import Layout
+from rewards_lab.replay.plan.rules import unnested
+from rewards_lab.replay.plan.sql import Engine, parse, render
+
+Amount = Callable[[str], str]
+
+
+def decimal_sql(decimals: int, minor: str) -> str:
+    """SQL: the exact DECIMAL(38, decimals) of SQL of minor units."""
+    unit = format(Decimal(1).scaleb(-decimals), "f")
+    return f"CAST({minor} AS DECIMAL(38, 0)) * CAST({literal(unit)} AS DECIMAL(38, {decimals}))"
+
+
+def amount_sql(decimals: int) -> Amount:
+    return lambda minor: decimal_sql(decimals, minor)
+
+
+def spark(sql: str) -> str:
+    """An output's DuckDB text rendered for Spark."""
+    return render(parse(sql), "spark")
+
+
+def on(sql: str, engine: Engine) -> str:
+    return sql if engine == "duckdb" else spark(sql)
+
+
+def issued_cells(name: str, boundary: int | None) -> str:
+    """SQL: issued amount and count per (day, slot), rows with at least one issuance."""
+    cells, kept, slots = (t.on(name) for t in (schema.CELLS, schema.CEILING_KEPT, schema.SLOTS))
+    before = f"SELECT day, slot, p AS issued, n FROM {cells} WHERE n > 0"
+    if boundary is None:
+        return before
+    return (
+        f"{before} AND day < {boundary} UNION ALL SELECT q.day, s.slot, sum(CAST(q.m AS HUGEINT)), count(*) "
+        f"FROM {kept} q JOIN {slots} s ON s.k = q.k AND s.i = q.i GROUP BY q.day, s.slot"
+    )
+
+
+def totals_sql(name: str, boundary: int | None, amount: Amount) -> str:
+    """SQL: one row (issued as an exact DECIMAL, issued count, candidate count, refusals as too large, as
+    beneficiary_missing, as beneficiary_not_found)."""
+    cells = issued_cells(name, boundary)
+    return (
+        f"SELECT {amount(f'(SELECT coalesce(sum(issued), 0) FROM ({cells}))')} AS issued, "
+        f"(SELECT coalesce(sum(n), 0) FROM ({cells})) AS issuances, coalesce(sum(n), 0) AS candidates, "
+        f"coalesce(sum(x), 0) AS x, coalesce(sum(y), 0) AS y, coalesce(sum(z), 0) AS z FROM {schema.CELLS.on(name)}"
+    )
+
+
+def daily_sql(name: str, boundary: int | None, asset: str, amount: Amount, expired: str | None = None) -> str:
+    """SQL: day (UTC), asset, rule_index, issued, cumulative, issuances[, expired: `expired`'s (day, slot, x)]."""
+    cells, column, total = issued_cells(name, boundary), "", ""
+    if expired is not None:
+        cells = (
+            f"SELECT day, slot, issued, n, 0 AS x FROM ({cells}) UNION ALL SELECT day, slot, 0, 0, x FROM ({expired})"
+        )
+        column, total = f", {amount('x')} AS expired", ", sum(d.x) AS x"
+    return f"""
+        SELECT DATE '1970-01-01' + day AS day, {DUCKDB.render(string(asset))} AS asset, rule_index,
+               {amount("issued")} AS issued,
+               {amount("sum(issued) OVER (PARTITION BY rule_index ORDER BY day)")} AS cumulative,
+               CAST(issuances AS BIGINT) AS issuances{column}
+        FROM (
+            SELECT d.day, s.rule_index, sum(d.issued) AS issued, sum(d.n) AS issuances{total}
+            FROM ({cells}) d
+            JOIN (SELECT DISTINCT slot, rule_index FROM {schema.SLOTS.on(name)}) s ON s.slot = d.slot
+            GROUP BY d.day, s.rule_index
+        ) ORDER BY day, rule_index"""
+
+
+def per_customer_rows(lay: Layout, name: str, boundary: int | None, wide: bool = False) -> str:
+    """SQL: customer_id, issued (minor units), issuances of every customer seen (issuances may be 0, or NULL
+    when all the customer's events are of types without rules). `wide`: sum in HUGEINT (Spark's sum of BIGINTs
+    is a BIGINT; DuckDB's is a HUGEINT already)."""
+    amounts, kept = schema.AMOUNTS.on(name), schema.CEILING_KEPT.on(name)
+    if lay.beneficiary_fields:  # an event's amounts may go to several customers: one row per amount
+        each = unnested(lay, amounts)
+        rows = f"SELECT customer_id, greatest(m, 0) AS v, CAST(m > 0 AS INTEGER) AS c FROM ({each})"
+        if boundary is not None:
+            rows = (
+                f"{rows} WHERE day < {boundary} UNION ALL SELECT u.customer_id, q.m, 1 FROM {kept} q "
+                f"JOIN ({each}) u ON u.pos = q.pos AND u.i = q.i"
+            )
+    else:
+        rows = f"SELECT customer_id, {lay.event_total()} AS v, {lay.event_count()} AS c FROM {amounts}"
+        if boundary is not None:
+            rows += (
+                f" WHERE day < {boundary} UNION ALL SELECT p.customer_id, q.m, 1 FROM {kept} q "
+                f"JOIN {amounts} p ON p.pos = q.pos"
+            )
+    v = "CAST(v AS HUGEINT)" if wide else "v"
+    return f"SELECT customer_id, sum({v}) AS issued, sum(c) AS issuances FROM ({rows}) GROUP BY customer_id"
+
+
+def per_customer_sql(
+    lay: Layout,
+    name: str,
+    boundary: int | None,
+    amount: Amount,
+    top: int | None,
+    expired: str | None = None,
+    wide: bool = False,
+) -> str:
+    """SQL: customer_id, issued, issuances[, expired, balance: `expired`'s (holder, x)] of every customer issued
+    anything; with `top`, the `top` largest, largest first (ties by customer id); `wide` as for
+    `per_customer_rows`."""
+    inner = per_customer_rows(lay, name, boundary, wide)
+    order = "" if top is None else f" ORDER BY c.issued DESC, c.customer_id LIMIT {top}"
+    columns, join = "", ""
+    if expired is not None:  # also what expired, and the balance it leaves
+        x = "coalesce(x.x, 0)"
+        columns = f", {amount(x)} AS expired, {amount(f'c.issued - {x}')} AS balance"
+        join = f" LEFT JOIN ({expired}) x ON x.holder = c.customer_id"
+    return f"""
+        SELECT c.customer_id, {amount("c.issued")} AS issued,
+               CAST(c.issuances AS BIGINT) AS issuances{columns}
+        FROM ({inner}) c{join} WHERE c.issuances > 0{order}"""
+
+
+def issuances_sql(
+    lay: Layout,
+    name: str,
+    boundary: int | None,
+    asset: str,
+    amount: Amount,
+    positions: tuple[int, int] | None = None,
+) -> str:
+    """SQL of the `issuances` view: one row per attempted issuance (rewards_lab.replay.engine.ISSUANCE_COLUMNS);
+    `positions` (from, to): only those events."""
+    ordered, amounts = schema.ORDERED.on(name), schema.AMOUNTS.on(name)
+    kept_table, slots = schema.CEILING_KEPT.on(name), schema.SLOTS.on(name)
+    events = (
+        ordered
+        if positions is None
+        else f"(SELECT * FROM {ordered} WHERE __pos >= {positions[0]} AND __pos < {positions[1]})"
+    )
+    kept = "" if boundary is None else f"LEFT JOIN {kept_table} q ON q.pos = p.pos AND q.i = p.i"
+    ok = "p.m > 0" if boundary is None else f"(p.m > 0 AND (p.day < {boundary} OR q.pos IS NOT NULL))"
+    symbol = DUCKDB.render(string(asset))
+    minor, codes = "greatest(p.m, 0)", f"WHEN p.m = {TOO_LARGE} THEN 'amount_too_large'"
+    where = "" if positions is None else f" WHERE p.pos >= {positions[0]} AND p.pos < {positions[1]}"
+    each = unnested(lay, amounts, where, beneficiaries=False)
+    if lay.beneficiary_fields:  # the customer of each amount; a beneficiary's refusals keep their codes
+        minor = f"CASE WHEN p.m < {NOT_FOUND_BASE} THEN {NOT_FOUND_BASE} - p.m ELSE greatest(p.m, 0) END"
+        codes += (
+            f" WHEN p.m = {BENEFICIARY_MISSING} THEN 'beneficiary_missing'"
+            f" WHEN p.m < {NOT_FOUND_BASE} THEN 'beneficiary_not_found'"
+        )
+        each = unnested(lay, amounts, where)
+    return f"""
+        SELECT p.pos * {lay.slots} + s.slot AS seq, e.external_event_id, p.customer_id, s.event_type, e.occurred_at,
+               s.rule_index, s.action_index, {symbol} AS asset, {amount(minor)} AS amount,
+               {minor} AS amount_minor, CASE WHEN {ok} THEN 'issued' ELSE 'failed' END AS status,
+               CASE {codes} WHEN NOT {ok} THEN 'asset_supply_exhausted' END AS error_code
+        FROM ({each}) p
+        JOIN {slots} s ON s.k = p.k AND s.i = p.i
+        JOIN {events} e ON e.__pos = p.pos
+        {kept}"""

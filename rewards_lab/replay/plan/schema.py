@@ -1,0 +1,100 @@
+"""The replay plan's logical tables: what each holds, its columns, and its name on an executor.
+
+Both executors hold the same tables with the same columns (design: reports/i30-replay-plan.md, section 2). A table's
+name on an executor is the replay's prefix and the table's suffix (`{prefix}_pe` for `amounts`): the suffixes are
+the ones the DuckDB engine has always used, so that the paths not yet on the plan (caps, budgets, reversals,
+redemptions, expiry, a customers table) read the same tables. Types are portable names: `WIDE` is HUGEINT on DuckDB
+and DECIMAL(38, 0) on Spark; `TIMESTAMP` a UTC instant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["source", "driver", "view", "stored"]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A logical table: `suffix` names it on an executor; `columns` (name, portable type), `...` for a source's
+    own columns."""
+
+    name: str
+    suffix: str
+    kind: Kind
+    columns: tuple[tuple[str, str], ...]
+    about: str
+
+    def on(self, prefix: str) -> str:
+        """The table's name on an executor for the replay named `prefix`."""
+        return f"{prefix}_{self.suffix}"
+
+
+ORDERED = Table(
+    "ordered",
+    "ordered",
+    "source",
+    (("__pos", "BIGINT"), ("external_event_id", "VARCHAR"), ("type", "VARCHAR"), ("customer_id", "VARCHAR"),
+     ("occurred_at", "TIMESTAMP"), ("...", "the events' data columns and beneficiary references")),
+    "the events in processing order: `__pos` (seq = __pos * slots + slot); made by the entry point",
+)  # fmt: skip
+SLOTS = Table(
+    "slots",
+    "slots",
+    "driver",
+    (("k", "INTEGER"), ("i", "INTEGER"), ("slot", "INTEGER"), ("rule_index", "INTEGER"), ("action_index", "INTEGER"),
+     ("event_type", "VARCHAR")),
+    "per rule action (slot): its event type's index k and its field c{i} of `a`, its rule and action",
+)  # fmt: skip
+AMOUNTS = Table(
+    "amounts",
+    "pe",
+    "stored",
+    (("pos", "BIGINT"), ("customer_id", "VARCHAR"), ("day", "INTEGER"),
+     ("a", "STRUCT(k INTEGER, c1 .. cW BIGINT, b<i> VARCHAR)")),
+    "one row per event: its type's rule actions' amounts (0: nothing; TOO_LARGE, beneficiary codes), UTC day",
+)  # fmt: skip
+FALLBACK_ROWS = Table(
+    "fallback_rows",
+    "fallback_rows",
+    "driver",
+    (("pos", "BIGINT"), ("slot", "INTEGER"), ("m", "BIGINT"), ("b", "VARCHAR")),
+    "the exotic events' outcomes from the live evaluation (rewards_lab.replay.fallback): one row per outcome",
+)
+FALLBACK_AMOUNTS = Table(
+    "fallback_amounts", "fallback_pe", "view", AMOUNTS.columns, "the fallback's rows in the form of `amounts`"
+)
+CANDIDATES = Table(
+    "candidates",
+    "candidates",
+    "view",
+    (("pos", "BIGINT"), ("customer_id", "VARCHAR"), ("day", "INTEGER"), ("k", "INTEGER"), ("i", "INTEGER"),
+     ("m", "BIGINT")),
+    "one row per amount (m <> 0) of `amounts`; customer_id is the one the amount rewards",
+)  # fmt: skip
+CELLS = Table(
+    "cells",
+    "cand",
+    "stored",
+    (("day", "INTEGER"), ("slot", "INTEGER"), ("p", "WIDE"), ("n", "BIGINT"), ("x", "BIGINT"), ("y", "BIGINT"),
+     ("z", "BIGINT")),
+    "per UTC day and slot: positive amounts' sum p and count n; refusals too large x, beneficiary missing y, "
+    "beneficiary not found z",
+)  # fmt: skip
+CEILING_KEPT = Table(
+    "ceiling_kept",
+    "kept",
+    "driver",
+    (("pos", "BIGINT"), ("day", "INTEGER"), ("k", "INTEGER"), ("i", "INTEGER"), ("m", "BIGINT")),
+    "every issuance on or after the ceiling's boundary day that is issued (before it, every positive amount is)",
+)
+ISSUANCES = Table(
+    "issuances",
+    "issuances",
+    "view",
+    (("...", "rewards_lab.replay.engine.ISSUANCE_COLUMNS"),),
+    "one row per attempted issuance",
+)
+
+PLAN_TABLES = (ORDERED, SLOTS, AMOUNTS, FALLBACK_ROWS, FALLBACK_AMOUNTS, CANDIDATES, CELLS, CEILING_KEPT, ISSUANCES)

@@ -1,0 +1,59 @@
+"""The plan's SQL steps and their registry `STEPS`, in the order the runner (`run`) takes them.
+
+A step builds ONE query (DuckDB SQL parsed by SQLGlot: `plan.sql`) from the replay's `Context`; the executor
+renders it for its engine and stores its output as a table or a view. Driver work between steps (the slots
+table, the fallback's rows, the ceiling) is the runner's. Every step is tested on both executors
+(tests/replay/test_plan_steps.py: a new step without a fixture fails there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rewards_lab.replay.plan import outputs, rules, schema
+from rewards_lab.replay.plan.rules import Context
+from rewards_lab.replay.plan.sql import Text
+
+
+@dataclass(frozen=True)
+class Step:
+    """A step: the table it makes (stored, or a view computed where read) from the tables it reads."""
+
+    name: str
+    output: schema.Table
+    inputs: tuple[schema.Table, ...]
+    build: Callable[[Context], Text]
+    stored: bool
+
+
+def issuances(ctx: Context) -> Text:
+    """`issuances`: one row per attempted issuance (engine.ISSUANCE_COLUMNS), the ceiling's decision applied."""
+    amount = outputs.amount_sql(ctx.decimals)
+    return Text(outputs.issuances_sql(ctx.layout, ctx.prefix, ctx.boundary, ctx.asset, amount))
+
+
+AMOUNTS = Step("amounts", schema.AMOUNTS, (schema.ORDERED,), rules.amounts, stored=True)
+# `fallback_amounts` is a view: stored (checkpointed) too, Spark 4.3's optimizer fails on the UNION ALL of the two
+# checkpoints in `with_fallback` ("key not found: pos" in Union.rewriteConstraints); `with_fallback` stores it once.
+FALLBACK = Step(
+    "fallback",
+    schema.FALLBACK_AMOUNTS,
+    (schema.FALLBACK_ROWS, schema.SLOTS, schema.ORDERED),
+    rules.fallback_amounts,
+    stored=False,
+)
+WITH_FALLBACK = Step(
+    "with_fallback", schema.AMOUNTS, (schema.AMOUNTS, schema.FALLBACK_AMOUNTS), rules.with_fallback, stored=True
+)
+CANDIDATES = Step("candidates", schema.CANDIDATES, (schema.AMOUNTS,), rules.candidates, stored=False)
+CELLS = Step("cells", schema.CELLS, (schema.AMOUNTS, schema.SLOTS), rules.cells, stored=True)
+ISSUANCES = Step(
+    "issuances",
+    schema.ISSUANCES,
+    (schema.ORDERED, schema.AMOUNTS, schema.SLOTS, schema.CEILING_KEPT),
+    issuances,
+    stored=False,
+)
+
+STEPS = (AMOUNTS, FALLBACK, WITH_FALLBACK, CANDIDATES, CELLS, ISSUANCES)
