@@ -80,8 +80,6 @@ def _returns(op: Operation) -> str:
     if op.response is None:
         return "Call[Any]"
     model = f"{op.response.__module__.rsplit('.', 1)[1]}.{op.response.__name__}"
-    if op.listing == "all":
-        return f"Call[list[{model}]]"
     return f"Call[Page[{model}]]" if op.listing == "page" or op.shape == "list" else f"Call[{model}]"
 
 

@@ -1237,13 +1237,13 @@ export interface Operations {
   };
   "GET /reward-programs/{program_id}/versions": {
     path: { program_id: string };
-    query: Record<string, never>;
+    query: { limit?: number; cursor?: string; sort?: "number"; direction?: "asc" | "desc" };
     headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
     body: never;
     response: ListEnvelope<ProgrammeVersion>;
     permission: "rewards.view";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "sort_field_invalid";
   };
   "POST /reward-programs/{program_id}/publish": {
     path: { program_id: string };
@@ -1474,6 +1474,16 @@ export interface Operations {
     permission: "developers.api_keys.manage";
     idempotent: "none";
     errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "permission_escalation" | "permission_unknown" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+  };
+  "GET /developer/api-keys": {
+    path: Record<string, never>;
+    query: { limit?: number; cursor?: string; sort?: "created_at" | "name"; direction?: "asc" | "desc"; status?: "active" | "revoked" };
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: never;
+    response: ListEnvelope<ApiKey>;
+    permission: "developers.api_keys.manage";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "sort_field_invalid";
   };
   "DELETE /developer/api-keys/{key_id}": {
     path: { key_id: string };

@@ -88,6 +88,7 @@ COMMANDS: Mapping[str, str] = {
     "get_webhook_delivery": "webhooks delivery",
     "replay_webhook_delivery": "webhooks replay",
     "create_api_key": "api-keys create",
+    "list_api_keys": "api-keys list",
     "revoke_api_key": "api-keys revoke",
     "list_request_logs": "logs list",
     "list_auth_audit": "audit list",

@@ -14,8 +14,6 @@ from enum import Enum
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-from pydantic import BaseModel
-
 from rewards_lab.client._core import Call, Page
 from rewards_lab.contract.operation_parameters import Parameter, parameters
 from rewards_lab.contract.operations import OPERATIONS, Operation
@@ -80,12 +78,10 @@ def build(name: str, arguments: Mapping[str, Any]) -> Call[Any]:
 
 
 def parser(op: Operation) -> Callable[[Any], Any]:
-    """How the call's `data` parses: the response model, a page of them (a list envelope), a complete list."""
+    """How the call's `data` parses: the response model, or a page of them (a list envelope)."""
     model = op.response
     if model is None:
         return _raw
-    if op.listing == "all":
-        return _items(model)
     return _page(model.model_validate) if _paged(op) else model.model_validate
 
 
@@ -96,15 +92,6 @@ def _paged(op: Operation) -> bool:
 
 def _raw(data: Any) -> Any:
     return data
-
-
-def _items(model: type[BaseModel]) -> Callable[[Any], list[Any]]:
-    def parse(data: Any) -> list[Any]:
-        if not isinstance(data, list):
-            raise TypeError("a complete list operation returned no list")
-        return [model.model_validate(item) for item in data]
-
-    return parse
 
 
 def _page(parse: Callable[[Any], T]) -> Callable[[Any], Page[T]]:

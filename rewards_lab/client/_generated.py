@@ -447,10 +447,19 @@ def activate_programme(program_id: str, *, idempotency_key: str | None = None) -
     return build("activate_programme", locals())
 
 
-def list_versions(program_id: str) -> Call[list[resources.ProgrammeVersion]]:
+def list_versions(
+    program_id: str, *, limit: int | None = None, cursor: str | None = None
+) -> Call[Page[resources.ProgrammeVersion]]:
     """Versions of a programme with their rules.
 
     `GET /reward-programs/{program_id}/versions`. Read-only: retried on 429, 5xx and lost answers.
+
+    The programme's versions in the order they were made: published ones by number, the draft last. Paged like every
+    list (`limit` 25 by default).
+
+    Args:
+        limit: page size (1-100)
+        cursor: cursor from a previous page
     """
     return build("list_versions", locals())
 
@@ -793,6 +802,24 @@ def create_api_key(name: str, permissions: Sequence[str]) -> Call[resources.ApiK
     return build("create_api_key", locals())
 
 
+def list_api_keys(
+    *, status: str | None = None, limit: int | None = None, cursor: str | None = None
+) -> Call[Page[resources.ApiKey]]:
+    """List API keys (prefixes, never secrets).
+
+    `GET /developer/api-keys`. Read-only: retried on 429, 5xx and lost answers.
+
+    The keys of this organization and environment, revoked ones included (with `revoked_at`): each key's prefix and
+    metadata, never its secret, which is shown once, at creation.
+
+    Args:
+        status: active or revoked
+        limit: page size (1-100)
+        cursor: cursor from a previous page
+    """
+    return build("list_api_keys", locals())
+
+
 def revoke_api_key(key_id: str) -> Call[resources.ApiKey]:
     """Revoke an API key (its history stays).
 
@@ -964,6 +991,7 @@ class Operations:
     update_programme = Operation(update_programme)
     deactivate_programme = Operation(deactivate_programme)
     activate_programme = Operation(activate_programme)
+    iter_versions = Pages(list_versions)
     list_versions = Operation(list_versions)
     publish = Operation(publish)
     restore_version = Operation(restore_version)
@@ -992,6 +1020,8 @@ class Operations:
     replay_webhook_delivery = Operation(replay_webhook_delivery)
     submit_event = Operation(submit_event)
     create_api_key = Operation(create_api_key)
+    iter_api_keys = Pages(list_api_keys)
+    list_api_keys = Operation(list_api_keys)
     revoke_api_key = Operation(revoke_api_key)
     knowledge_search = Operation(knowledge_search)
     conversation_message = Operation(conversation_message)

@@ -25,7 +25,7 @@ from rewards_lab.contract.guard_requests import PublishRequest
 from rewards_lab.contract.permissions import Permission
 
 Idempotency = Literal["required", "optional", "none"]
-Listing = Literal["page", "all"]
+Listing = Literal["page"]  # every list pages the same way (the seed); none answers its whole list at once
 Shape = Literal["one", "list"]
 
 # Codes of every operation that acts for a principal: authentication, authorisation and the scope headers.
@@ -77,7 +77,7 @@ class Operation:
     shape: Shape = "one"  # "list": the data is a list (a list envelope with next_cursor and has_more)
     status: int = 200
     idempotency: Idempotency = "none"
-    listing: Listing | None = None  # "page": cursor pagination; "all": the complete list in one answer
+    listing: Listing | None = None  # "page": cursor pagination
     filters: tuple[str, ...] = ()  # query parameters besides the pagination ones
     filter_schemas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # strings unless named here
     sorts: tuple[str, ...] = ()  # the fields a page sorts by, the first the default
@@ -451,8 +451,11 @@ _TABLE: tuple[Operation, ...] = (
         "/reward-programs/{program_id}/versions",
         P.REWARDS_VIEW,
         response=r.ProgrammeVersion,
-        listing="all",
+        listing="page",
+        sorts=("number",),
         errors=("programme_not_found",),
+        description="The programme's versions in the order they were made: published ones by number, the draft "
+        "last. Paged like every list (`limit` 25 by default).",
     ),
     Operation(
         "publish",
@@ -690,6 +693,19 @@ _TABLE: tuple[Operation, ...] = (
         response=r.ApiKeyCreated,
         status=201,
         errors=(*BODY_CODES, "permission_unknown", "permission_escalation"),
+    ),
+    Operation(
+        "list_api_keys",
+        "GET",
+        "/developer/api-keys",
+        P.API_KEYS_MANAGE,
+        response=r.ApiKey,
+        listing="page",
+        filters=("status",),
+        filter_schemas={"status": {"type": "string", "enum": ["active", "revoked"]}},
+        sorts=("created_at", "name"),
+        description="The keys of this organization and environment, revoked ones included (with `revoked_at`): "
+        "each key's prefix and metadata, never its secret, which is shown once, at creation.",
     ),
     Operation(
         "revoke_api_key",

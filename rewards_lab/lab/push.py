@@ -424,7 +424,7 @@ def make_plan(definition: ProgrammeDefinition, client: RewardsClient) -> Plan:
     plan.matches.append(f"programme '{programme_name}' ({programme.id}) exists")
     if (programme.description or None) != (definition.programme.description or None):
         plan.notes.append(f"programme '{programme_name}' has another description live than in the file")
-    versions = client.list_versions(programme.id)
+    versions = list(client.iter_versions(programme.id))
     plan.draft = next((v for v in versions if v.status == "draft"), None)
     published = [v for v in versions if v.status == "published"]
     plan.published = max(published, key=lambda v: v.number or 0, default=None)
@@ -590,7 +590,7 @@ def _event_age(info: ProgrammeInfo) -> dict[str, Any]:
 def _draft_holds_the_file(plan: Plan, client: RewardsClient, program_id: str, asset_id: str) -> bool:
     """Checked right before publishing, so that a version is never published short of a rule (or of its caps)
     or with another schedule, caps, budget or clawback than the file's."""
-    draft = next((v for v in client.list_versions(program_id) if v.status == "draft"), None)
+    draft = next((v for v in client.iter_versions(program_id) if v.status == "draft"), None)
     return (
         draft is not None
         and _multiset(draft.rules, asset_id) == _wanted(plan.definition)

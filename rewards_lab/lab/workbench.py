@@ -626,7 +626,7 @@ class LabProgramme:
 
     def versions(self) -> list[r.ProgrammeVersion]:
         """Published versions oldest first, then the draft."""
-        return programmes.list_versions(self._db, self._scope, self.id)
+        return programmes.all_versions(self._db, self._scope, self.id)
 
     def versions_table(self) -> pd.DataFrame:
         rows = [

@@ -15,9 +15,11 @@ import time
 import weakref
 from dataclasses import dataclass
 
+from rewards_lab import presenters
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
+from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.permissions import ALL_PERMISSIONS
 from rewards_lab.contract.scope import Scope
 from rewards_lab.presenters import utc
@@ -107,6 +109,22 @@ def create_api_key(
             ),
         )
     return r.ApiKeyCreated(**_resource(row).model_dump(), secret=secret)
+
+
+API_KEY_SORTS = ("created_at", "name")
+API_KEY_STATUSES = ("active", "revoked")
+
+
+def list_api_keys(
+    database: Database, scope: Scope, page: PageRequest, *, status: str | None = None
+) -> r.Page[r.ApiKey]:
+    """The scope's keys, prefix and metadata only (never a secret or its hash); revoked keys stay listed with
+    their `revoked_at`: a revocation keeps the key's history."""
+    sort = check_page_request(page, API_KEY_SORTS)
+    if status and status not in API_KEY_STATUSES:  # an empty `status=` filters nothing, as on the other lists
+        raise ServiceError("field_invalid", "status must be active or revoked", field="status")
+    rows = reader(database).api_keys.page(scope, page, sort, status or None)
+    return presenters.page(r.Page[r.ApiKey], rows, _resource)
 
 
 def authenticate(database: Database, secret: str) -> Principal:

@@ -13,6 +13,7 @@ and only rules that changed meanwhile are measured (or presented) there (docs/de
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import UTC, datetime
 
 from rewards_lab import presenters
@@ -44,9 +45,10 @@ from rewards_lab.store.interfaces import (
     RuleRow,
     Schedule,
 )
-from rewards_lab.store.uow import reader
+from rewards_lab.store.uow import reader, snapshot
 
 PROGRAMME_SORTS = ("created_at", "name")
+VERSION_SORTS = ("number",)
 _OPTIONAL_FIELDS = (
     "timezone",
     "starts_at",
@@ -325,13 +327,27 @@ def get_version(
     return version_resource(uow, scope, version_id_of(uow, scope, program_id, version))
 
 
-def list_versions(database: Database, scope: Scope, program_id: str) -> list[r.ProgrammeVersion]:
-    """The version history, oldest first; the draft comes last."""
-    uow = reader(database)
-    programme_row(uow, scope, program_id)
-    rows = uow.programmes.versions(scope, program_id)
-    rules = uow.programmes.rules_of(scope, [row.id for row in rows])
-    by_version: dict[str, list[RuleRow]] = {}
+def list_versions(database: Database, scope: Scope, program_id: str, page: PageRequest) -> r.Page[r.ProgrammeVersion]:
+    """A page of the version history by number, oldest first; the draft (no number) comes last."""
+    sort = check_page_request(page, VERSION_SORTS)
+    with snapshot(database) as store:  # the versions and their rules as of one commit
+        programme_row(store, scope, program_id)
+        rows = store.programmes.versions_page(scope, program_id, page, sort)
+        by_version = _rules_by_version(store.programmes.rules_of(scope, [row.id for row in rows.rows]))
+    return presenters.page(r.Page[r.ProgrammeVersion], rows, lambda row: presenters.version(row, by_version[row.id]))
+
+
+def all_versions(database: Database, scope: Scope, program_id: str) -> list[r.ProgrammeVersion]:
+    """The whole version history, oldest first, the draft last (the lab's in-process view; over HTTP it pages)."""
+    with snapshot(database) as store:
+        programme_row(store, scope, program_id)
+        rows = store.programmes.versions(scope, program_id)
+        by_version = _rules_by_version(store.programmes.rules_of(scope, [row.id for row in rows]))
+    return [presenters.version(row, by_version[row.id]) for row in rows]
+
+
+def _rules_by_version(rules: list[RuleRow]) -> defaultdict[str, list[RuleRow]]:
+    by_version: defaultdict[str, list[RuleRow]] = defaultdict(list)
     for rule in rules:
-        by_version.setdefault(rule.version_id, []).append(rule)
-    return [presenters.version(row, by_version.get(row.id, [])) for row in rows]
+        by_version[rule.version_id].append(rule)
+    return by_version

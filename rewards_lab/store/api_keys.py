@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import duckdb
 
+from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import ApiKeyRow
-from rewards_lab.store.queries import columns, fetch_one_as
+from rewards_lab.store.queries import RowPage, columns, fetch_one_as, paginate
+
+# What a listing reads: every column but the secret's hash, which is never read for a list (an empty string in
+# its place keeps the row type; the presenter drops the field anyway).
+_LISTED = columns(ApiKeyRow).replace("secret_hash", "'' AS secret_hash")
 
 
 class ApiKeyRepository:
@@ -41,6 +47,17 @@ class ApiKeyRepository:
             f"SELECT {columns(ApiKeyRow)} FROM api_keys WHERE organization_id = ? AND environment = ? AND id = ?",
             [*scope.params, key_id],
         )
+
+    def page(self, scope: Scope, page: PageRequest, sort: str, status: str | None) -> RowPage[ApiKeyRow]:
+        """The scope's keys, revoked ones included (`status`: only `active` or only `revoked` ones)."""
+        sql = f"SELECT {_LISTED} FROM api_keys WHERE organization_id = ? AND environment = ?"
+        params: list[Any] = list(scope.params)
+        if status == "active":
+            sql += " AND revoked_at IS NULL"
+        elif status == "revoked":
+            sql += " AND revoked_at IS NOT NULL"
+        listed = paginate(self.con, list_name="api_keys", select_sql=sql, params=params, page=page, sort=sort)
+        return listed.typed(ApiKeyRow)
 
     def by_hash(self, secret_hash: str) -> ApiKeyRow | None:
         """The key whose secret hashes to this (any tenant: the key itself names its tenant)."""

@@ -205,6 +205,13 @@ class ProgrammeRepository:
             [*scope.params, program_id],
         )
 
+    def versions_page(self, scope: Scope, program_id: str, page: PageRequest, sort: str) -> RowPage[VersionRow]:
+        """A page of the programme's versions; by `number`, the draft (no number yet) comes last."""
+        sql = f"SELECT {_VERSION} FROM programme_versions WHERE {TENANT} AND program_id = ?"
+        params: list[Any] = [*scope.params, program_id]
+        listed = paginate(self.con, list_name="versions", select_sql=sql, params=params, page=page, sort=sort)
+        return listed.typed(_VERSION_ROW)
+
     def publish_version(self, scope: Scope, version_id: str, number: int) -> None:
         self.con.execute(
             f"UPDATE programme_versions SET status = 'published', number = ?, published_at = ? "

@@ -102,7 +102,9 @@ def test_what_the_methods_send() -> None:
     simulated = generated.simulate_programme("prg_1", {"type": "t"}, version=2)
     assert (simulated.params, simulated.idempotent, simulated.resendable) == ({"version": "2"}, False, True)
     assert not generated.create_api_key("k", ["customers.view"]).resendable  # a second key would be made
-    assert generated.list_versions("prg_1").parse([]) == []
+    versions = generated.list_versions("prg_1", limit=2)
+    assert versions.params == {"limit": 2} and versions.listing  # paged like every list
+    assert versions.parse({"data": [], "next_cursor": None, "has_more": False}).data == []
     assert generated.delete_rule("rul_1").parse == r.Rule.model_validate  # the registry's response model
 
 

@@ -37,3 +37,16 @@ def test_the_registry_imports_no_server_package() -> None:
     source = Path(__file__).parents[2] / "rewards_lab" / "contract" / "operations.py"
     imported = [node.module for node in ast.walk(ast.parse(source.read_text())) if isinstance(node, ast.ImportFrom)]
     assert not [name for name in imported if name and name.startswith(SERVER_PACKAGES)]
+
+
+def test_every_collection_pages_the_same_way() -> None:
+    """The seed: every collection paginates the same way (`limit`, `cursor`; `next_cursor`, `has_more`). A GET that
+    answers a list is a paged listing with its sort fields, and its document takes `limit` and `cursor`."""
+    document = served_document()
+    collections = [op for op in OPERATIONS.values() if op.method == "GET" and op.response_shape == "list"]
+    assert {"list_api_keys", "list_versions"} <= {op.name for op in collections}
+    for op in collections:
+        assert op.listing == "page" and op.sorts, op.name
+        entry = document["paths"][op.path]["get"]
+        names = {parameter.get("name") for parameter in entry.get("parameters", [])}  # the rest are $refs
+        assert {"limit", "cursor", "sort", "direction"} <= names, (op.name, names)

@@ -108,7 +108,7 @@ def _client(live: LiveServer) -> RewardsClient:
 
 def _published(api: RewardsClient, name: str) -> list[int | None]:
     (programme,) = [p for p in api.iter_programmes() if p.name == name]
-    return [v.max_event_age_days for v in api.list_versions(programme.id) if v.status == "published"]
+    return [v.max_event_age_days for v in api.iter_versions(programme.id) if v.status == "published"]
 
 
 def test_push_creates_plans_and_changes_the_bound_and_verify_compares_amounts(live: LiveServer) -> None:

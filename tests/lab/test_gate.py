@@ -147,7 +147,7 @@ def test_push_with_a_history_refuses_a_draft_that_breaks_its_guard_and_publishes
     assert "FAIL" in output and "Not published" in output
     with RewardsClient(live.base_url, live.keys["sandbox"], live.organization_id, "sandbox") as api:
         programme = next(p for p in api.iter_programmes() if p.name == "GatedP")
-        versions = api.list_versions(programme.id)
+        versions = list(api.iter_versions(programme.id))
         assert [v.number for v in versions] == [1, None]  # nothing published
         action = versions[-1].rules[0].actions[0].model_dump(mode="json")
         assert action["amount"]["rate"] == 2  # the draft holds the file
@@ -159,7 +159,7 @@ def test_push_with_a_history_refuses_a_draft_that_breaks_its_guard_and_publishes
     status, output = _push(live, str(path), "--history", str(history), "--yes")
     assert status == 0 and "all guards pass" in output, output
     with RewardsClient(live.base_url, live.keys["sandbox"], live.organization_id, "sandbox") as api:
-        published = [v for v in api.list_versions(programme.id) if v.number is not None]
+        published = [v for v in api.iter_versions(programme.id) if v.number is not None]
         overrides = [v.guard_override.reason if v.guard_override else None for v in published]
         assert overrides == [None, "approved: ticket 7", None]
     status, output = _push(live, str(path), "--override", "why")

@@ -57,7 +57,7 @@ def live_state(
 ) -> tuple[list[r.Asset], list[r.Programme], list[r.ProgrammeVersion]]:
     assets = [a for a in api.iter_assets() if a.symbol == definition.asset.symbol]
     programmes = [p for p in api.iter_programmes() if p.name == definition.programme.name]
-    versions = api.list_versions(programmes[0].id) if programmes else []
+    versions = list(api.iter_versions(programmes[0].id)) if programmes else []
     return assets, programmes, versions
 
 
@@ -305,7 +305,7 @@ def test_the_schedule_priority_and_beneficiaries_are_pushed_and_a_changed_window
     with client(live) as api:
         push(definition, api)
         (programme,) = [p for p in api.iter_programmes() if p.name == "December schedule"]
-        (published,) = [v for v in api.list_versions(programme.id) if v.status == "published"]
+        (published,) = [v for v in api.iter_versions(programme.id) if v.status == "published"]
         assert (published.timezone, published.starts_at, published.ends_at) == (
             "Europe/Paris",
             definition.programme.starts_at,
@@ -318,5 +318,5 @@ def test_the_schedule_priority_and_beneficiaries_are_pushed_and_a_changed_window
         assert [step.kind for step in plan.steps] == ["update_schedule", "publish"]
         push(longer, api)
         assert not make_plan(longer, api).changes
-        versions = [v for v in api.list_versions(programme.id) if v.status == "published"]
+        versions = [v for v in api.iter_versions(programme.id) if v.status == "published"]
         assert [v.ends_at for v in versions] == [definition.programme.ends_at, longer.programme.ends_at]

@@ -81,7 +81,7 @@ def definition(tag: str, edit: Any = None) -> ProgrammeDefinition:
 
 def versions(api: RewardsClient, file: ProgrammeDefinition) -> tuple[r.ProgrammeVersion, list[r.ProgrammeVersion]]:
     (programme,) = [p for p in api.iter_programmes() if p.name == file.programme.name]
-    found = api.list_versions(programme.id)
+    found = list(api.iter_versions(programme.id))
     (draft,) = [v for v in found if v.status == "draft"]
     return draft, [v for v in found if v.status == "published"]
 

@@ -74,7 +74,7 @@ def test_expiry_is_pushed_with_the_asset_and_the_programme_and_a_change_is_a_new
         assert [step.kind for step in plan.steps] == ["update_spending", "publish"], plan.text()
         push(changed, api)
         assert not make_plan(changed, api).changes
-        versions = api.list_versions(next(p.id for p in api.list_programmes().data if p.name == "Miles A"))
+        versions = list(api.iter_versions(next(p.id for p in api.list_programmes().data if p.name == "Miles A")))
         published = [v for v in versions if v.status == "published"]
         assert [v.expiry.model_dump() if v.expiry else None for v in published] == [
             {"at_end_of": "quarter", "after": 1},

@@ -98,7 +98,7 @@ def test_a_renamed_rule_is_pushed_as_an_update_of_the_live_rule(live: LiveServer
     with RewardsClient(live.base_url, live.keys["sandbox"], live.organization_id, "sandbox") as api:
         apply(make_plan(_variant("A"), api), api)
         programme = next(p for p in api.iter_programmes() if p.name == "Named A")
-        before = {rule.name: rule.id for rule in api.list_versions(programme.id)[-1].rules}
+        before = {rule.name: rule.id for rule in list(api.iter_versions(programme.id))[-1].rules}
         assert set(before) == {rule.name for rule in _spring().rules}
 
         renamed = _variant("A", r1="Sign-up gift", r2=None)
@@ -112,7 +112,7 @@ def test_a_renamed_rule_is_pushed_as_an_update_of_the_live_rule(live: LiveServer
         assert "'Photo review bonus' -> None" in plan.text()
         apply(plan, api)
         assert make_plan(renamed, api).steps == []  # the live side now matches, names included
-        versions = api.list_versions(programme.id)
+        versions = list(api.iter_versions(programme.id))
         for version in versions:  # published version 2 and the draft: the same rules (ids), renamed
             if version.number == 1:
                 assert [rule.name for rule in version.rules] == [rule.name for rule in _spring().rules]

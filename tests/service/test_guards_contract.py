@@ -135,7 +135,7 @@ def test_a_live_server_keeps_guards_and_records_the_override_with_the_key_that_g
         recorded = overridden.version.guard_override
         assert recorded is not None and recorded.reason == "the forecast double counts refunds"
         assert recorded.given_by.startswith("key_")
-        versions = api.list_versions(programme.id)
+        versions = list(api.iter_versions(programme.id))
         assert [v.guard_override is not None for v in versions] == [False, True, False]
         url = f"{live.base_url}/reward-programs/{programme.id}"
         bad = {"guards": [GUARDS[0], {"metric": "liability_delta", "max": "a lot"}]}
@@ -189,7 +189,7 @@ def test_push_brings_the_drafts_guards_to_the_files_and_publishes_them(live: Liv
         push(changed, api)
         assert not make_plan(changed, api).changes
         assert plan.programme is not None
-        versions = [v for v in api.list_versions(plan.programme.id) if v.status == "published"]
+        versions = [v for v in api.iter_versions(plan.programme.id) if v.status == "published"]
         assert [len(v.guards) for v in versions] == [3, 1]
 
 

@@ -32,7 +32,7 @@ def test_publish_freezes_a_version_and_starts_a_new_draft(world: World) -> None:
     second = programmes.publish(db, scope, programme.id)
     assert second.version.number == 2 and second.version.based_on == 1
 
-    history = programmes.list_versions(db, scope, programme.id)
+    history = programmes.all_versions(db, scope, programme.id)
     assert [(v.number, v.status) for v in history] == [(1, "published"), (2, "published"), (None, "draft")]
     v1, v2 = history[0], history[1]
     assert [a.amount for r in v1.rules for a in r.actions] == [rq.FixedAmount(fixed="5.00")]  # as published

@@ -17,6 +17,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
+from rewards_lab.api import in_flight
 from rewards_lab.api.context import database_of, json_body, principal_of, request_id_of
 from rewards_lab.api.envelope import success
 from rewards_lab.api.openapi_doc import idempotency_header, model_of, query_parameters, responds_model
@@ -65,6 +66,7 @@ def authorised(request: Request, permission: Permission) -> access.Principal:
 
 
 def idempotency_key(request: Request, *, required: bool) -> str | None:
+    """The request's Idempotency-Key; a handler holds it (`in_flight.holding`) from before it reads the body."""
     key = request.headers.get("idempotency-key")
     if key is None and required:
         raise ServiceError("idempotency_key_required", field="Idempotency-Key")
@@ -118,19 +120,19 @@ def serve(name: str, service: Callable[..., Any]) -> tuple[str, Endpoint]:
 
     async def endpoint(request: Request, **path_values: str) -> Response:
         principal = authorised(request, permission)
-        args: list[Any] = [path_values[param] for param in path_params]
-        if body is not None:
-            args.append(await json_body(request, body))
-        kwargs: dict[str, Any] = {f: request.query_params.get(f) for f in filters}
-        if listing == "page":
-            args.append(page_of(request))
-        if keyed:
-            kwargs["idempotency_key"] = idempotency_key(request, required=key_required)
-        result = await run_in_threadpool(service, database_of(request), principal.scope, *args, **kwargs)
+        key = idempotency_key(request, required=key_required) if keyed else None
+        with in_flight.holding(database_of(request), principal.scope, key):  # before the body: see api.in_flight
+            args: list[Any] = [path_values[param] for param in path_params]
+            if body is not None:
+                args.append(await json_body(request, body))
+            kwargs: dict[str, Any] = {f: request.query_params.get(f) for f in filters}
+            if listing == "page":
+                args.append(page_of(request))
+            if keyed:
+                kwargs["idempotency_key"] = key
+            result = await run_in_threadpool(service, database_of(request), principal.scope, *args, **kwargs)
         if listing == "page":
             return listed(result, request)
-        if listing == "all":
-            return success(result, request_id_of(request), next_cursor=None, has_more=False)
         return success(result, request_id_of(request), status)
 
     endpoint.__name__ = name

@@ -1,4 +1,4 @@
-"""API keys: creating one (its secret shown once) and revoking one."""
+"""API keys: creating one (its secret shown once), listing them (prefixes only) and revoking one."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ from starlette.concurrency import run_in_threadpool
 
 from rewards_lab.api.context import database_of, json_body, request_id_of
 from rewards_lab.api.envelope import success
-from rewards_lab.api.routes._binding import Endpoint, authorised
+from rewards_lab.api.routes._binding import Endpoint, authorised, serve
 from rewards_lab.contract import requests as rq
+from rewards_lab.contract.operations import operation
 from rewards_lab.contract.permissions import Permission
 from rewards_lab.security import access
+
+assert operation("list_api_keys").sorts == access.API_KEY_SORTS
 
 
 async def create_api_key(request: Request) -> Response:
@@ -30,4 +33,8 @@ async def revoke_api_key(request: Request, key_id: str) -> Response:
     return success(result, request_id_of(request))
 
 
-BINDINGS: dict[str, Endpoint] = {"create_api_key": create_api_key, "revoke_api_key": revoke_api_key}
+BINDINGS: dict[str, Endpoint] = {
+    "create_api_key": create_api_key,
+    "list_api_keys": serve("list_api_keys", access.list_api_keys)[1],
+    "revoke_api_key": revoke_api_key,
+}

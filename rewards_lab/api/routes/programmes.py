@@ -6,6 +6,7 @@ from fastapi import Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
+from rewards_lab.api import in_flight
 from rewards_lab.api.context import database_of, json_body, request_id_of
 from rewards_lab.api.envelope import success
 from rewards_lab.api.routes._binding import Endpoint, authorised, idempotency_key, serve
@@ -16,21 +17,24 @@ from rewards_lab.engine import simulation
 from rewards_lab.service import programme_lifecycle, programmes
 
 assert operation("list_programmes").sorts == programmes.PROGRAMME_SORTS
+assert operation("list_versions").sorts == programmes.VERSION_SORTS
 
 
 async def publish(request: Request, program_id: str) -> Response:
     # Who publishes is passed along: a guard override is recorded with the key or account that gave it.
     principal = authorised(request, Permission.REWARDS_ACTIVATE)
-    body = await json_body(request, PublishRequest)
-    result = await run_in_threadpool(
-        programmes.publish,
-        database_of(request),
-        principal.scope,
-        program_id,
-        body,
-        idempotency_key=idempotency_key(request, required=False),
-        actor=principal.actor_id,
-    )
+    key = idempotency_key(request, required=False)
+    with in_flight.holding(database_of(request), principal.scope, key):
+        body = await json_body(request, PublishRequest)
+        result = await run_in_threadpool(
+            programmes.publish,
+            database_of(request),
+            principal.scope,
+            program_id,
+            body,
+            idempotency_key=key,
+            actor=principal.actor_id,
+        )
     return success(result, request_id_of(request), 201)
 
 
