@@ -72,6 +72,12 @@ def responds_model(status: int, model: type[BaseModel], shape: str) -> dict[str,
     return {_MARKER: {"status": status, "model": model.__name__, "shape": shape}}
 
 
+def responds_media(status: int, media: tuple[str, ...], headers: dict[str, str]) -> dict[str, Any]:
+    """The marker of a success response that is a file in one of `media` (not the envelope), with the headers
+    it answers (name -> description)."""
+    return {_MARKER: {"status": status, "media": list(media), "headers": headers}}
+
+
 def query_parameters(
     *names: str, listing: bool = False, sorts: tuple[str, ...] = (), typed: dict[str, dict[str, Any]] | None = None
 ) -> dict[str, Any]:
@@ -384,7 +390,9 @@ def finish(document: dict[str, Any], request_models: dict[str, type[BaseModel]])
             marker = spec.pop(_MARKER, None)
             responses: dict[str, Any] = spec["responses"]
             responses.pop("422", None)  # FastAPI's own shape: never sent by this service
-            if marker is not None:
+            if marker is not None and "media" in marker:
+                responses[str(marker["status"])] = _file_response(marker)
+            elif marker is not None:
                 if marker["status"] != 200:
                     responses.pop("200", None)
                 responses[str(marker["status"])] = {
@@ -396,6 +404,20 @@ def finish(document: dict[str, Any], request_models: dict[str, type[BaseModel]])
             _declare_headers_and_failures(path, method, spec, failure, shared)
     components["responses"] = dict(sorted(shared.items()))
     _links(document["paths"])
+
+
+def _file_response(marker: dict[str, Any]) -> dict[str, Any]:
+    """A success that is a file: each media type a binary string, the operation's own headers beside ours
+    (`_declare_headers_and_failures` adds those, keeping these)."""
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    headers = {
+        name: {"description": words, "schema": {"type": "string"}} for name, words in marker["headers"].items()
+    }
+    return {
+        "description": "Success: the file",
+        "content": {media: dict(binary) for media in marker["media"]},
+        "x-headers": headers,
+    }
 
 
 def _declare_headers_and_failures(
@@ -420,7 +442,8 @@ def _declare_headers_and_failures(
     if deprecated_operation(path, method) is not None:
         headers |= {name: {"$ref": f"#/components/headers/{name}"} for name in deprecation_headers()}
     for status, response in list(responses.items()):
-        responses[status] = {**response, "headers": headers}
+        own = response.pop("x-headers", {}) if isinstance(response, dict) else {}
+        responses[status] = {**response, "headers": {**own, **headers}}
         if status[0] in "345":  # failures repeat across operations: each distinct one is written once
             responses[status] = _shared_response(shared, status, responses[status])
 
