@@ -129,8 +129,7 @@ def open_export(database: Database, scope: Scope, request: ExportRequest) -> Exp
     try:
         where, params = _range(cursor, scope, request)
         bound = cursor.execute(
-            f"SELECT t, external_event_id FROM ({_KEYS} WHERE {where}) ORDER BY t, external_event_id "
-            "LIMIT 2 OFFSET ?",
+            f"SELECT t, external_event_id FROM ({_KEYS} WHERE {where}) ORDER BY t, external_event_id LIMIT 2 OFFSET ?",
             [*params, request.limit - 1],
         ).fetchall()
         rows = cursor.execute(f"SELECT count(*) FROM ({_KEYS} WHERE {where} LIMIT ?)", [*params, request.limit])
@@ -217,7 +216,7 @@ def _ndjson(batch: pa.RecordBatch) -> bytes:
         }
         if has_executions:
             tail["executions"] = _executions(columns["executions"][i])
-        line = jsonutil.dumps(head)[:-1] + ', "data": ' + columns["data"][i] + ", " + jsonutil.dumps(tail)[1:]
+        line = jsonutil.dumps(head)[:-1] + ',"data":' + columns["data"][i] + "," + jsonutil.dumps(tail)[1:]
         lines.append(line)
     return ("\n".join(lines) + "\n").encode() if lines else b""
 
