@@ -138,7 +138,7 @@ class Download:
 
     content: bytes
     media_type: str
-    headers: Mapping[str, str]
+    headers: Mapping[str, str]  # case-insensitive (httpx.Headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,7 +240,7 @@ def parse_response(call: Call[T], prepared: Prepared, response: httpx.Response) 
     _warn_deprecation(prepared, response, call.path)
     media_type = response.headers.get("Content-Type", "").split(";")[0].strip()
     if call.download and response.status_code < 400 and media_type != "application/json":
-        return Download(response.content, media_type, dict(response.headers))  # type: ignore[return-value]
+        return Download(response.content, media_type, response.headers)  # type: ignore[return-value]
     try:
         body = jsonutil.loads(response.content)
     except ValueError:
