@@ -410,9 +410,7 @@ def _file_response(marker: dict[str, Any]) -> dict[str, Any]:
     """A success that is a file: each media type a binary string, the operation's own headers beside ours
     (`_declare_headers_and_failures` adds those, keeping these)."""
     binary = {"schema": {"type": "string", "format": "binary"}}
-    headers = {
-        name: {"description": words, "schema": {"type": "string"}} for name, words in marker["headers"].items()
-    }
+    headers = {name: {"description": words, "schema": {"type": "string"}} for name, words in marker["headers"].items()}
     return {
         "description": "Success: the file",
         "content": {media: dict(binary) for media in marker["media"]},

@@ -75,8 +75,9 @@ def pull_history(
     target = Path(out)
     form = format_of(target)
     parts = target.with_name(target.name + ".parts")
-    wanted = {
-        "since": _instant(since),
+    first = _instant(since)
+    wanted: dict[str, Any] = {
+        "since": first,
         "until": _instant(until),
         "format": form,
         "executions": executions,
@@ -86,7 +87,7 @@ def pull_history(
     state = _resume(parts, wanted, progress)
     while not state["done"]:
         answer = client.export_events(
-            since=wanted["since"],
+            since=first,
             until=state["until"],
             file_format=form,
             include="executions" if executions else None,

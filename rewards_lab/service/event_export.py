@@ -110,7 +110,7 @@ class Export:
     def chunks(self) -> Iterator[bytes]:
         """The file, batch by batch; the snapshot is released at the end (or when the client goes away)."""
         try:
-            reader = self._cursor.execute(self._select, self._params).to_arrow_reader(BATCH_ROWS)
+            reader: pa.RecordBatchReader = self._cursor.execute(self._select, self._params).to_arrow_reader(BATCH_ROWS)
             if self.request.format == "ndjson":
                 for batch in reader:
                     yield _ndjson(batch)
