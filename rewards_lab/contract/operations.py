@@ -585,10 +585,11 @@ _TABLE: tuple[Operation, ...] = (
         errors=("period_invalid",),
         media=tuple(EXPORT_MEDIA.values()),
         description="The tenant's events with since <= occurred_at < until (since: the first event, until: now), in "
-        "(occurred_at, external_event_id) order, as a file the replay reads (docs/history.md): NDJSON or "
-        "Parquet, with each event's reward executions when include=executions. At most `limit` events per "
-        "answer: `X-Export-Next-After` names the last one when more follow (pass it as `after`, with the "
-        "`X-Export-Until` of the first answer as `until`). Read from a snapshot, off the write path.",
+        "(occurred_at, external_event_id) order, as a file the replay reads (docs/replay.md, histories from a "
+        "deployment): NDJSON or Parquet, with each event's reward executions when include=executions. At most "
+        "`limit` events per answer: `X-Export-Next-After` names the last one when more follow (pass it as "
+        "`after`, with the `X-Export-Until` of the first answer as `until`). Read from a snapshot, off the write "
+        "path.",
     ),
     Operation("get_event", "GET", "/events/{event_id}", P.EVENTS_VIEW, response=r.Event, errors=("event_not_found",)),
     Operation(

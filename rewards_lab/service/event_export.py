@@ -1,4 +1,4 @@
-"""GET /events/export: a tenant's events of a time range as a file the replay reads, streamed (docs/history.md).
+"""GET /events/export: a tenant's events of a time range as a file the replay reads, streamed (docs/replay.md).
 
 The export reads one snapshot (`Database.snapshot`: a read transaction on a cursor of its own), never the write
 lock: events keep arriving and being processed while it streams. Rows come out of DuckDB as Arrow record batches
