@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow.parquet as pq
 
@@ -100,7 +101,8 @@ def pull_history(
         _write_atomically(part, answer.content)
         rows = int(answer.headers.get("X-Export-Rows", "0"))
         state["until"] = state["until"] or answer.headers.get("X-Export-Until")
-        state["after"] = answer.headers.get("X-Export-Next-After")
+        following = answer.headers.get("X-Export-Next-After")
+        state["after"] = None if following is None else unquote(following)
         state["done"] = state["after"] is None
         state["parts"].append({"file": part.name, "rows": rows})
         state["events"] += rows

@@ -7,20 +7,24 @@ range holds.
 
 Order and resumption: events are ordered by (occurred_at, external_event_id), occurred_at being the event's time
 as the live engine took it (its occurred_at, else when it was received). One answer holds at most `limit` events;
-when more follow, `X-Export-Next-After` names the last one's external_event_id and the next request passes it as
-`after` (with `until` fixed to the first answer's `X-Export-Until`), so a client can resume after any complete
-answer. The columns are those the replay reads (`replay.inputs`: external_event_id, type, customer_id,
-occurred_at, and the data as a `data` column of JSON text: the very text the service stored and evaluated) and,
-for comparing, event_id, status and received_at; with include=executions, `executions`: what the service issued
-for the event (JSON text in Parquet, a list in NDJSON).
+when more follow, `X-Export-Next-After` names the last one's external_event_id (percent-encoded: any text, safe
+in a header) and the next request passes it, decoded, as `after` (with `until` fixed to the first answer's
+`X-Export-Until`), so a client can resume after any complete answer.
+
+The columns are those the replay reads (`replay.inputs`: external_event_id, type, customer_id, occurred_at, and
+the data as a `data` column of JSON text: the very text the service stored and evaluated) and, for comparing,
+event_id, status and received_at; with include=executions, `executions`: what the service issued for the event
+(JSON text in Parquet, a list in NDJSON).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 import duckdb
 import pyarrow as pa
@@ -34,6 +38,7 @@ from rewards_lab.contract.validation import parse_instant
 from rewards_lab.domain.money import format_amount
 from rewards_lab.store.database import Database, utcnow
 
+_DIGITS = re.compile(r"[0-9]{1,9}")  # ASCII only: str.isdigit() takes "²", which int() refuses
 BATCH_ROWS = 2_000  # rows per Arrow batch: one Parquet row group, one NDJSON chunk
 TENANT = "organization_id = ? AND environment = ?"
 _EXECUTION_FIELDS = (
@@ -80,7 +85,7 @@ def parse_request(query: Mapping[str, str]) -> ExportRequest:
     raw_limit = query.get("limit")
     limit = EXPORT_DEFAULT_LIMIT
     if raw_limit is not None:
-        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= EXPORT_MAX_LIMIT:
+        if not _DIGITS.fullmatch(raw_limit) or not 1 <= int(raw_limit) <= EXPORT_MAX_LIMIT:
             raise ServiceError("field_invalid", f"limit must be a whole number 1..{EXPORT_MAX_LIMIT}", field="limit")
         limit = int(raw_limit)
     after = query.get("after") or None
@@ -104,7 +109,7 @@ class Export:
     def headers(self) -> dict[str, str]:
         headers = {"X-Export-Until": _rfc3339(self.request.until), "X-Export-Rows": str(self.rows)}
         if self.next_after is not None:
-            headers["X-Export-Next-After"] = self.next_after
+            headers["X-Export-Next-After"] = quote(self.next_after, safe="")  # any text, header-safe
         return headers
 
     def chunks(self) -> Iterator[bytes]:

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 import pyarrow.parquet as pq
@@ -103,8 +104,11 @@ def test_pages_by_time_resume_after_the_last_event_and_cover_the_range_once(
         after = answer.headers.get("X-Export-Next-After")
         if after is None:
             break
-        assert after == page[-1]["external_event_id"]
-        params |= {"after": after, "until": answer.headers["X-Export-Until"]}  # until fixed by the first answer
+        assert unquote(after) == page[-1]["external_event_id"]
+        params |= {
+            "after": unquote(after),
+            "until": answer.headers["X-Export-Until"],
+        }  # until fixed by the first answer
     assert answers == -(-len(history) // 7)
     assert paged == rows
 
@@ -181,6 +185,7 @@ def test_a_key_without_events_view_is_refused(live: tuple[LiveServer, dict[str, 
         ({"include": "ledger"}, "field_invalid", "include"),
         ({"limit": "0"}, "field_invalid", "limit"),
         ({"limit": "100001"}, "field_invalid", "limit"),
+        ({"limit": "\u00b2"}, "field_invalid", "limit"),  # a digit to str.isdigit, not to int()
         ({"after": "no-such-event"}, "field_invalid", "after"),
     ],
 )
@@ -192,6 +197,28 @@ def test_a_bad_request_names_its_code_and_field(
     assert refused.status_code == REGISTRY[code].http_status, refused.text  # 400 or 422
     error = refused.json()["error"]
     assert (error["code"], error["details"]["field"]) == (code, field)
+
+
+def test_any_external_event_id_resumes_through_its_percent_encoded_header(
+    live: tuple[LiveServer, dict[str, object]],
+) -> None:
+    server, _ = live
+    odd = ["zz-\u00e9t\u00e9/\u2603 1", "zz-line\nbreak", "zz-plain"]  # beyond latin-1, a newline, plain
+    with httpx.Client(base_url=server.base_url, headers=server.headers(), timeout=10) as http:
+        for name in odd:
+            body = {"type": "t.x", "external_event_id": name, "customer_id": "c", "occurred_at": "2027-01-01T00:00:00Z"}
+            assert http.post("/events", json=body).status_code == 202
+    window = {"since": "2027-01-01T00:00:00Z", "until": "2027-01-02T00:00:00Z", "limit": 1}
+    seen: list[str] = []
+    while True:
+        answer = _export(server, **window)
+        seen += [r["external_event_id"] for r in _ndjson(answer.content)]
+        following = answer.headers.get("X-Export-Next-After")
+        if following is None:
+            break
+        assert following.isascii() and "\n" not in following
+        window["after"] = unquote(following)
+    assert seen == sorted(odd)
 
 
 # an export in progress and the write path ---------------------------------------------------------------------

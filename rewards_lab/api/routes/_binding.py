@@ -39,7 +39,7 @@ FILE_HEADERS: dict[str, dict[str, str]] = {
         "X-Export-Until": "The end of the range this export reads (the request's until, else the time of the "
         "first answer): pass it as until when resuming",
         "X-Export-Next-After": "Present when more events follow: the external_event_id of this answer's last "
-        "event, to pass as after",
+        "event, percent-encoded, to pass (decoded) as after",
         "X-Export-Rows": "How many events this answer holds",
     }
 }
