@@ -306,9 +306,6 @@ def pandas_to_arrow(frame: pd.DataFrame) -> pa.Table:
         key = str(name)
         if key in ("external_event_id", "type", "customer_id"):
             converted[key] = pa.array(column.astype(str).to_numpy(), pa.string())
-        elif key == "data" and column.dtype == object and _all_text(column):
-            # JSON text already (a pulled history read with pandas, rewards_lab.lab.history): kept as it is
-            converted[key] = pa.array([None if _is_missing(v) else v for v in column.tolist()], pa.string())
         elif column.dtype == object and key != "occurred_at":
             converted[key] = pa.array(
                 [None if _is_missing(v) else jsonutil.dumps(v) for v in column.tolist()], pa.string()
@@ -320,10 +317,6 @@ def pandas_to_arrow(frame: pd.DataFrame) -> pa.Table:
     json_columns = [str(n) for n in frame.columns if frame[n].dtype == object and str(n) not in CORE]
     metadata = {b"replay_json_columns": jsonutil.dumps(json_columns).encode()}
     return table.replace_schema_metadata(metadata)
-
-
-def _all_text(column: pd.Series) -> bool:
-    return all(isinstance(v, str) or _is_missing(v) for v in column.tolist())
 
 
 def _is_missing(value: Any) -> bool:
