@@ -207,7 +207,7 @@ REFUSED_BEYOND_SCHEMA: dict[str, tuple[str, ...]] = {
     "rule_asset_mismatch": ("*",),
     "programme_draft_empty": ("*",),
     "webhook_url_invalid": ("url",),  # the environment's scheme rule and the addresses a webhook may reach
-    "period_invalid": ("from", "to"),  # the order of from and to, and the longest period
+    "period_invalid": ("from", "to", "since", "until"),  # the order of from and to (or since and until), the length
     "event_payload_too_large": ("data",),  # the serialized size of the data
     "permission_escalation": ("permissions",),
     # a condition's value must suit its operator (docs/rules.md), and the conditions' depth and count are bounded
@@ -224,6 +224,7 @@ REFUSED_BEYOND_SCHEMA: dict[str, tuple[str, ...]] = {
         "ends_at",  # after starts_at, which a PATCH may leave to the draft's
         "version",  # a path segment: a published version's number or `live`, never `draft`
         "occurred_at",  # an event's time: at most 5 minutes ahead of the service's clock
+        "after",  # GET /events/export resumes after an event of the tenant's, named by its external_event_id
     ),
 }
 
