@@ -72,14 +72,15 @@ class ExportRequest:
 
 def parse_request(query: Mapping[str, str]) -> ExportRequest:
     """The export's query parameters, checked: each refusal names its field."""
-    since = parse_instant(query.get("since") or None, "since")
-    until = parse_instant(query.get("until") or None, "until") or utcnow()
+    # A parameter given empty is given: refused as the schema says (a date-time, an enum value, a non-empty id).
+    since = parse_instant(query.get("since"), "since")
+    until = parse_instant(query.get("until"), "until") or utcnow()
     if since is not None and until <= since:
         raise ServiceError("period_invalid", "until must be after since", field="until")
-    form = query.get("format") or "ndjson"
+    form = query.get("format", "ndjson")
     if form not in EXPORT_FORMATS:
         raise ServiceError("field_invalid", f"format must be one of {', '.join(EXPORT_FORMATS)}", field="format")
-    include = query.get("include") or None
+    include = query.get("include")
     if include not in (None, "executions"):
         raise ServiceError("field_invalid", "include must be executions", field="include")
     raw_limit = query.get("limit")
@@ -88,8 +89,8 @@ def parse_request(query: Mapping[str, str]) -> ExportRequest:
         if not _DIGITS.fullmatch(raw_limit) or not 1 <= int(raw_limit) <= EXPORT_MAX_LIMIT:
             raise ServiceError("field_invalid", f"limit must be a whole number 1..{EXPORT_MAX_LIMIT}", field="limit")
         limit = int(raw_limit)
-    after = query.get("after") or None
-    if after is not None and len(after) > 255:
+    after = query.get("after")
+    if after is not None and not 1 <= len(after) <= 255:
         raise ServiceError("field_invalid", "after must be an external_event_id", field="after")
     return ExportRequest(since, until, form, include == "executions", after, limit)
 

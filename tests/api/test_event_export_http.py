@@ -188,6 +188,9 @@ def test_a_key_without_events_view_is_refused(live: tuple[LiveServer, dict[str, 
         ({"limit": "100001"}, "field_invalid", "limit"),
         ({"limit": "\u00b2"}, "field_invalid", "limit"),  # a digit to str.isdigit, not to int()
         ({"after": "no-such-event"}, "field_invalid", "after"),
+        ({"until": ""}, "period_invalid", "until"),  # given empty is given: not a date-time
+        ({"format": ""}, "field_invalid", "format"),
+        ({"after": ""}, "field_invalid", "after"),
     ],
 )
 def test_a_bad_request_names_its_code_and_field(
