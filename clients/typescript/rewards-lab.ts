@@ -1345,6 +1345,16 @@ export interface Operations {
     idempotent: "none";
     errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "event_duplicate_mismatch" | "event_payload_too_large" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
+  "GET /events/export": {
+    path: Record<string, never>;
+    query: { since?: string; until?: string; format?: "ndjson" | "parquet"; include?: "executions"; after?: string; limit?: number };
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: never;
+    response: unknown;
+    permission: "events.view";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "period_invalid" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
+  };
   "GET /events/{event_id}": {
     path: { event_id: string };
     query: Record<string, never>;

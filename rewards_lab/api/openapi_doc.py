@@ -72,6 +72,12 @@ def responds_model(status: int, model: type[BaseModel], shape: str) -> dict[str,
     return {_MARKER: {"status": status, "model": model.__name__, "shape": shape}}
 
 
+def responds_media(status: int, media: tuple[str, ...], headers: dict[str, str]) -> dict[str, Any]:
+    """The marker of a success response that is a file in one of `media` (not the envelope), with the headers
+    it answers (name -> description)."""
+    return {_MARKER: {"status": status, "media": list(media), "headers": headers}}
+
+
 def query_parameters(
     *names: str, listing: bool = False, sorts: tuple[str, ...] = (), typed: dict[str, dict[str, Any]] | None = None
 ) -> dict[str, Any]:
@@ -201,7 +207,7 @@ REFUSED_BEYOND_SCHEMA: dict[str, tuple[str, ...]] = {
     "rule_asset_mismatch": ("*",),
     "programme_draft_empty": ("*",),
     "webhook_url_invalid": ("url",),  # the environment's scheme rule and the addresses a webhook may reach
-    "period_invalid": ("from", "to"),  # the order of from and to, and the longest period
+    "period_invalid": ("from", "to", "since", "until"),  # the order of from and to (or since and until), the length
     "event_payload_too_large": ("data",),  # the serialized size of the data
     "permission_escalation": ("permissions",),
     # a condition's value must suit its operator (docs/rules.md), and the conditions' depth and count are bounded
@@ -218,6 +224,7 @@ REFUSED_BEYOND_SCHEMA: dict[str, tuple[str, ...]] = {
         "ends_at",  # after starts_at, which a PATCH may leave to the draft's
         "version",  # a path segment: a published version's number or `live`, never `draft`
         "occurred_at",  # an event's time: at most 5 minutes ahead of the service's clock
+        "after",  # GET /events/export resumes after an event of the tenant's, named by its external_event_id
     ),
 }
 
@@ -384,7 +391,9 @@ def finish(document: dict[str, Any], request_models: dict[str, type[BaseModel]])
             marker = spec.pop(_MARKER, None)
             responses: dict[str, Any] = spec["responses"]
             responses.pop("422", None)  # FastAPI's own shape: never sent by this service
-            if marker is not None:
+            if marker is not None and "media" in marker:
+                responses[str(marker["status"])] = _file_response(marker)
+            elif marker is not None:
                 if marker["status"] != 200:
                     responses.pop("200", None)
                 responses[str(marker["status"])] = {
@@ -396,6 +405,18 @@ def finish(document: dict[str, Any], request_models: dict[str, type[BaseModel]])
             _declare_headers_and_failures(path, method, spec, failure, shared)
     components["responses"] = dict(sorted(shared.items()))
     _links(document["paths"])
+
+
+def _file_response(marker: dict[str, Any]) -> dict[str, Any]:
+    """A success that is a file: each media type a binary string, the operation's own headers beside ours
+    (`_declare_headers_and_failures` adds those, keeping these)."""
+    binary = {"schema": {"type": "string", "format": "binary"}}
+    headers = {name: {"description": words, "schema": {"type": "string"}} for name, words in marker["headers"].items()}
+    return {
+        "description": "Success: the file",
+        "content": {media: dict(binary) for media in marker["media"]},
+        "x-headers": headers,
+    }
 
 
 def _declare_headers_and_failures(
@@ -420,7 +441,8 @@ def _declare_headers_and_failures(
     if deprecated_operation(path, method) is not None:
         headers |= {name: {"$ref": f"#/components/headers/{name}"} for name in deprecation_headers()}
     for status, response in list(responses.items()):
-        responses[status] = {**response, "headers": headers}
+        own = response.pop("x-headers", {}) if isinstance(response, dict) else {}
+        responses[status] = {**response, "headers": {**own, **headers}}
         if status[0] in "345":  # failures repeat across operations: each distinct one is written once
             responses[status] = _shared_response(shared, status, responses[status])
 

@@ -269,6 +269,16 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _write_file(download: Any) -> int:
+    """A file answer (GET /events/export) goes to stdout as it came; its headers to stderr."""
+    for name in ("X-Export-Until", "X-Export-Rows", "X-Export-Next-After"):
+        if name in download.headers:
+            print(f"{name}: {download.headers[name]}", file=sys.stderr)
+    sys.stdout.buffer.write(download.content)
+    sys.stdout.flush()
+    return 0
+
+
 def _execute(command: Command, client: Any, args: argparse.Namespace) -> Any:
     from rewards_lab.client._build import build
 
@@ -302,5 +312,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"error: {error}", EXIT_USAGE)
     except ApiError as error:
         return fail(explain(error, args.env), EXIT_API_ERROR)
+    if command.operation.media:
+        return _write_file(data)
     print(render(data) if args.format == "table" else jsonutil.dumps(data))
     return 0

@@ -398,10 +398,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _client_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Commands that act on a live /v1 deployment through rewards_lab.client (key from $REWARDS_API_KEY)."""
     from rewards_lab.cli import api as cli_api
+    from rewards_lab.cli import history as cli_history
     from rewards_lab.cli import push as cli_push
 
     cli_push.configure(commands.add_parser("push", help="push a programme file to a live /v1 deployment"))
     cli_api.configure(commands.add_parser("api", help="call the /v1 API: one subcommand per operation"))
+    cli_history.configure(commands.add_parser("history", help="pull a deployment's event history into a file"))
 
 
 def _operator_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -10,6 +10,7 @@ from rewards_lab.client._core import (
     Call,
     ClientConfig,
     DeprecatedEndpointWarning,
+    Download,
     Page,
     RetryPolicy,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "ClientConfig",
     "ConflictError",
     "DeprecatedEndpointWarning",
+    "Download",
     "IdempotencyError",
     "MethodNotAllowedError",
     "NotFoundError",

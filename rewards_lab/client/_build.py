@@ -74,6 +74,7 @@ def build(name: str, arguments: Mapping[str, Any]) -> Call[Any]:
         idempotency_key=key,
         resendable=op.resendable or keyed or op.method == "GET",
         listing=_paged(op),
+        download=bool(op.media),
     )
 
 

@@ -129,6 +129,16 @@ class Call(Generic[T]):
     idempotency_key: str | None = None
     resendable: bool = False
     listing: bool = False  # the envelope carries next_cursor and has_more beside data
+    download: bool = False  # a success is a file (`Download`), not the envelope
+
+
+@dataclass(frozen=True, slots=True)
+class Download:
+    """A success that is a file (GET /events/export): its bytes, media type and the answer's headers."""
+
+    content: bytes
+    media_type: str
+    headers: Mapping[str, str]  # case-insensitive (httpx.Headers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +182,7 @@ def prepare(config: ClientConfig, call: Call[Any]) -> Prepared:
         "X-Environment": config.environment,
         "X-Request-ID": new_request_id(),
         "X-SDK-Version": config.sdk_version,
-        "Accept": "application/json",
+        "Accept": "*/*" if call.download else "application/json",
     }
     if config.api_key:  # an API key or a session token; only a login is sent without one
         headers["Authorization"] = f"Bearer {config.api_key}"
@@ -228,6 +238,9 @@ def parse_response(call: Call[T], prepared: Prepared, response: httpx.Response) 
     """The call's result from a success envelope, or the exception a failure envelope stands for."""
     request_id = response.headers.get("X-Request-ID", prepared.request_id)
     _warn_deprecation(prepared, response, call.path)
+    media_type = response.headers.get("Content-Type", "").split(";")[0].strip()
+    if call.download and response.status_code < 400 and media_type != "application/json":
+        return Download(response.content, media_type, response.headers)  # type: ignore[return-value]
     try:
         body = jsonutil.loads(response.content)
     except ValueError:

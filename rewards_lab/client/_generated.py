@@ -635,6 +635,28 @@ def list_events(
     return build("list_events", locals())
 
 
+def export_events(
+    *,
+    since: str | None = None,
+    until: str | None = None,
+    file_format: str | None = None,
+    include: str | None = None,
+    after: str | None = None,
+    limit: str | None = None,
+) -> Call[Any]:
+    """Export events.
+
+    `GET /events/export`. Read-only: retried on 429, 5xx and lost answers.
+
+    The tenant's events with since <= occurred_at < until (since: the first event, until: now), in (occurred_at,
+    external_event_id) order, as a file the replay reads (docs/replay.md, histories from a deployment): NDJSON or
+    Parquet, with each event's reward executions when include=executions. At most `limit` events per answer:
+    `X-Export-Next-After` names the last one when more follow (pass it as `after`, with the `X-Export-Until` of the
+    first answer as `until`). Read from a snapshot, off the write path.
+    """
+    return build("export_events", locals())
+
+
 def get_event(event_id: str) -> Call[resources.Event]:
     """Read an event and its processing status.
 
@@ -1003,6 +1025,7 @@ class Operations:
     simulate_programme = Operation(simulate_programme)
     iter_events = Pages(list_events)
     list_events = Operation(list_events)
+    export_events = Operation(export_events)
     get_event = Operation(get_event)
     replay_event = Operation(replay_event)
     iter_executions = Pages(list_executions)

@@ -7,7 +7,8 @@ typed, documented methods of `client/_generated.py`) and `cli/api.py` (the flags
 
 - path parameters come first, positional, in path order; then the body's required fields (model order), also
   positional; then, keyword-only, the body's optional fields, the query parameters besides pagination (a Python
-  keyword takes another name: `from` is `since`, `to` is `until`), `limit` and `cursor` on a paged list, and
+  keyword, or a flag of `rewards-lab api` itself, takes another name: `from` is `since`, `to` is `until`,
+  `format` is `file_format`), `limit` and `cursor` on a paged list, and
   `idempotency_key` on an operation that takes one.
 - an optional field left out, or None, is not sent; where the registry says null means something
   (`Operation.nulls`: it clears), None sends null and leaving it out is the default.
@@ -37,7 +38,7 @@ Where = Literal["path", "body", "query", "page", "key"]
 # any JSON value, "int_or_str" a version number or a word (`live`).
 Kind = Literal["str", "int", "bool", "object", "objects", "strings", "json", "int_or_str"]
 # The query parameters whose names are Python keywords (or read as a pair with one).
-PYTHON_NAMES: Mapping[str, str] = {"from": "since", "to": "until"}
+PYTHON_NAMES: Mapping[str, str] = {"from": "since", "to": "until", "format": "file_format"}
 _STRINGS = (str, datetime, date, Decimal)
 
 

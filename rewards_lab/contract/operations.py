@@ -60,6 +60,12 @@ AUDIT_KINDS = ("login", "logout", "api_key_created", "api_key_revoked", "access_
 AUDIT_OUTCOMES = ("succeeded", "failed")
 _DATE_TIME = {"type": "string", "format": "date-time"}
 _DATE = {"type": "string", "format": "date"}
+# GET /events/export: its query parameters, formats (and their media types) and page size
+EXPORT_FILTERS = ("since", "until", "format", "include", "after", "limit")
+EXPORT_MEDIA = {"ndjson": "application/x-ndjson", "parquet": "application/vnd.apache.parquet"}
+EXPORT_FORMATS = tuple(EXPORT_MEDIA)
+EXPORT_DEFAULT_LIMIT = 10_000
+EXPORT_MAX_LIMIT = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +98,9 @@ class Operation:
     # The body's fields where null is not absence, and what null does ("remove the draft's budget"): absent
     # leaves them as they are (or to the default), null clears them. Elsewhere null is the same as absent.
     nulls: Mapping[str, str] = field(default_factory=dict)
+    # The success answer is a file in one of these media types (streamed), not the JSON envelope; failures
+    # still answer in the envelope.
+    media: tuple[str, ...] = ()
 
     @property
     def path_parameters(self) -> tuple[str, ...]:
@@ -560,6 +569,30 @@ _TABLE: tuple[Operation, ...] = (
         listing="page",
         filters=("status", "type", "customer_id"),
         sorts=("received_at", "occurred_at"),
+    ),
+    # before /events/{event_id}: routes match in the table's order
+    Operation(
+        "export_events",
+        "GET",
+        "/events/export",
+        P.EVENTS_VIEW,
+        filters=EXPORT_FILTERS,
+        filter_schemas={
+            "since": _DATE_TIME,
+            "until": _DATE_TIME,
+            "format": {"type": "string", "enum": list(EXPORT_FORMATS), "default": "ndjson"},
+            "include": {"type": "string", "enum": ["executions"]},
+            "after": {"type": "string", "minLength": 1, "maxLength": 255},
+            "limit": {"type": "integer", "minimum": 1, "maximum": EXPORT_MAX_LIMIT, "default": EXPORT_DEFAULT_LIMIT},
+        },
+        errors=("period_invalid",),
+        media=tuple(EXPORT_MEDIA.values()),
+        description="The tenant's events with since <= occurred_at < until (since: the first event, until: now), in "
+        "(occurred_at, external_event_id) order, as a file the replay reads (docs/replay.md, histories from a "
+        "deployment): NDJSON or Parquet, with each event's reward executions when include=executions. At most "
+        "`limit` events per answer: `X-Export-Next-After` names the last one when more follow (pass it as "
+        "`after`, with the `X-Export-Until` of the first answer as `until`). Read from a snapshot, off the write "
+        "path.",
     ),
     Operation("get_event", "GET", "/events/{event_id}", P.EVENTS_VIEW, response=r.Event, errors=("event_not_found",)),
     Operation(

@@ -9,7 +9,8 @@ engine: every write is a service call and every verdict comes from `domain.rules
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from rewards_lab.client import RewardsClient
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
@@ -385,6 +387,37 @@ class Lab:
             redemptions=redemptions,
             **options,
         )
+
+    @staticmethod
+    def history(
+        base_url: str,
+        since: datetime | str | None = None,
+        *,
+        until: datetime | str | None = None,
+        out: str | Path | None = None,
+        organization_id: str | None = None,
+        environment: str | None = None,
+        api_key: str | None = None,
+        executions: bool = False,
+        progress: Callable[[str], None] | None = None,
+    ) -> Path:
+        """Pull a deployment's events of [since, until) into a Parquet file (or NDJSON, by `out`'s suffix) and
+        return its path, which `replay` (and the notebooks) take as they take any history file.
+        `organization_id`, `environment` and `api_key` default to $REWARDS_ORGANIZATION_ID, $REWARDS_ENVIRONMENT
+        (else sandbox) and $REWARDS_API_KEY; `out` to a file in the temporary directory named after the range,
+        so that an interrupted pull resumes (rewards_lab.lab.history). `executions`: with what the server
+        issued for each event."""
+        from rewards_lab.lab.history import default_out, pull_history
+
+        organization = organization_id or os.environ.get("REWARDS_ORGANIZATION_ID")
+        key = api_key or os.environ.get("REWARDS_API_KEY")
+        if not organization or not key:
+            raise ValueError("history needs organization_id and api_key (or REWARDS_ORGANIZATION_ID, REWARDS_API_KEY)")
+        env = environment or os.environ.get("REWARDS_ENVIRONMENT") or "sandbox"
+        target = Path(out) if out is not None else default_out(base_url, organization, env, since, until)
+        with RewardsClient(base_url, key, organization, env) as client:
+            pulled = pull_history(client, target, since=since, until=until, executions=executions, progress=progress)
+        return pulled.path
 
     def _asset_for(self, spec: rq.AssetCreate) -> r.Asset:
         """An active asset of this symbol that matches the spec is reused (a symbol names one live asset);

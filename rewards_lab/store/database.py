@@ -209,6 +209,23 @@ class Database:
             self._local.cursor = cursor
         return cursor
 
+    def snapshot(self) -> duckdb.DuckDBPyConnection:
+        """A cursor of its own inside a read transaction: every statement on it reads the same committed state
+        (DuckDB's MVCC), however long it stays open, and it takes none of our locks (writers go on committing).
+        The caller closes it (`close_snapshot`); a long export reads through one."""
+        cursor = self._connection.cursor()
+        cursor.execute("BEGIN TRANSACTION")
+        return cursor
+
+    @staticmethod
+    def close_snapshot(cursor: duckdb.DuckDBPyConnection) -> None:
+        try:
+            cursor.execute("ROLLBACK")  # it wrote nothing
+        except duckdb.Error:
+            pass  # already closed with the database
+        finally:
+            cursor.close()
+
     def probe_write(self, timeout_s: float) -> bool:
         """Readiness: one tiny transaction through the single writer (an upsert of the one `health_probe` row,
         committed, so the write-ahead log really takes it). False when the writer stays busy for `timeout_s`

@@ -20,7 +20,13 @@ from starlette.concurrency import run_in_threadpool
 from rewards_lab.api import in_flight
 from rewards_lab.api.context import database_of, json_body, principal_of, request_id_of
 from rewards_lab.api.envelope import success
-from rewards_lab.api.openapi_doc import idempotency_header, model_of, query_parameters, responds_model
+from rewards_lab.api.openapi_doc import (
+    idempotency_header,
+    model_of,
+    query_parameters,
+    responds_media,
+    responds_model,
+)
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.operations import Operation, operation
 from rewards_lab.contract.pagination import CURSOR_KEY_LABEL, DEFAULT_LIMIT, PageRequest
@@ -28,6 +34,16 @@ from rewards_lab.contract.permissions import Permission
 from rewards_lab.security import access
 
 Endpoint = Callable[..., Awaitable[Response]]
+# The headers of an operation's file answer (name -> what it says), documented on its success response.
+FILE_HEADERS: dict[str, dict[str, str]] = {
+    "export_events": {
+        "X-Export-Until": "The end of the range this export reads (the request's until, else the time of the "
+        "first answer): pass it as until when resuming",
+        "X-Export-Next-After": "Present when more events follow: the external_event_id of this answer's last "
+        "event, percent-encoded, to pass (decoded) as after",
+        "X-Export-Rows": "How many events this answer holds",
+    }
+}
 # Request models by name, for components.schemas (the handlers parse their bodies themselves).
 REQUEST_MODELS: dict[str, type[BaseModel]] = {}
 
@@ -51,6 +67,8 @@ def openapi_extra(op: Operation) -> dict[str, Any]:
         extra["requestBody"] = {"required": required, "content": {"application/json": {"schema": schema}}}
     if op.response is not None:
         extra |= responds_model(op.status, op.response, op.response_shape)
+    if op.media:
+        extra |= responds_media(op.status, op.media, FILE_HEADERS.get(op.name, {}))
     if op.listing or op.filters:
         typed = {name: dict(schema) for name, schema in op.filter_schemas.items()}
         extra["parameters"] = query_parameters(*op.filters, listing=op.listing == "page", sorts=op.sorts, typed=typed)[
