@@ -107,19 +107,5 @@ def search(query: str, limit: int = 5) -> list[r.KnowledgeHit]:
     return [_resource(hit) for hit in index().search(query, limit)]
 
 
-def answer(conversation_id: str | None, question: str, limit: int = 3) -> r.AssistantMessage:
-    """An answer made of the best passages, each with its source; says so when nothing matches."""
-    hits = index().search(question, limit)
-    if hits:
-        quoted = "\n\n".join(
-            f"[{n}] {hit.passage.title} ({hit.passage.source}): {hit.passage.text}" for n, hit in enumerate(hits, 1)
-        )
-        text = f"From the service's documentation:\n\n{quoted}"
-    else:
-        text = "Nothing in the service's documentation matches that question."
-    sources = [_resource(hit) for hit in hits]
-    return r.AssistantMessage(conversation_id=conversation_id, role="assistant", content=text, sources=sources)
-
-
 def _resource(hit: Hit) -> r.KnowledgeHit:
     return r.KnowledgeHit(source=hit.passage.source, title=hit.passage.title, text=hit.passage.text, score=hit.score)
