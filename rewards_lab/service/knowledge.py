@@ -37,10 +37,16 @@ class Hit:
     score: float
 
 
+def _stem(word: str) -> str:
+    """A plural's singular, roughly ("schedules", "budgets"): enough for a question to find its section."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
 def _words(text: str) -> list[str]:
     words = _WORD.findall(text.lower())
     # Index both a compound code and its parts: `asset_paused` is found by "asset paused" too.
-    return words + [part for word in words if "_" in word for part in word.split("_") if part]
+    words += [part for word in words if "_" in word for part in word.split("_") if part]
+    return [_stem(word) for word in words]
 
 
 def _markdown_sections(path: Path, source: str) -> list[Passage]:
@@ -73,7 +79,8 @@ def corpus() -> list[Passage]:
 class Bm25Index:
     def __init__(self, passages: list[Passage]) -> None:
         self.passages = passages
-        self.terms = [Counter(_words(f"{p.title} {p.text}")) for p in passages]
+        # A section's title counts twice: it says what the section is about.
+        self.terms = [Counter(_words(f"{p.title} {p.title} {p.text}")) for p in passages]
         self.lengths = [sum(t.values()) for t in self.terms]
         self.average = sum(self.lengths) / max(1, len(self.lengths))
         frequency: Counter[str] = Counter()

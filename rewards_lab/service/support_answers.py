@@ -103,6 +103,7 @@ def answer(database: Database, scope: Scope, question: str, history: Sequence[Co
     context = _resolve(question, named, list(history))
     if context.intent == EVENT and context.event_id:
         content, sources = _event_answer(database, uow, scope, context.event_id)
+        context = _with_event_customer(uow, scope, context, named)
     elif context.intent == BALANCE and context.customer_id:
         content, sources = _balance_answer(database, uow, scope, context.customer_id)
     elif context.intent == LIVE_VERSION and context.program_id:
@@ -139,6 +140,15 @@ def _named(uow: Repositories, scope: Scope, question: str) -> Context:
         program_id=_programme_named(uow, scope, question, candidates),
         at=_time_named(question),
     )
+
+
+def _with_event_customer(uow: Repositories, scope: Scope, context: Context, named: Context) -> Context:
+    """An answer about an event is about its customer too, unless the question named another ("that customer")."""
+    event = uow.events.get(scope, context.event_id or "")
+    if event is None or named.customer_id is not None:
+        return context
+    customer = uow.customers.resolve_many(scope, [event.customer_id]).get(event.customer_id)
+    return context if customer is None else replace(context, customer_id=customer.id)
 
 
 def _programmes(uow: Repositories, scope: Scope) -> list[ProgrammeRow]:
@@ -182,8 +192,8 @@ def _resolve(question: str, named: Context, history: list[Context]) -> Context:
     words = set(_WORD.findall(question.lower()))
     scores = {intent: len(words & vocabulary) for intent, vocabulary in _WORDS.items()}
     for kind, field in _NEEDS.items():
-        if getattr(named, field) is not None:
-            scores[kind] += 2
+        if getattr(named, field) is not None:  # an event named outweighs its customer named beside it
+            scores[kind] += 3 if kind == EVENT else 2
     previous = next((c for c in reversed(history) if c.intent not in (None, DOCS)), None)
     named_any = any(getattr(named, field) for field in _NEEDS.values())
     asks_docs = not named_any and any(w in REGISTRY or "_" in w for w in re.findall(r"[a-z_.]+", question.lower()))
