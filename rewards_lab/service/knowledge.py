@@ -1,8 +1,9 @@
 """Knowledge search without a model: BM25 over the service's own documentation.
 
 The corpus is what the package knows about itself: every error code with its type and message, every permission,
-and, when the package runs from a checkout, the sections of README.md and docs/*.md. The support assistant (`service.support_answers`) quotes the best passages
-with their sources; nothing is generated, so nothing is invented.
+and, when the package runs from a checkout, the sections of README.md and docs/*.md. The support assistant
+(`service.support_answers`) quotes the best passages with their sources; nothing is generated, so nothing is
+invented.
 """
 
 from __future__ import annotations
