@@ -112,8 +112,8 @@ def index() -> Bm25Index:
 
 
 def search(query: str, limit: int = 5) -> list[r.KnowledgeHit]:
-    return [_resource(hit) for hit in index().search(query, limit)]
+    return [resource(hit) for hit in index().search(query, limit)]
 
 
-def _resource(hit: Hit) -> r.KnowledgeHit:
+def resource(hit: Hit) -> r.KnowledgeHit:
     return r.KnowledgeHit(source=hit.passage.source, title=hit.passage.title, text=hit.passage.text, score=hit.score)

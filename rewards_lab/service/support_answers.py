@@ -110,7 +110,7 @@ def answer(database: Database, scope: Scope, question: str, history: Sequence[Co
         content, sources = _live_answer(uow, scope, context.program_id, _when(context.at))
     else:
         return _docs_answer(question, named, context)
-    docs = knowledge.search(question, EXTRA_DOC_HITS)
+    docs = _passages(question, EXTRA_DOC_HITS)
     return Answer(content, sources + docs, context, named)
 
 
@@ -375,7 +375,13 @@ def _docs_answer(question: str, named: Context, context: Context) -> Answer:
         text = f"From the service's documentation:\n\n{quoted}"
     else:
         text = "Nothing in the tenant's records or the service's documentation matches that question."
-    return Answer(text, knowledge.search(question, DOC_HITS), replace(context, intent=DOCS), named)
+    return Answer(text, [knowledge.resource(hit) for hit in hits], replace(context, intent=DOCS), named)
+
+
+def _passages(question: str, limit: int) -> list[r.KnowledgeHit]:
+    """The best documentation passages as citations (the index itself: the answer stands apart from the search
+    operation's function)."""
+    return [knowledge.resource(hit) for hit in knowledge.index().search(question, limit)]
 
 
 def _decimals(uow: Repositories, scope: Scope, asset_ids: set[str]) -> dict[str, int]:
