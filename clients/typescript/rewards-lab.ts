@@ -320,6 +320,22 @@ export interface ConditionOutcome {
   conditions?: ConditionOutcome[];
 }
 
+export interface Conversation {
+  id: string;
+  created_at: string;
+  updated_at: string;
+  turns: ConversationTurn[];
+}
+
+/** A question (`user`) or an answer (`assistant`, with the sources it cites) of a conversation. */
+export interface ConversationTurn {
+  id: string;
+  role: "user" | "assistant";
+  content: string;
+  sources: KnowledgeHit[];
+  created_at: string;
+}
+
 /** A cap on how many rewards one customer may receive in a calendar period: once reached, rewards are
 skipped. */
 export interface CountLimit {
@@ -1515,6 +1531,16 @@ export interface Operations {
     idempotent: "none";
     errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
+  "POST /ai/conversations": {
+    path: Record<string, never>;
+    query: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: never;
+    response: Envelope<Conversation>;
+    permission: "ai.use";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
+  };
   "POST /ai/conversations/{conversation_id}/messages": {
     path: { conversation_id: string };
     query: Record<string, never>;
@@ -1523,7 +1549,17 @@ export interface Operations {
     response: Envelope<AssistantMessage>;
     permission: "ai.use";
     idempotent: "none";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "conversation_not_found" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+  };
+  "GET /ai/conversations/{conversation_id}": {
+    path: { conversation_id: string };
+    query: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: never;
+    response: Envelope<Conversation>;
+    permission: "ai.use";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "conversation_not_found" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "POST /ai/search": {
     path: Record<string, never>;

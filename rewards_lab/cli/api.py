@@ -96,7 +96,9 @@ COMMANDS: Mapping[str, str] = {
     "login": "auth login",
     "logout": "auth logout",
     "knowledge_search": "ai search",
+    "create_conversation": "ai start",
     "conversation_message": "ai message",
+    "get_conversation": "ai conversation",
     "deprecated_search": "ai deprecated-search",
     "deprecated_message": "ai deprecated-message",
 }

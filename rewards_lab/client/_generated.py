@@ -861,13 +861,39 @@ def knowledge_search(query: str, *, limit: int | None = None) -> Call[Page[resou
     return build("knowledge_search", locals())
 
 
+def create_conversation() -> Call[resources.Conversation]:
+    """Start a support conversation.
+
+    `POST /ai/conversations`. Not resent when no answer came back (it carries no Idempotency-Key).
+
+    A new support conversation with an id the service gives (`cnv_...`), no turns yet.
+    """
+    return build("create_conversation", locals())
+
+
 def conversation_message(conversation_id: str, content: str) -> Call[resources.AssistantMessage]:
     """Ask the assistant, in a conversation.
 
     `POST /ai/conversations/{conversation_id}/messages`. Not resent when no answer came back (it carries no
     Idempotency-Key).
+
+    Asks a question in a conversation and stores the question and its answer. The answer comes from the tenant's records
+    (an event's outcome, a customer's balance and next expiry, the programme version live at a time) and the
+    documentation, cites every source, and reads what the earlier turns named when the question does not say. A `cnv_`
+    id must be one `POST /ai/conversations` gave; any other id is the client's own name, which its first message
+    creates.
     """
     return build("conversation_message", locals())
+
+
+def get_conversation(conversation_id: str) -> Call[resources.Conversation]:
+    """Show a conversation and its turns.
+
+    `GET /ai/conversations/{conversation_id}`. Read-only: retried on 429, 5xx and lost answers.
+
+    A conversation with every question and answer, in order.
+    """
+    return build("get_conversation", locals())
 
 
 def deprecated_search(query: str, *, limit: int | None = None) -> Call[Page[resources.KnowledgeHit]]:
@@ -1047,7 +1073,9 @@ class Operations:
     list_api_keys = Operation(list_api_keys)
     revoke_api_key = Operation(revoke_api_key)
     knowledge_search = Operation(knowledge_search)
+    create_conversation = Operation(create_conversation)
     conversation_message = Operation(conversation_message)
+    get_conversation = Operation(get_conversation)
     deprecated_search = Operation(deprecated_search)
     deprecated_message = Operation(deprecated_message)
     login = Operation(login)

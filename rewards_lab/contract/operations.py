@@ -762,6 +762,15 @@ _TABLE: tuple[Operation, ...] = (
         resendable=True,
     ),
     Operation(
+        "create_conversation",
+        "POST",
+        "/ai/conversations",
+        P.AI_USE,
+        response=r.Conversation,
+        status=201,
+        description="A new support conversation with an id the service gives (`cnv_...`), no turns yet.",
+    ),
+    Operation(
         "conversation_message",
         "POST",
         "/ai/conversations/{conversation_id}/messages",
@@ -769,7 +778,21 @@ _TABLE: tuple[Operation, ...] = (
         request=rq.MessageCreate,
         response=r.AssistantMessage,
         status=201,
-        errors=BODY_CODES,
+        errors=(*BODY_CODES, "conversation_not_found"),
+        description="Asks a question in a conversation and stores the question and its answer. The answer comes "
+        "from the tenant's records (an event's outcome, a customer's balance and next expiry, the programme version "
+        "live at a time) and the documentation, cites every source, and reads what the earlier turns named when "
+        "the question does not say. A `cnv_` id must be one `POST /ai/conversations` gave; any other id is the "
+        "client's own name, which its first message creates.",
+    ),
+    Operation(
+        "get_conversation",
+        "GET",
+        "/ai/conversations/{conversation_id}",
+        P.AI_USE,
+        response=r.Conversation,
+        errors=("conversation_not_found",),
+        description="A conversation with every question and answer, in order.",
     ),
     Operation(
         "deprecated_search",

@@ -471,3 +471,20 @@ class AssistantMessage(Resource):
     role: Literal["assistant"]
     content: str
     sources: list[KnowledgeHit]
+
+
+class ConversationTurn(Resource):
+    """A question (`user`) or an answer (`assistant`, with the sources it cites) of a conversation."""
+
+    id: str
+    role: Literal["user", "assistant"]
+    content: str
+    sources: list[KnowledgeHit]
+    created_at: datetime
+
+
+class Conversation(Resource):
+    id: str
+    created_at: datetime
+    updated_at: datetime
+    turns: list[ConversationTurn]

@@ -1,8 +1,9 @@
-"""Knowledge search and answers without a model: BM25 over the service's own documentation.
+"""Knowledge search without a model: BM25 over the service's own documentation.
 
 The corpus is what the package knows about itself: every error code with its type and message, every permission,
-and, when the package runs from a checkout, the sections of README.md and docs/*.md. Answers quote the best
-passages with their sources; nothing is generated, so nothing is invented.
+and, when the package runs from a checkout, the sections of README.md and docs/*.md. The support assistant
+(`service.support_answers`) quotes the best passages with their sources; nothing is generated, so nothing is
+invented.
 """
 
 from __future__ import annotations
@@ -37,10 +38,16 @@ class Hit:
     score: float
 
 
+def _stem(word: str) -> str:
+    """A plural's singular, roughly ("schedules", "budgets"): enough for a question to find its section."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
 def _words(text: str) -> list[str]:
     words = _WORD.findall(text.lower())
     # Index both a compound code and its parts: `asset_paused` is found by "asset paused" too.
-    return words + [part for word in words if "_" in word for part in word.split("_") if part]
+    words += [part for word in words if "_" in word for part in word.split("_") if part]
+    return [_stem(word) for word in words]
 
 
 def _markdown_sections(path: Path, source: str) -> list[Passage]:
@@ -73,7 +80,8 @@ def corpus() -> list[Passage]:
 class Bm25Index:
     def __init__(self, passages: list[Passage]) -> None:
         self.passages = passages
-        self.terms = [Counter(_words(f"{p.title} {p.text}")) for p in passages]
+        # A section's title counts twice: it says what the section is about.
+        self.terms = [Counter(_words(f"{p.title} {p.title} {p.text}")) for p in passages]
         self.lengths = [sum(t.values()) for t in self.terms]
         self.average = sum(self.lengths) / max(1, len(self.lengths))
         frequency: Counter[str] = Counter()
@@ -104,22 +112,8 @@ def index() -> Bm25Index:
 
 
 def search(query: str, limit: int = 5) -> list[r.KnowledgeHit]:
-    return [_resource(hit) for hit in index().search(query, limit)]
+    return [resource(hit) for hit in index().search(query, limit)]
 
 
-def answer(conversation_id: str | None, question: str, limit: int = 3) -> r.AssistantMessage:
-    """An answer made of the best passages, each with its source; says so when nothing matches."""
-    hits = index().search(question, limit)
-    if hits:
-        quoted = "\n\n".join(
-            f"[{n}] {hit.passage.title} ({hit.passage.source}): {hit.passage.text}" for n, hit in enumerate(hits, 1)
-        )
-        text = f"From the service's documentation:\n\n{quoted}"
-    else:
-        text = "Nothing in the service's documentation matches that question."
-    sources = [_resource(hit) for hit in hits]
-    return r.AssistantMessage(conversation_id=conversation_id, role="assistant", content=text, sources=sources)
-
-
-def _resource(hit: Hit) -> r.KnowledgeHit:
+def resource(hit: Hit) -> r.KnowledgeHit:
     return r.KnowledgeHit(source=hit.passage.source, title=hit.passage.title, text=hit.passage.text, score=hit.score)

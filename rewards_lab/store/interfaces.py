@@ -1284,6 +1284,47 @@ class LotStore(Protocol):
     def due_among(self, scope: Scope, lot_ids: Sequence[str], as_of: datetime) -> list[DueLot]: ...
 
 
+# conversations --------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRow:
+    """One question or answer of a conversation; `sources` and `context` are JSON text (the row keeps it)."""
+
+    id: str
+    position: int
+    role: str
+    content: str
+    sources: str
+    context: str
+    created_at: datetime
+
+    def sources_value(self) -> list[Any]:
+        return list(jsonutil.loads(self.sources))
+
+    def context_value(self) -> dict[str, Any]:
+        return dict(jsonutil.loads(self.context))
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRow:
+    id: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class ConversationStore(Protocol):
+    """What the services need of support conversations (DuckDB: store.conversations.ConversationRepository)."""
+
+    def add(self, scope: Scope, conversation_id: str) -> ConversationRow: ...
+
+    def get(self, scope: Scope, conversation_id: str) -> ConversationRow | None: ...
+
+    def turns(self, scope: Scope, conversation_id: str) -> list[TurnRow]: ...
+
+    def add_turns(self, scope: Scope, conversation_id: str, turns: Sequence[TurnRow]) -> None: ...
+
+
 class Repositories(Protocol):
     """Every repository of one unit of work (one transaction when writing, or one read cursor).
 
@@ -1335,3 +1376,5 @@ class Repositories(Protocol):
     def limit_usage(self) -> LimitUsageStore: ...
     @property
     def lots(self) -> LotStore: ...
+    @property
+    def conversations(self) -> ConversationStore: ...

@@ -418,3 +418,26 @@ MIGRATIONS.append(
         ],
     )
 )
+
+MIGRATIONS.append(
+    (
+        23,
+        "ai: support conversations and their turns, per tenant and environment",
+        [
+            # A conversation, named by the service (`cnv_...`) or by the client on its first message; the id is
+            # unique within its tenant and environment only, so one tenant's name never reaches another's.
+            """CREATE TABLE conversations (
+                organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL, id VARCHAR NOT NULL,
+                created_at TIMESTAMP NOT NULL, updated_at TIMESTAMP NOT NULL,
+                PRIMARY KEY (organization_id, environment, id))""",
+            # One question or answer, in order (`position` from 0). `sources` (JSON list) are an answer's citations;
+            # `context` (JSON object) what the turn was about: its intent and the records it named, which a
+            # follow-up question that names none of its own inherits.
+            """CREATE TABLE conversation_turns (
+                organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL, conversation_id VARCHAR NOT NULL,
+                position INTEGER NOT NULL, id VARCHAR NOT NULL, role VARCHAR NOT NULL, content VARCHAR NOT NULL,
+                sources VARCHAR NOT NULL, context VARCHAR NOT NULL, created_at TIMESTAMP NOT NULL,
+                PRIMARY KEY (organization_id, environment, conversation_id, position))""",
+        ],
+    )
+)

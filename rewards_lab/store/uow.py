@@ -11,6 +11,7 @@ from rewards_lab.store.accounts import AccountRepository, SessionRepository
 from rewards_lab.store.api_keys import ApiKeyRepository
 from rewards_lab.store.assets import AssetRepository
 from rewards_lab.store.auth_audit import AuthAuditRepository
+from rewards_lab.store.conversations import ConversationRepository
 from rewards_lab.store.customers import CustomerRepository
 from rewards_lab.store.database import Database
 from rewards_lab.store.events import EventRepository
@@ -54,6 +55,7 @@ class DuckDBRepositories:
         self.segments = SegmentQueries(con)
         self.limit_usage = LimitUsageRepository(con)
         self.lots = LotRepository(con)
+        self.conversations = ConversationRepository(con)
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from rewards_lab.domain.posting_decision import PostingDecision
 from rewards_lab.domain.posting_policy import PostingRequest
 from rewards_lab.engine import event_processing, simulation
 from rewards_lab.engine.postings import load_state
-from rewards_lab.service import assets, customers, event_intake, event_queries, ledger, programmes
+from rewards_lab.service import assets, conversations, customers, event_intake, event_queries, ledger, programmes
 from rewards_lab.store.uow import unit_of_work
 from tests.conftest import World
 
@@ -63,7 +63,6 @@ HTTP_ONLY = {
     "webhook_not_found",
     "webhook_delivery_not_found",
     "api_key_not_found",
-    "conversation_not_found",
     "webhook_delivery_not_replayable",
     "api_key_already_revoked",
     "idempotency_request_in_progress",
@@ -476,6 +475,11 @@ def s_internal_error(w: World) -> ServiceError:
     assert error.details["invariant"] == "balance_below_floor"
     assert ledger.wallet_balances(w.db, w.scope, wallet_id).balances[0].balance == "1.00"  # rolled back
     return error
+
+
+def s_conversation_not_found(w: World) -> ServiceError:
+    """A service id (`cnv_`) the tenant does not hold: only a client's own name is created by its first message."""
+    return _raises("conversation_not_found", lambda: conversations.get_conversation(w.db, w.scope, "cnv_unknown"))
 
 
 SCENARIOS: dict[str, Callable[[World], ServiceError]] = {

@@ -1,4 +1,5 @@
-"""AI: knowledge search and answers without a model (service.knowledge), and their deprecated predecessors
+"""AI: knowledge search (service.knowledge), support conversations answered from the tenant's records and the
+documentation without a model (service.conversations, service.support_answers), and their deprecated predecessors
 (their Deprecation, Sunset and Link headers go on every answer of their paths: api.app.ResponseHeaders,
 api.deprecations). None of these handlers has a docstring: FastAPI would publish it as a description."""
 
@@ -9,10 +10,10 @@ from fastapi.responses import Response
 
 from rewards_lab.api.context import json_body, request_id_of
 from rewards_lab.api.envelope import success
-from rewards_lab.api.routes._binding import Endpoint, authorised
+from rewards_lab.api.routes._binding import Endpoint, authorised, serve
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.permissions import Permission
-from rewards_lab.service import knowledge
+from rewards_lab.service import conversations, knowledge
 
 
 async def knowledge_search(request: Request) -> Response:
@@ -21,27 +22,19 @@ async def knowledge_search(request: Request) -> Response:
     return success(knowledge.search(body.query, body.limit), request_id_of(request), next_cursor=None, has_more=False)
 
 
-async def conversation_message(request: Request, conversation_id: str) -> Response:
-    authorised(request, Permission.AI_USE)
-    body = await json_body(request, rq.MessageCreate)
-    return success(knowledge.answer(conversation_id, body.content), request_id_of(request), 201)
-
-
 async def deprecated_search(request: Request) -> Response:
     authorised(request, Permission.AI_USE)
     body = await json_body(request, rq.KnowledgeSearch)
     return success(knowledge.search(body.query, body.limit), request_id_of(request), next_cursor=None, has_more=False)
 
 
-async def deprecated_message(request: Request) -> Response:
-    authorised(request, Permission.AI_USE)
-    body = await json_body(request, rq.MessageCreate)
-    return success(knowledge.answer(None, body.content), request_id_of(request), 201)
-
-
-BINDINGS: dict[str, Endpoint] = {
-    "knowledge_search": knowledge_search,
-    "conversation_message": conversation_message,
-    "deprecated_search": deprecated_search,
-    "deprecated_message": deprecated_message,
-}
+BINDINGS: dict[str, Endpoint] = dict(
+    [
+        ("knowledge_search", knowledge_search),
+        serve("create_conversation", conversations.create_conversation),
+        serve("conversation_message", conversations.conversation_message),
+        serve("get_conversation", conversations.get_conversation),
+        ("deprecated_search", deprecated_search),
+        serve("deprecated_message", conversations.single_message),
+    ]
+)
