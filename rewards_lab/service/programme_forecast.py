@@ -162,15 +162,14 @@ def window_events(con: duckdb.DuckDBPyConnection, scope: Scope, start: datetime,
     """The tenant's stored events of [start, end) in the replay's input form, in the order they were received;
     `forecast_too_large` when there are more than `most` (counted before any row is read)."""
     params = [*scope.params, _naive(start), _naive(end)]
-    found = con.execute(f"SELECT count(*) FROM events WHERE {_WINDOW}", params).fetchone()
-    count = int(found[0]) if found else 0
+    count = int(con.execute(f"SELECT count(*) FROM events WHERE {_WINDOW}", params).fetchall()[0][0])
     if count > most:
         raise ServiceError("forecast_too_large", limit=most, events=count, window_start=start.isoformat())
-    table = con.execute(
+    table = con.sql(
         f"SELECT external_event_id, type, customer_id, {_EVENT_TIME} AS occurred_at, data FROM events "
         f"WHERE {_WINDOW} ORDER BY received_at, id",
-        params,
-    ).fetch_arrow_table()
+        params=params,
+    ).to_arrow_table()
     at = table.schema.get_field_index("occurred_at")
     return table.set_column(at, "occurred_at", table.column(at).cast(pa.timestamp("us", tz="UTC")))
 
