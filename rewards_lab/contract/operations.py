@@ -485,7 +485,7 @@ _TABLE: tuple[Operation, ...] = (
         description=(
             "Checks the draft's forecast guards as publishing would, without publishing: the tenant's stored "
             "events of the last guard_window_days replayed through the draft and the live version. A failing "
-            "draft is a 200 with passed false; figures are decimal strings (\"never\": the ceiling never runs out)."
+            'draft is a 200 with passed false; figures are decimal strings ("never": the ceiling never runs out).'
         ),
     ),
     Operation(

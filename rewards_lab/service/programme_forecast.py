@@ -3,8 +3,9 @@
 A draft's guards are checked on the tenant's OWN stored events of the last `guard_window_days` (the draft's
 setting, default 90): the events are read on a snapshot (never under the write lock) into an Arrow table in the
 replay's input form (external_event_id, type, customer_id, occurred_at, data as JSON text; occurred_at is the
-event's time, else its receipt) and replayed through the draft and the live version by `forecasting.gate.evaluate`,
-the same gate the lab runs on a file. Nothing leaves the server.
+event's time, else its receipt; only the types the draft or the live version has rules for) and replayed
+through the draft and the live version by `forecasting.gate.evaluate`, the same gate the lab runs on a file.
+Nothing leaves the server.
 
 Bounded: at most `max_events` events (`forecast_too_large`, 422: the count is read before any row) and at most
 `timeout_s` seconds of DuckDB work (a timer interrupts the snapshot's and the replay's queries:
@@ -155,13 +156,19 @@ def fingerprint(uow: Repositories, scope: Scope, programme: ProgrammeRow) -> str
 
 # --- the events of the window ------------------------------------------------------------------------------------
 _EVENT_TIME = "COALESCE(occurred_at, received_at)"
-_WINDOW = f"organization_id = ? AND environment = ? AND {_EVENT_TIME} >= ? AND {_EVENT_TIME} < ?"
+_WINDOW = (
+    f"organization_id = ? AND environment = ? AND {_EVENT_TIME} >= ? AND {_EVENT_TIME} < ? "
+    "AND type IN (SELECT unnest(?))"
+)
 
 
-def window_events(con: duckdb.DuckDBPyConnection, scope: Scope, start: datetime, end: datetime, most: int) -> pa.Table:
-    """The tenant's stored events of [start, end) in the replay's input form, in the order they were received;
+def window_events(
+    con: duckdb.DuckDBPyConnection, scope: Scope, start: datetime, end: datetime, types: list[str], most: int
+) -> pa.Table:
+    """The tenant's stored events of [start, end) of the `types` the versions have rules for (no other event
+    can change what they issue), in the replay's input form, in the order they were received;
     `forecast_too_large` when there are more than `most` (counted before any row is read)."""
-    params = [*scope.params, _naive(start), _naive(end)]
+    params = [*scope.params, _naive(start), _naive(end), types]
     count = int(con.execute(f"SELECT count(*) FROM events WHERE {_WINDOW}", params).fetchall()[0][0])
     if count > most:
         raise ServiceError("forecast_too_large", limit=most, events=count, window_start=start.isoformat())
@@ -249,7 +256,8 @@ def evaluate_draft(
                 published = None
             with _deadline([uow.con, replay_con], bounds.timeout_s) as fired:
                 try:
-                    events = window_events(uow.con, scope, start, end, bounds.max_events)
+                    types = sorted({rule.event_type for d in (draft, published) if d for rule in d.rules})
+                    events = window_events(uow.con, scope, start, end, types, bounds.max_events)
                     report = evaluate(draft, events, published=published, connection=replay_con)
                 except duckdb.InterruptException:
                     raise ServiceError("forecast_timeout", limit_s=bounds.timeout_s) from None
