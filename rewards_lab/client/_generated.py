@@ -356,7 +356,7 @@ def create_programme(
         max_event_age_days: how many days before its receipt a live event may have occurred and still be rewarded
             (default 30); None: no bound on a live event's age (backfills)
         guards: the draft's forecast guards, e.g. [{"metric": "issued", "period": "month", "max": "120000"}]
-        guard_window_days: default 90
+        guard_window_days: the days of stored events the server checks the guards on (1-365, default 90)
     """
     return build("create_programme", locals())
 
@@ -426,6 +426,7 @@ def update_programme(
             (default 30); None: no bound on a live event's age (backfills)
         guards: the draft's forecast guards, e.g. [{"metric": "issued", "period": "month", "max": "120000"}]; None:
             remove the draft's forecast guards
+        guard_window_days: the days of stored events the server checks the guards on (1-365, default 90)
     """
     return build("update_programme", locals())
 
@@ -479,7 +480,7 @@ def publish(
 
 
 def forecast_programme(program_id: str) -> Call[resources.ForecastResult]:
-    """Forecast programme.
+    """Check the draft's forecast guards on the stored events, without publishing.
 
     `POST /reward-programs/{program_id}/forecast`. Not resent when no answer came back (it carries no Idempotency-Key).
 

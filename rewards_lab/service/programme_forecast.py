@@ -35,7 +35,6 @@ import duckdb
 import pyarrow as pa
 
 from rewards_lab import presenters
-from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.guard_requests import DEFAULT_GUARD_WINDOW_DAYS, Guard
@@ -301,5 +300,5 @@ def forecast_programme(database: Database, scope: Scope, program_id: str) -> r.F
 
 def table_details(result: r.ForecastResult) -> dict[str, Any]:
     """The guard table as the refusal's `details` carry it (JSON: figures as decimal strings)."""
-    data: dict[str, Any] = jsonutil.loads(result.model_dump_json())
+    data: dict[str, Any] = result.model_dump(mode="json")
     return data
