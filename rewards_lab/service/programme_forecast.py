@@ -184,23 +184,40 @@ def _naive(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(tzinfo=None)
 
 
-@contextmanager
-def _deadline(connections: list[duckdb.DuckDBPyConnection], seconds: float) -> Iterator[threading.Event]:
-    """Interrupt the connections' queries after `seconds` (the event says the timer fired)."""
-    fired = threading.Event()
+class _Deadline:
+    """Interrupts the queries of the connections it watches once `seconds` have passed (`fired` says it did). A
+    connection is watched only while this forecast uses it: the snapshot's cursor serves the thread's other
+    reads afterwards and must never be interrupted then."""
 
-    def stop() -> None:
-        fired.set()
-        for con in connections:
-            con.interrupt()
+    def __init__(self, seconds: float) -> None:
+        self.fired = threading.Event()
+        self._watched: list[duckdb.DuckDBPyConnection] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._stop)
+        self._timer.daemon = True
 
-    timer = threading.Timer(seconds, stop)
-    timer.daemon = True
-    timer.start()
-    try:
-        yield fired
-    finally:
-        timer.cancel()
+    def _stop(self) -> None:
+        with self._lock:
+            self.fired.set()
+            for con in self._watched:
+                con.interrupt()
+
+    @contextmanager
+    def watching(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+        with self._lock:
+            self._watched.append(con)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._watched.remove(con)
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
 
 
 # --- the table ---------------------------------------------------------------------------------------------------
@@ -239,32 +256,40 @@ def evaluate_draft(
     end = now or datetime.now(UTC)
     replay_con = quiet_connection()
     try:
-        with snapshot(database) as uow:
-            programme = programme_row(uow, scope, program_id)
-            days = window_days(programme)
-            start = end - timedelta(days=days)
-            stamp = fingerprint(uow, scope, programme)
-            draft = definition_of(uow, scope, programme, programme.draft_version_id)
-            live_id = None
-            if programme.current_version is not None:
-                live = uow.programmes.get_version_by_number(scope, program_id, programme.current_version)
-                live_id = None if live is None else live.id
+        with _Deadline(bounds.timeout_s) as deadline:
             try:
-                published = None if live_id is None else definition_of(uow, scope, programme, live_id)
-            except ServiceError:  # a live version without rules issues nothing: compared as nothing published
-                published = None
-            with _deadline([uow.con, replay_con], bounds.timeout_s) as fired:
-                try:
+                with snapshot(database) as uow, deadline.watching(uow.con):
+                    programme = programme_row(uow, scope, program_id)
+                    days = window_days(programme)
+                    start = end - timedelta(days=days)
+                    stamp = fingerprint(uow, scope, programme)
+                    draft = definition_of(uow, scope, programme, programme.draft_version_id)
+                    published = _live_definition(uow, scope, programme)
                     types = sorted({rule.event_type for d in (draft, published) if d for rule in d.rules})
                     events = window_events(uow.con, scope, start, end, types, bounds.max_events)
+                with deadline.watching(replay_con):  # the snapshot is over: the replay reads the Arrow table
                     report = evaluate(draft, events, published=published, connection=replay_con)
-                except duckdb.InterruptException:
-                    raise ServiceError("forecast_timeout", limit_s=bounds.timeout_s) from None
-                if fired.is_set():
-                    raise ServiceError("forecast_timeout", limit_s=bounds.timeout_s)
+            except duckdb.InterruptException:
+                raise ServiceError("forecast_timeout", limit_s=bounds.timeout_s) from None
+            if deadline.fired.is_set():
+                raise ServiceError("forecast_timeout", limit_s=bounds.timeout_s)
     finally:
         replay_con.close()
     return Forecast(_result(programme, report, events.num_rows, start, end, days), stamp)
+
+
+def _live_definition(uow: Repositories, scope: Scope, programme: ProgrammeRow) -> ProgrammeDefinition | None:
+    """The live version as a definition (None: nothing published, or a live version without rules, which issues
+    nothing: compared as nothing published)."""
+    if programme.current_version is None:
+        return None
+    live = uow.programmes.get_version_by_number(scope, programme.id, programme.current_version)
+    if live is None:
+        return None
+    try:
+        return definition_of(uow, scope, programme, live.id)
+    except ServiceError:
+        return None
 
 
 def _result(

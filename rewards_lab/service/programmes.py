@@ -30,7 +30,7 @@ from rewards_lab.domain.money import parse_amount
 from rewards_lab.engine.postings import asset_row
 from rewards_lab.engine.rule_book import programme_row, version_id_of
 from rewards_lab.service.programme_drafts import PreparedDraft, check_draft, refuse_early, stored_bytes
-from rewards_lab.service.programme_forecast import fingerprint, guarded_forecast, table_details
+from rewards_lab.service.programme_forecast import Forecast, fingerprint, guarded_forecast, table_details
 from rewards_lab.service.programme_guards import record_override, require_override
 from rewards_lab.service.programme_spending import budget_consumption, checked_limits, checked_spending
 from rewards_lab.service.settings_requests import guards_of, limits_of, spending_of
@@ -282,9 +282,16 @@ def publish(
     work, so a request already stored under its Idempotency-Key still gets its original answer."""
     override = body.guard_override if body is not None else None
     prepared = PreparedDraft.of(database, scope, program_id, present=True)
-    checked = guarded_forecast(database, scope, program_id)
+    checked: Forecast | None = None
+    failure: ServiceError | None = None
+    try:
+        checked = guarded_forecast(database, scope, program_id)
+    except ServiceError as error:  # raised in the unit of work, after a stored Idempotency-Key is looked up
+        failure = error
 
     def write(uow: Repositories) -> r.PublishResult:
+        if failure is not None:
+            raise failure
         programme = programme_row(uow, scope, program_id)
         draft_id = programme.draft_version_id
         if checked is not None or programme.guards:
