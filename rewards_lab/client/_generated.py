@@ -408,7 +408,9 @@ def update_programme(
     cannot apply it twice.
 
     Edits the programme's name and description and its DRAFT version's schedule (timezone, starts_at, ends_at), caps per
-    customer (limits), budget and clawback policy; published versions keep theirs until the next publication.
+    customer (limits), budget and clawback policy; published versions keep theirs until the next publication. Removing
+    or loosening the forecast guards (a guard removed, a max raised, a min lowered, guard_window_days shortened) needs
+    the permission rewards.guards.override.
 
     Args:
         description: None: remove the description
