@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from rewards_lab.contract import attributes, jsonutil
 from rewards_lab.contract import resources as r
+from rewards_lab.contract.guard_requests import DEFAULT_GUARD_WINDOW_DAYS
 from rewards_lab.domain.expiry import ExpiryPolicy
 from rewards_lab.domain.limits import CapCut, Limit
 from rewards_lab.domain.money import format_amount
@@ -131,6 +132,7 @@ def version_of(row: VersionRow, rules: list[r.Rule]) -> r.ProgrammeVersion:
         ends_at=utc(row.ends_at),
         **spending(row.spending),
         guards=guards(row.guards),
+        guard_window_days=row.guard_window_days or DEFAULT_GUARD_WINDOW_DAYS,
         guard_override=guard_override(row.guard_override),
     )
 
@@ -150,6 +152,7 @@ def programme(row: ProgrammeRow, consumption: list[r.BudgetConsumption] | None =
         ends_at=utc(row.ends_at),
         **spending(row.spending),
         guards=guards(row.guards),
+        guard_window_days=row.guard_window_days or DEFAULT_GUARD_WINDOW_DAYS,
         budget_consumption=consumption or [],
     )
 

@@ -141,3 +141,12 @@ lint  # unused function (rewards_lab/replay/plan/sql.py)
 # The replay executors (issue 30, increment 2): map_partitions is used by the passes from increment 4 on (the
 # fallback, then the ordered passes), by tests until then
 _.map_partitions  # unused method (rewards_lab/replay/engines/*.py)
+published_version  # a ForecastResult field (rewards_lab/contract/resources.py)
+window_start  # a ForecastResult field (rewards_lab/contract/resources.py)
+window_end  # a ForecastResult field (rewards_lab/contract/resources.py)
+forecast_days  # a ForecastResult field (rewards_lab/contract/resources.py)
+server_forecast  # Lab API, notebooks call it (rewards_lab/lab/workbench.py)
+file_format  # read through locals() by the generated client's build (rewards_lab/client/_generated.py: export_events)
+iter_api_keys  # the generated client's paging helper for GET /developer/api-keys (public API)
+_.tell  # pyarrow's ParquetWriter calls it on the export's streaming sink (rewards_lab/service/event_export.py)
+_.writable  # pyarrow's ParquetWriter calls it on the export's streaming sink (rewards_lab/service/event_export.py)

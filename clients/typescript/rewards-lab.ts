@@ -56,6 +56,9 @@ export type ErrorCode =
   | "field_invalid"
   | "field_required"
   | "field_unknown"
+  | "forecast_guard_failed"
+  | "forecast_timeout"
+  | "forecast_too_large"
   | "fraction_invalid"
   | "idempotency_key_invalid"
   | "idempotency_key_required"
@@ -75,6 +78,7 @@ export type ErrorCode =
   | "permission_denied"
   | "permission_escalation"
   | "permission_unknown"
+  | "programme_draft_changed"
   | "programme_draft_empty"
   | "programme_limit_exceeded"
   | "programme_not_found"
@@ -181,7 +185,7 @@ export interface ApiKey {
 /** A new key of the caller's organization and environment, holding at most the caller's permissions. */
 export interface ApiKeyCreate {
   name: string;
-  permissions: ("ai.use" | "assets.edit" | "assets.view" | "customers.create" | "customers.update" | "customers.view" | "developers.api_keys.manage" | "developers.logs.view" | "developers.usage.view" | "developers.webhooks.manage" | "developers.webhooks.view" | "events.view" | "events.write" | "ledger.issue" | "ledger.redeem" | "ledger.transfer" | "ledger.view" | "rewards.activate" | "rewards.edit" | "rewards.view" | "wallets.manage" | "wallets.view")[];
+  permissions: ("ai.use" | "assets.edit" | "assets.view" | "customers.create" | "customers.update" | "customers.view" | "developers.api_keys.manage" | "developers.logs.view" | "developers.usage.view" | "developers.webhooks.manage" | "developers.webhooks.view" | "events.view" | "events.write" | "ledger.issue" | "ledger.redeem" | "ledger.transfer" | "ledger.view" | "rewards.activate" | "rewards.edit" | "rewards.guards.override" | "rewards.view" | "wallets.manage" | "wallets.view")[];
 }
 
 /** Returned once, at creation: the only time the secret is ever shown. */
@@ -426,11 +430,39 @@ export interface FixedAmount {
   fixed: string;
 }
 
+/** The draft's guards checked on the tenant's stored events of the window (nothing published: the draft alone,
+a liability delta then against the opening supply). */
+export interface ForecastResult {
+  program_id: string;
+  draft_version_id: string;
+  published_version: number | null;
+  passed: boolean;
+  window_days: number;
+  window_start: string;
+  window_end: string;
+  events: number;
+  forecast_days: number;
+  checks: GuardCheckResult[];
+}
+
 /** A fraction read from both events: the refund's `field` over the original's `of` (e.g. refund_amount over
 amount), clamped to [0, 1]. */
 export interface FractionOf {
   field: string;
   of: string;
+}
+
+/** One row of the guard table: a guard, its limit, what the draft and the live version show over the window,
+the figure the limit judges (the draft's; for liability_delta the difference) and the verdict. Figures are
+decimal strings of the asset's units (days for the ceiling guard); "never": the ceiling never runs out. */
+export interface GuardCheckResult {
+  metric: string;
+  limit: string;
+  draft: string;
+  published: string | null;
+  checked: string;
+  passed: boolean;
+  guard: IssuedGuard | LiabilityDeltaGuard | CeilingGuard;
 }
 
 /** Why the draft is published although a guard failed (recorded with the version). */
@@ -569,6 +601,7 @@ export interface Programme {
   expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
   max_event_age_days?: number | null;
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[];
+  guard_window_days?: number;
   budget_consumption?: BudgetConsumption[];
 }
 
@@ -586,6 +619,7 @@ export interface ProgrammeCreate {
   expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
   max_event_age_days?: number | null;
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[];
+  guard_window_days?: number;
 }
 
 /** Edits the programme and its DRAFT version's schedule; absent fields stay as they are. `starts_at` and
@@ -603,6 +637,7 @@ export interface ProgrammeUpdate {
   expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
   max_event_age_days?: number | null;
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[] | null;
+  guard_window_days?: number | null;
 }
 
 export interface ProgrammeVersion {
@@ -622,6 +657,7 @@ export interface ProgrammeVersion {
   expiry?: ExpiryAfterDays | ExpiryAtEndOf | null;
   max_event_age_days?: number | null;
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[];
+  guard_window_days?: number;
   guard_override?: GuardOverrideRecord | null;
 }
 
@@ -1269,7 +1305,17 @@ export interface Operations {
     response: Envelope<PublishResult>;
     permission: "rewards.activate";
     idempotent: "optional";
-    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_draft_empty" | "programme_not_found" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "forecast_guard_failed" | "forecast_timeout" | "forecast_too_large" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_draft_changed" | "programme_draft_empty" | "programme_not_found" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+  };
+  "POST /reward-programs/{program_id}/forecast": {
+    path: { program_id: string };
+    query: Record<string, never>;
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: never;
+    response: Envelope<ForecastResult>;
+    permission: "rewards.edit";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "forecast_timeout" | "forecast_too_large" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_draft_empty" | "programme_not_found" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
   };
   "POST /reward-programs/{program_id}/versions/{version}/restore": {
     path: { program_id: string; version: string };

@@ -66,6 +66,7 @@ COMMANDS: Mapping[str, str] = {
     "list_programmes": "programmes list",
     "list_versions": "programmes versions",
     "publish": "programmes publish",
+    "forecast_programme": "programmes forecast",
     "restore_version": "programmes restore",
     "simulate_programme": "programmes simulate",
     "create_rule": "rules create",

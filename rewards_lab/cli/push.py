@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rewards_lab.cli.common import (
     EXIT_API_ERROR,
@@ -94,11 +94,28 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as error:
         return fail(f"error: {error}", EXIT_USAGE)
     except ApiError as error:
+        if error.code == "forecast_guard_failed":  # the server's own gate, on its stored events (issue 31)
+            return _server_refused(args, report, error.details)
         return fail(explain(error, args.env), EXIT_API_ERROR)
     except PushError as error:
         return fail(f"error: {error}", EXIT_API_ERROR)
     except ServiceError as error:  # the programme file itself
         return fail(f"error: {error.type.value} {error.code}: {error.message}", EXIT_USAGE)
+
+
+def _server_refused(args: argparse.Namespace, report: dict[str, object], details: dict[str, Any]) -> int:
+    """The deployment refused to publish: its guard table, and nothing published (exit 3)."""
+    from rewards_lab.lab.server_gate import server_table, server_text
+
+    report["server_gate"] = {"passed": False, "guards": server_table(details).to_dict(orient="records")}
+    if not args.json:
+        print(server_text(details))
+    message = (
+        "Not published: the server's forecast gate refused the draft on its stored events (the draft holds the "
+        "file). Publishing past it takes a guard_override from a key with rewards.guards.override."
+    )
+    print(message, file=sys.stderr)
+    return _finish(args, report, EXIT_GATE)
 
 
 def _gate(args: argparse.Namespace, plan: Plan, report: dict[str, object]) -> bool:

@@ -337,6 +337,7 @@ def create_programme(
     expiry: Mapping[str, Any] | None = None,
     max_event_age_days: int | None | Unset = UNSET,
     guards: Sequence[Mapping[str, Any]] | None = None,
+    guard_window_days: int | None = None,
     idempotency_key: str | None = None,
 ) -> Call[resources.Programme]:
     """Create a reward programme.
@@ -355,6 +356,7 @@ def create_programme(
         max_event_age_days: how many days before its receipt a live event may have occurred and still be rewarded
             (default 30); None: no bound on a live event's age (backfills)
         guards: the draft's forecast guards, e.g. [{"metric": "issued", "period": "month", "max": "120000"}]
+        guard_window_days: the days of stored events the server checks the guards on (1-365, default 90)
     """
     return build("create_programme", locals())
 
@@ -396,6 +398,7 @@ def update_programme(
     expiry: Mapping[str, Any] | None | Unset = UNSET,
     max_event_age_days: int | None | Unset = UNSET,
     guards: Sequence[Mapping[str, Any]] | None | Unset = UNSET,
+    guard_window_days: int | None = None,
     idempotency_key: str | None = None,
 ) -> Call[resources.Programme]:
     """Edit a programme and its draft's schedule, caps, budget, clawback, expiry, forecast guards and event age (what is
@@ -405,7 +408,9 @@ def update_programme(
     cannot apply it twice.
 
     Edits the programme's name and description and its DRAFT version's schedule (timezone, starts_at, ends_at), caps per
-    customer (limits), budget and clawback policy; published versions keep theirs until the next publication.
+    customer (limits), budget and clawback policy; published versions keep theirs until the next publication. Removing
+    or loosening the forecast guards (a guard removed, a max raised, a min lowered, guard_window_days shortened) needs
+    the permission rewards.guards.override.
 
     Args:
         description: None: remove the description
@@ -423,6 +428,7 @@ def update_programme(
             (default 30); None: no bound on a live event's age (backfills)
         guards: the draft's forecast guards, e.g. [{"metric": "issued", "period": "month", "max": "120000"}]; None:
             remove the draft's forecast guards
+        guard_window_days: the days of stored events the server checks the guards on (1-365, default 90)
     """
     return build("update_programme", locals())
 
@@ -472,14 +478,28 @@ def publish(
     `POST /reward-programs/{program_id}/publish`. Sends an Idempotency-Key (`idempotency_key`, else a fresh one): a
     retry cannot apply it twice.
 
-    Freezes the draft as the next version. The body is optional: `guard_override` (a reason) records on the published
-    version that it was published although a forecast guard failed (see the forecast gate), with the key or account that
-    gave it.
+    Freezes the draft as the next version. A draft with forecast guards is first checked on the stored events of its
+    last guard_window_days (as POST /reward-programs/{program_id}/forecast shows); a failing draft is refused with
+    forecast_guard_failed (409, the guard table in details.checks). The body is optional: `guard_override` (a reason)
+    publishes past a failed guard, which needs the permission rewards.guards.override, and is recorded on the version
+    and in the audit trail with the key or account that gave it.
 
     Args:
         guard_override: why it is published although a forecast guard failed (recorded)
     """
     return build("publish", locals())
+
+
+def forecast_programme(program_id: str) -> Call[resources.ForecastResult]:
+    """Check the draft's forecast guards on the stored events, without publishing.
+
+    `POST /reward-programs/{program_id}/forecast`. Not resent when no answer came back (it carries no Idempotency-Key).
+
+    Checks the draft's forecast guards as publishing would, without publishing: the tenant's stored events of the last
+    guard_window_days replayed through the draft and the live version. A failing draft is a 200 with passed false;
+    figures are decimal strings ("never": the ceiling never runs out).
+    """
+    return build("forecast_programme", locals())
 
 
 def restore_version(
@@ -1042,6 +1062,7 @@ class Operations:
     iter_versions = Pages(list_versions)
     list_versions = Operation(list_versions)
     publish = Operation(publish)
+    forecast_programme = Operation(forecast_programme)
     restore_version = Operation(restore_version)
     create_rule = Operation(create_rule)
     get_rule = Operation(get_rule)

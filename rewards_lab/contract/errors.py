@@ -93,6 +93,10 @@ REGISTRY: dict[str, ErrorCode] = {
             "webhook_event_kind_invalid": "The webhook subscribes to an unknown event kind.",
             "period_invalid": "The reporting period is invalid.",
             "permission_unknown": "The permission code is not one the service defines.",
+            "forecast_too_large": "The forecast window holds more events than the server replays (details.limit); "
+            "shorten guard_window_days.",
+            "forecast_timeout": "The forecast did not finish within the server's time limit; shorten "
+            "guard_window_days.",
         },
     ),
     **_codes(
@@ -155,6 +159,9 @@ REGISTRY: dict[str, ErrorCode] = {
             "event_duplicate_mismatch": "An event with this external_event_id exists with a different payload.",
             "event_not_replayable": "Only a failed event can be replayed.",
             "programme_version_immutable": "A published programme version cannot be changed.",
+            "forecast_guard_failed": "A forecast guard of the draft fails on the stored history (details.checks); "
+            "publishing past it needs a guard_override and rewards.guards.override.",
+            "programme_draft_changed": "The draft changed while its forecast ran; publish again.",
             "webhook_delivery_not_replayable": "Only a failed delivery can be replayed.",
             "api_key_already_revoked": "The API key is already revoked.",
         },

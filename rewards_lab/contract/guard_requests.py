@@ -10,9 +10,16 @@ A programme (its draft, frozen into each version like its caps) may declare `gua
 - `{"metric": "ceiling_exhausted_within_days", "min": 90}`: the asset's supply ceiling may not run out within
   `min` days of the end of the history.
 
-The service stores and shows them; the gate (`rewards_lab.forecasting.gate`: `rewards-lab push --history`,
-`Lab.publish(history=...)`, notebook 05) evaluates them, since only it has the history. Publishing despite a
-failed guard records `guard_override` (its reason, who gave it, when) on the published version.
+The server enforces them (issue 31): `POST /reward-programs/{id}/publish` replays the tenant's own stored events
+of the last `guard_window_days` (1..365, default 90; frozen into each version like the guards) through the draft
+and the live version with the replay engine (`service.programme_forecast`, the same `forecasting.gate` the lab
+runs) and refuses a failing draft with `forecast_guard_failed` (409, the guard table in `details.checks`).
+`POST /reward-programs/{id}/forecast` returns the same table without publishing. Publishing despite a failed
+guard takes `guard_override` (a reason) AND the permission `rewards.guards.override`; the override is recorded
+on the published version (reason, who gave it, when) and in the audit trail. Removing or loosening guards
+(a guard removed, an `issued`/`liability_delta` max raised, a ceiling `min` lowered, the window shortened) takes
+the same permission. The lab's gate (`rewards-lab push --history`, `Lab.publish(history=...)`, notebook 05)
+still evaluates them on a file before pushing.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from rewards_lab.contract.validation import custom_error
 MAX_GUARDS = 10
 MAX_GUARD_DAYS = 36_500  # a hundred years: beyond any forecast's horizon
 MAX_OVERRIDE_REASON = 500
+DEFAULT_GUARD_WINDOW_DAYS = 90  # the days of stored events the server replays to check the guards
+MAX_GUARD_WINDOW_DAYS = 365
 GuardPeriod = Literal["day", "week", "month", "year"]
 METRICS = ("issued", "liability_delta", "ceiling_exhausted_within_days")
 
@@ -64,6 +73,14 @@ Days = Annotated[
     BeforeValidator(whole_number),
     Field(ge=1, le=MAX_GUARD_DAYS, strict=True),
     WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_GUARD_DAYS}),
+]
+
+
+GuardWindowDays = Annotated[
+    int,
+    BeforeValidator(whole_number),
+    Field(ge=1, le=MAX_GUARD_WINDOW_DAYS, strict=True),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_GUARD_WINDOW_DAYS, "default": 90}),
 ]
 
 

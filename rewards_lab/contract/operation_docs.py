@@ -70,6 +70,7 @@ SUMMARIES: Mapping[str, str] = {
     "activate_programme": "let a deactivated programme reward events again",
     "list_versions": "versions of a programme with their rules",
     "publish": "publish the draft version",
+    "forecast_programme": "check the draft's forecast guards on the stored events, without publishing",
     "restore_version": "make the draft a copy of a published version (publish it to roll back)",
     "create_rule": "add a rule to a programme's draft",
     "get_rule": "read a rule",
@@ -121,6 +122,7 @@ _SPENDING = {
     "clawback": "what a reversal takes when the points are spent: available (the default), negative or none",
     "expiry": 'when the draft\'s rewards expire, e.g. {"after_days": 365} or {"at_end_of": "quarter", "after": 1}',
     "guards": 'the draft\'s forecast guards, e.g. [{"metric": "issued", "period": "month", "max": "120000"}]',
+    "guard_window_days": "the days of stored events the server checks the guards on (1-365, default 90)",
     "max_event_age_days": "how many days before its receipt a live event may have occurred and still be rewarded "
     "(default 30)",
 }

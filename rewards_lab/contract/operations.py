@@ -44,6 +44,8 @@ AUTH_CODES = (
 BODY_CODES = ("request_malformed", "request_too_large", "field_unknown")
 PAGE_CODES = ("cursor_invalid", "sort_field_invalid")
 KEYED_CODES = ("idempotency_key_reused", "idempotency_key_invalid", "idempotency_request_in_progress")
+# What publishing a draft with forecast guards may add (service.programme_forecast).
+FORECAST_CODES = ("forecast_guard_failed", "programme_draft_changed", "forecast_too_large", "forecast_timeout")
 AMOUNT_CODES = ("amount_invalid", "amount_not_positive", "amount_too_many_decimals", "amount_too_large")
 LOGIN_CODES = (
     *BODY_CODES,
@@ -432,7 +434,8 @@ _TABLE: tuple[Operation, ...] = (
         description=(
             "Edits the programme's name and description and its DRAFT version's schedule (timezone, starts_at, "
             "ends_at), caps per customer (limits), budget and clawback policy; published versions keep theirs "
-            "until the next publication."
+            "until the next publication. Removing or loosening the forecast guards (a guard removed, a max raised, "
+            "a min lowered, guard_window_days shortened) needs the permission rewards.guards.override."
         ),
     ),
     Operation(
@@ -475,11 +478,27 @@ _TABLE: tuple[Operation, ...] = (
         response=r.PublishResult,
         status=201,
         idempotency="optional",
-        errors=(*BODY_CODES, "programme_not_found", "programme_draft_empty"),
+        errors=(*BODY_CODES, "programme_not_found", "programme_draft_empty", *FORECAST_CODES),
         description=(
-            "Freezes the draft as the next version. The body is optional: `guard_override` (a reason) records on "
-            "the published version that it was published although a forecast guard failed (see the forecast "
-            "gate), with the key or account that gave it."
+            "Freezes the draft as the next version. A draft with forecast guards is first checked on the stored "
+            "events of its last guard_window_days (as POST /reward-programs/{program_id}/forecast shows); a failing "
+            "draft is refused with forecast_guard_failed (409, the guard table in details.checks). The body is "
+            "optional: `guard_override` (a reason) publishes past a failed guard, which needs the permission "
+            "rewards.guards.override, and is recorded on the version and in the audit trail with the key or "
+            "account that gave it."
+        ),
+    ),
+    Operation(
+        "forecast_programme",
+        "POST",
+        "/reward-programs/{program_id}/forecast",
+        P.REWARDS_EDIT,
+        response=r.ForecastResult,
+        errors=("programme_not_found", "programme_draft_empty", "forecast_too_large", "forecast_timeout"),
+        description=(
+            "Checks the draft's forecast guards as publishing would, without publishing: the tenant's stored "
+            "events of the last guard_window_days replayed through the draft and the live version. A failing "
+            'draft is a 200 with passed false; figures are decimal strings ("never": the ceiling never runs out).'
         ),
     ),
     Operation(

@@ -26,6 +26,9 @@ class Permission(StrEnum):
     REWARDS_VIEW = "rewards.view"
     REWARDS_EDIT = "rewards.edit"
     REWARDS_ACTIVATE = "rewards.activate"
+    # Publishing past a failed forecast guard, and removing or loosening guards (issue 31); granted to keys and
+    # accounts that held every permission before it (migration 24), to no one else.
+    REWARDS_GUARDS_OVERRIDE = "rewards.guards.override"
     EVENTS_VIEW = "events.view"
     EVENTS_WRITE = "events.write"
     WEBHOOKS_VIEW = "developers.webhooks.view"

@@ -16,7 +16,7 @@ from rewards_lab.contract.amounts import MAX_DECIMALS, MAX_THRESHOLD
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.event_age import DEFAULT_MAX_EVENT_AGE_DAYS, MaxEventAgeDays
 from rewards_lab.contract.expiry_requests import Expiry
-from rewards_lab.contract.guard_requests import Guards
+from rewards_lab.contract.guard_requests import DEFAULT_GUARD_WINDOW_DAYS, Guards, GuardWindowDays
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, Budget, Clawback, Limits
 from rewards_lab.contract.limits import check_data
 from rewards_lab.contract.permissions import Permission
@@ -312,8 +312,10 @@ class ProgrammeCreate(RequestModel):
     # How many days before its receipt a live event may have occurred and still be rewarded; absent: the default
     # (contract.event_age), null: no bound (backfills).
     max_event_age_days: MaxEventAgeDays | None = DEFAULT_MAX_EVENT_AGE_DAYS
-    # The first draft's forecast guards (contract.guard_requests), checked by the gate before publishing.
+    # The first draft's forecast guards (contract.guard_requests), checked by the server before publishing, and
+    # how many days of stored events before the publication the check replays.
     guards: Guards = []
+    guard_window_days: GuardWindowDays = DEFAULT_GUARD_WINDOW_DAYS
 
 
 class ProgrammeUpdate(RequestModel):
@@ -342,8 +344,11 @@ class ProgrammeUpdate(RequestModel):
     # How many days before its receipt a live event may have occurred and still be rewarded (null: no bound, for
     # backfills); older events are processed without the programme's rewards (`event_too_old`).
     max_event_age_days: MaxEventAgeDays | None = None
-    # The draft's forecast guards (null: none), checked by the gate before publishing (contract.guard_requests).
+    # The draft's forecast guards (null: none), checked by the server before publishing (contract.guard_requests),
+    # and the days of stored events the check replays (null: the default, 90). Removing or loosening guards, or
+    # shortening the window, needs rewards.guards.override.
     guards: Guards | None = None
+    guard_window_days: GuardWindowDays | None = None
 
 
 class SimulationRequest(RequestModel):

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from rewards_lab.contract.expiry_requests import Expiry
-from rewards_lab.contract.guard_requests import Guard
+from rewards_lab.contract.guard_requests import DEFAULT_GUARD_WINDOW_DAYS, Guard
 from rewards_lab.contract.limit_requests import Budget, Clawback, Limit
 from rewards_lab.contract.requests import AssetType, ConditionItem, RuleAction, TransferPolicy, WalletType
 
@@ -110,6 +110,7 @@ class ProgrammeVersion(Resource):
     max_event_age_days: int | None = None
     # Its forecast guards, and on a published version the override it was published with despite a failed guard.
     guards: list[Guard] = []
+    guard_window_days: int = DEFAULT_GUARD_WINDOW_DAYS  # the days of stored events the guards are checked on
     guard_override: GuardOverrideRecord | None = None
 
 
@@ -143,10 +144,41 @@ class Programme(Resource):
     expiry: Expiry | None = None
     # How many days before its receipt a live event may have occurred and still be rewarded (null: no bound).
     max_event_age_days: int | None = None
-    # The DRAFT version's forecast guards.
+    # The DRAFT version's forecast guards, and the days of stored events they are checked on.
     guards: list[Guard] = []
+    guard_window_days: int = DEFAULT_GUARD_WINDOW_DAYS
     # What the programme has issued against its budget, per period, newest first (the live version's budget).
     budget_consumption: list[BudgetConsumption] = []
+
+
+class GuardCheckResult(Resource):
+    """One row of the guard table: a guard, its limit, what the draft and the live version show over the window,
+    the figure the limit judges (the draft's; for liability_delta the difference) and the verdict. Figures are
+    decimal strings of the asset's units (days for the ceiling guard); "never": the ceiling never runs out."""
+
+    metric: str  # "issued per day", "liability_delta", "ceiling_exhausted_within_days"
+    limit: str  # "<= 120000", ">= 90"
+    draft: str
+    published: str | None  # null: nothing is published yet
+    checked: str
+    passed: bool
+    guard: Guard
+
+
+class ForecastResult(Resource):
+    """The draft's guards checked on the tenant's stored events of the window (nothing published: the draft alone,
+    a liability delta then against the opening supply)."""
+
+    program_id: str
+    draft_version_id: str
+    published_version: int | None  # the live version the draft is compared with (null: none)
+    passed: bool
+    window_days: int
+    window_start: datetime
+    window_end: datetime
+    events: int  # the stored events of the window that were replayed
+    forecast_days: int  # how far the liability forecast looks ahead of the window
+    checks: list[GuardCheckResult]
 
 
 class PublishResult(Resource):

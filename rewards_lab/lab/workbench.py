@@ -53,10 +53,11 @@ from rewards_lab.forecasting.gate import DEFAULT_DAYS, GateRefused, GateReport, 
 from rewards_lab.forecasting.labels import rule_labels
 from rewards_lab.forecasting.tables import Table, table
 from rewards_lab.lab.event_rows import EventRow, event_rows
+from rewards_lab.lab.server_gate import server_table
 from rewards_lab.lab.sweep_labels import parameter_labels
 from rewards_lab.replay.engine import ReplayResult
 from rewards_lab.replay.entry import run_replay, run_sweep
-from rewards_lab.service import assets, organizations, programme_lifecycle, programmes
+from rewards_lab.service import assets, organizations, programme_forecast, programme_lifecycle, programmes
 from rewards_lab.store.database import Database
 
 if TYPE_CHECKING:
@@ -656,6 +657,12 @@ class LabProgramme:
                 raise GateRefused(self.gate)
         body = PublishRequest(guard_override=GuardOverride(reason=override)) if failed and override else None
         return programmes.publish(self._db, self._scope, self.id, body, actor="lab")
+
+    def server_forecast(self) -> pd.DataFrame:
+        """The guard table the service checks on publish (issue 31): the draft's guards on the events stored in
+        the lab's database over the programme's guard window, without publishing."""
+        answer = programme_forecast.forecast_programme(self._db, self._scope, self.id)
+        return server_table(answer.model_dump(mode="json"))
 
     def versions(self) -> list[r.ProgrammeVersion]:
         """Published versions oldest first, then the draft."""

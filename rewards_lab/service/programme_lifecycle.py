@@ -19,6 +19,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.settings import clawback_of
 from rewards_lab.domain.states import programme_transition
 from rewards_lab.engine.rule_book import programme_row, version_id_of
+from rewards_lab.service.programme_guards import loosens, require_override
 from rewards_lab.service.programme_spending import checked_spending
 from rewards_lab.service.programmes import checked_schedule, version_resource
 from rewards_lab.service.settings_requests import budget_of, expiry_of, guards_of, limits_of
@@ -31,9 +32,17 @@ MAX_VERSION_DIGITS = 9  # any such number fits the INTEGER column
 
 
 def update_programme(
-    database: Database, scope: Scope, program_id: str, body: rq.ProgrammeUpdate, *, idempotency_key: str | None = None
+    database: Database,
+    scope: Scope,
+    program_id: str,
+    body: rq.ProgrammeUpdate,
+    *,
+    idempotency_key: str | None = None,
+    may_override: bool = True,
 ) -> r.Programme:
-    """Edit the name, description and the DRAFT's schedule; absent fields stay, null clears (see ProgrammeUpdate)."""
+    """Edit the name, description and the DRAFT's schedule; absent fields stay, null clears (see ProgrammeUpdate).
+    Removing or loosening the draft's guards needs `may_override` (the API: `rewards.guards.override`; in-process
+    callers hold every right)."""
     given = body.model_fields_set
     if "name" in given and body.name is None:
         raise ServiceError("field_invalid", "name cannot be null", field="name")
@@ -64,8 +73,13 @@ def update_programme(
             )
             checked = checked_spending(uow, scope, row.asset_id, spending)
             uow.programmes.set_spending(scope, row.draft_version_id, checked)
-        if "guards" in given:
-            uow.programmes.set_guards(scope, row.draft_version_id, guards_of(body.guards))
+        if given & {"guards", "guard_window_days"}:
+            guards = guards_of(body.guards) if "guards" in given else row.guards
+            days = body.guard_window_days if "guard_window_days" in given else row.guard_window_days
+            if loosens(row.guards, row.guard_window_days, guards, days):
+                require_override(may_override, "removing or loosening forecast guards")
+            uow.programmes.set_guards(scope, row.draft_version_id, guards)
+            uow.programmes.set_guard_window(scope, row.draft_version_id, days)
         return presenters.programme(programme_row(uow, scope, program_id))
 
     # Absent and null differ here, so the request an Idempotency-Key stands for is the fields as sent.
@@ -113,15 +127,26 @@ def _restorable(version: str) -> int | str:
 
 
 def restore_version(
-    database: Database, scope: Scope, program_id: str, version: str, *, idempotency_key: str | None = None
+    database: Database,
+    scope: Scope,
+    program_id: str,
+    version: str,
+    *,
+    idempotency_key: str | None = None,
+    may_override: bool = True,
 ) -> r.ProgrammeVersion:
     """Make the draft a copy of a published version: its rules (the same rule ids) and its schedule; returns the
-    draft, which a publication then freezes as a new version."""
+    draft, which a publication then freezes as a new version. A version whose guards are looser than the
+    draft's needs `may_override`, as loosening them by an edit would."""
     wanted = _restorable(version)
 
     def write(uow: Repositories) -> r.ProgrammeVersion:
-        draft_id = programme_row(uow, scope, program_id).draft_version_id
+        row = programme_row(uow, scope, program_id)
+        draft_id = row.draft_version_id
         source_id = version_id_of(uow, scope, program_id, wanted)
+        source = uow.programmes.get_version(scope, source_id)
+        if source is not None and loosens(row.guards, row.guard_window_days, source.guards, source.guard_window_days):
+            require_override(may_override, "restoring a version with looser forecast guards")
         uow.programmes.restore_draft(scope, draft_id, source_id)
         return version_resource(uow, scope, draft_id)
 

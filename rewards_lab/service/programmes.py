@@ -20,7 +20,7 @@ from rewards_lab import presenters
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.contract.guard_requests import PublishRequest
+from rewards_lab.contract.guard_requests import DEFAULT_GUARD_WINDOW_DAYS, PublishRequest
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.limit_requests import Limit, ReverseAction
 from rewards_lab.contract.pagination import PageRequest, check_page_request
@@ -31,7 +31,8 @@ from rewards_lab.domain.money import parse_amount
 from rewards_lab.engine.postings import asset_row
 from rewards_lab.engine.rule_book import programme_row, version_id_of
 from rewards_lab.service.programme_drafts import PreparedDraft, check_draft, refuse_early, stored_bytes
-from rewards_lab.service.programme_guards import record_override
+from rewards_lab.service.programme_forecast import Forecast, fingerprint, guarded_forecast, table_details
+from rewards_lab.service.programme_guards import record_override, require_override
 from rewards_lab.service.programme_spending import budget_consumption, checked_limits, checked_spending
 from rewards_lab.service.settings_requests import guards_of, limits_of, spending_of
 from rewards_lab.service.writes import run_write
@@ -59,6 +60,7 @@ _OPTIONAL_FIELDS = (
     "expiry",
     "guards",
     "max_event_age_days",
+    "guard_window_days",
 )
 
 
@@ -72,8 +74,9 @@ def create_programme(
         requested = spending_of(body.limits, body.budget, body.clawback, body.expiry, body.max_event_age_days)
         spending = checked_spending(uow, scope, body.asset_id, requested)
         programme, guards = NewProgramme(body.name, body.asset_id, body.description), guards_of(body.guards)
+        window = None if body.guard_window_days == DEFAULT_GUARD_WINDOW_DAYS else body.guard_window_days
         row = uow.programmes.add(
-            scope, new_id("programme"), new_id("programme_version"), programme, schedule, spending, guards
+            scope, new_id("programme"), new_id("programme_version"), programme, schedule, spending, guards, window
         )
         return presenters.programme(row)
 
@@ -269,15 +272,37 @@ def publish(
     *,
     idempotency_key: str | None = None,
     actor: str | None = None,
+    may_override: bool = True,
 ) -> r.PublishResult:
     """Freeze the draft as version N+1 (immutable from now on) and start a new draft from it. A
-    `guard_override` is recorded on the published version with `actor` (the key or account that gave it)."""
+    `guard_override` is recorded on the published version with `actor` (the key or account that gave it).
+
+    A draft with guards is first checked on the stored events (`programme_forecast`, before the write lock); a
+    failing one is refused (`forecast_guard_failed`, the table in its details) unless an override is given by a
+    caller that `may_override` (the API: `rewards.guards.override`). Inside the unit of work the draft is read
+    again: if it changed since the check, `programme_draft_changed`. The refusals are raised inside the unit of
+    work, so a request already stored under its Idempotency-Key still gets its original answer."""
     override = body.guard_override if body is not None else None
     prepared = PreparedDraft.of(database, scope, program_id, present=True)
+    checked: Forecast | None = None
+    failure: ServiceError | None = None
+    try:
+        checked = guarded_forecast(database, scope, program_id)
+    except ServiceError as error:  # raised in the unit of work, after a stored Idempotency-Key is looked up
+        failure = error
 
     def write(uow: Repositories) -> r.PublishResult:
+        if failure is not None:
+            raise failure
         programme = programme_row(uow, scope, program_id)
         draft_id = programme.draft_version_id
+        if checked is not None or programme.guards:
+            if checked is None or checked.fingerprint != fingerprint(uow, scope, programme):
+                raise ServiceError("programme_draft_changed", program_id=program_id)
+            if not checked.result.passed:
+                if override is None:
+                    raise ServiceError("forecast_guard_failed", **table_details(checked.result))
+                require_override(may_override, "publishing past a failed forecast guard")
         digests = prepared.read_again(uow, scope, draft_id)  # what decides the write, as it stands now
         if not digests:
             raise ServiceError("programme_draft_empty", program_id=program_id)
@@ -291,7 +316,8 @@ def publish(
         schedule, spending = programme.draft_schedule, programme.spending
         if spending.expiry is not None:  # its rewards expire: the asset tracks lots
             uow.assets.start_lots(scope, programme.asset_id)
-        uow.programmes.add_version(scope, new_draft, program_id, number, schedule, spending, programme.guards)
+        window = programme.guard_window_days
+        uow.programmes.add_version(scope, new_draft, program_id, number, schedule, spending, programme.guards, window)
         uow.programmes.copy_rules(scope, draft_id, new_draft)
         uow.programmes.set_current(scope, program_id, number, new_draft)
         published = uow.programmes.get_version(scope, draft_id)

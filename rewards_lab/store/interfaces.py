@@ -248,6 +248,7 @@ class ProgrammeRow:
     ends_at: datetime | None
     spending: Spending = NO_SPENDING  # the draft's programme-wide caps, budget, clawback, expiry and event age
     guards: tuple[Guard, ...] = ()  # the draft's forecast guards
+    guard_window_days: int | None = None  # the days of history they are checked on (None: the default)
 
     @property
     def draft_schedule(self) -> Schedule:
@@ -271,6 +272,7 @@ class VersionRow:
     spending: Spending = NO_SPENDING  # the version's programme-wide caps, budget, clawback, expiry and event age
     guards: tuple[Guard, ...] = ()  # the version's forecast guards
     guard_override: GuardOverride | None = None  # published despite a failed guard: why, by whom, when
+    guard_window_days: int | None = None  # the days of history the guards are checked on (None: the default)
 
     @property
     def schedule(self) -> Schedule:
@@ -363,6 +365,7 @@ class ProgrammeStore(Protocol):
         schedule: Schedule = OPEN_SCHEDULE,
         spending: Spending = NO_SPENDING,
         guards: tuple[Guard, ...] = (),
+        guard_window_days: int | None = None,
     ) -> ProgrammeRow: ...
 
     def get(self, scope: Scope, program_id: str) -> ProgrammeRow | None: ...
@@ -384,6 +387,7 @@ class ProgrammeStore(Protocol):
         schedule: Schedule = OPEN_SCHEDULE,
         spending: Spending = NO_SPENDING,
         guards: tuple[Guard, ...] = (),
+        guard_window_days: int | None = None,
     ) -> None: ...
 
     def set_schedule(self, scope: Scope, version_id: str, schedule: Schedule) -> None: ...
@@ -391,6 +395,8 @@ class ProgrammeStore(Protocol):
     def set_spending(self, scope: Scope, version_id: str, spending: Spending) -> None: ...
 
     def set_guards(self, scope: Scope, version_id: str, guards: tuple[Guard, ...]) -> None: ...
+
+    def set_guard_window(self, scope: Scope, version_id: str, days: int | None) -> None: ...
 
     def record_guard_override(self, scope: Scope, version_id: str, override: GuardOverride) -> None: ...
 

@@ -40,7 +40,7 @@ from rewards_lab.store.settings_json import (
 )
 
 TENANT = "organization_id = ? AND environment = ?"
-_DRAFT_SCHEDULE = ("timezone", "starts_at", "ends_at", "spending", "guards")
+_DRAFT_SCHEDULE = ("timezone", "starts_at", "ends_at", "spending", "guards", "guard_window_days")
 # A programme (`p`) with its draft version's (`d`) schedule.
 _PROGRAMME = (
     "SELECT "
@@ -73,6 +73,7 @@ class ProgrammeRepository:
         schedule: Schedule = OPEN_SCHEDULE,
         spending: Spending = NO_SPENDING,
         guards: tuple[Guard, ...] = (),
+        guard_window_days: int | None = None,
     ) -> ProgrammeRow:
         now = utcnow()
         self.con.execute(
@@ -88,7 +89,7 @@ class ProgrammeRepository:
                 now,
             ],
         )
-        self.add_version(scope, draft_version_id, program_id, None, schedule, spending, guards)
+        self.add_version(scope, draft_version_id, program_id, None, schedule, spending, guards, guard_window_days)
         row = self.get(scope, program_id)
         assert row is not None
         return row
@@ -133,11 +134,12 @@ class ProgrammeRepository:
         schedule: Schedule = OPEN_SCHEDULE,
         spending: Spending = NO_SPENDING,
         guards: tuple[Guard, ...] = (),
+        guard_window_days: int | None = None,
     ) -> None:
         self.con.execute(
             "INSERT INTO programme_versions (id, organization_id, environment, program_id, number, status, "
-            "based_on, published_at, created_at, timezone, starts_at, ends_at, spending, guards) "
-            "VALUES (?, ?, ?, ?, NULL, 'draft', ?, NULL, ?, ?, ?, ?, ?, ?)",
+            "based_on, published_at, created_at, timezone, starts_at, ends_at, spending, guards, guard_window_days) "
+            "VALUES (?, ?, ?, ?, NULL, 'draft', ?, NULL, ?, ?, ?, ?, ?, ?, ?)",
             [
                 version_id,
                 *scope.params,
@@ -149,6 +151,7 @@ class ProgrammeRepository:
                 schedule.ends_at,
                 spending_text(spending),
                 guards_text(guards),
+                guard_window_days,
             ],
         )
 
@@ -164,6 +167,13 @@ class ProgrammeRepository:
         self.con.execute(
             f"UPDATE programme_versions SET guards = ? WHERE {TENANT} AND id = ? AND status = 'draft'",
             [guards_text(guards), *scope.params, version_id],
+        )
+
+    def set_guard_window(self, scope: Scope, version_id: str, days: int | None) -> None:
+        """The days of history a draft's guards are checked on (None: the default); frozen with each version."""
+        self.con.execute(
+            f"UPDATE programme_versions SET guard_window_days = ? WHERE {TENANT} AND id = ? AND status = 'draft'",
+            [days, *scope.params, version_id],
         )
 
     def record_guard_override(self, scope: Scope, version_id: str, override: GuardOverride) -> None:
@@ -275,7 +285,8 @@ class ProgrammeRepository:
         the draft is then based on that version's number. The source is only read."""
         self.con.execute(
             "UPDATE programme_versions AS d SET timezone = s.timezone, starts_at = s.starts_at, "
-            "ends_at = s.ends_at, spending = s.spending, guards = s.guards, based_on = s.number "
+            "ends_at = s.ends_at, spending = s.spending, guards = s.guards, "
+            "guard_window_days = s.guard_window_days, based_on = s.number "
             "FROM programme_versions AS s "
             "WHERE d.organization_id = ? AND d.environment = ? AND d.id = ? AND d.status = 'draft' "
             "AND s.organization_id = d.organization_id AND s.environment = d.environment AND s.id = ?",

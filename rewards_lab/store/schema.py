@@ -441,3 +441,52 @@ MIGRATIONS.append(
         ],
     )
 )
+
+# Every permission there was before `rewards.guards.override` (migration 24 grants it to those holding them all).
+_BEFORE_GUARDS_OVERRIDE = (
+    "ai.use",
+    "assets.edit",
+    "assets.view",
+    "customers.create",
+    "customers.update",
+    "customers.view",
+    "developers.api_keys.manage",
+    "developers.logs.view",
+    "developers.usage.view",
+    "developers.webhooks.manage",
+    "developers.webhooks.view",
+    "events.view",
+    "events.write",
+    "ledger.issue",
+    "ledger.redeem",
+    "ledger.transfer",
+    "ledger.view",
+    "rewards.activate",
+    "rewards.edit",
+    "rewards.view",
+    "wallets.manage",
+    "wallets.view",
+)
+
+MIGRATIONS.append(
+    (
+        24,
+        "forecast guards enforced by the server: the days of history they are checked on; rewards.guards.override",
+        [
+            # The days of stored events before a publication the server replays to check the guards (NULL: the
+            # default, 90), frozen with the version like its guards.
+            "ALTER TABLE programme_versions ADD COLUMN guard_window_days INTEGER",
+            # Overriding a failed guard and loosening guards take `rewards.guards.override`, a permission new with
+            # it. Only the keys and accounts that held every permission before it (owners, bootstrap keys) get it:
+            # a key that may publish may no longer walk around the gate. "rewards.guards.override" sorts right
+            # before "rewards.view", which every such holder has, so the sorted JSON text is edited in place.
+            *(
+                f"""UPDATE {table} SET permissions = replace(permissions, '"rewards.view"',
+                        '"rewards.guards.override", "rewards.view"')
+                    WHERE NOT contains(permissions, '"rewards.guards.override"') AND """
+                + " AND ".join(f"contains(permissions, '\"{code}\"')" for code in _BEFORE_GUARDS_OVERRIDE)
+                for table in ("accounts", "api_keys")
+            ),
+        ],
+    )
+)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -20,7 +21,16 @@ from rewards_lab.domain.posting_decision import PostingDecision
 from rewards_lab.domain.posting_policy import PostingRequest
 from rewards_lab.engine import event_processing, simulation
 from rewards_lab.engine.postings import load_state
-from rewards_lab.service import assets, conversations, customers, event_intake, event_queries, ledger, programmes
+from rewards_lab.service import (
+    assets,
+    conversations,
+    customers,
+    event_intake,
+    event_queries,
+    ledger,
+    programme_forecast,
+    programmes,
+)
 from rewards_lab.store.uow import unit_of_work
 from tests.conftest import World
 
@@ -172,6 +182,48 @@ def s_rule_asset_mismatch(w: World) -> ServiceError:
 def s_programme_draft_empty(w: World) -> ServiceError:
     programme = w.programme(w.asset())
     return _raises("programme_draft_empty", lambda: programmes.publish(w.db, w.scope, programme.id))
+
+
+def _guarded_with_events(w: World, amount: str = "1000") -> str:
+    """A draft of at most 1 a day issuing `amount` per event, and two stored events of the last hour."""
+    asset = w.asset()
+    guards = [{"metric": "issued", "period": "day", "max": "1"}]
+    body = validate(rq.ProgrammeCreate, {"name": "Guarded", "asset_id": asset.id, "guards": guards})
+    programme = programmes.create_programme(w.db, w.scope, body)
+    w.rule(programme, amount={"fixed": amount})
+    for n in range(2):
+        event = {"type": "order.completed", "external_event_id": f"g{n}", "customer_id": "c1"}
+        event_intake.submit_event(w.db, w.scope, validate(rq.EventCreate, event))
+    return programme.id
+
+
+def s_forecast_guard_failed(w: World) -> ServiceError:
+    program_id = _guarded_with_events(w)
+    return _raises("forecast_guard_failed", lambda: programmes.publish(w.db, w.scope, program_id))
+
+
+def s_forecast_too_large(w: World) -> ServiceError:
+    program_id = _guarded_with_events(w)
+    limits = programme_forecast.ForecastLimits(max_events=1)
+    return _raises(
+        "forecast_too_large", lambda: programme_forecast.evaluate_draft(w.db, w.scope, program_id, limits=limits)
+    )
+
+
+def s_forecast_timeout(w: World) -> ServiceError:
+    program_id = _guarded_with_events(w)
+    limits = programme_forecast.ForecastLimits(timeout_s=1e-9)
+    return _raises(
+        "forecast_timeout", lambda: programme_forecast.evaluate_draft(w.db, w.scope, program_id, limits=limits)
+    )
+
+
+def s_programme_draft_changed(w: World) -> ServiceError:
+    program_id = _guarded_with_events(w, "0.01")
+    stale = programme_forecast.evaluate_draft(w.db, w.scope, program_id)
+    w.rule(programmes.get_programme(w.db, w.scope, program_id))
+    with mock.patch.object(programmes, "guarded_forecast", return_value=stale):
+        return _raises("programme_draft_changed", lambda: programmes.publish(w.db, w.scope, program_id))
 
 
 def _wide_rule(program_id: str, field: str = "sku") -> dict[str, object]:

@@ -83,6 +83,11 @@ def authorised(request: Request, permission: Permission) -> access.Principal:
     return principal
 
 
+def may_override(principal: access.Principal) -> bool:
+    """Whether the caller may publish past a failed forecast guard and remove or loosen guards."""
+    return Permission.REWARDS_GUARDS_OVERRIDE.value in principal.permissions
+
+
 def idempotency_key(request: Request, *, required: bool) -> str | None:
     """The request's Idempotency-Key; a handler holds it (`in_flight.holding`) from before it reads the body."""
     key = request.headers.get("idempotency-key")
@@ -135,6 +140,8 @@ def serve(name: str, service: Callable[..., Any]) -> tuple[str, Endpoint]:
     path_params = op.path_parameters
     body, listing, filters, status = op.request, op.listing, op.filters, op.status
     keyed, key_required = op.idempotency != "none", op.idempotency == "required"
+    # A service that loosens forecast guards when asked is told whether the caller may (issue 31).
+    overrides = "may_override" in inspect.signature(service).parameters
 
     async def endpoint(request: Request, **path_values: str) -> Response:
         principal = authorised(request, permission)
@@ -148,6 +155,8 @@ def serve(name: str, service: Callable[..., Any]) -> tuple[str, Endpoint]:
                 args.append(page_of(request))
             if keyed:
                 kwargs["idempotency_key"] = key
+            if overrides:
+                kwargs["may_override"] = may_override(principal)
             result = await run_in_threadpool(service, database_of(request), principal.scope, *args, **kwargs)
         if listing == "page":
             return listed(result, request)

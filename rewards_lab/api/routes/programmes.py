@@ -9,12 +9,12 @@ from starlette.concurrency import run_in_threadpool
 from rewards_lab.api import in_flight
 from rewards_lab.api.context import database_of, json_body, request_id_of
 from rewards_lab.api.envelope import success
-from rewards_lab.api.routes._binding import Endpoint, authorised, idempotency_key, serve
+from rewards_lab.api.routes._binding import Endpoint, authorised, idempotency_key, may_override, serve
 from rewards_lab.contract.guard_requests import PublishRequest
 from rewards_lab.contract.operations import operation
 from rewards_lab.contract.permissions import Permission
 from rewards_lab.engine import simulation
-from rewards_lab.service import programme_lifecycle, programmes
+from rewards_lab.service import programme_forecast, programme_lifecycle, programmes
 
 assert operation("list_programmes").sorts == programmes.PROGRAMME_SORTS
 assert operation("list_versions").sorts == programmes.VERSION_SORTS
@@ -34,6 +34,7 @@ async def publish(request: Request, program_id: str) -> Response:
             body,
             idempotency_key=key,
             actor=principal.actor_id,
+            may_override=may_override(principal),
         )
     return success(result, request_id_of(request), 201)
 
@@ -48,6 +49,7 @@ BINDINGS: dict[str, Endpoint] = dict(
         serve("activate_programme", programme_lifecycle.activate_programme),
         serve("list_versions", programmes.list_versions),
         ("publish", publish),
+        serve("forecast_programme", programme_forecast.forecast_programme),
         serve("restore_version", programme_lifecycle.restore_version),
         serve("create_rule", programmes.create_rule),
         serve("get_rule", programmes.get_rule),

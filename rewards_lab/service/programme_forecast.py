@@ -1,0 +1,329 @@
+"""The forecast gate, enforced by the server (issue 31; contract.guard_requests).
+
+A draft's guards are checked on the tenant's OWN stored events of the last `guard_window_days` (the draft's
+setting, default 90): the events are read on a snapshot (never under the write lock) into an Arrow table in the
+replay's input form (external_event_id, type, customer_id, occurred_at, data as JSON text; occurred_at is the
+event's time, else its receipt; only the types the draft or the live version has rules for) and replayed
+through the draft and the live version by `forecasting.gate.evaluate`, the same gate the lab runs on a file.
+Nothing leaves the server.
+
+Bounded: at most `max_events` events (`forecast_too_large`, 422: the count is read before any row) and at most
+`timeout_s` seconds of DuckDB work (a timer interrupts the snapshot's and the replay's queries:
+`forecast_timeout`, 422). Both are settings (`REWARDS_LAB_FORECAST_MAX_EVENTS`, `REWARDS_LAB_FORECAST_TIMEOUT_S`).
+The evaluation remembers a fingerprint of what it read of the programme (the draft's rule digests and settings,
+the live version, the asset); publishing reads it again inside the unit of work and refuses with
+`programme_draft_changed` when it moved ("work read outside a lock is read again inside it").
+
+Not yet replayed: customers' attributes (rules reading `customer.*` see none) and redemptions (clawbacks); the
+opening supply is 0 (the asset's supply before the window is not reconstructed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from rewards_lab import presenters
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.guard_requests import DEFAULT_GUARD_WINDOW_DAYS, Guard
+from rewards_lab.contract.limit_requests import ReverseAction
+from rewards_lab.contract.programme_file import FileAction, FileRule, FileRuleAction, ProgrammeDefinition, ProgrammeInfo
+from rewards_lab.contract.requests import AssetCreate, RuleAction
+from rewards_lab.contract.scope import Scope
+from rewards_lab.engine.postings import asset_row
+from rewards_lab.engine.rule_book import programme_row
+from rewards_lab.forecasting.gate import DEFAULT_DAYS, GateReport, GuardCheck, evaluate
+from rewards_lab.replay.engine import quiet_connection
+from rewards_lab.store.database import Database
+from rewards_lab.store.interfaces import ProgrammeRow, Repositories, VersionRow
+from rewards_lab.store.uow import reader, snapshot
+
+ENV_MAX_EVENTS = "REWARDS_LAB_FORECAST_MAX_EVENTS"
+ENV_TIMEOUT = "REWARDS_LAB_FORECAST_TIMEOUT_S"
+DEFAULT_MAX_EVENTS = 2_000_000
+DEFAULT_TIMEOUT_S = 60.0
+NEVER = "never"  # a ceiling that never runs out within the forecast's horizon (an infinite number of days)
+
+
+@dataclass(frozen=True)
+class ForecastLimits:
+    max_events: int = DEFAULT_MAX_EVENTS
+    timeout_s: float = DEFAULT_TIMEOUT_S
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> ForecastLimits:
+        env = os.environ if environ is None else environ
+        most = int(env[ENV_MAX_EVENTS]) if env.get(ENV_MAX_EVENTS, "").strip() else DEFAULT_MAX_EVENTS
+        timeout = float(env[ENV_TIMEOUT]) if env.get(ENV_TIMEOUT, "").strip() else DEFAULT_TIMEOUT_S
+        if most < 1 or timeout <= 0:
+            raise ValueError("the forecast's max events must be >= 1 and its timeout > 0")
+        return cls(most, timeout)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """The guard table of a draft, and the fingerprint of what it was evaluated on."""
+
+    result: r.ForecastResult
+    fingerprint: str
+
+
+# --- definitions of store rows -----------------------------------------------------------------------------------
+def _file_action(action: RuleAction) -> FileRuleAction:
+    if isinstance(action, ReverseAction):
+        return action
+    return FileAction(type="issue", amount=action.amount, beneficiary=action.beneficiary)
+
+
+def definition_of(uow: Repositories, scope: Scope, programme: ProgrammeRow, version_id: str) -> ProgrammeDefinition:
+    """A stored version (draft or published) as a programme file would hold it: what the replay reads. The
+    server-side twin of `lab.push_gate.published_definition` (which builds one from API resources)."""
+    row = uow.programmes.get_version(scope, version_id)
+    if row is None:
+        raise ServiceError("programme_version_not_found", version_id=version_id)
+    version = presenters.version(row, uow.programmes.rules_of(scope, [version_id]))
+    if not version.rules:
+        raise ServiceError("programme_draft_empty", program_id=programme.id)
+    info = ProgrammeInfo(
+        name=programme.name,
+        description=programme.description,
+        timezone=None if version.timezone == "UTC" else version.timezone,
+        starts_at=version.starts_at,
+        ends_at=version.ends_at,
+        limits=version.limits,
+        budget=version.budget,
+        clawback=version.clawback,
+        guards=version.guards,
+        expiry=version.expiry,
+        max_event_age_days=version.max_event_age_days,
+    )
+    asset = presenters.asset(asset_row(uow, scope, programme.asset_id))
+    live_asset = AssetCreate(
+        name=asset.name,
+        symbol=asset.symbol,
+        type=asset.type,
+        decimals=asset.decimals,
+        supply_ceiling=asset.supply_ceiling,
+        expiry=asset.expiry,
+        value_per_unit=asset.value_per_unit,
+    )
+    rules = [
+        FileRule(
+            name=rule.name,
+            event_type=rule.event_type,
+            conditions=rule.conditions,
+            actions=[_file_action(action) for action in rule.actions],
+            priority=rule.priority,
+            limits=rule.limits,
+            stop_processing=rule.stop_processing,
+        )
+        for rule in version.rules
+    ]
+    return ProgrammeDefinition(programme=info, asset=live_asset, rules=rules)
+
+
+def window_days(row: ProgrammeRow | VersionRow) -> int:
+    return row.guard_window_days or DEFAULT_GUARD_WINDOW_DAYS
+
+
+def fingerprint(uow: Repositories, scope: Scope, programme: ProgrammeRow) -> str:
+    """What an evaluation reads of the programme: the draft's rules (their digests) and settings, the live
+    version, the asset's ceiling. Equal fingerprints: the evaluation still stands."""
+    draft = uow.programmes.get_version(scope, programme.draft_version_id)
+    asset = asset_row(uow, scope, programme.asset_id)
+    parts = [
+        programme.draft_version_id,
+        str(programme.current_version),
+        repr(uow.programmes.rule_digests(scope, programme.draft_version_id)),
+        repr(draft),
+        repr((asset.decimals, asset.supply_ceiling_minor, asset.value_per_unit)),
+    ]
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+# --- the events of the window ------------------------------------------------------------------------------------
+_EVENT_TIME = "COALESCE(occurred_at, received_at)"
+_WINDOW = (
+    f"organization_id = ? AND environment = ? AND {_EVENT_TIME} >= ? AND {_EVENT_TIME} < ? "
+    "AND type IN (SELECT unnest(?))"
+)
+
+
+def window_events(
+    con: duckdb.DuckDBPyConnection, scope: Scope, start: datetime, end: datetime, types: list[str], most: int
+) -> pa.Table:
+    """The tenant's stored events of [start, end) of the `types` the versions have rules for (no other event
+    can change what they issue), in the replay's input form, in the order they were received;
+    `forecast_too_large` when there are more than `most` (counted before any row is read)."""
+    params = [*scope.params, _naive(start), _naive(end), types]
+    count = int(con.execute(f"SELECT count(*) FROM events WHERE {_WINDOW}", params).fetchall()[0][0])
+    if count > most:
+        raise ServiceError("forecast_too_large", limit=most, events=count, window_start=start.isoformat())
+    table = con.sql(
+        f"SELECT external_event_id, type, customer_id, {_EVENT_TIME} AS occurred_at, data FROM events "
+        f"WHERE {_WINDOW} ORDER BY received_at, id",
+        params=params,
+    ).to_arrow_table()
+    at = table.schema.get_field_index("occurred_at")
+    return table.set_column(at, "occurred_at", table.column(at).cast(pa.timestamp("us", tz="UTC")))
+
+
+def _naive(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(tzinfo=None)
+
+
+class _Deadline:
+    """Interrupts the queries of the connections it watches once `seconds` have passed (`fired` says it did). A
+    connection is watched only while this forecast uses it: the snapshot's cursor serves the thread's other
+    reads afterwards and must never be interrupted then."""
+
+    def __init__(self, seconds: float) -> None:
+        self.fired = threading.Event()
+        self._watched: list[duckdb.DuckDBPyConnection] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._stop)
+        self._timer.daemon = True
+
+    def _stop(self) -> None:
+        with self._lock:
+            self.fired.set()
+            for con in self._watched:
+                con.interrupt()
+
+    @contextmanager
+    def watching(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+        with self._lock:
+            self._watched.append(con)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._watched.remove(con)
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+
+# --- the table ---------------------------------------------------------------------------------------------------
+def _figure(value: Decimal | float) -> str:
+    if isinstance(value, float):
+        if math.isinf(value):
+            return NEVER
+        return str(Decimal(repr(value)).normalize()) if value != int(value) else str(int(value))
+    return str(value)
+
+
+def _check(check: GuardCheck) -> r.GuardCheckResult:
+    guard: Guard = check.guard
+    return r.GuardCheckResult(
+        metric=check.metric,
+        limit=check.limit,
+        draft=_figure(check.draft),
+        published=None if check.published is None else _figure(check.published),
+        checked=_figure(check.checked),
+        passed=check.passed,
+        guard=guard,
+    )
+
+
+def evaluate_draft(
+    database: Database,
+    scope: Scope,
+    program_id: str,
+    *,
+    limits: ForecastLimits | None = None,
+    now: datetime | None = None,
+) -> Forecast:
+    """The draft's guards on the window's stored events, through the draft and the live version (off the write
+    path: a snapshot for the reads, a connection of the replay's own for the replay)."""
+    bounds = limits or ForecastLimits.from_env()
+    end = now or datetime.now(UTC)
+    replay_con = quiet_connection()
+    try:
+        with _Deadline(bounds.timeout_s) as deadline:
+            try:
+                with snapshot(database) as uow, deadline.watching(uow.con):
+                    programme = programme_row(uow, scope, program_id)
+                    days = window_days(programme)
+                    start = end - timedelta(days=days)
+                    stamp = fingerprint(uow, scope, programme)
+                    draft = definition_of(uow, scope, programme, programme.draft_version_id)
+                    published = _live_definition(uow, scope, programme)
+                    types = sorted({rule.event_type for d in (draft, published) if d for rule in d.rules})
+                    events = window_events(uow.con, scope, start, end, types, bounds.max_events)
+                with deadline.watching(replay_con):  # the snapshot is over: the replay reads the Arrow table
+                    report = evaluate(draft, events, published=published, connection=replay_con)
+            except duckdb.InterruptException:
+                raise ServiceError("forecast_timeout", limit_s=bounds.timeout_s) from None
+            if deadline.fired.is_set():
+                raise ServiceError("forecast_timeout", limit_s=bounds.timeout_s)
+    finally:
+        replay_con.close()
+    return Forecast(_result(programme, report, events.num_rows, start, end, days), stamp)
+
+
+def _live_definition(uow: Repositories, scope: Scope, programme: ProgrammeRow) -> ProgrammeDefinition | None:
+    """The live version as a definition (None: nothing published, or a live version without rules, which issues
+    nothing: compared as nothing published)."""
+    if programme.current_version is None:
+        return None
+    live = uow.programmes.get_version_by_number(scope, programme.id, programme.current_version)
+    if live is None:
+        return None
+    try:
+        return definition_of(uow, scope, programme, live.id)
+    except ServiceError:
+        return None
+
+
+def _result(
+    programme: ProgrammeRow, report: GateReport, events: int, start: datetime, end: datetime, days: int
+) -> r.ForecastResult:
+    return r.ForecastResult(
+        program_id=programme.id,
+        draft_version_id=programme.draft_version_id,
+        published_version=programme.current_version if report.published is not None else None,
+        passed=report.passed,
+        window_days=days,
+        window_start=start,
+        window_end=end,
+        events=events,
+        forecast_days=DEFAULT_DAYS,
+        checks=[_check(check) for check in report.checks],
+    )
+
+
+def guarded_forecast(database: Database, scope: Scope, program_id: str) -> Forecast | None:
+    """The forecast publishing checks: None when the draft has no guards (or there is no such programme; the
+    unit of work refuses it), so a programme without guards publishes exactly as before."""
+    programme = reader(database).programmes.get(scope, program_id)
+    if programme is None or not programme.guards:
+        return None
+    return evaluate_draft(database, scope, program_id)
+
+
+def forecast_programme(database: Database, scope: Scope, program_id: str) -> r.ForecastResult:
+    """`POST /reward-programs/{id}/forecast`: the guard table without publishing (a failing draft too)."""
+    return evaluate_draft(database, scope, program_id).result
+
+
+def table_details(result: r.ForecastResult) -> dict[str, Any]:
+    """The guard table as the refusal's `details` carry it (JSON: figures as decimal strings)."""
+    data: dict[str, Any] = result.model_dump(mode="json")
+    return data
