@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pyarrow as pa
@@ -44,11 +44,12 @@ from rewards_lab.contract.requests import AssetCreate, RuleAction
 from rewards_lab.contract.scope import Scope
 from rewards_lab.engine.postings import asset_row
 from rewards_lab.engine.rule_book import programme_row
-from rewards_lab.forecasting.gate import DEFAULT_DAYS, GateReport, GuardCheck, evaluate
-from rewards_lab.replay.engine import quiet_connection
 from rewards_lab.store.database import Database
 from rewards_lab.store.interfaces import ProgrammeRow, Repositories, VersionRow
 from rewards_lab.store.uow import reader, snapshot
+
+if TYPE_CHECKING:  # the replay stack (pandas, SQLGlot) loads on the first forecast, not with the API
+    from rewards_lab.forecasting.gate import GateReport, GuardCheck
 
 ENV_MAX_EVENTS = "REWARDS_LAB_FORECAST_MAX_EVENTS"
 ENV_TIMEOUT = "REWARDS_LAB_FORECAST_TIMEOUT_S"
@@ -252,6 +253,9 @@ def evaluate_draft(
 ) -> Forecast:
     """The draft's guards on the window's stored events, through the draft and the live version (off the write
     path: a snapshot for the reads, a connection of the replay's own for the replay)."""
+    from rewards_lab.forecasting.gate import evaluate
+    from rewards_lab.replay.engine import quiet_connection
+
     bounds = limits or ForecastLimits.from_env()
     end = now or datetime.now(UTC)
     replay_con = quiet_connection()
@@ -295,6 +299,8 @@ def _live_definition(uow: Repositories, scope: Scope, programme: ProgrammeRow) -
 def _result(
     programme: ProgrammeRow, report: GateReport, events: int, start: datetime, end: datetime, days: int
 ) -> r.ForecastResult:
+    from rewards_lab.forecasting.gate import DEFAULT_DAYS
+
     return r.ForecastResult(
         program_id=programme.id,
         draft_version_id=programme.draft_version_id,
