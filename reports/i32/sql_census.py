@@ -32,6 +32,7 @@ import psycopg
 import pyarrow as pa
 import sqlglot
 
+from reports.i32.store_dialect import NotPortable, to_postgres
 from tests.pg_cluster import PgCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +115,11 @@ class Statement:
     pg_ok: bool | None = None
     pg_error: str | None = None
     fixed_ok: bool | None = None  # migrations: with SCHEMA_FIXES
-    typed_ok: bool | None = None  # statements refused for an untyped list parameter: with it typed text[]
+    typed_ok: bool | None = None  # refused for an untyped list parameter: accepted with the cast in the text
+    hooked: str | None = None  # rendered by store_dialect.to_postgres (the hooks)
+    hooked_refused: str | None = None  # NotPortable: written by hand
+    hooked_ok: bool | None = None
+    hooked_error: str | None = None
 
 
 def _module_strings(module: Any) -> dict[str, Any]:
@@ -297,7 +302,8 @@ def check_on_postgres(dsn: str, schema: list[Statement], dml: list[Statement]) -
             except psycopg.Error as error:
                 st.pg_ok, st.pg_error = False, str(error).splitlines()[0][:200]
                 if "unnest(unknown)" in st.pg_error:
-                    # psycopg sends a list[str] as text[] (a typed array): PREPARE alone cannot know that
+                    # psycopg sends a list[str] as an array of unknown type: the text must cast it (DuckDB accepts
+                    # `?::VARCHAR[]` too): the canonical dialect's rule, checked here as text[]
                     typed = re.sub(r"UNNEST\((%s|%\(\w+\)s)\)", r"UNNEST(CAST(\1 AS TEXT[]))", st.postgres)
                     try:
                         con.execute(f"PREPARE census_t{i} AS {_numbered(typed)}")
@@ -306,6 +312,58 @@ def check_on_postgres(dsn: str, schema: list[Statement], dml: list[Statement]) -
                     except psycopg.Error as again:
                         st.typed_ok = False
                         st.pg_error += f" | typed: {str(again).splitlines()[0][:120]}"
+
+
+def table_keys(con: psycopg.Connection[Any]) -> dict[str, tuple[list[str], list[str]]]:
+    """Each table's primary key and columns in order, as the migrated schema has them."""
+    keys: dict[str, tuple[list[str], list[str]]] = {}
+    for (table,) in con.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'"):
+        columns = [
+            c
+            for (c,) in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
+                [table],
+            )
+        ]
+        key = [
+            c
+            for (c,) in con.execute(
+                "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+                "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary",
+                [table],
+            )
+        ]
+        keys[table] = (key, columns)
+    return keys
+
+
+def check_hooked(dsn: str, dml: list[Statement]) -> None:
+    """Each statement rendered with the hooks, PREPAREd on the migrated schema (list parameters left untyped:
+    `= ANY($n)` takes its array type from the other side)."""
+    with psycopg.connect(dsn, autocommit=True) as con:
+        keys = table_keys(con)
+        arrow_tables(con)
+        for i, st in enumerate(dml):
+            try:
+                st.hooked = to_postgres(st.duckdb, keys)
+            except NotPortable as refused:
+                st.hooked_refused = str(refused)
+                continue
+            except Exception as error:  # noqa: BLE001
+                st.hooked_refused = f"{type(error).__name__}"
+                continue
+            if re.match(r"\s*(BEGIN|COMMIT|ROLLBACK)", st.hooked, re.I):
+                st.hooked_ok = True
+                continue
+            # the canonical rule: a list parameter is cast to its element type in the text (here text[]: an
+            # integer list then fails with "bigint + text", which the rule's ?::BIGINT[] would not)
+            typed = re.sub(r"UNNEST\((%s|%\(\w+\)s)\)", r"UNNEST(CAST(\1 AS TEXT[]))", st.hooked)
+            try:
+                con.execute(f"PREPARE hooked_{i} AS {_numbered(typed)}")
+                con.execute(f"DEALLOCATE hooked_{i}")
+                st.hooked_ok = True
+            except psycopg.Error as error:
+                st.hooked_ok, st.hooked_error = False, str(error).splitlines()[0][:200]
 
 
 def classify(error: str | None) -> str:
@@ -350,6 +408,7 @@ def main() -> None:
         with psycopg.connect(cluster.dsn(), autocommit=True) as admin:
             admin.execute("CREATE DATABASE census TEMPLATE template0")
         check_on_postgres(cluster.dsn("census"), schema, dml)
+        check_hooked(cluster.dsn("census"), dml)
     finally:
         cluster.stop()
 
@@ -359,12 +418,18 @@ def main() -> None:
         print(f"sqlglot parse/render errors: {sum(r.transpile_error is not None for r in rows)}")
         print(f"PostgreSQL accepts the transpiled text: {sum(bool(r.pg_ok) for r in rows)}")
         print(
-            f"... and with list parameters typed text[] (psycopg's list[str]): {sum(bool(r.pg_ok or r.typed_ok) for r in rows)}"
+            f"... and with list parameters cast to text[] in the text (psycopg sends a list[str] untyped): {sum(bool(r.pg_ok or r.typed_ok) for r in rows)}"
         )
-        still = [classify(r.pg_error.split(" | typed: ")[-1]) for r in rows if r.typed_ok is False]
+        still = [classify((r.pg_error or "").split(" | typed: ")[-1]) for r in rows if r.typed_ok is False]
         print("   refused even typed:", dict(Counter(still)))
         if label == "migrations":
             print(f"... after the hand fixes: {sum(bool(r.pg_ok or r.fixed_ok) for r in rows)}")
+        if label == "statements":
+            print(
+                f"with the hooks (store_dialect.py): {sum(bool(r.hooked_ok) for r in rows)} prepare; "
+                f"refused by design: {dict(Counter(r.hooked_refused for r in rows if r.hooked_refused))}; "
+                f"hooked but refused by PostgreSQL: {dict(Counter(classify(r.hooked_error) for r in rows if r.hooked_ok is False))}"
+            )
         print("features:", dict(Counter(f for r in rows for f in r.features).most_common()))
         print(
             "PostgreSQL refusals:", dict(Counter(classify(r.pg_error) for r in rows if r.pg_ok is False).most_common())
