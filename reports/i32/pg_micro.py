@@ -148,7 +148,8 @@ def balance_update(con: psycopg.Connection[Any]) -> float:
 def hot_row(dsn: str, connections: int, seconds: float = 2.0) -> float:
     with psycopg.connect(dsn, autocommit=True) as setup:
         setup.execute(
-            "INSERT INTO balances VALUES ('org_1', 'sandbox', 'iss_hot', 'ast_1', 0, NULL, now()) ON CONFLICT DO NOTHING"
+            "INSERT INTO balances VALUES ('org_1', 'sandbox', 'iss_hot', 'ast_1', 0, NULL, now()) "
+            "ON CONFLICT DO NOTHING"
         )
     counts = [0] * connections
     stop = time.monotonic() + seconds

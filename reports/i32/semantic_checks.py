@@ -64,7 +64,8 @@ CHECKS: list[tuple[str, str, Sequence[Any]]] = [
     ),
     (
         "zipped lists, CAST in the text (the canonical rule; sqlglot cannot parse ?::T[])",
-        "SELECT w.id, w.v FROM (SELECT unnest(CAST(? AS VARCHAR[])) AS id, unnest(CAST(? AS BIGINT[])) AS v) w ORDER BY w.id",
+        "SELECT w.id, w.v FROM (SELECT unnest(CAST(? AS VARCHAR[])) AS id, unnest(CAST(? AS BIGINT[])) AS v) w "
+        "ORDER BY w.id",
         [["a", "b"], [1, 2]],
     ),
     ("GROUP BY ALL", "SELECT org, count(*) AS n FROM d GROUP BY ALL ORDER BY org", []),

@@ -73,7 +73,7 @@ FEATURES = {
     "NULLS FIRST/LAST": r"NULLS\s+(FIRST|LAST)",
     "date_trunc/date_diff": r"date_(trunc|diff)\(",
     "json functions": r"\bjson\w*\(",
-    "DuckDB-only commands (ATTACH/COPY FROM DATABASE/CHECKPOINT/PRAGMA)": r"\b(ATTACH|DETACH|CHECKPOINT|PRAGMA)\b|COPY\s+FROM\s+DATABASE",
+    "DuckDB-only commands": r"\b(ATTACH|DETACH|CHECKPOINT|PRAGMA)\b|COPY\s+FROM\s+DATABASE",
     "transaction control": r"^\s*(BEGIN|COMMIT|ROLLBACK)",
 }
 # What the statements read from Arrow: the table name and the module attribute holding its schema.
@@ -123,7 +123,7 @@ class Statement:
 
 
 def _module_strings(module: Any) -> dict[str, Any]:
-    return vars(module)
+    return dict(vars(module))
 
 
 class _Resolver:
@@ -418,7 +418,8 @@ def main() -> None:
         print(f"sqlglot parse/render errors: {sum(r.transpile_error is not None for r in rows)}")
         print(f"PostgreSQL accepts the transpiled text: {sum(bool(r.pg_ok) for r in rows)}")
         print(
-            f"... and with list parameters cast to text[] in the text (psycopg sends a list[str] untyped): {sum(bool(r.pg_ok or r.typed_ok) for r in rows)}"
+            "... and with list parameters cast to text[] in the text (psycopg sends a list[str] untyped): "
+            f"{sum(bool(r.pg_ok or r.typed_ok) for r in rows)}"
         )
         still = [classify((r.pg_error or "").split(" | typed: ")[-1]) for r in rows if r.typed_ok is False]
         print("   refused even typed:", dict(Counter(still)))
@@ -428,7 +429,8 @@ def main() -> None:
             print(
                 f"with the hooks (store_dialect.py): {sum(bool(r.hooked_ok) for r in rows)} prepare; "
                 f"refused by design: {dict(Counter(r.hooked_refused for r in rows if r.hooked_refused))}; "
-                f"hooked but refused by PostgreSQL: {dict(Counter(classify(r.hooked_error) for r in rows if r.hooked_ok is False))}"
+                "hooked but refused by PostgreSQL: "
+                f"{dict(Counter(classify(r.hooked_error) for r in rows if r.hooked_ok is False))}"
             )
         print("features:", dict(Counter(f for r in rows for f in r.features).most_common()))
         print(
