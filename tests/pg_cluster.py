@@ -1,11 +1,13 @@
 """A throwaway PostgreSQL cluster for the tests: started in a temporary directory, removed at the end.
 
-`PgCluster.start()` runs Debian's `initdb` and `pg_ctl` (PostgreSQL 15 from the distribution's packages; `make
+`PgCluster.start()` runs Debian's `initdb` and `postgres` (PostgreSQL 15 from the distribution's packages; `make
 setup` installs them where missing) in a fresh directory, listening on a free port of 127.0.0.1 (and on a unix
 socket in that directory), with a random password: nothing is shared with a system cluster, and two pytest
 workers (or two helpers on one machine) each get their own. The server refuses to run as root: as root, the
 cluster's files belong to the `postgres` system user (Debian's package creates it; created here if missing) and
-every server command runs through `runuser`.
+the server commands run through `setpriv`. The server is a child of the test process, not a daemon (`pg_ctl start`
+would detach it), and dies with it however it dies (SIGKILL, a timeout): a run killed with -9 leaves no server
+behind, and its directory is swept by the next start (`sweep_stale`).
 
 The fixtures: `pg_cluster` (session: one cluster per pytest worker) and `pg_database` (a fresh database per test,
 dropped after it: `CREATE DATABASE` from `template0` takes about 70 ms). Without the binaries the fixtures skip,
@@ -15,13 +17,16 @@ set-up, and a silent skip would let every PostgreSQL test pass by not running.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pwd
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +37,10 @@ import pytest
 SERVER_USER = "postgres"  # who runs the server when the tests run as root
 SUPERUSER = "rewards_test"  # the cluster's superuser role (initdb -U)
 PORT_ATTEMPTS = 5  # a free port can be taken between the probe and the server's bind: try another
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+PREFIX = "rewards-lab-pg-"
+OWNER_FILE = "owner.pid"  # the test process's pid: a directory whose owner is dead is swept (`sweep_stale`)
 
 
 class ClusterUnavailable(RuntimeError):
@@ -39,7 +48,7 @@ class ClusterUnavailable(RuntimeError):
 
 
 def find_bindir() -> Path:
-    """The directory of `initdb`/`pg_ctl`: `$REWARDS_LAB_PG_BIN`, else Debian's newest
+    """The directory of `initdb`/`postgres`: `$REWARDS_LAB_PG_BIN`, else Debian's newest
     /usr/lib/postgresql/<major>/bin, else `initdb` on PATH."""
     configured = os.environ.get("REWARDS_LAB_PG_BIN")
     candidates = [Path(configured)] if configured else []
@@ -51,9 +60,9 @@ def find_bindir() -> Path:
     if on_path:
         candidates.append(Path(on_path).resolve().parent)
     for bindir in candidates:
-        if (bindir / "initdb").is_file() and (bindir / "pg_ctl").is_file():
+        if (bindir / "initdb").is_file() and (bindir / "postgres").is_file():
             return bindir
-    raise ClusterUnavailable("no PostgreSQL server binaries (initdb, pg_ctl): `make setup` installs postgresql")
+    raise ClusterUnavailable("no PostgreSQL server binaries (initdb, postgres): `make setup` installs postgresql")
 
 
 def free_port() -> int:
@@ -83,11 +92,12 @@ class PgCluster:
     """One running cluster: `dsn` reaches its `postgres` database over TCP as the superuser."""
 
     bindir: Path
-    root: Path  # the temporary directory: data/, the socket, the log
+    root: Path  # the temporary directory: data/, the socket, the log, the owner's pid
     port: int
     password: str
     user: pwd.struct_passwd | None
     durable: bool
+    server: subprocess.Popen[bytes] | None = None
 
     @property
     def data(self) -> Path:
@@ -106,31 +116,30 @@ class PgCluster:
 
     @classmethod
     def start(cls, *, durable: bool = False) -> PgCluster:
-        """initdb + pg_ctl start. `durable=False` (tests) turns fsync off: a test kills application processes,
-        never the server, so what the server acknowledged stays in its memory; benchmarks pass True."""
+        """initdb, then the server as a child of this process. `durable=False` (tests) turns fsync off: a test
+        kills application processes, never the server, so what the server acknowledged stays in its memory;
+        benchmarks pass True."""
         bindir = find_bindir()
         user = _server_user()
-        root = Path(tempfile.mkdtemp(prefix="rewards-lab-pg-"))
+        sweep_stale()
+        root = Path(tempfile.mkdtemp(prefix=PREFIX))
         try:
+            (root / OWNER_FILE).write_text(str(os.getpid()))
             if user is not None:
                 os.chown(root, user.pw_uid, user.pw_gid)
             password = secrets.token_urlsafe(18)
             cluster = cls(bindir, root, 0, password, user, durable)
             cluster._initdb()
-            last: subprocess.CalledProcessError | None = None
             for _ in range(PORT_ATTEMPTS):
                 cluster.port = free_port()
-                try:
-                    cluster._pg_ctl("start", "-w", "-t", "60", "-l", str(cluster.log), "-o", cluster._options())
+                if cluster._serve():
                     return cluster
-                except subprocess.CalledProcessError as error:  # most likely the port was taken meanwhile
-                    last = error
-            raise RuntimeError(f"PostgreSQL did not start: {cluster._log_tail()}") from last
+            raise RuntimeError(f"PostgreSQL did not start: {cluster._log_tail()}")
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
 
-    def _options(self) -> str:
+    def _settings(self) -> list[str]:
         settings = {
             "listen_addresses": "127.0.0.1",
             "port": str(self.port),
@@ -140,15 +149,42 @@ class PgCluster:
         }
         if not self.durable:
             settings |= {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
-        return " ".join(f"-c {name}={value}" for name, value in settings.items())
+        return [arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")]
 
-    def _as_server(self, argv: Sequence[str]) -> list[str]:
+    def _as_server(self, argv: Sequence[str], *, die_with_us: bool = False) -> list[str]:
+        """`argv` as the server's user. `die_with_us`: SIGKILL when this process dies, however it dies (setpriv
+        sets it after changing the user: the kernel clears it on a change of credentials)."""
         if self.user is None:
             return list(argv)
-        return ["runuser", "-u", self.user.pw_name, "--", *argv]
+        death = ["--pdeathsig", "KILL"] if die_with_us else []
+        name = self.user.pw_name
+        return ["setpriv", "--reuid", name, "--regid", name, "--clear-groups", *death, "--", *argv]
 
-    def _run(self, argv: Sequence[str]) -> None:
-        subprocess.run(self._as_server(argv), check=True, capture_output=True, cwd=self.root)
+    def _serve(self) -> bool:
+        """Start `postgres` in the foreground as our child (not `pg_ctl start`, which detaches it: a test run
+        killed with -9 would leave it running). True once it accepts connections; False if it exited (its port
+        was taken between the probe and its bind)."""
+        argv = self._as_server(
+            [str(self.bindir / "postgres"), "-D", str(self.data), *self._settings()], die_with_us=True
+        )
+        with self.log.open("ab") as log:
+            self.server = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                cwd=self.root,
+                preexec_fn=_die_with_parent if self.user is None else None,  # noqa: PLW1509 - the fork's only job
+            )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.server.poll() is not None:
+                return False
+            if b"ready to accept connections" in self.log.read_bytes():
+                return True
+            time.sleep(0.02)
+        self.server.kill()
+        raise RuntimeError(f"PostgreSQL not ready after {START_TIMEOUT_S} s: {self._log_tail()}")
 
     def _initdb(self) -> None:
         pwfile = self.root / "pwfile"
@@ -157,26 +193,22 @@ class PgCluster:
         if self.user is not None:
             os.chown(pwfile, self.user.pw_uid, self.user.pw_gid)
         try:
-            self._run(
-                [
-                    str(self.bindir / "initdb"),
-                    "-D",
-                    str(self.data),
-                    "-U",
-                    SUPERUSER,
-                    f"--pwfile={pwfile}",
-                    "--auth-host=scram-sha-256",
-                    "--auth-local=trust",  # the socket lives in our private directory
-                    "--encoding=UTF8",
-                    "--locale=C",
-                    "--no-sync",
-                ]
-            )
+            argv = [
+                str(self.bindir / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                SUPERUSER,
+                f"--pwfile={pwfile}",
+                "--auth-host=scram-sha-256",
+                "--auth-local=trust",  # the socket lives in our private directory
+                "--encoding=UTF8",
+                "--locale=C",  # byte order for text, as DuckDB sorts it (pagination cursors depend on it)
+                "--no-sync",
+            ]
+            subprocess.run(self._as_server(argv), check=True, capture_output=True, cwd=self.root)
         finally:
             pwfile.unlink()
-
-    def _pg_ctl(self, *args: str) -> None:
-        self._run([str(self.bindir / "pg_ctl"), "-D", str(self.data), *args])
 
     def _log_tail(self) -> str:
         try:
@@ -185,12 +217,45 @@ class PgCluster:
             return "(no server log)"
 
     def stop(self) -> None:
-        """pg_ctl stop (fast: open connections are ended) and the directory removed."""
+        """A fast shutdown (SIGINT: open sessions are ended), then the directory removed."""
         try:
-            if (self.data / "postmaster.pid").exists():
-                self._pg_ctl("stop", "-m", "fast", "-w", "-t", "60")
+            if self.server is not None and self.server.poll() is None:
+                self.server.send_signal(signal.SIGINT)
+                try:
+                    self.server.wait(STOP_TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    self.server.kill()
+                    self.server.wait()
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec (not root: no change of user): SIGKILL when the test process dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale() -> None:
+    """Remove the directories of clusters whose test process died without stopping them (their server died with
+    it). Another run's live cluster (its owner alive) is never touched."""
+    for root in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
+        try:
+            owner = int((root / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # being created right now, or not ours
+        if not _alive(owner):
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def start_or_skip() -> PgCluster:

@@ -203,6 +203,21 @@ def statements_of(module_name: str) -> list[Statement]:
     return found
 
 
+def dictionary_statements() -> list[Statement]:
+    """The statements kept in dictionaries (the static pass sees them as dynamic): the ledger's verification checks
+    and retention's deletes, one per table."""
+    from rewards_lab.store import retention, verification
+
+    found = [Statement("store.verification", 0, "dml", sql) for sql in verification._CHECKS.values()]
+    found += [
+        Statement(
+            "store.retention", 0, "dml", f"DELETE FROM {t} WHERE rowid IN (SELECT rowid FROM {t} WHERE {p} LIMIT ?)"
+        )
+        for t, p in retention._EXPIRED.items()
+    ]
+    return found
+
+
 def migrations() -> list[Statement]:
     from rewards_lab.store.schema import MIGRATIONS
 
@@ -400,7 +415,7 @@ def main() -> None:
     unique: dict[str, Statement] = {}
     for st in dml:
         unique.setdefault(st.duckdb, st)
-    dml = list(unique.values())
+    dml = list(unique.values()) + dictionary_statements()
     for st in schema + dml:
         transpile(st)
     cluster = PgCluster.start()

@@ -4,6 +4,10 @@ connections (how workers in several processes will claim events without waiting 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
@@ -13,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.pg_cluster import PgCluster
+from tests.pg_cluster import PgCluster, sweep_stale
 
 
 @pytest.fixture
@@ -80,3 +84,49 @@ def test_skip_locked_gives_two_connections_disjoint_rows(pg_cluster: PgCluster, 
         first.commit()
         assert [i for (i,) in second.execute(claim).fetchall()] == [4, 5]  # done rows gone, 4-5 free again
         second.commit()
+
+
+def test_a_killed_test_run_leaves_no_server_and_its_directory_is_swept(tmp_path: Path) -> None:
+    """The server is the test process's child, not a daemon: SIGKILL of the test process takes it down, and the
+    next start removes the directory it left."""
+    script = (
+        "import sys, time\n"
+        "from tests.pg_cluster import PgCluster\n"
+        "cluster = PgCluster.start()\n"
+        "assert cluster.server is not None\n"
+        "print(cluster.server.pid, cluster.root, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    root_dir = Path(__file__).resolve().parents[2]
+    owner = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        cwd=root_dir,
+        env={**os.environ, "PYTHONPATH": str(root_dir)},
+    )
+    try:
+        assert owner.stdout is not None
+        pid_text, root_text = owner.stdout.readline().decode().split()
+        server_pid, root = int(pid_text), Path(root_text)
+        assert root.is_dir()
+        os.kill(server_pid, 0)  # running
+    finally:
+        owner.kill()
+        owner.wait()
+        if owner.stdout is not None:
+            owner.stdout.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and Path(f"/proc/{server_pid}").exists() and not _zombie(server_pid):
+        time.sleep(0.05)
+    assert not Path(f"/proc/{server_pid}").exists() or _zombie(server_pid), "the server outlived its test run"
+    assert root.is_dir()  # nothing could clean up after a SIGKILL...
+    sweep_stale()
+    assert not root.exists()  # ...so the next start does
+
+
+def _zombie(pid: int) -> bool:
+    """A killed child of a dead parent waits for init to reap it: it runs nothing any more."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    except (OSError, IndexError):
+        return True
