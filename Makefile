@@ -20,6 +20,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev,lab,spark]'
 	@command -v java >/dev/null || (apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless) \
 		|| echo "java not found and apt-get failed: the replay's Spark engine cannot run"
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || ( \
+		mkdir -p /etc/postgresql-common/createcluster.d && \
+		echo 'create_main_cluster = false' > /etc/postgresql-common/createcluster.d/rewards-lab.conf && \
+		apt-get update -qq && apt-get install -y -qq postgresql) \
+		|| echo "postgresql not found and apt-get failed: the PostgreSQL store's tests cannot run (they fail under CI)"
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) \
 		|| echo "chromium not found and apt-get failed: tests/notebooks/test_browser_notebooks.py cannot run"
 	touch $(STAMP)
