@@ -38,9 +38,7 @@ from rewards_lab import presenters
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.guard_requests import DEFAULT_GUARD_WINDOW_DAYS, Guard
-from rewards_lab.contract.limit_requests import ReverseAction
-from rewards_lab.contract.programme_file import FileAction, FileRule, FileRuleAction, ProgrammeDefinition, ProgrammeInfo
-from rewards_lab.contract.requests import AssetCreate, RuleAction
+from rewards_lab.contract.programme_file import ProgrammeDefinition, definition_of_version
 from rewards_lab.contract.scope import Scope
 from rewards_lab.engine.postings import asset_row
 from rewards_lab.engine.rule_book import programme_row
@@ -82,57 +80,15 @@ class Forecast:
 
 
 # --- definitions of store rows -----------------------------------------------------------------------------------
-def _file_action(action: RuleAction) -> FileRuleAction:
-    if isinstance(action, ReverseAction):
-        return action
-    return FileAction(type="issue", amount=action.amount, beneficiary=action.beneficiary)
-
-
 def definition_of(uow: Repositories, scope: Scope, programme: ProgrammeRow, version_id: str) -> ProgrammeDefinition:
-    """A stored version (draft or published) as a programme file would hold it: what the replay reads. The
-    server-side twin of `lab.push_gate.published_definition` (which builds one from API resources)."""
+    """A stored version (draft or published) as a programme file would hold it: what the replay reads. Built by
+    `contract.programme_file.definition_of_version`, the same conversion the lab's gate uses on API resources."""
     row = uow.programmes.get_version(scope, version_id)
     if row is None:
         raise ServiceError("programme_version_not_found", version_id=version_id)
     version = presenters.version(row, uow.programmes.rules_of(scope, [version_id]))
-    if not version.rules:
-        raise ServiceError("programme_draft_empty", program_id=programme.id)
-    info = ProgrammeInfo(
-        name=programme.name,
-        description=programme.description,
-        timezone=None if version.timezone == "UTC" else version.timezone,
-        starts_at=version.starts_at,
-        ends_at=version.ends_at,
-        limits=version.limits,
-        budget=version.budget,
-        clawback=version.clawback,
-        guards=version.guards,
-        expiry=version.expiry,
-        max_event_age_days=version.max_event_age_days,
-    )
     asset = presenters.asset(asset_row(uow, scope, programme.asset_id))
-    live_asset = AssetCreate(
-        name=asset.name,
-        symbol=asset.symbol,
-        type=asset.type,
-        decimals=asset.decimals,
-        supply_ceiling=asset.supply_ceiling,
-        expiry=asset.expiry,
-        value_per_unit=asset.value_per_unit,
-    )
-    rules = [
-        FileRule(
-            name=rule.name,
-            event_type=rule.event_type,
-            conditions=rule.conditions,
-            actions=[_file_action(action) for action in rule.actions],
-            priority=rule.priority,
-            limits=rule.limits,
-            stop_processing=rule.stop_processing,
-        )
-        for rule in version.rules
-    ]
-    return ProgrammeDefinition(programme=info, asset=live_asset, rules=rules)
+    return definition_of_version(presenters.programme(programme), version, asset)
 
 
 def window_days(row: ProgrammeRow | VersionRow) -> int:
