@@ -14,8 +14,11 @@ The evaluation remembers a fingerprint of what it read of the programme (the dra
 the live version, the asset); publishing reads it again inside the unit of work and refuses with
 `programme_draft_changed` when it moved ("work read outside a lock is read again inside it").
 
-Not yet replayed: customers' attributes (rules reading `customer.*` see none) and redemptions (clawbacks); the
-opening supply is 0 (the asset's supply before the window is not reconstructed).
+The replay also gets what customers redeemed of the asset in the window (the ledger's redemptions, so clawbacks meet
+the balances they had and the liability forecast sees spending) and the asset's outstanding supply when the window
+opens (the opening supply: the ceiling and liability guards start from it, as the lab's forecast does with
+`opening_supply=`), both by the time the ledger posted them; and the customers those name (id and external id
+only: rules reading other `customer.*` fields still see none).
 """
 
 from __future__ import annotations
@@ -40,10 +43,11 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.guard_requests import DEFAULT_GUARD_WINDOW_DAYS, Guard
 from rewards_lab.contract.programme_file import ProgrammeDefinition, definition_of_version
 from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.money import format_amount
 from rewards_lab.engine.postings import asset_row
 from rewards_lab.engine.rule_book import programme_row
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces import ProgrammeRow, Repositories, VersionRow
+from rewards_lab.store.interfaces import AssetRow, ProgrammeRow, Repositories, VersionRow
 from rewards_lab.store.uow import reader, snapshot
 
 if TYPE_CHECKING:  # the replay stack (pandas, SQLGlot) loads on the first forecast, not with the API
@@ -137,6 +141,52 @@ def window_events(
     return table.set_column(at, "occurred_at", table.column(at).cast(pa.timestamp("us", tz="UTC")))
 
 
+def window_redemptions(
+    con: duckdb.DuckDBPyConnection, scope: Scope, asset: AssetRow, start: datetime, end: datetime
+) -> pa.Table:
+    """What customers spent of the asset in [start, end) (the ledger's redemptions, by the time they were posted),
+    in the replay's redemptions form (customer_id: the wallet's customer, amount: a decimal string)."""
+    rows = con.execute(
+        "SELECT w.customer_id, t.amount_minor, t.created_at FROM transactions t "
+        "JOIN wallets w ON w.id = t.source_account_id AND w.organization_id = t.organization_id "
+        "AND w.environment = t.environment "
+        "WHERE t.organization_id = ? AND t.environment = ? AND t.asset_id = ? AND t.kind = 'redemption' "
+        "AND t.created_at >= ? AND t.created_at < ? ORDER BY t.created_at, t.id",
+        [*scope.params, asset.id, _naive(start), _naive(end)],
+    ).fetchall()
+    decimals = int(asset.decimals)
+    return pa.table(
+        {
+            "customer_id": pa.array([row[0] for row in rows], pa.string()),
+            "amount": pa.array([format_amount(int(row[1]), decimals) for row in rows], pa.string()),
+            "occurred_at": pa.array([row[2] for row in rows], pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def opening_supply(con: duckdb.DuckDBPyConnection, scope: Scope, asset: AssetRow, start: datetime) -> str:
+    """The asset's outstanding supply when the window opens (issued - redeemed - expired, as the asset shows it,
+    from the ledger's entries posted before `start`), as a decimal string."""
+    accounts = [a for a in (asset.issuance_account_id, asset.redemption_account_id, asset.breakage_account_id) if a]
+    total = con.execute(
+        "SELECT coalesce(-sum(amount_minor), 0) FROM entries WHERE organization_id = ? AND environment = ? "
+        "AND asset_id = ? AND account_id IN (SELECT unnest(?)) AND created_at < ?",
+        [*scope.params, asset.id, accounts, _naive(start)],
+    ).fetchall()[0][0]
+    return format_amount(int(total), int(asset.decimals))
+
+
+def window_customers(con: duckdb.DuckDBPyConnection, scope: Scope, references: list[str]) -> pa.Table:
+    """The customers the window's events and redemptions name (by id or external id): their `id` and
+    `external_id`, so that the replay resolves both references to one customer as the live engine does (a
+    redemption names the wallet's customer by id, an event may name it by its external id)."""
+    return con.sql(
+        "SELECT id, external_id FROM customers WHERE organization_id = ? AND environment = ? "
+        "AND (id IN (SELECT unnest(?)) OR external_id IN (SELECT unnest(?))) ORDER BY id",
+        params=[*scope.params, references, references],
+    ).to_arrow_table()
+
+
 def _naive(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(tzinfo=None)
 
@@ -227,8 +277,23 @@ def evaluate_draft(
                     published = _live_definition(uow, scope, programme)
                     types = sorted({rule.event_type for d in (draft, published) if d for rule in d.rules})
                     events = window_events(uow.con, scope, start, end, types, bounds.max_events)
-                with deadline.watching(replay_con):  # the snapshot is over: the replay reads the Arrow table
-                    report = evaluate(draft, events, published=published, connection=replay_con)
+                    asset = asset_row(uow, scope, programme.asset_id)
+                    spent = window_redemptions(uow.con, scope, asset, start, end)
+                    opening = opening_supply(uow.con, scope, asset, start)
+                    named = sorted(
+                        {*events.column("customer_id").to_pylist(), *spent.column("customer_id").to_pylist()}
+                    )
+                    customers = window_customers(uow.con, scope, named)
+                with deadline.watching(replay_con):  # the snapshot is over: the replay reads the Arrow tables
+                    report = evaluate(
+                        draft,
+                        events,
+                        published=published,
+                        connection=replay_con,
+                        opening_supply=opening,
+                        redemptions=spent if spent.num_rows else None,
+                        customers=customers if customers.num_rows else None,
+                    )
             except duckdb.InterruptException:
                 raise ServiceError("forecast_timeout", limit_s=bounds.timeout_s) from None
             if deadline.fired.is_set():
