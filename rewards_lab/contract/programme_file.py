@@ -7,8 +7,9 @@ organization and environment. Actions therefore never carry an `asset_id`; they 
 `programme.starts_at` / `programme.ends_at` (RFC 3339 with an offset) the window a replay rewards events in:
 `starts_at <= occurred_at < ends_at`. `programme.limits`, `programme.budget` and `programme.clawback`, a rule's
 `limits` and `reverse` actions are caps, budget and reversals (docs/rules.md); `programme.guards` the forecast
-guards of the gate (README "Forecast gate"); `programme.expiry` and `asset.expiry` when rewards expire
-(rewards_lab.contract.expiry_requests; the programme's overrides the asset's) and `asset.value_per_unit` what one
+guards of the gate (README "Forecast gate") and `programme.guard_window_days` the days of stored events the server
+checks them on (absent: 90; written only when not the default); `programme.expiry` and `asset.expiry` when rewards
+expire (rewards_lab.contract.expiry_requests; the programme's overrides the asset's) and `asset.value_per_unit` what one
 unit is worth; `programme.max_event_age_days` how old a live event may be (rewards_lab.contract.event_age; absent:
 30 days, null: no bound; written only when not the default). All of these are optional and, when absent, not
 written, so a file without them reads, saves and fingerprints as it did before they existed.
@@ -31,7 +32,7 @@ from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.event_age import DEFAULT_MAX_EVENT_AGE_DAYS, MaxEventAgeDays
 from rewards_lab.contract.expiry_requests import Expiry
-from rewards_lab.contract.guard_requests import Guards
+from rewards_lab.contract.guard_requests import DEFAULT_GUARD_WINDOW_DAYS, Guards, GuardWindowDays
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, Budget, Clawback, Limits, ReverseAction
 from rewards_lab.contract.programme_limits import check_version_rules, rule_definition_bytes
 from rewards_lab.contract.requests import (
@@ -98,6 +99,10 @@ class ProgrammeInfo(RequestModel):
     clawback: Clawback = Field(default=DEFAULT_CLAWBACK, exclude_if=lambda value: value == DEFAULT_CLAWBACK)
     # Forecast guards the gate checks before publishing (contract.guard_requests; README "Forecast gate").
     guards: Guards = Field(default=[], exclude_if=lambda value: not value)
+    # The days of stored events the server replays to check them (1-365; absent: the default, 90).
+    guard_window_days: GuardWindowDays = Field(
+        default=DEFAULT_GUARD_WINDOW_DAYS, exclude_if=lambda value: value == DEFAULT_GUARD_WINDOW_DAYS
+    )
     # When the programme's rewards expire, in its timezone (overrides the asset's `expiry`; absent: the asset's).
     expiry: Expiry | None = Field(default=None, exclude_if=lambda value: value is None)
     # How many days before its receipt a live event may have occurred and still be rewarded (contract.event_age);
@@ -230,6 +235,7 @@ def definition_of_version(
         budget=version.budget,
         clawback=version.clawback,
         guards=version.guards,
+        guard_window_days=version.guard_window_days,
         expiry=version.expiry,
         max_event_age_days=version.max_event_age_days,
     )

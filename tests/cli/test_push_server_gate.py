@@ -39,9 +39,9 @@ def _push(live: LiveServer, *args: str, key: str | None = None) -> tuple[int, st
     return status, out.getvalue(), err.getvalue()
 
 
-def _file(path: Path, amount: str, name: str = "Server gated", event_type: str = "visit.done") -> Path:
+def _file(path: Path, amount: str, name: str = "Server gated", event_type: str = "visit.done", **settings: Any) -> Path:
     data = {
-        "programme": {"name": name, "guards": [{"metric": "issued", "period": "day", "max": "1"}]},
+        "programme": {"name": name, "guards": [{"metric": "issued", "period": "day", "max": "1"}], **settings},
         "asset": {"name": f"{name} points", "symbol": name[:4].upper(), "type": "points", "decimals": 0},
         "rules": [{"event_type": event_type, "actions": [{"type": "issue", "amount": {"fixed": amount}}]}],
     }
@@ -94,6 +94,34 @@ def test_push_overrides_a_refusal_only_the_server_found_with_a_key_allowed_to(li
     (published,) = [v for v in versions if v["number"] == 2]
     assert published["guard_override"]["reason"] == "launch week, approved"
     assert [entry["subject_id"] for entry in audited] == [published["id"]]
+
+
+def test_push_carries_the_files_guard_window_to_the_servers_guard_set(live: LiveServer, tmp_path: Path) -> None:
+    path = _file(tmp_path / "w.json", "1", "Windowed", "stay.done", guard_window_days=30)
+    assert '"guard_window_days": 30' in path.read_text()
+    status, out, err = _push(live, str(path))
+    assert status == 0, out + err
+    assert "no difference between the lab and the live side" in out
+    programme = _live_version(live, "Windowed")
+    assert (programme["guard_window_days"], programme["current_version"]) == (30, 1)
+    with httpx.Client(base_url=live.base_url, headers=live.headers(), timeout=30) as http:
+        forecast = http.post(f"/reward-programs/{programme['id']}/forecast").json()["data"]
+    assert forecast["window_days"] == 30
+    status, out, err = _push(live, str(path), "--plan-only")
+    assert (status, out.splitlines()[-1]) == (0, "No changes: the live side matches the file."), out + err
+    # a different window is a planned change, applied and published (a longer window loosens nothing)
+    _file(path, "1", "Windowed", "stay.done", guard_window_days=45)
+    status, out, err = _push(live, str(path), "--plan-only")
+    assert status == 0 and "~ set the draft's forecast guards" in out and "last 45 days" in out, out + err
+    status, out, err = _push(live, str(path))
+    assert status == 0, out + err
+    assert _live_version(live, "Windowed")["guard_window_days"] == 45
+    # absent from the file: the default, 90
+    _file(path, "1", "Windowed", "stay.done")
+    assert "guard_window_days" not in path.read_text()
+    status, out, err = _push(live, str(path))
+    assert status == 0, out + err
+    assert _live_version(live, "Windowed")["guard_window_days"] == 90
 
 
 def _live_version(live: LiveServer, name: str) -> dict[str, Any]:
