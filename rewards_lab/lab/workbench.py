@@ -288,7 +288,9 @@ class Lab:
             body["description"] = info.description
         schedule = {"timezone": info.timezone, "starts_at": info.starts_at, "ends_at": info.ends_at}
         body.update({key: value for key, value in schedule.items() if value is not None})
-        spending = info.model_dump(mode="json", include={"limits", "budget", "clawback", "expiry", "guards"})
+        spending = info.model_dump(
+            mode="json", include={"limits", "budget", "clawback", "expiry", "guards", "guard_window_days"}
+        )
         body.update({key: value for key, value in spending.items() if value is not None})
         body["max_event_age_days"] = info.max_event_age_days  # null too: the file's "no bound"
         created = programmes.create_programme(self.database, self.scope, validate(rq.ProgrammeCreate, body))
