@@ -111,6 +111,10 @@ def run(args: argparse.Namespace) -> int:
             "rewards.guards.override). The draft holds the file; publish it with a key that holds the permission."
         )
         print(message, file=sys.stderr)
+        gate = report.get("server_gate")
+        if isinstance(gate, dict):
+            gate["overridden"] = None  # asked for, refused: the key lacks the permission
+            gate["override_refused"] = "rewards.guards.override"
         return _finish(args, report, EXIT_GATE)
     except ApiError as error:
         if error.code == "forecast_guard_failed":  # the server's own gate, on its stored events (issue 31)
