@@ -150,3 +150,4 @@ file_format  # read through locals() by the generated client's build (rewards_la
 iter_api_keys  # the generated client's paging helper for GET /developer/api-keys (public API)
 _.tell  # pyarrow's ParquetWriter calls it on the export's streaming sink (rewards_lab/service/event_export.py)
 _.writable  # pyarrow's ParquetWriter calls it on the export's streaming sink (rewards_lab/service/event_export.py)
+deployment_forecast  # notebook 05 calls it (rewards_lab/lab/server_gate.py)

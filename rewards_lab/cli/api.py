@@ -18,19 +18,14 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rewards_lab.cli.common import (
-    EXIT_API_ERROR,
-    EXIT_USAGE,
-    UsageError,
-    add_target_arguments,
-    client_from,
-    explain,
-    fail,
-)
+from rewards_lab.cli.common import UsageError, add_target_arguments, run_with_client
 from rewards_lab.contract.operation_parameters import Parameter, has_method, parameters, summary
 from rewards_lab.contract.operations import OPERATIONS, Operation
+
+if TYPE_CHECKING:
+    from rewards_lab.client import RewardsClient
 
 # The command of each operation: "RESOURCE ACTION", in the order `--help` lists them. An operation missing here
 # is still a command: RESOURCE its path's first segment, ACTION its name (`tiers create-tier`).
@@ -304,18 +299,15 @@ def _execute(command: Command, client: Any, args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from rewards_lab.cli.table import render
-    from rewards_lab.client import ApiError
     from rewards_lab.contract import jsonutil
 
     command: Command = args.api_command
-    try:
-        with client_from(args, require_key=command.needs_key) as client:
-            data = _execute(command, client, args)
-    except UsageError as error:
-        return fail(f"error: {error}", EXIT_USAGE)
-    except ApiError as error:
-        return fail(explain(error, args.env), EXIT_API_ERROR)
-    if command.operation.media:
-        return _write_file(data)
-    print(render(data) if args.format == "table" else jsonutil.dumps(data))
-    return 0
+
+    def call(client: RewardsClient) -> int:
+        data = _execute(command, client, args)
+        if command.operation.media:
+            return _write_file(data)
+        print(render(data) if args.format == "table" else jsonutil.dumps(data))
+        return 0
+
+    return run_with_client(args, call, require_key=command.needs_key)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,6 +19,7 @@ EXIT_GATE = 3  # push: a forecast guard failed, nothing was published
 
 
 def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    """The deployment a command talks to: the one definition of these options (`push`, `api`, `history`)."""
     parser.add_argument(
         "--base-url",
         default=os.environ.get("REWARDS_BASE_URL"),
@@ -79,3 +81,17 @@ def explain(error: ApiError, environment: str | None) -> str:
 def fail(message: str, status: int) -> int:
     print(message, file=sys.stderr)
     return status
+
+
+def run_with_client(args: argparse.Namespace, work: Callable[[RewardsClient], int], *, require_key: bool = True) -> int:
+    """`work` with a client for the target options: a usage error (a missing option or key) exits 2, an API
+    error 1, explained (`explain`). What `api` and `history` do around their calls."""
+    from rewards_lab.client import ApiError
+
+    try:
+        with client_from(args, require_key=require_key) as client:
+            return work(client)
+    except UsageError as error:
+        return fail(f"error: {error}", EXIT_USAGE)
+    except ApiError as error:
+        return fail(explain(error, args.env), EXIT_API_ERROR)

@@ -1,23 +1,19 @@
 """`rewards-lab history pull --since ... --out FILE`: a deployment's events into a file the replay reads.
 
-The target options are `push`'s and `api`'s (--base-url, --org, --env, the key from $REWARDS_API_KEY). Progress
-goes to stderr; FILE appears only when complete, and an interrupted pull resumes when run again
-(rewards_lab.lab.history)."""
+The target options are `push`'s and `api`'s (cli.common: --base-url, --org, --env, the key from
+$REWARDS_API_KEY), and so are its errors. Progress goes to stderr; FILE appears only when complete, and an
+interrupted pull resumes when run again (rewards_lab.lab.history)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from rewards_lab.cli.common import (
-    EXIT_API_ERROR,
-    EXIT_USAGE,
-    UsageError,
-    add_target_arguments,
-    client_from,
-    explain,
-    fail,
-)
+from rewards_lab.cli.common import EXIT_USAGE, add_target_arguments, fail, run_with_client
+
+if TYPE_CHECKING:
+    from rewards_lab.client import RewardsClient
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -35,27 +31,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rewards_lab.client import ApiError
     from rewards_lab.lab.history import format_of, pull_history
 
     try:
         format_of(Path(args.out))
     except ValueError as error:
         return fail(f"error: {error}", EXIT_USAGE)
-    try:
-        with client_from(args) as client:
-            pulled = pull_history(
-                client,
-                args.out,
-                since=args.since,
-                until=args.until,
-                executions=args.executions,
-                limit=args.page_size,
-                progress=lambda line: print(line, file=sys.stderr),
-            )
-    except UsageError as error:
-        return fail(f"error: {error}", EXIT_USAGE)
-    except ApiError as error:
-        return fail(explain(error, args.env), EXIT_API_ERROR)
-    print(pulled.path)
-    return 0
+
+    def pull(client: RewardsClient) -> int:
+        pulled = pull_history(
+            client,
+            args.out,
+            since=args.since,
+            until=args.until,
+            executions=args.executions,
+            limit=args.page_size,
+            progress=lambda line: print(line, file=sys.stderr),
+        )
+        print(pulled.path)
+        return 0
+
+    return run_with_client(args, pull)

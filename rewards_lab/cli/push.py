@@ -19,7 +19,9 @@ from rewards_lab.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from rewards_lab.lab.push import Plan
+    from rewards_lab.client import ApiError, RewardsClient
+    from rewards_lab.contract.programme_file import ProgrammeDefinition
+    from rewards_lab.lab.push import ApplyResult, Plan
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +39,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "the file's guards before publishing; a failed guard publishes nothing (exit 3)",
     )
     gate.add_argument("--redemptions", metavar="FILE", help="what customers spent during the history (replay)")
-    gate.add_argument("--override", metavar="REASON", help="publish despite a failed guard (recorded with it)")
+    gate.add_argument(
+        "--override",
+        metavar="REASON",
+        help="publish despite a failed guard, the local one (--history) or the server's (recorded with the version; "
+        "the server's needs a key holding rewards.guards.override)",
+    )
     gate.add_argument("--days", type=int, default=90, help="how far the liability forecast looks ahead (90)")
     parser.set_defaults(run=run)
 
@@ -60,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
 
     report: dict[str, object] = {}
     try:
-        if args.override is not None and args.history is None:
-            raise UsageError("--override goes with --history: it overrides the forecast gate")
+        if args.override is not None and not args.override.strip():
+            raise UsageError("--override needs a reason (it is recorded with the version)")
         definition = load_programme(args.file)
         with client_from(args) as client:
             plan = make_plan(definition, client)
@@ -76,7 +83,12 @@ def run(args: argparse.Namespace) -> int:
                 if not _confirmed(args):
                     return _finish(args, report, EXIT_USAGE)
                 override = args.override if failed else None
-                result = apply(plan, client, publish=not refused, guard_override=override)
+                try:
+                    result = apply(plan, client, publish=not refused, guard_override=override)
+                except ApiError as error:
+                    if error.code != "forecast_guard_failed" or args.override is None:
+                        raise
+                    result = _override_server(args, report, error, definition, client)
                 report["applied"] = result.executed
                 if not args.json:
                     print(result.text())
@@ -93,6 +105,17 @@ def run(args: argparse.Namespace) -> int:
             return _finish(args, report, 0 if verification.ok else EXIT_API_ERROR)
     except UsageError as error:
         return fail(f"error: {error}", EXIT_USAGE)
+    except OverrideDenied as error:
+        message = (
+            f"{error}\nNot published: this API key may not override the server's forecast gate (it needs "
+            "rewards.guards.override). The draft holds the file; publish it with a key that holds the permission."
+        )
+        print(message, file=sys.stderr)
+        gate = report.get("server_gate")
+        if isinstance(gate, dict):
+            gate["overridden"] = None  # asked for, refused: the key lacks the permission
+            gate["override_refused"] = "rewards.guards.override"
+        return _finish(args, report, EXIT_GATE)
     except ApiError as error:
         if error.code == "forecast_guard_failed":  # the server's own gate, on its stored events (issue 31)
             return _server_refused(args, report, error.details)
@@ -103,19 +126,55 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"error: {error.type.value} {error.code}: {error.message}", EXIT_USAGE)
 
 
-def _server_refused(args: argparse.Namespace, report: dict[str, object], details: dict[str, Any]) -> int:
-    """The deployment refused to publish: its guard table, and nothing published (exit 3)."""
+def _show_server_table(
+    args: argparse.Namespace, report: dict[str, object], details: dict[str, Any], overridden: str | None = None
+) -> None:
     from rewards_lab.lab.server_gate import server_table, server_text
 
-    report["server_gate"] = {"passed": False, "guards": server_table(details).to_dict(orient="records")}
+    gate: dict[str, object] = {"passed": False, "guards": server_table(details).to_dict(orient="records")}
+    if overridden is not None:
+        gate["overridden"] = overridden
+    report["server_gate"] = gate
     if not args.json:
         print(server_text(details))
+
+
+def _server_refused(args: argparse.Namespace, report: dict[str, object], details: dict[str, Any]) -> int:
+    """The deployment refused to publish: its guard table, and nothing published (exit 3)."""
+    _show_server_table(args, report, details)
     message = (
         "Not published: the server's forecast gate refused the draft on its stored events (the draft holds the "
-        "file). Publishing past it takes a guard_override from a key with rewards.guards.override."
+        "file). Publishing past it: --override REASON, with a key holding rewards.guards.override."
     )
     print(message, file=sys.stderr)
     return _finish(args, report, EXIT_GATE)
+
+
+class OverrideDenied(Exception):
+    """The server refused the override: the key lacks rewards.guards.override."""
+
+
+def _override_server(
+    args: argparse.Namespace,
+    report: dict[str, object],
+    refusal: ApiError,
+    definition: ProgrammeDefinition,
+    client: RewardsClient,
+) -> ApplyResult:
+    """The server refused what the local gate let through (or push had no history): show its table and publish
+    again with the override reason (the draft already holds the file)."""
+    from rewards_lab.client import ApiError
+    from rewards_lab.lab.push import apply, make_plan
+
+    _show_server_table(args, report, refusal.details, overridden=args.override)
+    if not args.json:
+        print(f"Overridden: publishing past the server's gate with the reason recorded: {args.override}")
+    try:
+        return apply(make_plan(definition, client), client, guard_override=args.override)
+    except ApiError as error:
+        if error.code == "permission_denied":
+            raise OverrideDenied(explain(error, args.env)) from None
+        raise
 
 
 def _gate(args: argparse.Namespace, plan: Plan, report: dict[str, object]) -> bool:

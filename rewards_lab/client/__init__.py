@@ -15,12 +15,14 @@ from rewards_lab.client._core import (
     RetryPolicy,
 )
 from rewards_lab.client._errors import (
+    CODE_CLASSES,
     ERROR_CLASSES,
     ApiConnectionError,
     ApiError,
     AuthenticationError,
     AuthorizationError,
     ConflictError,
+    ForecastGuardFailed,
     IdempotencyError,
     MethodNotAllowedError,
     NotFoundError,
@@ -31,6 +33,7 @@ from rewards_lab.client._errors import (
 )
 
 __all__ = [
+    "CODE_CLASSES",
     "ERROR_CLASSES",
     "SDK_VERSION",
     "ApiConnectionError",
@@ -43,6 +46,7 @@ __all__ = [
     "ConflictError",
     "DeprecatedEndpointWarning",
     "Download",
+    "ForecastGuardFailed",
     "IdempotencyError",
     "MethodNotAllowedError",
     "NotFoundError",

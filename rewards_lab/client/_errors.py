@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pydantic
+
 from rewards_lab.contract.errors import ErrorType
+from rewards_lab.contract.resources import ForecastResult, GuardCheckResult
 
 
 class ApiError(Exception):
@@ -71,6 +74,32 @@ class ConflictError(ApiError):
     error_type = ErrorType.CONFLICT.value
 
 
+class ForecastGuardFailed(ConflictError):
+    """`forecast_guard_failed` (409): the server refused to publish a draft whose forecast guard fails on its
+    stored events. `forecast` is the guard table the refusal's details carry, parsed as the forecast endpoint's
+    answer (`ForecastResult`: the window, the events replayed and a row per guard: its limit, the draft's and the
+    live version's figures, the figure judged and pass/fail); `checks` its rows, `failed` the failing ones.
+    Publishing past it takes `guard_override` and a key with rewards.guards.override. `forecast` is None when
+    the details do not hold a table (an older server): `details` still holds what came."""
+
+    code_name = "forecast_guard_failed"
+
+    def __init__(self, code: str, message: str, **kwargs: Any) -> None:
+        super().__init__(code, message, **kwargs)
+        try:
+            self.forecast: ForecastResult | None = ForecastResult.model_validate(self.details)
+        except pydantic.ValidationError:
+            self.forecast = None
+
+    @property
+    def checks(self) -> list[GuardCheckResult]:
+        return [] if self.forecast is None else list(self.forecast.checks)
+
+    @property
+    def failed(self) -> list[GuardCheckResult]:
+        return [check for check in self.checks if not check.passed]
+
+
 class IdempotencyError(ApiError):
     error_type = ErrorType.IDEMPOTENCY.value
 
@@ -110,6 +139,8 @@ ERROR_CLASSES: dict[str, type[ApiError]] = {
     )
 }
 assert set(ERROR_CLASSES) == {t.value for t in ErrorType}, "one exception class per error type"
+# Codes with a class of their own (a subclass of their type's), for what their details carry.
+CODE_CLASSES: dict[str, type[ApiError]] = {ForecastGuardFailed.code_name: ForecastGuardFailed}
 
 
 def error_from_envelope(body: dict[str, Any], http_status: int, request_id: str | None) -> ApiError:
@@ -122,8 +153,13 @@ def error_from_envelope(body: dict[str, Any], http_status: int, request_id: str 
         request_id = meta["request_id"]
     error_type = str(error.get("type", "api_error"))
     details = error.get("details")
-    return ERROR_CLASSES.get(error_type, ApiError)(
-        str(error.get("code", "unknown")),
+    code = str(error.get("code", "unknown"))
+    cls = ERROR_CLASSES.get(error_type, ApiError)
+    special = CODE_CLASSES.get(code)
+    if special is not None and special.error_type == error_type:  # the code's class only under its own type
+        cls = special
+    return cls(
+        code,
         str(error.get("message", "")),
         details=details if isinstance(details, dict) else {},
         request_id=request_id,

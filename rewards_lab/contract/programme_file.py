@@ -7,8 +7,9 @@ organization and environment. Actions therefore never carry an `asset_id`; they 
 `programme.starts_at` / `programme.ends_at` (RFC 3339 with an offset) the window a replay rewards events in:
 `starts_at <= occurred_at < ends_at`. `programme.limits`, `programme.budget` and `programme.clawback`, a rule's
 `limits` and `reverse` actions are caps, budget and reversals (docs/rules.md); `programme.guards` the forecast
-guards of the gate (README "Forecast gate"); `programme.expiry` and `asset.expiry` when rewards expire
-(rewards_lab.contract.expiry_requests; the programme's overrides the asset's) and `asset.value_per_unit` what one
+guards of the gate (README "Forecast gate") and `programme.guard_window_days` the days of stored events the server
+checks them on (absent: 90; written only when not the default); `programme.expiry` and `asset.expiry` when rewards
+expire (rewards_lab.contract.expiry_requests; the programme's overrides the asset's) and `asset.value_per_unit` what one
 unit is worth; `programme.max_event_age_days` how old a live event may be (rewards_lab.contract.event_age; absent:
 30 days, null: no bound; written only when not the default). All of these are optional and, when absent, not
 written, so a file without them reads, saves and fingerprints as it did before they existed.
@@ -27,10 +28,11 @@ import simplejson
 from pydantic import AfterValidator, BeforeValidator, Discriminator, Field, Tag, model_validator
 
 from rewards_lab.contract import jsonutil
+from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.event_age import DEFAULT_MAX_EVENT_AGE_DAYS, MaxEventAgeDays
 from rewards_lab.contract.expiry_requests import Expiry
-from rewards_lab.contract.guard_requests import Guards
+from rewards_lab.contract.guard_requests import DEFAULT_GUARD_WINDOW_DAYS, Guards, GuardWindowDays
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, Budget, Clawback, Limits, ReverseAction
 from rewards_lab.contract.programme_limits import check_version_rules, rule_definition_bytes
 from rewards_lab.contract.requests import (
@@ -41,6 +43,7 @@ from rewards_lab.contract.requests import (
     EventType,
     Name,
     RequestModel,
+    RuleAction,
 )
 from rewards_lab.contract.rule_requests import (
     Conditions,
@@ -96,6 +99,10 @@ class ProgrammeInfo(RequestModel):
     clawback: Clawback = Field(default=DEFAULT_CLAWBACK, exclude_if=lambda value: value == DEFAULT_CLAWBACK)
     # Forecast guards the gate checks before publishing (contract.guard_requests; README "Forecast gate").
     guards: Guards = Field(default=[], exclude_if=lambda value: not value)
+    # The days of stored events the server replays to check them (1-365; absent: the default, 90).
+    guard_window_days: GuardWindowDays = Field(
+        default=DEFAULT_GUARD_WINDOW_DAYS, exclude_if=lambda value: value == DEFAULT_GUARD_WINDOW_DAYS
+    )
     # When the programme's rewards expire, in its timezone (overrides the asset's `expiry`; absent: the asset's).
     expiry: Expiry | None = Field(default=None, exclude_if=lambda value: value is None)
     # How many days before its receipt a live event may have occurred and still be rewarded (contract.event_age);
@@ -179,6 +186,70 @@ class ProgrammeDefinition(RequestModel):
         if self.programme.max_event_age_days is None:  # null says "no bound": absent would mean the default
             data["programme"]["max_event_age_days"] = None
         return data
+
+
+def file_action(action: RuleAction) -> FileRuleAction:
+    """An action as a programme file writes it (no asset id: a file has one asset)."""
+    if isinstance(action, ReverseAction):
+        return action
+    return FileAction(type="issue", amount=action.amount, beneficiary=action.beneficiary)
+
+
+def file_rule(rule: r.Rule) -> FileRule:
+    """A rule as a programme file writes it (no ids), with its name."""
+    return FileRule(
+        name=rule.name,
+        event_type=rule.event_type,
+        conditions=rule.conditions,
+        actions=[file_action(action) for action in rule.actions],
+        priority=rule.priority,
+        limits=rule.limits,
+        stop_processing=rule.stop_processing,
+    )
+
+
+def _aware(moment: datetime | None) -> datetime | None:
+    """A stored bound (UTC) as an aware date-time, as a programme file writes it."""
+    if moment is None:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def definition_of_version(
+    programme: r.Programme, version: r.ProgrammeVersion, asset: r.Asset, *, value_per_unit: str | None = None
+) -> ProgrammeDefinition:
+    """A programme version (draft or published) and its asset, as a programme file would hold them: the one
+    conversion of API resources into what the replay and the forecast gate read, used alike by the server's gate
+    (service.programme_forecast), push's gate (lab.push_gate) and the workbench's export, so that the lab and
+    the server replay the same definition. `value_per_unit`: the unit's value when the asset has none (push
+    takes the file's). Refused with `programme_draft_empty` when the version has no rules."""
+    if not version.rules:
+        raise ServiceError("programme_draft_empty", "the version has no rules", program_id=programme.id)
+    info = ProgrammeInfo(
+        name=programme.name,
+        description=programme.description,
+        timezone=None if version.timezone == "UTC" else version.timezone,
+        starts_at=_aware(version.starts_at),
+        ends_at=_aware(version.ends_at),
+        limits=version.limits,
+        budget=version.budget,
+        clawback=version.clawback,
+        guards=version.guards,
+        guard_window_days=version.guard_window_days,
+        expiry=version.expiry,
+        max_event_age_days=version.max_event_age_days,
+    )
+    definition_asset = AssetCreate(
+        name=asset.name,
+        symbol=asset.symbol,
+        type=asset.type,
+        decimals=asset.decimals,
+        supply_ceiling=asset.supply_ceiling,
+        expiry=asset.expiry,
+        value_per_unit=asset.value_per_unit or value_per_unit,
+    )
+    rules = [file_rule(rule) for rule in version.rules]
+    return ProgrammeDefinition(programme=info, asset=definition_asset, rules=rules)
 
 
 class ProgrammeFileError(ServiceError):

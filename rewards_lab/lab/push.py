@@ -25,7 +25,7 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.event_age import DEFAULT_MAX_EVENT_AGE_DAYS
 from rewards_lab.contract.expiry_requests import ExpiryAfterDays, ExpiryAtEndOf
-from rewards_lab.contract.guard_requests import Guard
+from rewards_lab.contract.guard_requests import DEFAULT_GUARD_WINDOW_DAYS, Guard
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, AmountLimit, Budget, Limit
 from rewards_lab.contract.programme_file import FileRule, ProgrammeDefinition, ProgrammeInfo
 from rewards_lab.contract.rule_requests import condition_payload
@@ -345,26 +345,34 @@ def _spending_steps(plan: Plan) -> bool:
 
 
 def file_guards(definition: ProgrammeDefinition) -> str:
-    """The file's forecast guards, comparable with a version's (limits by value)."""
-    return _guards_key(definition.programme.guards)
+    """The file's forecast guards and their window, comparable with a version's (limits by value)."""
+    return _guards_key(definition.programme.guards, definition.programme.guard_window_days)
 
 
 def live_guards(version: r.ProgrammeVersion) -> str:
-    return _guards_key(version.guards)
+    return _guards_key(version.guards, version.guard_window_days)
 
 
-def _guards_key(guards: list[Guard]) -> str:
-    return jsonutil.canonical_hash([guard.model_dump(mode="json") for guard in guards])
+def _guards_key(guards: list[Guard], window_days: int) -> str:
+    return jsonutil.canonical_hash([[guard.model_dump(mode="json") for guard in guards], window_days])
 
 
 def guards_body(info: ProgrammeInfo) -> list[dict[str, Any]]:
     return [guard.model_dump(mode="json") for guard in info.guards]
 
 
+def _guards_text(info: ProgrammeInfo) -> str:
+    """The guards as the plan shows them, with the window when it is not the default."""
+    text = jsonutil.dumps(guards_body(info))
+    if info.guard_window_days != DEFAULT_GUARD_WINDOW_DAYS:
+        text += f", checked on the last {info.guard_window_days} days of stored events"
+    return text
+
+
 def _guard_steps(plan: Plan) -> bool:
     """Bring the draft's forecast guards to the file's; whether the published version's differ."""
     wanted = file_guards(plan.definition)
-    described = jsonutil.dumps(guards_body(plan.definition.programme))
+    described = _guards_text(plan.definition.programme)
     if plan.draft is not None and live_guards(plan.draft) != wanted:
         plan.steps.append(Step("update_guards", f"set the draft's forecast guards: {described}"))
     elif plan.draft is not None and plan.definition.programme.guards:  # a file without them says nothing of them
@@ -513,6 +521,7 @@ def _execute(
                 clawback=None if info.clawback == DEFAULT_CLAWBACK else info.clawback,
                 expiry=spending["expiry"],
                 guards=guards_body(info) or None,
+                guard_window_days=info.guard_window_days,
                 **_event_age(info),
                 idempotency_key=key,
             )
@@ -539,7 +548,8 @@ def _execute(
             assert programme is not None
             key = idempotency_key(plan, "programme.guards", programme.id, draft_id, round_number)
             guards = guards_body(plan.definition.programme)
-            client.update_programme(programme.id, guards=guards or None, idempotency_key=key)
+            window = plan.definition.programme.guard_window_days
+            client.update_programme(programme.id, guards=guards or None, guard_window_days=window, idempotency_key=key)
             done.append({"kind": step.kind, "id": programme.id})
         elif step.kind == "remove_rule":
             assert step.rule_id is not None

@@ -9,16 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from rewards_lab.client import RewardsClient
-from rewards_lab.contract.programme_file import (
-    ProgrammeDefinition,
-    ProgrammeInfo,
-    load_programme,
-)
-from rewards_lab.contract.requests import AssetCreate
+from rewards_lab.contract.programme_file import ProgrammeDefinition, definition_of_version, load_programme
 from rewards_lab.forecasting.gate import DEFAULT_DAYS, GateReport, evaluate
 from rewards_lab.lab.paths import locate
 from rewards_lab.lab.push import Plan, make_plan
-from rewards_lab.lab.workbench import file_rule
 
 
 def publishes(plan: Plan) -> bool:
@@ -26,34 +20,13 @@ def publishes(plan: Plan) -> bool:
 
 
 def published_definition(plan: Plan) -> ProgrammeDefinition | None:
-    """The live published version as a file would hold it (None: nothing published yet). The asset's value per
-    unit is the live asset's, else the file's."""
+    """The live published version as a file would hold it (None: nothing published yet), by the conversion the
+    server's gate uses too (`definition_of_version`). The asset's value per unit is the live asset's, else the
+    file's."""
     version, asset, programme = plan.published, plan.asset, plan.programme
     if version is None or asset is None or programme is None or not version.rules:
         return None
-    rules = [file_rule(rule) for rule in version.rules]
-    info = ProgrammeInfo(
-        name=programme.name,
-        description=programme.description,
-        timezone=None if version.timezone == "UTC" else version.timezone,
-        starts_at=version.starts_at,
-        ends_at=version.ends_at,
-        limits=version.limits,
-        budget=version.budget,
-        clawback=version.clawback,
-        guards=version.guards,
-        max_event_age_days=version.max_event_age_days,
-    )
-    unit = asset.value_per_unit or plan.definition.asset.value_per_unit
-    live_asset = AssetCreate(
-        name=asset.name,
-        symbol=asset.symbol,
-        type=asset.type,
-        decimals=asset.decimals,
-        supply_ceiling=asset.supply_ceiling,
-        value_per_unit=unit,
-    )
-    return ProgrammeDefinition(programme=info, asset=live_asset, rules=rules)
+    return definition_of_version(programme, version, asset, value_per_unit=plan.definition.asset.value_per_unit)
 
 
 def gate_for(plan: Plan, events: Any, **options: Any) -> GateReport:

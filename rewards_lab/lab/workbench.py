@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,12 +32,9 @@ from rewards_lab.contract.limit_requests import (
 )
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.programme_file import (
-    FileAction,
-    FileRule,
-    FileRuleAction,
     ProgrammeDefinition,
     ProgrammeDiff,
-    ProgrammeInfo,
+    definition_of_version,
     diff_programmes,
     load_programme,
     save_programme,
@@ -225,26 +222,6 @@ def describe_amount(action: rq.RuleAction) -> str:
     return action_kind(stored).describe(stored)
 
 
-def file_action(action: rq.RuleAction) -> FileRuleAction:
-    """An action as a programme file writes it (no asset id: a file has one asset)."""
-    if isinstance(action, ReverseAction):
-        return action
-    return FileAction(type="issue", amount=action.amount, beneficiary=action.beneficiary)
-
-
-def file_rule(rule: r.Rule) -> FileRule:
-    """A rule as a programme file writes it (no ids), with its name."""
-    return FileRule(
-        name=rule.name,
-        event_type=rule.event_type,
-        conditions=rule.conditions,
-        actions=[file_action(action) for action in rule.actions],
-        priority=rule.priority,
-        limits=rule.limits,
-        stop_processing=rule.stop_processing,
-    )
-
-
 def describe_amounts(rule: r.Rule) -> str:
     return ", ".join(describe_amount(action) for action in rule.actions)
 
@@ -311,7 +288,9 @@ class Lab:
             body["description"] = info.description
         schedule = {"timezone": info.timezone, "starts_at": info.starts_at, "ends_at": info.ends_at}
         body.update({key: value for key, value in schedule.items() if value is not None})
-        spending = info.model_dump(mode="json", include={"limits", "budget", "clawback", "expiry", "guards"})
+        spending = info.model_dump(
+            mode="json", include={"limits", "budget", "clawback", "expiry", "guards", "guard_window_days"}
+        )
         body.update({key: value for key, value in spending.items() if value is not None})
         body["max_event_age_days"] = info.max_event_age_days  # null too: the file's "no bound"
         created = programmes.create_programme(self.database, self.scope, validate(rq.ProgrammeCreate, body))
@@ -684,37 +663,10 @@ class LabProgramme:
 
     def definition(self, version: Version = None) -> ProgrammeDefinition:
         """A version (the draft by default) as a programme file's definition, without ids."""
-        info = self.info()
-        asset = self.asset()
-        rules = [file_rule(rule) for rule in self.rules(version)]
-        if not rules:
+        chosen = programmes.get_version(self._db, self._scope, self.id, version)
+        if not chosen.rules:
             raise ServiceError("programme_draft_empty", "the version has no rules to export", field="rules")
-        schedule = self.schedule(version)
-        return ProgrammeDefinition(
-            programme=ProgrammeInfo(
-                name=info.name,
-                description=info.description,
-                timezone=None if schedule.timezone == "UTC" else schedule.timezone,
-                starts_at=_aware(schedule.starts_at),
-                ends_at=_aware(schedule.ends_at),
-                limits=schedule.limits,
-                budget=schedule.budget,
-                clawback=schedule.clawback,
-                expiry=schedule.expiry,
-                guards=schedule.guards,
-                max_event_age_days=schedule.max_event_age_days,
-            ),
-            asset=rq.AssetCreate(
-                name=asset.name,
-                symbol=asset.symbol,
-                type=asset.type,
-                decimals=asset.decimals,
-                supply_ceiling=asset.supply_ceiling,
-                expiry=asset.expiry,
-                value_per_unit=asset.value_per_unit,
-            ),
-            rules=rules,
-        )
+        return definition_of_version(self.info(), chosen, self.asset())
 
     def schedule(self, version: Version = None) -> r.ProgrammeVersion:
         """A version (the draft by default): its timezone and window (`timezone`, `starts_at`, `ends_at`), its
@@ -838,13 +790,6 @@ def _version_name(version: Version) -> str:
     if version == "live":
         return "published"
     return "draft" if version in (None, "draft") else f"version {version}"
-
-
-def _aware(moment: datetime | None) -> datetime | None:
-    """A stored bound (UTC) as an aware date-time, as a programme file writes it."""
-    if moment is None:
-        return None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _outcome_rows(

@@ -14,8 +14,11 @@ The evaluation remembers a fingerprint of what it read of the programme (the dra
 the live version, the asset); publishing reads it again inside the unit of work and refuses with
 `programme_draft_changed` when it moved ("work read outside a lock is read again inside it").
 
-Not yet replayed: customers' attributes (rules reading `customer.*` see none) and redemptions (clawbacks); the
-opening supply is 0 (the asset's supply before the window is not reconstructed).
+The replay also gets what customers redeemed of the asset in the window (the ledger's redemptions, so clawbacks meet
+the balances they had and the liability forecast sees spending) and the asset's outstanding supply when the window
+opens (the opening supply: the ceiling and liability guards start from it, as the lab's forecast does with
+`opening_supply=`), both by the time the ledger posted them; and the customers those name (id and external id
+only: rules reading other `customer.*` fields still see none).
 """
 
 from __future__ import annotations
@@ -38,14 +41,13 @@ from rewards_lab import presenters
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.guard_requests import DEFAULT_GUARD_WINDOW_DAYS, Guard
-from rewards_lab.contract.limit_requests import ReverseAction
-from rewards_lab.contract.programme_file import FileAction, FileRule, FileRuleAction, ProgrammeDefinition, ProgrammeInfo
-from rewards_lab.contract.requests import AssetCreate, RuleAction
+from rewards_lab.contract.programme_file import ProgrammeDefinition, definition_of_version
 from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.money import format_amount
 from rewards_lab.engine.postings import asset_row
 from rewards_lab.engine.rule_book import programme_row
 from rewards_lab.store.database import Database
-from rewards_lab.store.interfaces import ProgrammeRow, Repositories, VersionRow
+from rewards_lab.store.interfaces import AssetRow, ProgrammeRow, Repositories, VersionRow
 from rewards_lab.store.uow import reader, snapshot
 
 if TYPE_CHECKING:  # the replay stack (pandas, SQLGlot) loads on the first forecast, not with the API
@@ -82,57 +84,15 @@ class Forecast:
 
 
 # --- definitions of store rows -----------------------------------------------------------------------------------
-def _file_action(action: RuleAction) -> FileRuleAction:
-    if isinstance(action, ReverseAction):
-        return action
-    return FileAction(type="issue", amount=action.amount, beneficiary=action.beneficiary)
-
-
 def definition_of(uow: Repositories, scope: Scope, programme: ProgrammeRow, version_id: str) -> ProgrammeDefinition:
-    """A stored version (draft or published) as a programme file would hold it: what the replay reads. The
-    server-side twin of `lab.push_gate.published_definition` (which builds one from API resources)."""
+    """A stored version (draft or published) as a programme file would hold it: what the replay reads. Built by
+    `contract.programme_file.definition_of_version`, the same conversion the lab's gate uses on API resources."""
     row = uow.programmes.get_version(scope, version_id)
     if row is None:
         raise ServiceError("programme_version_not_found", version_id=version_id)
     version = presenters.version(row, uow.programmes.rules_of(scope, [version_id]))
-    if not version.rules:
-        raise ServiceError("programme_draft_empty", program_id=programme.id)
-    info = ProgrammeInfo(
-        name=programme.name,
-        description=programme.description,
-        timezone=None if version.timezone == "UTC" else version.timezone,
-        starts_at=version.starts_at,
-        ends_at=version.ends_at,
-        limits=version.limits,
-        budget=version.budget,
-        clawback=version.clawback,
-        guards=version.guards,
-        expiry=version.expiry,
-        max_event_age_days=version.max_event_age_days,
-    )
     asset = presenters.asset(asset_row(uow, scope, programme.asset_id))
-    live_asset = AssetCreate(
-        name=asset.name,
-        symbol=asset.symbol,
-        type=asset.type,
-        decimals=asset.decimals,
-        supply_ceiling=asset.supply_ceiling,
-        expiry=asset.expiry,
-        value_per_unit=asset.value_per_unit,
-    )
-    rules = [
-        FileRule(
-            name=rule.name,
-            event_type=rule.event_type,
-            conditions=rule.conditions,
-            actions=[_file_action(action) for action in rule.actions],
-            priority=rule.priority,
-            limits=rule.limits,
-            stop_processing=rule.stop_processing,
-        )
-        for rule in version.rules
-    ]
-    return ProgrammeDefinition(programme=info, asset=live_asset, rules=rules)
+    return definition_of_version(presenters.programme(programme), version, asset)
 
 
 def window_days(row: ProgrammeRow | VersionRow) -> int:
@@ -179,6 +139,52 @@ def window_events(
     ).to_arrow_table()
     at = table.schema.get_field_index("occurred_at")
     return table.set_column(at, "occurred_at", table.column(at).cast(pa.timestamp("us", tz="UTC")))
+
+
+def window_redemptions(
+    con: duckdb.DuckDBPyConnection, scope: Scope, asset: AssetRow, start: datetime, end: datetime
+) -> pa.Table:
+    """What customers spent of the asset in [start, end) (the ledger's redemptions, by the time they were posted),
+    in the replay's redemptions form (customer_id: the wallet's customer, amount: a decimal string)."""
+    rows = con.execute(
+        "SELECT w.customer_id, t.amount_minor, t.created_at FROM transactions t "
+        "JOIN wallets w ON w.id = t.source_account_id AND w.organization_id = t.organization_id "
+        "AND w.environment = t.environment "
+        "WHERE t.organization_id = ? AND t.environment = ? AND t.asset_id = ? AND t.kind = 'redemption' "
+        "AND t.created_at >= ? AND t.created_at < ? ORDER BY t.created_at, t.id",
+        [*scope.params, asset.id, _naive(start), _naive(end)],
+    ).fetchall()
+    decimals = int(asset.decimals)
+    return pa.table(
+        {
+            "customer_id": pa.array([row[0] for row in rows], pa.string()),
+            "amount": pa.array([format_amount(int(row[1]), decimals) for row in rows], pa.string()),
+            "occurred_at": pa.array([row[2] for row in rows], pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def opening_supply(con: duckdb.DuckDBPyConnection, scope: Scope, asset: AssetRow, start: datetime) -> str:
+    """The asset's outstanding supply when the window opens (issued - redeemed - expired, as the asset shows it,
+    from the ledger's entries posted before `start`), as a decimal string."""
+    accounts = [a for a in (asset.issuance_account_id, asset.redemption_account_id, asset.breakage_account_id) if a]
+    total = con.execute(
+        "SELECT coalesce(-sum(amount_minor), 0) FROM entries WHERE organization_id = ? AND environment = ? "
+        "AND asset_id = ? AND account_id IN (SELECT unnest(?)) AND created_at < ?",
+        [*scope.params, asset.id, accounts, _naive(start)],
+    ).fetchall()[0][0]
+    return format_amount(int(total), int(asset.decimals))
+
+
+def window_customers(con: duckdb.DuckDBPyConnection, scope: Scope, references: list[str]) -> pa.Table:
+    """The customers the window's events and redemptions name (by id or external id): their `id` and
+    `external_id`, so that the replay resolves both references to one customer as the live engine does (a
+    redemption names the wallet's customer by id, an event may name it by its external id)."""
+    return con.sql(
+        "SELECT id, external_id FROM customers WHERE organization_id = ? AND environment = ? "
+        "AND (id IN (SELECT unnest(?)) OR external_id IN (SELECT unnest(?))) ORDER BY id",
+        params=[*scope.params, references, references],
+    ).to_arrow_table()
 
 
 def _naive(moment: datetime) -> datetime:
@@ -271,8 +277,23 @@ def evaluate_draft(
                     published = _live_definition(uow, scope, programme)
                     types = sorted({rule.event_type for d in (draft, published) if d for rule in d.rules})
                     events = window_events(uow.con, scope, start, end, types, bounds.max_events)
-                with deadline.watching(replay_con):  # the snapshot is over: the replay reads the Arrow table
-                    report = evaluate(draft, events, published=published, connection=replay_con)
+                    asset = asset_row(uow, scope, programme.asset_id)
+                    spent = window_redemptions(uow.con, scope, asset, start, end)
+                    opening = opening_supply(uow.con, scope, asset, start)
+                    named = sorted(
+                        {*events.column("customer_id").to_pylist(), *spent.column("customer_id").to_pylist()}
+                    )
+                    customers = window_customers(uow.con, scope, named)
+                with deadline.watching(replay_con):  # the snapshot is over: the replay reads the Arrow tables
+                    report = evaluate(
+                        draft,
+                        events,
+                        published=published,
+                        connection=replay_con,
+                        opening_supply=opening,
+                        redemptions=spent if spent.num_rows else None,
+                        customers=customers if customers.num_rows else None,
+                    )
             except duckdb.InterruptException:
                 raise ServiceError("forecast_timeout", limit_s=bounds.timeout_s) from None
             if deadline.fired.is_set():
