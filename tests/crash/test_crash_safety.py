@@ -221,7 +221,7 @@ def copy_database(source: Path, target: Path) -> Path:
     """A closed database file and its key file (and write-ahead log, if any) copied to `target`."""
     for suffix in ("", ".secret-key", ".wal"):
         if Path(f"{source}{suffix}").exists():
-            shutil.copyfile(f"{source}{suffix}", f"{target}{suffix}")
+            shutil.copy2(f"{source}{suffix}", f"{target}{suffix}")  # the key file stays private (its mode)
     return target
 
 
