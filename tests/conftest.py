@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from decimal import Decimal
@@ -24,9 +25,22 @@ from tests.live_server import LiveServer
 from tests.pg_cluster import pg_cluster, pg_database  # noqa: F401  (the PostgreSQL fixtures, for every folder)
 
 
+@pytest.fixture(scope="session")
+def empty_database_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new database file, migrated and closed, made once per test process (creating one costs its migrations)."""
+    path = tmp_path_factory.mktemp("empty") / "rewards.duckdb"
+    Database(path).close()
+    assert not Path(f"{path}.wal").exists()  # everything is in the file the tests copy
+    return path
+
+
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database(tmp_path / "rewards.duckdb")
+def db(tmp_path: Path, empty_database_file: Path) -> Iterator[Database]:
+    """A database file of the test's own: a copy of the empty one with its key file (modes kept: both private)."""
+    path = tmp_path / "rewards.duckdb"
+    for suffix in ("", ".secret-key"):
+        shutil.copy2(f"{empty_database_file}{suffix}", f"{path}{suffix}")
+    database = Database(path)
     yield database
     report = verify_ledger(database.reader())
     database.close()

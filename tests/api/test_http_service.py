@@ -19,9 +19,19 @@ from tests.live_server import LiveServer, cli, start_server
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """The module's server. After the file's last test, SIGTERM must stop it cleanly and leave a file that verifies
+    (asserted in the teardown: a failure there is an error of the file's last test)."""
     live = start_server(tmp_path_factory.mktemp("server") / "service.duckdb")
     yield live
-    live.stop()
+    _stop_cleanly_with_sigterm(live)
+
+
+def _stop_cleanly_with_sigterm(live: LiveServer) -> None:
+    # uvicorn shuts down gracefully, then re-raises the signal so that supervisors see why it stopped.
+    assert live.stop(signal.SIGTERM) in (0, -signal.SIGTERM)
+    # The file is released and consistent: another process can open and verify it.
+    verified = subprocess.run(cli("verify", "--db", str(live.db)), capture_output=True, text=True)
+    assert verified.returncode == 0 and json.loads(verified.stdout)["ok"] is True
 
 
 def _ok(response: httpx.Response, status: int) -> dict[str, Any]:
@@ -160,16 +170,6 @@ def test_the_openapi_document_declares_permission_idempotency_and_codes(server: 
     assert {"asset_supply_exhausted", "idempotency_key_reused", "idempotency_key_required"} <= set(
         issue["x-error-codes"]
     )
-
-
-def test_sigterm_stops_the_server_cleanly(tmp_path: Path) -> None:
-    live = start_server(tmp_path / "stop.duckdb", "Stop")
-    # uvicorn shuts down gracefully, then re-raises the signal so that supervisors see why it stopped.
-    assert live.stop(signal.SIGTERM) in (0, -signal.SIGTERM)
-    db = live.db
-    # The file is released and consistent: another process can open and verify it.
-    verified = subprocess.run(cli("verify", "--db", str(db)), capture_output=True, text=True)
-    assert verified.returncode == 0 and json.loads(verified.stdout)["ok"] is True
 
 
 def test_lists_paginate_and_ledger_refusals_carry_their_codes(server: LiveServer) -> None:

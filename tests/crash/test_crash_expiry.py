@@ -23,6 +23,7 @@ from rewards_lab.engine.expiry import expire_due
 from rewards_lab.service import assets, customers, ledger, organizations
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.verification import verify_ledger
+from tests.crash.test_crash_safety import copy_database
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 WALLETS = 12
@@ -84,10 +85,19 @@ def _state(db: Database) -> tuple[int, int, int, int]:
     return (int(row[0]), int(row[1]), int(row[2]), int(row[3]))
 
 
-@pytest.mark.parametrize("point", ["after_entries", "after_balances", "after_lots"])
-def test_a_kill_mid_expiry_leaves_nothing_and_the_next_round_expires_each_lot_once(tmp_path: Path, point: str) -> None:
-    path = tmp_path / "expiry.duckdb"
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`_prepare`'s file, made once: each test kills a child on its own copy."""
+    path = tmp_path_factory.mktemp("prepared") / "expiry.duckdb"
     _prepare(path)
+    return path
+
+
+@pytest.mark.parametrize("point", ["after_entries", "after_balances", "after_lots"])
+def test_a_kill_mid_expiry_leaves_nothing_and_the_next_round_expires_each_lot_once(
+    tmp_path: Path, prepared: Path, point: str
+) -> None:
+    path = copy_database(prepared, tmp_path / "expiry.duckdb")
     as_of = utcnow() + timedelta(days=31)
     marker = tmp_path / "marker"
     spec = {"db": str(path), "marker": str(marker), "point": point, "as_of": as_of.isoformat()}

@@ -11,9 +11,11 @@ loop of small committed issues and checks that every reported call, and at most 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -215,6 +217,29 @@ def _prepare(tmp_path: Path, *, with_events: bool) -> Prepared:
     return Prepared(path, scope, asset.id, wallet_ids, event_ids, before)
 
 
+def copy_database(source: Path, target: Path) -> Path:
+    """A closed database file and its key file (and write-ahead log, if any) copied to `target`."""
+    for suffix in ("", ".secret-key", ".wal"):
+        if Path(f"{source}{suffix}").exists():
+            shutil.copy2(f"{source}{suffix}", f"{target}{suffix}")  # the key file stays private (its mode)
+    return target
+
+
+@pytest.fixture(scope="module")
+def prepare(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path, bool], Prepared]:
+    """`_prepare`'s file made once per module (with or without events), each test given its own copy of it: the
+    copy is what a fresh preparation would have written, without building it again."""
+    made: dict[bool, Prepared] = {}
+
+    def copy(tmp_path: Path, with_events: bool) -> Prepared:
+        if with_events not in made:
+            made[with_events] = _prepare(tmp_path_factory.mktemp("prepared"), with_events=with_events)
+        template = made[with_events]
+        return dataclasses.replace(template, path=copy_database(template.path, tmp_path / template.path.name))
+
+    return copy
+
+
 # the child process ----------------------------------------------------------------------------------------------
 @contextmanager
 def _child(tmp_path: Path, spec: dict[str, Any]) -> Iterator[subprocess.Popen[bytes]]:
@@ -359,8 +384,10 @@ def _rerun_events(db: Database, prepared: Prepared) -> None:
 # the tests -------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("fault_point", FAULT_POINTS)
 @pytest.mark.parametrize("operation", OPERATIONS)
-def test_a_kill_mid_posting_leaves_no_partial_transaction(tmp_path: Path, operation: str, fault_point: str) -> None:
-    prepared = _prepare(tmp_path, with_events=operation == "events")
+def test_a_kill_mid_posting_leaves_no_partial_transaction(
+    tmp_path: Path, prepare: Callable[[Path, bool], Prepared], operation: str, fault_point: str
+) -> None:
+    prepared = prepare(tmp_path, operation == "events")
     spec = _spec(prepared, tmp_path, operation, fault_point)
     requests: list[PostingRequest] = []
     if operation == "batch":
@@ -393,8 +420,10 @@ def test_a_kill_mid_posting_leaves_no_partial_transaction(tmp_path: Path, operat
         _assert_verified(db)
 
 
-def test_a_kill_at_a_random_moment_of_many_small_issues_loses_nothing_committed(tmp_path: Path) -> None:
-    prepared = _prepare(tmp_path, with_events=False)
+def test_a_kill_at_a_random_moment_of_many_small_issues_loses_nothing_committed(
+    tmp_path: Path, prepare: Callable[[Path, bool], Prepared]
+) -> None:
+    prepared = prepare(tmp_path, False)
     spec = _spec(prepared, tmp_path, "loop", None)
     spec["issue"] = _issue_body(prepared, "0.01")
     spec["calls"] = LOOP_CALLS_LIMIT

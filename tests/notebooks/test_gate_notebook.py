@@ -1,6 +1,6 @@
 """Notebook 05 as a CI gate (issue 19): under papermill, a draft that breaks its guard fails the run (the papermill
-command exits non-zero, `execute_notebook` raises), one within its guards runs through, and an override lets a
-failing draft through with its reason."""
+command exits non-zero, `execute_notebook` raises) and an override lets a failing draft through with its reason. One
+within its guards runs through: tests/notebooks/test_notebooks.py runs notebook 05 on its committed (passing) draft."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from papermill.exceptions import PapermillExecutionError
 
 from rewards_lab.lab import report
 
@@ -36,7 +35,7 @@ def _text(path: Path) -> str:
 
 
 @pytest.mark.slow
-def test_papermill_fails_on_a_draft_that_breaks_its_guard_and_passes_one_within_it(tmp_path: Path) -> None:
+def test_papermill_fails_on_a_draft_that_breaks_its_guard_unless_overridden(tmp_path: Path) -> None:
     papermill = Path(sys.executable).parent / "papermill"
     out = tmp_path / "refused.ipynb"
     command = [str(papermill), str(NOTEBOOK), str(out), "-p", "programme", str(_draft(tmp_path, 0.1))]
@@ -44,12 +43,12 @@ def test_papermill_fails_on_a_draft_that_breaks_its_guard_and_passes_one_within_
         [*command, "-p", "days", "30", "--cwd", str(NOTEBOOK.parent)], capture_output=True, text=True, timeout=600
     )
     assert done.returncode != 0, done.stdout[-2000:] + done.stderr[-2000:]
+    # the CLI exits non-zero because execute_notebook (what `make report` calls) raises PapermillExecutionError
+    assert "PapermillExecutionError" in done.stderr
     assert "GateRefused" in done.stderr and "issued per month" in done.stderr
     assert "FAIL" in _text(out)
-    with pytest.raises(PapermillExecutionError, match="GateRefused"):
-        report.execute(NOTEBOOK, tmp_path / "again.ipynb", {"programme": str(_draft(tmp_path, 0.1)), "days": 30})
-    passed = report.execute(NOTEBOOK, tmp_path / "passed.ipynb", {"programme": str(_draft(tmp_path, 0.06))})
-    assert "The forecast gate passes" in _text(passed)
+    # A draft within its guards runs through: the committed draft (rate 0.06) in test_notebooks.py's run of
+    # notebook 05 ("The forecast gate passes"), and with the default 90 days in nbval's run of the committed outputs.
     overridden = report.execute(
         NOTEBOOK,
         tmp_path / "overridden.ipynb",

@@ -150,6 +150,11 @@ def test_the_notebook_runs_with_papermill_on_small_parameters(notebook: Path, tm
         assert "redeemed" in text and "breakage" in text  # liability net of (synthetic) redemptions
     if notebook.name.startswith("05_publish"):
         assert "all guards pass" in text and "liability 30 days ahead" in text and len(images) == 1
+        # a draft within its guards runs through (tests/notebooks/test_gate_notebook.py: one that breaks them)
+        assert "The forecast gate passes" in text
+    if notebook.name.startswith("04"):  # no base_url: pushed to a throwaway local service (the committed parameters)
+        assert "Push 'Spring launch' to http://127.0.0.1:" in text
+        assert "no difference between the lab and the live side" in text
     if notebook.name.startswith("03"):
         assert "issue amount x 0.06" in text and len(images) == 2  # the injected rate, in the diff's words
 

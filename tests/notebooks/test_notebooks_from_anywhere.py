@@ -2,7 +2,8 @@
 
 The notebooks name their files relative to the repository and resolve them with `rewards_lab.lab.paths.locate`,
 so neither the directory papermill is started from nor the kernel's working directory matters. Notebook 01 is
-the cheapest (one programme file, no history), so it stands for all four.
+the cheapest (one programme file, no history), so it stands for all of them. From notebooks/ (the kernel's working
+directory there) is tests/notebooks/test_notebooks.py's run of every notebook (`report.execute`, cwd notebooks/).
 """
 
 from __future__ import annotations
@@ -40,15 +41,12 @@ def _papermill(cwd: Path, notebook: Path, output: Path, *arguments: str) -> subp
     ("where", "arguments"),
     [
         ("root", ()),  # papermill notebooks/01_... out.ipynb, the notebook's own parameters
-        ("notebooks", ("-p", "programme_file", "data/programmes/spring_launch.json")),  # a repository-relative file
         ("elsewhere", ("--cwd", "{tmp}")),  # the kernel in a directory outside the repository
     ],
 )
 def test_the_notebook_runs_wherever_papermill_starts_it(where: str, arguments: tuple[str, ...], tmp_path: Path) -> None:
-    cwd = ROOT / "notebooks" if where == "notebooks" else ROOT
-    notebook = Path(NOTEBOOK) if where == "notebooks" else Path("notebooks") / NOTEBOOK
     output = tmp_path / "out.ipynb"
-    done = _papermill(cwd, notebook, output, *(a.format(tmp=tmp_path) for a in arguments))
+    done = _papermill(ROOT, Path("notebooks") / NOTEBOOK, output, *(a.format(tmp=tmp_path) for a in arguments))
     assert done.returncode == 0, done.stderr[-3000:]
     outputs = [o for cell in nbformat.read(output, as_version=4).cells for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]

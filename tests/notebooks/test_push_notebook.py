@@ -1,4 +1,7 @@
-"""notebooks/04_push.ipynb executed with papermill against a real `rewards-lab serve` on 127.0.0.1."""
+"""notebooks/04_push.ipynb executed with papermill against a real `rewards-lab serve` on 127.0.0.1.
+
+With its default parameters (a throwaway local service) it runs in tests/notebooks/test_notebooks.py, which asserts
+the push to 127.0.0.1 and that nothing differs afterwards."""
 
 from __future__ import annotations
 
@@ -46,18 +49,4 @@ def test_push_notebook_plans_applies_and_verifies(tmp_path: Path, monkeypatch: p
     text = printed(notebook)
     assert "+ create programme" in text and "publish the draft as version 1" in text
     assert "No changes: the live side matches the file." in text
-    assert "no difference between the lab and the live side" in text
-
-
-def test_push_notebook_with_default_parameters_pushes_to_a_throwaway_local_service(tmp_path: Path) -> None:
-    papermill = pytest.importorskip("papermill")
-    notebook = papermill.execute_notebook(
-        str(ROOT / "notebooks" / "04_push.ipynb"),
-        str(tmp_path / "04_push.default.ipynb"),
-        cwd=str(ROOT / "notebooks"),
-        kernel_name="python3",
-        progress_bar=False,
-    )
-    text = printed(notebook)
-    assert "Push 'Spring launch' to http://127.0.0.1:" in text
     assert "no difference between the lab and the live side" in text
