@@ -19,7 +19,7 @@ import httpx
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
 
-START_TIMEOUT_S = 30.0
+START_TIMEOUT_S = 60.0  # generous: only a slow, loaded machine waits; a fast start returns at once
 _children: list[subprocess.Popen[bytes]] = []
 
 
