@@ -21,6 +21,7 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+from sqlglot import exp
 
 from rewards_lab.domain.processing_order import note_original, processing_keys
 from rewards_lab.domain.schedule import DAY_US
@@ -60,7 +61,7 @@ HOLDERS = _typed(schema.HOLDERS.columns)
 def reverse_actions(ctx: Context) -> Text:
     """`reverse_actions` (pos, slot, t, code, ref, num): every matched reverse action of the events SQL reads, and
     the exotic events' (`reverse_fallback`)."""
-    plan, trees = ctx.plan, {}
+    plan, trees = ctx.plan, dict[str, exp.Expr]()
     keep = "" if plan.exotic_sql is None else " AND NOT :exotic"
     if keep:
         trees["exotic"] = plan.exotic
@@ -84,7 +85,8 @@ def reverse_actions(ctx: Context) -> Text:
 def originals(ctx: Context) -> Text:
     """`originals` (ref, opos, t, c, v<i>, x<i>): the first event (in processing order) of each external id a
     reverse action names, and per divisor field its exact text (x<i>: only Python reads it exactly)."""
-    trees, columns = {}, ""
+    trees: dict[str, exp.Expr] = {}
+    columns = ""
     for i, found in enumerate(ctx.plan.divisors):
         trees |= {f"v{i}": found.value.copy(), f"x{i}": found.python.copy()}
         columns += f", arg_min(:v{i}, __pos) AS v{i}, arg_min(:x{i}, __pos) AS x{i}"
@@ -108,7 +110,7 @@ def python_divisors_sql(ctx: Context, index: int) -> str:
 def actions(ctx: Context) -> Text:
     """`actions` (a view): each reverse action with what it is decided from: its original's position and time,
     the divisor its slot reads there (SQL's text, or Python's), the refund's and the original's customers."""
-    plan, trees = ctx.plan, {}
+    plan, trees = ctx.plan, dict[str, exp.Expr]()
     index = {found.of: i for i, found in enumerate(plan.divisors)}
     joins, cases = "", []
     for i, found in enumerate(plan.divisors):

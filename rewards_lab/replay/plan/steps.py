@@ -56,7 +56,7 @@ ISSUANCES = Step(
     stored=False,
 )
 
-STEPS = (AMOUNTS, FALLBACK, WITH_FALLBACK, CANDIDATES, CELLS, ISSUANCES)
+STEPS: tuple[Step, ...] = (AMOUNTS, FALLBACK, WITH_FALLBACK, CANDIDATES, CELLS, ISSUANCES)
 
 # reverse actions and redemptions (plan.reversals, plan.redemptions; run by `decide_reversals`, `place_redemptions`)
 REVERSE_ACTIONS = Step(
