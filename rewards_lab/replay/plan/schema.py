@@ -97,7 +97,17 @@ ISSUANCES = Table(
     "one row per attempted issuance",
 )
 
-PLAN_TABLES: tuple[Table, ...] = (ORDERED, SLOTS, AMOUNTS, FALLBACK_ROWS, FALLBACK_AMOUNTS, CANDIDATES, CELLS, CEILING_KEPT, ISSUANCES)
+PLAN_TABLES: tuple[Table, ...] = (
+    ORDERED,
+    SLOTS,
+    AMOUNTS,
+    FALLBACK_ROWS,
+    FALLBACK_AMOUNTS,
+    CANDIDATES,
+    CELLS,
+    CEILING_KEPT,
+    ISSUANCES,
+)
 
 # reverse actions and redemptions (rewards_lab.replay.plan.reversals, rewards_lab.replay.plan.redemptions) -------
 HOLDERS = Table(
