@@ -58,6 +58,11 @@ HOLDERS = _typed(schema.HOLDERS.columns)
 
 
 # steps --------------------------------------------------------------------------------------------------------
+def _wrapped(trees: dict[str, exp.Expr]) -> dict[str, exp.Expr]:
+    """Copies of the trees, each in parentheses: DuckDB's text and Spark's tree then read the same."""
+    return {name: exp.Paren(this=node.copy()) for name, node in trees.items()}
+
+
 def reverse_actions(ctx: Context) -> Text:
     """`reverse_actions` (pos, slot, t, code, ref, num): every matched reverse action of the events SQL reads, and
     the exotic events' (`reverse_fallback`)."""
@@ -79,7 +84,7 @@ def reverse_actions(ctx: Context) -> Text:
             f"FROM {ctx.table(schema.ORDERED)} WHERE type = :type{n}{keep} AND :where{n}"
         )
     parts.append(f"SELECT pos, slot, t, code, ref, num FROM {ctx.table(schema.REVERSE_FALLBACK)}")
-    return Text(" UNION ALL ".join(parts), {k: v.copy() for k, v in trees.items()})
+    return Text(" UNION ALL ".join(parts), _wrapped(trees))
 
 
 def originals(ctx: Context) -> Text:
@@ -88,14 +93,14 @@ def originals(ctx: Context) -> Text:
     trees: dict[str, exp.Expr] = {}
     columns = ""
     for i, found in enumerate(ctx.plan.divisors):
-        trees |= {f"v{i}": found.value.copy(), f"x{i}": found.python.copy()}
+        trees |= {f"v{i}": found.value, f"x{i}": found.python}
         columns += f", arg_min(:v{i}, __pos) AS v{i}, arg_min(:x{i}, __pos) AS x{i}"
     return Text(
         f"SELECT external_event_id AS ref, min(__pos) AS opos, arg_min(epoch_us(occurred_at), __pos) AS t, "
         f"arg_min(customer_id, __pos) AS c{columns} FROM {ctx.table(schema.ORDERED)} "
         f"WHERE external_event_id IN (SELECT ref FROM {ctx.table(schema.REVERSE_ACTIONS)} WHERE ref IS NOT NULL) "
         "GROUP BY external_event_id",
-        trees,
+        _wrapped(trees),
     )
 
 
@@ -130,7 +135,7 @@ def actions(ctx: Context) -> Text:
         f"{owner} AS oholder FROM {ctx.table(schema.REVERSE_ACTIONS)} a "
         f"JOIN {ctx.table(schema.ORDERED)} e ON e.__pos = a.pos "
         f"LEFT JOIN {ctx.table(schema.ORIGINALS)} o ON o.ref = a.ref{refunder_join}{owner_join}{joins}",
-        trees,
+        _wrapped(trees),
     )
 
 
