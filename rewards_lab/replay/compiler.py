@@ -481,6 +481,23 @@ class CompiledReversal:
 
 
 @dataclass(frozen=True)
+class Divisor:
+    """A field reverse actions divide by (`of`), read at the original: its exact text (`value`, NULL when SQL
+    cannot read it) and whether the row needs Python to read it (`python`, never NULL)."""
+
+    of: str
+    value: exp.Expr
+    python: exp.Expr
+
+
+def divisor(of: str, source: FieldSource, dialect: Dialect) -> Divisor:
+    exotic, unsafe = number_markers(source, dialect)
+    flagged = exotic if unsafe is None else exp.or_(exotic, unsafe)
+    value = cast(numeric(source, dialect).value, "VARCHAR")
+    return Divisor(of, value, exp.Coalesce(this=flagged, expressions=[exp.false()]))
+
+
+@dataclass(frozen=True)
 class CompiledRule:
     index: int
     event_type: str
@@ -532,6 +549,7 @@ class CompiledProgramme:
     beneficiaries: tuple[tuple[str, exp.Expr], ...] = ()
     reads_customers: bool = False  # some rule reads customer.* (the events need their customer's facts)
     reversals: tuple[CompiledReversal, ...] = ()  # reverse actions, in slot order (their slots issue nothing)
+    divisors: tuple[Divisor, ...] = ()  # the fields reverse actions divide by (`of`), each once
 
     def render(self, node: exp.Expr) -> str:
         return self.dialect.render(node)
@@ -675,4 +693,5 @@ def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dial
         tuple(references.values()),
         any(spec.reads("customer") for spec in specs),
         tuple(sorted(reversals, key=lambda r: first[r.rule_index] + r.action_index)),
+        tuple(divisor(of, reader.field(of), dialect) for of in dict.fromkeys(r.of for r in reversals if r.of)),
     )

@@ -24,7 +24,7 @@ from rewards_lab.replay.compiler import DUCKDB, string
 from rewards_lab.replay.expiry_plan import ExpiryPlan
 from rewards_lab.replay.lot_pass import LOTS
 from rewards_lab.replay.plan.layout import Layout
-from rewards_lab.replay.reversal_store import holder_sql
+from rewards_lab.replay.plan.reversals import holder_sql
 
 Amount = Callable[[str], str]
 LOT_COLUMNS = ("seq", "holder", "issued", "expires", "amount", "remaining", "expired")

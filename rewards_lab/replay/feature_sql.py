@@ -15,7 +15,7 @@ from rewards_lab.replay.compiler import DUCKDB, string
 from rewards_lab.replay.feature_store import EPOCH_SQL, FeatureTables
 from rewards_lab.replay.plan.layout import Layout
 from rewards_lab.replay.plan.outputs import issued_cells, per_customer_rows
-from rewards_lab.replay.reversal_store import holder_sql
+from rewards_lab.replay.plan.reversals import holder_sql
 
 Amount = Callable[[str], str]
 ADDED_COLUMNS = (  # the issuance table's columns after rewards_lab.replay.engine.ISSUANCE_COLUMNS

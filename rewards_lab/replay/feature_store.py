@@ -1,7 +1,8 @@
 """Caps, budgets, reversals and redemptions in the DuckDB replay: the set-based part, the sequential pass's input
 and its outcome as tables (`replay.sequential` decides; this module only moves rows).
 
-Tables of a replay `{name}` (besides rewards_lab.replay.store's and rewards_lab.replay.reversal_store's):
+Tables of a replay `{name}` (besides rewards_lab.replay.store's and those of the plan's reverse actions and
+redemptions, rewards_lab.replay.plan.reversals and .redemptions: `{name}_rad`, `{name}_moved`, `{name}_red`):
 - `{name}_bind`: the counters that can bind (grouping number, holder, period start; `replay.limits_plan`) and
   `{name}_mpos`: the events holding a reward they count;
 - `{name}_mrows`: the candidate rewards the pass needs: those whose counters can bind (`mask` > 0) and those of
@@ -18,6 +19,7 @@ reference itself; counters and balances are per holder.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,22 +29,20 @@ import pyarrow.parquet as pq
 from sqlglot import exp
 
 from rewards_lab.domain.limits import LIFETIME_START, week_start
+from rewards_lab.domain.rules import number_of, read
 from rewards_lab.replay.compiler import DUCKDB, CompiledProgramme, string
-from rewards_lab.replay.customers import CustomerTable
+from rewards_lab.replay.customers import FOUND, CustomerTable
 from rewards_lab.replay.expiry_plan import ExpiryPlan
 from rewards_lab.replay.expiry_store import lotted_table, pass_lots
-from rewards_lab.replay.inputs import EventSource, literal
+from rewards_lab.replay.inputs import ROW, EventSource, literal
 from rewards_lab.replay.limits_plan import Grouping, LimitsPlan
 from rewards_lab.replay.lot_pass import LOTS
 from rewards_lab.replay.plan import ceiling
+from rewards_lab.replay.plan import schema as plan_schema
 from rewards_lab.replay.plan.layout import Layout
-from rewards_lab.replay.reversal_store import (
-    decide_reversals,
-    holder_sql,
-    redemption_rows,
-    reverse_actions,
-    table,
-)
+from rewards_lab.replay.plan.redemptions import place_redemptions
+from rewards_lab.replay.plan.reversals import DIVISORS, HOLDERS, REVERSE_FALLBACK, decide_reversals, holder_sql
+from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.sequential import DECISIONS, ITEMS, REDEMPTIONS, SequentialPass
 
 AFTER_EVENTS = 2**31 - 1  # psub of a redemption: after every event (moved or not) at its anchor
@@ -439,12 +439,9 @@ def decide_features(
     enforces the ceiling when the rewards asked for more than its room (`full`: every reward goes through it,
     since reversals and redemptions give room back). Otherwise the ceiling is enforced set-based, as without
     these features."""
-    events = f"{name}_ordered"
     limits = inputs.limits
     lookup = lookup_of(source.customers, plan)
-    reverse_actions(con, plan, events, name, inputs.reversing)
-    decide_reversals(con, source, plan, events, name, lookup)
-    redemption_rows(con, inputs.redemptions, events, name, lookup)
+    reversals_and_redemptions(con, source, plan, lay, name, inputs, lookup)
     rows = rows_sql(lay, name, limits, lookup, inputs.lday)
     con.execute(f"CREATE TEMP TABLE {name}_bind (g INTEGER, holder VARCHAR, start INTEGER)")
     con.execute(f"CREATE TEMP TABLE {name}_mpos (pos BIGINT)")
@@ -494,6 +491,62 @@ def decide_features(
     run_pass(con, rows, name, limits, inputs.room, full, clocked)
     with_days(con, lay, name)
     return None, FeatureTables(limits, lookup, full, bool(redeeming))
+
+
+def table(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    con.register(f"{name}_input", table)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM {name}_input")
+    con.unregister(f"{name}_input")
+
+
+def reversals_and_redemptions(
+    con: duckdb.DuckDBPyConnection,
+    source: EventSource,
+    plan: CompiledProgramme,
+    lay: Layout,
+    name: str,
+    inputs: FeatureInputs,
+    lookup: str | None,
+) -> None:
+    """The plan's reverse actions and redemptions (`{name}_rad`, `{name}_moved`, `{name}_red`) on a DuckDB
+    executor over this connection; the exotic events' reverse actions and the divisors only Python reads come
+    from the live evaluation here."""
+    from rewards_lab.replay.engines.duckdb import DuckDBExecutor  # imports rewards_lab.replay.engine
+
+    spill = _spill_directory(con)
+    executor = DuckDBExecutor(con, spill=None if spill is None else Path(spill))
+    ctx = Context(name, plan, lay, "duckdb", "", 0)  # the asset: only the issuances step reads it
+    holders = ctx.table(plan_schema.HOLDERS)
+    if lookup is None:
+        table(con, holders, HOLDERS.empty_table())
+    else:
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {holders} AS SELECT __ref, {FOUND} AS __cid FROM {lookup}")
+
+    def fallback(target: str) -> None:
+        rows = inputs.reversing
+        seqs, stamps, codes, refs, nums = (list(column) for column in zip(*rows, strict=True)) if rows else [[]] * 5
+        arrays = [[seq // plan.slots for seq in seqs], [seq % plan.slots for seq in seqs], stamps, codes, refs, nums]
+        table(con, target, pa.table([pa.array(a, f.type) for a, f in zip(arrays, REVERSE_FALLBACK, strict=True)],
+                                    schema=REVERSE_FALLBACK))  # fmt: skip
+
+    def python_divisors(target: str, wanted: Sequence[tuple[str, str]]) -> None:
+        found: list[tuple[int, str, str | None]] = []
+        for of, sql in wanted:
+            by_row = {int(rn): int(opos) for opos, rn in con.sql(f"SELECT opos, {ROW} FROM ({sql})").fetchall()}
+            for rn, data in source.python_data(list(by_row), [of]).items():
+                number = number_of(read(data, of))
+                found.append((by_row[rn], of, None if number is None else str(number)))
+        columns = list(zip(*found, strict=True)) if found else [()] * 3
+        table(con, target, pa.table([pa.array(list(c), f.type) for c, f in zip(columns, DIVISORS, strict=True)],
+                                    schema=DIVISORS))  # fmt: skip
+
+    try:
+        decide_reversals(executor, ctx, fallback, python_divisors)
+        place_redemptions(executor, ctx, inputs.redemptions)
+    finally:  # the map's files go with the executor: what read them is stored
+        for made in (plan_schema.DECIDED, plan_schema.EVENT_BUCKETS):
+            con.execute(f"DROP VIEW IF EXISTS {ctx.table(made)}")
+        executor.close()
 
 
 def _ceiling(con: duckdb.DuckDBPyConnection, lay: Layout, name: str, room: int | None) -> int | None:

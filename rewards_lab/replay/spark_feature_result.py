@@ -28,7 +28,7 @@ def issuances(base: DataFrame, features: SparkFeatures, amount: Amount, asset: s
     one row per reverse action (rewards_lab.replay.feature_sql.issuances_sql)."""
     from pyspark.sql import functions as F
 
-    from rewards_lab.replay.spark_reversals import holder_of
+    from rewards_lab.replay.spark_features import holder_of
 
     rows = base
     decisions = features.part("d")

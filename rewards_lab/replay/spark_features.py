@@ -2,8 +2,9 @@
 with DataFrames, and the same sequential pass (rewards_lab.replay.sequential) inside `mapInArrow`.
 
 What is distributed:
-- the reverse actions, their originals and decisions, and the redemptions' places (rewards_lab.replay.
-  spark_reversals);
+- the reverse actions, their originals and decisions, and the redemptions' places (the plan's steps on a
+  SparkExecutor: rewards_lab.replay.plan.reversals, rewards_lab.replay.plan.redemptions); the reverse actions
+  and divisors of rows SQL cannot read exactly through the live evaluation in `mapInArrow`;
 - the counters that can bind (an aggregation per family of counters) and each reward's `mask` (joins);
 - the pass's operations and, for customers with redemptions, their set-based credit (a window per customer);
 - the pass itself, **per customer**: operations are partitioned by customer and sorted by processing key within
@@ -17,23 +18,45 @@ order them, `domain.processing_order`), which families of counters can bind (one
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from rewards_lab.domain.limits import LIFETIME_START, week_start
+from rewards_lab.domain.rules import RuleSpec, number_of, read
 from rewards_lab.replay.compiler import CompiledProgramme
+from rewards_lab.replay.customers import FOUND
+from rewards_lab.replay.fallback import all_outcomes
 from rewards_lab.replay.feature_store import AFTER_EVENTS
 from rewards_lab.replay.limits_plan import LimitsPlan
+from rewards_lab.replay.plan import schema
+from rewards_lab.replay.plan.layout import layout
+from rewards_lab.replay.plan.redemptions import place_redemptions
+from rewards_lab.replay.plan.reversals import DIVISORS, HOLDERS, REVERSE_FALLBACK, decide_reversals
+from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.sequential import OUTCOMES, SequentialPass, as_outcomes
 from rewards_lab.replay.spark_expiry import SparkExpiry
-from rewards_lab.replay.spark_inputs import SparkEventSource
-from rewards_lab.replay.spark_reversals import decide_actions, holder_of, redemption_rows, reverse_actions
+from rewards_lab.replay.spark_inputs import RowReader, SparkEventSource
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+
+
+_names = itertools.count()
+
+
+def holder_of(frame: DataFrame, column: str, lookup: DataFrame | None, alias: str = "holder") -> DataFrame:
+    """The frame with `alias`: the customer id `column` resolves to in the lookup, else the reference itself."""
+    from pyspark.sql import functions as F
+
+    if lookup is None:
+        return frame.withColumn(alias, F.col(column))
+    ids = lookup.select(F.col("__ref").alias("__href"), F.col(FOUND).alias("__hid"))
+    joined = frame.join(ids, frame[column] == ids["__href"], "left")
+    return joined.withColumn(alias, F.coalesce(F.col("__hid"), F.col(column))).drop("__href", "__hid")
 
 
 @dataclass
@@ -290,6 +313,105 @@ def run_pass(
     return arranged.mapInArrow(_pass_batches(limits, room, as_of), schema).localCheckpoint(eager=True)
 
 
+# reverse actions and redemptions: the plan's steps ------------------------------------------------------------
+@dataclass(frozen=True)
+class _Reversing:
+    """The live evaluation's reverse actions of rows SQL cannot read exactly (runs on the executors)."""
+
+    specs: list[RuleSpec]
+    first_slot: tuple[int, ...]
+    reader: RowReader
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows = batch.to_pylist(maps_as_pydicts="strict")
+            events = [(str(row["type"]), self.reader.data(row)) for row in rows]
+            facts = [self.reader.facts(row) for row in rows]
+            found: dict[str, list[Any]] = {name: [] for name in REVERSE_FALLBACK.names}
+            for row, (_, reversals) in zip(rows, all_outcomes(self.specs, self.first_slot, events, facts), strict=True):
+                for slot, code, original, numerator in reversals:
+                    values = (row["__pos"], slot, row["__t"], code, original, numerator)
+                    for key, value in zip(REVERSE_FALLBACK.names, values, strict=True):
+                        found[key].append(value)
+            yield pa.RecordBatch.from_pydict(found, REVERSE_FALLBACK)
+
+
+@dataclass(frozen=True)
+class _Divisors:
+    """Each original's number in the field `of`, read by the live engine's `read` (runs on the executors)."""
+
+    of: str
+    reader: RowReader
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows = batch.to_pylist(maps_as_pydicts="strict")
+            values = []
+            for row in rows:
+                found = number_of(read(self.reader.data(row), self.of))
+                values.append(None if found is None else str(found))
+            columns = {"opos": [row["opos"] for row in rows], "of": [self.of] * len(rows), "dv": values}
+            yield pa.RecordBatch.from_pydict(columns, DIVISORS)
+
+
+def reversals_and_redemptions(
+    events: DataFrame,
+    plan: CompiledProgramme,
+    source: SparkEventSource,
+    lookup: DataFrame | None,
+    spent: pa.Table | None,
+) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """(the reverse actions' decisions, the moved refunds, the redemptions): the plan's steps on a SparkExecutor
+    over `events` (in order, with `__pos`); the exotic rows' reverse actions and divisors through `mapInArrow`."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from rewards_lab.replay.engines.spark import SparkExecutor  # imports rewards_lab.replay.spark_engine
+
+    spark = events.sparkSession
+    ctx = Context(f"__spark_features_{next(_names)}", plan, layout(plan), "spark", "", 0)  # no asset read
+    executor = SparkExecutor(spark)
+    made = [ctx.table(schema.ORDERED), ctx.table(schema.HOLDERS)]
+    events.createOrReplaceTempView(made[0])
+    if lookup is None:
+        executor.register(made[1], HOLDERS.empty_table())
+    else:
+        lookup.select("__ref", F.col(FOUND).alias("__cid")).createOrReplaceTempView(made[1])
+
+    def fallback(target: str) -> None:
+        made.append(target)
+        exotic, types = plan.exotic_sql, sorted({r.event_type for r in plan.reversals})
+        if exotic is None or not types:
+            executor.register(target, REVERSE_FALLBACK.empty_table())
+            return
+        facts = source.customers.reader() if source.customers is not None and plan.reads_customers else None
+        reading = [*source.python_columns(plan.fields), *(F.col(c) for c in (facts.columns if facts else []))]
+        rows = events.where(F.col("type").isin(types)).where(F.expr(exotic))
+        rows = rows.select("__pos", "type", F.unix_micros("occurred_at").alias("__t"), *reading)
+        function = _Reversing(plan.specs, plan.first_slot, source.row_reader(plan.fields, facts))
+        rows.mapInArrow(function, from_arrow_schema(REVERSE_FALLBACK)).createOrReplaceTempView(target)
+
+    def python_divisors(target: str, wanted: Sequence[tuple[str, str]]) -> None:
+        made.append(target)
+        found = spark.createDataFrame(DIVISORS.empty_table())
+        for of, sql in wanted:
+            rows = spark.sql(sql).select("opos", *source.python_columns([of]))
+            found = found.unionByName(
+                rows.mapInArrow(_Divisors(of, source.row_reader([of])), from_arrow_schema(DIVISORS))
+            )
+        found.localCheckpoint(eager=True).createOrReplaceTempView(target)
+
+    try:
+        decide_reversals(executor, ctx, fallback, python_divisors)
+        place_redemptions(executor, ctx, spent)
+        tables = (schema.DECISIONS, schema.MOVED, schema.REDEMPTIONS)
+        return tuple(spark.table(ctx.table(table)) for table in tables)  # type: ignore[return-value]
+    finally:
+        executor.close()
+        for name in made:
+            spark.catalog.dropTempView(name)
+
+
 # the whole of it ----------------------------------------------------------------------------------------------
 def decide_features(
     events: DataFrame,
@@ -311,8 +433,7 @@ def decide_features(
     if source.customers is not None:
         built = source.customers.lookup is not None and plan.joins_customers
         lookup = source.customers.lookup if built else source.customers.build(False)
-    actions = reverse_actions(events, plan, source)
-    decided, moved = decide_actions(events, actions, plan, source, lookup)
+    decided, moved, redemptions = reversals_and_redemptions(events, plan, source, lookup, spent)
     refunds = decided.join(
         events.select(
             F.col("__pos").alias("pos"),
@@ -330,7 +451,6 @@ def decide_features(
         action_index = F.when(F.col("slot") == F.lit(slot), F.lit(action)).otherwise(action_index)
     refunds = refunds.withColumn("rule_index", rule_index).withColumn("action_index", action_index)
     refunds = holder_of(refunds, "customer_id", lookup).localCheckpoint(eager=True)
-    redemptions = redemption_rows(events, spent, lookup).localCheckpoint(eager=True)
     positive = candidates.where(F.col("m") > 0).select(
         "seq", F.col("__pos").alias("pos"), "slot", "rule_index", "customer_id", "m", "occurred_at"
     )

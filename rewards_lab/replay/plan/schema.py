@@ -97,4 +97,114 @@ ISSUANCES = Table(
     "one row per attempted issuance",
 )
 
-PLAN_TABLES = (ORDERED, SLOTS, AMOUNTS, FALLBACK_ROWS, FALLBACK_AMOUNTS, CANDIDATES, CELLS, CEILING_KEPT, ISSUANCES)
+PLAN_TABLES: tuple[Table, ...] = (
+    ORDERED,
+    SLOTS,
+    AMOUNTS,
+    FALLBACK_ROWS,
+    FALLBACK_AMOUNTS,
+    CANDIDATES,
+    CELLS,
+    CEILING_KEPT,
+    ISSUANCES,
+)
+
+# reverse actions and redemptions (rewards_lab.replay.plan.reversals, rewards_lab.replay.plan.redemptions) -------
+HOLDERS = Table(
+    "holders",
+    "holders",
+    "driver",
+    (("__ref", "VARCHAR"), ("__cid", "VARCHAR")),
+    "a customer reference -> the customer id it resolves to (a customers table's lookup; empty without one: a "
+    "customer is then its reference)",
+)
+REVERSE_FALLBACK = Table(
+    "reverse_fallback",
+    "ra_fallback",
+    "driver",
+    (("pos", "BIGINT"), ("slot", "INTEGER"), ("t", "BIGINT"), ("code", "VARCHAR"), ("ref", "VARCHAR"),
+     ("num", "VARCHAR")),
+    "the reverse actions of the exotic events (the live evaluation: rewards_lab.replay.fallback)",
+)  # fmt: skip
+REVERSE_ACTIONS = Table(
+    "reverse_actions",
+    "ra",
+    "stored",
+    REVERSE_FALLBACK.columns,
+    "every matched reverse action: its event's position, slot and time (epoch microseconds), the failure the "
+    "live evaluation gave (exotic events only), the original's external id and the numerator as exact text",
+)
+ORIGINALS = Table(
+    "originals",
+    "orig",
+    "stored",
+    (("ref", "VARCHAR"), ("opos", "BIGINT"), ("t", "BIGINT"), ("c", "VARCHAR"), ("v<i>", "VARCHAR"),
+     ("x<i>", "BOOLEAN")),
+    "each original a reverse action names (the first event of its external id): position, time, customer and "
+    "per divisor field its exact text v<i> (x<i>: Python must read it)",
+)  # fmt: skip
+DIVISORS = Table(
+    "divisors",
+    "div",
+    "driver",
+    (("opos", "BIGINT"), ("of", "VARCHAR"), ("dv", "VARCHAR")),
+    "the divisors Python read (originals with x<i>): the original's position, the field, its number as text",
+)
+ACTIONS = Table(
+    "actions",
+    "act",
+    "view",
+    (("pos", "BIGINT"), ("slot", "INTEGER"), ("code", "VARCHAR"), ("ref", "VARCHAR"), ("num", "VARCHAR"),
+     ("opos", "BIGINT"), ("dv", "VARCHAR"), ("t", "BIGINT"), ("ot", "BIGINT"), ("rh", "VARCHAR"),
+     ("oholder", "VARCHAR")),
+    "what each reverse action is decided from: its original, divisor, times, and both customers as resolved",
+)  # fmt: skip
+DECIDED = Table(
+    "decided",
+    "decided",
+    "stored",
+    (("seq", "BIGINT"), ("pos", "BIGINT"), ("slot", "INTEGER"), ("code", "VARCHAR"), ("opos", "BIGINT"),
+     ("fraction", "VARCHAR"), ("refers", "BOOLEAN"), ("t", "BIGINT"), ("ot", "BIGINT"), ("oholder", "VARCHAR")),
+    "each reverse action's decision (rewards_lab.replay.reversal_actions.decide, mapped without order)",
+)  # fmt: skip
+MOVED = Table(
+    "moved",
+    "moved",
+    "driver",
+    (("pos", "BIGINT"), ("ppos", "BIGINT"), ("psub", "INTEGER"), ("pt", "BIGINT")),
+    "the refunds processed after an original that comes later: their processing key (ppos, psub) and the time "
+    "of the event they are processed after (domain.processing_order)",
+)
+DECISIONS = Table(
+    "decisions",
+    "rad",
+    "stored",
+    (*DECIDED.columns, ("pday", "INTEGER")),
+    "the decisions with the UTC day of their place in processing order",
+)
+REDEMPTION_INPUT = Table(
+    "redemption_input",
+    "red_input",
+    "driver",
+    (("idx", "BIGINT"), ("customer_id", "VARCHAR"), ("amount_minor", "BIGINT"), ("t", "BIGINT"), ("rank", "BIGINT"),
+     ("anchor", "BIGINT")),
+    "the redemptions (rewards_lab.replay.redemptions.SCHEMA) with their anchor: the last event at or before them",
+)  # fmt: skip
+EVENT_BUCKETS = Table(
+    "event_buckets",
+    "buckets",
+    "stored",
+    (("b", "BIGINT"), ("n", "BIGINT")),
+    "per batch of events, how many fall in each bucket b (the first redemption at or after them, by time)",
+)
+REDEMPTIONS = Table(
+    "redemptions",
+    "red",
+    "stored",
+    (("idx", "BIGINT"), ("holder", "VARCHAR"), ("amount", "BIGINT"), ("t", "BIGINT"), ("rank", "BIGINT"),
+     ("anchor", "BIGINT")),
+    "the redemptions in the pass's terms: the customer as resolved, the anchor event",
+)  # fmt: skip
+
+PLAN_TABLES += (HOLDERS, REVERSE_FALLBACK, REVERSE_ACTIONS, ORIGINALS, DIVISORS, ACTIONS, DECIDED, MOVED, DECISIONS,
+                REDEMPTION_INPUT, EVENT_BUCKETS, REDEMPTIONS)  # fmt: skip

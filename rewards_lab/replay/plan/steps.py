@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rewards_lab.replay.plan import outputs, rules, schema
+from rewards_lab.replay.plan import outputs, redemptions, reversals, rules, schema
 from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.plan.sql import Text
 
@@ -56,4 +56,28 @@ ISSUANCES = Step(
     stored=False,
 )
 
-STEPS = (AMOUNTS, FALLBACK, WITH_FALLBACK, CANDIDATES, CELLS, ISSUANCES)
+STEPS: tuple[Step, ...] = (AMOUNTS, FALLBACK, WITH_FALLBACK, CANDIDATES, CELLS, ISSUANCES)
+
+# reverse actions and redemptions (plan.reversals, plan.redemptions; run by `decide_reversals`, `place_redemptions`)
+REVERSE_ACTIONS = Step(
+    "reverse_actions",
+    schema.REVERSE_ACTIONS,
+    (schema.ORDERED, schema.REVERSE_FALLBACK),
+    reversals.reverse_actions,
+    stored=True,
+)
+ORIGINALS = Step(
+    "originals", schema.ORIGINALS, (schema.ORDERED, schema.REVERSE_ACTIONS), reversals.originals, stored=True
+)
+ACTIONS = Step(
+    "actions",
+    schema.ACTIONS,
+    (schema.REVERSE_ACTIONS, schema.ORDERED, schema.ORIGINALS, schema.HOLDERS, schema.DIVISORS),
+    reversals.actions,
+    stored=False,
+)
+DECISIONS = Step("decisions", schema.DECISIONS, (schema.DECIDED, schema.MOVED), reversals.decisions, stored=True)
+REDEMPTIONS = Step(
+    "redemptions", schema.REDEMPTIONS, (schema.REDEMPTION_INPUT, schema.HOLDERS), redemptions.redemptions, stored=True
+)
+STEPS += (REVERSE_ACTIONS, ORIGINALS, ACTIONS, DECISIONS, REDEMPTIONS)
