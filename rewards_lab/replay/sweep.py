@@ -105,7 +105,7 @@ def sweep(
     fields = list(dict.fromkeys(f for d in definitions for f in referenced_fields(rule_specs(d))))
     from_sql = source.prepare(fields)
     plans = [compile_programme(d, source, DUCKDB) for d in definitions]
-    order_events(con, source, joined(from_sql, plans, source.customers), "__sweep")  # one FROM for every point
+    order_events(con, source, joined(con, "__sweep", from_sql, plans, source.customers), "__sweep")  # one FROM
     selects = [
         f"SELECT {g} AS g, seq, day, m FROM ({select})"
         for g, plan in enumerate(plans)

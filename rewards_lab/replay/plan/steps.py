@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rewards_lab.replay.plan import outputs, rules, schema
+from rewards_lab.replay.plan import customers, outputs, rules, schema
 from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.plan.sql import Text
 
@@ -56,4 +56,20 @@ ISSUANCES = Step(
     stored=False,
 )
 
-STEPS = (AMOUNTS, FALLBACK, WITH_FALLBACK, CANDIDATES, CELLS, ISSUANCES)
+# customers and the fallback (increment 4) ------------------------------------------------------------------------
+CUSTOMERS = Step("customers", schema.CUSTOMERS_LOOKUP, (schema.CUSTOMERS,), customers.customers, stored=True)
+FACTS = Step("facts", schema.FACTS, (schema.EVENTS, schema.CUSTOMERS_LOOKUP), customers.facts, stored=False)
+EXOTIC = Step("exotic", schema.EXOTIC, (schema.ORDERED,), rules.exotic, stored=False)
+# then executor.map_partitions(`fallback_outcomes`, `exotic`, fallback.Evaluate): the live evaluation (run.py)
+FALLBACK_ROWS = Step(
+    "fallback_rows",
+    schema.FALLBACK_ROWS,
+    (schema.FALLBACK_OUTCOMES, schema.CUSTOMERS_LOOKUP),
+    rules.fallback_rows,
+    stored=False,
+)
+CUSTOMER_STEPS = (CUSTOMERS, FACTS)  # before the events are numbered on DuckDB, after on Spark
+FALLBACK_STEPS = (EXOTIC, FALLBACK_ROWS)
+# end of increment 4's steps -------------------------------------------------------------------------------------
+
+STEPS = (*CUSTOMER_STEPS, AMOUNTS, *FALLBACK_STEPS, FALLBACK, WITH_FALLBACK, CANDIDATES, CELLS, ISSUANCES)
