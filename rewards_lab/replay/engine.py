@@ -448,15 +448,6 @@ def python_outcomes(
     return rows, recipients, len(fetched), reversing
 
 
-def python_rows(
-    con: duckdb.DuckDBPyConnection, source: EventSource, plan: CompiledProgramme, events: str
-) -> tuple[list[tuple[int, int, int]], int]:
-    """(seq, occurred_at in epoch microseconds, m) of the events SQL cannot read exactly (`python_outcomes`),
-    and how many such events there were."""
-    rows, _, count, _ = python_outcomes(con, source, plan, events)
-    return rows, count
-
-
 def prepared(
     con: duckdb.DuckDBPyConnection, definition: ProgrammeDefinition, source: EventSource, customers: Any, name: str
 ) -> tuple[str, CompiledProgramme]:
