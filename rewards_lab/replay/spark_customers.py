@@ -1,9 +1,11 @@
 """A replay's customers table on Spark: the same table and the same reading as the DuckDB engine's
-(rewards_lab.replay.customers), as a lookup DataFrame joined with the events.
+(rewards_lab.replay.customers); the lookup and the join with the events are the plan's steps, one definition for
+both engines (rewards_lab.replay.plan.customers), with Spark's own expressions of the facts.
 
 The table may also be a Spark DataFrame, and a Parquet path is read by Spark; other shapes (CSV, JSON lines, pandas,
-Arrow) are read as the DuckDB engine reads them, on the driver. Attributes in columns, a STRUCT or a MAP are read in
-SQL; attributes given as JSON text (and CSV cells) are read in Python on the executors, as JSON event data is.
+Arrow) are read as the DuckDB engine reads them, on the driver (and their lookup broadcast). Attributes in columns,
+a STRUCT or a MAP are read in SQL; attributes given as JSON text (and CSV cells) are read in Python on the
+executors, as JSON event data is.
 """
 
 from __future__ import annotations
