@@ -467,8 +467,9 @@ def _ceiling(con: duckdb.DuckDBPyConnection, lay: Layout, name: str, room: int |
     return plan_ceiling.decide(DuckDBExecutor(con), name, lay, room)
 
 
-def evaluation(source: EventSource | Any, plan: CompiledProgramme) -> tuple[tuple[tuple[str, Any], ...], Evaluate]:
-    """What the plan's `exotic` step selects for the live evaluation, and the evaluation (`map_partitions`)."""
+def evaluation(source: Any, plan: CompiledProgramme) -> tuple[tuple[tuple[str, Any], ...], Evaluate]:
+    """What the plan's `exotic` step selects for the live evaluation, and the evaluation (`map_partitions`);
+    `source`: the events as either engine reads them (inputs.EventSource, spark_inputs.SparkEventSource)."""
     customers = source.customers
     facts = customers.reader() if customers is not None and plan.reads_customers else None
     reading, reader = source.fallback_reading(plan.fields, facts)
