@@ -7,10 +7,10 @@ that name in `attributes`. A reference (an event's `customer_id`, a beneficiary'
 `id` it is, else the one whose `external_id` it is, as the live engine resolves it (store.customers.resolve_many);
 among customers sharing an external_id, the smallest id.
 
-The table is read once into a lookup keyed by reference (each customer under its id and its external_id), with only
-the columns the programme reads, and joined with the events by one hash join on `customer_id` when the rules read
-`customer.*`, and one per beneficiary field on its reference. An event whose customer is not in the table reads no
-customer field (absent), as without a table.
+This module is how DuckDB reads the table's columns (their types, the facts' expressions, the fallback's
+`FactsReader`); the lookup and the join with the events are the replay plan's steps, one definition for both
+engines (rewards_lab.replay.plan.customers). An event whose customer is not in the table reads no customer field
+(absent), as without a table.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 import pyarrow as pa
+import sqlglot
 from sqlglot import exp
 
 from rewards_lab.contract import jsonutil
@@ -32,10 +33,13 @@ from rewards_lab.replay.compiler import CompiledProgramme
 from rewards_lab.replay.fallback import FactsReader, Reading
 from rewards_lab.replay.input_checks import check_customer_types, unnamed_rows_error
 from rewards_lab.replay.inputs import JSON_TYPE, _is_json, literal, quote, typed_source, unsafe_json
+from rewards_lab.replay.plan import schema
+from rewards_lab.replay.plan.customers import FOUND as FOUND  # the featured paths' holders read it
+from rewards_lab.replay.plan.customers import Lookup, facts_query, lookup_query
+from rewards_lab.replay.plan.sql import ReplayDuckDB
 from rewards_lab.replay.sql_values import DUCKDB, FieldSource, call, cast, string
 
 ROLES = ("id", "external_id", "country", "segments", "attributes")
-FOUND = "__cid"  # the customer's id (NULL: no customer has the reference)
 
 
 def _refuse(message: str) -> ServiceError:
@@ -210,30 +214,25 @@ class CustomerTable:
         """Whether some attribute read comes from the JSON `attributes` column."""
         return any(self._attribute_type(a) == "json attributes" for a in self.wanted)
 
-    def build(self, facts: bool) -> None:
-        """The lookup table: one row per reference (every customer under its id and its external_id), with the
-        customer's facts the rules read when `facts`."""
-        columns = [f"CAST(id AS VARCHAR) AS {FOUND}"]
+    def lookup_spec(self, facts: bool) -> Lookup:
+        """The lookup's facts columns as DuckDB reads them (none without `facts`)."""
+        columns: list[tuple[str, str]] = []
         if facts:
             if "country" in self.types:
-                columns.append("CAST(country AS VARCHAR) AS __cc")
-            columns.append(f"{self._segments_sql()} AS __cs")
+                columns.append(("__cc", "CAST(country AS VARCHAR)"))
+            columns.append(("__cs", self._segments_sql()))
             if self._json_attributes():
-                columns.append("CAST(attributes AS VARCHAR) AS __cattr")
-                columns.append(f"{DUCKDB.render(unsafe_json(cast(exp.column('attributes'), 'VARCHAR')))} AS __cu")
-            columns += [f"{self._attribute_sql(a)} AS {column}" for a, column in self.wanted.items()]
-        selected = ", ".join(columns)
-        external = (
-            f" UNION ALL SELECT CAST(external_id AS VARCHAR), 1, {selected} FROM {self.source} "
-            "WHERE id IS NOT NULL AND external_id IS NOT NULL"
-            if "external_id" in self.types
-            else ""
-        )
-        self.con.execute(
-            f"""CREATE OR REPLACE TEMP TABLE {self.lookup} AS SELECT * EXCLUDE (__pri) FROM (
-                SELECT CAST(id AS VARCHAR) AS __ref, 0 AS __pri, {selected} FROM {self.source} WHERE id IS NOT NULL
-                {external}) QUALIFY row_number() OVER (PARTITION BY __ref ORDER BY __pri, {FOUND}) = 1"""
-        )
+                columns.append(("__cattr", "CAST(attributes AS VARCHAR)"))
+                columns.append(("__cu", DUCKDB.render(unsafe_json(cast(exp.column("attributes"), "VARCHAR")))))
+            columns += [(column, self._attribute_sql(a)) for a, column in self.wanted.items()]
+        parsed = tuple((name, parse_expression(text), text) for name, text in columns)
+        return Lookup(parsed, "external_id" in self.types)
+
+    def build(self, facts: bool) -> None:
+        """The lookup table (rewards_lab.replay.plan.customers: one row per reference, every customer under its id
+        and its external_id), with the customer's facts the rules read when `facts`."""
+        query = lookup_query(self.source, self.lookup_spec(facts)).on("duckdb")
+        self.con.execute(f"CREATE OR REPLACE TEMP TABLE {self.lookup} AS {query}")
 
     @property
     def columns(self) -> list[str]:
@@ -273,8 +272,14 @@ class CustomerTable:
         return {str(ref): str(found) for ref, found in fetched}
 
 
+def parse_expression(text: str) -> exp.Expr:
+    """A lookup column's DuckDB expression as a tree (what the plan's lint and Spark's renderer read)."""
+    return sqlglot.parse_one(text, read=ReplayDuckDB)
+
+
 def open_customers(con: duckdb.DuckDBPyConnection, customers: Any, name: str) -> CustomerTable:
-    """Register the customers on `con`; the lookup is built by `build` once the programme is compiled."""
+    """Register the customers on `con` as `{name}_customers_input` (the plan's `customers`); the lookup
+    (`{name}_customers`) is built by `build` once the programme is compiled."""
     table, csv = customers_arrow(customers)
     metadata = table.schema.metadata or {}
     json_columns = (
@@ -284,7 +289,7 @@ def open_customers(con: duckdb.DuckDBPyConnection, customers: Any, name: str) ->
         raise ServiceError("field_required", "customers need an id column", field="customers.id")
     if table.column("id").null_count:
         raise unnamed_rows_error(table.column("id").null_count)
-    source = f"{name}_customers_input"
+    source = schema.CUSTOMERS.on(name)
     con.register(source, table)
     described = con.sql(f"SELECT * FROM {source} LIMIT 0")
     types = {c: JSON_TYPE if c in json_columns else t for c, t in zip(described.columns, described.types, strict=True)}
@@ -292,31 +297,31 @@ def open_customers(con: duckdb.DuckDBPyConnection, customers: Any, name: str) ->
     twice = con.sql(f"SELECT id FROM {source} WHERE id IS NOT NULL GROUP BY id HAVING count(*) > 1 LIMIT 1").fetchall()
     if twice:
         raise _refuse(f"the id {twice[0][0]!r} appears on more than one row")
-    opened = CustomerTable(con, source, types, csv, f"{name}_customers", rows=int(table.num_rows))
+    opened = CustomerTable(con, source, types, csv, schema.CUSTOMERS_LOOKUP.on(name), rows=int(table.num_rows))
     opened.check_shapes()
     return opened
 
 
-def joined(from_sql: str, plans: Sequence[CompiledProgramme], customers: CustomerTable | None) -> str:
-    """The events with what the compiled rules read beyond them: the customer's facts (one join on customer_id),
-    each beneficiary field's reference (a column) and, with a table, the customer id it resolves to (`{column}_id`,
-    one join per field). `plans`: the programmes that will read the events (a sweep's points)."""
-    events = from_sql
+def joined(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    from_sql: str,
+    plans: Sequence[CompiledProgramme],
+    customers: CustomerTable | None,
+) -> str:
+    """The events (`from_sql`) with what the compiled rules read beyond them, as the view `{name}_facts`
+    (rewards_lab.replay.plan.customers.facts_query: the customer's facts, each beneficiary field's reference and,
+    with a table, the customer id it resolves to); `from_sql` itself when they read nothing more. `plans`: the
+    programmes that will read the events (a sweep's points)."""
     reads_customers = any(plan.reads_customers for plan in plans)
     beneficiaries = list(dict(item for plan in plans for item in plan.beneficiaries).items())
     if customers is not None and (reads_customers or beneficiaries):
         customers.build(reads_customers)
-    if customers is not None and reads_customers:
-        facts = ", ".join(f"c.{column}" for column in customers.columns)
-        events = f"(SELECT s.*, {facts} FROM {events} s LEFT JOIN {customers.lookup} c ON c.__ref = s.customer_id)"
-    if beneficiaries:
-        references = ", ".join(f"{DUCKDB.render(reference)} AS {column}" for column, reference in beneficiaries)
-        events = f"(SELECT t.*, {references} FROM {events} t)"
-        if customers is not None:
-            resolved = ", ".join(f"b{j}.{FOUND} AS {column}_id" for j, (column, _) in enumerate(beneficiaries))
-            joins = " ".join(
-                f"LEFT JOIN {customers.lookup} b{j} ON b{j}.__ref = u.{column}"
-                for j, (column, _) in enumerate(beneficiaries)
-            )
-            events = f"(SELECT u.*, {resolved} FROM {events} u {joins})"
-    return events
+    facts = customers.columns if customers is not None and reads_customers else []
+    if not facts and not beneficiaries:
+        return from_sql
+    events, view = schema.EVENTS.on(name), schema.FACTS.on(name)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {events} AS SELECT * FROM {from_sql}")
+    query = facts_query(events, None if customers is None else customers.lookup, facts, beneficiaries)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {query.on('duckdb')}")
+    return view

@@ -45,9 +45,8 @@ from rewards_lab.replay.compiler import (
     string,
 )
 from rewards_lab.replay.customers import joined, open_customers
-from rewards_lab.replay.engines.base import Executor
 from rewards_lab.replay.expiry_plan import ExpiryPlan, expiry_plan, until
-from rewards_lab.replay.fallback import all_outcomes, resolved_amount
+from rewards_lab.replay.fallback import Evaluate, all_outcomes, resolved_amount
 from rewards_lab.replay.feature_store import FeatureInputs, FeatureTables, decide_features, local_day
 from rewards_lab.replay.inputs import ROW, EventSource, literal, open_events
 from rewards_lab.replay.limits_plan import has_features, limits_plan
@@ -56,7 +55,7 @@ from rewards_lab.replay.plan import ceiling as plan_ceiling
 from rewards_lab.replay.plan import outputs
 from rewards_lab.replay.plan.layout import Layout, layout
 from rewards_lab.replay.plan.outputs import decimal_sql
-from rewards_lab.replay.plan.rules import FALLBACK_SCHEMA, Context
+from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.plan.run import run as run_plan
 from rewards_lab.replay.redemptions import redemptions_table
 from rewards_lab.replay.sql_values import FieldSource
@@ -449,25 +448,16 @@ def python_outcomes(
     return rows, recipients, len(fetched), reversing
 
 
-def python_rows(
-    con: duckdb.DuckDBPyConnection, source: EventSource, plan: CompiledProgramme, events: str
-) -> tuple[list[tuple[int, int, int]], int]:
-    """(seq, occurred_at in epoch microseconds, m) of the events SQL cannot read exactly (`python_outcomes`),
-    and how many such events there were."""
-    rows, _, count, _ = python_outcomes(con, source, plan, events)
-    return rows, count
-
-
 def prepared(
-    con: duckdb.DuckDBPyConnection, definition: ProgrammeDefinition, source: EventSource, customers: Any
+    con: duckdb.DuckDBPyConnection, definition: ProgrammeDefinition, source: EventSource, customers: Any, name: str
 ) -> tuple[str, CompiledProgramme]:
     """(the FROM clause over the events with what the rules read, the compiled plan), with the customers table
-    (None: none) registered on the source."""
+    (None: none) registered on the source; `name`: the replay's prefix (its lookup and facts views)."""
     if customers is not None:
-        source.customers = open_customers(con, customers, source.view)
+        source.customers = open_customers(con, customers, name)
     from_sql = source.prepare(referenced_fields(rule_specs(definition)))
     plan = compile_programme(definition, source, DUCKDB)
-    return joined(from_sql, [plan], source.customers), plan
+    return joined(con, name, from_sql, [plan], source.customers), plan
 
 
 def _ceiling(con: duckdb.DuckDBPyConnection, lay: Layout, name: str, room: int | None) -> int | None:
@@ -477,18 +467,13 @@ def _ceiling(con: duckdb.DuckDBPyConnection, lay: Layout, name: str, room: int |
     return plan_ceiling.decide(DuckDBExecutor(con), name, lay, room)
 
 
-def fallback_rows(rows: list[tuple[int, int, int]], recipients: dict[int, str], slots: int) -> pa.Table:
-    """`fallback_rows` (plan.schema) of `python_outcomes`' issuances and recipients."""
-    seqs = [seq for seq, _, _ in rows]
-    return pa.Table.from_arrays(
-        [
-            pa.array([seq // slots for seq in seqs], pa.int64()),
-            pa.array([seq % slots for seq in seqs], pa.int32()),
-            pa.array([m for _, _, m in rows], pa.int64()),
-            pa.array([recipients.get(seq) for seq in seqs], pa.string()),
-        ],
-        schema=FALLBACK_SCHEMA,
-    )
+def evaluation(source: Any, plan: CompiledProgramme) -> tuple[tuple[tuple[str, Any], ...], Evaluate]:
+    """What the plan's `exotic` step selects for the live evaluation, and the evaluation (`map_partitions`);
+    `source`: the events as either engine reads them (inputs.EventSource, spark_inputs.SparkEventSource)."""
+    customers = source.customers
+    facts = customers.reader() if customers is not None and plan.reads_customers else None
+    reading, reader = source.fallback_reading(plan.fields, facts)
+    return reading, Evaluate(tuple(plan.specs), tuple(plan.first_slot), reader)
 
 
 def _on_plan(
@@ -504,14 +489,13 @@ def _on_plan(
     """The plan's steps on `con` over `{name}_ordered`: (the ceiling's boundary day, the fallback's events)."""
     from rewards_lab.replay.engines.duckdb import DuckDBExecutor  # imports this module
 
-    def fallback(executor: Executor[object], table: str) -> tuple[bool, int]:
-        rows, recipients, count, _ = python_outcomes(con, source, plan, f"{name}_ordered")
-        executor.register(table, fallback_rows(rows, recipients, plan.slots))
-        return bool(rows), count
-
     executor = DuckDBExecutor(con)
     asset = definition.asset
-    done = run_plan(executor, Context(name, plan, lay, "duckdb", asset.symbol, asset.decimals), room, fallback, report)
+    reading, evaluate = evaluation(source, plan)
+    joins = source.customers is not None and plan.joins_customers  # the lookup was built (`joined`)
+    lookup = source.customers.lookup_spec(plan.reads_customers) if joins and source.customers else None
+    context = Context(name, plan, lay, "duckdb", asset.symbol, asset.decimals, lookup=lookup, reading=reading)
+    done = run_plan(executor, context, room, evaluate, report)
     executor.close()
     return done.context.boundary, done.python_rows
 
@@ -547,7 +531,7 @@ def replay(
         con.execute("SET preserve_insertion_order = false")  # from here every order is explicit (seq, __rn)
         if featured:  # the pass's state lives beside DuckDB's: DuckDB holds less back (it spills, if it must)
             con.execute(f"SET memory_limit = {literal(FEATURED_MEMORY_LIMIT)}")
-    from_sql, plan = prepared(con, definition, source, customers)
+    from_sql, plan = prepared(con, definition, source, customers, name)
     lay = layout(plan)
     reporter = ProgressReporter(progress, len(STEPS))
     ordered = f"{name}_ordered"
@@ -555,7 +539,7 @@ def replay(
     lday = local_day(definition.programme.zone) if limits is not None and limits.capped else None
     room = room_under(ceiling, opening)
     tables: FeatureTables | None = None
-    on_plan = not featured and expiry is None and customers is None
+    on_plan = not featured and expiry is None
     try:
         count = order_events(con, source, from_sql, name)
         reporter.step("ordered")

@@ -1,24 +1,29 @@
 """The rows an engine cannot read exactly in SQL, evaluated by the live engine's own rule evaluation.
 
-Both engines use it: DuckDB on the driver for the few exotic rows, Spark inside `mapInArrow` on the executors. The
-rules read what the SQL reads: the event data, its time (`occurred_at`) and its customer's facts from the customers
-table (rewards_lab.domain.conditions.EventFacts). A beneficiary's reference is resolved by the caller (DuckDB: a
-lookup query; Spark: a join of the fallback's rows with the customers), as `resolved_amount` encodes it.
+Both executors run it the same way: the plan's `exotic` view (the events SQL cannot read exactly, with what the
+rules read of them: `RowReader`) through `map_partitions` without a key, Arrow in and Arrow out (`Evaluate`,
+picklable: Spark runs it on its executors, DuckDB in process). The rules read what the SQL reads: the event data,
+its time (`occurred_at`) and its customer's facts from the customers table (rewards_lab.domain.conditions.
+EventFacts). A beneficiary's reference comes out unresolved; the plan's `fallback_rows` step resolves it with the
+customers lookup, as `resolved_amount` encodes it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
+
+import pyarrow as pa
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.domain.conditions import CustomerFacts, EventFacts
 from rewards_lab.domain.rule_evaluation import evaluate
 from rewards_lab.domain.rules import BENEFICIARY_MISSING as MISSING_CODE
 from rewards_lab.domain.rules import RuleSpec
+from rewards_lab.domain.schedule import instant
 from rewards_lab.replay.compiler import BENEFICIARY_MISSING, NOT_FOUND_BASE, TOO_LARGE
 from rewards_lab.replay.sql_values import NUMBER_RE
 
@@ -129,3 +134,85 @@ def resolved_amount(m: int, reference: str | None, resolved: Mapping[str, str] |
         return m, reference
     found = resolved.get(reference)
     return (m, found) if found is not None else (NOT_FOUND_BASE - m, reference)
+
+
+def fallback_column(index: int) -> str:
+    """The name of the i-th data column the fallback reads (a field's name may hold dots)."""
+    return f"__field{index}"
+
+
+TIME = "__t"  # an exotic event's occurred_at in epoch microseconds
+OUTCOMES = pa.schema(
+    [pa.field("pos", pa.int64()), pa.field("slot", pa.int32()), pa.field("m", pa.int64()), pa.field("r", pa.string())]
+)  # the plan's `fallback_outcomes`: slot NULL marks an evaluated event (one per event)
+
+
+@dataclass(frozen=True)
+class RowReader:
+    """Reads one exotic row's data and facts as the live engine reads them (picklable): json mode reads the
+    object in `data` (text); otherwise the columns `fallback_column(i)` hold the top-level `columns`, JSON text for
+    `json_columns`, CSV cells when `csv`."""
+
+    mode: str
+    json_columns: frozenset[str]
+    columns: tuple[str, ...]
+    csv: bool = False
+    customers: FactsReader | None = None
+
+    def data(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        if self.mode == "json":
+            text = row.get("data")
+            value = jsonutil.loads(text) if text is not None else {}
+            return value if isinstance(value, dict) else {}
+        data = {}
+        for index, name in enumerate(self.columns):
+            value = row.get(fallback_column(index))
+            if value is None:
+                continue
+            if name in self.json_columns:
+                value = jsonutil.loads(value)
+            elif self.csv:
+                value = text_scalar(value)
+            data[name] = value
+        return data
+
+    def facts(self, row: Mapping[str, Any]) -> EventFacts:
+        """The event's time (`TIME`, else an `occurred_at` instant) and its customer's facts."""
+        customer = self.customers.facts(row) if self.customers is not None else None
+        at = instant(int(row[TIME])) if TIME in row else row.get("occurred_at")
+        return EventFacts(at, customer)
+
+
+@dataclass(frozen=True)
+class Evaluate:
+    """The live evaluation as a `map_partitions` function: exotic events (`RowReader`'s columns, `__pos`, `type`,
+    `TIME`) in, their outcomes (`OUTCOMES`) out."""
+
+    specs: tuple[RuleSpec, ...]
+    first_slot: tuple[int, ...]
+    reader: RowReader
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows = batch.to_pylist(maps_as_pydicts="strict")
+            events = [(str(row["type"]), self.reader.data(row)) for row in rows]
+            facts = [self.reader.facts(row) for row in rows]
+            pos: list[int] = []
+            slots: list[int | None] = []
+            amounts: list[int | None] = []
+            references: list[str | None] = []
+            for row, found in zip(rows, slot_outcomes(self.specs, self.first_slot, events, facts), strict=True):
+                for slot, m, reference in [(None, None, None), *found]:
+                    pos.append(int(row["__pos"]))
+                    slots.append(slot)
+                    amounts.append(m)
+                    references.append(reference)
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array(pos, pa.int64()),
+                    pa.array(slots, pa.int32()),
+                    pa.array(amounts, pa.int64()),
+                    pa.array(references, pa.string()),
+                ],
+                schema=OUTCOMES,
+            )

@@ -36,7 +36,7 @@ from sqlglot import exp
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.conditions import source_of
-from rewards_lab.replay.fallback import text_scalar
+from rewards_lab.replay.fallback import FactsReader, RowReader, fallback_column, text_scalar
 from rewards_lab.replay.sql_values import (
     DUCKDB,
     UNSAFE_JSON_RE,
@@ -219,6 +219,20 @@ class EventSource(FieldReader):
                     data[name] = value
             result[int(row[0])] = data
         return result
+
+    def fallback_reading(
+        self, fields: Iterable[str], facts: FactsReader | None
+    ) -> tuple[tuple[tuple[str, exp.Expr], ...], RowReader]:
+        """What the live evaluation reads of an exotic event ((column, tree) of the plan's `exotic` step: the JSON
+        object as text, or the columns the fields name, and the customer's facts) and how it reads them."""
+        facts_columns = tuple((column, exp.column(column)) for column in (facts.columns if facts else []))
+        if self.mode == "json":
+            data = (("data", cast(exp.column("data"), "VARCHAR")),)
+            return data + facts_columns, RowReader("json", frozenset(), (), self.csv, facts)
+        present = list(dict.fromkeys(column for name in fields for column in self._top_level(name)))
+        reading = tuple((fallback_column(i), self._column(name)) for i, name in enumerate(present))
+        json_columns = frozenset(name for name in present if _is_json(self.columns[name]))
+        return reading + facts_columns, RowReader(self.mode, json_columns, tuple(present), self.csv, facts)
 
     def _top_level(self, name: str) -> list[str]:
         """The columns (STRUCT fields) the live engine reads a field from: the one spelled so, and the path's

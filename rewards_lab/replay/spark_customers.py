@@ -1,13 +1,16 @@
 """A replay's customers table on Spark: the same table and the same reading as the DuckDB engine's
-(rewards_lab.replay.customers), as a lookup DataFrame joined with the events.
+(rewards_lab.replay.customers); the lookup and the join with the events are the plan's steps, one definition for
+both engines (rewards_lab.replay.plan.customers), with Spark's own expressions of the facts.
 
 The table may also be a Spark DataFrame, and a Parquet path is read by Spark; other shapes (CSV, JSON lines, pandas,
-Arrow) are read as the DuckDB engine reads them, on the driver. Attributes in columns, a STRUCT or a MAP are read in
-SQL; attributes given as JSON text (and CSV cells) are read in Python on the executors, as JSON event data is.
+Arrow) are read as the DuckDB engine reads them, on the driver (and their lookup broadcast). Attributes in columns,
+a STRUCT or a MAP are read in SQL; attributes given as JSON text (and CSV cells) are read in Python on the
+executors, as JSON event data is.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,20 +18,24 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
+import sqlglot
 from sqlglot import exp
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.conditions import ATTRIBUTES_PREFIX
-from rewards_lab.replay.customers import FOUND, ROLES, customers_arrow, open_customers
+from rewards_lab.replay.customers import ROLES, customers_arrow, open_customers
 from rewards_lab.replay.fallback import FactsReader, Reading
 from rewards_lab.replay.input_checks import check_customer_types
+from rewards_lab.replay.plan.customers import FOUND, Lookup, lookup_query
 from rewards_lab.replay.spark_inputs import spark_identifier, spark_typed
 from rewards_lab.replay.sql_values import SPARK, FieldSource, call, string
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType
+
+_names = itertools.count()
 
 
 def _refuse(message: str) -> ServiceError:
@@ -43,7 +50,7 @@ class SparkCustomerTable:
     types: dict[str, DataType]
     text_columns: frozenset[str]  # columns of JSON text (a pandas frame's objects) or CSV cells: read in Python
     csv: bool
-    local: pa.Table | None  # the table as read on the driver (its lookup is built there, by DuckDB)
+    local: pa.Table | None  # the table as read on the driver (checked there, by the DuckDB engine's refusals)
     wanted: dict[str, str] = field(default_factory=dict)  # attribute read -> its lookup column
     lookup: DataFrame | None = None
 
@@ -133,51 +140,33 @@ class SparkCustomerTable:
     def _documented(self) -> bool:
         return any(self._reading(attribute) == "document" for attribute in self.wanted)
 
-    def build(self, facts: bool) -> DataFrame:
-        """The lookup: one row per reference (every customer under its id and its external_id). A table read on
-        the driver has its lookup built there (by the DuckDB engine's SQL): a local relation, which Spark sends
-        to every executor without a job; a DataFrame's is built by Spark, once."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
-        if self.local is not None:
-            self.lookup = F.broadcast(self._local_lookup(facts))
-            return self.lookup
-        columns = [F.col("id").cast("string").alias(FOUND)]
+    def lookup_spec(self, facts: bool) -> Lookup:
+        """The lookup's facts columns as Spark reads them (none without `facts`)."""
+        columns: list[tuple[str, str]] = []
         if facts:
             if "country" in self.types:
-                columns.append(F.col("country").cast("string").alias("__cc"))
-            columns.append(F.expr(self._segments_sql()).alias("__cs"))
+                columns.append(("__cc", "CAST(`country` AS STRING)"))
+            columns.append(("__cs", self._segments_sql()))
             if self._documented():
-                columns.append(F.col("attributes").cast("string").alias("__cattr"))
-            columns += [F.expr(self._attribute_sql(a)).alias(column) for a, column in self._columned()]
-        known = self.frame.where(F.col("id").isNotNull())
-        by_id = known.select(F.col("id").cast("string").alias("__ref"), F.lit(0).alias("__pri"), *columns)
-        rows = by_id
-        if "external_id" in self.types:
-            named = known.where(F.col("external_id").isNotNull())
-            rows = rows.unionByName(
-                named.select(F.col("external_id").cast("string").alias("__ref"), F.lit(1).alias("__pri"), *columns)
-            )
-        first = Window.partitionBy("__ref").orderBy("__pri", FOUND)
-        lookup = rows.withColumn("__rank", F.row_number().over(first)).where("__rank = 1").drop("__rank", "__pri")
-        _check_unique(self.frame)
-        self.lookup = lookup.localCheckpoint(eager=True)  # computed once, not once per join
-        return self.lookup
+                columns.append(("__cattr", "CAST(`attributes` AS STRING)"))
+            columns += [(column, self._attribute_sql(a)) for a, column in self._columned()]
+        parsed = tuple((name, sqlglot.parse_one(text, read="spark"), None) for name, text in columns)
+        return Lookup(parsed, "external_id" in self.types)
 
-    def _local_lookup(self, facts: bool) -> DataFrame:
-        """The lookup of a table read on the driver, built by rewards_lab.replay.customers (DuckDB)."""
-        assert self.local is not None
-        con = duckdb.connect()
-        try:
-            table = open_customers(con, self.local, "__spark")
-            table.wanted = dict(self.wanted)
-            table.build(facts)
-            wanted = ["__ref", *(self.columns if facts else [FOUND])]
-            arrow = con.sql(f"SELECT {', '.join(wanted)} FROM {table.lookup}").to_arrow_table()
-        finally:
-            con.close()
-        return self.frame.sparkSession.createDataFrame(arrow)
+    def build(self, facts: bool) -> DataFrame:
+        """The lookup (rewards_lab.replay.plan.customers: one row per reference, every customer under its id and
+        its external_id), computed once; a table read on the driver is small: broadcast to every join."""
+        from pyspark.sql import functions as F
+
+        view = f"__spark_customers_{next(_names)}"
+        self.frame.createOrReplaceTempView(view)
+        query = lookup_query(view, self.lookup_spec(facts)).on("spark")
+        if self.local is None:
+            _check_unique(self.frame)
+        lookup = self.frame.sparkSession.sql(query).localCheckpoint(eager=True)  # once, not once per join
+        self.frame.sparkSession.catalog.dropTempView(view)
+        self.lookup = F.broadcast(lookup) if self.local is not None else lookup
+        return self.lookup
 
     @property
     def columns(self) -> list[str]:

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -35,7 +35,6 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition
 from rewards_lab.domain.ceiling import room_under
 from rewards_lab.domain.money import parse_ceiling, to_decimal
-from rewards_lab.domain.rules import RuleSpec
 from rewards_lab.domain.schedule import instant
 from rewards_lab.replay import input_checks, spark_expiry, spark_feature_result
 from rewards_lab.replay.compiler import (
@@ -60,18 +59,18 @@ from rewards_lab.replay.engine import (
     Progress,
     ProgressReporter,
     definition_of,
+    evaluation,
     frame_of,
     parse_supply,
 )
-from rewards_lab.replay.engines.base import Executor
 from rewards_lab.replay.expiry_plan import expiry_plan
-from rewards_lab.replay.fallback import slot_outcomes
 from rewards_lab.replay.feature_sql import ADDED_COLUMNS
 from rewards_lab.replay.limits_plan import has_features, limits_plan
 from rewards_lab.replay.plan import outputs, schema
+from rewards_lab.replay.plan.customers import facts_query
 from rewards_lab.replay.plan.layout import layout
 from rewards_lab.replay.plan.rules import Context
-from rewards_lab.replay.plan.run import PlanRun
+from rewards_lab.replay.plan.run import PlanRun, evaluated
 from rewards_lab.replay.plan.run import run as run_plan
 from rewards_lab.replay.redemptions import redemptions_table
 from rewards_lab.replay.spark_ceiling import CeilingDecision, decide
@@ -81,7 +80,6 @@ from rewards_lab.replay.spark_features import SparkFeatures, decide_features
 from rewards_lab.replay.spark_inputs import (
     FILE,
     ORDER,
-    RowReader,
     SparkEventSource,
     check_parquet_path,
     open_spark_events,
@@ -174,24 +172,22 @@ def amounts_expression(plan: CompiledProgramme) -> str:
 
 
 def with_facts(ordered: DataFrame, plan: CompiledProgramme, source: SparkEventSource) -> DataFrame:
-    """The events with what the rules read beyond them: the customer's facts (one join on customer_id), each
-    beneficiary field's reference and, with a customers table, the id it resolves to (one join per field)."""
-    from pyspark.sql import functions as F
-
+    """The events with what the rules read beyond them (rewards_lab.replay.plan.customers.facts_query): the
+    customer's facts, each beneficiary field's reference and, with a customers table, the id it resolves to."""
     customers = source.customers
-    events = ordered
+    lookup = None
     if customers is not None and plan.joins_customers:
         lookup = customers.build(plan.reads_customers)
-        if plan.reads_customers:
-            facts = lookup.select(F.col("__ref").alias("__cref"), *customers.columns)
-            events = events.join(facts, events["customer_id"] == facts["__cref"], "left").drop("__cref")
-    for column, reference in plan.beneficiaries:
-        events = events.withColumn(column, F.expr(plan.render(reference)))
-        if customers is not None:
-            assert customers.lookup is not None
-            resolved = customers.lookup.select(F.col("__ref").alias("__bref"), F.col("__cid").alias(f"{column}_id"))
-            events = events.join(resolved, events[column] == resolved["__bref"], "left").drop("__bref")
-    return events
+    facts = customers.columns if customers is not None and plan.reads_customers else []
+    if not facts and not plan.beneficiaries:
+        return ordered
+    prefix = f"__spark_facts_{next(_names)}"
+    events, table = schema.EVENTS.on(prefix), schema.CUSTOMERS_LOOKUP.on(prefix)
+    ordered.createOrReplaceTempView(events)
+    if lookup is not None:
+        lookup.createOrReplaceTempView(table)
+    query = facts_query(events, None if lookup is None else table, facts, plan.beneficiaries)
+    return ordered.sparkSession.sql(query.on("spark"))
 
 
 def sql_candidates(events: DataFrame, plan: CompiledProgramme) -> DataFrame:
@@ -204,76 +200,34 @@ def sql_candidates(events: DataFrame, plan: CompiledProgramme) -> DataFrame:
     return exploded.select(*columns, "__c.slot", "__c.m").where(F.col("m") != 0)
 
 
-def _evaluate_batches(
-    specs: list[RuleSpec], first_slot: tuple[int, ...], reader: RowReader, schema: pa.Schema
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The Python fallback as a mapInArrow function (runs on the executors)."""
-
-    def evaluate_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            rows = batch.to_pylist(maps_as_pydicts="strict")
-            events = [(str(row["type"]), reader.data(row)) for row in rows]
-            facts = [reader.facts(row) for row in rows]
-            taken, slots, amounts, references = [], [], [], []
-            for index, found in enumerate(slot_outcomes(specs, first_slot, events, facts)):
-                for slot, m, reference in found:
-                    taken.append(index)
-                    slots.append(slot)
-                    amounts.append(m)
-                    references.append(reference)
-            indices = pa.array(taken, pa.int64())
-            columns = [batch.column(name).take(indices) for name in _CANDIDATE_COLUMNS]
-            columns += [pa.array(slots, pa.int32()), pa.array(amounts, pa.int64()), pa.array(references, pa.string())]
-            yield pa.RecordBatch.from_arrays(columns, schema=schema)
-
-    return evaluate_batches
-
-
-def python_candidates(
+def fallback_candidates(
     events: DataFrame, plan: CompiledProgramme, source: SparkEventSource
 ) -> tuple[DataFrame | None, int]:
-    """The candidates of the rows SQL cannot read exactly, and how many such rows there are."""
+    """The candidates of the rows SQL cannot read exactly (the plan's fallback: rewards_lab.replay.plan.run.
+    evaluated), and how many such rows there are."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField
+
+    from rewards_lab.replay.engines.spark import SparkExecutor  # imports this module
 
     if plan.exotic_sql is None:
         return None, 0
-    facts = source.customers.reader() if source.customers is not None and plan.reads_customers else None
-    reading = [*source.python_columns(plan.fields), *(F.col(c) for c in (facts.columns if facts else []))]
-    exotic = events.where(F.expr(plan.exotic_sql)).select(*_CANDIDATE_COLUMNS, *reading)
-    count = exotic.count()
-    if count == 0:
-        return None, 0
-    base = exotic.select(*_CANDIDATE_COLUMNS).schema
-    schema = (
-        base.add(StructField("slot", IntegerType()))
-        .add(StructField("m", LongType()))
-        .add(StructField("__ref", StringType()))
-    )
-    arrow_schema = pa.schema(
-        [
-            pa.field("__pos", pa.int64()),
-            pa.field("external_event_id", pa.string()),
-            pa.field("customer_id", pa.string()),
-            pa.field("occurred_at", pa.timestamp("us", tz="UTC")),
-            pa.field("type", pa.string()),
-            pa.field("slot", pa.int32()),
-            pa.field("m", pa.int64()),
-            pa.field("__ref", pa.string()),
-        ]
-    )
-    function = _evaluate_batches(plan.specs, plan.first_slot, source.row_reader(plan.fields, facts), arrow_schema)
-    evaluated = exotic.mapInArrow(function, schema)
-    m, reference = F.col("m"), F.col("__ref")
-    if source.customers is not None and source.customers.lookup is not None:  # beneficiaries, resolved
-        lookup = source.customers.lookup.select(F.col("__ref").alias("__bref"), F.col("__cid").alias("__rid"))
-        evaluated = evaluated.join(lookup, evaluated["__ref"] == lookup["__bref"], "left")
-        unknown = reference.isNotNull() & (m > 0) & F.col("__rid").isNull()
-        evaluated = evaluated.withColumn("m", F.when(unknown, F.lit(NOT_FOUND_BASE) - m).otherwise(m))
-        evaluated = evaluated.withColumn("__ref", F.coalesce(F.col("__rid"), reference))
-    rewarded = F.coalesce(F.col("__ref"), F.col("customer_id")).alias("customer_id")
+    prefix = f"__spark_fallback_{next(_names)}"
+    events.createOrReplaceTempView(schema.ORDERED.on(prefix))
+    customers, lookup = source.customers, None
+    if customers is not None and plan.joins_customers:
+        built = customers.lookup if customers.lookup is not None else customers.build(plan.reads_customers)
+        built.createOrReplaceTempView(schema.CUSTOMERS_LOOKUP.on(prefix))
+        lookup = customers.lookup_spec(plan.reads_customers)
+    reading, evaluate = evaluation(source, plan)
+    context = Context(prefix, plan, layout(plan), "spark", "", 0, lookup=lookup, reading=reading)
+    count, found = evaluated(SparkExecutor(events.sparkSession), context, evaluate)
+    if not found:
+        return None, count
+    rows = events.sparkSession.table(schema.FALLBACK_ROWS.on(prefix))
+    joined = rows.join(events.select(*_CANDIDATE_COLUMNS), rows["pos"] == events["__pos"])
+    rewarded = F.coalesce(F.col("b"), F.col("customer_id")).alias("customer_id")
     columns = [rewarded if name == "customer_id" else F.col(name) for name in _CANDIDATE_COLUMNS]
-    return evaluated.select(*columns, "slot", "m"), count
+    return joined.select(*columns, F.col("slot"), F.col("m")), count
 
 
 def _by_slot(values: list[int], slot: Column) -> Column:
@@ -698,28 +652,22 @@ def _on_plan(
     room: int | None,
     report: Callable[[str], None],
 ) -> PlanRun:
-    """The plan's steps on a SparkExecutor over `events` (in order, with `__pos`): its tables stay as temporary
-    views of the session (the result reads them)."""
-    from pyspark.sql import functions as F
-
+    """The plan's steps on a SparkExecutor over `events` (in order, with `__pos`, with their facts): its tables
+    stay as temporary views of the session (the result reads them)."""
     from rewards_lab.replay.engines.spark import SparkExecutor  # imports this module
 
     prefix = f"__spark_replay_{next(_names)}"
     events.createOrReplaceTempView(schema.ORDERED.on(prefix))
-
-    def fallback(_executor: Executor[object], table: str) -> tuple[bool, int]:
-        evaluated, count = python_candidates(events, plan, source)
-        if evaluated is not None:  # b: the customer each outcome rewards (the event's, unless a beneficiary's)
-            rows = evaluated.select(
-                F.col("__pos").alias("pos"), F.col("slot"), F.col("m"), F.col("customer_id").alias("b")
-            ).localCheckpoint(eager=True)
-            rows.createOrReplaceTempView(table)
-        return evaluated is not None and count > 0, count
-
+    customers = source.customers
+    lookup = None
+    if customers is not None and customers.lookup is not None and plan.joins_customers:  # built by `with_facts`
+        customers.lookup.createOrReplaceTempView(schema.CUSTOMERS_LOOKUP.on(prefix))
+        lookup = customers.lookup_spec(plan.reads_customers)
+    reading, evaluate = evaluation(source, plan)
     asset = definition.asset
     lay = layout(plan)
-    context = Context(prefix, plan, lay, "spark", asset.symbol, asset.decimals)
-    return run_plan(SparkExecutor(events.sparkSession), context, room, fallback, report)
+    context = Context(prefix, plan, lay, "spark", asset.symbol, asset.decimals, lookup=lookup, reading=reading)
+    return run_plan(SparkExecutor(events.sparkSession), context, room, evaluate, report)
 
 
 def replay_ordered(
@@ -745,7 +693,7 @@ def replay_ordered(
     plan = compile_programme(definition, source, SPARK)
     events = with_facts(ordered, plan, source)
     plain = not has_features(definition) and spent is None and expiry_plan(definition) is None
-    if plain and source.customers is None:  # the replay plan; the other paths move onto it in later increments
+    if plain:  # the replay plan; the featured paths move onto it in later increments
         room = room_under(ceiling, opening)
         run = _on_plan(events, plan, source, definition, room, step)
         return SparkReplayResult(
@@ -763,7 +711,7 @@ def replay_ordered(
         )
     candidates = sql_candidates(events, plan)
     step("rules")
-    fallback, python_events = python_candidates(events, plan, source)
+    fallback, python_events = fallback_candidates(events, plan, source)
     if fallback is not None:
         candidates = candidates.unionByName(fallback)
     step("fallback")

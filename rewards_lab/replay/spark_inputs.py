@@ -27,8 +27,9 @@ from sqlglot import exp
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
-from rewards_lab.domain.conditions import EventFacts, source_of
-from rewards_lab.replay.fallback import FactsReader
+from rewards_lab.domain.conditions import source_of
+from rewards_lab.replay.fallback import FactsReader, fallback_column
+from rewards_lab.replay.fallback import RowReader as RowReader  # spark_reversals reads rows with it
 from rewards_lab.replay.inputs import CORE, either, pandas_to_arrow
 from rewards_lab.replay.sql_values import SPARK, FieldReader, FieldSource
 
@@ -137,39 +138,20 @@ class SparkEventSource(FieldReader):
             for index, name in enumerate(self._top_level(fields))
         ]
 
+    def fallback_reading(
+        self, fields: list[str], facts: FactsReader | None
+    ) -> tuple[tuple[tuple[str, exp.Expr], ...], RowReader]:
+        """As the DuckDB source's (inputs.EventSource.fallback_reading): the columns the plan's `exotic` step
+        selects for the live evaluation, and how it reads them."""
+        facts_columns = tuple((column, exp.column(column)) for column in (facts.columns if facts else []))
+        if self.mode == "json":
+            return (("data", exp.column("data")), *facts_columns), self.row_reader(fields, facts)
+        reading = tuple((fallback_column(i), self._column(name)) for i, name in enumerate(self._top_level(fields)))
+        return reading + facts_columns, self.row_reader(fields, facts)
+
     def row_reader(self, fields: list[str], facts: FactsReader | None = None) -> RowReader:
         columns = tuple(self._top_level(fields)) if self.mode != "json" else ()
-        return RowReader(self.mode, self.json_columns, columns, facts)
-
-
-@dataclass(frozen=True)
-class RowReader:
-    """Reads one row's data and facts as the live engine reads them (picklable: it runs on the executors)."""
-
-    mode: str
-    json_columns: frozenset[str]
-    columns: tuple[str, ...]  # the top-level columns read, in the order of fallback_column(i)
-    customers: FactsReader | None = None
-
-    def data(self, row: dict[str, Any]) -> dict[str, Any]:
-        if self.mode == "json":
-            text = row.get("data")
-            value = jsonutil.loads(text) if text is not None else {}
-            return value if isinstance(value, dict) else {}
-        data = {}
-        for index, name in enumerate(self.columns):
-            value = row.get(fallback_column(index))
-            if value is not None:
-                data[name] = jsonutil.loads(value) if name in self.json_columns else value
-        return data
-
-    def facts(self, row: dict[str, Any]) -> EventFacts:
-        customer = self.customers.facts(row) if self.customers is not None else None
-        return EventFacts(row.get("occurred_at"), customer)
-
-
-def fallback_column(index: int) -> str:
-    return f"__field{index}"
+        return RowReader(self.mode, self.json_columns, columns, customers=facts)
 
 
 def spark_identifier(name: str) -> str:

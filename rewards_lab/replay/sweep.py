@@ -17,22 +17,26 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme
 from rewards_lab.domain.ceiling import resolve, room_under
 from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.domain.schedule import DAY_US
-from rewards_lab.replay.compiler import DUCKDB, compile_programme, referenced_fields, rule_specs
+from rewards_lab.replay.compiler import DUCKDB, CompiledProgramme, compile_programme, referenced_fields, rule_specs
 from rewards_lab.replay.customers import joined, open_customers
-from rewards_lab.replay.engine import candidate_selects, definition_of, parse_supply, python_rows, quiet_connection
+from rewards_lab.replay.engine import candidate_selects, definition_of, evaluation, parse_supply, quiet_connection
 from rewards_lab.replay.expiry_plan import expiry_plan
-from rewards_lab.replay.inputs import open_events
+from rewards_lab.replay.inputs import EventSource, open_events
 from rewards_lab.replay.limits_plan import has_features
 from rewards_lab.replay.order import order_events
+from rewards_lab.replay.plan import schema
+from rewards_lab.replay.plan.layout import layout
+from rewards_lab.replay.plan.rules import Context
+from rewards_lab.replay.plan.run import evaluated
 
 _PATH_PART = re.compile(r"([A-Za-z_]+)((?:\[\d+\])*)")
 _EPOCH = np.datetime64("1970-01-01", "D")
@@ -105,7 +109,7 @@ def sweep(
     fields = list(dict.fromkeys(f for d in definitions for f in referenced_fields(rule_specs(d))))
     from_sql = source.prepare(fields)
     plans = [compile_programme(d, source, DUCKDB) for d in definitions]
-    order_events(con, source, joined(from_sql, plans, source.customers), "__sweep")  # one FROM for every point
+    order_events(con, source, joined(con, "__sweep", from_sql, plans, source.customers), "__sweep")  # one FROM
     selects = [
         f"SELECT {g} AS g, seq, day, m FROM ({select})"
         for g, plan in enumerate(plans)
@@ -115,13 +119,7 @@ def sweep(
     if selects:
         con.execute("INSERT INTO __sweep_candidates " + " UNION ALL ".join(selects))
     for g, plan in enumerate(plans):
-        fallback, _ = python_rows(con, source, plan, "__sweep_ordered")
-        if fallback:
-            seqs, stamps, values = (list(column) for column in zip(*fallback, strict=True))
-            con.register("__sweep_fallback", pa.table({"seq": seqs, "t": stamps, "m": values}))
-            day = f"CAST(t // {DAY_US} AS INTEGER)"
-            con.execute(f"INSERT INTO __sweep_candidates SELECT {g}, seq, {day}, m FROM __sweep_fallback")
-            con.unregister("__sweep_fallback")
+        _fallback(con, source, plan, g)
     fetched = con.sql("SELECT g, seq, day, m FROM __sweep_candidates ORDER BY g, seq").fetchnumpy()
     con.close()
     g_all, day_all, m_all = (np.asarray(fetched[c], dtype=np.int64) for c in ("g", "day", "m"))
@@ -148,6 +146,35 @@ def sweep(
             point_row(dict(zip(keys, points[g], strict=True)), decimals, issued_minor, counts, opening, exhausted_on)
         )
     return sweep_frame(keys, rows, started)
+
+
+def _fallback(con: duckdb.DuckDBPyConnection, source: EventSource, plan: CompiledProgramme, g: int) -> None:
+    """Point g's exotic events through the plan's live evaluation (rewards_lab.replay.plan.run.evaluated), their
+    outcomes added to `__sweep_candidates`."""
+    from rewards_lab.replay.engines.duckdb import DuckDBExecutor  # imports the engine
+
+    if plan.exotic_sql is None:
+        return
+    prefix = f"__sweep_{g}"
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {schema.ORDERED.on(prefix)} AS SELECT * FROM __sweep_ordered")
+    lookup = None
+    if source.customers is not None and plan.joins_customers:  # `joined` built the sweep's lookup
+        lookup = source.customers.lookup_spec(plan.reads_customers)
+        table = schema.CUSTOMERS_LOOKUP.on(prefix)
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {source.customers.lookup}")
+    reading, evaluate = evaluation(source, plan)
+    executor = DuckDBExecutor(con)
+    try:
+        context = Context(prefix, plan, layout(plan), "duckdb", "", 0, lookup=lookup, reading=reading)
+        _, found = evaluated(executor, context, evaluate)
+        if found:
+            con.execute(
+                f"INSERT INTO __sweep_candidates SELECT {g}, f.pos * {plan.slots} + f.slot, "
+                f"CAST(epoch_us(e.occurred_at) // {DAY_US} AS INTEGER), f.m "
+                f"FROM {schema.FALLBACK_ROWS.on(prefix)} f JOIN __sweep_ordered e ON e.__pos = f.pos"
+            )
+    finally:
+        executor.close()
 
 
 def featured_point(

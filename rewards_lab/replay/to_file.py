@@ -218,7 +218,7 @@ def replay_to_file(
             issued: _Issued | None = None
             plain = redemptions is None and not has_features(definition) and expiry_plan(definition) is None
             if plain and known is not None and known[1]:
-                from_sql, plan = prepared(con, definition, source, customers)
+                from_sql, plan = prepared(con, definition, source, customers, _NAME)
                 con.execute(f"CREATE TEMP VIEW {_NAME}_ordered AS SELECT *, {ROW} AS __pos FROM {from_sql}")
                 exotic = plan.exotic_sql
                 # joins (customers, beneficiaries) do not keep the input order a streaming COPY writes in

@@ -19,9 +19,10 @@ from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_progr
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR
 from rewards_lab.replay import store
 from rewards_lab.replay.compiler import SPARK, compile_programme
-from rewards_lab.replay.engine import prepared, quiet_connection
+from rewards_lab.replay.engine import evaluation, prepared, quiet_connection
 from rewards_lab.replay.engines.duckdb import DuckDBExecutor
 from rewards_lab.replay.engines.spark import SparkExecutor
+from rewards_lab.replay.fallback import OUTCOMES
 from rewards_lab.replay.inputs import open_events
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.plan import ceiling, rules, schema
@@ -30,8 +31,9 @@ from rewards_lab.replay.plan.redemptions import place_redemptions
 from rewards_lab.replay.plan.reversals import decide_reversals
 from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.plan.sql import lint, parse, render
-from rewards_lab.replay.plan.steps import STEPS
+from rewards_lab.replay.plan.steps import AMOUNTS, STEPS
 from rewards_lab.replay.redemptions import redemptions_table
+from rewards_lab.replay.spark_customers import open_spark_customers
 from rewards_lab.replay.spark_engine import with_facts, with_positions
 from rewards_lab.replay.spark_inputs import open_spark_events
 
@@ -41,8 +43,14 @@ BOUNDARY = 0  # the ceiling's boundary day in the issuances fixture: 1970-01-01 
 # The tables each step reads that no earlier step makes: given by the test (driver tables) or made by the entry
 # point (`ordered`). A new step must be listed here, so that it runs below on both executors.
 FIXTURES: dict[str, tuple[str, ...]] = {
+    # customers and the fallback (increment 4)
+    "customers": ("customers",),
+    "facts": ("events",),
+    "exotic": ("ordered",),
+    "fallback_rows": ("fallback_outcomes",),
+    # end of increment 4's fixtures
     "amounts": ("ordered",),
-    "fallback": ("fallback_rows", "slots", "ordered"),
+    "fallback": ("slots", "ordered"),
     "with_fallback": (),
     "candidates": (),
     "cells": ("slots",),
@@ -77,6 +85,13 @@ def _programme() -> ProgrammeDefinition:
                 },
                 {"event_type": "signup", "actions": [{"type": "issue", "amount": {"fixed": "1"}}]},
                 *REVERSE_RULES,
+                {
+                    "event_type": "signup",
+                    "conditions": [
+                        {"field": "customer.country", "operator": "eq", "value": "FR"}
+                    ],  # slot 6: after the reverse rules
+                    "actions": [{"type": "issue", "amount": {"fixed": "3"}, "beneficiary": {"field": "referrer_id"}}],
+                },
             ],
         }
     )
@@ -194,12 +209,20 @@ def _events() -> pa.Table:
     )
 
 
-FALLBACK_ROWS = pa.table(  # outcomes of e3 (pos 2, a signup: slot 3) and e8 (pos 7), one a beneficiary's
+CUSTOMERS = pa.table(  # x1 names c1 and c3 (the smallest id wins); r3 has no segments
     {
-        "pos": pa.array([2, 7], pa.int64()),
-        "slot": pa.array([3, 3], pa.int32()),
-        "m": pa.array([2**63 - 1, 7], pa.int64()),
-        "b": pa.array([None, "r3"], pa.string()),
+        "id": pa.array(["c1", "c2", "c3", "r3"], pa.string()),
+        "external_id": pa.array(["x1", None, "x1", "x3"], pa.string()),
+        "country": pa.array(["FR", "DE", None, "FR"], pa.string()),
+        "segments": pa.array([["gold", "new"], [], None, ["staff"]], pa.list_(pa.string())),
+    }
+)
+FALLBACK_OUTCOMES = pa.table(  # e3 (pos 2) and e8 (pos 7), signups (slots 3, 6): marker rows (slot NULL) and outcomes
+    {
+        "pos": pa.array([2, 2, 2, 7, 7, 7], pa.int64()),
+        "slot": pa.array([None, 3, 6, None, 3, 6], pa.int32()),
+        "m": pa.array([None, 2**63 - 1, 5, None, 7, 300], pa.int64()),
+        "r": pa.array([None, None, "nobody", None, None, "x3"], pa.string()),
     }
 )
 KEPT = pa.table(  # issued on or after the boundary day: e3's signup only
@@ -232,14 +255,23 @@ def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
     return sorted((tuple(_value(v) for v in row.values()) for row in table.to_pylist()), key=repr)
 
 
-def _context(plan: Any, engine: Any) -> Context:
-    return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, boundary=BOUNDARY)
+def _context(plan: Any, engine: Any, source: Any = None) -> Context:
+    if source is None:
+        return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, boundary=BOUNDARY)
+    reading, _ = evaluation(source, plan)
+    lookup = source.customers.lookup_spec(plan.reads_customers)
+    return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, BOUNDARY, lookup, reading)
+
+
+def _with_exotic(plan: Any) -> Any:
+    """The programme with its signups marked exotic (as rows SQL cannot read exactly): the fallback's steps run."""
+    return dataclasses.replace(plan, exotic=exp.paren(exp.column("type").eq(exp.Literal.string("signup"))))
 
 
 def _run(executor: Any, ctx: Context) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
     """Every step in order (fixtures registered first): per step, its query's lint and its output's rows."""
     executor.register(schema.SLOTS.on(PREFIX), rules.slots_table(ctx.layout))
-    executor.register(schema.FALLBACK_ROWS.on(PREFIX), FALLBACK_ROWS)
+    executor.register(schema.FALLBACK_OUTCOMES.on(PREFIX), FALLBACK_OUTCOMES)
     executor.register(schema.CEILING_KEPT.on(PREFIX), KEPT)
     _register_reversal_fixtures(executor)
     found = {}
@@ -272,6 +304,10 @@ def _stubbed(ctx: Context) -> Context:
 def _everything(name: str, table: schema.Table, ctx: Context) -> str:
     """Every column of a step's output; `a`'s fields one by one (PySpark's toArrow refuses a NULL struct whose
     fields Spark knows are never NULL, as a constant's)."""
+    if table == schema.FACTS:  # the events' own columns differ (DuckDB's input row, Spark's file and order)
+        columns = ["external_event_id", "customer_id", *ctx.lookup.names] if ctx.lookup else []
+        columns += [f"{c}, {c}_id" for c, _ in ctx.plan.beneficiaries]
+        return f"SELECT {', '.join(columns)} FROM {name}"
     if "a" not in dict(table.columns):
         return f"SELECT * FROM {name}"
     lay = ctx.layout
@@ -284,10 +320,11 @@ def on_duckdb() -> Any:
     con = quiet_connection()
     con.execute("SET TimeZone = 'UTC'")
     source = open_events(con, _events(), f"{PREFIX}_events")
-    from_sql, plan = prepared(con, _programme(), source, None)
+    from_sql, plan = prepared(con, _programme(), source, CUSTOMERS, PREFIX)
     order_events(con, source, from_sql, PREFIX)
+    plan = _with_exotic(plan)
     executor = DuckDBExecutor(con)
-    yield executor, plan, _run(executor, _context(plan, "duckdb"))
+    yield executor, plan, _run(executor, _context(plan, "duckdb", source)), source
     executor.close()
     con.close()
 
@@ -295,11 +332,15 @@ def on_duckdb() -> Any:
 @pytest.fixture(scope="module")
 def on_spark(spark: Any) -> Any:
     source = open_spark_events(spark, _events())
+    source.customers = open_spark_customers(spark, CUSTOMERS)
     ordered, _ = with_positions(source.frame)
     plan = compile_programme(_programme(), source, SPARK)
+    ordered.createOrReplaceTempView(schema.EVENTS.on(PREFIX))
+    source.customers.frame.createOrReplaceTempView(schema.CUSTOMERS.on(PREFIX))
     with_facts(ordered, plan, source).createOrReplaceTempView(schema.ORDERED.on(PREFIX))
+    plan = _with_exotic(plan)
     executor = SparkExecutor(spark)
-    yield executor, plan, _run(executor, _context(plan, "spark"))
+    yield executor, plan, _run(executor, _context(plan, "spark", source)), source
     executor.close()
 
 
@@ -315,19 +356,21 @@ def test_every_step_has_a_fixture() -> None:
 def test_the_rules_step_on_duckdb_is_one_projection_with_the_compiled_rules(on_duckdb: Any) -> None:
     """The `amounts` statement as DuckDB runs it: one projection, one CASE branch per type, the rules' SQL."""
     plan = on_duckdb[1]
-    sql = STEPS[0].build(_context(plan, "duckdb")).on("duckdb")
+    sql = AMOUNTS.build(_context(plan, "duckdb")).on("duckdb")
     assert sql.startswith("SELECT __pos AS pos, customer_id, CAST(epoch_us(occurred_at) // 86400000000 AS INTEGER)")
     for group in plan.by_type:
         for amount in group.amounts:
             assert plan.render(amount) in sql
-    assert sql.count(" WHEN ") >= len(plan.by_type) and sql.endswith(f"END AS a FROM {PREFIX}_ordered")
+    assert sql.count(" WHEN ") >= len(plan.by_type) and sql.endswith(
+        f"END AS a FROM {PREFIX}_ordered WHERE NOT {plan.exotic_sql}"
+    )
 
 
 @pytest.mark.parametrize("step", [step.name for step in STEPS])
 def test_duckdb_runs_a_steps_text_as_its_tree_renders(step: str, on_duckdb: Any) -> None:
     """DuckDB runs a step's text with the trees rendered in, without SQLGlot's parser: the same statement."""
     (found,) = [s for s in STEPS if s.name == step]
-    text = found.build(_context(on_duckdb[1], "duckdb"))
+    text = found.build(_context(on_duckdb[1], "duckdb", on_duckdb[3]))
     assert render(parse(text.on("duckdb")), "duckdb") == render(text.tree(), "duckdb")
 
 
@@ -348,10 +391,35 @@ def test_the_fixtures_reach_the_edges(on_duckdb: Any) -> None:
     assert len(on_duckdb[2]["with_fallback"][1]) > len(on_duckdb[2]["amounts"][1])
 
 
+def test_the_fallback_evaluates_the_same_on_both_engines(on_duckdb: Any, on_spark: Any) -> None:
+    """The `exotic` rows through `map_partitions` (no key), the live evaluation reading the same columns on both
+    executors (the event's data and time, its customer's facts): one marker row per event, then its outcomes."""
+    found = []
+    for executor, plan, _, source in (on_duckdb, on_spark):
+        _, evaluate = evaluation(source, plan)
+        name = f"{PREFIX}_mapped"
+        executor.map_partitions(name, f"SELECT * FROM {schema.EXOTIC.on(PREFIX)}", evaluate, OUTCOMES)
+        found.append(_rows(executor.fetch(f"SELECT * FROM {name}")))
+    assert found[0] == found[1]
+    assert sorted(row[0] for row in found[0] if row[1] is None) == [2, 7]  # e3 and e8, the signups
+    assert (2, 3, 100, None) in found[0]  # e3's fixed 1.00
+
+
+def test_the_customers_steps_resolve_references(on_duckdb: Any) -> None:
+    """The lookup names each customer under its id and external_id (x1: the smallest id, c1); the facts join
+    finds an event's customer and its beneficiary's; the fallback's references resolve or are refused."""
+    lookup = on_duckdb[2]["customers"][1]
+    assert ("x1", "c1", "FR", ("gold", "new")) in lookup and ("c3", "c3", None, ()) in lookup
+    facts = on_duckdb[2]["facts"][1]
+    assert ("e8", "c6", None, None, None, "r3", "r3") in facts  # c6 is no customer; r3 names a customer
+    rows = on_duckdb[2]["fallback_rows"][1]
+    assert (7, 4, 300, "r3") in rows and (2, 4, -2 - 5, "nobody") in rows
+
+
 @pytest.mark.parametrize("room", [0, 150_00, 10**18 + 5, 2 * 10**18])
 def test_the_ceiling_decides_the_same_on_both_engines(room: int, on_duckdb: Any, on_spark: Any) -> None:
     decided = []
-    for executor, plan, _ in (on_duckdb, on_spark):
+    for executor, plan, *_ in (on_duckdb, on_spark):
         boundary = ceiling.decide(executor, "__steps", layout(plan), room)
         decided.append((boundary, _rows(executor.fetch("SELECT * FROM __steps_kept"))))
     assert decided[0] == decided[1]
@@ -381,7 +449,7 @@ def test_the_rules_step_renders_the_featured_paths_statement(on_duckdb: Any) -> 
     store.create(recorded, layout(plan), f"{PREFIX}_ordered", plan.exotic_sql, PREFIX)  # type: ignore[arg-type]
     (created,) = [sql for sql in recorded.statements if sql.startswith(f"CREATE TEMP TABLE {PREFIX}_pe AS ")]
     before = created.removeprefix(f"CREATE TEMP TABLE {PREFIX}_pe AS ")
-    step = STEPS[0].build(_context(plan, "duckdb"))
+    step = AMOUNTS.build(_context(plan, "duckdb"))
     assert step.on("duckdb") == before
     assert render(step.tree(), "duckdb") == render(parse(before), "duckdb")
 

@@ -21,7 +21,7 @@ from rewards_lab.contract.programme_file import ProgrammeDefinition, load_progra
 from rewards_lab.domain.ceiling import resolve
 from rewards_lab.lab.synthetic import ALL_TYPES, generate_events
 from rewards_lab.replay.compiler import DUCKDB, TOO_LARGE, compile_programme, referenced_fields, rule_specs
-from rewards_lab.replay.engine import ReplayResult, candidate_selects, python_rows, replay
+from rewards_lab.replay.engine import ReplayResult, candidate_selects, python_outcomes, replay
 from rewards_lab.replay.input_checks import ReplayInputWarning
 from rewards_lab.replay.inputs import open_events
 from rewards_lab.replay.order import input_in_order, order_events
@@ -45,7 +45,7 @@ def _candidates(events: Any, definition: ProgrammeDefinition) -> list[tuple[int,
     plan = compile_programme(definition, source, DUCKDB)
     selects = [select for _, select in candidate_selects(plan, "ref_ordered")]
     rows = con.sql(" UNION ALL ".join(f"SELECT seq, m FROM ({s})" for s in selects)).fetchall() if selects else []
-    fallback, _ = python_rows(con, source, plan, "ref_ordered")
+    fallback, _, _, _ = python_outcomes(con, source, plan, "ref_ordered")
     return sorted([(int(seq), int(m)) for seq, m in rows] + [(seq, m) for seq, _, m in fallback])
 
 

@@ -13,6 +13,7 @@ engine) through placeholders.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -30,6 +31,9 @@ from rewards_lab.replay.plan import schema
 from rewards_lab.replay.plan.layout import Layout, recipients_of, struct_sql
 from rewards_lab.replay.plan.sql import Engine, Text
 
+if TYPE_CHECKING:
+    from rewards_lab.replay.plan.customers import Lookup
+
 UTC_DAY = f"CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER)"
 
 
@@ -37,7 +41,8 @@ UTC_DAY = f"CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER)"
 class Context:
     """What a step's query is built from: the replay's table prefix, its compiled programme (trees of `engine`),
     where each rule action's amount sits, the asset (symbol, decimals) and, once decided, the ceiling's boundary
-    day (None: nothing refused)."""
+    day (None: nothing refused); `lookup`, the customers lookup's columns (None: no customers table);
+    `reading`, the columns the fallback's live evaluation reads (rewards_lab.replay.fallback.RowReader)."""
 
     prefix: str
     plan: CompiledProgramme
@@ -46,6 +51,8 @@ class Context:
     asset: str
     decimals: int
     boundary: int | None = None
+    lookup: Lookup | None = None
+    reading: tuple[tuple[str, exp.Expr], ...] = ()  # (name, tree): what the live evaluation reads of an event
 
     def table(self, table: schema.Table) -> str:
         return table.on(self.prefix)
@@ -99,9 +106,31 @@ def amounts(ctx: Context) -> Text:
     return Text(sql, {"a": case, **({"exotic": exotic} if keep else {})}, duckdb)
 
 
-FALLBACK_SCHEMA = pa.schema(
-    [pa.field("pos", pa.int64()), pa.field("slot", pa.int32()), pa.field("m", pa.int64()), pa.field("b", pa.string())]
-)
+def exotic(ctx: Context) -> Text:
+    """`exotic`: the events SQL cannot read exactly, with what the live evaluation reads of them."""
+    reading = "".join(f", :d{i} AS {name}" for i, (name, _) in enumerate(ctx.reading))
+    placeholders = {f"d{i}": node for i, (_, node) in enumerate(ctx.reading)}
+    return Text(
+        f"SELECT __pos, type, epoch_us(occurred_at) AS __t{reading} FROM {ctx.table(schema.ORDERED)} WHERE :exotic",
+        {**placeholders, "exotic": ctx.plan.exotic},
+    )
+
+
+def fallback_rows(ctx: Context) -> Text:
+    """`fallback_rows`: the live evaluation's outcomes with each beneficiary's reference resolved in the customers
+    lookup (fallback.resolved_amount: an unknown one refuses the action as beneficiary_not_found); without a
+    customers table the reference is the customer."""
+    outcomes = ctx.table(schema.FALLBACK_OUTCOMES)
+    if ctx.lookup is None:
+        return Text(f"SELECT pos, slot, m, r AS b FROM {outcomes} WHERE slot IS NOT NULL")
+    named = "o.r IS NOT NULL AND o.m > 0"
+    return Text(
+        f"SELECT o.pos AS pos, o.slot AS slot, "
+        f"CASE WHEN {named} AND l.__cid IS NULL THEN {NOT_FOUND_BASE} - o.m ELSE o.m END AS m, "
+        f"CASE WHEN {named} AND l.__cid IS NOT NULL THEN l.__cid ELSE o.r END AS b "
+        f"FROM {outcomes} o LEFT JOIN {ctx.table(schema.CUSTOMERS_LOOKUP)} l ON l.__ref = o.r "
+        f"WHERE o.slot IS NOT NULL"
+    )
 
 
 def fallback_amounts(ctx: Context) -> Text:

@@ -1,9 +1,11 @@
 """The plan's runner: the steps in order on one executor, progress after each named stage.
 
 Stages (the progress labels of rewards_lab.replay.engine.STEPS, after "ordered", which the entry point does):
-"rules" (`amounts`), "fallback" (the exotic rows through the live evaluation, added to `amounts` when they
-issue or refuse anything), "summaries" (`candidates`, `cells`), "ceiling" (`ceiling_kept`, then the `issuances`
-view). Today the plan runs the replays without caps, budgets, reversals, redemptions, expiry or a customers table
+"rules" (`amounts`), "fallback" (the `exotic` rows through the live evaluation, `map_partitions` without a key,
+their outcomes resolved and added to `amounts` when they issue or refuse anything), "summaries" (`candidates`,
+`cells`), "ceiling" (`ceiling_kept`, then the `issuances` view). The customers steps (`customers`, `facts`:
+rewards_lab.replay.plan.customers) come before, run by the entry points: on DuckDB before the events are
+numbered, on Spark after. Today the plan runs the replays without caps, budgets, reversals, redemptions or expiry
 (rewards_lab.replay.engine.replay, rewards_lab.replay.spark_engine.replay_spark); the others still take their own
 paths over the same tables.
 """
@@ -15,12 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rewards_lab.replay.engines.base import Executor
+from rewards_lab.replay.fallback import OUTCOMES, Evaluate
 from rewards_lab.replay.plan import ceiling, rules, schema, steps
 from rewards_lab.replay.plan.rules import Context
 
-Fallback = Callable[[Executor[object], str], tuple[bool, int]]
-"""Puts the exotic events' outcomes in the named table (`schema.FALLBACK_ROWS`'s columns); returns (whether it has
-rows, how many events were exotic). Engine-specific for now: how a field of an event reads in Python differs."""
 Report = Callable[[str], None]
 
 
@@ -36,17 +36,41 @@ def run_step(executor: Executor[object], step: steps.Step, ctx: Context) -> None
     executor.create(step.output.on(ctx.prefix), step.build(ctx), stored=step.stored)
 
 
-def run(executor: Executor[object], ctx: Context, room: int | None, fallback: Fallback, report: Report) -> PlanRun:
-    """Every step over `{prefix}_ordered` (the events in processing order, made by the entry point)."""
+def evaluated(executor: Executor[object], ctx: Context, evaluate: Evaluate) -> tuple[int, int]:
+    """The exotic events through the live evaluation (`map_partitions`, no key) and, when they issue or refuse
+    anything, `fallback_rows` (beneficiaries resolved); returns (how many events were exotic, their outcomes)."""
+    run_step(executor, steps.EXOTIC, ctx)
+    outcomes = ctx.table(schema.FALLBACK_OUTCOMES)
+    executor.map_partitions(outcomes, f"SELECT * FROM {ctx.table(schema.EXOTIC)}", evaluate, OUTCOMES)
+    counted = executor.fetch(
+        f"SELECT count_if(slot IS NULL) AS events, count_if(slot IS NOT NULL) AS found FROM {outcomes}"
+    )
+    events, found = (int(counted.column(c)[0].as_py() or 0) for c in ("events", "found"))
+    if found:
+        run_step(executor, steps.FALLBACK_ROWS, ctx)
+    return events, found
+
+
+def fallback(executor: Executor[object], ctx: Context, evaluate: Evaluate) -> int:
+    """The exotic events' outcomes (`evaluated`) added to `amounts`; returns how many events were exotic."""
+    events, found = evaluated(executor, ctx, evaluate)
+    if found:
+        run_step(executor, steps.FALLBACK, ctx)
+        run_step(executor, steps.WITH_FALLBACK, ctx)
+    return events
+
+
+def run(
+    executor: Executor[object], ctx: Context, room: int | None, evaluate: Evaluate | None, report: Report
+) -> PlanRun:
+    """Every step over `{prefix}_ordered` (the events in processing order with their facts, made by the entry
+    point); `evaluate`: the live evaluation of the exotic rows (None: no row is exotic)."""
     executor.register(schema.SLOTS.on(ctx.prefix), rules.slots_table(ctx.layout))
     run_step(executor, steps.AMOUNTS, ctx)
     report("rules")
     python_rows = 0
-    if ctx.plan.exotic_sql is not None:
-        found, python_rows = fallback(executor, schema.FALLBACK_ROWS.on(ctx.prefix))
-        if found:
-            run_step(executor, steps.FALLBACK, ctx)
-            run_step(executor, steps.WITH_FALLBACK, ctx)
+    if ctx.plan.exotic_sql is not None and evaluate is not None:
+        python_rows = fallback(executor, ctx, evaluate)
     report("fallback")
     run_step(executor, steps.CANDIDATES, ctx)
     run_step(executor, steps.CELLS, ctx)

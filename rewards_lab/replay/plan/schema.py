@@ -58,9 +58,9 @@ AMOUNTS = Table(
 FALLBACK_ROWS = Table(
     "fallback_rows",
     "fallback_rows",
-    "driver",
+    "view",
     (("pos", "BIGINT"), ("slot", "INTEGER"), ("m", "BIGINT"), ("b", "VARCHAR")),
-    "the exotic events' outcomes from the live evaluation (rewards_lab.replay.fallback): one row per outcome",
+    "the exotic events' outcomes, one row per outcome, beneficiaries resolved (b: the customer it rewards)",
 )
 FALLBACK_AMOUNTS = Table(
     "fallback_amounts", "fallback_pe", "view", AMOUNTS.columns, "the fallback's rows in the form of `amounts`"
@@ -97,17 +97,57 @@ ISSUANCES = Table(
     "one row per attempted issuance",
 )
 
-PLAN_TABLES: tuple[Table, ...] = (
-    ORDERED,
-    SLOTS,
-    AMOUNTS,
-    FALLBACK_ROWS,
-    FALLBACK_AMOUNTS,
-    CANDIDATES,
-    CELLS,
-    CEILING_KEPT,
-    ISSUANCES,
+# customers and the fallback (increment 4) ------------------------------------------------------------------------
+EVENTS = Table(
+    "events",
+    "source",
+    "source",
+    (("external_event_id", "VARCHAR"), ("type", "VARCHAR"), ("customer_id", "VARCHAR"), ("occurred_at", "TIMESTAMP"),
+     ("...", "the events' data columns")),
+    "the events before their customer's facts: on DuckDB as read, on Spark in processing order (with `__pos`)",
+)  # fmt: skip
+CUSTOMERS = Table(
+    "customers",
+    "customers_input",
+    "source",
+    (("id", "VARCHAR"), ("external_id", "VARCHAR"), ("...", "country, segments, attributes, other columns")),
+    "the customers table as given (rewards_lab.replay.customers reads it)",
 )
+CUSTOMERS_LOOKUP = Table(
+    "customers_lookup",
+    "customers",
+    "stored",
+    (("__ref", "VARCHAR"), ("__cid", "VARCHAR"), ("...", "the facts the rules read: __cc, __cs, __cattr, __ca<i>")),
+    "one row per reference (a customer's id or external_id): the customer's id and facts",
+)
+FACTS = Table(
+    "facts",
+    "facts",
+    "view",
+    (("...", "`events`' columns"), ("...", "the lookup's columns"), ("<b>", "VARCHAR"), ("<b>_id", "VARCHAR")),
+    "the events with their customer's facts, each beneficiary field's reference and the id it resolves to",
+)
+EXOTIC = Table(
+    "exotic",
+    "exotic",
+    "view",
+    (("__pos", "BIGINT"), ("type", "VARCHAR"), ("__t", "BIGINT"), ("...", "what the live evaluation reads")),
+    "the events SQL cannot read exactly, with the columns the live evaluation reads (fallback.RowReader)",
+)
+FALLBACK_OUTCOMES = Table(
+    "fallback_outcomes",
+    "fallback_out",
+    "stored",
+    (("pos", "BIGINT"), ("slot", "INTEGER"), ("m", "BIGINT"), ("r", "VARCHAR")),
+    "the live evaluation's outcomes (map_partitions over `exotic`): one row per outcome, the beneficiary's "
+    "reference unresolved, and one row per event with slot NULL (they count the exotic events)",
+)
+# end of increment 4's tables ----------------------------------------------------------------------------------
+
+PLAN_TABLES: tuple[Table, ...] = (
+    EVENTS, CUSTOMERS, CUSTOMERS_LOOKUP, FACTS, ORDERED, SLOTS, AMOUNTS, EXOTIC, FALLBACK_OUTCOMES, FALLBACK_ROWS,
+    FALLBACK_AMOUNTS, CANDIDATES, CELLS, CEILING_KEPT, ISSUANCES,
+)  # fmt: skip
 
 # reverse actions and redemptions (rewards_lab.replay.plan.reversals, rewards_lab.replay.plan.redemptions) -------
 HOLDERS = Table(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rewards_lab.replay.plan import outputs, redemptions, reversals, rules, schema
+from rewards_lab.replay.plan import customers, outputs, redemptions, reversals, rules, schema
 from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.plan.sql import Text
 
@@ -56,7 +56,32 @@ ISSUANCES = Step(
     stored=False,
 )
 
-STEPS: tuple[Step, ...] = (AMOUNTS, FALLBACK, WITH_FALLBACK, CANDIDATES, CELLS, ISSUANCES)
+# customers and the fallback (increment 4) ------------------------------------------------------------------------
+CUSTOMERS = Step("customers", schema.CUSTOMERS_LOOKUP, (schema.CUSTOMERS,), customers.customers, stored=True)
+FACTS = Step("facts", schema.FACTS, (schema.EVENTS, schema.CUSTOMERS_LOOKUP), customers.facts, stored=False)
+EXOTIC = Step("exotic", schema.EXOTIC, (schema.ORDERED,), rules.exotic, stored=False)
+# then executor.map_partitions(`fallback_outcomes`, `exotic`, fallback.Evaluate): the live evaluation (run.py)
+FALLBACK_ROWS = Step(
+    "fallback_rows",
+    schema.FALLBACK_ROWS,
+    (schema.FALLBACK_OUTCOMES, schema.CUSTOMERS_LOOKUP),
+    rules.fallback_rows,
+    stored=False,
+)
+CUSTOMER_STEPS: tuple[Step, ...] = (CUSTOMERS, FACTS)  # before the events are numbered on DuckDB, after on Spark
+FALLBACK_STEPS: tuple[Step, ...] = (EXOTIC, FALLBACK_ROWS)
+# end of increment 4's steps -------------------------------------------------------------------------------------
+
+STEPS: tuple[Step, ...] = (
+    *CUSTOMER_STEPS,
+    AMOUNTS,
+    *FALLBACK_STEPS,
+    FALLBACK,
+    WITH_FALLBACK,
+    CANDIDATES,
+    CELLS,
+    ISSUANCES,
+)
 
 # reverse actions and redemptions (plan.reversals, plan.redemptions; run by `decide_reversals`, `place_redemptions`)
 REVERSE_ACTIONS = Step(
