@@ -413,7 +413,7 @@ def test_the_customers_steps_resolve_references(on_duckdb: Any) -> None:
     facts = on_duckdb[2]["facts"][1]
     assert ("e8", "c6", None, None, None, "r3", "r3") in facts  # c6 is no customer; r3 names a customer
     rows = on_duckdb[2]["fallback_rows"][1]
-    assert (7, 4, 300, "r3") in rows and (2, 4, -2 - 5, "nobody") in rows
+    assert (7, 6, 300, "r3") in rows and (2, 6, -2 - 5, "nobody") in rows  # slot 6: the customers rule
 
 
 @pytest.mark.parametrize("room", [0, 150_00, 10**18 + 5, 2 * 10**18])
