@@ -29,10 +29,10 @@ from rewards_lab.domain.schedule import DAY_US
 from rewards_lab.replay.compiler import DUCKDB, compile_programme, referenced_fields, rule_specs
 from rewards_lab.replay.customers import joined, open_customers
 from rewards_lab.replay.engine import candidate_selects, definition_of, parse_supply, python_rows, quiet_connection
-from rewards_lab.replay.expiry_plan import expiry_plan
 from rewards_lab.replay.inputs import open_events
 from rewards_lab.replay.limits_plan import has_features
 from rewards_lab.replay.order import order_events
+from rewards_lab.replay.plan.expiry import expiry_plan
 
 _PATH_PART = re.compile(r"([A-Za-z_]+)((?:\[\d+\])*)")
 _EPOCH = np.datetime64("1970-01-01", "D")

@@ -13,6 +13,7 @@ engine) through placeholders.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from sqlglot import exp
@@ -30,14 +31,17 @@ from rewards_lab.replay.plan import schema
 from rewards_lab.replay.plan.layout import Layout, recipients_of, struct_sql
 from rewards_lab.replay.plan.sql import Engine, Text
 
+if TYPE_CHECKING:
+    from rewards_lab.replay.plan.expiry import ExpiryPlan
+
 UTC_DAY = f"CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER)"
 
 
 @dataclass(frozen=True)
 class Context:
     """What a step's query is built from: the replay's table prefix, its compiled programme (trees of `engine`),
-    where each rule action's amount sits, the asset (symbol, decimals) and, once decided, the ceiling's boundary
-    day (None: nothing refused)."""
+    where each rule action's amount sits, the asset (symbol, decimals), once decided, the ceiling's boundary
+    day (None: nothing refused) and, when lots expire, the expiry plan (plan.expiry; its `as_of` resolved)."""
 
     prefix: str
     plan: CompiledProgramme
@@ -46,6 +50,7 @@ class Context:
     asset: str
     decimals: int
     boundary: int | None = None
+    expiry: ExpiryPlan | None = None
 
     def table(self, table: schema.Table) -> str:
         return table.on(self.prefix)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rewards_lab.replay.plan import outputs, rules, schema
+from rewards_lab.replay.plan import expiry, outputs, rules, schema
 from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.plan.sql import Text
 
@@ -56,4 +56,19 @@ ISSUANCES = Step(
     stored=False,
 )
 
-STEPS = (AMOUNTS, FALLBACK, WITH_FALLBACK, CANDIDATES, CELLS, ISSUANCES)
+# expiry (plan.expiry): the history's local months (`at_end_of`: the driver makes `month_ends` from them), each
+# event's expiry, then, once the rewards are decided, the lots (the pass's, and the closed form's)
+MONTHS = Step("months", schema.MONTHS, (schema.ORDERED,), expiry.months, stored=False)
+EXPIRY_TIMES = Step(
+    "expiry_times", schema.EXPIRY_TIMES, (schema.ORDERED, schema.MONTH_ENDS), expiry.times, stored=False
+)
+LOTS = Step(
+    "lots",
+    schema.LOTS,
+    (schema.ISSUED, schema.LOTTED, schema.PASS_LOTS, schema.EXPIRY_TIMES),
+    expiry.lots,
+    stored=True,
+)
+EXPIRY_STEPS = (MONTHS, EXPIRY_TIMES, LOTS)
+
+STEPS = (AMOUNTS, FALLBACK, WITH_FALLBACK, CANDIDATES, CELLS, ISSUANCES, *EXPIRY_STEPS)
