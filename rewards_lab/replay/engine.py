@@ -586,7 +586,7 @@ def replay(
     lday = local_day(definition.programme.zone) if limits is not None and limits.capped else None
     room = room_under(ceiling, opening)
     tables: FeatureTables | None = None
-    on_plan = not featured and expiry is None and customers is None
+    on_plan = not featured and customers is None
     symbol = definition.asset.symbol
     expiry_ctx = None if expiry is None else Context(name, plan, lay, "duckdb", symbol, decimals, expiry=expiry)
     try:
@@ -602,13 +602,14 @@ def replay(
             reporter.step("fallback")
             store.summarise(con, lay, name)
             reporter.step("summaries")
-            if expiry_ctx is not None:  # each event's expiry (plan.expiry), `as_of` resolved
-                expiry_ctx = plan_expiry.prepare(_executor(con), expiry_ctx, as_of, spent)
-                expiry = expiry_ctx.expiry
+        if expiry_ctx is not None:  # each event's expiry (plan.expiry), `as_of` resolved
+            expiry_ctx = plan_expiry.prepare(_executor(con), expiry_ctx, as_of, spent)
+            expiry = expiry_ctx.expiry
+            if limits is None:  # no pass: every lot is the closed form's
+                plan_expiry.without_pass(_executor(con), name)
+        if not on_plan:
             if limits is None:
                 boundary = _ceiling(con, lay, name, room)
-                if expiry is not None:
-                    plan_expiry.without_pass(_executor(con), name)
             else:
                 inputs = FeatureInputs(limits, room, spent, reversing, lday is not None, expiry)
                 boundary, tables = decide_features(con, source, plan, lay, name, inputs)

@@ -21,7 +21,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -521,9 +521,12 @@ class SparkReplayResult:
             )
         if self._plan is not None:
             symbol = self.definition.asset.symbol
+            cells = None if self._expiry is None else plan_expiry.expired_cells(self._tables, len(self._rule_of))
             return frame_of(
                 self._plan_query(
-                    lambda run, amount: outputs.daily_sql(run.context.prefix, run.context.boundary, symbol, amount)
+                    lambda run, amount: outputs.daily_sql(
+                        run.context.prefix, run.context.boundary, symbol, amount, cells
+                    )
                 )
             )
         issued = self.issuances.where(F.col("status") == "issued")
@@ -579,7 +582,13 @@ class SparkReplayResult:
             return frame_of(
                 self._plan_query(
                     lambda run, amount: outputs.per_customer_sql(
-                        run.context.layout, run.context.prefix, run.context.boundary, amount, top, wide=True
+                        run.context.layout,
+                        run.context.prefix,
+                        run.context.boundary,
+                        amount,
+                        top,
+                        None if self._expiry is None else plan_expiry.expired_per_holder(self._tables),
+                        wide=True,
                     )
                 )
             )
@@ -738,11 +747,15 @@ def replay_ordered(
     step = reporter.step if reporter is not None else (lambda _label: None)
     plan = compile_programme(definition, source, SPARK)
     events = with_facts(ordered, plan, source)
-    plain = not has_features(definition) and spent is None and expiry_plan(definition) is None
+    expiring, room = expiry_plan(definition), room_under(ceiling, opening)
+    plain = not has_features(definition) and spent is None and (expiring is None or room is None)
     if plain and source.customers is None:  # the replay plan; the other paths move onto it in later increments
-        room = room_under(ceiling, opening)
         run = _on_plan(events, plan, source, definition, room, step)
-        return SparkReplayResult(
+        on_plan = None
+        if expiring is not None:  # no ceiling: every lot is the closed form's
+            executor = _executor(ordered.sparkSession)
+            on_plan = plan_expiry.prepare(executor, replace(run.context, expiry=expiring), as_of, spent)
+        result = SparkReplayResult(
             definition=definition,
             spark=ordered.sparkSession,
             events_processed=count,
@@ -752,9 +765,15 @@ def replay_ordered(
             python_rows=run.python_rows,
             _candidates=ordered.sparkSession.table(schema.CANDIDATES.on(run.context.prefix)),
             _decision=None,
+            _expiry=None if on_plan is None else on_plan.expiry,
+            _tables="" if on_plan is None else on_plan.prefix,
             _rule_of=tuple(plan.rule_of(slot) for slot in range(plan.slots)),
             _plan=run,
         )
+        if on_plan is not None:
+            _lots(result, on_plan)
+            result.seconds = time.perf_counter() - started
+        return result
     candidates = sql_candidates(events, plan)
     step("rules")
     fallback, python_events = python_candidates(events, plan, source)
@@ -770,7 +789,6 @@ def replay_ordered(
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     step("summaries")
-    room = room_under(ceiling, opening)
     features, expiry = None, _expiry_times(definition, plan, ordered, as_of, spent)
     plan_of_expiry = None if expiry is None else expiry.expiry
     if has_features(definition) or spent is not None or (expiry is not None and room is not None):
@@ -804,6 +822,12 @@ def replay_ordered(
     return result
 
 
+def _executor(spark: SparkSession) -> Executor[object]:
+    from rewards_lab.replay.engines.spark import SparkExecutor  # imports this module
+
+    return SparkExecutor(spark)
+
+
 def _expiry_times(
     definition: ProgrammeDefinition, plan: CompiledProgramme, ordered: DataFrame, as_of: Any, spent: pa.Table | None
 ) -> Context | None:
@@ -812,11 +836,9 @@ def _expiry_times(
     found = expiry_plan(definition)
     if found is None:
         return None
-    from rewards_lab.replay.engines.spark import SparkExecutor  # imports this module
-
     prefix = f"__spark_replay_{next(_names)}"
     ordered.createOrReplaceTempView(schema.ORDERED.on(prefix))
-    executor, lay, asset = SparkExecutor(ordered.sparkSession), layout(plan), definition.asset
+    executor, lay, asset = _executor(ordered.sparkSession), layout(plan), definition.asset
     executor.register(schema.SLOTS.on(prefix), rules.slots_table(lay))
     ctx = Context(prefix, plan, lay, "spark", asset.symbol, asset.decimals, expiry=found)
     return plan_expiry.prepare(executor, ctx, as_of, spent)
@@ -827,9 +849,7 @@ def _lots(result: SparkReplayResult, ctx: Context) -> None:
     (`lotted`) and their lots (`pass_lots`)."""
     from pyspark.sql import functions as F
 
-    from rewards_lab.replay.engines.spark import SparkExecutor  # imports this module
-
-    executor, features = SparkExecutor(result.spark), result._features  # noqa: SLF001 - the result being made
+    executor, features = _executor(result.spark), result._features  # noqa: SLF001 - the result being made
     rows = result.issuances if features is None else result.issuances.where(F.col("kind") == F.lit("issue"))
     issued = rows.where(F.col("status") == F.lit("issued")).select("seq", "customer_id", "amount_minor")
     issued.createOrReplaceTempView(schema.ISSUED.on(ctx.prefix))
