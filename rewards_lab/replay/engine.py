@@ -35,7 +35,7 @@ from rewards_lab.domain.ceiling import room_under
 from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
 from rewards_lab.domain.schedule import DAY_US, instant
-from rewards_lab.replay import expiry_store, feature_sql, input_checks, issuance_writer, store
+from rewards_lab.replay import feature_sql, input_checks, issuance_writer, store
 from rewards_lab.replay.compiler import (
     DUCKDB,
     CompiledProgramme,
@@ -45,16 +45,19 @@ from rewards_lab.replay.compiler import (
     string,
 )
 from rewards_lab.replay.customers import joined, open_customers
-from rewards_lab.replay.expiry_plan import ExpiryPlan, expiry_plan, until
+from rewards_lab.replay.engines.base import Executor
 from rewards_lab.replay.fallback import Evaluate, all_outcomes, resolved_amount
 from rewards_lab.replay.feature_store import FeatureInputs, FeatureTables, decide_features, local_day
 from rewards_lab.replay.inputs import ROW, EventSource, literal, open_events
 from rewards_lab.replay.limits_plan import has_features, limits_plan
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.plan import ceiling as plan_ceiling
-from rewards_lab.replay.plan import outputs
+from rewards_lab.replay.plan import expiry as plan_expiry
+from rewards_lab.replay.plan import outputs, schema
+from rewards_lab.replay.plan.expiry import ExpiryPlan, expiry_plan
 from rewards_lab.replay.plan.layout import Layout, layout
 from rewards_lab.replay.plan.outputs import decimal_sql
+from rewards_lab.replay.plan.reversals import holder_sql
 from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.plan.run import run as run_plan
 from rewards_lab.replay.redemptions import redemptions_table
@@ -148,14 +151,14 @@ class ReplayResult:
         (docs/replay.md "Expiry"); empty when the programme's points never expire."""
         if self._expiry is None:
             return self.con.sql(_empty(LOT_COLUMNS))
-        return self.con.sql(expiry_store.lots_sql(self._name, self.definition.asset.symbol, self._amount))
+        return self.con.sql(plan_expiry.lots_sql(self._name, self.definition.asset.symbol, self._amount))
 
     @property
     def expired(self) -> duckdb.DuckDBPyRelation:
         """Every lot that expired by `as_of` (EXPIRED_COLUMNS), in the order of their expiry."""
         if self._expiry is None:
             return self.con.sql(_empty(EXPIRED_COLUMNS))
-        return self.con.sql(expiry_store.expired_sql(self._name, self.definition.asset.symbol, self._amount))
+        return self.con.sql(plan_expiry.expired_sql(self._name, self.definition.asset.symbol, self._amount))
 
     def _amount(self, minor: str) -> str:
         return decimal_sql(self._decimals, minor)
@@ -211,7 +214,7 @@ class ReplayResult:
         issuance and what was redeemed (`feature_totals`); with expiry also what `expired` (and how many lots)."""
         found = self._feature_totals() if self._features is not None else self._plain_totals()
         if self._expiry is not None:
-            ((amount, count),) = self.con.sql(expiry_store.expired_total_sql(self._name)).fetchall()
+            ((amount, count),) = self.con.sql(plan_expiry.expired_total_sql(self._name)).fetchall()
             found.update({"expired": to_decimal(int(amount), self._decimals), "expired_lots": int(count)})
         return found
 
@@ -273,7 +276,7 @@ class ReplayResult:
         amounts are exact Arrow decimals (see `per_customer`). With caps, budgets or reversals also requested,
         cut, limited, reversed, net and net_cumulative (feature_sql.daily_sql); with expiry also `expired`: what
         expired that UTC day of the lots that rule's rewards made."""
-        expired = None if self._expiry is None else expiry_store.expired_cells(self._name, self._layout.slots)
+        expired = None if self._expiry is None else plan_expiry.expired_cells(self._name, self._layout.slots)
         if self._features is not None:
             query = feature_sql.daily_sql(
                 self._layout, self._name, self._boundary, self.definition.asset.symbol, self._amount, expired
@@ -291,7 +294,7 @@ class ReplayResult:
         whose values come out as `Decimal` when read (`to_dict`, iteration, `sum()`)."""
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
             raise ServiceError("field_invalid", f"top must be a whole number of at least 1, not {top!r}", field="top")
-        expired = None if self._expiry is None else expiry_store.expired_per_holder(self._name)
+        expired = None if self._expiry is None else plan_expiry.expired_per_holder(self._name)
         if self._features is not None:  # also reversed, net, redeemed and balance, per holder
             query = feature_sql.per_customer_sql_with(
                 self._layout, self._name, self._boundary, self._features, self._amount, top, expired
@@ -460,11 +463,40 @@ def prepared(
     return joined(con, name, from_sql, [plan], source.customers), plan
 
 
-def _ceiling(con: duckdb.DuckDBPyConnection, lay: Layout, name: str, room: int | None) -> int | None:
-    """The ceiling's boundary day (rewards_lab.replay.plan.ceiling) over the tables of a replay off the plan."""
+def _executor(con: duckdb.DuckDBPyConnection) -> Executor[object]:
+    """A DuckDB executor over the replay's connection (left open), for the plan's steps of a replay off it."""
     from rewards_lab.replay.engines.duckdb import DuckDBExecutor  # imports this module
 
-    return plan_ceiling.decide(DuckDBExecutor(con), name, lay, room)
+    return DuckDBExecutor(con)
+
+
+def _ceiling(con: duckdb.DuckDBPyConnection, lay: Layout, name: str, room: int | None) -> int | None:
+    """The ceiling's boundary day (rewards_lab.replay.plan.ceiling) over the tables of a replay off the plan."""
+    return plan_ceiling.decide(_executor(con), name, lay, room)
+
+
+def issued_sql(lay: Layout, name: str, featured: bool, lookup: str | None = None) -> str:
+    """SQL of `issued` (plan.schema.ISSUED: seq, customer_id, amount_minor) of every issued reward, from the
+    stored amounts (one plain scan per field: cheaper than unnesting every event's struct). With expiry the
+    ceiling is never enforced set-based (a ceiling that can bind sends every reward through the pass), so every
+    positive amount is issued, unless the pass decided otherwise (`featured`: `{name}_dec`, the customer resolved
+    through `lookup`)."""
+    named = set(lay.beneficiary_fields)
+    stored = " UNION ALL ".join(
+        f"SELECT p.pos * {lay.slots} + s.slot AS seq, "
+        f"{f'coalesce(p.a.b{i}, p.customer_id)' if i in named else 'p.customer_id'} AS customer_id, "
+        f"p.a.c{i} AS amount_minor FROM {name}_pe p JOIN {name}_slots s ON s.k = p.a.k AND s.i = {i} "
+        f"WHERE p.a.c{i} > 0"
+        for i in range(1, lay.width + 1)
+    )
+    if not featured:
+        return stored
+    holder, join = holder_sql("b.customer_id", lookup)
+    return (
+        f"SELECT b.seq, {holder} AS customer_id, CASE WHEN d.seq IS NULL THEN b.amount_minor ELSE d.g END "
+        f"AS amount_minor FROM ({stored}) b LEFT JOIN {name}_dec d ON d.seq = b.seq {join} "
+        "WHERE d.seq IS NULL OR d.status = 'issued'"
+    )
 
 
 def evaluation(source: Any, plan: CompiledProgramme) -> tuple[tuple[tuple[str, Any], ...], Evaluate]:
@@ -514,7 +546,7 @@ def replay(
     """Replay `events` through `programme`; see the module docstring and docs/decisions.md ("Replay").
     `customers`: the customers table (a path, a DataFrame, an Arrow table or a relation; docs/replay.md).
     `redemptions`: what customers spent (rewards_lab.replay.redemptions; None: nothing). `as_of`: until when
-    lots expire, when the programme's points do (rewards_lab.replay.expiry_plan; None: the history's end)."""
+    lots expire, when the programme's points do (rewards_lab.replay.plan.expiry; None: the history's end)."""
     started = time.perf_counter()
     definition = definition_of(programme)
     decimals = definition.asset.decimals
@@ -539,7 +571,9 @@ def replay(
     lday = local_day(definition.programme.zone) if limits is not None and limits.capped else None
     room = room_under(ceiling, opening)
     tables: FeatureTables | None = None
-    on_plan = not featured and expiry is None
+    on_plan = not featured
+    symbol = definition.asset.symbol
+    expiry_ctx = None if expiry is None else Context(name, plan, lay, "duckdb", symbol, decimals, expiry=expiry)
     try:
         count = order_events(con, source, from_sql, name)
         reporter.step("ordered")
@@ -553,14 +587,14 @@ def replay(
             reporter.step("fallback")
             store.summarise(con, lay, name)
             reporter.step("summaries")
-            if expiry is not None:
-                expiry = until(expiry, as_of, expiry_store.last_moment(con, ordered, spent))
-                expiry_store.times_view(con, name, expiry)
+        if expiry_ctx is not None:  # each event's expiry (plan.expiry), `as_of` resolved
+            expiry_ctx = plan_expiry.prepare(_executor(con), expiry_ctx, as_of, spent)
+            expiry = expiry_ctx.expiry
+            if limits is None:  # no pass: every lot is the closed form's
+                plan_expiry.without_pass(_executor(con), name)
+        if not on_plan:
             if limits is None:
                 boundary = _ceiling(con, lay, name, room)
-                if expiry is not None:
-                    expiry_store.lotted_table(con, name, None)
-                    expiry_store.pass_lots(con, name, None)
             else:
                 inputs = FeatureInputs(limits, room, spent, reversing, lday is not None, expiry)
                 boundary, tables = decide_features(con, source, plan, lay, name, inputs)
@@ -581,10 +615,12 @@ def replay(
         )
         if not on_plan:
             con.execute(f"CREATE OR REPLACE TEMP VIEW {name}_issuances AS {result.issuances_query()}")
-        if expiry is not None:
+        if expiry_ctx is not None:  # the lots (plan.expiry): the pass's, and one per other issued reward
             assert boundary is None  # a ceiling that can bind sends every reward through the pass
-            issued = expiry_store.issued_sql(lay, name, tables is not None, None if tables is None else tables.lookup)
-            expiry_store.lots_table(con, name, issued, lay.slots, expiry.as_of)
+            issued = issued_sql(lay, name, tables is not None, None if tables is None else tables.lookup)
+            executor = _executor(con)
+            executor.create(schema.ISSUED.on(name), issued, stored=False)
+            plan_expiry.make_lots(executor, expiry_ctx)
     finally:
         reporter.close()
     result.warnings = tuple(input_warnings(con, source, [plan], count) + _outcome_warnings(result, spent))

@@ -142,7 +142,7 @@ def daily_sql(
     """SQL: per UTC day and rule, what was issued (and its running total), requested, cut by caps and budgets,
     skipped (`limited`), taken back by reversals (on the day the refund is processed, from the rule that issued
     the reward) and the net issuance with its running total; with `expired` (SQL of (day, slot, x) cells,
-    rewards_lab.replay.expiry_store.expired_cells) also what expired."""
+    rewards_lab.replay.plan.expiry.expired_cells) also what expired."""
     symbol = DUCKDB.render(string(asset))
     named, zero = ("", "") if expired is None else (", 0 AS xp", ", 0")
     cells = f"""

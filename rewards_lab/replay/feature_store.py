@@ -32,13 +32,13 @@ from rewards_lab.domain.limits import LIFETIME_START, week_start
 from rewards_lab.domain.rules import number_of, read
 from rewards_lab.replay.compiler import DUCKDB, CompiledProgramme, string
 from rewards_lab.replay.customers import FOUND, CustomerTable
-from rewards_lab.replay.expiry_plan import ExpiryPlan
-from rewards_lab.replay.expiry_store import lotted_table, pass_lots
+from rewards_lab.replay.engines.base import Executor
 from rewards_lab.replay.inputs import ROW, EventSource, literal
 from rewards_lab.replay.limits_plan import Grouping, LimitsPlan
 from rewards_lab.replay.lot_pass import LOTS
-from rewards_lab.replay.plan import ceiling
-from rewards_lab.replay.plan import schema as plan_schema
+from rewards_lab.replay.plan import ceiling, schema
+from rewards_lab.replay.plan import expiry as plan_expiry
+from rewards_lab.replay.plan.expiry import ExpiryPlan
 from rewards_lab.replay.plan.layout import Layout
 from rewards_lab.replay.plan.redemptions import place_redemptions
 from rewards_lab.replay.plan.reversals import DIVISORS, HOLDERS, REVERSE_FALLBACK, decide_reversals, holder_sql
@@ -210,10 +210,10 @@ def masked_rows(
 ) -> None:
     """`{name}_mrows`: the rewards the pass needs (every one when it enforces the ceiling, `full`), with their
     mask, whether a refund names their event (`keep`) and whether their customer redeems (`tracked`); with
-    expiry (`lotted`) every reward of the customers in `{name}_lotted`, who are the `tracked` ones."""
+    expiry (`lotted`) every reward of the customers in `lotted` (plan.expiry), who are the `tracked` ones."""
     originals = f"SELECT opos FROM {name}_rad WHERE code IS NULL"
     masked = mask_sql(rows, limits, bound, name)
-    holders = f"SELECT holder FROM {name}_lotted" if lotted else f"SELECT holder FROM {name}_red"
+    holders = f"SELECT holder FROM {schema.LOTTED.on(name)}" if lotted else f"SELECT holder FROM {name}_red"
     where = "" if full else f" WHERE r.mask > 0 OR r.pos IN ({originals})"
     if lotted and not full:
         where += f" OR r.holder IN ({holders})"
@@ -336,11 +336,12 @@ def credits_sql(rows: str, name: str, full: bool) -> str:
 
 def with_clock(query: str, name: str, slots: int) -> str:
     """SQL: the ops of `query` with `clock` (their anchor event's time, or the redemption's), `issued` and `exp`
-    (a grant's event time and when its lot expires; `{name}_xt`), for the pass's expiry."""
+    (a grant's event time and when its lot expires; plan.expiry's `expiry_times`), for the pass's expiry."""
+    times = schema.EXPIRY_TIMES.on(name)
     return (
         f"SELECT o.*, CASE WHEN o.op = 2 THEN rd.t ELSE a.t END AS clock, x.t AS issued, x.exp AS exp "
-        f"FROM ({query}) o LEFT JOIN {name}_xt a ON o.op <> 2 AND a.pos = o.k1 "
-        f"LEFT JOIN {name}_xt x ON o.op = 0 AND x.pos = o.seq // {slots} "
+        f"FROM ({query}) o LEFT JOIN {times} a ON o.op <> 2 AND a.pos = o.k1 "
+        f"LEFT JOIN {times} x ON o.op = 0 AND x.pos = o.seq // {slots} "
         f"LEFT JOIN {name}_red rd ON o.op = 2 AND rd.idx = o.ref"
     )
 
@@ -356,7 +357,7 @@ def run_pass(
 ) -> None:
     """Run the sequential pass over `{name}_ops` in processing order; store `{name}_dec`, `{name}_items` and
     `{name}_redout`. `expiry`: (as_of, the slots per event) when lots expire; the pass's lots are then stored as
-    `{name}_plots`."""
+    plan.expiry's `pass_lots`."""
     redeeming = bool(con.sql(f"SELECT count(*) FROM {name}_red").fetchall()[0][0])
     if expiry is not None:  # every reward of a tracked customer is in the pass: no credit from set-based rows
         query = with_clock(credits_sql(rows, name, True), name, expiry[1])
@@ -371,7 +372,7 @@ def run_pass(
     with tempfile.TemporaryDirectory(prefix="rewards-lab-lots-", dir=directory) as spill:
         lots_path = Path(spill) / "lots.parquet"
         # The finished lots go to disk as the pass runs (there is one per reward of a tracked customer: 27M rows
-        # at 10M events), then into `{name}_plots`, a table DuckDB may spill (issue 27).
+        # at 10M events), then into `pass_lots`, a table DuckDB may spill (issue 27).
         with pq.ParquetWriter(lots_path, LOTS) as lots:
             for made in SequentialPass(limits, room if full else None, as_of).batches(reader):
                 for kept, batch in zip(outputs, made[:3], strict=True):
@@ -381,11 +382,11 @@ def run_pass(
                     lots.write_batch(made[3])
         if expiry is not None:
             stored = f"SELECT * FROM read_parquet({literal(str(lots_path))})"
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {name}_plots AS {stored}")
-    for suffix, schema, batches in zip(
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {schema.PASS_LOTS.on(name)} AS {stored}")
+    for suffix, columns, batches in zip(
         ("dec", "items", "redout"), (DECISIONS, ITEMS, REDEMPTIONS), outputs, strict=True
     ):
-        table(con, f"{name}_{suffix}", pa.Table.from_batches(batches, schema))
+        table(con, f"{name}_{suffix}", pa.Table.from_batches(batches, columns))
     con.execute(f"INSERT INTO {name}_dec SELECT * FROM {name}_tail")
 
 
@@ -421,7 +422,7 @@ class FeatureInputs:
     redemptions: pa.Table | None
     reversing: list[tuple[int, int, str | None, str | None, str | None]]
     lday: bool
-    expiry: ExpiryPlan | None = None  # lots expire (`{name}_xt` exists): the pass keeps the consumed ones
+    expiry: ExpiryPlan | None = None  # lots expire (`expiry_times` exists): the pass keeps the consumed ones
 
 
 def decide_features(
@@ -457,8 +458,7 @@ def decide_features(
         empty_outcome(con, name)
         with_days(con, lay, name)
         if expiry is not None:
-            lotted_table(con, name, None)
-            pass_lots(con, name, None)
+            plan_expiry.without_pass(_executor(con), name)
         return boundary, FeatureTables(limits, lookup, False, False)
     _ceiling(con, lay, name, None)  # the kept table, empty: the pass decides the ceiling
     if full:
@@ -476,7 +476,7 @@ def decide_features(
             holder, join = holder_sql("p.customer_id", lookup)
             events = (
                 f"(SELECT p.* FROM {name}_pe p {join} WHERE p.pos IN (SELECT pos FROM {name}_mpos) "
-                f"OR {holder} IN (SELECT holder FROM {name}_lotted))"
+                f"OR {holder} IN (SELECT holder FROM {schema.LOTTED.on(name)}))"
             )
             needed = rows_sql(lay, name, limits, lookup, inputs.lday, events)
         masked_rows(con, needed, limits, bound, name, full, True)
@@ -516,7 +516,7 @@ def reversals_and_redemptions(
     spill = _spill_directory(con)
     executor = DuckDBExecutor(con, spill=None if spill is None else Path(spill))
     ctx = Context(name, plan, lay, "duckdb", "", 0)  # the asset: only the issuances step reads it
-    holders = ctx.table(plan_schema.HOLDERS)
+    holders = ctx.table(schema.HOLDERS)
     if lookup is None:
         table(con, holders, HOLDERS.empty_table())
     else:
@@ -544,15 +544,24 @@ def reversals_and_redemptions(
         decide_reversals(executor, ctx, fallback, python_divisors)
         place_redemptions(executor, ctx, inputs.redemptions)
     finally:  # the map's files go with the executor: what read them is stored
-        for made in (plan_schema.DECIDED, plan_schema.EVENT_BUCKETS):
+        for made in (schema.DECIDED, schema.EVENT_BUCKETS):
             con.execute(f"DROP VIEW IF EXISTS {ctx.table(made)}")
         executor.close()
 
 
 def _ceiling(con: duckdb.DuckDBPyConnection, lay: Layout, name: str, room: int | None) -> int | None:
     """The ceiling's boundary day and `{name}_kept` (rewards_lab.replay.plan.ceiling)."""
+    return ceiling.decide(_executor(con), name, lay, room)
+
+
+def _executor(con: duckdb.DuckDBPyConnection) -> Executor[object]:
     from rewards_lab.replay.engines.duckdb import (
         DuckDBExecutor,
     )  # imports rewards_lab.replay.engine, which imports this
 
-    return ceiling.decide(DuckDBExecutor(con), name, lay, room)
+    return DuckDBExecutor(con)
+
+
+def lotted_table(con: duckdb.DuckDBPyConnection, name: str, holders: str) -> None:
+    """plan.expiry's `lotted` from SQL of holders: the customers whose lots the pass keeps."""
+    con.execute(f"CREATE TEMP TABLE {schema.LOTTED.on(name)} AS SELECT DISTINCT holder FROM ({holders})")

@@ -21,7 +21,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -36,7 +36,7 @@ from rewards_lab.contract.programme_file import ProgrammeDefinition
 from rewards_lab.domain.ceiling import room_under
 from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.domain.schedule import instant
-from rewards_lab.replay import input_checks, spark_expiry, spark_feature_result
+from rewards_lab.replay import input_checks, spark_feature_result
 from rewards_lab.replay.compiler import (
     BENEFICIARY_MISSING,
     NOT_FOUND_BASE,
@@ -63,11 +63,13 @@ from rewards_lab.replay.engine import (
     frame_of,
     parse_supply,
 )
-from rewards_lab.replay.expiry_plan import expiry_plan
+from rewards_lab.replay.engines.base import Executor
 from rewards_lab.replay.feature_sql import ADDED_COLUMNS
 from rewards_lab.replay.limits_plan import has_features, limits_plan
-from rewards_lab.replay.plan import outputs, schema
+from rewards_lab.replay.plan import expiry as plan_expiry
+from rewards_lab.replay.plan import outputs, rules, schema
 from rewards_lab.replay.plan.customers import facts_query
+from rewards_lab.replay.plan.expiry import ExpiryPlan, expiry_plan
 from rewards_lab.replay.plan.layout import layout
 from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.plan.run import PlanRun, evaluated
@@ -75,7 +77,6 @@ from rewards_lab.replay.plan.run import run as run_plan
 from rewards_lab.replay.redemptions import redemptions_table
 from rewards_lab.replay.spark_ceiling import CeilingDecision, decide
 from rewards_lab.replay.spark_customers import open_spark_customers
-from rewards_lab.replay.spark_expiry import SparkExpiry
 from rewards_lab.replay.spark_features import SparkFeatures, decide_features
 from rewards_lab.replay.spark_inputs import (
     FILE,
@@ -252,7 +253,8 @@ class SparkReplayResult:
     _candidates: DataFrame  # on the plan: its `candidates` view
     _decision: CeilingDecision | None  # None: on the plan (its `ceiling_kept` holds the ceiling's decision)
     _features: SparkFeatures | None = None  # caps, budgets, reversals or redemptions (None: the programme has none)
-    _expiry: SparkExpiry | None = None  # lots expire (None: the programme's points never do)
+    _expiry: ExpiryPlan | None = None  # lots expire (None: the programme's points never do)
+    _tables: str = ""  # with expiry: the prefix of its tables (plan.schema.EXPIRY_TABLES, `slots`)
     _rule_of: tuple[tuple[int, int], ...] = ()  # per slot: (rule index, action index)
     _plan: PlanRun | None = None  # the replay plan's tables (rewards_lab.replay.plan): no features, no customers
     warnings: tuple[str, ...] = ()  # inputs that probably make this forecast wrong (replay.input_checks)
@@ -264,44 +266,33 @@ class SparkReplayResult:
     @property
     def as_of(self) -> datetime | None:
         """Until when the expiry worker ran (UTC; None: the programme's points never expire)."""
-        return None if self._expiry is None else instant(self._expiry.plan.as_of)
+        return None if self._expiry is None else instant(self._expiry.as_of)
 
-    @property
-    def _lots(self) -> DataFrame:
-        """(seq, holder, issued, expires, amount, remaining, expired) of every lot (spark_expiry.lot_rows)."""
-        from pyspark.sql import functions as F
-
-        assert self._expiry is not None
-        rows = self.issuances
-        if self._features is not None:
-            rows = rows.where(F.col("kind") == F.lit("issue"))
-        issued = rows.where(F.col("status") == F.lit("issued")).select(
-            "seq", "customer_id", "occurred_at", "amount_minor"
-        )
-        features = self._features
-        kept = None if features is None or features.lotted is None else features.part("l")
-        return spark_expiry.lot_rows(issued, self._expiry, None if features is None else features.lotted, kept)
+    def _expiry_output(self, sql: str) -> DataFrame:
+        """An output of rewards_lab.replay.plan.expiry over the replay's `lots`, rendered for Spark."""
+        return self.spark.sql(outputs.spark(sql))
 
     @property
     def lots(self) -> DataFrame:
         """Every lot, by customer then oldest first (the DuckDB result's `lots`); empty without expiry."""
         if self._expiry is None:
             return self.spark.createDataFrame([], _schema(LOT_COLUMNS))
-        return spark_expiry.lots_frame(self._lots, self._amount, self.definition.asset.symbol)
+        amount = outputs.amount_sql(self._decimals)
+        return self._expiry_output(plan_expiry.lots_sql(self._tables, self.definition.asset.symbol, amount))
 
     @property
     def expired(self) -> DataFrame:
         """Every lot that expired by `as_of`, in the order of their expiry (the DuckDB result's `expired`)."""
         if self._expiry is None:
             return self.spark.createDataFrame([], _schema(EXPIRED_COLUMNS))
-        return spark_expiry.expired_frame(self._lots, self._amount, self.definition.asset.symbol)
+        amount = outputs.amount_sql(self._decimals)
+        return self._expiry_output(plan_expiry.expired_sql(self._tables, self.definition.asset.symbol, amount))
 
     def _expired_per_day(self) -> DataFrame | None:
         """(day, rule_index, x) of what expired (None without expiry)."""
         if self._expiry is None:
             return None
-        rules = [rule for rule, _ in self._rule_of] or [0]
-        return spark_expiry.expired_per_day(self._lots, lambda slot: _by_slot(rules, slot), len(rules))
+        return self._expiry_output(plan_expiry.expired_per_rule(self._tables, max(len(self._rule_of), 1)))
 
     def _amount(self, minor: Column) -> Column:
         """Exact DECIMAL(38, decimals) of minor units: a 20-digit integer times one minor unit never rounds."""
@@ -398,6 +389,9 @@ class SparkReplayResult:
 
     def release(self) -> None:
         """Free the cached candidates, or the plan's views (a sweep releases each grid point's before the next)."""
+        if self._tables:
+            for table in (*schema.EXPIRY_TABLES, schema.ORDERED, schema.SLOTS):
+                self.spark.catalog.dropTempView(table.on(self._tables))
         if self._plan is None:
             self._candidates.unpersist()
             return
@@ -415,15 +409,13 @@ class SparkReplayResult:
     def totals(self) -> dict[str, Any]:
         """issued (Decimal), issuances, failed, and failures by error code (with caps, budgets, reversals or
         redemptions and with expiry, as the DuckDB result's)."""
-        from pyspark.sql import functions as F
 
         found = self._plain_totals() if self._features is None else None
         if found is None:
             assert self._features is not None
             found = spark_feature_result.totals(self.issuances, self._features, self._decimals)
         if self._expiry is not None:
-            wide = F.col("expired").cast("decimal(38,0)")
-            row = self._lots.agg(F.sum(wide).alias("x"), F.count_if(F.col("expired") > 0).alias("n")).first()
+            row = self._expiry_output(plan_expiry.expired_total_sql(self._tables)).first()
             amount = 0 if row is None or row["x"] is None else int(row["x"])
             found.update({"expired": to_decimal(amount, self._decimals), "expired_lots": int(row["n"] if row else 0)})
         return found
@@ -484,9 +476,12 @@ class SparkReplayResult:
             )
         if self._plan is not None:
             symbol = self.definition.asset.symbol
+            cells = None if self._expiry is None else plan_expiry.expired_cells(self._tables, len(self._rule_of))
             return frame_of(
                 self._plan_query(
-                    lambda run, amount: outputs.daily_sql(run.context.prefix, run.context.boundary, symbol, amount)
+                    lambda run, amount: outputs.daily_sql(
+                        run.context.prefix, run.context.boundary, symbol, amount, cells
+                    )
                 )
             )
         issued = self.issuances.where(F.col("status") == "issued")
@@ -530,7 +525,10 @@ class SparkReplayResult:
 
         if top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
             raise ServiceError("field_invalid", f"top must be a whole number of at least 1, not {top!r}", field="top")
-        expired = None if self._expiry is None else spark_expiry.expired_per_holder(self._lots)
+        expired = None
+        if self._expiry is not None:  # (customer_id, x)
+            per_holder = self._expiry_output(plan_expiry.expired_per_holder(self._tables))
+            expired = per_holder.withColumnRenamed("holder", "customer_id")
         if self._features is not None:
             return frame_of(
                 spark_feature_result.per_customer(self.issuances, self._features, self._amount, top, expired)
@@ -539,7 +537,13 @@ class SparkReplayResult:
             return frame_of(
                 self._plan_query(
                     lambda run, amount: outputs.per_customer_sql(
-                        run.context.layout, run.context.prefix, run.context.boundary, amount, top, wide=True
+                        run.context.layout,
+                        run.context.prefix,
+                        run.context.boundary,
+                        amount,
+                        top,
+                        None if self._expiry is None else plan_expiry.expired_per_holder(self._tables),
+                        wide=True,
                     )
                 )
             )
@@ -692,11 +696,15 @@ def replay_ordered(
     step = reporter.step if reporter is not None else (lambda _label: None)
     plan = compile_programme(definition, source, SPARK)
     events = with_facts(ordered, plan, source)
-    plain = not has_features(definition) and spent is None and expiry_plan(definition) is None
-    if plain:  # the replay plan; the featured paths move onto it in later increments
-        room = room_under(ceiling, opening)
+    expiring, room = expiry_plan(definition), room_under(ceiling, opening)
+    plain = not has_features(definition) and spent is None and (expiring is None or room is None)
+    if plain:  # the replay plan; the other paths move onto it in later increments
         run = _on_plan(events, plan, source, definition, room, step)
-        return SparkReplayResult(
+        on_plan = None
+        if expiring is not None:  # no ceiling: every lot is the closed form's
+            executor = _executor(ordered.sparkSession)
+            on_plan = plan_expiry.prepare(executor, replace(run.context, expiry=expiring), as_of, spent)
+        result = SparkReplayResult(
             definition=definition,
             spark=ordered.sparkSession,
             events_processed=count,
@@ -706,9 +714,15 @@ def replay_ordered(
             python_rows=run.python_rows,
             _candidates=ordered.sparkSession.table(schema.CANDIDATES.on(run.context.prefix)),
             _decision=None,
+            _expiry=None if on_plan is None else on_plan.expiry,
+            _tables="" if on_plan is None else on_plan.prefix,
             _rule_of=tuple(plan.rule_of(slot) for slot in range(plan.slots)),
             _plan=run,
         )
+        if on_plan is not None:
+            _lots(result, on_plan)
+            result.seconds = time.perf_counter() - started
+        return result
     candidates = sql_candidates(events, plan)
     step("rules")
     fallback, python_events = fallback_candidates(events, plan, source)
@@ -724,22 +738,19 @@ def replay_ordered(
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     step("summaries")
-    room = room_under(ceiling, opening)
-    features, expiry = None, None
-    plan_of_expiry = expiry_plan(definition)
-    if plan_of_expiry is not None:
-        last = None if spent is None or spent.num_rows == 0 else max(spent.column("t").to_pylist())
-        expiry = spark_expiry.spark_expiry(plan_of_expiry, ordered, as_of, last)
+    features, expiry = None, _expiry_times(definition, plan, ordered, as_of, spent)
+    plan_of_expiry = None if expiry is None else expiry.expiry
     if has_features(definition) or spent is not None or (expiry is not None and room is not None):
         limits = limits_plan(definition, plan.specs)
         zone = definition.programme.zone
-        features = decide_features(events, candidates, plan, source, limits, zone, room, spent, expiry)
+        times = None if expiry is None else ordered.sparkSession.table(schema.EXPIRY_TIMES.on(expiry.prefix))
+        features = decide_features(events, candidates, plan, source, limits, zone, room, spent, plan_of_expiry, times)
     if features is not None and features.outcome is not None:  # the pass decided the ceiling, if any
         decision = CeilingDecision(None)
     else:
         decision = decide(candidates.where(F.col("m") > 0), room, max(plan.slots, 1))
     step("ceiling")
-    return SparkReplayResult(
+    result = SparkReplayResult(
         definition=definition,
         spark=ordered.sparkSession,
         events_processed=count,
@@ -750,6 +761,53 @@ def replay_ordered(
         _candidates=candidates,
         _decision=decision,
         _features=features,
-        _expiry=expiry,
+        _expiry=plan_of_expiry,
+        _tables="" if expiry is None else expiry.prefix,
         _rule_of=tuple(rule_of),
     )
+    if expiry is not None:
+        _lots(result, expiry)
+        result.seconds = time.perf_counter() - started
+    return result
+
+
+def _executor(spark: SparkSession) -> Executor[object]:
+    from rewards_lab.replay.engines.spark import SparkExecutor  # imports this module
+
+    return SparkExecutor(spark)
+
+
+def _expiry_times(
+    definition: ProgrammeDefinition, plan: CompiledProgramme, ordered: DataFrame, as_of: Any, spent: pa.Table | None
+) -> Context | None:
+    """With expiry, plan.expiry's `expiry_times` (and `slots`) as views over `ordered` (`as_of` resolved against
+    the history's last moment); None when the programme's points never expire."""
+    found = expiry_plan(definition)
+    if found is None:
+        return None
+    prefix = f"__spark_replay_{next(_names)}"
+    ordered.createOrReplaceTempView(schema.ORDERED.on(prefix))
+    executor, lay, asset = _executor(ordered.sparkSession), layout(plan), definition.asset
+    executor.register(schema.SLOTS.on(prefix), rules.slots_table(lay))
+    ctx = Context(prefix, plan, lay, "spark", asset.symbol, asset.decimals, expiry=found)
+    return plan_expiry.prepare(executor, ctx, as_of, spent)
+
+
+def _lots(result: SparkReplayResult, ctx: Context) -> None:
+    """plan.expiry's `lots` of a replay: its issued rewards (`issued`), the customers whose lots the pass kept
+    (`lotted`) and their lots (`pass_lots`)."""
+    from pyspark.sql import functions as F
+
+    executor, features = _executor(result.spark), result._features  # noqa: SLF001 - the result being made
+    rows = result.issuances if features is None else result.issuances.where(F.col("kind") == F.lit("issue"))
+    issued = rows.where(F.col("status") == F.lit("issued")).select("seq", "customer_id", "amount_minor")
+    issued.createOrReplaceTempView(schema.ISSUED.on(ctx.prefix))
+    kept = None if features is None or features.lotted is None else features.part("l")
+    if features is None or features.lotted is None or kept is None:
+        plan_expiry.without_pass(executor, ctx.prefix)
+    else:
+        features.lotted.createOrReplaceTempView(schema.LOTTED.on(ctx.prefix))
+        kept.select(*(name for name, _ in schema.PASS_LOTS.columns)).createOrReplaceTempView(
+            schema.PASS_LOTS.on(ctx.prefix)
+        )
+    plan_expiry.make_lots(executor, ctx)

@@ -33,12 +33,12 @@ from rewards_lab.replay.fallback import all_outcomes
 from rewards_lab.replay.feature_store import AFTER_EVENTS
 from rewards_lab.replay.limits_plan import LimitsPlan
 from rewards_lab.replay.plan import schema
+from rewards_lab.replay.plan.expiry import ExpiryPlan
 from rewards_lab.replay.plan.layout import layout
 from rewards_lab.replay.plan.redemptions import place_redemptions
 from rewards_lab.replay.plan.reversals import DIVISORS, HOLDERS, REVERSE_FALLBACK, decide_reversals
 from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.sequential import OUTCOMES, SequentialPass, as_outcomes
-from rewards_lab.replay.spark_expiry import SparkExpiry
 from rewards_lab.replay.spark_inputs import RowReader, SparkEventSource
 
 if TYPE_CHECKING:
@@ -422,7 +422,8 @@ def decide_features(
     zone: str,
     room: int | None,
     spent: pa.Table | None,
-    expiry: SparkExpiry | None = None,
+    expiry: ExpiryPlan | None = None,
+    times: DataFrame | None = None,
 ) -> SparkFeatures:
     """Caps, budgets, reversals and redemptions over the candidates (as the DuckDB engine's `decide_features`):
     the pass runs when a counter can bind, a reverse action reverses or a redemption is given, and then also
@@ -454,10 +455,9 @@ def decide_features(
     positive = candidates.where(F.col("m") > 0).select(
         "seq", F.col("__pos").alias("pos"), "slot", "rule_index", "customer_id", "m", "occurred_at"
     )
-    if expiry is not None:
-        positive = positive.withColumn("t", F.unix_micros("occurred_at")).withColumn(
-            "exp", expiry.expires(F.col("occurred_at"))
-        )
+    if expiry is not None:  # each reward's time and its lot's expiry (plan.expiry's `expiry_times`: pos, t, exp)
+        assert times is not None
+        positive = positive.join(times, "pos")
     rows = period_columns(holder_of(positive, "customer_id", lookup), limits.periods, zone).drop(
         "customer_id", "occurred_at"
     )
@@ -493,7 +493,7 @@ def decide_features(
         ops = with_credit(ops, rows, mrows, moved, full or expiry is not None)
     else:
         ops = ops.withColumn("credit", F.lit(None).cast("decimal(38,0)"))
-    as_of = None if expiry is None else expiry.plan.as_of
+    as_of = None if expiry is None else expiry.as_of
     outcome = run_pass(ops, limits, room if full else None, one_task, as_of)
     return SparkFeatures(limits, outcome, refunds, redemptions, lookup, full, lotted)
 

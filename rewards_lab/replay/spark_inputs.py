@@ -29,7 +29,7 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.domain.conditions import source_of
 from rewards_lab.replay.fallback import FactsReader, fallback_column
-from rewards_lab.replay.fallback import RowReader as RowReader  # spark_reversals reads rows with it
+from rewards_lab.replay.fallback import RowReader as RowReader  # spark_features reads rows with it
 from rewards_lab.replay.inputs import CORE, either, pandas_to_arrow
 from rewards_lab.replay.sql_values import SPARK, FieldReader, FieldSource
 

@@ -29,11 +29,11 @@ from rewards_lab.domain.schedule import DAY_US
 from rewards_lab.replay.compiler import DUCKDB, CompiledProgramme, compile_programme, referenced_fields, rule_specs
 from rewards_lab.replay.customers import joined, open_customers
 from rewards_lab.replay.engine import candidate_selects, definition_of, evaluation, parse_supply, quiet_connection
-from rewards_lab.replay.expiry_plan import expiry_plan
 from rewards_lab.replay.inputs import EventSource, open_events
 from rewards_lab.replay.limits_plan import has_features
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.plan import schema
+from rewards_lab.replay.plan.expiry import expiry_plan
 from rewards_lab.replay.plan.layout import layout
 from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.plan.run import evaluated

@@ -35,12 +35,12 @@ from rewards_lab.domain.money import parse_ceiling, to_decimal
 from rewards_lab.replay import input_checks, store
 from rewards_lab.replay.compiler import TOO_LARGE, CompiledProgramme, string
 from rewards_lab.replay.engine import definition_of, input_warnings, parse_supply, prepared, replay
-from rewards_lab.replay.expiry_plan import expiry_plan
 from rewards_lab.replay.inputs import ROW, literal, open_events
 from rewards_lab.replay.issuance_writer import output_path
 from rewards_lab.replay.limits_plan import has_features
 from rewards_lab.replay.order import input_in_order
 from rewards_lab.replay.plan import ceiling
+from rewards_lab.replay.plan.expiry import expiry_plan
 from rewards_lab.replay.plan.layout import layout
 from rewards_lab.replay.plan.outputs import decimal_sql
 

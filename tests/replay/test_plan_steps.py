@@ -10,12 +10,14 @@ import dataclasses
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pyarrow as pa
 import pytest
 from sqlglot import exp
 
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme
+from rewards_lab.domain.expiry import ExpiryPolicy, month_index
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR
 from rewards_lab.replay import store
 from rewards_lab.replay.compiler import SPARK, compile_programme
@@ -24,8 +26,10 @@ from rewards_lab.replay.engines.duckdb import DuckDBExecutor
 from rewards_lab.replay.engines.spark import SparkExecutor
 from rewards_lab.replay.fallback import OUTCOMES
 from rewards_lab.replay.inputs import open_events
+from rewards_lab.replay.lot_pass import LOTS
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.plan import ceiling, rules, schema
+from rewards_lab.replay.plan import expiry as plan_expiry
 from rewards_lab.replay.plan.layout import layout
 from rewards_lab.replay.plan.redemptions import place_redemptions
 from rewards_lab.replay.plan.reversals import decide_reversals
@@ -55,6 +59,10 @@ FIXTURES: dict[str, tuple[str, ...]] = {
     "candidates": (),
     "cells": ("slots",),
     "issuances": ("ordered", "slots", "ceiling_kept"),
+    # expiry (plan.expiry)
+    "months": ("ordered",),
+    "expiry_times": ("ordered", "month_ends"),
+    "lots": ("issued", "lotted", "pass_lots"),
 }
 FIXTURES |= {  # reverse actions and redemptions
     "reverse_actions": ("ordered", "reverse_fallback"),
@@ -68,7 +76,11 @@ FIXTURES |= {  # reverse actions and redemptions
 def _programme() -> ProgrammeDefinition:
     return parse_programme(
         {
-            "programme": {"name": "Steps", "timezone": "Europe/Paris"},
+            "programme": {
+                "name": "Steps",
+                "timezone": "Europe/Paris",
+                "expiry": {"at_end_of": "month", "after": 1},
+            },
             "asset": {"name": "Points", "symbol": "PTS", "type": "points", "decimals": 2},
             "rules": [
                 {
@@ -193,6 +205,10 @@ def _events() -> pa.Table:
         ("e9", "order.completed", "c6", _at(2026, 10, 25, 2, 0), 999_999, "c6"),
     ]
     rows += [(i, "refund", c, t, None, None) for i, c, t, _, _ in REFUNDS]
+    rows += [  # expiry's edges, after the refunds (positions 16 and 17)
+        ("e17", "order.completed", "c3", _at(2027, 1, 31, 23, 0), 100, None),  # Paris: 1 February 2027, 00:00
+        ("e18", "signup", "c7", _at(2027, 12, 31, 23, 30), None, None),  # Paris: 2028
+    ]
     columns = list(zip(*rows, strict=True))
     refunds = [(None, None)] * (len(rows) - len(REFUNDS)) + [(o, b) for *_, o, b in REFUNDS]
     return pa.table(
@@ -236,6 +252,44 @@ KEPT = pa.table(  # issued on or after the boundary day: e3's signup only
 )
 
 
+# expiry: the lots' fixtures. Rewards expire at the end of the month after their local month (Paris); `as_of`
+# is the end of November 2026 in Paris, exactly when e9's lot (October) expires: it has expired, e17's (February
+# in Paris, January in UTC) has not; the lots of 1969 expired long ago.
+AS_OF = int(datetime(2026, 11, 30, 23, 0, tzinfo=UTC).timestamp() * 1_000_000)
+_GOVERNING = plan_expiry.expiry_plan(_programme())
+assert _GOVERNING is not None
+EXPIRY = dataclasses.replace(_GOVERNING, as_of=AS_OF)
+PASS_LOTS = pa.Table.from_pylist(  # the pass kept c2's lots: one spent, one that never expires
+    [
+        {"seq": 4, "holder": "c2", "lot_issued": -100, "lot_expires": 5, "lot_amount": 40, "lot_remaining": 0,
+         "lot_expired": 0},
+        {"seq": 21, "holder": "c2", "lot_issued": 7, "lot_expires": None, "lot_amount": 2**63 - 1,
+         "lot_remaining": 2**63 - 1, "lot_expired": 0},
+    ],
+    schema=LOTS,
+)  # fmt: skip
+
+
+def _months() -> list[int]:
+    """The events' local months in Paris, computed here."""
+    local = [t.astimezone(ZoneInfo("Europe/Paris")) for t in _events().column("occurred_at").to_pylist()]
+    return sorted({month_index(t.year, t.month) for t in local})
+
+
+def _issued(slots: int) -> pa.Table:
+    """Issued rewards of events 1969-06 (pos 0), 1969-12-31 (1), the DST change (5), e9 (8: expires at `as_of`),
+    e17 (16) and e18 (17); c2's are the pass's (`lotted`)."""
+    rows = [(0, 0, "c1", 150), (1, 1, "c2", 40), (5, 0, "c1", 2**63 - 1), (8, 2, "c6", 999_999), (16, 0, "c3", 100)]
+    rows.append((17, 3, "c7", MAX_AMOUNT_MINOR))
+    return pa.table(
+        {
+            "seq": pa.array([pos * slots + slot for pos, slot, _, _ in rows], pa.int64()),
+            "customer_id": pa.array([c for _, _, c, _ in rows], pa.string()),
+            "amount_minor": pa.array([m for _, _, _, m in rows], pa.int64()),
+        }
+    )
+
+
 def _value(value: Any) -> Any:
     """A fetched value in one form for both engines: instants as UTC microseconds, structs as sorted items."""
     if isinstance(value, datetime):
@@ -257,10 +311,10 @@ def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
 
 def _context(plan: Any, engine: Any, source: Any = None) -> Context:
     if source is None:
-        return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, boundary=BOUNDARY)
+        return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, boundary=BOUNDARY, expiry=EXPIRY)
     reading, _ = evaluation(source, plan)
     lookup = source.customers.lookup_spec(plan.reads_customers)
-    return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, BOUNDARY, lookup, reading)
+    return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, BOUNDARY, lookup, reading, expiry=EXPIRY)
 
 
 def _with_exotic(plan: Any) -> Any:
@@ -274,6 +328,10 @@ def _run(executor: Any, ctx: Context) -> dict[str, tuple[list[str], list[tuple[A
     executor.register(schema.FALLBACK_OUTCOMES.on(PREFIX), FALLBACK_OUTCOMES)
     executor.register(schema.CEILING_KEPT.on(PREFIX), KEPT)
     _register_reversal_fixtures(executor)
+    executor.register(schema.MONTH_ENDS.on(PREFIX), plan_expiry.month_ends_table(EXPIRY, _months()))
+    executor.register(schema.ISSUED.on(PREFIX), _issued(ctx.layout.slots))
+    executor.register(schema.LOTTED.on(PREFIX), pa.table({"holder": pa.array(["c2", "nobody"], pa.string())}))
+    executor.register(schema.PASS_LOTS.on(PREFIX), PASS_LOTS)
     found = {}
     for step in STEPS:
         query = step.build(ctx)
@@ -479,7 +537,7 @@ def _reversals_and_redemptions(executor: Any, plan: Any, engine: Any) -> dict[st
 
 @pytest.fixture(scope="module")
 def decided(on_duckdb: Any, on_spark: Any) -> Any:
-    return [_reversals_and_redemptions(executor, plan, engine) for (executor, plan, _), engine in
+    return [_reversals_and_redemptions(executor, plan, engine) for (executor, plan, _, _), engine in
             ((on_duckdb, "duckdb"), (on_spark, "spark"))]  # fmt: skip
 
 
@@ -499,4 +557,69 @@ def test_the_reverse_actions_reach_every_decision(decided: Any) -> None:
     (moved,) = decided[0]["moved"]
     assert moved[:3] == (11, 13, 1)  # e12 after e14
     anchors = {row[0]: (row[1], row[5]) for row in decided[0]["redemptions"]}
-    assert anchors == {0: ("c1", -1), 1: ("c2", 5), 2: ("c9", 15), 3: ("c4", 5)}
+    assert anchors == {0: ("c1", -1), 1: ("c2", 5), 2: ("c9", 17), 3: ("c4", 5)}
+
+
+# expiry ---------------------------------------------------------------------------------------------------------
+def test_the_months_step_finds_the_local_months(on_duckdb: Any) -> None:
+    """Months in Paris, not UTC: e17 (31 January 23:00 UTC) is February's, e18 (31 December 2027) 2028's."""
+    assert sorted(row[0] for row in on_duckdb[2]["months"][1]) == _months()
+    assert month_index(2027, 2) in _months() and month_index(2028, 1) in _months()
+
+
+def test_the_lots_reach_the_edges(on_duckdb: Any) -> None:
+    """A lot expiring exactly at `as_of` has expired, the next has not; the 1969 lots expired; the pass's lots
+    (c2's, one never expiring) replace the closed form's for their customer."""
+    lots = {row[0]: row for row in on_duckdb[2]["lots"][1]}  # seq, holder, issued, expires, amount, remaining, x
+    slots = layout(on_duckdb[1]).slots
+    e9, e17, e1 = lots[8 * slots + 2], lots[16 * slots], lots[0]
+    assert e9[3] == AS_OF and (e9[5], e9[6]) == (0, 999_999)
+    assert e17[3] > AS_OF and (e17[5], e17[6]) == (100, 0)
+    assert e1[3] < 0 and e1[6] == 150
+    assert sorted(row[0] for row in lots.values() if row[1] == "c2") == [4, 21] and 1 * slots + 1 not in lots
+    assert any(row[3] is None for row in lots.values())
+
+
+def _expiry_outputs(name: str, slots: int) -> dict[str, str]:
+    def amount(minor: str) -> str:
+        return f"CAST({minor} AS DECIMAL(38, 0))"
+
+    return {
+        "lots": plan_expiry.lots_sql(name, "PTS", amount),
+        "expired": plan_expiry.expired_sql(name, "PTS", amount),
+        "total": plan_expiry.expired_total_sql(name),
+        "per_rule": plan_expiry.expired_per_rule(name, slots),
+        "per_holder": plan_expiry.expired_per_holder(name),
+    }
+
+
+def test_the_expiry_outputs_give_the_same_rows_on_both_engines(on_duckdb: Any, on_spark: Any) -> None:
+    """The result's lots, expired lots and expiry summaries (DuckDB text, rendered for Spark) over the `lots`
+    step's table, in their order."""
+    slots = layout(on_duckdb[1]).slots
+    for output, sql in _expiry_outputs(PREFIX, slots).items():
+        found = [executor.fetch(sql if executor.engine == "duckdb" else render(parse(sql), "spark"))
+                 for executor, _, _, _ in (on_duckdb, on_spark)]  # fmt: skip
+        ordered = output in ("lots", "expired")
+        rows = [[tuple(_value(v) for v in row.values()) for row in table.to_pylist()] for table in found]
+        if output == "total":  # (amount, count): integers, whatever their SQL types (the result reads int())
+            rows = [[tuple(int(v) for v in row) for row in table] for table in rows]
+        assert rows[0], output
+        assert (rows[0] if ordered else sorted(rows[0], key=repr)) == (
+            rows[1] if ordered else sorted(rows[1], key=repr)
+        ), output
+
+
+@pytest.mark.parametrize("days", [1, 30])
+def test_expiry_after_days_gives_the_same_times_on_both_engines(days: int, on_duckdb: Any, on_spark: Any) -> None:
+    """`after_days`: the event's time plus the days, to the microsecond (no month ends needed)."""
+    policy = ExpiryPolicy.of({"after_days": days})
+    assert policy is not None and policy.after_us == days * 86_400_000_000
+    after = plan_expiry.ExpiryPlan(policy, "Europe/Paris", AS_OF)
+    found = []
+    for executor, plan, _, _ in (on_duckdb, on_spark):
+        ctx = dataclasses.replace(_context(plan, executor.engine), expiry=after)
+        executor.create(f"{PREFIX}_days", plan_expiry.times(ctx), stored=False)
+        found.append(_rows(executor.fetch(f"SELECT * FROM {PREFIX}_days")))
+    assert found[0] == found[1] and len(found[0]) == _events().num_rows
+    assert all(exp == t + days * 86_400_000_000 for _, t, exp in found[0])

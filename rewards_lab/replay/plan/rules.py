@@ -33,6 +33,7 @@ from rewards_lab.replay.plan.sql import Engine, Text
 
 if TYPE_CHECKING:
     from rewards_lab.replay.plan.customers import Lookup
+    from rewards_lab.replay.plan.expiry import ExpiryPlan
 
 UTC_DAY = f"CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER)"
 
@@ -42,7 +43,8 @@ class Context:
     """What a step's query is built from: the replay's table prefix, its compiled programme (trees of `engine`),
     where each rule action's amount sits, the asset (symbol, decimals) and, once decided, the ceiling's boundary
     day (None: nothing refused); `lookup`, the customers lookup's columns (None: no customers table);
-    `reading`, the columns the fallback's live evaluation reads (rewards_lab.replay.fallback.RowReader)."""
+    `reading`, the columns the fallback's live evaluation reads (rewards_lab.replay.fallback.RowReader); when
+    lots expire, `expiry`, the expiry plan (plan.expiry; its `as_of` resolved)."""
 
     prefix: str
     plan: CompiledProgramme
@@ -53,6 +55,7 @@ class Context:
     boundary: int | None = None
     lookup: Lookup | None = None
     reading: tuple[tuple[str, exp.Expr], ...] = ()  # (name, tree): what the live evaluation reads of an event
+    expiry: ExpiryPlan | None = None
 
     def table(self, table: schema.Table) -> str:
         return table.on(self.prefix)

@@ -248,3 +248,55 @@ REDEMPTIONS = Table(
 
 PLAN_TABLES += (HOLDERS, REVERSE_FALLBACK, REVERSE_ACTIONS, ORIGINALS, DIVISORS, ACTIONS, DECIDED, MOVED, DECISIONS,
                 REDEMPTION_INPUT, EVENT_BUCKETS, REDEMPTIONS)  # fmt: skip
+
+# expiry (rewards_lab.replay.plan.expiry) ----------------------------------------------------------------------
+MONTHS = Table(
+    "months",
+    "xmonths",
+    "view",
+    (("mon", "BIGINT"),),
+    "the events' local months (`at_end_of`: domain.expiry.month_index)",
+)
+MONTH_ENDS = Table(
+    "month_ends",
+    "xends",
+    "driver",
+    (("mon", "BIGINT"), ("exp", "BIGINT")),
+    "per local month of the history, when a lot issued in it expires (domain.expiry.month_end; `at_end_of`)",
+)
+EXPIRY_TIMES = Table(
+    "expiry_times",
+    "xt",
+    "view",
+    (("pos", "BIGINT"), ("t", "BIGINT"), ("exp", "BIGINT")),
+    "per event, its time and when a lot it issues expires (epoch microseconds)",
+)
+ISSUED = Table(
+    "issued",
+    "issued",
+    "source",
+    (("seq", "BIGINT"), ("customer_id", "VARCHAR"), ("amount_minor", "BIGINT")),
+    "every issued reward (the customer it rewards): made by the entry point from its decisions",
+)
+LOTTED = Table(
+    "lotted", "lotted", "stored", (("holder", "VARCHAR"),), "the customers whose lots the ordered pass keeps"
+)
+PASS_LOTS = Table(
+    "pass_lots",
+    "plots",
+    "stored",
+    (("seq", "BIGINT"), ("holder", "VARCHAR"), ("lot_issued", "BIGINT"), ("lot_expires", "BIGINT"),
+     ("lot_amount", "BIGINT"), ("lot_remaining", "BIGINT"), ("lot_expired", "BIGINT")),
+    "the ordered pass's lots (rewards_lab.replay.lot_pass.LOTS) of the `lotted` customers",
+)  # fmt: skip
+LOTS = Table(
+    "lots",
+    "lots",
+    "stored",
+    (("seq", "BIGINT"), ("holder", "VARCHAR"), ("issued", "BIGINT"), ("expires", "BIGINT"), ("amount", "BIGINT"),
+     ("remaining", "BIGINT"), ("expired", "BIGINT")),
+    "every lot: the pass's, and one per issued reward of the other customers (closed form)",
+)  # fmt: skip
+
+EXPIRY_TABLES: tuple[Table, ...] = (MONTHS, MONTH_ENDS, EXPIRY_TIMES, ISSUED, LOTTED, PASS_LOTS, LOTS)
+PLAN_TABLES += EXPIRY_TABLES

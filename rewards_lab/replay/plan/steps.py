@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rewards_lab.replay.plan import customers, outputs, redemptions, reversals, rules, schema
+from rewards_lab.replay.plan import customers, expiry, outputs, redemptions, reversals, rules, schema
 from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.plan.sql import Text
 
@@ -106,3 +106,20 @@ REDEMPTIONS = Step(
     "redemptions", schema.REDEMPTIONS, (schema.REDEMPTION_INPUT, schema.HOLDERS), redemptions.redemptions, stored=True
 )
 STEPS += (REVERSE_ACTIONS, ORIGINALS, ACTIONS, DECISIONS, REDEMPTIONS)
+
+# expiry (plan.expiry): the history's local months (`at_end_of`: the driver makes `month_ends` from them), each
+# event's expiry, then, once the rewards are decided, the lots (the pass's, and the closed form's)
+MONTHS = Step("months", schema.MONTHS, (schema.ORDERED,), expiry.months, stored=False)
+EXPIRY_TIMES = Step(
+    "expiry_times", schema.EXPIRY_TIMES, (schema.ORDERED, schema.MONTH_ENDS), expiry.times, stored=False
+)
+LOTS = Step(
+    "lots",
+    schema.LOTS,
+    (schema.ISSUED, schema.LOTTED, schema.PASS_LOTS, schema.EXPIRY_TIMES),
+    expiry.lots,
+    stored=True,
+)
+EXPIRY_STEPS: tuple[Step, ...] = (MONTHS, EXPIRY_TIMES, LOTS)
+
+STEPS += EXPIRY_STEPS
