@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -120,6 +121,19 @@ def start_server(db: Path, org: str = "Acme", *bootstrap_args: str, serve_args: 
     keys = boot["api_keys"]
     assert isinstance(keys, dict)
     return LiveServer(db, base_url, str(boot["organization_id"]), keys, process, log, boot)
+
+
+def two_tenant_server(
+    db: Path, *bootstrap_args: str, serve_args: tuple[str, ...] = ()
+) -> Iterator[tuple[LiveServer, dict[str, object]]]:
+    """A server for "Acme" on `db` beside a second organization ("Other Org", bootstrapped first: its keys are
+    in the yielded dict) on the same file, for tests that one tenant never sees the other; stopped afterwards."""
+    other = bootstrap(db, "Other Org")
+    live = start_server(db, "Acme", *bootstrap_args, serve_args=serve_args)
+    try:
+        yield live, other
+    finally:
+        live.stop()
 
 
 def stop_and_verify(live: LiveServer) -> None:

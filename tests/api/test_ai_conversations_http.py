@@ -10,32 +10,16 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.live_server import LiveServer, bootstrap, start_server
+from tests.http_helpers import ok
+from tests.http_helpers import refused as error
+from tests.live_server import LiveServer, two_tenant_server
 
 PROCESS_TIMEOUT_S = 20
 
 
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, dict[str, Any]]]:
-    db = tmp_path_factory.mktemp("ai") / "service.duckdb"
-    other = bootstrap(db, "Other Org")  # a second tenant on the same file, bootstrapped first
-    live = start_server(db, "Acme")
-    yield live, other
-    live.stop()
-
-
-def ok(response: httpx.Response, status: int) -> Any:
-    body = response.json()
-    assert response.status_code == status, body
-    return body["data"]
-
-
-def error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    body = response.json()
-    assert response.status_code == status, body
-    assert body["error"]["code"] == code, body
-    found: dict[str, Any] = body["error"]
-    return found
+    yield from two_tenant_server(tmp_path_factory.mktemp("ai") / "service.duckdb")
 
 
 def _world(http: httpx.Client) -> dict[str, str]:

@@ -18,7 +18,7 @@ import pytest
 
 from rewards_lab.contract.errors import REGISTRY
 from rewards_lab.store.database import Database
-from tests.live_server import LiveServer, bootstrap, cli, free_port, spawn, start_server, wait_until_serving
+from tests.live_server import LiveServer, bootstrap, cli, free_port, spawn, two_tenant_server, wait_until_serving
 
 DAYS = 6
 MARCH = {"since": "2026-03-01T00:00:00Z", "until": "2026-04-01T00:00:00Z"}  # the module's history (other tests add)
@@ -26,11 +26,7 @@ MARCH = {"since": "2026-03-01T00:00:00Z", "until": "2026-04-01T00:00:00Z"}  # th
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, dict[str, object]]]:
-    db = tmp_path_factory.mktemp("export") / "export.duckdb"
-    other = bootstrap(db, "Other Org")  # a second organization on the same file
-    server = start_server(db, "Acme")
-    yield server, other
-    server.stop()
+    yield from two_tenant_server(tmp_path_factory.mktemp("export") / "export.duckdb")
 
 
 def _post_events(http: httpx.Client, prefix: str, count: int) -> list[str]:

@@ -13,22 +13,13 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.live_server import LiveServer, bootstrap, start_server
+from tests.http_helpers import ok, refused
+from tests.live_server import LiveServer, two_tenant_server
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, dict[str, Any]]]:
-    db = tmp_path_factory.mktemp("seed_gaps") / "service.duckdb"
-    other = bootstrap(db, "Other Org")  # a second organization on the same file, bootstrapped first
-    live = start_server(db, "Acme")
-    yield live, other
-    live.stop()
-
-
-def _ok(response: httpx.Response, status: int) -> Any:
-    body = response.json()
-    assert response.status_code == status, body
-    return body["data"]
+    yield from two_tenant_server(tmp_path_factory.mktemp("seed_gaps") / "service.duckdb")
 
 
 def _envelope(response: httpx.Response) -> dict[str, Any]:
@@ -36,14 +27,6 @@ def _envelope(response: httpx.Response) -> dict[str, Any]:
     assert response.status_code == 200, body
     assert set(body) >= {"data", "next_cursor", "has_more"}, body
     return body
-
-
-def _error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    body = response.json()
-    assert response.status_code == status, body
-    assert body["error"]["code"] == code, body
-    error: dict[str, Any] = body["error"]
-    return error
 
 
 def _pages(http: httpx.Client, path: str, **query: Any) -> list[dict[str, Any]]:
@@ -64,10 +47,10 @@ def test_api_keys_list_pages_prefixes_only_and_keeps_revoked_keys(server: tuple[
     live, _ = server
     with httpx.Client(base_url=live.base_url, headers=live.headers(), timeout=10) as http:
         made = [
-            _ok(http.post("/developer/api-keys", json={"name": f"list-{n}", "permissions": ["customers.view"]}), 201)
+            ok(http.post("/developer/api-keys", json={"name": f"list-{n}", "permissions": ["customers.view"]}), 201)
             for n in range(3)
         ]
-        revoked = _ok(http.delete(f"/developer/api-keys/{made[1]['id']}"), 200)
+        revoked = ok(http.delete(f"/developer/api-keys/{made[1]['id']}"), 200)
         pages = _pages(http, "/developer/api-keys", limit=2)
         listed = [key for page in pages for key in page["data"]]
         raw = http.get("/developer/api-keys", params={"limit": 100}).text
@@ -95,8 +78,8 @@ def test_api_keys_list_pages_prefixes_only_and_keeps_revoked_keys(server: tuple[
 def test_api_keys_filter_sort_and_refusals(server: tuple[LiveServer, dict[str, Any]]) -> None:
     live, other = server
     with httpx.Client(base_url=live.base_url, headers=live.headers(), timeout=10) as http:
-        one = _ok(http.post("/developer/api-keys", json={"name": "zz-filter", "permissions": ["customers.view"]}), 201)
-        _ok(http.delete(f"/developer/api-keys/{one['id']}"), 200)
+        one = ok(http.post("/developer/api-keys", json={"name": "zz-filter", "permissions": ["customers.view"]}), 201)
+        ok(http.delete(f"/developer/api-keys/{one['id']}"), 200)
         revoked = [k for page in _pages(http, "/developer/api-keys", status="revoked") for k in page["data"]]
         active = [k for page in _pages(http, "/developer/api-keys", status="active") for k in page["data"]]
         assert one["id"] in {k["id"] for k in revoked} and all(k["revoked_at"] for k in revoked)
@@ -107,19 +90,19 @@ def test_api_keys_filter_sort_and_refusals(server: tuple[LiveServer, dict[str, A
             for k in page["data"]
         ]
         assert by_name == sorted(by_name, reverse=True) and "zz-filter" == by_name[0]
-        _error(http.get("/developer/api-keys", params={"status": "lost"}), 422, "field_invalid")
-        _error(http.get("/developer/api-keys", params={"sort": "prefix"}), 422, "sort_field_invalid")
+        refused(http.get("/developer/api-keys", params={"status": "lost"}), 422, "field_invalid")
+        refused(http.get("/developer/api-keys", params={"sort": "prefix"}), 422, "sort_field_invalid")
         first = _envelope(http.get("/developer/api-keys", params={"limit": 1}))
-        _error(
+        refused(
             http.get("/developer/api-keys", params={"cursor": first["next_cursor"], "sort": "name"}),
             422,
             "cursor_invalid",
         )
-        viewer = _ok(http.post("/developer/api-keys", json={"name": "viewer", "permissions": ["customers.view"]}), 201)
+        viewer = ok(http.post("/developer/api-keys", json={"name": "viewer", "permissions": ["customers.view"]}), 201)
         ours = {k["id"] for page in _pages(http, "/developer/api-keys") for k in page["data"]}
 
     as_viewer = {**live.headers(), "Authorization": f"Bearer {viewer['secret']}"}
-    denied = _error(
+    denied = refused(
         httpx.get(f"{live.base_url}/developer/api-keys", headers=as_viewer, timeout=10), 403, "permission_denied"
     )
     assert denied["details"]["permission"] == "developers.api_keys.manage"
@@ -143,27 +126,25 @@ def test_api_keys_filter_sort_and_refusals(server: tuple[LiveServer, dict[str, A
 def test_programme_versions_page_like_every_list(server: tuple[LiveServer, dict[str, Any]]) -> None:
     live, _ = server
     with httpx.Client(base_url=live.base_url, headers=live.headers(), timeout=10) as http:
-        asset = _ok(
-            http.post("/assets", json={"name": "Pages", "symbol": "PAGE", "type": "points", "decimals": 0}), 201
-        )
-        _ok(http.post(f"/assets/{asset['id']}/activate"), 200)
-        programme = _ok(http.post("/reward-programs", json={"name": "Paged", "asset_id": asset["id"]}), 201)
+        asset = ok(http.post("/assets", json={"name": "Pages", "symbol": "PAGE", "type": "points", "decimals": 0}), 201)
+        ok(http.post(f"/assets/{asset['id']}/activate"), 200)
+        programme = ok(http.post("/reward-programs", json={"name": "Paged", "asset_id": asset["id"]}), 201)
         rule = {
             "program_id": programme["id"],
             "event_type": "order.completed",
             "actions": [{"type": "issue", "amount": {"fixed": "1"}}],
         }
-        _ok(http.post("/reward-rules", json=rule), 201)
+        ok(http.post("/reward-rules", json=rule), 201)
         for number in (1, 2, 3):
-            published = _ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
+            published = ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
             assert published["version"]["number"] == number
         path = f"/reward-programs/{programme['id']}/versions"
         whole = _envelope(http.get(path))  # today's request: no limit, no cursor
         pages = _pages(http, path, limit=2)
         backwards = _pages(http, path, limit=3, direction="desc")
-        _error(http.get(path, params={"sort": "created_at"}), 422, "sort_field_invalid")
-        _error(http.get(path, params={"limit": 0}), 422, "field_invalid")
-        _error(
+        refused(http.get(path, params={"sort": "created_at"}), 422, "sort_field_invalid")
+        refused(http.get(path, params={"limit": 0}), 422, "field_invalid")
+        refused(
             http.get(
                 f"/reward-programs/{programme['id']}/versions",
                 params={"cursor": pages[0]["next_cursor"], "direction": "desc"},
@@ -228,10 +209,10 @@ def test_a_second_request_with_a_key_in_flight_is_refused(server: tuple[LiveServ
         assert continued.startswith(b"HTTP/1.1 100 Continue"), continued  # the first holds the key, body unsent
         with httpx.Client(base_url=live.base_url, timeout=10) as http:
             second = http.post("/customers", content=body, headers=live.headers(**{"Idempotency-Key": key}))
-            refused = _error(second, 409, "idempotency_request_in_progress")
-            assert refused["type"] == "idempotency_error" and refused["details"]["field"] == "Idempotency-Key"
+            answered = refused(second, 409, "idempotency_request_in_progress")
+            assert answered["type"] == "idempotency_error" and answered["details"]["field"] == "Idempotency-Key"
             # another key is not held up, nor a request with no key
-            _ok(
+            ok(
                 http.post(
                     "/customers",
                     json={"external_id": "bystander"},
@@ -244,9 +225,9 @@ def test_a_second_request_with_a_key_in_flight_is_refused(server: tuple[LiveServ
     assert status == 201, answer
     created = httpx.Response(201, content=answer).json()["data"]
     with httpx.Client(base_url=live.base_url, headers=live.headers(**{"Idempotency-Key": key}), timeout=10) as http:
-        again = _ok(http.post("/customers", content=body), 201)  # released: the retry gets the first's answer
+        again = ok(http.post("/customers", content=body), 201)  # released: the retry gets the first's answer
         assert again == created
-        _error(http.post("/customers", json={"external_id": "other"}), 409, "idempotency_key_reused")
+        refused(http.post("/customers", json={"external_id": "other"}), 409, "idempotency_key_reused")
 
 
 def test_a_key_is_released_when_its_request_fails_or_is_abandoned(server: tuple[LiveServer, dict[str, Any]]) -> None:
@@ -269,5 +250,5 @@ def test_a_key_is_released_when_its_request_fails_or_is_abandoned(server: tuple[
         assert answer.status_code == 201, answer.json()
         # a request that fails after claiming the key (a refused body) releases it too
         failing = f"failing-{time.time_ns()}"
-        _error(http.post("/customers", content=b"{", headers={"Idempotency-Key": failing}), 422, "request_malformed")
-        _ok(http.post("/customers", json={"external_id": "after-failure"}, headers={"Idempotency-Key": failing}), 201)
+        refused(http.post("/customers", content=b"{", headers={"Idempotency-Key": failing}), 422, "request_malformed")
+        ok(http.post("/customers", json={"external_id": "after-failure"}, headers={"Idempotency-Key": failing}), 201)
