@@ -6,6 +6,7 @@ key holds rewards.guards.override, and says clearly why not when it does not."""
 from __future__ import annotations
 
 import io
+import json
 import os
 from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
@@ -81,6 +82,16 @@ def test_push_overrides_a_refusal_only_the_server_found_with_a_key_allowed_to(li
     assert status == 3, out + err
     assert "issued per day" in out and "2000" in out and "1 guard(s) FAIL" in out
     assert "permission_denied" in err and "may not override the server's forecast gate" in err
+    assert _live_version(live, "Overridable")["current_version"] == 1
+    # the same refusal as JSON: the server's table, the override asked for and refused, and the permission named
+    status, out, err = _push(live, str(path), "--override", "launch week", "--json", key=plain_key)
+    assert status == 3, out + err
+    gate = json.loads(out)["server_gate"]
+    assert gate["passed"] is False and gate["overridden"] is None
+    assert gate["override_refused"] == "rewards.guards.override"
+    (guard,) = gate["guards"]
+    assert guard["result"] == "FAIL" and guard["draft"] == "2000"
+    assert "may not override the server's forecast gate" in err
     assert _live_version(live, "Overridable")["current_version"] == 1
     # the bootstrap key holds it: published with the reason, in the audit trail
     status, out, err = _push(live, str(path), "--override", "launch week, approved")
