@@ -201,7 +201,7 @@ MIGRATIONS.append(
         "webhooks: a rotated-out signing secret with the end of its grace period; attempt errors as coarse classes",
         [
             # Both secret columns hold sealed values (store/secret_box.py); rows from before sealing are sealed by
-            # store.webhooks.seal_plaintext_webhook_secrets when the database opens (DuckDBStore.seal_plaintext_secrets).
+            # store.webhooks.seal_plaintext_webhook_secrets when the database opens (Database.seal_plaintext_secrets).
             "ALTER TABLE webhook_endpoints ADD COLUMN previous_signing_secret VARCHAR",
             "ALTER TABLE webhook_endpoints ADD COLUMN previous_secret_expires_at TIMESTAMP",
             # Attempts recorded raw network text ("connection failed: [Errno 111] ..."); keep only its class.

@@ -39,7 +39,7 @@ def webhook_secret_context(endpoint_id: str, *, previous: bool = False) -> str:
 
 def seal_plaintext_webhook_secrets(con: duckdb.DuckDBPyConnection, box: SecretBox) -> int:
     """Seal every webhook signing secret still stored in plain text (a database written before sealing); returns
-    how many endpoints changed. Run by `DuckDBStore.seal_plaintext_secrets` when the database opens."""
+    how many endpoints changed. Run by `Database.seal_plaintext_secrets` when the database opens."""
     repository = WebhookRepository(con)
     found = repository.endpoints_with_plaintext_secrets()
     for row in found:
