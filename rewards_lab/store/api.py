@@ -25,6 +25,20 @@ if TYPE_CHECKING:
     from rewards_lab.store.secret_box import SecretBox
     from rewards_lab.store.verification import LedgerReport
 
+__all__ = [
+    "DuckDBStore",
+    "Store",
+    "UnsupportedStore",
+    "as_duckdb",
+    "duckdb_path",
+    "intake_events",
+    "intake_unit_of_work",
+    "open_store",
+    "reader",
+    "snapshot",
+    "unit_of_work",
+]
+
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 DUCKDB_SCHEME = "duckdb"
 _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$", re.DOTALL)
