@@ -120,19 +120,23 @@ class Store(Protocol):
 
 
 def duckdb_path(url_or_path: str | Path) -> str:
-    """The DuckDB file a `--db` value names: a path as given, or the path of a `duckdb://` URL
-    (`duckdb:///abs/file.duckdb`, `duckdb://relative.duckdb`). A PostgreSQL URL, or any other `scheme://`, is
-    refused with `UnsupportedStore` (it would otherwise become a directory named after the scheme)."""
+    """The DuckDB file a `--db` value names: a path as given, or the path of a `duckdb:` URL written as SQLAlchemy
+    and duckdb_engine write it (no host; what follows the third slash is the path): `duckdb:///relative.duckdb`,
+    `duckdb:////absolute/rewards.duckdb`, `duckdb:///:memory:`. A PostgreSQL URL, a `duckdb:` URL with a host,
+    or any other `scheme://` is refused with `UnsupportedStore` (taken as a path, `Path` would fold its `//` and
+    create a directory named after the scheme). The message never repeats the URL, which may carry a password."""
     text = str(url_or_path)
     match = _URL.match(text)
     if match is None:
         return text
     scheme = match.group("scheme").lower()
     if scheme == DUCKDB_SCHEME:
-        path = match.group("rest")
-        if not path:
-            raise UnsupportedStore(f"{text!r} names no DuckDB file (duckdb:///absolute/path or duckdb://relative)")
-        return path
+        rest = match.group("rest")
+        if not rest.startswith("/") or len(rest) == 1:
+            raise UnsupportedStore(
+                "a duckdb: URL has no host and names a file: duckdb:///relative.duckdb or duckdb:////absolute/path"
+            )
+        return rest[1:]
     if scheme in POSTGRES_SCHEMES:
         raise UnsupportedStore(
             f"--db {scheme}://...: the PostgreSQL store is not built yet (issue 32); --db takes a DuckDB file path"
@@ -144,7 +148,7 @@ def duckdb_path(url_or_path: str | Path) -> str:
 
 def open_store(url_or_path: str | Path) -> Store:
     """The store a `--db` value names, opened (migrated, its secret key checked): a DuckDB file (created if
-    absent) for a path or a `duckdb://` URL; `UnsupportedStore` for a PostgreSQL URL until that store is built."""
+    absent) for a path or a `duckdb:` URL; `UnsupportedStore` for a PostgreSQL URL until that store is built."""
     return DuckDBStore(duckdb_path(url_or_path))
 
 

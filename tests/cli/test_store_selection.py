@@ -61,7 +61,7 @@ def test_serve_with_several_workers_on_a_duckdb_file_exits_2_and_opens_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "sub" / "one.duckdb"
-    for given in (str(path), f"duckdb://{path}"):
+    for given in (str(path), f"duckdb:///{path}"):
         assert main(["serve", "--db", given, "--workers", "3"]) == 2
         assert capsys.readouterr().err == f"rewards-lab serve: {ONE_DUCKDB_PROCESS}\n"
     assert not path.parent.exists()  # refused before anything is created or opened

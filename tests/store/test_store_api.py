@@ -1,6 +1,6 @@
 """Issue 32, increment 1: the `Store` Protocol and `open_store`.
 
-`open_store` takes a DuckDB path in every form a `--db` is given (a path, a `Path`, a `duckdb://` URL) and refuses
+`open_store` takes a DuckDB path in every form a `--db` is given (a path, a `Path`, a `duckdb:///` URL) and refuses
 a PostgreSQL URL by name until that store exists; `DuckDBStore` has every member of `Store` with the Protocol's
 parameters, and a write through the Protocol alone is read back, from a reopened file, through the Protocol."""
 
@@ -38,17 +38,18 @@ def test_a_plain_path_and_a_pathlib_path_open_that_duckdb_file(tmp_path: Path) -
         assert Path(given).is_file()
 
 
-def test_a_duckdb_url_names_an_absolute_or_a_relative_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_duckdb_url_names_a_file_as_sqlalchemy_writes_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     absolute = tmp_path / "absolute.duckdb"
-    with open_store(f"duckdb://{absolute}") as store:  # duckdb:///tmp/... : three slashes, the path's own first
+    with open_store(f"duckdb:///{absolute}") as store:  # duckdb:////tmp/...: no host, then the absolute path
         assert store.path == str(absolute)
     assert absolute.is_file()
     monkeypatch.chdir(tmp_path)
-    with open_store("duckdb://relative.duckdb") as store:
+    with open_store("duckdb:///relative.duckdb") as store:
         assert store.path == "relative.duckdb"
     assert (tmp_path / "relative.duckdb").is_file()
     assert not (tmp_path / "duckdb:").exists()  # not taken for a directory named after the scheme
-    assert duckdb_path("DuckDB:///x.duckdb") == "/x.duckdb"  # schemes are case-insensitive
+    assert duckdb_path("DuckDB:///x.duckdb") == "x.duckdb"  # schemes are case-insensitive
+    assert duckdb_path("duckdb:///:memory:") == ":memory:"
     assert duckdb_path(":memory:") == ":memory:"
 
 
@@ -70,12 +71,21 @@ def test_a_postgresql_url_is_refused_by_name_and_creates_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_an_unknown_scheme_and_an_empty_duckdb_url_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("given", "refusal"),
+    [
+        ("mysql://localhost/rewards", "unknown store scheme 'mysql'"),
+        ("duckdb://", "a duckdb: URL has no host"),
+        ("duckdb:///", "a duckdb: URL has no host"),
+        ("duckdb://files.internal/rewards.duckdb", "a duckdb: URL has no host"),
+    ],
+)
+def test_an_unknown_scheme_and_a_duckdb_url_naming_no_file_are_refused(
+    given: str, refusal: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(UnsupportedStore, match="unknown store scheme 'mysql'"):
-        open_store("mysql://localhost/rewards")
-    with pytest.raises(UnsupportedStore, match="names no DuckDB file"):
-        open_store("duckdb://")
+    with pytest.raises(UnsupportedStore, match=refusal):
+        open_store(given)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -160,7 +170,7 @@ def test_a_write_through_the_protocol_is_read_back_from_the_reopened_file(tmp_pa
         store.checkpoint()
     finally:
         store.close()
-    with open_store(f"duckdb://{path}") as reopened:
+    with open_store(f"duckdb:///{path}") as reopened:
         _read_through_the_protocol(reopened, organization_id)
         assert isinstance(reopened, DuckDBStore)
         con = reopened.reader()
