@@ -38,7 +38,7 @@ from rewards_lab.security.sessions import DEFAULT_SESSION_LIFETIME_S
 from rewards_lab.service.deliveries import DeliverySettings
 from rewards_lab.service.health import DEFAULT_MIN_FREE_DISK_MB
 from rewards_lab.service.retention import RetentionSettings
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store, as_duckdb
 from rewards_lab.worker.admin_socket import AdminSocket
 from rewards_lab.worker.deliveries import DeliveryWorker
 from rewards_lab.worker.event_intake import EventIntake
@@ -122,7 +122,7 @@ class MethodTable:
 
 
 def create_app(
-    database: Database,
+    database: Store,
     *,
     run_worker: bool = True,
     delivery_settings: DeliverySettings | None = None,
@@ -144,7 +144,7 @@ def create_app(
         retention_settings.apply_idempotency_window()
     retention = RetentionWorker(database, retention_settings) if run_worker else None
     expiry = ExpiryWorker(database, expiry_interval_s) if run_worker else None
-    admin = AdminSocket(database) if admin_socket else None
+    admin = AdminSocket(as_duckdb(database, "the admin socket (online backups of the file)")) if admin_socket else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -17,7 +17,7 @@ from rewards_lab.contract.scope import EnvironmentName
 from rewards_lab.contract.validation import validate
 from rewards_lab.security import sessions
 from rewards_lab.security.access import Principal, authenticate
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 _REQUEST_ID_RE = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
@@ -41,8 +41,8 @@ def request_id_from(supplied: str) -> str:
     return f"req_{random.getrandbits(128):032x}"
 
 
-def database_of(request: Request) -> Database:
-    database: Database = request.app.state.database
+def database_of(request: Request) -> Store:
+    database: Store = request.app.state.database
     return database
 
 
@@ -69,7 +69,7 @@ def principal_of(request: Request) -> Principal:
 
 
 def authorise(
-    database: Database,
+    database: Store,
     limiter: RateLimiter,
     state: dict[str, Any],
     authorization: str,

@@ -23,16 +23,16 @@ from contextlib import contextmanager
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store
 
 Claim = tuple[str, str, str]  # organization, environment, key
 
-_claims: weakref.WeakKeyDictionary[Database, set[Claim]] = weakref.WeakKeyDictionary()
+_claims: weakref.WeakKeyDictionary[Store, set[Claim]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
 @contextmanager
-def holding(database: Database, scope: Scope, key: str | None) -> Iterator[None]:
+def holding(database: Store, scope: Scope, key: str | None) -> Iterator[None]:
     """Hold `key` for the length of the block; `idempotency_request_in_progress` if another request holds it."""
     if key is None:
         yield
@@ -54,7 +54,7 @@ def holding(database: Database, scope: Scope, key: str | None) -> Iterator[None]
             held.discard(claim)
 
 
-def in_flight(database: Database) -> int:
+def in_flight(database: Store) -> int:
     """How many keys are held now (tests and diagnostics)."""
     with _lock:
         return len(_claims.get(database, ()))

@@ -20,9 +20,9 @@ TYPES = "typescript/rewards-lab.ts"
 
 def served_document() -> dict[str, Any]:
     from rewards_lab.api.app import create_app
-    from rewards_lab.store.database import Database
+    from rewards_lab.store.database import DuckDBStore
 
-    with Database(":memory:") as database:
+    with DuckDBStore(":memory:") as database:
         return create_app(database, run_worker=False).openapi()
 
 

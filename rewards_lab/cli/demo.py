@@ -11,11 +11,10 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.engine import event_processing, simulation
 from rewards_lab.service import assets, customers, event_intake, ledger, organizations, programmes
-from rewards_lab.store.database import Database
-from rewards_lab.store.verification import verify_ledger
+from rewards_lab.store.api import Store, duckdb_path, open_store
 
 
-def run_standard_loop(database: Database, say: Callable[[str], None] = print) -> dict[str, str]:
+def run_standard_loop(database: Store, say: Callable[[str], None] = print) -> dict[str, str]:
     """Run the six steps and return the ids and the final balance."""
     org = organizations.create_organization(database, "Demo organization")
     scope = Scope(org.id, "sandbox")
@@ -95,13 +94,13 @@ def run_standard_loop(database: Database, say: Callable[[str], None] = print) ->
     balances = ledger.wallet_balances(database, scope, wallet.id)
     balance = balances.balances[0].balance if balances.balances else "0"
     say(f"6. wallet balance: {balance} {asset.symbol}")
-    check = verify_ledger(database.reader())
+    check = database.verify_ledger()
     say(f"ledger verified: {check.ok} ({check.transactions} transactions, {check.entries} entries)")
     return {"organization_id": org.id, "wallet_id": wallet.id, "balance": balance}
 
 
 def main(db_path: str) -> None:
-    path = Path(db_path)
+    path = Path(duckdb_path(db_path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    with Database(path) as database:
+    with open_store(path) as database:
         run_standard_loop(database)

@@ -10,9 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import UnsupportedStore, duckdb_path, open_store
 from rewards_lab.store.secret_box import SecretKeyError
-from rewards_lab.store.verification import verify_ledger
 
 LOCAL_PROXIES = "127.0.0.1,::1"
 
@@ -25,8 +24,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    with Database(args.db) as database:
-        report = verify_ledger(database.reader())
+    with open_store(args.db) as store:
+        report = store.verify_ledger()
     print(
         json.dumps(
             {
@@ -73,6 +72,16 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _workers(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
+ONE_DUCKDB_PROCESS = "a DuckDB file is opened by one process: --workers needs a PostgreSQL --db"
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -83,7 +92,11 @@ def _serve(args: argparse.Namespace) -> int:
     from rewards_lab.service.deliveries import DeliverySettings
     from rewards_lab.service.retention import RetentionSettings
 
-    Path(args.db).parent.mkdir(parents=True, exist_ok=True)
+    path = duckdb_path(args.db)  # a PostgreSQL URL is refused here (UnsupportedStore), until that store exists
+    if args.workers > 1:
+        print(f"rewards-lab serve: {ONE_DUCKDB_PROCESS}", file=sys.stderr)
+        return 2
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     if args.allow_private_webhook_targets:
         # one setting for registration (read from the environment) and the sender (DeliverySettings below)
         os.environ[ALLOW_PRIVATE_ENV] = "1"
@@ -98,7 +111,7 @@ def _serve(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"rewards-lab serve: {error}", file=sys.stderr)
         return 2
-    with Database(args.db) as database:
+    with open_store(path) as database:
         # uvicorn handles SIGINT and SIGTERM: it stops accepting, finishes in-flight requests, then the app's
         # lifespan stops the event worker after its current batch.
         app = create_app(
@@ -145,8 +158,8 @@ def _bootstrap(args: argparse.Namespace) -> int:
         raise SystemExit("bootstrap: --email needs --password")
     if args.totp and args.email is None:
         raise SystemExit("bootstrap: --totp needs --email and --password")
-    Path(args.db).parent.mkdir(parents=True, exist_ok=True)
-    with Database(args.db) as database:
+    Path(duckdb_path(args.db)).parent.mkdir(parents=True, exist_ok=True)
+    with open_store(args.db) as database:
         try:
             if args.email is not None:
                 check_new_account(database, args.email, args.password)  # refuse before creating anything
@@ -296,6 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(run=_verify)
     serve = commands.add_parser("serve", help="run the /v1 service (and its event worker) in the foreground")
     serve.add_argument("--db", required=True, help="DuckDB file (created if absent)")
+    serve.add_argument(
+        "--workers",
+        type=_workers,
+        default=1,
+        help="API processes (default 1; above 1 needs a PostgreSQL --db: a DuckDB file is opened by one process)",
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="warning")
@@ -417,7 +436,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         status: int = args.run(args)
-    except SecretKeyError as error:  # missing, malformed, or not the database's own key: a message, not a trace
+    except (SecretKeyError, UnsupportedStore) as error:  # a bad key or a --db it cannot open: a message, no trace
         print(f"rewards-lab {args.command}: {error}", file=sys.stderr)
         return 2
     return status

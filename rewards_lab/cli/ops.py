@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rewards_lab.store.api import duckdb_path
 from rewards_lab.store.backup import BackupError
 
 
@@ -22,7 +23,7 @@ def _retention(args: argparse.Namespace) -> int:
 
     try:
         settings = RetentionSettings.from_env()
-        with open_existing(Path(args.db)) as database:
+        with open_existing(Path(duckdb_path(args.db))) as database:
             report = run_once(database, settings)
     except (ValueError, BackupError) as error:
         print(f"rewards-lab retention: {error}", file=sys.stderr)
@@ -37,7 +38,7 @@ def _backup(args: argparse.Namespace) -> int:
     if args.online:
         return _online_backup(args)
     try:
-        manifest = backup(args.db, args.out)
+        manifest = backup(duckdb_path(args.db), args.out)
     except BackupError as error:
         print(f"rewards-lab backup: {error}", file=sys.stderr)
         return 2
@@ -51,7 +52,7 @@ def _online_backup(args: argparse.Namespace) -> int:
     from rewards_lab.worker.admin_socket import request_backup
 
     try:
-        answer = request_backup(args.db, args.out)
+        answer = request_backup(duckdb_path(args.db), args.out)
     except (ConnectionError, OSError, ValueError) as error:
         print(f"rewards-lab backup: {error}", file=sys.stderr)
         return 2
@@ -68,13 +69,13 @@ def _restore(args: argparse.Namespace) -> int:
     from rewards_lab.store.backup import restore
 
     try:
-        manifest, report = restore(args.source, args.db, force=args.force)
+        manifest, report = restore(args.source, duckdb_path(args.db), force=args.force)
     except BackupError as error:
         print(f"rewards-lab restore: {error}", file=sys.stderr)
         return 2
     _print(
         {
-            "restored": str(Path(args.db)),
+            "restored": str(Path(duckdb_path(args.db))),
             "from": manifest.to_json(),
             "verify": {"ok": report.ok, "problems": report.problems},
         }

@@ -39,13 +39,12 @@ from rewards_lab.engine.reward_issuing import issue_planned
 from rewards_lab.engine.rule_book import (
     LiveRuleBook,
 )
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store, reader, unit_of_work
 from rewards_lab.store.interfaces import (
     EventOutcome,
     PendingEvent,
     Repositories,
 )
-from rewards_lab.store.uow import reader, unit_of_work
 
 log = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = 1000
@@ -133,7 +132,7 @@ def _by_scope(events: list[PendingEvent]) -> dict[Scope, list[PendingEvent]]:
     return groups
 
 
-def process_pending(database: Database, limit: int = DEFAULT_BATCH_SIZE) -> ProcessReport:
+def process_pending(database: Store, limit: int = DEFAULT_BATCH_SIZE) -> ProcessReport:
     """Process up to `limit` received events (every tenant) in one database transaction.
 
     Should the batch hit an unexpected error, it is rolled back and its events are processed again in smaller
@@ -160,7 +159,7 @@ def process_pending(database: Database, limit: int = DEFAULT_BATCH_SIZE) -> Proc
     return _process_isolating(database, limit, versions)
 
 
-def _process_isolating(database: Database, limit: int, versions: dict[str, list[str]]) -> ProcessReport:
+def _process_isolating(database: Store, limit: int, versions: dict[str, list[str]]) -> ProcessReport:
     report = ProcessReport()
     groups = _by_scope(reader(database).events.pending(limit))
     for scope, events in groups.items():
@@ -169,7 +168,7 @@ def _process_isolating(database: Database, limit: int, versions: dict[str, list[
 
 
 def _bisect(
-    database: Database,
+    database: Store,
     scope: Scope,
     event_ids: list[str],
     versions: dict[str, list[str]],
@@ -201,7 +200,7 @@ def _bisect(
     _bisect(database, scope, event_ids[middle:], versions, report)
 
 
-def _mark_broken(database: Database, scope: Scope, event_id: str, versions: list[str] | None) -> None:
+def _mark_broken(database: Store, scope: Scope, event_id: str, versions: list[str] | None) -> None:
     """Mark an event that fails alone `failed` (`internal_error`), with the versions it was planned against
     (resolved again if it failed before planning); if even that fails, with none: a replay resolves them."""
     try:
@@ -226,7 +225,7 @@ def _broken(event_id: str, versions: list[str] | None) -> EventOutcome:
     return EventOutcome(event_id, "failed", "internal_error", INTERNAL_FAILURE_MESSAGE, versions)
 
 
-def process_all(database: Database, batch_size: int = DEFAULT_BATCH_SIZE) -> ProcessReport:
+def process_all(database: Store, batch_size: int = DEFAULT_BATCH_SIZE) -> ProcessReport:
     """Process until no received event is left (used by tests, demos and backfills)."""
     total = ProcessReport()
     while True:
@@ -236,7 +235,7 @@ def process_all(database: Database, batch_size: int = DEFAULT_BATCH_SIZE) -> Pro
             return total
 
 
-def replay_event(database: Database, scope: Scope, event_id: str) -> r.Event:
+def replay_event(database: Store, scope: Scope, event_id: str) -> r.Event:
     """Reprocess a failed event against the versions it was first evaluated with; issues only what is missing."""
     with unit_of_work(database) as uow:
         event = uow.events.to_process(scope, event_id)
@@ -251,7 +250,7 @@ def replay_event(database: Database, scope: Scope, event_id: str) -> r.Event:
     return presenters.event(updated)
 
 
-def compile_outside_lock(database: Database, limit: int) -> str | None:
+def compile_outside_lock(database: Store, limit: int) -> str | None:
     """Compile, on this thread's read cursor and before the batch takes the write lock, the live versions the
     next batch's events will be evaluated against: a published version's compiled rules never change, so the
     batch finds them in the cache, while what is live and pending is read again inside its unit of work. Returns

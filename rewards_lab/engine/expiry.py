@@ -21,9 +21,9 @@ from rewards_lab.domain.posting_policy import PostingRequest
 from rewards_lab.engine.lot_book import LotTerms
 from rewards_lab.engine.notifications import outbox_messages
 from rewards_lab.engine.postings import apply_postings
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.api import Store, reader, unit_of_work
+from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import DueLot
-from rewards_lab.store.uow import reader, unit_of_work
 
 ROUND = 1000  # lots per round
 
@@ -35,7 +35,7 @@ class ExpiryReport:
     refused: int = 0  # lots whose expiry the ledger refused (the wallet gone, say): left open, reported
 
 
-def expire_due(database: Database, as_of: datetime | None = None, round_size: int = ROUND) -> ExpiryReport:
+def expire_due(database: Store, as_of: datetime | None = None, round_size: int = ROUND) -> ExpiryReport:
     """Expire every open lot whose expires_at <= `as_of` (naive UTC; default now), round after round."""
     moment = as_of or utcnow()
     report = ExpiryReport()
@@ -56,7 +56,7 @@ def expire_due(database: Database, as_of: datetime | None = None, round_size: in
             report.refused += len(refused)
 
 
-def _expire(database: Database, scope: Scope, lot_ids: list[str], moment: datetime) -> tuple[set[str], set[str]]:
+def _expire(database: Store, scope: Scope, lot_ids: list[str], moment: datetime) -> tuple[set[str], set[str]]:
     """One tenant's due lots in one unit of work; returns the ids of the lots expired and of those the ledger
     refused to expire.
 

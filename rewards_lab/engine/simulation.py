@@ -31,9 +31,9 @@ from rewards_lab.engine.rule_book import compile_rows, programme_row, version_id
 from rewards_lab.engine.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
 from rewards_lab.engine.simulation_spending import Effect, Key, effects_of, spending_of
 from rewards_lab.presenters import json_value
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.api import Store, reader
+from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import Schedule, VersionRow
-from rewards_lab.store.uow import reader
 
 
 def split_event(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -176,7 +176,7 @@ def threshold_text(value: Any) -> str:
     return str(value)
 
 
-def _facts(database: Database, scope: Scope, body: rq.SimulationRequest, rules: list[RuleSpec]) -> EventFacts:
+def _facts(database: Store, scope: Scope, body: rq.SimulationRequest, rules: list[RuleSpec]) -> EventFacts:
     """What the rules read beyond the event: its time (now when not given) and the named customer as it is now."""
     now = utcnow()
     occurred_at = body.occurred_at if body.occurred_at is not None else now.replace(tzinfo=UTC)
@@ -229,7 +229,7 @@ def window_verdict(schedule: Schedule, at: datetime) -> tuple[bool, str]:
     return holds, f"the event's time {at.astimezone(UTC).isoformat()} is {relation} the window {start}{end}".strip()
 
 
-def simulate_rule(database: Database, scope: Scope, rule_id: str, body: rq.SimulationRequest) -> r.Simulation:
+def simulate_rule(database: Store, scope: Scope, rule_id: str, body: rq.SimulationRequest) -> r.Simulation:
     """The rule as it stands in the draft (else as last published) against one event."""
     budget = SimulationBudget()
     uow = reader(database)
@@ -256,7 +256,7 @@ def _schedule(version: VersionRow | None) -> Schedule:
 
 
 def version_rules(
-    database: Database, scope: Scope, program_id: str, version: int | str | None
+    database: Store, scope: Scope, program_id: str, version: int | str | None
 ) -> tuple[list[RuleSpec], int | None, Schedule]:
     uow = reader(database)
     version_id = version_id_of(uow, scope, program_id, _version(version))
@@ -278,7 +278,7 @@ def _version(version: int | str | None) -> int | str | None:
 
 
 def simulate_programme(
-    database: Database,
+    database: Store,
     scope: Scope,
     program_id: str,
     body: rq.SimulationRequest,

@@ -55,7 +55,7 @@ from rewards_lab.lab.sweep_labels import parameter_labels
 from rewards_lab.replay.engine import ReplayResult
 from rewards_lab.replay.entry import run_replay, run_sweep
 from rewards_lab.service import assets, organizations, programme_forecast, programme_lifecycle, programmes
-from rewards_lab.store.database import Database
+from rewards_lab.store.database import DuckDBStore
 
 if TYPE_CHECKING:
     from rewards_lab.lab.diff_table import DiffTable
@@ -259,7 +259,7 @@ class Lab:
         reopen its programmes in the same file; otherwise the lab creates its own organization."""
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.database = Database(path)
+        self.database = DuckDBStore(path)
         if organization_id is None:
             organization_id = str(organizations.create_organization(self.database, organization_name).id)
         self.scope = Scope(organization_id, "sandbox")
@@ -449,7 +449,7 @@ class LabProgramme:
         return f"<LabProgramme {info.name!r} {self.id} live version {info.current_version}>"
 
     @property
-    def _db(self) -> Database:
+    def _db(self) -> DuckDBStore:
         return self.lab.database
 
     @property

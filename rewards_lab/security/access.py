@@ -24,9 +24,8 @@ from rewards_lab.contract.permissions import ALL_PERMISSIONS
 from rewards_lab.contract.scope import Scope
 from rewards_lab.presenters import utc
 from rewards_lab.security import auth_audit
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store, reader, unit_of_work
 from rewards_lab.store.interfaces import ApiKeyRow
-from rewards_lab.store.uow import reader, unit_of_work
 
 SECRET_PREFIX = "rlk"
 # Enterprise limits are configurable (`bootstrap --rate-limit`); without a figure this one applies.
@@ -35,7 +34,7 @@ VISIBLE_PREFIX_LENGTH = 16
 # Principals are remembered briefly so that a busy client costs no database read per request. Revocation in
 # this process forgets the key at once (one process owns the file); the TTL bounds anything else.
 PRINCIPAL_CACHE_TTL_S = 5.0
-_principal_cache: weakref.WeakKeyDictionary[Database, dict[str, tuple[float, Principal]]] = weakref.WeakKeyDictionary()
+_principal_cache: weakref.WeakKeyDictionary[Store, dict[str, tuple[float, Principal]]] = weakref.WeakKeyDictionary()
 _principal_cache_lock = threading.Lock()
 
 
@@ -76,7 +75,7 @@ def _resource(row: ApiKeyRow) -> r.ApiKey:
 
 
 def create_api_key(
-    database: Database, scope: Scope, name: str, permissions: list[str], *, creator: Principal | None = None
+    database: Store, scope: Scope, name: str, permissions: list[str], *, creator: Principal | None = None
 ) -> r.ApiKeyCreated:
     """A new key scoped to one organization and environment. A key never holds more than its creator."""
     unknown = sorted(set(permissions) - ALL_PERMISSIONS)
@@ -115,9 +114,7 @@ API_KEY_SORTS = ("created_at", "name")
 API_KEY_STATUSES = ("active", "revoked")
 
 
-def list_api_keys(
-    database: Database, scope: Scope, page: PageRequest, *, status: str | None = None
-) -> r.Page[r.ApiKey]:
+def list_api_keys(database: Store, scope: Scope, page: PageRequest, *, status: str | None = None) -> r.Page[r.ApiKey]:
     """The scope's keys, prefix and metadata only (never a secret or its hash); revoked keys stay listed with
     their `revoked_at`: a revocation keeps the key's history."""
     sort = check_page_request(page, API_KEY_SORTS)
@@ -127,7 +124,7 @@ def list_api_keys(
     return presenters.page(r.Page[r.ApiKey], rows, _resource)
 
 
-def authenticate(database: Database, secret: str) -> Principal:
+def authenticate(database: Store, secret: str) -> Principal:
     """The principal a bearer secret stands for; `credentials_invalid` or `api_key_revoked` otherwise."""
     digest = hash_secret(secret)
     with _principal_cache_lock:
@@ -140,13 +137,13 @@ def authenticate(database: Database, secret: str) -> Principal:
     return principal
 
 
-def forget_principals(database: Database) -> None:
+def forget_principals(database: Store) -> None:
     """Drop every remembered principal of `database` (after a revocation or a permission change)."""
     with _principal_cache_lock:
         _principal_cache.pop(database, None)
 
 
-def _load_principal(database: Database, digest: str) -> Principal:
+def _load_principal(database: Store, digest: str) -> Principal:
     row = reader(database).api_keys.by_hash(digest)
     if row is None or not hmac.compare_digest(row.secret_hash, digest):
         raise ServiceError("credentials_invalid")
@@ -159,7 +156,7 @@ def _load_principal(database: Database, digest: str) -> Principal:
     return Principal(row.id, scope, frozenset(json.loads(row.permissions)), int(limit))
 
 
-def revoke_api_key(database: Database, scope: Scope, key_id: str, *, revoker: Principal | None = None) -> r.ApiKey:
+def revoke_api_key(database: Store, scope: Scope, key_id: str, *, revoker: Principal | None = None) -> r.ApiKey:
     """Revoke a key for good; the revocation is audited in the same transaction (`revoker`: who did it)."""
     with unit_of_work(database) as uow:
         row = uow.api_keys.get(scope, key_id)

@@ -18,8 +18,6 @@ from contextvars import ContextVar
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-import duckdb
-
 from rewards_lab import presenters
 from rewards_lab.contract import developer as d
 from rewards_lab.contract import resources as r
@@ -29,10 +27,9 @@ from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import parse_instant
 from rewards_lab.presenters import utc
-from rewards_lab.store.auth_audit import AuthAuditRepository
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.api import Store, reader, unit_of_work
+from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import AuditFilter, AuditRow, AuthAuditStore, Repositories
-from rewards_lab.store.uow import reader, unit_of_work
 
 log = logging.getLogger(__name__)
 Outcome = Literal["succeeded", "failed"]
@@ -105,25 +102,21 @@ def _row(event: AuditEvent) -> AuditRow:
     return AuditRow(id=new_id("auth_audit"), created_at=utcnow(), **asdict(event))
 
 
-def write(database: Database, event: AuditEvent, *, email: str | None = None) -> None:
+def write(database: Store, event: AuditEvent, *, email: str | None = None) -> None:
     """Commit `event` in a transaction of its own, filing it under the tenant it concerns when the event itself
     does not say: the account an attempted `email` names, or the owner of the key or session in `subject_id`."""
     with unit_of_work(database) as uow:
         uow.auth_audit.add(_row(_with_request(_attributed(uow.auth_audit, event, email))))
 
 
-def write_many(con: duckdb.DuckDBPyConnection, events: list[tuple[AuditEvent, str | None]]) -> None:
-    """Commit many (event, attempted email) in ONE transaction on `con`, a cursor of the calling thread's own:
-    the table is append-only and touched by no other writer but retention (which deletes only old rows), so this
-    transaction needs neither the single writer's lock nor waits for an event batch."""
-    repository = AuthAuditRepository(con)
-    con.execute("BEGIN TRANSACTION")
-    try:
+def write_many(database: Store, events: list[tuple[AuditEvent, str | None]]) -> None:
+    """Commit many (event, attempted email) in ONE transaction beside the writer's (`Store.side_unit_of_work`,
+    on the calling thread's own connection): the table is append-only and touched by no other writer but
+    retention (which deletes only old rows), so this transaction needs neither the single writer's lock nor waits
+    for an event batch."""
+    with database.side_unit_of_work() as uow:
+        repository = uow.auth_audit
         repository.add_many([_row(_attributed(repository, event, email)) for event, email in events])
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
 
 
 def _attributed(repository: AuthAuditStore, event: AuditEvent, email: str | None) -> AuditEvent:
@@ -153,7 +146,7 @@ def _choice(value: str | None, allowed: tuple[str, ...], field: str) -> str | No
 
 
 def list_audit(
-    database: Database,
+    database: Store,
     scope: Scope,
     page: PageRequest,
     *,

@@ -27,9 +27,9 @@ from rewards_lab.security.access import ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE, Pri
 from rewards_lab.security.login_guard import LoginGuard
 from rewards_lab.security.passwords import dummy_hash, hash_password, verify_password
 from rewards_lab.store.accounts import totp_context
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.api import Store, reader, unit_of_work
+from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import AccountRow, SessionRow
-from rewards_lab.store.uow import reader, unit_of_work
 
 _EMAIL_RE = re.compile(r"[^@\s]{1,64}@[^@\s]{1,255}")
 SESSION_PREFIX = "rls_"
@@ -60,7 +60,7 @@ def _session(row: SessionRow) -> d.Session:
     )
 
 
-def check_new_account(database: Database, email: str, password: str) -> str:
+def check_new_account(database: Store, email: str, password: str) -> str:
     """The normalized email of a new account, or the error its email or password would meet."""
     normalized = email.strip().lower()
     if not _EMAIL_RE.fullmatch(normalized):
@@ -75,7 +75,7 @@ def check_new_account(database: Database, email: str, password: str) -> str:
 
 
 def create_owner_account(
-    database: Database, organization_id: str, email: str, password: str, *, totp: bool = False
+    database: Store, organization_id: str, email: str, password: str, *, totp: bool = False
 ) -> tuple[d.Account, str | None]:
     """An owner (every permission) of the organization; returns the account and, with `totp`, the TOTP secret
     (base32, to be shown once for the authenticator app)."""
@@ -107,7 +107,7 @@ def _totp_step(secret: str, code: str, last_step: int | None, now: float) -> int
 
 
 def login(
-    database: Database,
+    database: Store,
     guard: LoginGuard,
     body: d.LoginRequest,
     *,
@@ -157,7 +157,7 @@ def is_session_token(token: str) -> bool:
     return token.startswith(SESSION_PREFIX)
 
 
-def _live_session(database: Database, token: str) -> SessionRow:
+def _live_session(database: Store, token: str) -> SessionRow:
     digest = hash_secret(token)
     row = reader(database).sessions.by_hash(digest)
     if row is None or not hmac.compare_digest(row.token_hash, digest):
@@ -169,7 +169,7 @@ def _live_session(database: Database, token: str) -> SessionRow:
     return row
 
 
-def authenticate_session(database: Database, token: str, environment: EnvironmentName) -> Principal:
+def authenticate_session(database: Store, token: str, environment: EnvironmentName) -> Principal:
     """The principal of a live session acting in `environment`: the account's permissions, its organization."""
     session = _live_session(database, token)
     repositories = reader(database)
@@ -186,7 +186,7 @@ def authenticate_session(database: Database, token: str, environment: Environmen
     )
 
 
-def logout(database: Database, token: str) -> d.Session:
+def logout(database: Store, token: str) -> d.Session:
     """End the session the token stands for (it is revoked, not deleted)."""
     session = _live_session(database, token)
     with unit_of_work(database) as uow:

@@ -4,14 +4,15 @@ The current secret is sealed under the context `webhook:<endpoint id>`, a rotate
 period under `webhook:<endpoint id>:previous`, so a sealed value copied to another row or column does not open.
 Rows written before sealing existed hold plain text: they still sign (the box returns unsealed text as is), and
 the database seals them when it opens (`store.webhooks.seal_plaintext_webhook_secrets`, run by
-`Database.seal_plaintext_secrets`, which then rewrites the file so no copy of the plain text stays on disk).
+`DuckDBStore.seal_plaintext_secrets`, which then rewrites the file so no copy of the plain text stays on disk).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.api import Store
+from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import DueDelivery, EndpointRow
 from rewards_lab.store.webhooks import webhook_secret_context
 
@@ -20,15 +21,15 @@ def context(endpoint_id: str, *, previous: bool = False) -> str:
     return webhook_secret_context(endpoint_id, previous=previous)
 
 
-def seal(database: Database, endpoint_id: str, secret: str, *, previous: bool = False) -> str:
+def seal(database: Store, endpoint_id: str, secret: str, *, previous: bool = False) -> str:
     return database.secret_box.seal(secret, context=context(endpoint_id, previous=previous))
 
 
-def open_secret(database: Database, endpoint_id: str, stored: str, *, previous: bool = False) -> str:
+def open_secret(database: Store, endpoint_id: str, stored: str, *, previous: bool = False) -> str:
     return database.secret_box.open(stored, context=context(endpoint_id, previous=previous))
 
 
-def signing_secrets(database: Database, endpoint: EndpointRow | DueDelivery, now: datetime | None = None) -> list[str]:
+def signing_secrets(database: Store, endpoint: EndpointRow | DueDelivery, now: datetime | None = None) -> list[str]:
     """The secrets that sign a delivery to `endpoint` now (an endpoint, or a due delivery with its endpoint's
     columns): the current one, then the previous one while its grace period runs."""
     endpoint_id = endpoint.endpoint_id if isinstance(endpoint, DueDelivery) else endpoint.id

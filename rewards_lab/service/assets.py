@@ -22,16 +22,13 @@ from rewards_lab.engine.notifications import emit
 from rewards_lab.engine.postings import asset_row
 from rewards_lab.service.settings_requests import expiry_of
 from rewards_lab.service.writes import run_write
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store, reader
 from rewards_lab.store.interfaces import AssetFilter, NewAsset, Repositories
-from rewards_lab.store.uow import reader
 
 ASSET_SORTS = ("created_at", "symbol", "name")
 
 
-def create_asset(
-    database: Database, scope: Scope, body: rq.AssetCreate, *, idempotency_key: str | None = None
-) -> r.Asset:
+def create_asset(database: Store, scope: Scope, body: rq.AssetCreate, *, idempotency_key: str | None = None) -> r.Asset:
     def write(uow: Repositories) -> r.Asset:
         ceiling = parse_ceiling(body.supply_ceiling, body.decimals)
         value = None if body.value_per_unit is None else value_per_unit(body.value_per_unit)
@@ -63,17 +60,17 @@ def value_per_unit(text: str) -> str:
     return text
 
 
-def get_asset(database: Database, scope: Scope, asset_id: str) -> r.Asset:
+def get_asset(database: Store, scope: Scope, asset_id: str) -> r.Asset:
     return presenters.asset(asset_row(reader(database), scope, asset_id))
 
 
-def list_assets(database: Database, scope: Scope, page: PageRequest, *, status: str | None = None) -> r.Page[r.Asset]:
+def list_assets(database: Store, scope: Scope, page: PageRequest, *, status: str | None = None) -> r.Page[r.Asset]:
     sort = check_page_request(page, ASSET_SORTS)
     rows = reader(database).assets.page(scope, page, sort, AssetFilter(status))
     return presenters.page(r.Page[r.Asset], rows, presenters.asset)
 
 
-def _transition(database: Database, scope: Scope, asset_id: str, action: str, idempotency_key: str | None) -> r.Asset:
+def _transition(database: Store, scope: Scope, asset_id: str, action: str, idempotency_key: str | None) -> r.Asset:
     def write(uow: Repositories) -> r.Asset:
         row = asset_row(uow, scope, asset_id)
         target = asset_transition(action, row.status)
@@ -90,14 +87,14 @@ def _transition(database: Database, scope: Scope, asset_id: str, action: str, id
     )
 
 
-def activate_asset(database: Database, scope: Scope, asset_id: str, *, idempotency_key: str | None = None) -> r.Asset:
+def activate_asset(database: Store, scope: Scope, asset_id: str, *, idempotency_key: str | None = None) -> r.Asset:
     return _transition(database, scope, asset_id, "activate", idempotency_key)
 
 
-def pause_asset(database: Database, scope: Scope, asset_id: str, *, idempotency_key: str | None = None) -> r.Asset:
+def pause_asset(database: Store, scope: Scope, asset_id: str, *, idempotency_key: str | None = None) -> r.Asset:
     """A paused asset refuses issue, redemption and transfer (`asset_paused`); emits `asset.paused`."""
     return _transition(database, scope, asset_id, "pause", idempotency_key)
 
 
-def resume_asset(database: Database, scope: Scope, asset_id: str, *, idempotency_key: str | None = None) -> r.Asset:
+def resume_asset(database: Store, scope: Scope, asset_id: str, *, idempotency_key: str | None = None) -> r.Asset:
     return _transition(database, scope, asset_id, "resume", idempotency_key)

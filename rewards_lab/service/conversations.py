@@ -18,21 +18,21 @@ from rewards_lab.contract.ids import PREFIXES, new_id, new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.service import support_answers
 from rewards_lab.service.support_answers import Context
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.api import Store, reader, unit_of_work
+from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import ConversationRow, Repositories, TurnRow
-from rewards_lab.store.uow import reader, unit_of_work
 
 SERVICE_PREFIX = f"{PREFIXES['conversation']}_"
 MAX_ID_LENGTH = 128
 
 
-def create_conversation(database: Database, scope: Scope) -> r.Conversation:
+def create_conversation(database: Store, scope: Scope) -> r.Conversation:
     with unit_of_work(database) as uow:
         row = uow.conversations.add(scope, new_id("conversation"))
     return _conversation(row, [])
 
 
-def get_conversation(database: Database, scope: Scope, conversation_id: str) -> r.Conversation:
+def get_conversation(database: Store, scope: Scope, conversation_id: str) -> r.Conversation:
     uow = reader(database)
     row = uow.conversations.get(scope, conversation_id)
     if row is None:
@@ -41,7 +41,7 @@ def get_conversation(database: Database, scope: Scope, conversation_id: str) -> 
 
 
 def conversation_message(
-    database: Database, scope: Scope, conversation_id: str, body: rq.MessageCreate
+    database: Store, scope: Scope, conversation_id: str, body: rq.MessageCreate
 ) -> r.AssistantMessage:
     """Answer the question with the earlier turns as context; store the question and the answer as two turns."""
     _check_name(conversation_id)
@@ -71,7 +71,7 @@ def conversation_message(
     )
 
 
-def single_message(database: Database, scope: Scope, body: rq.MessageCreate) -> r.AssistantMessage:
+def single_message(database: Store, scope: Scope, body: rq.MessageCreate) -> r.AssistantMessage:
     """The deprecated `POST /ai/messages`: one answer, no conversation stored."""
     found = support_answers.answer(database, scope, body.content)
     return r.AssistantMessage(conversation_id=None, role="assistant", content=found.content, sources=found.sources)

@@ -23,9 +23,8 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.states import wallet_transition
 from rewards_lab.engine.notifications import emit
 from rewards_lab.service.writes import run_write
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store, reader
 from rewards_lab.store.interfaces import CustomerFilter, CustomerRow, Repositories, WalletFilter
-from rewards_lab.store.uow import reader
 
 CUSTOMER_SORTS = ("created_at", "external_id")
 WALLET_SORTS = ("created_at",)
@@ -44,7 +43,7 @@ def check_external_id(external_id: str) -> None:
 
 
 def create_customer(
-    database: Database, scope: Scope, body: rq.CustomerCreate, *, idempotency_key: str | None = None
+    database: Store, scope: Scope, body: rq.CustomerCreate, *, idempotency_key: str | None = None
 ) -> r.Customer:
     check_external_id(body.external_id)
 
@@ -86,12 +85,12 @@ def _customer_row(uow: Repositories, scope: Scope, reference: str) -> CustomerRo
     return row
 
 
-def get_customer(database: Database, scope: Scope, reference: str) -> r.Customer:
+def get_customer(database: Store, scope: Scope, reference: str) -> r.Customer:
     return presenters.customer(_customer_row(reader(database), scope, reference))
 
 
 def update_customer(
-    database: Database, scope: Scope, reference: str, body: rq.CustomerUpdate, *, idempotency_key: str | None = None
+    database: Store, scope: Scope, reference: str, body: rq.CustomerUpdate, *, idempotency_key: str | None = None
 ) -> r.Customer:
     """Edit the customer `reference` names (its id, else its external_id, as GET /customers/{id}): a field left
     out stays, `email` or `country` null clears it, `attributes` is merged (RFC 7396, `attributes.merge`)."""
@@ -117,7 +116,7 @@ def update_customer(
 
 
 def list_customers(
-    database: Database, scope: Scope, page: PageRequest, *, external_id: str | None = None
+    database: Store, scope: Scope, page: PageRequest, *, external_id: str | None = None
 ) -> r.Page[r.Customer]:
     sort = check_page_request(page, CUSTOMER_SORTS)
     rows = reader(database).customers.page(scope, page, sort, CustomerFilter(external_id))
@@ -125,7 +124,7 @@ def list_customers(
 
 
 def create_wallet(
-    database: Database, scope: Scope, body: rq.WalletCreate, *, idempotency_key: str | None = None
+    database: Store, scope: Scope, body: rq.WalletCreate, *, idempotency_key: str | None = None
 ) -> r.Wallet:
     def write(uow: Repositories) -> r.Wallet:
         customer = _customer_row(uow, scope, body.customer_id)
@@ -144,7 +143,7 @@ def create_wallet(
     )
 
 
-def get_wallet(database: Database, scope: Scope, wallet_id: str) -> r.Wallet:
+def get_wallet(database: Store, scope: Scope, wallet_id: str) -> r.Wallet:
     row = reader(database).wallets.get(scope, wallet_id)
     if row is None:
         raise ServiceError("wallet_not_found", wallet_id=wallet_id)
@@ -152,7 +151,7 @@ def get_wallet(database: Database, scope: Scope, wallet_id: str) -> r.Wallet:
 
 
 def list_wallets(
-    database: Database,
+    database: Store,
     scope: Scope,
     page: PageRequest,
     *,
@@ -165,7 +164,7 @@ def list_wallets(
 
 
 def _wallet_transition(
-    database: Database, scope: Scope, wallet_id: str, action: str, idempotency_key: str | None
+    database: Store, scope: Scope, wallet_id: str, action: str, idempotency_key: str | None
 ) -> r.Wallet:
     def write(uow: Repositories) -> r.Wallet:
         row = uow.wallets.get(scope, wallet_id)
@@ -184,12 +183,10 @@ def _wallet_transition(
     )
 
 
-def freeze_wallet(database: Database, scope: Scope, wallet_id: str, *, idempotency_key: str | None = None) -> r.Wallet:
+def freeze_wallet(database: Store, scope: Scope, wallet_id: str, *, idempotency_key: str | None = None) -> r.Wallet:
     """A frozen wallet cannot transact at all (`wallet_frozen`); emits `wallet.frozen`."""
     return _wallet_transition(database, scope, wallet_id, "freeze", idempotency_key)
 
 
-def unfreeze_wallet(
-    database: Database, scope: Scope, wallet_id: str, *, idempotency_key: str | None = None
-) -> r.Wallet:
+def unfreeze_wallet(database: Store, scope: Scope, wallet_id: str, *, idempotency_key: str | None = None) -> r.Wallet:
     return _wallet_transition(database, scope, wallet_id, "unfreeze", idempotency_key)

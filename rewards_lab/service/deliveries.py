@@ -20,9 +20,9 @@ from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.scope import Scope
 from rewards_lab.presenters import utc
 from rewards_lab.security.webhook_targets import private_targets_allowed
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.api import Store, reader, unit_of_work
+from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import DueDelivery, EndpointRow, NewDelivery
-from rewards_lab.store.uow import reader, unit_of_work
 
 # Delays before the 2nd, 3rd... attempt: 9 attempts over about 23 hours, then the delivery is failed.
 DEFAULT_RETRY_DELAYS_S: tuple[float, ...] = (10, 60, 300, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600)
@@ -124,7 +124,7 @@ def delivery_body(delivery_id: str, kind: str, created_at: datetime, scope: Scop
     )
 
 
-def fan_out(database: Database, limit: int = FAN_OUT_BATCH) -> int:
+def fan_out(database: Store, limit: int = FAN_OUT_BATCH) -> int:
     """Turn up to `limit` outbox messages into one pending delivery per subscribed endpoint, durably.
 
     An endpoint receives the messages caused after it was registered (its `created_at` is not later than the
@@ -171,7 +171,7 @@ def fan_out(database: Database, limit: int = FAN_OUT_BATCH) -> int:
 
 
 def due(
-    database: Database,
+    database: Store,
     limit: int,
     exclude: list[str],
     per_endpoint: int = FAN_OUT_BATCH,
@@ -216,9 +216,7 @@ def pick_fair(
     return picked
 
 
-def record_outcome(
-    database: Database, settings: DeliverySettings, delivery: DueDelivery, outcome: AttemptOutcome
-) -> str:
+def record_outcome(database: Store, settings: DeliverySettings, delivery: DueDelivery, outcome: AttemptOutcome) -> str:
     """Store the attempt and decide what comes next: `succeeded`, `pending` (retry later) or `failed`."""
     next_attempt_at: datetime | None = None
     if outcome.succeeded:
@@ -242,7 +240,7 @@ def record_outcome(
     return status
 
 
-def queue_depths(database: Database) -> dict[str, int]:
+def queue_depths(database: Store) -> dict[str, int]:
     """What an operator watches: received events, undispatched outbox messages, pending deliveries."""
     store = reader(database).webhooks
     return {

@@ -1,6 +1,6 @@
 """GET /events/export: a tenant's events of a time range as a file the replay reads, streamed (docs/replay.md).
 
-The export reads one snapshot (`Database.snapshot`: a read transaction on a cursor of its own), never the write
+The export reads one snapshot (`DuckDBStore.snapshot`: a read transaction on a cursor of its own), never the write
 lock: events keep arriving and being processed while it streams. Rows come out of DuckDB as Arrow record batches
 of `BATCH_ROWS` and leave as NDJSON lines or Parquet row groups, so memory stays bounded by a batch whatever the
 range holds.
@@ -36,7 +36,8 @@ from rewards_lab.contract.operations import EXPORT_DEFAULT_LIMIT, EXPORT_FORMATS
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import parse_instant
 from rewards_lab.domain.money import format_amount
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.api import Store, as_duckdb
+from rewards_lab.store.database import DuckDBStore, utcnow
 
 _DIGITS = re.compile(r"[0-9]{1,9}")  # ASCII only: str.isdigit() takes "²", which int() refuses
 BATCH_ROWS = 2_000  # rows per Arrow batch: one Parquet row group, one NDJSON chunk
@@ -123,15 +124,15 @@ class Export:
             else:
                 yield from _parquet(reader, self.request.executions)
         finally:
-            Database.close_snapshot(self._cursor)
+            DuckDBStore.close_snapshot(self._cursor)
 
     def close(self) -> None:
-        Database.close_snapshot(self._cursor)
+        DuckDBStore.close_snapshot(self._cursor)
 
 
-def open_export(database: Database, scope: Scope, request: ExportRequest) -> Export:
+def open_export(database: Store, scope: Scope, request: ExportRequest) -> Export:
     """Open the snapshot, find where this answer stops (at most `limit` events) and whether more follow."""
-    cursor = database.snapshot()
+    cursor = as_duckdb(database, "the event export (a DuckDB snapshot read as Arrow)").snapshot()
     try:
         where, params = _range(cursor, scope, request)
         bound = cursor.execute(
@@ -145,7 +146,7 @@ def open_export(database: Database, scope: Scope, request: ExportRequest) -> Exp
         select_params = [*params, request.limit, *(scope.params if request.executions else [])]
         return Export(request, int(count), next_after, cursor, select, select_params)
     except BaseException:
-        Database.close_snapshot(cursor)
+        DuckDBStore.close_snapshot(cursor)
         raise
 
 

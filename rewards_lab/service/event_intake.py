@@ -19,9 +19,9 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.event_age import MAX_FUTURE_SKEW
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.api import Store, intake_events, intake_unit_of_work
+from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import NewEvent, Repositories, StoredEvent
-from rewards_lab.store.uow import intake_events, intake_unit_of_work
 
 Stored = StoredEvent | ServiceError  # an event's stored (or original) row, or the error refusing it
 _FUTURE_MESSAGE = (
@@ -31,7 +31,7 @@ _FUTURE_MESSAGE = (
 
 
 def submit_events(
-    database: Database, scope: Scope, bodies: list[rq.EventCreate], received_at: datetime | None = None
+    database: Store, scope: Scope, bodies: list[rq.EventCreate], received_at: datetime | None = None
 ) -> list[r.Event | ServiceError]:
     """Store many events durably in one transaction; per event, its result or the error refusing it.
 
@@ -52,7 +52,7 @@ def submit_events(
     return [refused[i] if i in refused else present_stored(next(remaining)) for i in range(len(bodies))]
 
 
-def submit_event(database: Database, scope: Scope, body: rq.EventCreate) -> r.Event:
+def submit_event(database: Store, scope: Scope, body: rq.EventCreate) -> r.Event:
     (result,) = submit_events(database, scope, [body])
     if isinstance(result, ServiceError):
         raise result
@@ -87,11 +87,11 @@ def prepare_event(body: rq.EventCreate, now: datetime | None = None) -> NewEvent
 
 
 def store_events(
-    database: Database, groups: list[tuple[Scope, list[NewEvent]]], received_at: datetime | None = None
+    database: Store, groups: list[tuple[Scope, list[NewEvent]]], received_at: datetime | None = None
 ) -> list[list[Stored]]:
     """Store prepared events of several tenants in ONE transaction; per event, the stored (or original) row, or
     `event_duplicate_mismatch`. Accepting events never waits for the worker's processing batch: this runs on
-    the intake's own cursor (`Database.intake_cursor`).
+    the intake's own cursor (`DuckDBStore.intake_cursor`).
 
     Fast path: one INSERT of every new event, its own transaction, no read first; the unique
     (organization, environment, external_event_id) index refuses the whole statement if any id is already

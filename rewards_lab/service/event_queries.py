@@ -7,15 +7,14 @@ from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store, reader
 from rewards_lab.store.interfaces import EventFilter, ExecutionFilter
-from rewards_lab.store.uow import reader
 
 EVENT_SORTS = ("received_at", "occurred_at")
 EXECUTION_SORTS = ("created_at",)
 
 
-def get_event(database: Database, scope: Scope, event_id: str) -> r.Event:
+def get_event(database: Store, scope: Scope, event_id: str) -> r.Event:
     row = reader(database).events.get(scope, event_id)
     if row is None:
         raise ServiceError("event_not_found", event_id=event_id)
@@ -23,7 +22,7 @@ def get_event(database: Database, scope: Scope, event_id: str) -> r.Event:
 
 
 def list_events(
-    database: Database,
+    database: Store,
     scope: Scope,
     page: PageRequest,
     *,
@@ -42,7 +41,7 @@ def list_events(
 
 
 def list_executions(
-    database: Database,
+    database: Store,
     scope: Scope,
     page: PageRequest,
     *,

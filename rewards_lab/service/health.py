@@ -12,7 +12,8 @@ from rewards_lab.contract import resources as r
 from rewards_lab.contract.readiness import DiskCheck, Readiness, ReadinessCheck, WorkersCheck
 from rewards_lab.presenters import utc
 from rewards_lab.service.deliveries import queue_depths
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.api import Store
+from rewards_lab.store.database import utcnow
 
 log = logging.getLogger(__name__)
 DEFAULT_MIN_FREE_DISK_MB = 256  # below this the database's filesystem is too full to take a batch safely
@@ -23,7 +24,7 @@ Workers = dict[str, tuple[bool, datetime | None]]
 
 
 def health(
-    database: Database,
+    database: Store,
     workers: Workers,
     intake_waiting: int,
     *,
@@ -43,7 +44,7 @@ def health(
     )
 
 
-def _database_write(database: Database) -> ReadinessCheck:
+def _database_write(database: Store) -> ReadinessCheck:
     try:
         if not database.probe_write(WRITE_PROBE_TIMEOUT_S):
             return ReadinessCheck(ok=False, reason="the database writer is busy past the probe's timeout")
@@ -53,7 +54,7 @@ def _database_write(database: Database) -> ReadinessCheck:
     return ReadinessCheck(ok=True, reason=None)
 
 
-def _disk(database: Database, min_free_bytes: int) -> DiskCheck:
+def _disk(database: Store, min_free_bytes: int) -> DiskCheck:
     if database.path.startswith(":memory:"):
         return DiskCheck(ok=True, reason=None, free_bytes=None, min_free_bytes=min_free_bytes)
     try:
@@ -79,7 +80,7 @@ def _workers(workers: Workers) -> WorkersCheck:
     return WorkersCheck(ok=True, reason=None, workers=states)
 
 
-def readiness(database: Database, workers: Workers, *, min_free_disk_bytes: int) -> Readiness:
+def readiness(database: Store, workers: Workers, *, min_free_disk_bytes: int) -> Readiness:
     """Ready when the database takes a write, its filesystem has `min_free_disk_bytes` free, and every worker
     runs. Each check runs whatever the others found, so a 503 names every failing one."""
     database_write = _database_write(database)

@@ -15,9 +15,8 @@ from rewards_lab.domain.posting_policy import Kind, PostingRequest
 from rewards_lab.engine.postings import apply_postings
 from rewards_lab.service.lots import next_expiries
 from rewards_lab.service.writes import run_write
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store, reader
 from rewards_lab.store.interfaces import Repositories, TransactionFilter, TransactionRow
-from rewards_lab.store.uow import reader
 
 TRANSACTION_SORTS = ("created_at", "amount_minor")
 
@@ -40,7 +39,7 @@ def _transaction(uow: Repositories, scope: Scope, transaction_id: str) -> r.Ledg
 
 
 def issue(
-    database: Database,
+    database: Store,
     scope: Scope,
     asset_id: str,
     body: rq.IssueRequest,
@@ -52,7 +51,7 @@ def issue(
 
 
 def redeem(
-    database: Database,
+    database: Store,
     scope: Scope,
     asset_id: str,
     body: rq.RedemptionRequest,
@@ -64,7 +63,7 @@ def redeem(
 
 
 def transfer(
-    database: Database,
+    database: Store,
     scope: Scope,
     asset_id: str,
     body: rq.TransferRequest,
@@ -81,7 +80,7 @@ _OPERATIONS: dict[Kind, str] = {"issue": "issue", "redemption": "redeem", "trans
 
 
 def _post(
-    database: Database,
+    database: Store,
     scope: Scope,
     asset_id: str,
     kind: Kind,
@@ -120,12 +119,12 @@ def _post(
     )
 
 
-def get_transaction(database: Database, scope: Scope, transaction_id: str) -> r.LedgerTransaction:
+def get_transaction(database: Store, scope: Scope, transaction_id: str) -> r.LedgerTransaction:
     return _transaction(reader(database), scope, transaction_id)
 
 
 def list_transactions(
-    database: Database,
+    database: Store,
     scope: Scope,
     page: PageRequest,
     *,
@@ -143,7 +142,7 @@ def list_transactions(
     )
 
 
-def wallet_balances(database: Database, scope: Scope, wallet_id: str) -> r.WalletBalances:
+def wallet_balances(database: Store, scope: Scope, wallet_id: str) -> r.WalletBalances:
     """The wallet's balances per asset, read from the snapshot (every asset it ever held, zero included)."""
     uow = reader(database)
     wallet = uow.wallets.get(scope, wallet_id)

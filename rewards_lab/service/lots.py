@@ -8,9 +8,8 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import format_amount
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store, reader
 from rewards_lab.store.interfaces import LotFilter, LotRow, Repositories
-from rewards_lab.store.uow import reader
 
 LOT_SORTS = ("issued_at",)
 LOT_STATUSES = ("open", "spent", "expired")
@@ -18,7 +17,7 @@ OPENING = "opening"  # the source of a lot made from the balance held when its a
 
 
 def list_lots(
-    database: Database,
+    database: Store,
     scope: Scope,
     wallet_id: str,
     page: PageRequest,

@@ -20,9 +20,8 @@ from rewards_lab import presenters
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.programme_limits import MAX_RULES_PER_VERSION, check_version_rules, rule_definition_bytes
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store, snapshot
 from rewards_lab.store.interfaces import Repositories, RuleBody, RuleRow
-from rewards_lab.store.uow import snapshot
 
 Digest = tuple[str, str]  # (rule id, the database's digest of its row: `ProgrammeRepository.rule_digests`)
 MemoKey = tuple[Scope, Digest]
@@ -82,7 +81,7 @@ class PreparedDraft:
         self.count: int | None = None  # the draft's rules on the snapshot (None: no such programme)
 
     @classmethod
-    def of(cls, database: Database, scope: Scope, program_id: str, *, present: bool = False) -> PreparedDraft:
+    def of(cls, database: Store, scope: Scope, program_id: str, *, present: bool = False) -> PreparedDraft:
         prepared = cls(scope, present=present)
         with snapshot(database) as uow:
             programme = uow.programmes.get(scope, program_id)

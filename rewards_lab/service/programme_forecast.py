@@ -46,9 +46,9 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import format_amount
 from rewards_lab.engine.postings import asset_row
 from rewards_lab.engine.rule_book import programme_row
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store, as_duckdb, reader
 from rewards_lab.store.interfaces import AssetRow, ProgrammeRow, Repositories, VersionRow
-from rewards_lab.store.uow import reader, snapshot
+from rewards_lab.store.uow import snapshot
 
 if TYPE_CHECKING:  # the replay stack (pandas, SQLGlot) loads on the first forecast, not with the API
     from rewards_lab.forecasting.gate import GateReport, GuardCheck
@@ -250,7 +250,7 @@ def _check(check: GuardCheck) -> r.GuardCheckResult:
 
 
 def evaluate_draft(
-    database: Database,
+    database: Store,
     scope: Scope,
     program_id: str,
     *,
@@ -264,11 +264,12 @@ def evaluate_draft(
 
     bounds = limits or ForecastLimits.from_env()
     end = now or datetime.now(UTC)
+    duckdb_store = as_duckdb(database, "the programme forecast (DuckDB relations handed to the replay)")
     replay_con = quiet_connection()
     try:
         with _Deadline(bounds.timeout_s) as deadline:
             try:
-                with snapshot(database) as uow, deadline.watching(uow.con):
+                with snapshot(duckdb_store) as uow, deadline.watching(uow.con):
                     programme = programme_row(uow, scope, program_id)
                     days = window_days(programme)
                     start = end - timedelta(days=days)
@@ -336,7 +337,7 @@ def _result(
     )
 
 
-def guarded_forecast(database: Database, scope: Scope, program_id: str) -> Forecast | None:
+def guarded_forecast(database: Store, scope: Scope, program_id: str) -> Forecast | None:
     """The forecast publishing checks: None when the draft has no guards (or there is no such programme; the
     unit of work refuses it), so a programme without guards publishes exactly as before."""
     programme = reader(database).programmes.get(scope, program_id)
@@ -345,7 +346,7 @@ def guarded_forecast(database: Database, scope: Scope, program_id: str) -> Forec
     return evaluate_draft(database, scope, program_id)
 
 
-def forecast_programme(database: Database, scope: Scope, program_id: str) -> r.ForecastResult:
+def forecast_programme(database: Store, scope: Scope, program_id: str) -> r.ForecastResult:
     """`POST /reward-programs/{id}/forecast`: the guard table without publishing (a failing draft too)."""
     return evaluate_draft(database, scope, program_id).result
 

@@ -24,7 +24,7 @@ from rewards_lab.service.programme_spending import checked_spending
 from rewards_lab.service.programmes import checked_schedule, version_resource
 from rewards_lab.service.settings_requests import budget_of, expiry_of, guards_of, limits_of
 from rewards_lab.service.writes import run_write
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store
 from rewards_lab.store.interfaces import Repositories
 
 _DIGITS_RE = re.compile(r"[0-9]+")
@@ -32,7 +32,7 @@ MAX_VERSION_DIGITS = 9  # any such number fits the INTEGER column
 
 
 def update_programme(
-    database: Database,
+    database: Store,
     scope: Scope,
     program_id: str,
     body: rq.ProgrammeUpdate,
@@ -89,7 +89,7 @@ def update_programme(
     )
 
 
-def _move(database: Database, scope: Scope, program_id: str, action: str, idempotency_key: str | None) -> r.Programme:
+def _move(database: Store, scope: Scope, program_id: str, action: str, idempotency_key: str | None) -> r.Programme:
     def write(uow: Repositories) -> r.Programme:
         row = programme_row(uow, scope, program_id)
         uow.programmes.set_status(scope, program_id, programme_transition(action, row.status))
@@ -101,7 +101,7 @@ def _move(database: Database, scope: Scope, program_id: str, action: str, idempo
 
 
 def deactivate_programme(
-    database: Database, scope: Scope, program_id: str, *, idempotency_key: str | None = None
+    database: Store, scope: Scope, program_id: str, *, idempotency_key: str | None = None
 ) -> r.Programme:
     """From now on the worker evaluates none of the programme's versions (events processed earlier keep their
     results; a failed event replayed later is still evaluated against the versions recorded for it)."""
@@ -109,7 +109,7 @@ def deactivate_programme(
 
 
 def activate_programme(
-    database: Database, scope: Scope, program_id: str, *, idempotency_key: str | None = None
+    database: Store, scope: Scope, program_id: str, *, idempotency_key: str | None = None
 ) -> r.Programme:
     """Its live version rewards events again (those processed while it was inactive stay unrewarded)."""
     return _move(database, scope, program_id, "activate", idempotency_key)
@@ -127,7 +127,7 @@ def _restorable(version: str) -> int | str:
 
 
 def restore_version(
-    database: Database,
+    database: Store,
     scope: Scope,
     program_id: str,
     version: str,

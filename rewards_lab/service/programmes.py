@@ -36,7 +36,7 @@ from rewards_lab.service.programme_guards import record_override, require_overri
 from rewards_lab.service.programme_spending import budget_consumption, checked_limits, checked_spending
 from rewards_lab.service.settings_requests import guards_of, limits_of, spending_of
 from rewards_lab.service.writes import run_write
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store, reader, snapshot
 from rewards_lab.store.interfaces import (
     NewProgramme,
     ProgrammeFilter,
@@ -46,7 +46,6 @@ from rewards_lab.store.interfaces import (
     RuleRow,
     Schedule,
 )
-from rewards_lab.store.uow import reader, snapshot
 
 PROGRAMME_SORTS = ("created_at", "name")
 VERSION_SORTS = ("number",)
@@ -65,7 +64,7 @@ _OPTIONAL_FIELDS = (
 
 
 def create_programme(
-    database: Database, scope: Scope, body: rq.ProgrammeCreate, *, idempotency_key: str | None = None
+    database: Store, scope: Scope, body: rq.ProgrammeCreate, *, idempotency_key: str | None = None
 ) -> r.Programme:
     def write(uow: Repositories) -> r.Programme:
         if uow.assets.get(scope, body.asset_id) is None:
@@ -109,7 +108,7 @@ def checked_schedule(timezone: str, starts_at: datetime | None, ends_at: datetim
     return Schedule(timezone, starts, ends)
 
 
-def get_programme(database: Database, scope: Scope, program_id: str) -> r.Programme:
+def get_programme(database: Store, scope: Scope, program_id: str) -> r.Programme:
     """The programme, with its draft's settings and its budget's consumption per period."""
     uow = reader(database)
     row = programme_row(uow, scope, program_id)
@@ -117,7 +116,7 @@ def get_programme(database: Database, scope: Scope, program_id: str) -> r.Progra
 
 
 def list_programmes(
-    database: Database, scope: Scope, page: PageRequest, *, asset_id: str | None = None
+    database: Store, scope: Scope, page: PageRequest, *, asset_id: str | None = None
 ) -> r.Page[r.Programme]:
     sort = check_page_request(page, PROGRAMME_SORTS)
     rows = reader(database).programmes.page(scope, page, sort, ProgrammeFilter(asset_id))
@@ -176,7 +175,7 @@ def _draft_rule(uow: Repositories, scope: Scope, rule_id: str) -> tuple[RuleRow,
     raise ServiceError("programme_version_immutable", "the rule exists only in published versions", rule_id=rule_id)
 
 
-def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempotency_key: str | None = None) -> r.Rule:
+def create_rule(database: Store, scope: Scope, body: rq.RuleCreate, *, idempotency_key: str | None = None) -> r.Rule:
     prepared = PreparedDraft.of(database, scope, body.program_id)
     refuse_early(prepared, idempotency_key)
 
@@ -208,7 +207,7 @@ def create_rule(database: Database, scope: Scope, body: rq.RuleCreate, *, idempo
 
 
 def update_rule(
-    database: Database, scope: Scope, rule_id: str, body: rq.RuleUpdate, *, idempotency_key: str | None = None
+    database: Store, scope: Scope, rule_id: str, body: rq.RuleUpdate, *, idempotency_key: str | None = None
 ) -> r.Rule:
     """Edit a rule of the draft version; its published copies stay as published."""
     revisions = reader(database).programmes.rule_revisions(scope, rule_id)
@@ -240,7 +239,7 @@ def update_rule(
     return run_write(database, scope, f"rules.update:{rule_id}", sent, write, r.Rule, idempotency_key=idempotency_key)
 
 
-def delete_rule(database: Database, scope: Scope, rule_id: str, *, idempotency_key: str | None = None) -> r.Rule:
+def delete_rule(database: Store, scope: Scope, rule_id: str, *, idempotency_key: str | None = None) -> r.Rule:
     """Remove a rule from the draft version (published versions keep it); returns the removed rule."""
 
     def write(uow: Repositories) -> r.Rule:
@@ -259,13 +258,13 @@ def _rule_resource(uow: Repositories, scope: Scope, rule_id: str) -> r.Rule:
     return presenters.rule(revisions[0])
 
 
-def get_rule(database: Database, scope: Scope, rule_id: str) -> r.Rule:
+def get_rule(database: Store, scope: Scope, rule_id: str) -> r.Rule:
     """The rule as it stands in the draft if the draft has it, else as last published."""
     return _rule_resource(reader(database), scope, rule_id)
 
 
 def publish(
-    database: Database,
+    database: Store,
     scope: Scope,
     program_id: str,
     body: PublishRequest | None = None,
@@ -346,14 +345,12 @@ def version_resource(uow: Repositories, scope: Scope, version_id: str) -> r.Prog
     return presenters.version(row, uow.programmes.rules_of(scope, [version_id]))
 
 
-def get_version(
-    database: Database, scope: Scope, program_id: str, version: int | str | None = None
-) -> r.ProgrammeVersion:
+def get_version(database: Store, scope: Scope, program_id: str, version: int | str | None = None) -> r.ProgrammeVersion:
     uow = reader(database)
     return version_resource(uow, scope, version_id_of(uow, scope, program_id, version))
 
 
-def list_versions(database: Database, scope: Scope, program_id: str, page: PageRequest) -> r.Page[r.ProgrammeVersion]:
+def list_versions(database: Store, scope: Scope, program_id: str, page: PageRequest) -> r.Page[r.ProgrammeVersion]:
     """A page of the version history by number, oldest first; the draft (no number) comes last."""
     sort = check_page_request(page, VERSION_SORTS)
     with snapshot(database) as store:  # the versions and their rules as of one commit
@@ -363,7 +360,7 @@ def list_versions(database: Database, scope: Scope, program_id: str, page: PageR
     return presenters.page(r.Page[r.ProgrammeVersion], rows, lambda row: presenters.version(row, by_version[row.id]))
 
 
-def all_versions(database: Database, scope: Scope, program_id: str) -> list[r.ProgrammeVersion]:
+def all_versions(database: Store, scope: Scope, program_id: str) -> list[r.ProgrammeVersion]:
     """The whole version history, oldest first, the draft last (the lab's in-process view; over HTTP it pages)."""
     with snapshot(database) as store:
         programme_row(store, scope, program_id)

@@ -24,9 +24,9 @@ from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import parse_instant
 from rewards_lab.presenters import utc
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.api import Store, reader
+from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import NO_SDK_VERSION, LogFilter, RequestLogRow, SdkVersionCount
-from rewards_lab.store.uow import reader
 
 log = logging.getLogger(__name__)
 DEFAULT_USAGE_DAYS = 30
@@ -108,7 +108,7 @@ def log_filter(
 
 
 def list_logs(
-    database: Database,
+    database: Store,
     scope: Scope,
     page: PageRequest,
     *,
@@ -160,7 +160,7 @@ def _default_first_day(last: date) -> date:
     return last - timedelta(days=DEFAULT_USAGE_DAYS - 1)
 
 
-def usage(database: Database, scope: Scope, *, since: str | None = None, until: str | None = None) -> d.Usage:
+def usage(database: Store, scope: Scope, *, since: str | None = None, until: str | None = None) -> d.Usage:
     """Requests per day and per operation and status class over [from, to] (UTC days, `to` included; by default
     the last 30 days up to today), plus events received and rewards issued in the same days."""
     last = _day(until, "to") or utcnow().date()

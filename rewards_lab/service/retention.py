@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from rewards_lab.store import idempotency
-from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.retention import delete_expired, delete_finished_deliveries
+from rewards_lab.store.api import Store
+from rewards_lab.store.database import utcnow
 
 ENV_PREFIX = "REWARDS_LAB_RETENTION_"
 DEFAULT_REQUEST_LOG_DAYS = 90
@@ -100,13 +100,12 @@ class RetentionReport:
     at: datetime | None = None
 
 
-def _chunks(database: Database, table: str, cutoff: datetime, limit: int, stop: threading.Event | None) -> int:
+def _chunks(database: Store, table: str, cutoff: datetime, limit: int, stop: threading.Event | None) -> int:
     total = 0
     for _ in range(MAX_CHUNKS_PER_RUN):
         if stop is not None and stop.is_set():
             break
-        with database.transaction() as con:
-            deleted = delete_expired(con, table, cutoff, limit)
+        deleted = database.delete_expired(table, cutoff, limit)
         total += deleted
         if deleted < limit:
             break
@@ -114,7 +113,7 @@ def _chunks(database: Database, table: str, cutoff: datetime, limit: int, stop: 
 
 
 def run_once(
-    database: Database,
+    database: Store,
     settings: RetentionSettings,
     *,
     now: datetime | None = None,
@@ -139,8 +138,7 @@ def run_once(
         for _ in range(MAX_CHUNKS_PER_RUN):
             if stop is not None and stop.is_set():
                 break
-            with database.transaction() as con:
-                done, tried = delete_finished_deliveries(con, at - settings.webhooks, limit)
+            done, tried = database.delete_finished_deliveries(at - settings.webhooks, limit)
             deliveries, attempts = deliveries + done, attempts + tried
             if done < limit:
                 break

@@ -8,11 +8,11 @@ from rewards_lab.domain import segments as seg
 from rewards_lab.engine.rule_facts import classify_customer
 from rewards_lab.presenters import utc
 from rewards_lab.service.customers import get_customer
-from rewards_lab.store.database import Database, utcnow
-from rewards_lab.store.uow import reader
+from rewards_lab.store.api import Store, reader
+from rewards_lab.store.database import utcnow
 
 
-def customer_segments(database: Database, scope: Scope, reference: str) -> r.CustomerSegments:
+def customer_segments(database: Store, scope: Scope, reference: str) -> r.CustomerSegments:
     customer = get_customer(database, scope, reference)
     now = utcnow()
     segments = [

@@ -29,7 +29,8 @@ from rewards_lab.contract.validation import validate
 from rewards_lab.domain.money import format_amount
 from rewards_lab.engine.simulation import simulate_programme
 from rewards_lab.service import knowledge, ledger
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.api import Store, reader
+from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import (
     ProgrammeFilter,
     ProgrammeRow,
@@ -39,7 +40,6 @@ from rewards_lab.store.interfaces import (
     VersionRow,
     WalletFilter,
 )
-from rewards_lab.store.uow import reader
 
 EVENT, BALANCE, LIVE_VERSION, DOCS = "event_outcome", "balance", "live_version", "docs"
 RECORD_SCORE = 1.0  # a record a question names is an exact match: it comes before any passage
@@ -96,7 +96,7 @@ class Answer:
     named: Context  # what the question itself named
 
 
-def answer(database: Database, scope: Scope, question: str, history: Sequence[Context] = ()) -> Answer:
+def answer(database: Store, scope: Scope, question: str, history: Sequence[Context] = ()) -> Answer:
     """The answer to `question`, with `history` the resolved contexts of the conversation's earlier answers."""
     uow = reader(database)
     named = _named(uow, scope, question)
@@ -228,9 +228,7 @@ def _version_source(program_id: str, number: int | None) -> str:
     return f"{program_id} v{number}"
 
 
-def _event_answer(
-    database: Database, uow: Repositories, scope: Scope, event_id: str
-) -> tuple[str, list[r.KnowledgeHit]]:
+def _event_answer(database: Store, uow: Repositories, scope: Scope, event_id: str) -> tuple[str, list[r.KnowledgeHit]]:
     event = uow.events.get(scope, event_id)
     assert event is not None
     executions = uow.executions.for_events(scope, [event_id])
@@ -270,7 +268,7 @@ def _execution_line(x: StoredExecution, decimals: int) -> str:
 
 
 def _why_nothing(
-    database: Database, uow: Repositories, scope: Scope, event: StoredEvent
+    database: Store, uow: Repositories, scope: Scope, event: StoredEvent
 ) -> tuple[list[str], list[r.KnowledgeHit]]:
     """The reasons of every rule of the versions live when the event was processed, as the simulation explains
     them for the stored event."""
@@ -309,7 +307,7 @@ def _simulation_request(event: StoredEvent) -> SimulationRequest:
 
 
 def _balance_answer(
-    database: Database, uow: Repositories, scope: Scope, customer_id: str
+    database: Store, uow: Repositories, scope: Scope, customer_id: str
 ) -> tuple[str, list[r.KnowledgeHit]]:
     customer = uow.customers.get(scope, customer_id)
     assert customer is not None

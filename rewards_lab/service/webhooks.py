@@ -23,9 +23,9 @@ from rewards_lab.security import webhook_secrets
 from rewards_lab.security.webhook_targets import normalise_url, private_targets_allowed
 from rewards_lab.service.deliveries import ERROR_CLASSES, TEST_KIND, delivery_body
 from rewards_lab.service.writes import run_write
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.api import Store, reader, snapshot, unit_of_work
+from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import AttemptRow, DeliveryRow, EndpointRow, NewDelivery, Repositories
-from rewards_lab.store.uow import reader, snapshot, unit_of_work
 
 SECRET_PREFIX = "whsec_"
 VISIBLE_SECRET_LENGTH = 12
@@ -89,7 +89,7 @@ def _new_secret() -> str:
 
 
 def create_webhook(
-    database: Database, scope: Scope, body: rq.WebhookCreate, *, allow_private: bool | None = None
+    database: Store, scope: Scope, body: rq.WebhookCreate, *, allow_private: bool | None = None
 ) -> r.WebhookEndpointCreated:
     """Register an endpoint; the answer is the only time its signing secret is shown. The URL is normalised and
     checked (`webhook_targets.normalise_url`); private targets follow the operator's setting unless told."""
@@ -113,7 +113,7 @@ def create_webhook(
 
 
 def rotate_secret(
-    database: Database, scope: Scope, webhook_id: str, body: rq.WebhookSecretRotate
+    database: Store, scope: Scope, webhook_id: str, body: rq.WebhookSecretRotate
 ) -> r.WebhookSecretRotated:
     """A new signing secret, shown once. The current one becomes the previous one and keeps signing (beside the
     new one) for `grace_period_s`; a secret that was already previous stops signing now. Not idempotent on
@@ -148,12 +148,12 @@ def _endpoint_row(uow: Repositories, scope: Scope, webhook_id: str) -> EndpointR
     return row
 
 
-def get_webhook(database: Database, scope: Scope, webhook_id: str) -> r.WebhookEndpoint:
+def get_webhook(database: Store, scope: Scope, webhook_id: str) -> r.WebhookEndpoint:
     return _endpoint(_endpoint_row(reader(database), scope, webhook_id))
 
 
 def list_webhooks(
-    database: Database, scope: Scope, page: PageRequest, *, status: str | None = None
+    database: Store, scope: Scope, page: PageRequest, *, status: str | None = None
 ) -> r.Page[r.WebhookEndpoint]:
     sort = check_page_request(page, ENDPOINT_SORTS)
     rows = reader(database).webhooks.endpoints_page(scope, page, sort, status)
@@ -161,7 +161,7 @@ def list_webhooks(
 
 
 def disable_webhook(
-    database: Database, scope: Scope, webhook_id: str, *, idempotency_key: str | None = None
+    database: Store, scope: Scope, webhook_id: str, *, idempotency_key: str | None = None
 ) -> r.WebhookEndpoint:
     """Stop delivering to the endpoint (its history stays listable); its pending deliveries end failed."""
 
@@ -177,7 +177,7 @@ def disable_webhook(
     )
 
 
-def send_test(database: Database, scope: Scope, webhook_id: str) -> r.WebhookDelivery:
+def send_test(database: Store, scope: Scope, webhook_id: str) -> r.WebhookDelivery:
     """Queue a signed `webhook.test` delivery to the endpoint now; it retries like any other delivery."""
     with unit_of_work(database) as uow:
         endpoint = _endpoint_row(uow, scope, webhook_id)
@@ -195,7 +195,7 @@ def send_test(database: Database, scope: Scope, webhook_id: str) -> r.WebhookDel
 
 
 def list_deliveries(
-    database: Database, scope: Scope, webhook_id: str, page: PageRequest, *, status: str | None = None
+    database: Store, scope: Scope, webhook_id: str, page: PageRequest, *, status: str | None = None
 ) -> r.Page[r.WebhookDelivery]:
     """The endpoint's deliveries, each with every attempt made so far (cursor pagination)."""
     sort = check_page_request(page, DELIVERY_SORTS)
@@ -215,7 +215,7 @@ def _delivery_row(uow: Repositories, scope: Scope, webhook_id: str, delivery_id:
     return row
 
 
-def get_delivery(database: Database, scope: Scope, webhook_id: str, delivery_id: str) -> r.WebhookDelivery:
+def get_delivery(database: Store, scope: Scope, webhook_id: str, delivery_id: str) -> r.WebhookDelivery:
     with snapshot(database) as store:  # the delivery's status and its attempts as of one commit
         _endpoint_row(store, scope, webhook_id)
         row = _delivery_row(store, scope, webhook_id, delivery_id)
@@ -223,7 +223,7 @@ def get_delivery(database: Database, scope: Scope, webhook_id: str, delivery_id:
 
 
 def replay_delivery(
-    database: Database, scope: Scope, webhook_id: str, delivery_id: str, *, idempotency_key: str | None = None
+    database: Store, scope: Scope, webhook_id: str, delivery_id: str, *, idempotency_key: str | None = None
 ) -> r.WebhookDelivery:
     """A failed delivery goes back to `pending`, due now, with the retry schedule from its start. The same body
     (same delivery id; signed afresh, with a new timestamp) is sent again; its earlier attempts stay listed."""

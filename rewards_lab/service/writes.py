@@ -15,8 +15,8 @@ from pydantic import BaseModel
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
-from rewards_lab.store.database import Database
-from rewards_lab.store.uow import DuckDBRepositories, unit_of_work
+from rewards_lab.store.api import Store, unit_of_work
+from rewards_lab.store.interfaces import Repositories
 
 ResultT = TypeVar("ResultT", bound=BaseModel)
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
@@ -29,11 +29,11 @@ def request_hash(operation: str, request: Any) -> str:
 
 
 def run_write(
-    database: Database,
+    database: Store,
     scope: Scope,
     operation: str,
     request: Any,
-    write: Callable[[DuckDBRepositories], ResultT],  # opens the DuckDB unit of work, so it passes the concrete one
+    write: Callable[[Repositories], ResultT],
     result_type: type[ResultT],
     *,
     idempotency_key: str | None = None,

@@ -7,7 +7,7 @@ A backup is a directory (created 0700; every file in it 0600):
   is why `backup` needs `serve` stopped: DuckDB lets one process open a file, and a backup refuses to run
   beside a writer rather than copy a file in motion. A running server backs itself up instead
   (`online_backup`, asked through `worker/admin_socket.py`): it copies one snapshot of its own database into a
-  new file (`Database.copy_to`), in the same layout, and verifies the copy.
+  new file (`DuckDBStore.copy_to`), in the same layout, and verifies the copy.
 - `rewards.duckdb.secret-key`: the key that seals webhook and TOTP secrets (`store.secret_box`), when the
   database uses a key file. Without it the sealed secrets of the copy never open again. When the operator
   supplies `REWARDS_LAB_SECRET_KEY` instead, the key is not copied (the manifest says so) and the same variable
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.database import DuckDBStore, utcnow
 from rewards_lab.store.file_lock import FileInUse, held_closed
 from rewards_lab.store.queries import scalar
 from rewards_lab.store.secret_box import KEY_ENV, KEY_FILE_SUFFIX, SecretKeyError
@@ -81,11 +81,11 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def open_existing(path: Path) -> Database:
+def open_existing(path: Path) -> DuckDBStore:
     if not path.is_file():
         raise BackupError(f"no database at {path}")
     try:
-        return Database(path)
+        return DuckDBStore(path)
     except SecretKeyError as error:  # the key is missing or not this database's: say so, not "stop serve"
         raise BackupError(str(error)) from None
     except Exception as error:  # DuckDB's lock error when `serve` (or anything) has the file open
@@ -137,8 +137,8 @@ def backup(db_path: str | Path, out_dir: str | Path) -> Manifest:
     return _write_manifest(source, out, version, _copy_key(source, out))
 
 
-def online_backup(database: Database, out_dir: str | Path) -> tuple[Manifest, LedgerReport]:
-    """A backup of the database this process serves, taken while it keeps serving (`Database.copy_to`: one
+def online_backup(database: DuckDBStore, out_dir: str | Path) -> tuple[Manifest, LedgerReport]:
+    """A backup of the database this process serves, taken while it keeps serving (`DuckDBStore.copy_to`: one
     snapshot, so it holds exactly the transactions committed when the copy began), in the same layout as
     `backup`'s. The copy is then opened as a restore would open it (its key checked) and its ledger verified."""
     source = Path(database.path)

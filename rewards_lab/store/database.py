@@ -11,10 +11,10 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
 import duckdb
 
@@ -29,6 +29,10 @@ from rewards_lab.store.private_files import (
 from rewards_lab.store.schema import MIGRATIONS
 from rewards_lab.store.secret_box import SecretBox, configured_key, key_for_database, key_source
 
+if TYPE_CHECKING:
+    from rewards_lab.store.interfaces import EventStore, Repositories
+    from rewards_lab.store.verification import LedgerReport
+
 log = logging.getLogger(__name__)
 
 
@@ -37,8 +41,9 @@ def utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-class Database:
-    """One DuckDB database (a file, or `:memory:`) owned by this process."""
+class DuckDBStore:
+    """One DuckDB database (a file, or `:memory:`) owned by this process: the DuckDB implementation of
+    `store.api.Store` (its members below the cursors' own), with what only a file has (`copy_to`, cursors)."""
 
     def __init__(
         self, path: str | Path = ":memory:", *, threads: int | None = 1, secret_key: bytes | None = None
@@ -51,7 +56,7 @@ class Database:
         self.path = str(path)
         self._in_memory = self.path.startswith(":memory:")
         key = secret_key if secret_key is not None else configured_key()  # a malformed variable fails first
-        source = "the key given to Database" if secret_key is not None else key_source(self.path)
+        source = "the key given to DuckDBStore" if secret_key is not None else key_source(self.path)
         created = False
         if not self._in_memory:
             created = create_private_database(Path(self.path))
@@ -288,8 +293,71 @@ class Database:
                 drop_empty_wal(self.path)
             self._connection.close()
 
-    def __enter__(self) -> Database:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # `store.api.Store`: the units of work over `Repositories` (store/uow.py builds them on the cursors above;
+    # imported here, not at the top: the repositories import this module).
+
+    def unit_of_work(self) -> AbstractContextManager[Repositories]:
+        from rewards_lab.store.uow import unit_of_work
+
+        return unit_of_work(self)
+
+    def reader_repositories(self) -> Repositories:
+        from rewards_lab.store.uow import reader
+
+        return reader(self)
+
+    def snapshot_repositories(self) -> AbstractContextManager[Repositories]:
+        from rewards_lab.store.uow import snapshot
+
+        return snapshot(self)
+
+    def intake_events(self) -> AbstractContextManager[EventStore]:
+        from rewards_lab.store.uow import intake_events
+
+        return intake_events(self)
+
+    def intake_unit_of_work(self) -> AbstractContextManager[Repositories]:
+        from rewards_lab.store.uow import intake_unit_of_work
+
+        return intake_unit_of_work(self)
+
+    @contextmanager
+    def side_unit_of_work(self) -> Iterator[Repositories]:
+        """A transaction on this thread's reader cursor, outside the write lock: DuckDB's optimistic concurrency
+        lets it commit beside the writer as long as the two touch different rows (append-only tables)."""
+        from rewards_lab.store.uow import DuckDBRepositories
+
+        con = self.reader()
+        con.execute("BEGIN TRANSACTION")
+        try:
+            yield DuckDBRepositories(con, self)
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
+
+    def delete_expired(self, table: str, cutoff: datetime, limit: int) -> int:
+        from rewards_lab.store.retention import delete_expired
+
+        with self.transaction() as con:
+            return delete_expired(con, table, cutoff, limit)
+
+    def delete_finished_deliveries(self, cutoff: datetime, limit: int) -> tuple[int, int]:
+        from rewards_lab.store.retention import delete_finished_deliveries
+
+        with self.transaction() as con:
+            return delete_finished_deliveries(con, cutoff, limit)
+
+    def verify_ledger(self) -> LedgerReport:
+        from rewards_lab.store.verification import verify_ledger
+
+        return verify_ledger(self.reader())
+
+
+Database = DuckDBStore  # the name before `store.api.Store` existed; kept so that nothing outside breaks

@@ -71,7 +71,7 @@ class LedgerCache:
         self._pending: dict[Scope, _Layer] | None = None
         self._forgotten: set[str] = set()  # wallets/assets whose status changed in the pending unit of work
 
-    # transaction boundaries (called by Database.transaction) ------------------------------------------------
+    # transaction boundaries (called by DuckDBStore.transaction) ------------------------------------------------
     def begin(self) -> None:
         self._pending = {}
         self._forgotten = set()

@@ -13,7 +13,7 @@ from rewards_lab.store.assets import AssetRepository
 from rewards_lab.store.auth_audit import AuthAuditRepository
 from rewards_lab.store.conversations import ConversationRepository
 from rewards_lab.store.customers import CustomerRepository
-from rewards_lab.store.database import Database
+from rewards_lab.store.database import DuckDBStore
 from rewards_lab.store.events import EventRepository
 from rewards_lab.store.executions import ExecutionRepository
 from rewards_lab.store.idempotency import IdempotencyRepository
@@ -33,7 +33,7 @@ from rewards_lab.store.webhooks import WebhookRepository
 class DuckDBRepositories:
     """The DuckDB implementation of `store.interfaces.Repositories`."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, database: Database | None = None) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, database: DuckDBStore | None = None) -> None:
         self.con = con
         self.database = database
         self.organizations = OrganizationRepository(con)
@@ -59,14 +59,14 @@ class DuckDBRepositories:
 
 
 @contextmanager
-def unit_of_work(database: Database) -> Iterator[DuckDBRepositories]:
+def unit_of_work(database: DuckDBStore) -> Iterator[DuckDBRepositories]:
     """One atomic database transaction: all of it commits, or (on any exception) none of it does."""
     with database.transaction() as con:
         yield DuckDBRepositories(con, database)
 
 
 @contextmanager
-def snapshot(database: Database) -> Iterator[DuckDBRepositories]:
+def snapshot(database: DuckDBStore) -> Iterator[DuckDBRepositories]:
     """Repositories over this thread's read cursor inside one read transaction: every read sees the same committed
     state (a resource and its children read in two statements cannot straddle a writer's commit)."""
     con = database.reader()
@@ -78,7 +78,7 @@ def snapshot(database: Database) -> Iterator[DuckDBRepositories]:
 
 
 @contextmanager
-def intake_events(database: Database) -> Iterator[EventStore]:
+def intake_events(database: DuckDBStore) -> Iterator[EventStore]:
     """The events repository on the event intake's own cursor, outside any transaction: each statement is its
     own transaction (the intake's fast path: one INSERT, one commit)."""
     with database.intake_cursor() as con:
@@ -86,13 +86,13 @@ def intake_events(database: Database) -> Iterator[EventStore]:
 
 
 @contextmanager
-def intake_unit_of_work(database: Database) -> Iterator[DuckDBRepositories]:
-    """`unit_of_work` on the event intake's own cursor (`Database.intake_transaction`), so that accepting events
+def intake_unit_of_work(database: DuckDBStore) -> Iterator[DuckDBRepositories]:
+    """`unit_of_work` on the event intake's own cursor (`DuckDBStore.intake_transaction`), so that accepting events
     never waits for the worker's processing batch."""
     with database.intake_transaction() as con:
         yield DuckDBRepositories(con, database)
 
 
-def reader(database: Database) -> DuckDBRepositories:
+def reader(database: DuckDBStore) -> DuckDBRepositories:
     """Repositories over this thread's read cursor: committed data only, no transaction held."""
     return DuckDBRepositories(database.reader(), database)

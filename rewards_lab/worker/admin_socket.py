@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from rewards_lab.store.backup import BackupError, online_backup
-from rewards_lab.store.database import Database
+from rewards_lab.store.database import DuckDBStore
 from rewards_lab.worker.thread_names import name_os_thread
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def _read_line(connection: socket.socket) -> bytes:
 class AdminSocket:
     """Listens beside the database while `serve` runs; `start` and `stop` from the app's lifespan."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: DuckDBStore) -> None:
         self.database = database
         self.path = socket_path(database.path)
         self._listener: socket.socket | None = None

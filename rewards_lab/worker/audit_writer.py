@@ -9,10 +9,8 @@ import queue
 import threading
 from dataclasses import dataclass
 
-import duckdb
-
 from rewards_lab.security.auth_audit import AuditEvent, write, write_many
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store
 from rewards_lab.worker.thread_names import name_os_thread
 
 log = logging.getLogger(__name__)
@@ -41,7 +39,7 @@ class AuditWriter:
     writes everything queued in one transaction (one write-ahead-log sync for a whole flood of 401s, where a
     transaction each would pay a sync per row)."""
 
-    def __init__(self, database: Database, max_batch: int = MAX_AUDIT_BATCH) -> None:
+    def __init__(self, database: Store, max_batch: int = MAX_AUDIT_BATCH) -> None:
         self.database = database
         self.max_batch = max_batch
         self.batches = 0
@@ -69,7 +67,6 @@ class AuditWriter:
 
     def _run(self) -> None:
         name_os_thread()
-        con = self.database.reader()  # this thread's own cursor, so its own transactions
         stopping = False
         while not stopping:
             first = self._queue.get()
@@ -88,12 +85,12 @@ class AuditWriter:
                 else:
                     batch.append(item)
             if batch:
-                self._commit(con, batch)
+                self._commit(batch)
 
-    def _commit(self, con: duckdb.DuckDBPyConnection, batch: list[_Pending]) -> None:
+    def _commit(self, batch: list[_Pending]) -> None:
         error: BaseException | None = None
         try:
-            write_many(con, [(item.event, item.email) for item in batch])
+            write_many(self.database, [(item.event, item.email) for item in batch])
             self.batches += 1
         except Exception as failure:  # noqa: BLE001 - every waiting request gets an answer
             log.exception("writing %d authentication audit rows failed", len(batch))

@@ -38,7 +38,8 @@ from rewards_lab.service.deliveries import (
     record_outcome,
     status_error_class,
 )
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.api import Store
+from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import DueDelivery
 from rewards_lab.worker.circuit_breaker import CircuitBreakers
 from rewards_lab.worker.safe_transport import (
@@ -151,7 +152,7 @@ def send(pool: httpcore.ConnectionPool, delivery: Outgoing, secrets: list[str], 
 
 
 class DeliveryWorker:
-    def __init__(self, database: Database, settings: DeliverySettings | None = None) -> None:
+    def __init__(self, database: Store, settings: DeliverySettings | None = None) -> None:
         self.database = database
         self.settings = settings or DeliverySettings()
         self.last_cycle_at: datetime | None = None

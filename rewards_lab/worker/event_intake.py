@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.service.event_intake import store_events
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store
 from rewards_lab.store.interfaces import NewEvent, StoredEvent
 from rewards_lab.worker.thread_names import name_os_thread
 
@@ -61,7 +61,7 @@ def _answer(answers: list[tuple[_Pending, StoredEvent | BaseException]]) -> None
 
 class EventIntake:
     def __init__(
-        self, database: Database, on_stored: Callable[[], None] | None = None, max_batch: int = DEFAULT_MAX_BATCH
+        self, database: Store, on_stored: Callable[[], None] | None = None, max_batch: int = DEFAULT_MAX_BATCH
     ) -> None:
         self.database = database
         self.on_stored = on_stored

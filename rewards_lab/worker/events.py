@@ -14,7 +14,7 @@ import threading
 import pyarrow as pa
 
 from rewards_lab.engine.event_processing import DEFAULT_BATCH_SIZE, process_pending
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store
 from rewards_lab.worker.thread_names import name_os_thread
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ LINGER_S = 0.05
 
 
 class EventWorker:
-    def __init__(self, database: Database, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+    def __init__(self, database: Store, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
         self.database = database
         self.batch_size = batch_size
         self._wake = threading.Event()

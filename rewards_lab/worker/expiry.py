@@ -10,7 +10,7 @@ import logging
 import threading
 
 from rewards_lab.engine.expiry import expire_due
-from rewards_lab.store.database import Database
+from rewards_lab.store.api import Store
 from rewards_lab.worker.thread_names import name_os_thread
 
 log = logging.getLogger(__name__)
@@ -18,7 +18,7 @@ INTERVAL_S = 5.0
 
 
 class ExpiryWorker:
-    def __init__(self, database: Database, interval_s: float = INTERVAL_S) -> None:
+    def __init__(self, database: Store, interval_s: float = INTERVAL_S) -> None:
         self.database = database
         self.interval_s = interval_s
         self._stop = threading.Event()

@@ -15,8 +15,7 @@ from collections import deque
 
 from rewards_lab.contract.ids import new_id
 from rewards_lab.service.request_log import LogRecord
-from rewards_lab.store.database import Database
-from rewards_lab.store.uow import unit_of_work
+from rewards_lab.store.api import Store, unit_of_work
 from rewards_lab.worker.audit_writer import AuditWriter
 from rewards_lab.worker.thread_names import name_os_thread
 
@@ -28,7 +27,7 @@ MAX_BUFFERED = 200_000
 class RequestLogWriter:
     """The queue and its flushing thread. `record` is safe from any thread and never blocks on the database."""
 
-    def __init__(self, database: Database, flush_interval_s: float = FLUSH_INTERVAL_S) -> None:
+    def __init__(self, database: Store, flush_interval_s: float = FLUSH_INTERVAL_S) -> None:
         self.database = database
         self.flush_interval_s = flush_interval_s
         self.dropped = 0  # records dropped because the queue was full or a write failed past the bound (since start)

@@ -7,14 +7,15 @@ import threading
 from datetime import datetime
 
 from rewards_lab.service.retention import RetentionReport, RetentionSettings, run_once
-from rewards_lab.store.database import Database, utcnow
+from rewards_lab.store.api import Store
+from rewards_lab.store.database import utcnow
 from rewards_lab.worker.thread_names import name_os_thread
 
 log = logging.getLogger(__name__)
 
 
 class RetentionWorker:
-    def __init__(self, database: Database, settings: RetentionSettings | None = None) -> None:
+    def __init__(self, database: Store, settings: RetentionSettings | None = None) -> None:
         self.database = database
         self.settings = settings or RetentionSettings()
         self.last_cycle_at: datetime | None = None

@@ -1,0 +1,185 @@
+"""The store's one interface (`Store`), and `open_store`, which picks the implementation from a `--db` value.
+
+`Store` is what the services, workers, API app and CLI use of a database, derived from their real uses: units of
+work and readers over `Repositories` (store/interfaces.py), the event intake's own units, the append-only side
+unit of the audit writer, retention's chunked deletes, the ledger's verification, readiness, the crash tests'
+fault points, and closing. What only a DuckDB file has (its cursors, `copy_to`, the admin socket beside it, file
+backups) stays on `DuckDBStore`; code that needs it asks for one with `as_duckdb`, which names what it is for.
+
+Free functions with the names `store.uow` gave them (`unit_of_work(store)`, `reader(store)`, ...) keep the
+callers' lines as they were.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import AbstractContextManager
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, Self
+
+from rewards_lab.store.database import DuckDBStore
+from rewards_lab.store.interfaces import EventStore, Repositories
+
+if TYPE_CHECKING:
+    from rewards_lab.store.secret_box import SecretBox
+    from rewards_lab.store.verification import LedgerReport
+
+__all__ = [
+    "DuckDBStore",
+    "Store",
+    "UnsupportedStore",
+    "as_duckdb",
+    "duckdb_path",
+    "intake_events",
+    "intake_unit_of_work",
+    "open_store",
+    "reader",
+    "snapshot",
+    "unit_of_work",
+]
+
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+DUCKDB_SCHEME = "duckdb"
+_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$", re.DOTALL)
+
+
+class UnsupportedStore(ValueError):
+    """A `--db` value (or an operation) names a store this build cannot serve; the message says which and why.
+    The CLI prints it and exits 2."""
+
+
+class Store(Protocol):
+    """A database the live service runs on (DuckDB: `DuckDBStore`)."""
+
+    @property
+    def path(self) -> str:
+        """Where the data is, as given: a DuckDB file path (or `:memory:`). Health's disk check and the
+        process-wide caches' diagnostics read it."""
+        ...
+
+    @property
+    def secret_box(self) -> SecretBox:
+        """Seals and opens stored secrets (TOTP, webhook signing) under this database's key."""
+        ...
+
+    def unit_of_work(self) -> AbstractContextManager[Repositories]:
+        """One atomic transaction: all of it commits, or (on any exception) none of it does."""
+        ...
+
+    def reader_repositories(self) -> Repositories:
+        """Committed data for this thread's reads, no transaction held."""
+        ...
+
+    def snapshot_repositories(self) -> AbstractContextManager[Repositories]:
+        """Reads that all see one committed state."""
+        ...
+
+    def intake_events(self) -> AbstractContextManager[EventStore]:
+        """The event intake's events, each statement its own transaction, never waiting for the writer."""
+        ...
+
+    def intake_unit_of_work(self) -> AbstractContextManager[Repositories]:
+        """A unit of work for the event intake, beside the writer's."""
+        ...
+
+    def side_unit_of_work(self) -> AbstractContextManager[Repositories]:
+        """A transaction on this thread's own connection, beside the writer's and not waiting for it: only for
+        append-only rows no other writer touches (the authentication audit's group commit)."""
+        ...
+
+    def delete_expired(self, table: str, cutoff: datetime, limit: int) -> int:
+        """Retention: up to `limit` rows of `table` past `cutoff`, deleted in one transaction of their own."""
+        ...
+
+    def delete_finished_deliveries(self, cutoff: datetime, limit: int) -> tuple[int, int]:
+        """Retention: up to `limit` finished webhook deliveries (and their attempts), in one transaction."""
+        ...
+
+    def verify_ledger(self) -> LedgerReport:
+        """Every balance recomputed from the entries, every ledger invariant checked (committed data)."""
+        ...
+
+    def probe_write(self, timeout_s: float) -> bool:
+        """Readiness: one tiny committed write; False when it cannot start within `timeout_s`."""
+        ...
+
+    def checkpoint(self) -> None:
+        """At a clean stop: whatever the store keeps outside its main file folded into it."""
+        ...
+
+    def fault(self, point: str) -> None:
+        """The crash tests' fault point `point` (a no-op unless a test set a hook)."""
+        ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+def duckdb_path(url_or_path: str | Path) -> str:
+    """The DuckDB file a `--db` value names: a path as given, or the path of a `duckdb:` URL written as SQLAlchemy
+    and duckdb_engine write it (no host; what follows the third slash is the path): `duckdb:///relative.duckdb`,
+    `duckdb:////absolute/rewards.duckdb`, `duckdb:///:memory:`. A PostgreSQL URL, a `duckdb:` URL with a host,
+    or any other `scheme://` is refused with `UnsupportedStore` (taken as a path, `Path` would fold its `//` and
+    create a directory named after the scheme). The message never repeats the URL, which may carry a password."""
+    text = str(url_or_path)
+    match = _URL.match(text)
+    if match is None:
+        return text
+    scheme = match.group("scheme").lower()
+    if scheme == DUCKDB_SCHEME:
+        rest = match.group("rest")
+        if not rest.startswith("/") or len(rest) == 1:
+            raise UnsupportedStore(
+                "a duckdb: URL has no host and names a file: duckdb:///relative.duckdb or duckdb:////absolute/path"
+            )
+        return rest[1:]
+    if scheme in POSTGRES_SCHEMES:
+        raise UnsupportedStore(
+            f"--db {scheme}://...: the PostgreSQL store is not built yet (issue 32); --db takes a DuckDB file path"
+        )
+    raise UnsupportedStore(
+        f"--db {scheme}://...: unknown store scheme {scheme!r} (a DuckDB file path, or duckdb:///path)"
+    )
+
+
+def open_store(url_or_path: str | Path) -> Store:
+    """The store a `--db` value names, opened (migrated, its secret key checked): a DuckDB file (created if
+    absent) for a path or a `duckdb:` URL; `UnsupportedStore` for a PostgreSQL URL until that store is built."""
+    return DuckDBStore(duckdb_path(url_or_path))
+
+
+def as_duckdb(store: Store, purpose: str) -> DuckDBStore:
+    """`store` as the DuckDB store `purpose` needs (it reads DuckDB cursors or the file itself); on any other
+    store `UnsupportedStore` names the purpose."""
+    if isinstance(store, DuckDBStore):
+        return store
+    raise UnsupportedStore(f"{purpose} runs on a DuckDB store only, not on {type(store).__name__}")
+
+
+def unit_of_work(store: Store) -> AbstractContextManager[Repositories]:
+    """`Store.unit_of_work`."""
+    return store.unit_of_work()
+
+
+def reader(store: Store) -> Repositories:
+    """`Store.reader_repositories`."""
+    return store.reader_repositories()
+
+
+def snapshot(store: Store) -> AbstractContextManager[Repositories]:
+    """`Store.snapshot_repositories`."""
+    return store.snapshot_repositories()
+
+
+def intake_events(store: Store) -> AbstractContextManager[EventStore]:
+    """`Store.intake_events`."""
+    return store.intake_events()
+
+
+def intake_unit_of_work(store: Store) -> AbstractContextManager[Repositories]:
+    """`Store.intake_unit_of_work`."""
+    return store.intake_unit_of_work()
