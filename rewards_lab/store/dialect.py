@@ -66,7 +66,7 @@ class StorePostgres(Postgres):
     Generator = _Generator
 
 
-def _is_list_parameter(node: exp.Expression) -> bool:
+def _is_list_parameter(node: exp.Expr) -> bool:
     """`unnest(?)` (DuckDB's unnest in a SELECT list parses as Explode) over a bare parameter."""
     if isinstance(node, exp.Explode):
         return isinstance(node.this, exp.Placeholder)
@@ -75,7 +75,7 @@ def _is_list_parameter(node: exp.Expression) -> bool:
     return False
 
 
-def _in_list(node: exp.In) -> exp.Expression | None:
+def _in_list(node: exp.In) -> exp.Expr | None:
     """The `unnest(?)` of `x IN (SELECT unnest(?))`, the one shape a bare list parameter may take."""
     query = node.args.get("query")
     select = query.this if isinstance(query, exp.Subquery) else query
@@ -93,7 +93,7 @@ def _in_list_parameter(node: exp.In) -> exp.Placeholder | None:
     return found if isinstance(found, exp.Placeholder) else None
 
 
-def lint(tree: exp.Expression) -> list[str]:
+def lint(tree: exp.Expr) -> list[str]:
     """What in the DuckDB statement `tree` PostgreSQL would refuse, or run with other rows (empty: portable)."""
     if isinstance(tree, exp.Command | exp.Attach | exp.Detach) or not isinstance(tree, _STATEMENTS):
         word = tree.name if isinstance(tree, exp.Command) else tree.sql("duckdb").split(" ")[0]
@@ -107,7 +107,8 @@ def lint(tree: exp.Expression) -> list[str]:
                     "QUALIFY (SQLGlot's rewrite applies a LIMIT before the filter: other rows, no error); "
                     "filter a row_number() subquery"
                 )
-            if any(isinstance(e, exp.Star) and (e.args.get("except_") or e.args.get("except")) for e in node.expressions):
+            stars = [e for e in node.expressions if isinstance(e, exp.Star)]
+            if any(star.args.get("except_") or star.args.get("except") for star in stars):
                 problems.append("SELECT * EXCLUDE (DuckDB's); name the columns")
         elif isinstance(node, exp.Column) and node.name.lower() == "rowid":
             problems.append("rowid (DuckDB's; PostgreSQL's ctid is not stable): use the key")
@@ -125,7 +126,7 @@ def lint(tree: exp.Expression) -> list[str]:
     return problems
 
 
-def _rewrite(node: exp.Expression) -> exp.Expression:
+def _rewrite(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.Contains):
         return exp.GT(
             this=exp.Anonymous(this="STRPOS", expressions=[node.this, node.expression]),

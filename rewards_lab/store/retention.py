@@ -21,7 +21,7 @@ _EXPIRED: dict[str, str] = {
     "outbox": "dispatched_at IS NOT NULL AND dispatched_at < ?",
 }
 # A row's key where it is not `id` (request_log's and auth_audit's ids are unique by construction, unconstrained)
-_KEYS: dict[str, str] = {"idempotency_keys": "(organization_id, environment, key)"}
+_KEYS: dict[str, str] = {"idempotency_keys": "organization_id, environment, key"}
 
 
 def _count(row: tuple[object, ...] | None) -> int:
@@ -33,7 +33,8 @@ def expired_sql(table: str) -> str:
     """The statement deleting up to `?` expired rows of `table` (one of `_EXPIRED`), its rows found by their key
     (`rowid` is DuckDB's: the key is what both stores have). Parameters: the cutoff, the limit."""
     key = _KEYS.get(table, "id")
-    return f"DELETE FROM {table} WHERE {key} IN (SELECT {key} FROM {table} WHERE {_EXPIRED[table]} LIMIT ?)"
+    row = f"({key})" if "," in key else key
+    return f"DELETE FROM {table} WHERE {row} IN (SELECT {key} FROM {table} WHERE {_EXPIRED[table]} LIMIT ?)"
 
 
 def delete_expired(con: duckdb.DuckDBPyConnection, table: str, cutoff: datetime, limit: int) -> int:

@@ -153,8 +153,10 @@ def statements_of(module_name: str) -> list[Statement]:
 def from_dictionaries() -> list[Statement]:
     from rewards_lab.store import retention, verification
 
-    found = [Statement("store.verification", f"_CHECKS[{name!r}]", 0, sql) for name, sql in verification._CHECKS.items()]
-    found += [Statement("store.retention", f"expired_sql({t!r})", 0, retention.expired_sql(t)) for t in retention._EXPIRED]
+    found = [Statement("store.verification", f"_CHECKS[{n!r}]", 0, sql) for n, sql in verification._CHECKS.items()]
+    found += [
+        Statement("store.retention", f"expired_sql({t!r})", 0, retention.expired_sql(t)) for t in retention._EXPIRED
+    ]
     return found
 
 
