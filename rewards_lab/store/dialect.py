@@ -153,12 +153,12 @@ def _rewrite(node: exp.Expr) -> exp.Expr:
 def table_keys() -> Keys:
     """Each table's primary key and columns in order, as the migrations leave them (read once from an in-memory
     DuckDB migrated for the purpose: the schema is the migrations' history, not one statement)."""
-    from rewards_lab.store.schema import MIGRATIONS
+    from rewards_lab.store.schema import steps
 
     con = duckdb.connect()
     try:
-        for _, _, statements in sorted(MIGRATIONS):
-            for statement in statements:
+        for step in steps("duckdb", ()):
+            for statement in step.statements:
                 con.execute(statement)
         columns: dict[str, list[str]] = {}
         for table, column in con.execute(

@@ -1,9 +1,9 @@
 """The store's SQL is written once (DuckDB's text) and rendered for PostgreSQL by `store.dialect` (issue 32). Every
 statement the service runs that can be read from the source (tests/store/sql_statements.py) renders, or is on the
 short list of per-store code below; the constructs seen to render wrongly are refused with the statement named; and
-the renderings are PREPAREd (parsed, analysed against the schema, planned) on a throwaway PostgreSQL whose tables
-are the DuckDB migrations rendered through the same dialect. A few statements run on both engines over the same
-rows: PostgreSQL accepting a text is necessary, not sufficient."""
+the renderings are PREPAREd (parsed, analysed against the schema, planned) on a throwaway PostgreSQL migrated as a
+new PostgreSQL database is (the baseline, rendered through the same dialect). A few statements run on both engines
+over the same rows: PostgreSQL accepting a text is necessary, not sufficient."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 
 from rewards_lab.store.dialect import NotPortable, render, to_postgres
-from rewards_lab.store.schema import MIGRATIONS
+from rewards_lab.store.schema import steps
 from tests.store.sql_statements import Statement, all_statements
 
 # Per-store code by design (reports/i32-postgres-plan.md, section 2.2): the site, and why. A new statement the
@@ -161,14 +161,14 @@ def _pg_type(arrow: pa.DataType) -> str:
 
 
 def _migrate(con: psycopg.Connection[Any]) -> None:
-    """The DuckDB migrations, each statement rendered by the dialect, applied in order to an empty database (the
-    data migrations touch no row; increment 3 replaces this by the PostgreSQL baseline)."""
-    for version, _, migration in sorted(MIGRATIONS):
-        for sql in migration:
+    """What migrating a new PostgreSQL database runs (the baseline, then any later version), each statement
+    rendered by the dialect."""
+    for versions, _, step in steps("postgres", ()):
+        for sql in step:
             try:
                 con.execute(_numbered(to_postgres(sql)))
             except (NotPortable, psycopg.Error) as error:
-                raise AssertionError(f"migration {version}: {error}\n{sql}") from error
+                raise AssertionError(f"migration {versions[-1]}: {error}\n{sql}") from error
 
 
 @pytest.fixture
