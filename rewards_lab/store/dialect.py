@@ -11,6 +11,8 @@ SQLGlot parses the DuckDB text and renders it for PostgreSQL with these hooks:
 - GROUP BY ALL -> GROUP BY the select list's expressions that aggregate nothing;
 - INSERT OR REPLACE INTO t -> INSERT INTO t ... ON CONFLICT (t's primary key) DO UPDATE SET every other column (the
   key and the columns come from the DuckDB schema the migrations make: `table_keys`);
+- VARCHAR renders as TEXT (SQLGlot's own: one type in PostgreSQL); SEMI and ANTI joins (as EXISTS) and
+  `starts_with` need no hook;
 - a derived table without an alias gets one; parameters become psycopg's (`%s`, `%(name)s`) and a literal `%` is
   doubled.
 
