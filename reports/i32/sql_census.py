@@ -209,12 +209,7 @@ def dictionary_statements() -> list[Statement]:
     from rewards_lab.store import retention, verification
 
     found = [Statement("store.verification", 0, "dml", sql) for sql in verification._CHECKS.values()]
-    found += [
-        Statement(
-            "store.retention", 0, "dml", f"DELETE FROM {t} WHERE rowid IN (SELECT rowid FROM {t} WHERE {p} LIMIT ?)"
-        )
-        for t, p in retention._EXPIRED.items()
-    ]
+    found += [Statement("store.retention", 0, "dml", retention.expired_sql(t)) for t in retention._EXPIRED]
     return found
 
 
@@ -223,7 +218,7 @@ def migrations() -> list[Statement]:
 
     return [
         Statement("store.schema", version, "migration", sql)
-        for version, _, statements in sorted(MIGRATIONS)
+        for version, _, statements, *_ in sorted(MIGRATIONS)
         for sql in statements
     ]
 

@@ -26,7 +26,7 @@ from rewards_lab.store.private_files import (
     narrow_existing_files,
     wal_path,
 )
-from rewards_lab.store.schema import MIGRATIONS
+from rewards_lab.store.schema import steps
 from rewards_lab.store.secret_box import SecretBox, configured_key, key_for_database, key_source
 
 if TYPE_CHECKING:
@@ -143,13 +143,12 @@ class DuckDBStore:
             "description VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)"
         )
         applied = {row[0] for row in con.execute("SELECT version FROM schema_migrations").fetchall()}
-        for version, description, statements in sorted(MIGRATIONS):
-            if version in applied:
-                continue
+        for versions, description, statements in steps("duckdb", applied):
             with self.transaction() as tx:
                 for statement in statements:
                     tx.execute(statement)
-                tx.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, utcnow()])
+                for version in versions:
+                    tx.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, description, utcnow()])
         self._keep_wal_private()
 
     @contextmanager

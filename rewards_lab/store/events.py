@@ -99,7 +99,7 @@ class EventRepository:
             return
         self.con.execute(
             "UPDATE events SET waiting_for = w.original, wait_until = ? "
-            "FROM (SELECT unnest(?) AS id, unnest(?) AS original) w "
+            "FROM (SELECT unnest(CAST(? AS VARCHAR[])) AS id, unnest(CAST(? AS VARCHAR[])) AS original) w "
             "WHERE events.id = w.id AND events.organization_id = ? AND events.environment = ?",
             [until, list(waits), list(waits.values()), *scope.params],
         )

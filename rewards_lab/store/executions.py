@@ -114,7 +114,7 @@ class ExecutionRepository:
             return
         self.con.execute(
             "UPDATE reward_executions SET reversed_minor = reversed_minor + w.amount "
-            "FROM (SELECT unnest(?) AS id, unnest(?) AS amount) w "
+            "FROM (SELECT unnest(CAST(? AS VARCHAR[])) AS id, unnest(CAST(? AS BIGINT[])) AS amount) w "
             "WHERE reward_executions.id = w.id AND organization_id = ? AND environment = ?",
             [list(amounts), list(amounts.values()), *scope.params],
         )
@@ -125,7 +125,7 @@ class ExecutionRepository:
             return
         self.con.execute(
             "UPDATE reward_executions SET taken_back_minor = taken_back_minor + w.amount "
-            "FROM (SELECT unnest(?) AS id, unnest(?) AS amount) w "
+            "FROM (SELECT unnest(CAST(? AS VARCHAR[])) AS id, unnest(CAST(? AS BIGINT[])) AS amount) w "
             "WHERE reward_executions.id = w.id AND organization_id = ? AND environment = ?",
             [list(amounts), list(amounts.values()), *scope.params],
         )

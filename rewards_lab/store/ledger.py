@@ -207,7 +207,7 @@ class LedgerRepository:
         accounts, assets = zip(*sorted(wallets), strict=True)
         self.con.execute(
             f"UPDATE balances SET floor_minor = -{MAX_FLOOR_DEPTH}::HUGEINT "
-            "FROM (SELECT unnest(?) AS account_id, unnest(?) AS asset_id) w "
+            "FROM (SELECT unnest(CAST(? AS VARCHAR[])) AS account_id, unnest(CAST(? AS VARCHAR[])) AS asset_id) w "
             "WHERE balances.account_id = w.account_id AND balances.asset_id = w.asset_id "
             "AND balances.organization_id = ? AND balances.environment = ? "
             "AND starts_with(balances.account_id, 'wal_')",

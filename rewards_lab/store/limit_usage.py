@@ -22,7 +22,8 @@ class LimitUsageRepository:
             return {}
         rows = self.con.execute(
             "SELECT u.program_id, u.counter, u.customer_id, u.period_start, u.amount_minor, u.reward_count "
-            "FROM limit_usage u JOIN (SELECT unnest(?) AS p, unnest(?) AS c, unnest(?) AS k, unnest(?) AS s) w "
+            "FROM limit_usage u JOIN (SELECT unnest(CAST(? AS VARCHAR[])) AS p, unnest(CAST(? AS VARCHAR[])) AS c, "
+            "unnest(CAST(? AS VARCHAR[])) AS k, unnest(CAST(? AS VARCHAR[])) AS s) w "
             "ON u.program_id = w.p AND u.counter = w.c AND u.customer_id = w.k AND u.period_start = w.s "
             "WHERE u.organization_id = ? AND u.environment = ?",
             [
@@ -41,8 +42,9 @@ class LimitUsageRepository:
             return
         keys = list(values)
         self.con.execute(
-            "INSERT OR REPLACE INTO limit_usage SELECT ?, ?, unnest(?), unnest(?), unnest(?), unnest(?), "
-            "unnest(?)::HUGEINT, unnest(?), ?",
+            "INSERT OR REPLACE INTO limit_usage SELECT ?, ?, unnest(CAST(? AS VARCHAR[])), "
+            "unnest(CAST(? AS VARCHAR[])), unnest(CAST(? AS VARCHAR[])), unnest(CAST(? AS VARCHAR[])), "
+            "unnest(CAST(? AS HUGEINT[])), unnest(CAST(? AS BIGINT[])), ?",
             [
                 *scope.params,
                 [k.program_id for k in keys],

@@ -116,9 +116,10 @@ class LotRepository:
     def next_expiry(self, scope: Scope, wallet_id: str) -> dict[str, tuple[datetime, int]]:
         """Per asset: the earliest expiry among the wallet's open lots, and what all lots expiring then hold."""
         rows = self.con.execute(
-            "SELECT asset_id, expires_at, sum(remaining_minor) FROM lots "
+            "SELECT asset_id, expires_at, amount FROM (SELECT asset_id, expires_at, sum(remaining_minor) AS amount, "
+            "row_number() OVER (PARTITION BY asset_id ORDER BY expires_at) AS expiry_rank FROM lots "
             f"WHERE {TENANT} AND wallet_id = ? AND remaining_minor > 0 AND expires_at IS NOT NULL "
-            "GROUP BY asset_id, expires_at QUALIFY row_number() OVER (PARTITION BY asset_id ORDER BY expires_at) = 1",
+            "GROUP BY asset_id, expires_at) ranked WHERE expiry_rank = 1",
             [*scope.params, wallet_id],
         ).fetchall()
         return {asset: (at, int(amount)) for asset, at, amount in rows}

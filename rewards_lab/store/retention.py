@@ -20,6 +20,8 @@ _EXPIRED: dict[str, str] = {
     # outbox messages already fanned out to deliveries (an undispatched one is never deleted)
     "outbox": "dispatched_at IS NOT NULL AND dispatched_at < ?",
 }
+# A row's key where it is not `id` (request_log's and auth_audit's ids are unique by construction, unconstrained)
+_KEYS: dict[str, str] = {"idempotency_keys": "organization_id, environment, key"}
 
 
 def _count(row: tuple[object, ...] | None) -> int:
@@ -27,15 +29,17 @@ def _count(row: tuple[object, ...] | None) -> int:
     return int(value) if isinstance(value, int) else 0
 
 
+def expired_sql(table: str) -> str:
+    """The statement deleting up to `?` expired rows of `table` (one of `_EXPIRED`), its rows found by their key
+    (`rowid` is DuckDB's: the key is what both stores have). Parameters: the cutoff, the limit."""
+    key = _KEYS.get(table, "id")
+    row = f"({key})" if "," in key else key
+    return f"DELETE FROM {table} WHERE {row} IN (SELECT {key} FROM {table} WHERE {_EXPIRED[table]} LIMIT ?)"
+
+
 def delete_expired(con: duckdb.DuckDBPyConnection, table: str, cutoff: datetime, limit: int) -> int:
     """Delete up to `limit` expired rows of `table` (one of `_EXPIRED`)."""
-    predicate = _EXPIRED[table]
-    return _count(
-        con.execute(
-            f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE {predicate} LIMIT ?)",
-            [cutoff, limit],
-        ).fetchone()
-    )
+    return _count(con.execute(expired_sql(table), [cutoff, limit]).fetchone())
 
 
 def delete_finished_deliveries(con: duckdb.DuckDBPyConnection, cutoff: datetime, limit: int) -> tuple[int, int]:

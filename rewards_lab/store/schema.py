@@ -1,13 +1,63 @@
-"""The DuckDB schema, as numbered migrations applied in order and recorded in `schema_migrations`.
+"""The schema, as numbered migrations applied in order and recorded in `schema_migrations`.
 
 Every tenant-owned row carries `organization_id` and `environment`. Timestamps are naive UTC (`TIMESTAMP`).
 Amounts are integer minor units: BIGINT for one amount, HUGEINT for balances, which are sums.
+
+A migration's statements are written once, in the canonical text (DuckDB's; store.dialect renders them for
+PostgreSQL). A new PostgreSQL database does not replay versions 1 to `BASELINE_VERSION` (DuckDB's history: migration
+6's table rebuild, 8's data fix): it gets the baseline (store/schema_postgres.py), the schema as they leave it, and
+records them applied; every later version is one entry for both stores (reports/i32-postgres-plan.md, section 6).
 """
 
 from __future__ import annotations
 
-MIGRATIONS: list[tuple[int, str, list[str]]] = [
-    (
+from collections.abc import Collection
+from typing import Literal, NamedTuple
+
+from rewards_lab.store.schema_postgres import BASELINE, BASELINE_VERSION
+
+StoreKind = Literal["duckdb", "postgres"]
+
+
+class Migration(NamedTuple):
+    """One version: `statements` run by both stores, then the store's own (`postgres`, `duckdb`: an index one of
+    them needs, a lease only one has; None: nothing more). A store's own statements may stand in for shared ones:
+    `statements` is then empty."""
+
+    version: int
+    description: str
+    statements: list[str]
+    postgres: list[str] | None = None
+    duckdb: list[str] | None = None
+
+    def on(self, store: StoreKind) -> list[str]:
+        """What `store` runs for this version, in order."""
+        return [*self.statements, *((self.postgres if store == "postgres" else self.duckdb) or [])]
+
+
+class Step(NamedTuple):
+    """What migrating runs in one transaction, and the versions it records."""
+
+    versions: tuple[int, ...]
+    description: str
+    statements: list[str]
+
+
+def steps(store: StoreKind, applied: Collection[int]) -> list[Step]:
+    """What migrating `store` runs, in order, given the versions already applied: on PostgreSQL, a database without
+    any gets the baseline first (versions 1 to BASELINE_VERSION at once, in the canonical text)."""
+    history = sorted(MIGRATIONS)
+    if store == "postgres" and not applied:
+        baseline = tuple(m.version for m in history if m.version <= BASELINE_VERSION)
+        found = [Step(baseline, f"baseline: the schema of versions 1 to {BASELINE_VERSION}", list(BASELINE))]
+        applied = baseline
+    else:
+        found = []
+    return found + [Step((m.version,), m.description, m.on(store)) for m in history if m.version not in applied]
+
+
+MIGRATIONS: list[Migration] = [
+    Migration(
         1,
         "engine: tenants, customers, wallets, assets, programmes, rules, events, ledger",
         [
@@ -97,7 +147,7 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
 ]
 
 MIGRATIONS.append(
-    (
+    Migration(
         2,
         "access: API keys (stored as hashes)",
         [
@@ -111,7 +161,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         3,
         "webhooks: endpoints (signing secret kept for HMAC, never returned), deliveries and their attempts",
         [
@@ -138,7 +188,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         4,
         "accounts and sessions (hashed secrets), and the request log",
         [
@@ -164,7 +214,7 @@ MIGRATIONS.append(
 
 # Migration 5 is taken by the event intake.
 MIGRATIONS.append(
-    (
+    Migration(
         6,
         "ledger: transactions without an index on id; id lookups prune by the id's creation millisecond",
         [
@@ -196,7 +246,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         8,
         "webhooks: a rotated-out signing secret with the end of its grace period; attempt errors as coarse classes",
         [
@@ -223,7 +273,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         9,
         "health_probe: one row that GET /v1/health/ready rewrites to prove the database takes writes",
         ["CREATE TABLE health_probe (id INTEGER PRIMARY KEY, written_at TIMESTAMP NOT NULL)"],
@@ -231,7 +281,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         10,
         "audit: the durable audit of authentication events; the SDK version in the request log",
         [
@@ -252,7 +302,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         13,
         "secret_key_check: a check value of the key that seals this database's secrets",
         [
@@ -266,7 +316,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         14,
         "customers: attributes (JSON text, '{}' for existing rows); customers.update for whoever creates customers",
         [
@@ -289,7 +339,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         15,
         "programme lifecycle: each version's schedule (timezone, window of event times); a programme's status",
         [
@@ -305,7 +355,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         16,
         "rules: priority (lower applies first) and stop_processing (a match keeps the programme's later rules off)",
         [
@@ -316,7 +366,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         17,
         "caps and budgets: rule and programme limits, usage counters per customer and period, what a cap cut",
         [
@@ -341,7 +391,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         18,
         "reversals: what each reward has had taken back, a reverse action's detail, refunds waiting for their original",
         [
@@ -359,7 +409,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         19,
         "expiry: asset and programme expiry policies, lots per credit, the breakage account, value per unit",
         [
@@ -384,7 +434,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         20,
         "forecast guards: a version's guards, and the override a version was published with despite a failed guard",
         [
@@ -397,7 +447,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         21,
         "reversals: what reversals took back of each reward from its wallet (the counters get back only that)",
         [
@@ -409,7 +459,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         22,
         "rules: an optional name, shown wherever a rule is listed",
         [
@@ -420,7 +470,7 @@ MIGRATIONS.append(
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         23,
         "ai: support conversations and their turns, per tenant and environment",
         [
@@ -469,7 +519,7 @@ _BEFORE_GUARDS_OVERRIDE = (
 )
 
 MIGRATIONS.append(
-    (
+    Migration(
         24,
         "forecast guards enforced by the server: the days of history they are checked on; rewards.guards.override",
         [

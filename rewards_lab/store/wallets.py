@@ -58,9 +58,10 @@ class WalletRepository:
         rows = fetch_all_as(
             self.con,
             WalletRow,
-            f"SELECT {_COLUMNS} FROM wallets WHERE {TENANT} AND type = 'customer' "
-            "AND customer_id IN (SELECT unnest(?)) "
-            "QUALIFY row_number() OVER (PARTITION BY customer_id ORDER BY id) = 1",
+            f"SELECT {_COLUMNS} FROM (SELECT {_COLUMNS}, "
+            "row_number() OVER (PARTITION BY customer_id ORDER BY id) AS customer_rank "
+            f"FROM wallets WHERE {TENANT} AND type = 'customer' AND customer_id IN (SELECT unnest(?))) ranked "
+            "WHERE customer_rank = 1",
             [*scope.params, customer_ids],
         )
         return {row.customer_id: row for row in rows}

@@ -27,6 +27,7 @@ TENANT = "organization_id = ? AND environment = ?"
 _ENDPOINT = columns(EndpointRow)
 _DELIVERY = columns(DeliveryRow)
 _ATTEMPT = columns(AttemptRow)
+_DUE = columns(DueDelivery)  # the columns of `due`'s `ranked`, its rank aside
 # An endpoint with the event kinds it subscribes to decoded as it is read.
 _ENDPOINT_ROW = decoding(EndpointRow, {"events": lambda text: tuple(json.loads(text))})
 
@@ -183,8 +184,9 @@ class WebhookRepository:
             "FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id "
             "WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND d.id NOT IN (SELECT unnest(?)) "
             "AND (e.status <> 'enabled' OR d.endpoint_id NOT IN (SELECT unnest(?)))) "
-            "SELECT * EXCLUDE (endpoint_rank) FROM ranked WHERE endpoint_rank <= ? "
-            "QUALIFY row_number() OVER (PARTITION BY organization_id ORDER BY next_attempt_at, id) <= ? "
+            f"SELECT {_DUE} FROM (SELECT {_DUE}, "
+            "row_number() OVER (PARTITION BY organization_id ORDER BY next_attempt_at, id) AS tenant_rank "
+            "FROM ranked WHERE endpoint_rank <= ?) tenant_ranked WHERE tenant_rank <= ? "
             "ORDER BY next_attempt_at, id LIMIT ?",
             [now, exclude, exclude_endpoints, per_endpoint, per_tenant, limit],
         )

@@ -488,7 +488,7 @@ def test_migration_15_gives_existing_rows_utc_no_window_and_active(tmp_path: Pat
         "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, "
         "applied_at TIMESTAMP NOT NULL)"
     )
-    for version, description, statements in sorted(MIGRATIONS):
+    for version, description, statements, *_ in sorted(MIGRATIONS):
         if version < 15:
             for statement in statements:
                 con.execute(statement)

@@ -56,7 +56,7 @@ def test_migration_6_keeps_every_existing_transaction_and_its_lookup_key(tmp_pat
         "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, description VARCHAR NOT NULL, "
         "applied_at TIMESTAMP NOT NULL)"
     )
-    for version, description, statements in MIGRATIONS:
+    for version, description, statements, *_ in MIGRATIONS:
         if version <= 4:
             for statement in statements:
                 con.execute(statement)

@@ -149,7 +149,7 @@ def test_attempt_errors_from_before_the_classes_are_migrated_and_never_shown_raw
             )
     shown = hooks.get_delivery(db, scope, created.id, test.id)
     assert [a.error for a in shown.attempts] == ["error", "error", "error", "timeout"]  # unknown text: hidden
-    (statements,) = [statements for version, _, statements in MIGRATIONS if version == 8]
+    (statements,) = [m.statements for m in MIGRATIONS if m.version == 8]
     with db.transaction() as con:
         con.execute(statements[-1])  # the rewrite of migration 8, on rows written the old way
     migrated = hooks.get_delivery(db, scope, created.id, test.id)
