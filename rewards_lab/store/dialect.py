@@ -1,7 +1,7 @@
-"""The store's SQL is written once, in DuckDB's text; `render` gives its PostgreSQL text (issue 32; design:
-reports/i32-postgres-plan.md, section 2, measured by reports/i32/sql_census.py and semantic_checks.py).
+"""The store's SQL, written once in DuckDB's text: rendered for PostgreSQL (`render`), linted for what would not port.
 
-SQLGlot parses the DuckDB text and renders it for PostgreSQL with these hooks:
+Issue 32; design: reports/i32-postgres-plan.md, section 2, measured by reports/i32/sql_census.py and
+semantic_checks.py. SQLGlot parses the DuckDB text and renders it for PostgreSQL with these hooks:
 
 - HUGEINT -> NUMERIC(38, 0) (the posting policy bounds every amount by 10^38 - 1: the same bound, exact);
 - epoch_us(t) -> CAST(EXTRACT(EPOCH FROM t) * 1000000 AS BIGINT) (EXTRACT is NUMERIC since PostgreSQL 14: exact);
