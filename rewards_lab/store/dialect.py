@@ -1,7 +1,7 @@
-"""The store's SQL is written once, in DuckDB's text; `render` gives its PostgreSQL text (issue 32; design:
-reports/i32-postgres-plan.md, section 2, measured by reports/i32/sql_census.py and semantic_checks.py).
+"""The store's SQL, written once in DuckDB's text: rendered for PostgreSQL (`render`), linted for what would not port.
 
-SQLGlot parses the DuckDB text and renders it for PostgreSQL with these hooks:
+Issue 32; design: reports/i32-postgres-plan.md, section 2, measured by reports/i32/sql_census.py and
+semantic_checks.py. SQLGlot parses the DuckDB text and renders it for PostgreSQL with these hooks:
 
 - HUGEINT -> NUMERIC(38, 0) (the posting policy bounds every amount by 10^38 - 1: the same bound, exact);
 - epoch_us(t) -> CAST(EXTRACT(EPOCH FROM t) * 1000000 AS BIGINT) (EXTRACT is NUMERIC since PostgreSQL 14: exact);
@@ -13,6 +13,7 @@ SQLGlot parses the DuckDB text and renders it for PostgreSQL with these hooks:
   key and the columns come from the DuckDB schema the migrations make: `table_keys`);
 - VARCHAR renders as TEXT (SQLGlot's own: one type in PostgreSQL); SEMI and ANTI joins (as EXISTS) and
   `starts_with` need no hook;
+- `DELETE FROM t WHERE rowid IN (SELECT rowid FROM t ... LIMIT ?)` -> the same with `ctid` (only that shape);
 - a derived table without an alias gets one; parameters become psycopg's (`%s`, `%(name)s`) and a literal `%` is
   doubled.
 
@@ -95,6 +96,30 @@ def _in_list_parameter(node: exp.In) -> exp.Placeholder | None:
     return found if isinstance(found, exp.Placeholder) else None
 
 
+def _is_rowid(node: exp.Expr | None) -> bool:
+    return isinstance(node, exp.Column) and node.name.lower() == "rowid" and not node.table
+
+
+def _row_address_delete(tree: exp.Expr) -> list[exp.Expr]:
+    """The two `rowid`s of `DELETE FROM t WHERE rowid IN (SELECT rowid FROM t WHERE ... LIMIT ?)`, the one shape
+    `rowid` may take: a bounded delete, both addresses read by one statement on one table. PostgreSQL's `ctid` means
+    the same there (a row updated meanwhile by another transaction is skipped: a chunk deletes fewer, the next one
+    takes it); it is the fast form on both engines (measured: store.retention.expired_sql), where the key without an
+    index is a scan of the whole table per chunk."""
+    where = tree.args.get("where") if isinstance(tree, exp.Delete) else None
+    condition = where.this if isinstance(where, exp.Where) else None
+    if not isinstance(condition, exp.In) or not _is_rowid(condition.this):
+        return []
+    query = condition.args.get("query")
+    select = query.this if isinstance(query, exp.Subquery) else query
+    if not isinstance(select, exp.Select) or len(select.expressions) != 1 or not _is_rowid(select.expressions[0]):
+        return []
+    source = select.args.get("from_")
+    target, inner = tree.this, source.this if isinstance(source, exp.From) else None
+    same = isinstance(target, exp.Table) and isinstance(inner, exp.Table) and target.name == inner.name
+    return [condition.this, select.expressions[0]] if same and not select.args.get("joins") else []
+
+
 def lint(tree: exp.Expr) -> list[str]:
     """What in the DuckDB statement `tree` PostgreSQL would refuse, or run with other rows (empty: portable)."""
     if isinstance(tree, exp.Command | exp.Attach | exp.Detach) or not isinstance(tree, _STATEMENTS):
@@ -102,6 +127,7 @@ def lint(tree: exp.Expr) -> list[str]:
         return [f"DuckDB command {word.upper()} (per-store code)"]
     problems: list[str] = []
     allowed_lists = {id(_in_list(n)) for n in tree.find_all(exp.In) if _in_list(n) is not None}
+    allowed_rowids = {id(n) for n in _row_address_delete(tree)}
     for node in tree.walk():
         if isinstance(node, exp.Select):
             if node.args.get("qualify"):
@@ -112,8 +138,11 @@ def lint(tree: exp.Expr) -> list[str]:
             stars = [e for e in node.expressions if isinstance(e, exp.Star)]
             if any(star.args.get("except_") or star.args.get("except") for star in stars):
                 problems.append("SELECT * EXCLUDE (DuckDB's); name the columns")
-        elif isinstance(node, exp.Column) and node.name.lower() == "rowid":
-            problems.append("rowid (DuckDB's; PostgreSQL's ctid is not stable): use the key")
+        elif isinstance(node, exp.Column) and node.name.lower() == "rowid" and id(node) not in allowed_rowids:
+            problems.append(
+                "rowid outside `DELETE FROM t WHERE rowid IN (SELECT rowid FROM t ...)` (PostgreSQL's ctid moves "
+                "with every update: not an address across statements); use the key"
+            )
         elif _is_list_parameter(node) and id(node) not in allowed_lists:
             problems.append(
                 "list parameter unnest(?) outside `x IN (SELECT unnest(?))` (psycopg's list is untyped: "
@@ -129,6 +158,8 @@ def lint(tree: exp.Expr) -> list[str]:
 
 
 def _rewrite(node: exp.Expr) -> exp.Expr:
+    if _is_rowid(node):  # `lint` let it through: the bounded delete's row address
+        return exp.column("ctid")
     if isinstance(node, exp.Contains):
         return exp.GT(
             this=exp.Anonymous(this="STRPOS", expressions=[node.this, node.expression]),

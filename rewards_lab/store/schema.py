@@ -1,4 +1,4 @@
-"""The schema, as numbered migrations applied in order and recorded in `schema_migrations`.
+"""The schema of both stores, as numbered migrations applied in order and recorded in `schema_migrations`.
 
 Every tenant-owned row carries `organization_id` and `environment`. Timestamps are naive UTC (`TIMESTAMP`).
 Amounts are integer minor units: BIGINT for one amount, HUGEINT for balances, which are sums.

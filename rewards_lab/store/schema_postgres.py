@@ -1,6 +1,7 @@
-"""PostgreSQL's baseline: the tables as DuckDB's migrations 1 to 24 leave them, written once in the canonical text
-(DuckDB's; store.dialect renders it), applied in one step to a new PostgreSQL database, which records versions 1 to
-24 as applied (`schema.steps`). Columns are in DuckDB's order: positional inserts (`INSERT INTO t VALUES`, `INSERT
+"""PostgreSQL's baseline: the schema as DuckDB's migrations 1 to 24 leave it, which a new PostgreSQL database gets.
+
+Written once in the canonical text (DuckDB's; store.dialect renders it), applied in one step, recorded as versions 1
+to 24 (`schema.steps`). Columns are in DuckDB's order: positional inserts (`INSERT INTO t VALUES`, `INSERT
 INTO t SELECT`) and `SELECT *` rely on it. tests/store/test_schema_equality.py holds the two schemas equal (columns,
 types, nullability, defaults, keys, checks) from both databases' catalogs; a later migration changes both.
 

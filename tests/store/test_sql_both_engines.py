@@ -1,9 +1,9 @@
-"""The statements rewritten portably for issue 32 (the three QUALIFY, the EXCLUDE, the zipped list parameters, the
-rowid delete) run through their own repositories against both engines at once, over the same rows: each statement
-runs on DuckDB as written and on PostgreSQL as `store.dialect` renders it, and the two must answer the same rows
-(in the same order where one is asked for), or touch as many, before the repository gets DuckDB's answer. Then the
-tables are read back on both: the same effects. DuckDB's own behaviour is held by the repositories' existing tests
-(tests/engine, tests/worker, ...)."""
+"""The statements rewritten portably for issue 32 (the three QUALIFY, the EXCLUDE, the zipped list parameters) and
+retention's bounded delete (`rowid`, rendered as `ctid`) run through their own repositories against both engines at
+once, over the same rows: each statement runs on DuckDB as written and on PostgreSQL as `store.dialect` renders it,
+and the two must answer the same rows (in the same order where one is asked for), or touch as many, before the
+repository gets DuckDB's answer. Then the tables are read back on both: the same effects. DuckDB's own behaviour is
+held by the repositories' existing tests (tests/engine, tests/worker, ...)."""
 
 from __future__ import annotations
 

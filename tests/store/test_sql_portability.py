@@ -103,7 +103,10 @@ def test_the_statements_beyond_the_static_reading_are_the_known_ones(statements:
         ("SELECT * EXCLUDE (rank) FROM d", "EXCLUDE"),
         ("UPDATE d SET v = w.v FROM (SELECT unnest(?) AS id, unnest(?) AS v) w WHERE d.id = w.id", "list parameter"),
         ("INSERT INTO d SELECT unnest(?), 1", "list parameter"),
-        ("DELETE FROM d WHERE rowid IN (SELECT rowid FROM d LIMIT ?)", "rowid"),
+        ("SELECT rowid, id FROM d", "rowid outside"),
+        ("UPDATE d SET v = 1 WHERE rowid = ?", "rowid outside"),
+        ("DELETE FROM d WHERE rowid IN (SELECT rowid FROM e LIMIT ?)", "rowid outside"),  # another table's address
+        ("DELETE FROM d WHERE rowid IN (SELECT d.rowid FROM d JOIN e ON d.id = e.id LIMIT ?)", "rowid outside"),
         ("SELECT ?::VARCHAR[]", "cannot parse"),
         ("SELECT list_sum(v) FROM d", "function without a PostgreSQL hook: list_sum"),
         ("SELECT list_transform(v, x -> x + 1) FROM d", "list or struct function"),
@@ -122,6 +125,8 @@ def test_the_one_list_parameter_shape_left_bare_becomes_any_and_percent_signs_su
     rendered = to_postgres("SELECT id FROM d WHERE id IN (SELECT unnest(?)) AND note LIKE 'a%' AND n % 2 = ?")
     assert "= ANY(%s)" in rendered and "LIKE 'a%%'" in rendered and "n %% 2 = %s" in rendered
     assert "%(id)s" in to_postgres("SELECT $id")
+    bounded = to_postgres("DELETE FROM d WHERE rowid IN (SELECT rowid FROM d WHERE t < ? LIMIT ?)")
+    assert bounded == "DELETE FROM d WHERE ctid IN (SELECT ctid FROM d WHERE t < %s LIMIT %s)"
 
 
 def _numbered(sql: str) -> str:
