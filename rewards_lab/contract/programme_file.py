@@ -197,9 +197,8 @@ class ProgrammeDefinition(RequestModel):
             if tiers is not None:
                 check_threshold_places(tiers, self.asset.decimals, "programme.tiers")
             for index, rule in enumerate(self.rules):
-                check_rule_tiers(
-                    rule.conditions, rule.actions, rule.stop_processing, has_tiers=tiers is not None, base=f"rules[{index}]"
-                )
+                defined, where = tiers is not None, f"rules[{index}]"
+                check_rule_tiers(rule.conditions, rule.actions, rule.stop_processing, has_tiers=defined, base=where)
         except ServiceError as error:
             raise custom_error(error, str(error.details["field"])) from None
         return self

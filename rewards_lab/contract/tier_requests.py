@@ -93,7 +93,7 @@ def _multiplier(value: object) -> str:
     text = _decimal_text(value)
     match = _MULTIPLIER_TEXT.fullmatch(text) if isinstance(text, str) else None
     if match is None or not Decimal(text) or Decimal(text) > MAX_MULTIPLIER:  # type: ignore[arg-type]
-        message = f'must be a decimal string above 0 and at most {MAX_MULTIPLIER} with at most '
+        message = f"must be a decimal string above 0 and at most {MAX_MULTIPLIER} with at most "
         raise custom_error(ServiceError("field_invalid", message + f'{MAX_MULTIPLIER_PLACES} places, such as "1.25"'))
     return str(text)
 
@@ -122,18 +122,24 @@ LevelCode = Annotated[str, Field(pattern=_CODE, strict=True)]
 LevelName = Annotated[str, BeforeValidator(_level_name), Field(strict=True)]
 
 
-def _bounded(low: int, high: int) -> Any:
-    return Annotated[
-        int,
-        BeforeValidator(whole_number),
-        Field(ge=low, le=high, strict=True),
-        WithJsonSchema({"type": "integer", "minimum": low, "maximum": high}),
-    ]
-
-
-RollingDays = _bounded(1, MAX_ROLLING_DAYS)
-GraceDays = _bounded(0, MAX_GRACE_DAYS)
-SumDecimals = _bounded(0, MAX_SUM_DECIMALS)
+RollingDays = Annotated[
+    int,
+    BeforeValidator(whole_number),
+    Field(ge=1, le=MAX_ROLLING_DAYS, strict=True),
+    WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_ROLLING_DAYS}),
+]
+GraceDays = Annotated[
+    int,
+    BeforeValidator(whole_number),
+    Field(ge=0, le=MAX_GRACE_DAYS, strict=True),
+    WithJsonSchema({"type": "integer", "minimum": 0, "maximum": MAX_GRACE_DAYS, "default": 0}),
+]
+SumDecimals = Annotated[
+    int,
+    BeforeValidator(whole_number),
+    Field(ge=0, le=MAX_SUM_DECIMALS, strict=True),
+    WithJsonSchema({"type": "integer", "minimum": 0, "maximum": MAX_SUM_DECIMALS, "default": DEFAULT_SUM_DECIMALS}),
+]
 
 
 class TierLevel(RequestModel):
@@ -326,7 +332,8 @@ def _check_levels(levels: Sequence[TierLevel], places: int | None) -> None:
     previous_entry, previous_kept = Decimal(0), Decimal(0)
     for index, level in enumerate(levels[1:], start=1):
         if level.entry is None:
-            raise _refusal("every level after the first has an entry threshold", f"levels[{index}].entry", "field_required")
+            message = "every level after the first has an entry threshold"
+            raise _refusal(message, f"levels[{index}].entry", "field_required")
         for name in ("entry", "retain"):
             text = getattr(level, name)
             if text is not None and places is not None and _places(text) > places:
