@@ -287,13 +287,13 @@ def enrol(model: TierModel, at: datetime) -> TierState:
 
 
 def qualified_rank(model: TierModel, metric: int) -> int:
-    """The highest level whose entry the metric reaches."""
-    return max(level.rank for level in model.levels if level.entry <= metric)
+    """The highest level whose entry the metric reaches (the base: always, even below zero after refunds)."""
+    return max((level.rank for level in model.levels[1:] if level.entry <= metric), default=1)
 
 
 def earned_rank(model: TierModel, current: int, metric: int) -> int:
     """The highest level at or below `current` whose retain threshold the metric reaches (the base: always)."""
-    return max(level.rank for level in model.levels[:current] if level.keep <= metric)
+    return max((level.rank for level in model.levels[1:current] if level.keep <= metric), default=1)
 
 
 def review_target(model: TierModel, current: int, earned: int) -> int:
