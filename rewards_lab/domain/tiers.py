@@ -190,7 +190,7 @@ def upgrade_window(model: TierModel, day: date, enrolled: date) -> tuple[date, d
         return period_start(day, model.period), day
     if model.window == "anniversary":
         return add_years(enrolled, membership_year(enrolled, day)), day
-    return enrolled, day
+    return date.min, day  # lifetime: every day (a late event dated before the enrolment counts too)
 
 
 def review_window(model: TierModel, review_day: date, enrolled: date) -> tuple[date, date]:
@@ -325,11 +325,14 @@ def apply_due(
     instant): the state after them and what changed."""
     changes: list[TierChange] = []
     while (moment := due_at(state)) is not None and moment <= clock:
-        if state.grace_until is not None and state.grace_until == moment:
+        if state.rank == 1 and not state.in_grace:  # the base is never reviewed (a state written otherwise is mended)
+            state = replace(state, review_at=None)
+        elif state.grace_until is not None and state.grace_until == moment:
             state, change = _grace_end(model, state)
+            changes.append(change)
         else:
             state, change = _review(model, state, metric)
-        changes.append(change)
+            changes.append(change)
     return state, changes
 
 
@@ -344,8 +347,6 @@ def _grace_end(model: TierModel, state: TierState) -> tuple[TierState, TierChang
 def _review(model: TierModel, state: TierState, metric: Metric) -> tuple[TierState, TierChange]:
     assert state.review_at is not None
     at = state.review_at
-    if state.rank == 1:  # the base is never reviewed (a state written otherwise is mended)
-        return replace(state, review_at=None), TierChange("retained", at, 1, 1, reason="review")
     day = local_day(at, model.timezone)
     window = review_window(model, day, state.enrolled)
     judged = metric(*window)

@@ -363,7 +363,11 @@ def test_an_event_that_adds_nothing_changes_nothing() -> None:
     state = t.enrol(m, datetime(2026, 1, 1))
     assert t.after_event(m, state, datetime(2026, 1, 2), book, 0) == (state, [])
     upgraded, [change] = t.after_event(m, state, datetime(2026, 1, 2), book, 1)
-    assert (upgraded.rank, upgraded.review_at, change.window) == (2, None, (date(2026, 1, 1), date(2026, 1, 2)))
+    assert (upgraded.rank, upgraded.review_at, change.window) == (2, None, (date.min, date(2026, 1, 2)))
+    mended, changes = t.apply_due(
+        m, t.TierState(date(2026, 1, 1), review_at=datetime(2026, 2, 1)), datetime(2027, 1, 1), book
+    )
+    assert (mended.review_at, changes) == (None, [])  # the base is never reviewed
 
 
 # multiplied amounts ---------------------------------------------------------------------------------------------
