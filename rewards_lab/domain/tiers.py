@@ -386,6 +386,13 @@ def after_event(
     return state, []
 
 
+def sum_contribution(value: Decimal, decimals: int, *, less: bool = False) -> int:
+    """What an event adds to a `sum` metric: its field's number rounded toward zero to the metric's places, in its
+    minor units (negative for a `less` event); the engines count a missing or non-number field as nothing."""
+    minor = reward_minor(value, ONE, decimals)
+    return -minor if less else minor
+
+
 # multiplied amounts ---------------------------------------------------------------------------------------------
 def exact_product(a: Decimal, b: Decimal) -> Decimal:
     """a x b with every digit it has (no rounding)."""

@@ -380,6 +380,12 @@ def toward_zero(value: Fraction) -> int:
     return int(value)  # int() of a Fraction truncates toward zero
 
 
+@given(value=decimals_st, decimals=st.integers(0, 8))
+def test_a_sum_metric_counts_the_field_rounded_toward_zero(value: Decimal, decimals: int) -> None:
+    expected = toward_zero(Fraction(value) * 10**decimals)
+    assert t.sum_contribution(value, decimals) == expected == -t.sum_contribution(value, decimals, less=True)
+
+
 @given(value=decimals_st, rate=rates_st, multiplier=multipliers_st, decimals=st.integers(0, 8))
 def test_a_multiplied_per_amount_is_one_exact_product_rounded_once(
     value: Decimal, rate: Decimal, multiplier: Decimal, decimals: int
