@@ -91,11 +91,10 @@ def _threshold(value: object) -> str:
 
 def _multiplier(value: object) -> str:
     text = _decimal_text(value)
-    match = _MULTIPLIER_TEXT.fullmatch(text) if isinstance(text, str) else None
-    if match is None or not Decimal(text) or Decimal(text) > MAX_MULTIPLIER:  # type: ignore[arg-type]
-        message = f"must be a decimal string above 0 and at most {MAX_MULTIPLIER} with at most "
-        raise custom_error(ServiceError("field_invalid", message + f'{MAX_MULTIPLIER_PLACES} places, such as "1.25"'))
-    return str(text)
+    if isinstance(text, str) and _MULTIPLIER_TEXT.fullmatch(text) and 0 < Decimal(text) <= MAX_MULTIPLIER:
+        return text
+    message = f"must be a decimal string above 0 and at most {MAX_MULTIPLIER} with at most "
+    raise custom_error(ServiceError("field_invalid", message + f'{MAX_MULTIPLIER_PLACES} places, such as "1.25"'))
 
 
 def _level_name(value: object) -> object:
