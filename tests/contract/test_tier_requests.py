@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rewards_lab.contract import jsonutil, programme_limits
 from rewards_lab.contract.errors import ServiceError
@@ -21,9 +23,10 @@ from rewards_lab.contract.programme_file import (
     loads_programme,
     parse_programme,
 )
-from rewards_lab.contract.tier_requests import Tiers, check_rule_tiers
+from rewards_lab.contract.tier_requests import MAX_LEVELS, Tiers, check_rule_tiers
 from rewards_lab.contract.validation import validate
 from rewards_lab.domain.settings import Tiers as TierSettings
+from rewards_lab.domain.tiers import tier_model
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "data" / "programmes").glob("*.json"))
 
@@ -356,3 +359,36 @@ def test_multiply_is_part_of_what_a_rule_does_and_absent_when_not_written() -> N
     retiered = copy.deepcopy(tiered())
     tiers_of(retiered)["levels"][1]["entry"] = "600"
     assert set(diff_programmes(definition, parse_programme(retiered)).programme_changes) == {"tiers"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ladder=st.lists(
+        st.tuples(st.integers(1, 60), st.one_of(st.none(), st.integers(1, 60))), min_size=1, max_size=MAX_LEVELS - 1
+    )
+)
+def test_a_ladder_is_accepted_exactly_when_its_thresholds_are_ordered(ladder: list[tuple[int, int | None]]) -> None:
+    levels: list[dict[str, Any]] = [{"code": "base", "name": "Base"}]
+    for index, (entry, retain) in enumerate(ladder, start=1):
+        level = {"code": f"l{index}", "name": f"Level {index}", "entry": str(entry)}
+        levels.append(level if retain is None else {**level, "retain": str(retain)})
+    entries = [entry for entry, _ in ladder]
+    kept = [entry if retain is None else retain for entry, retain in ladder]
+    ordered = (
+        all(a < b for a, b in zip(entries, entries[1:], strict=False))
+        and all(k <= e for k, e in zip(kept, entries, strict=True))
+        and all(a <= b for a, b in zip(kept, kept[1:], strict=False))
+    )
+    body = {"metric": {"type": "count", "event_type": "order.completed"}, "window": {"type": "lifetime"}}
+    try:
+        tiers = validate(Tiers, {**body, "levels": levels})
+    except ServiceError as error:
+        assert not ordered and error.code == "field_invalid"
+        assert str(error.details["field"]).startswith("levels[")
+        return
+    assert ordered
+    settings_ = TierSettings.of(tiers.model_dump(mode="json"))
+    assert settings_ is not None
+    model = tier_model(settings_, 0)
+    assert [level.entry for level in model.levels] == [0, *entries]
+    assert [level.keep for level in model.levels] == [0, *kept]
