@@ -34,7 +34,7 @@ from rewards_lab.contract.event_age import DEFAULT_MAX_EVENT_AGE_DAYS, MaxEventA
 from rewards_lab.contract.expiry_requests import Expiry
 from rewards_lab.contract.guard_requests import DEFAULT_GUARD_WINDOW_DAYS, Guards, GuardWindowDays
 from rewards_lab.contract.limit_requests import DEFAULT_CLAWBACK, Budget, Clawback, Limits, ReverseAction
-from rewards_lab.contract.programme_limits import check_version_rules, rule_definition_bytes
+from rewards_lab.contract.programme_limits import check_version_rules, rule_definition_bytes, tiers_definition_bytes
 from rewards_lab.contract.requests import (
     MAX_RULE_ACTIONS,
     Amount,
@@ -47,12 +47,14 @@ from rewards_lab.contract.requests import (
 )
 from rewards_lab.contract.rule_requests import (
     Conditions,
+    Multiply,
     Priority,
     RuleFields,
     RuleName,
     action_shape,
     condition_payload,
 )
+from rewards_lab.contract.tier_requests import Tiers, check_rule_tiers, check_threshold_places
 from rewards_lab.contract.time_zones import check_zone_name
 from rewards_lab.contract.validation import custom_error, validate
 
@@ -110,6 +112,8 @@ class ProgrammeInfo(RequestModel):
     max_event_age_days: MaxEventAgeDays | None = Field(
         default=DEFAULT_MAX_EVENT_AGE_DAYS, exclude_if=lambda value: value == DEFAULT_MAX_EVENT_AGE_DAYS
     )
+    # Status levels customers earn, keep and lose (contract.tier_requests); absent: no tiers (not written).
+    tiers: Tiers | None = Field(default=None, exclude_if=lambda value: value is None)
 
     @model_validator(mode="after")
     def _window(self) -> ProgrammeInfo:
@@ -129,6 +133,8 @@ class FileAction(RequestModel):
     type: Literal["issue"]
     amount: Amount
     beneficiary: Beneficiary | None = Field(default=None, exclude_if=lambda value: value is None)
+    # "tier": multiplied by the recipient's tier multiplier (needs programme.tiers); absent: not (not written).
+    multiply: Multiply | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 # An issue action (of the file's asset) or a reverse action (takes back what an original event issued).
@@ -175,10 +181,26 @@ class ProgrammeDefinition(RequestModel):
 
     @model_validator(mode="after")
     def _within_limits(self) -> ProgrammeDefinition:
+        tiers = self.programme.tiers
+        tier_bytes = 0 if tiers is None else tiers_definition_bytes(tiers.model_dump(mode="json"))
         try:
-            check_version_rules(len(self.rules), sum(rule.definition_bytes() for rule in self.rules), "rules")
+            check_version_rules(len(self.rules), sum(rule.definition_bytes() for rule in self.rules) + tier_bytes)
         except ServiceError as error:
             raise custom_error(error, "rules") from None
+        return self
+
+    @model_validator(mode="after")
+    def _tiers_used_as_defined(self) -> ProgrammeDefinition:
+        """Thresholds of a `points` metric fit the asset; rules use tiers only when the programme has them."""
+        tiers = self.programme.tiers
+        try:
+            if tiers is not None:
+                check_threshold_places(tiers, self.asset.decimals, "programme.tiers")
+            for index, rule in enumerate(self.rules):
+                defined, where = tiers is not None, f"rules[{index}]"
+                check_rule_tiers(rule.conditions, rule.actions, rule.stop_processing, has_tiers=defined, base=where)
+        except ServiceError as error:
+            raise custom_error(error, str(error.details["field"])) from None
         return self
 
     def payload(self) -> dict[str, Any]:
@@ -192,7 +214,7 @@ def file_action(action: RuleAction) -> FileRuleAction:
     """An action as a programme file writes it (no asset id: a file has one asset)."""
     if isinstance(action, ReverseAction):
         return action
-    return FileAction(type="issue", amount=action.amount, beneficiary=action.beneficiary)
+    return FileAction(type="issue", amount=action.amount, beneficiary=action.beneficiary, multiply=action.multiply)
 
 
 def file_rule(rule: r.Rule) -> FileRule:

@@ -1,11 +1,12 @@
 """The limits on one tenant's programmes, in one place (issue 27): one tenant cannot outgrow the shared server.
 
 A programme version holds at most `MAX_RULES_PER_VERSION` rules and `MAX_VERSION_RULES_BYTES` bytes of rule
-definitions (`rule_definition_bytes`). The API (`POST /reward-rules`, `PATCH /reward-rules/{id}`, publish) and
-programme files check the same two limits with `check_version_rules`, refused with `programme_limit_exceeded`
-whose details name the limit, its value and the field. A simulation's explanation echoes every condition's
-threshold and the value it read, so it has bounds of its own, `MAX_SIMULATION_RESPONSE_BYTES` and
-`MAX_SIMULATION_SECONDS` (`simulation_too_large`, `check_simulation`). docs/rules.md ("Limits") lists them.
+definitions (`rule_definition_bytes`; its tiers object counts too, `tiers_definition_bytes`, issue 33). The API
+(`POST /reward-rules`, `PATCH /reward-rules/{id}`, publish) and programme files check the same two limits with
+`check_version_rules`, refused with `programme_limit_exceeded` whose details name the limit, its value and the
+field. A simulation's explanation echoes every condition's threshold and the value it read, so it has bounds of its
+own, `MAX_SIMULATION_RESPONSE_BYTES` and `MAX_SIMULATION_SECONDS` (`simulation_too_large`, `check_simulation`).
+docs/rules.md ("Limits") lists them.
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ def rule_definition_bytes(event_type: str, conditions: Any, actions: Any, limits
     plain = [{k: v for k, v in action.items() if k != "asset_id" and v is not None} for action in actions]
     definition = {"event_type": event_type, "conditions": conditions, "actions": plain, "limits": limits or []}
     return len(jsonutil.canonical_text(definition).encode())
+
+
+def tiers_definition_bytes(tiers: Any) -> int:
+    """What a version's tiers object (its JSON form) counts against MAX_VERSION_RULES_BYTES, beside its rules'
+    definitions: its canonical JSON in UTF-8 bytes (0 without tiers)."""
+    return 0 if tiers is None else len(jsonutil.canonical_text(tiers).encode())
 
 
 def check_version_rules(count: int, total_bytes: int, field: str = "rules") -> None:

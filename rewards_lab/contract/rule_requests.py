@@ -30,6 +30,7 @@ from pydantic import (
     WithJsonSchema,
     model_validator,
 )
+from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from rewards_lab.contract.condition_values import MAX_CONDITION_LIST as MAX_CONDITION_LIST
@@ -238,6 +239,11 @@ class Beneficiary(RequestModel):
     field: FieldName
 
 
+# `"multiply": "tier"` (issue 33): the amount is multiplied by the recipient's tier multiplier
+# (contract.tier_requests); absent, not multiplied, and not written, so every rule without it hashes as before.
+Multiply = Literal["tier"]
+
+
 class Action(RequestModel):
     """An issue action (the seed's)."""
 
@@ -246,6 +252,9 @@ class Action(RequestModel):
     amount: Amount
     # the event's customer when absent (and then not written: the rule reads as it did before beneficiaries)
     beneficiary: Beneficiary | None = Field(default=None, exclude_if=lambda value: value is None)
+    # Not in the OpenAPI document yet: /v1 refuses it (no programme has tiers there until the tier storage and
+    # engine land, reports/i33-tiers-plan.md T2/T3); programme files take it.
+    multiply: SkipJsonSchema[Multiply | None] = Field(default=None, exclude_if=lambda value: value is None)
 
 
 def _priority(value: object) -> object:

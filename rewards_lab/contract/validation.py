@@ -36,6 +36,13 @@ _BRANCH_LABELS = {
     "issued_guard",
     "liability_delta_guard",
     "ceiling_exhausted_within_days_guard",
+    "points_metric",
+    "sum_metric",
+    "count_metric",
+    "rolling_window",
+    "calendar_window",
+    "anniversary_window",
+    "lifetime_window",
 }
 
 

@@ -11,6 +11,11 @@ An entry (`ActionKind`) holds, for one type of action (`fixed`, `per`, `reverse`
 - `describe`, `label`: how the lab lists it (`amount x 0.05 to referrer_id`) and names it in the rule builder;
 - `probes`: the event fields push verification tries it with, and their values.
 
+An issue action with `"multiply": "tier"` (issue 33) is multiplied by the recipient's tier multiplier, which its
+caller passes to `outcome` (`domain.tiers`: one exact product, one rounding toward zero); `outcome` and `sql`
+refuse such an action without a multiplier, so that an engine that does not know tiers yet never pays it
+unmultiplied.
+
 An `ActionSpec` names its entry (`kind`; read from its fields when not given), and `ActionSpec.outcome` is that
 entry's. The registry lives in the domain, not beside the operators in the contract: an action's evaluation needs
 the domain's money (minor units, rounding toward zero, the ledger's largest amount) and its outcome types, which the
@@ -24,10 +29,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.limit_requests import ReverseAction
 from rewards_lab.contract.request_base import RequestModel
 from rewards_lab.contract.rule_requests import FixedAmount, PerRateAmount
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR, format_amount, parse_amount, reward_minor
+from rewards_lab.domain.tiers import exact_product, multiplied_fixed
 
 BENEFICIARY_MISSING = "beneficiary_missing"
 ORIGINAL_MISSING = "original_missing"
@@ -64,6 +71,7 @@ class ActionOutcome:
     reason: str = ""  # kept only for a refusal (it becomes the error's message)
     beneficiary: str | None = None  # the customer reference to reward instead of the event's customer
     reversal: ReversalCall | None = None  # a reverse action's call (it issues nothing itself)
+    multiplier: Decimal | None = None  # the tier multiplier applied (None: the action is not multiplied)
 
     @property
     def issues(self) -> bool:
@@ -85,6 +93,7 @@ class ActionSpec:
     fraction_of: str | None = None
     any_customer: bool = False  # a refund by another customer than the original's takes back too
     kind: str | None = None  # its entry in ACTIONS (None: the one its fields say)
+    multiply: bool = False  # `"multiply": "tier"`: its amount is multiplied by the recipient's tier multiplier
 
     @property
     def reference_field(self) -> str | None:
@@ -98,13 +107,17 @@ class ActionSpec:
             return ACTIONS[self.kind]
         return ACTIONS["reverse" if self.reverse_of is not None else "fixed" if self.fixed_minor is not None else "per"]
 
-    def outcome(self, index: int, number: Decimal | None, beneficiary: Any = None) -> ActionOutcome:
-        """What the action calls for, given the number of its `per` field (ignored for a fixed amount) and the
-        value of its reference field (the beneficiary's or, for a reversal, the original's; ignored without)."""
-        return self.entry.outcome(self, index, number, beneficiary)
+    def outcome(
+        self, index: int, number: Decimal | None, beneficiary: Any = None, multiplier: Decimal | None = None
+    ) -> ActionOutcome:
+        """What the action calls for, given the number of its `per` field (ignored for a fixed amount), the value
+        of its reference field (the beneficiary's or, for a reversal, the original's; ignored without) and, for an
+        action that multiplies, the recipient's tier multiplier (ignored otherwise)."""
+        return self.entry.outcome(self, index, number, beneficiary, multiplier)
 
-    def product(self, number: Decimal) -> str:
-        return f"{self.per} = {number} x rate {self.rate}"
+    def product(self, number: Decimal, multiplier: Decimal | None = None) -> str:
+        times = "" if multiplier is None else f" x tier {multiplier}"
+        return f"{self.per} = {number} x rate {self.rate}{times}"
 
 
 def number_of(value: Any) -> Decimal | None:
@@ -155,7 +168,7 @@ class ActionKind:
     model: type[RequestModel]
     matches: Callable[[Mapping[str, Any]], bool]
     build: Callable[[Mapping[str, Any], str, int, str], ActionSpec]  # (stored action, asset id, decimals, where)
-    outcome: Callable[[ActionSpec, int, Decimal | None, Any], ActionOutcome]
+    outcome: Callable[[ActionSpec, int, Decimal | None, Any, Decimal | None], ActionOutcome]
     reason: Callable[[ActionSpec, ActionOutcome, Any, Any], str]  # (action, outcome, `per` read, reference read)
     sql: Callable[[ActionSpec, AmountSql[Any]], Any]
     describe: Callable[[Mapping[str, Any]], str]  # the stored action (Python values) as the lab lists it
@@ -168,6 +181,30 @@ def _issue(amount: str) -> Callable[[Mapping[str, Any]], bool]:
         return action.get("type") != "reverse" and amount in (action.get("amount") or {})
 
     return matches
+
+
+def _multiplies(action: Mapping[str, Any]) -> bool:
+    return action.get("multiply") == "tier"
+
+
+def _multiplier_of(action: ActionSpec, multiplier: Decimal | None) -> Decimal | None:
+    """The multiplier an action applies (None: it does not multiply); refused when it multiplies and none is
+    known (an engine without tiers must not pay the unmultiplied amount)."""
+    if not action.multiply:
+        return None
+    if multiplier is None:
+        raise ServiceError(
+            "field_invalid",
+            'multiply: "tier" needs the recipient\'s tier, which this engine does not know yet (issue 33)',
+            field="multiply",
+        )
+    return multiplier
+
+
+def _refuse_multiplied_sql(action: ActionSpec) -> None:
+    """The replay's SQL has no tiers yet (issue 33, increments T6/T7): it refuses rather than pay unmultiplied."""
+    if action.multiply:
+        _multiplier_of(action, None)
 
 
 def _beneficiary_of(action: Mapping[str, Any]) -> str | None:
@@ -183,7 +220,8 @@ def _to_beneficiary(action: ActionSpec, found: ActionOutcome, beneficiary: Any) 
     if not isinstance(beneficiary, str) or not beneficiary:
         reason = f"refused: the beneficiary field '{action.beneficiary}' {_no_reference('customer', beneficiary)}"
         return ActionOutcome(index, action.asset_id, action.decimals, 0, BENEFICIARY_MISSING, reason)
-    return ActionOutcome(index, action.asset_id, action.decimals, found.amount_minor, beneficiary=beneficiary)
+    amount, times = found.amount_minor, found.multiplier
+    return ActionOutcome(index, action.asset_id, action.decimals, amount, beneficiary=beneficiary, multiplier=times)
 
 
 def _no_reference(what: str, value: Any) -> str:
@@ -200,6 +238,7 @@ def _to_whom(reason: str, outcome: ActionOutcome, action: ActionSpec) -> str:
 
 def _issue_text(action: Mapping[str, Any], amount: str) -> str:
     beneficiary = _beneficiary_of(action)
+    amount = f"{amount} x tier" if _multiplies(action) else amount
     return amount if beneficiary is None else f"{amount} to {beneficiary}"
 
 
@@ -212,22 +251,38 @@ def _beneficiary_probes(action: Mapping[str, Any]) -> list[Probe]:
 # fixed ----------------------------------------------------------------------------------------------------------
 def _fixed_build(action: Mapping[str, Any], asset_id: str, decimals: int, where: str) -> ActionSpec:
     minor = parse_amount(action["amount"]["fixed"], decimals, f"{where}.amount.fixed")
-    return ActionSpec(asset_id, decimals, fixed_minor=minor, beneficiary=_beneficiary_of(action))
+    beneficiary = _beneficiary_of(action)
+    return ActionSpec(asset_id, decimals, fixed_minor=minor, beneficiary=beneficiary, multiply=_multiplies(action))
 
 
-def _fixed_outcome(action: ActionSpec, index: int, _number: Decimal | None, beneficiary: Any) -> ActionOutcome:
+def _fixed_outcome(
+    action: ActionSpec, index: int, _number: Decimal | None, beneficiary: Any, multiplier: Decimal | None
+) -> ActionOutcome:
     assert action.fixed_minor is not None
-    found = ActionOutcome(index, action.asset_id, action.decimals, action.fixed_minor)
+    times = _multiplier_of(action, multiplier)
+    minor = action.fixed_minor if times is None else multiplied_fixed(action.fixed_minor, times)
+    if minor > MAX_AMOUNT_MINOR:
+        written = format_amount(action.fixed_minor, action.decimals)
+        reason = f"refused: fixed {written} x tier {times} is more than the ledger can hold in one amount"
+        return ActionOutcome(index, action.asset_id, action.decimals, 0, "amount_too_large", reason, multiplier=times)
+    found = ActionOutcome(index, action.asset_id, action.decimals, minor, multiplier=times)
     return _to_beneficiary(action, found, beneficiary)
 
 
 def _fixed_reason(action: ActionSpec, outcome: ActionOutcome, _value: Any, _reference: Any) -> str:
     assert action.fixed_minor is not None
-    return _to_whom(outcome.reason or f"fixed {format_amount(action.fixed_minor, action.decimals)}", outcome, action)
+    written = f"fixed {format_amount(action.fixed_minor, action.decimals)}"
+    if outcome.multiplier is not None and not outcome.reason:
+        amount = format_amount(outcome.amount_minor, action.decimals)
+        written = f"{written} x tier {outcome.multiplier} = {amount} (rounded toward zero)"
+        if not outcome.issues:
+            written = f"issues nothing: {written.removesuffix(' (rounded toward zero)')}, less than one minor unit"
+    return _to_whom(outcome.reason or written, outcome, action)
 
 
 def _fixed_sql(action: ActionSpec, amounts: AmountSql[Any]) -> Any:
     assert action.fixed_minor is not None
+    _refuse_multiplied_sql(action)
     return amounts.fixed(action.fixed_minor)
 
 
@@ -249,18 +304,30 @@ FIXED = ActionKind(
 def _per_build(action: Mapping[str, Any], asset_id: str, decimals: int, _where: str) -> ActionSpec:
     amount = action["amount"]
     rate = Decimal(str(amount["rate"]))
-    return ActionSpec(asset_id, decimals, per=str(amount["per"]), rate=rate, beneficiary=_beneficiary_of(action))
+    return ActionSpec(
+        asset_id,
+        decimals,
+        per=str(amount["per"]),
+        rate=rate,
+        beneficiary=_beneficiary_of(action),
+        multiply=_multiplies(action),
+    )
 
 
-def _per_outcome(action: ActionSpec, index: int, number: Decimal | None, beneficiary: Any) -> ActionOutcome:
+def _per_outcome(
+    action: ActionSpec, index: int, number: Decimal | None, beneficiary: Any, multiplier: Decimal | None
+) -> ActionOutcome:
+    times = _multiplier_of(action, multiplier)
     if number is None:
-        return _to_beneficiary(action, ActionOutcome(index, action.asset_id, action.decimals, 0), beneficiary)
+        nothing = ActionOutcome(index, action.asset_id, action.decimals, 0, multiplier=times)
+        return _to_beneficiary(action, nothing, beneficiary)
     assert action.rate is not None
-    minor = reward_minor(number, action.rate, action.decimals)
+    rate = action.rate if times is None else exact_product(action.rate, times)  # one product, one rounding
+    minor = reward_minor(number, rate, action.decimals)
     if minor > MAX_AMOUNT_MINOR:  # the reason names the number as written (42.5 and 42.50 differ here)
-        reason = f"refused: {action.product(number)} is more than the ledger can hold in one amount"
-        return ActionOutcome(index, action.asset_id, action.decimals, 0, "amount_too_large", reason)
-    found = ActionOutcome(index, action.asset_id, action.decimals, max(minor, 0))
+        reason = f"refused: {action.product(number, times)} is more than the ledger can hold in one amount"
+        return ActionOutcome(index, action.asset_id, action.decimals, 0, "amount_too_large", reason, multiplier=times)
+    found = ActionOutcome(index, action.asset_id, action.decimals, max(minor, 0), multiplier=times)
     return _to_beneficiary(action, found, beneficiary)
 
 
@@ -271,15 +338,16 @@ def _per_reason(action: ActionSpec, outcome: ActionOutcome, value: Any, _referen
     elif outcome.error_code is not None:
         reason = outcome.reason
     elif not outcome.issues:
-        reason = f"issues nothing: {action.product(number)} rounds down to less than one minor unit"
+        reason = f"issues nothing: {action.product(number, outcome.multiplier)} rounds down to less than one minor unit"
     else:
         amount = format_amount(outcome.amount_minor, action.decimals)
-        reason = f"{action.product(number)} = {amount} (rounded toward zero)"
+        reason = f"{action.product(number, outcome.multiplier)} = {amount} (rounded toward zero)"
     return _to_whom(reason, outcome, action)
 
 
 def _per_sql(action: ActionSpec, amounts: AmountSql[Any]) -> Any:
     assert action.per is not None and action.rate is not None
+    _refuse_multiplied_sql(action)
     return amounts.product(action.per, action.rate)
 
 
@@ -318,7 +386,9 @@ def reverse_spec(action: Mapping[str, Any], asset_id: str, decimals: int, _where
     return ActionSpec(asset_id, decimals, reverse_of=original, fraction=constant, any_customer=anyone)
 
 
-def _reverse_outcome(action: ActionSpec, index: int, number: Decimal | None, original: Any) -> ActionOutcome:
+def _reverse_outcome(
+    action: ActionSpec, index: int, number: Decimal | None, original: Any, _multiplier: Decimal | None
+) -> ActionOutcome:
     if not isinstance(original, str) or not original:
         reason = f"refused: the original field '{action.reverse_of}' {_no_reference('event', original)}"
         return ActionOutcome(index, action.asset_id, action.decimals, 0, ORIGINAL_MISSING, reason)

@@ -12,7 +12,11 @@ Fields are paths:
 - `occurred_at.weekday` (1 = Monday ... 7), `occurred_at.hour` (0-23) and `occurred_at.date` ("YYYY-MM-DD") read the
   event's time in the programme's timezone;
 - `customer.attributes.<name>`, `customer.country` and `customer.segments` (a list of segment codes) read the
-  event's customer as the engine knows it (`CustomerFacts`).
+  event's customer as the engine knows it (`CustomerFacts`);
+- `customer.tier` (a level code), `customer.tier_rank` (1: the base) and `customer.tier_progress` (the upgrade
+  window's metric, in its units) read the customer's tier in the rule's programme at the event's entry
+  (`TierFacts`, issue 33; `domain.tiers`); missing in a programme without tiers and for an engine that does not
+  know tiers yet.
 
 What each operator means (its evaluation and its reasons) is its entry in the operator registry
 (`rewards_lab.contract.operators`); the replay compiler (`rewards_lab.replay.compiler`) writes the same entries' SQL
@@ -31,20 +35,33 @@ from zoneinfo import ZoneInfo
 
 from rewards_lab.contract.condition_values import normalise
 from rewards_lab.contract.operators import OPERATORS
+from rewards_lab.contract.tier_requests import TIER_FIELDS
 
 TIME_FIELDS = ("occurred_at.weekday", "occurred_at.hour", "occurred_at.date")
-CUSTOMER_FIELDS = ("customer.country", "customer.segments")
+CUSTOMER_FIELDS = ("customer.country", "customer.segments", *TIER_FIELDS)
 ATTRIBUTES_PREFIX = "customer.attributes."
 GroupKind = Literal["all", "any", "not"]
 
 
 @dataclass(frozen=True, slots=True)
+class TierFacts:
+    """The customer's tier in the rule's programme at the event's entry: its level's code and rank (1: the base),
+    and the upgrade window's metric in the metric's units."""
+
+    code: str
+    rank: int
+    progress: Decimal
+
+
+@dataclass(frozen=True, slots=True)
 class CustomerFacts:
-    """The event's customer as the rules may read it: attributes (normalised values), country, segment codes."""
+    """The event's customer as the rules may read it: attributes (normalised values), country, segment codes, and
+    its tier (None: the programme has none, or the engine does not know it)."""
 
     attributes: Mapping[str, Any] = field(default_factory=dict)
     country: str | None = None
     segments: tuple[str, ...] = ()
+    tier: TierFacts | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +114,18 @@ def customer_value(customer: CustomerFacts | None, path: str) -> Any:
         return customer.country
     if path == "customer.segments":
         return list(customer.segments)
+    if path in TIER_FIELDS:
+        return tier_value(customer.tier, path)
     return normalise(customer.attributes.get(path.removeprefix(ATTRIBUTES_PREFIX)))
+
+
+def tier_value(tier: TierFacts | None, path: str) -> Any:
+    """`customer.tier` (the code), `customer.tier_rank` and `customer.tier_progress` (numbers); None without."""
+    if tier is None:
+        return None
+    if path == "customer.tier":
+        return tier.code
+    return Decimal(tier.rank) if path == "customer.tier_rank" else tier.progress
 
 
 def source_of(path: str) -> Literal["time", "customer", "data"]:

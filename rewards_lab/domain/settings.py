@@ -156,3 +156,75 @@ class GuardOverride:
 
     def as_json(self) -> dict[str, Any]:
         return {"reason": self.reason, "given_by": self.given_by, "given_at": self.given_at.isoformat()}
+
+
+# tiers (issue 33) ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TierLevel:
+    """One level as written: thresholds as decimal strings of the metric's units (None: the base; `retain` None:
+    its `entry`), the multiplier as written (None: 1)."""
+
+    code: str
+    name: str
+    entry: str | None = None
+    retain: str | None = None
+    multiplier: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        written = {"entry": self.entry, "retain": self.retain, "multiplier": self.multiplier}
+        return {"code": self.code, "name": self.name, **{k: v for k, v in written.items() if v is not None}}
+
+
+@dataclass(frozen=True, slots=True)
+class Tiers:
+    """A version's tier model (contract.tier_requests.Tiers, validated): `metric` and `window` in their JSON forms
+    (a metric's conditions are read by the engines that count it), the review schedule, the downgrade policy and
+    the levels, base first."""
+
+    metric: Mapping[str, Any]
+    window: Mapping[str, Any]
+    levels: tuple[TierLevel, ...]
+    review_period: str | None = None  # a calendar review's period (None: at the window's end)
+    downgrade_to: Literal["earned", "one_level"] = "earned"
+    grace_days: int = 0
+
+    @classmethod
+    def of(cls, stored: Mapping[str, Any] | None) -> Tiers | None:
+        """The model of its stored JSON object (None: the version has no tiers)."""
+        if not stored:
+            return None
+        review = stored.get("review") or {}
+        downgrade = stored.get("downgrade") or {}
+        levels = tuple(
+            TierLevel(
+                str(level["code"]),
+                str(level["name"]),
+                *(None if level.get(k) is None else str(level[k]) for k in ("entry", "retain", "multiplier")),
+            )
+            for level in stored["levels"]
+        )
+        to: Literal["earned", "one_level"] = "one_level" if downgrade.get("to") == "one_level" else "earned"
+        period = review.get("period") if review.get("at") == "calendar" else None
+        return cls(
+            dict(stored["metric"]), dict(stored["window"]), levels, period, to, int(downgrade.get("grace_days", 0))
+        )
+
+    def as_json(self) -> dict[str, Any]:
+        """The stored JSON object, as the request model writes it (defaults left out), so that `of` round-trips."""
+        settings: dict[str, Any] = {"metric": dict(self.metric), "window": dict(self.window)}
+        if self.review_period is not None:
+            settings["review"] = {"at": "calendar", "period": self.review_period}
+        if (self.downgrade_to, self.grace_days) != ("earned", 0):
+            settings["downgrade"] = {"to": self.downgrade_to, "grace_days": self.grace_days}
+        settings["levels"] = [level.as_json() for level in self.levels]
+        return settings
+
+    @property
+    def metric_type(self) -> str:
+        return str(self.metric["type"])
+
+    def metric_decimals(self, asset_decimals: int) -> int:
+        """The places of the metric's units: the asset's for `points`, the metric's for `sum`, none for `count`."""
+        if self.metric_type == "points":
+            return asset_decimals
+        return int(self.metric.get("decimals", 2)) if self.metric_type == "sum" else 0

@@ -23,6 +23,7 @@ from typing import Any, Literal
 from rewards_lab.client import RewardsClient
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.event_age import DEFAULT_MAX_EVENT_AGE_DAYS
 from rewards_lab.contract.expiry_requests import ExpiryAfterDays, ExpiryAtEndOf
 from rewards_lab.contract.guard_requests import DEFAULT_GUARD_WINDOW_DAYS, Guard
@@ -416,7 +417,12 @@ def _named(rule: FileRule) -> str:
 
 
 def make_plan(definition: ProgrammeDefinition, client: RewardsClient) -> Plan:
-    """Read the live side (reads only) and compare it with the file."""
+    """Read the live side (reads only) and compare it with the file. A file with tiers is refused before anything
+    is read: the server does not store them yet (issue 33, T2), and pushing the rest would publish the programme
+    without them."""
+    if definition.programme.tiers is not None:
+        message = "programme.tiers: the server does not take tiers yet; this file cannot be pushed"
+        raise ServiceError("field_invalid", message, field="programme.tiers")
     config = client.config
     plan = Plan(definition, config.organization_id, config.environment, config.base_url, file_digest(definition))
     plan.asset = _find_asset(client, definition)

@@ -27,6 +27,7 @@ from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.programme_limits import check_version_rules
 from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.contract.scope import Scope
+from rewards_lab.contract.tier_requests import check_rule_tiers
 from rewards_lab.domain.money import parse_amount
 from rewards_lab.engine.postings import asset_row
 from rewards_lab.engine.rule_book import programme_row, version_id_of
@@ -135,7 +136,11 @@ def _rule_body(
     limits: list[Limit],
     name: str | None = None,
 ) -> RuleBody:
-    """A rule as written: actions carry their asset, fixed amounts and caps fit the asset's decimals."""
+    """A rule as written: actions carry their asset, fixed amounts and caps fit the asset's decimals; a rule that
+    uses tiers (`multiply`, `customer.tier*` conditions) is refused, as no programme on /v1 has tiers yet: their
+    storage and live engine are issue 33's increments T2/T3, and accepting the rule now would store one that the
+    engine reads as untiered."""
+    check_rule_tiers(conditions, actions, stop_processing, has_tiers=False)
     stored_actions = []
     for index, action in enumerate(actions):
         if isinstance(action, ReverseAction):  # takes back in the assets the original was issued in
