@@ -35,9 +35,11 @@ from decimal import Decimal
 
 from sqlglot import exp
 
+from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.operators import OPERATORS, Relation
 from rewards_lab.contract.programme_file import ProgrammeDefinition
 from rewards_lab.contract.rule_requests import condition_payload
+from rewards_lab.contract.tier_requests import rule_tier_uses
 from rewards_lab.domain.actions import ActionSpec, action_kind
 from rewards_lab.domain.conditions import TIME_FIELDS, ConditionNode, ConditionSpec, source_of
 from rewards_lab.domain.limits import caps_of
@@ -589,7 +591,18 @@ def _reference(named: FieldSource, exotic_parts: list[exp.Expr]) -> exp.Expr:
     return exp.null() if isinstance(text, exp.Null) else exp.Paren(this=when(non_empty, text.copy()))
 
 
+def refuse_tier_rules(definition: ProgrammeDefinition) -> None:
+    """A rule that reads a tier or multiplies by one cannot be replayed until the replay computes tiers (issue 33):
+    it would read every customer as having no tier, a silently wrong forecast. Refused (`field_invalid`, naming the
+    element); a programme whose tiers no rule uses replays exactly."""
+    for index, rule in enumerate(definition.rules):
+        for where, what in rule_tier_uses(rule.conditions, rule.actions):
+            message = f"the rule {what}: the replay does not compute tiers yet, so it would count no customer in one"
+            raise ServiceError("field_invalid", message, field=f"rules[{index}].{where}")
+
+
 def compile_programme(definition: ProgrammeDefinition, reader: FieldReader, dialect: Dialect) -> CompiledProgramme:
+    refuse_tier_rules(definition)
     specs = rule_specs(definition)
     window = window_test(definition, dialect)
     exotic_parts: list[exp.Expr] = []
