@@ -174,10 +174,12 @@ class PgCluster:
         if self.user is not None:
             os.chown(path, self.user.pw_uid, self.user.pw_gid)
 
-    def run_tool(self, name: str, *args: str) -> subprocess.CompletedProcess[str]:
-        """One of the cluster's client programs (`pg_basebackup`, ...) as the server's user, over the socket in
-        `root` (trusted: the directory is private); raises with its output if it fails."""
-        argv = [str(self.bindir / name), "-h", str(self.root), "-p", str(self.port), "-U", SUPERUSER, *args]
+    def run_tool(self, name: str, *args: str, connect: bool = True) -> subprocess.CompletedProcess[str]:
+        """One of the cluster's programs (`pg_basebackup`, `pg_verifybackup`, ...) as the server's user; with
+        `connect`, given the socket in `root` (trusted: the directory is private). Raises with its output if it
+        fails."""
+        where = ["-h", str(self.root), "-p", str(self.port), "-U", SUPERUSER] if connect else []
+        argv = [str(self.bindir / name), *where, *args]
         done = subprocess.run(self._as_server(argv), capture_output=True, text=True, cwd=self.root)
         if done.returncode != 0:
             raise RuntimeError(f"{name} failed ({done.returncode}): {done.stderr[-2000:]}")

@@ -11,6 +11,7 @@ ledger.
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -24,6 +25,8 @@ from tests.pg_cluster import PgCluster, server_tempdir, start_or_skip
 psycopg = pytest.importorskip("psycopg")
 
 BATCH = 50  # rows per write: enough that a partial replay would show, few enough to stay fast
+BASEBACKUP_FLAGS = ("-Fp", "-X", "stream", "--checkpoint=fast")  # docs/deploy.md's; the rehearsal adds --no-sync
+DEPLOY_DOC = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
 
 
 def archive_settings(archive: Path) -> dict[str, str]:
@@ -115,7 +118,7 @@ def test_a_base_backup_and_the_wal_archive_restore_exactly_the_rows_committed_up
 
     base = primary.backups / "base"  # pg_basebackup creates it: online, the primary keeps taking writes
     primary.cluster.run_tool("pg_basebackup", "-D", str(base), "-Fp", "-X", "stream", "--checkpoint=fast", "--no-sync")
-    assert (base / "backup_label").is_file()
+    primary.cluster.run_tool("pg_verifybackup", str(base), connect=False)  # every file against its manifest
 
     after_backup = write_batch(primary.dsn, 1_000)
     target_time = server_now(primary.dsn)  # an operator's "just before the mistake"
@@ -141,3 +144,17 @@ def test_a_base_backup_and_the_wal_archive_restore_exactly_the_rows_committed_up
     with psycopg.connect(primary.dsn) as conn:  # the primary itself kept the mistake: the restore is a new cluster
         left = conn.execute("SELECT count(*) FROM payments").fetchone()
     assert left == (len(after_target),)
+
+
+def test_the_rehearsal_runs_the_settings_and_commands_docs_deploy_md_gives() -> None:
+    """The document and the rehearsal in step: every setting the rehearsal sets, with the document's archive path
+    and target time, is in the document's configuration blocks with the same value, and so are the commands."""
+    text = DEPLOY_DOC.read_text()
+    blocks = "\n".join(re.findall(r"^```\w*\n(.*?)^```$", text, flags=re.S | re.M))
+    documented = dict(re.findall(r"^(\w+) = '?(.*?)'?$", blocks, flags=re.M))
+    archive = Path("/mnt/wal-archive")
+    rehearsed = archive_settings(archive) | recovery_settings(archive, "2026-11-29 14:03:00+00")
+    assert {name: documented.get(name) for name in rehearsed} == rehearsed
+    assert f"pg_basebackup -h PRIMARY -U replicator -D /backups/base-2026-11-29 {' '.join(BASEBACKUP_FLAGS)}" in blocks
+    assert "pg_verifybackup /backups/base-2026-11-29" in blocks
+    assert "touch /var/lib/postgresql/15/restored/recovery.signal" in blocks
