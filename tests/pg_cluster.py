@@ -27,8 +27,8 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
@@ -98,6 +98,7 @@ class PgCluster:
     user: pwd.struct_passwd | None
     durable: bool
     server: subprocess.Popen[bytes] | None = None
+    extra: dict[str, str] = field(default_factory=dict)  # more server settings (`-c name=value`), last word
 
     @property
     def data(self) -> Path:
@@ -115,10 +116,38 @@ class PgCluster:
         return f"postgresql://{SUPERUSER}@/{dbname}?host={quote(str(self.root))}&port={self.port}"
 
     @classmethod
-    def start(cls, *, durable: bool = False) -> PgCluster:
+    def start(cls, *, durable: bool = False, settings: Mapping[str, str] | None = None) -> PgCluster:
         """initdb, then the server as a child of this process. `durable=False` (tests) turns fsync off: a test
         kills application processes, never the server, so what the server acknowledged stays in its memory;
-        benchmarks pass True."""
+        benchmarks pass True. `settings`: more server settings, e.g. `archive_mode` and `archive_command`."""
+        return cls._launch(durable=durable, settings=settings, prepare=lambda cluster: cluster._initdb())
+
+    @classmethod
+    def restore(
+        cls, base_backup: Path, *, password: str, settings: Mapping[str, str], durable: bool = False
+    ) -> PgCluster:
+        """A second cluster from a plain-format `pg_basebackup` directory, recovering with `settings`
+        (`restore_command`, `recovery_target_time`, `recovery_target_action=promote`; `recovery.signal` is written
+        here). It counts as started once it is promoted and takes writes; a recovery that fails (its target never
+        reached) raises with the server's log. `password` is the backed-up cluster's: its roles came along."""
+
+        def copy_backup(cluster: PgCluster) -> None:
+            subprocess.run(
+                cluster._as_server(["cp", "-a", str(base_backup), str(cluster.data)]), check=True, capture_output=True
+            )
+            cluster.server_file(cluster.data / "recovery.signal", "")
+
+        return cls._launch(durable=durable, settings=settings, prepare=copy_backup, password=password)
+
+    @classmethod
+    def _launch(
+        cls,
+        *,
+        durable: bool,
+        settings: Mapping[str, str] | None,
+        prepare: Callable[[PgCluster], None],
+        password: str | None = None,
+    ) -> PgCluster:
         bindir = find_bindir()
         user = _server_user()
         sweep_stale()
@@ -127,9 +156,9 @@ class PgCluster:
             (root / OWNER_FILE).write_text(str(os.getpid()))
             if user is not None:
                 os.chown(root, user.pw_uid, user.pw_gid)
-            password = secrets.token_urlsafe(18)
-            cluster = cls(bindir, root, 0, password, user, durable)
-            cluster._initdb()
+            password = password or secrets.token_urlsafe(18)
+            cluster = cls(bindir, root, 0, password, user, durable, extra=dict(settings or {}))
+            prepare(cluster)
             for _ in range(PORT_ATTEMPTS):
                 cluster.port = free_port()
                 if cluster._serve():
@@ -138,6 +167,23 @@ class PgCluster:
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
+
+    def server_file(self, path: Path, text: str) -> None:
+        """Write `path` as a file the server's user owns."""
+        path.write_text(text)
+        if self.user is not None:
+            os.chown(path, self.user.pw_uid, self.user.pw_gid)
+
+    def run_tool(self, name: str, *args: str, connect: bool = True) -> subprocess.CompletedProcess[str]:
+        """One of the cluster's programs (`pg_basebackup`, `pg_verifybackup`, ...) as the server's user; with
+        `connect`, given the socket in `root` (trusted: the directory is private). Raises with its output if it
+        fails."""
+        where = ["-h", str(self.root), "-p", str(self.port), "-U", SUPERUSER] if connect else []
+        argv = [str(self.bindir / name), *where, *args]
+        done = subprocess.run(self._as_server(argv), capture_output=True, text=True, cwd=self.root)
+        if done.returncode != 0:
+            raise RuntimeError(f"{name} failed ({done.returncode}): {done.stderr[-2000:]}")
+        return done
 
     def _settings(self) -> list[str]:
         settings = {
@@ -149,6 +195,7 @@ class PgCluster:
         }
         if not self.durable:
             settings |= {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+        settings |= self.extra
         return [arg for name, value in settings.items() for arg in ("-c", f"{name}={value}")]
 
     def _as_server(self, argv: Sequence[str], *, die_with_us: bool = False) -> list[str]:
@@ -230,6 +277,17 @@ class PgCluster:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+def server_tempdir() -> Path:
+    """A fresh temporary directory the server's user owns, beside the clusters' (a WAL archive, base backups):
+    the caller removes it; a run killed before that leaves it to `sweep_stale`, like a cluster's."""
+    user = _server_user()
+    root = Path(tempfile.mkdtemp(prefix=PREFIX))
+    (root / OWNER_FILE).write_text(str(os.getpid()))
+    if user is not None:
+        os.chown(root, user.pw_uid, user.pw_gid)
+    return root
+
+
 def _die_with_parent() -> None:
     """In the child, before exec (not root: no change of user): SIGKILL when the test process dies."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -258,10 +316,11 @@ def sweep_stale() -> None:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def start_or_skip() -> PgCluster:
-    """A cluster; without the binaries a skip, or under CI a failure (see the module's docstring)."""
+def start_or_skip(settings: Mapping[str, str] | None = None) -> PgCluster:
+    """A cluster (with more server `settings` if given); without the binaries a skip, or under CI a failure (see
+    the module's docstring)."""
     try:
-        return PgCluster.start()
+        return PgCluster.start(settings=settings)
     except ClusterUnavailable as missing:
         if os.environ.get("CI"):
             pytest.fail(f"{missing} (CI installs it: a skip would hide every PostgreSQL test)")

@@ -30,7 +30,9 @@ def test_readme_gives_the_two_commands_and_ci_runs_the_test_one() -> None:
     assert os.access(ROOT / ".ci" / "run", os.X_OK)
 
 
-@pytest.mark.parametrize("path", ["docs/architecture.md", "docs/decisions.md", "reports/benchmarks.md"])
+@pytest.mark.parametrize(
+    "path", ["docs/architecture.md", "docs/decisions.md", "docs/deploy.md", "reports/benchmarks.md"]
+)
 def test_documents_exist(path: str) -> None:
     assert (ROOT / path).read_text().strip()
 
