@@ -18,14 +18,12 @@ reference itself; counters and balances are per holder.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 from sqlglot import exp
 
 from rewards_lab.domain.limits import LIFETIME_START, week_start
@@ -33,20 +31,18 @@ from rewards_lab.domain.rules import number_of, read
 from rewards_lab.replay.compiler import DUCKDB, CompiledProgramme, string
 from rewards_lab.replay.customers import FOUND, CustomerTable
 from rewards_lab.replay.engines.base import Executor
-from rewards_lab.replay.inputs import ROW, EventSource, literal
+from rewards_lab.replay.inputs import ROW, EventSource
 from rewards_lab.replay.limits_plan import Grouping, LimitsPlan
 from rewards_lab.replay.lot_pass import LOTS
 from rewards_lab.replay.plan import ceiling, schema
 from rewards_lab.replay.plan import expiry as plan_expiry
+from rewards_lab.replay.plan import limits as plan_limits
 from rewards_lab.replay.plan.expiry import ExpiryPlan
 from rewards_lab.replay.plan.layout import Layout
 from rewards_lab.replay.plan.redemptions import place_redemptions
 from rewards_lab.replay.plan.reversals import DIVISORS, HOLDERS, REVERSE_FALLBACK, decide_reversals, holder_sql
 from rewards_lab.replay.plan.rules import Context
-from rewards_lab.replay.sequential import DECISIONS, ITEMS, REDEMPTIONS, SequentialPass
-
-AFTER_EVENTS = 2**31 - 1  # psub of a redemption: after every event (moved or not) at its anchor
-_PASS_BATCH = 65_536  # operations fetched at a time by the sequential pass
+from rewards_lab.replay.sequential import DECISIONS, ITEMS, REDEMPTIONS
 
 
 @dataclass
@@ -284,109 +280,42 @@ def tails(con: duckdb.DuckDBPyConnection, limits: LimitsPlan, bound: list[int], 
         )
 
 
-def operations(con: duckdb.DuckDBPyConnection, limits: LimitsPlan, name: str, full: bool, lotted: bool = False) -> None:
-    """`{name}_ops` (k1, k2, k3, k4, op, seq, holder, m, rule, mask, d_..., keep, ref, sequential, fraction,
-    tracked) from `{name}_mrows`: the rewards whose counters can bind (all of them, `full`; with expiry,
-    `lotted`, also every reward of a tracked customer) but the tail's, the rewards reverse actions take back,
-    the redemptions."""
-    periods = limits.periods
-    starts = "".join(f", d_{period}" for period in periods if period != "lifetime")
-    nothing = "".join(f", CAST(NULL AS INTEGER) AS d_{period}" for period in periods if period != "lifetime")
-    wanted = "(r.mask > 0 OR r.tracked)" if lotted else "r.mask > 0"
-    grants = "" if full else f" WHERE {wanted} AND r.seq NOT IN (SELECT seq FROM {name}_tail)"
-    con.execute(
-        f"""CREATE TEMP TABLE {name}_ops AS
-        SELECT coalesce(mv.ppos, r.pos) AS k1, coalesce(mv.psub, 0) AS k2, r.slot AS k3, CAST(0 AS BIGINT) AS k4,
-               CAST(0 AS TINYINT) AS op, r.seq, r.holder, r.m, r.rule_index AS rule, r.mask{starts}, r.keep,
-               CAST(NULL AS BIGINT) AS ref, CAST(NULL AS BOOLEAN) AS sequential, CAST(NULL AS VARCHAR) AS fraction,
-               r.tracked
-        FROM {name}_mrows r LEFT JOIN {name}_moved mv ON mv.pos = r.pos{grants}
-        UNION ALL
-        SELECT coalesce(mv.ppos, a.pos), coalesce(mv.psub, 0), a.slot, o.seq, 1, a.seq, o.holder, o.m, o.rule_index,
-               0{nothing}, FALSE, o.seq, {"TRUE" if full else "o.mask > 0"}, a.fraction, o.tracked
-        FROM {name}_rad a JOIN {name}_mrows o ON o.pos = a.opos LEFT JOIN {name}_moved mv ON mv.pos = a.pos
-        WHERE a.code IS NULL AND a.opos <> a.pos
-        UNION ALL
-        SELECT anchor, {AFTER_EVENTS}, 0, rank, 2, NULL, holder, amount, NULL, 0{nothing}, FALSE, idx, NULL, NULL, TRUE
-        FROM {name}_red"""
-    )
-
-
-def credits_sql(rows: str, name: str, full: bool) -> str:
-    """SQL: the ops with `credit`, what set-based rewards gave their holder before them (holders with redemptions;
-    0 when the pass holds every reward, NULL for the others)."""
-    if full:
-        return f"SELECT o.*, CASE WHEN o.tracked THEN CAST(0 AS HUGEINT) END AS credit FROM {name}_ops o"
-    set_based = (
-        f"SELECT coalesce(mv.ppos, r.pos) AS k1, coalesce(mv.psub, 0) AS k2, r.slot AS k3, CAST(0 AS BIGINT) AS k4, "
-        f"CAST(-1 AS TINYINT) AS op, r.holder, r.m AS v FROM ({rows}) r LEFT JOIN {name}_moved mv ON mv.pos = r.pos "
-        f"WHERE r.holder IN (SELECT holder FROM {name}_red) "
-        f"AND r.seq NOT IN (SELECT seq FROM {name}_mrows WHERE mask > 0)"
-    )
-    reading = f"SELECT k1, k2, k3, k4, op, holder, 0 AS v FROM {name}_ops WHERE tracked AND op > 0"
-    window = (
-        "sum(v) OVER (PARTITION BY holder ORDER BY k1, k2, k3, k4, op ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
-    )
-    running = f"SELECT k1, k2, k3, k4, op, CAST({window} AS HUGEINT) AS credit FROM ({set_based} UNION ALL {reading})"
-    return (
-        f"SELECT o.*, c.credit FROM {name}_ops o LEFT JOIN ({running}) c "
-        f"ON o.op > 0 AND o.tracked AND c.op = o.op AND c.k1 = o.k1 AND c.k2 = o.k2 AND c.k3 = o.k3 AND c.k4 = o.k4"
-    )
-
-
-def with_clock(query: str, name: str, slots: int) -> str:
-    """SQL: the ops of `query` with `clock` (their anchor event's time, or the redemption's), `issued` and `exp`
-    (a grant's event time and when its lot expires; plan.expiry's `expiry_times`), for the pass's expiry."""
-    times = schema.EXPIRY_TIMES.on(name)
-    return (
-        f"SELECT o.*, CASE WHEN o.op = 2 THEN rd.t ELSE a.t END AS clock, x.t AS issued, x.exp AS exp "
-        f"FROM ({query}) o LEFT JOIN {times} a ON o.op <> 2 AND a.pos = o.k1 "
-        f"LEFT JOIN {times} x ON o.op = 0 AND x.pos = o.seq // {slots} "
-        f"LEFT JOIN {name}_red rd ON o.op = 2 AND rd.idx = o.ref"
-    )
-
-
 def run_pass(
     con: duckdb.DuckDBPyConnection,
+    ctx: Context,
     rows: str,
-    name: str,
     limits: LimitsPlan,
     room: int | None,
-    full: bool,
-    expiry: tuple[int, int] | None = None,
+    shape: plan_limits.PassShape,
+    bound: list[int],
+    as_of: int | None,
 ) -> None:
-    """Run the sequential pass over `{name}_ops` in processing order; store `{name}_dec`, `{name}_items` and
-    `{name}_redout`. `expiry`: (as_of, the slots per event) when lots expire; the pass's lots are then stored as
-    plan.expiry's `pass_lots`."""
-    redeeming = bool(con.sql(f"SELECT count(*) FROM {name}_red").fetchall()[0][0])
-    if expiry is not None:  # every reward of a tracked customer is in the pass: no credit from set-based rows
-        query = with_clock(credits_sql(rows, name, True), name, expiry[1])
-    elif redeeming:
-        query = credits_sql(rows, name, full)
-    else:
-        query = f"SELECT *, CAST(NULL AS HUGEINT) AS credit FROM {name}_ops"
-    directory = _spill_directory(con)  # before the reader: another query on `con` would end its stream
-    reader = con.sql(f"{query} ORDER BY k1, k2, k3, k4").to_arrow_reader(_PASS_BATCH)
-    as_of = None if expiry is None else expiry[0]
-    outputs: tuple[list[pa.RecordBatch], list[pa.RecordBatch], list[pa.RecordBatch]] = ([], [], [])
-    with tempfile.TemporaryDirectory(prefix="rewards-lab-lots-", dir=directory) as spill:
-        lots_path = Path(spill) / "lots.parquet"
-        # The finished lots go to disk as the pass runs (there is one per reward of a tracked customer: 27M rows
-        # at 10M events), then into `pass_lots`, a table DuckDB may spill (issue 27).
-        with pq.ParquetWriter(lots_path, LOTS) as lots:
-            for made in SequentialPass(limits, room if full else None, as_of).batches(reader):
-                for kept, batch in zip(outputs, made[:3], strict=True):
-                    if batch.num_rows:
-                        kept.append(batch)
-                if made[3].num_rows:
-                    lots.write_batch(made[3])
-        if expiry is not None:
-            stored = f"SELECT * FROM read_parquet({literal(str(lots_path))})"
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {schema.PASS_LOTS.on(name)} AS {stored}")
-    for suffix, columns, batches in zip(
-        ("dec", "items", "redout"), (DECISIONS, ITEMS, REDEMPTIONS), outputs, strict=True
-    ):
-        table(con, f"{name}_{suffix}", pa.Table.from_batches(batches, columns))
+    """The plan's ordered pass (rewards_lab.replay.plan.limits) over this connection; stores `{name}_dec` (with
+    the tail's decisions), `{name}_items`, `{name}_redout` and, when lots expire, plan.expiry's `pass_lots`."""
+    from rewards_lab.replay.engines.duckdb import DuckDBExecutor  # imports rewards_lab.replay.engine
+
+    name = ctx.prefix
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {schema.REWARDS.on(name)} AS {rows}")
+    spill = _spill_directory(con)
+    executor = DuckDBExecutor(con, spill=None if spill is None else Path(spill))
+    try:
+        run = plan_limits.Pass(limits, room if shape.full else None, as_of)
+        many = plan_limits.one_task(limits, bound, shape.full)
+        out = plan_limits.run_pass(executor, ctx, shape, run, one_task=many)
+        parts = [("dec", "d", DECISIONS), ("items", "i", ITEMS), ("redout", "r", REDEMPTIONS)]
+        for suffix, kind, columns in parts:
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {name}_{suffix} AS SELECT {', '.join(columns.names)} FROM {out} "
+                f"WHERE kind = '{kind}'"
+            )
+        if shape.expiring:
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE {schema.PASS_LOTS.on(name)} AS SELECT {', '.join(LOTS.names)} "
+                f"FROM {out} WHERE kind = 'l'"
+            )
+        con.execute(f"DROP VIEW IF EXISTS {out}")
+    finally:
+        executor.close()
     con.execute(f"INSERT INTO {name}_dec SELECT * FROM {name}_tail")
 
 
@@ -486,9 +415,14 @@ def decide_features(
         needed = f"(SELECT * FROM {name}_pe WHERE pos IN (SELECT pos FROM {name}_mpos))"
         masked_rows(con, rows_sql(lay, name, limits, lookup, inputs.lday, needed), limits, bound, name, full)
         tails(con, limits, bound, name)
-    operations(con, limits, name, full, expiry is not None)
-    clocked = None if expiry is None else (expiry.as_of, lay.slots)
-    run_pass(con, rows, name, limits, inputs.room, full, clocked)
+    credit: plan_limits.Credit = "none"
+    if expiry is not None:  # every reward of a tracked customer is in the pass: no credit from set-based rows
+        credit = "zero"
+    elif con.sql(f"SELECT count(*) FROM {name}_red").fetchall()[0][0]:
+        credit = "zero" if full else "set_based"
+    shape = plan_limits.PassShape(tuple(limits.periods), full, expiry is not None, credit)
+    ctx = Context(name, plan, lay, "duckdb", "", 0)
+    run_pass(con, ctx, rows, limits, inputs.room, shape, bound, None if expiry is None else expiry.as_of)
     with_days(con, lay, name)
     return None, FeatureTables(limits, lookup, full, bool(redeeming))
 

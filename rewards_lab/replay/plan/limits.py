@@ -1,0 +1,151 @@
+"""The ordered pass on the plan: its operations (`ops`, one step for both engines) and the pass itself, run by the
+executor's `map_partitions` (rewards_lab.replay.sequential decides; this module only moves rows).
+
+`ops` reads the rewards the pass needs (`masked_rows`: their mask, whether a refund names their event, whether
+their holder is tracked), the rewards surely cut before it (`tail`), the reverse actions' decisions, the moved
+refunds and the redemptions (plan.reversals, plan.redemptions) and, for a tracked holder, the running credit of
+its set-based rewards (`rewards`); with expiry, each operation's clock and each grant's lot times
+(plan.expiry's `expiry_times`). The pass runs per holder (customers share no counter, reward or balance) unless a
+counter across customers can bind or the ceiling may refuse: then as one task over every operation in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+import pyarrow as pa
+
+from rewards_lab.replay.engines.base import Executor
+from rewards_lab.replay.limits_plan import LimitsPlan
+from rewards_lab.replay.plan import schema
+from rewards_lab.replay.plan.rules import Context
+from rewards_lab.replay.plan.sql import Text
+from rewards_lab.replay.sequential import OUTCOMES, SequentialPass, as_outcomes
+
+AFTER_EVENTS = 2**31 - 1  # psub of a redemption: after every event (moved or not) at its anchor
+KEYS = ("k1", "k2", "k3", "k4")  # an operation's processing key
+Credit = Literal["none", "set_based", "zero"]
+
+
+@dataclass(frozen=True)
+class PassShape:
+    """What the pass's operations hold: the periods counters count (`d_<period>` columns), whether every reward
+    goes through the pass (`full`: the ceiling may refuse), whether lots expire (`expiring`: every reward of a
+    tracked holder, with clocks) and how `credit` is made (`none`: NULL; `zero`: 0 for tracked holders, the pass
+    holding all their rewards; `set_based`: the running sum of their rewards outside the pass)."""
+
+    periods: tuple[str, ...]
+    full: bool
+    expiring: bool
+    credit: Credit
+
+
+def _starts(shape: PassShape) -> list[str]:
+    return [period for period in shape.periods if period != "lifetime"]
+
+
+def operations_sql(ctx: Context, shape: PassShape) -> str:
+    """SQL: the grants, reversal items and redemptions in processing key (without credit and clock)."""
+    mrows, tail, moved = ctx.table(schema.MASKED_ROWS), ctx.table(schema.TAIL), ctx.table(schema.MOVED)
+    rad, red = ctx.table(schema.DECISIONS), ctx.table(schema.REDEMPTIONS)
+    starts = "".join(f", r.d_{period}" for period in _starts(shape))
+    nothing = "".join(f", CAST(NULL AS INTEGER) AS d_{period}" for period in _starts(shape))
+    wanted = "(r.mask > 0 OR r.tracked)" if shape.expiring else "r.mask > 0"
+    grants = "" if shape.full else f" WHERE {wanted} AND r.seq NOT IN (SELECT seq FROM {tail})"
+    return f"""
+        SELECT coalesce(mv.ppos, r.pos) AS k1, CAST(coalesce(mv.psub, 0) AS INTEGER) AS k2,
+               CAST(r.slot AS INTEGER) AS k3, CAST(0 AS BIGINT) AS k4, 0 AS op, r.seq, r.holder, r.m,
+               CAST(r.rule_index AS INTEGER) AS rule, r.mask{starts}, r.keep, CAST(NULL AS BIGINT) AS ref,
+               CAST(NULL AS BOOLEAN) AS sequential, CAST(NULL AS VARCHAR) AS fraction, r.tracked
+        FROM {mrows} r LEFT JOIN {moved} mv ON mv.pos = r.pos{grants}
+        UNION ALL
+        SELECT coalesce(mv.ppos, a.pos), CAST(coalesce(mv.psub, 0) AS INTEGER), CAST(a.slot AS INTEGER), o.seq, 1,
+               a.seq, o.holder, o.m, CAST(o.rule_index AS INTEGER), 0{nothing}, FALSE, o.seq,
+               {"TRUE" if shape.full else "o.mask > 0"}, a.fraction, o.tracked
+        FROM {rad} a JOIN {mrows} o ON o.pos = a.opos LEFT JOIN {moved} mv ON mv.pos = a.pos
+        WHERE a.code IS NULL AND a.opos <> a.pos
+        UNION ALL
+        SELECT anchor, {AFTER_EVENTS}, 0, rank, 2, CAST(NULL AS BIGINT), holder, amount, CAST(NULL AS INTEGER),
+               0{nothing}, FALSE, idx, CAST(NULL AS BOOLEAN), CAST(NULL AS VARCHAR), TRUE
+        FROM {red}"""
+
+
+def with_credit_sql(ctx: Context, shape: PassShape, ops: str) -> str:
+    """SQL: the operations with `credit`, what set-based rewards gave their holder before them."""
+    if shape.credit == "none":
+        return f"SELECT o.*, CAST(NULL AS HUGEINT) AS credit FROM ({ops}) o"
+    if shape.credit == "zero":
+        return f"SELECT o.*, CASE WHEN o.tracked THEN CAST(0 AS HUGEINT) END AS credit FROM ({ops}) o"
+    rewards, mrows, moved = ctx.table(schema.REWARDS), ctx.table(schema.MASKED_ROWS), ctx.table(schema.MOVED)
+    red = ctx.table(schema.REDEMPTIONS)
+    set_based = (
+        f"SELECT coalesce(mv.ppos, r.pos) AS k1, CAST(coalesce(mv.psub, 0) AS INTEGER) AS k2, "
+        f"CAST(r.slot AS INTEGER) AS k3, CAST(0 AS BIGINT) AS k4, -1 AS op, r.holder, CAST(r.m AS HUGEINT) AS v "
+        f"FROM {rewards} r LEFT JOIN {moved} mv ON mv.pos = r.pos "
+        f"WHERE r.holder IN (SELECT holder FROM {red}) "
+        f"AND r.seq NOT IN (SELECT seq FROM {mrows} WHERE mask > 0)"
+    )
+    reading = f"SELECT k1, k2, k3, k4, op, holder, CAST(0 AS HUGEINT) AS v FROM ({ops}) WHERE tracked AND op > 0"
+    window = "PARTITION BY holder ORDER BY k1, k2, k3, k4, op ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+    running = (
+        f"SELECT k1, k2, k3, k4, op, CAST(sum(v) OVER ({window}) AS HUGEINT) AS credit "
+        f"FROM ({set_based} UNION ALL {reading}) u"
+    )
+    return (
+        f"SELECT o.*, c.credit FROM ({ops}) o LEFT JOIN ({running}) c ON o.op > 0 AND o.tracked AND c.op = o.op "
+        "AND c.k1 = o.k1 AND c.k2 = o.k2 AND c.k3 = o.k3 AND c.k4 = o.k4"
+    )
+
+
+def with_clock_sql(ctx: Context, query: str) -> str:
+    """SQL: the operations with `clock` (their anchor event's time, or the redemption's), `issued` and `exp` (a
+    grant's event time and when its lot expires), for the pass's expiry."""
+    times, red, slots = ctx.table(schema.EXPIRY_TIMES), ctx.table(schema.REDEMPTIONS), ctx.layout.slots
+    return (
+        f"SELECT o.*, CASE WHEN o.op = 2 THEN rd.t ELSE a.t END AS clock, x.t AS issued, x.exp AS exp "
+        f"FROM ({query}) o LEFT JOIN {times} a ON o.op <> 2 AND a.pos = o.k1 "
+        f"LEFT JOIN {times} x ON o.op = 0 AND x.pos = o.seq // {slots} "
+        f"LEFT JOIN {red} rd ON o.op = 2 AND rd.idx = o.ref"
+    )
+
+
+def ops(ctx: Context, shape: PassShape) -> Text:
+    """`ops`: the pass's operations with credit (and, when lots expire, clocks)."""
+    query = with_credit_sql(ctx, shape, operations_sql(ctx, shape))
+    return Text(with_clock_sql(ctx, query) if shape.expiring else query)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """The ordered pass over operations in processing key (one holder's, or all of them), as OUTCOMES batches;
+    `room`: the ceiling's (None: the pass does not enforce it); `as_of`: lots expire until then (None: never)."""
+
+    limits: LimitsPlan
+    room: int | None
+    as_of: int | None
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for decisions, items, redemptions, lots in SequentialPass(self.limits, self.room, self.as_of).batches(batches):
+            yield as_outcomes(decisions, "d")
+            yield as_outcomes(items, "i")
+            yield as_outcomes(redemptions, "r")
+            if lots.num_rows:
+                yield as_outcomes(lots, "l")
+
+
+def run_pass(executor: Executor[object], ctx: Context, shape: PassShape, run: Pass, *, one_task: bool) -> str:
+    """`ops` then `pass_out` (map_partitions: by holder, or as one task in processing key); returns its name."""
+    executor.create(ctx.table(schema.OPS), ops(ctx, shape), stored=False)
+    out = ctx.table(schema.PASS_OUT)
+    key: tuple[str, ...] = () if one_task else ("holder",)
+    executor.map_partitions(out, f"SELECT * FROM {ctx.table(schema.OPS)}", run, OUTCOMES, key=key, order=KEYS)
+    return out
+
+
+def one_task(limits: LimitsPlan, bound: list[int], full: bool) -> bool:
+    """Whether the pass needs one order across customers: the ceiling may refuse, or a counter of several
+    customers (a budget, a programme's cap) can bind."""
+    groupings = limits.groupings()
+    return full or any(not groupings[g].per_customer for g in bound)
