@@ -28,7 +28,7 @@ from sqlglot import exp
 
 from rewards_lab.domain.limits import LIFETIME_START, week_start
 from rewards_lab.domain.rules import number_of, read
-from rewards_lab.replay.compiler import DUCKDB, CompiledProgramme, string
+from rewards_lab.replay.compiler import DUCKDB, CompiledProgramme
 from rewards_lab.replay.customers import FOUND, CustomerTable
 from rewards_lab.replay.engines.base import Executor
 from rewards_lab.replay.inputs import ROW, EventSource
@@ -220,66 +220,6 @@ def masked_rows(
     )
 
 
-def tails(con: duckdb.DuckDBPyConnection, limits: LimitsPlan, bound: list[int], name: str) -> None:
-    """`{name}_tail` (sequential.DECISIONS): rewards surely skipped, decided here rather than in the pass.
-
-    Take a counter of a single cap (bound B: its max_amount, or max_count) and, in processing order, the rewards
-    it counts and the reversals of those rewards. A lower bound L of its usage runs along them: a reward this
-    counter alone checks adds what it asked for (1 for a count) up to B, as the counter itself does (usage is at
-    least L, so it adds at least as much); any other reward adds nothing (it adds something or nothing); a
-    reversal takes back what its reward asked for (1 for a count: at least the counter gives back). This running
-    sum capped at B is L = S - max(0, max over the prefix of S - B) with S the plain running sum. A reward this
-    counter alone checks, arriving when L is already B, finds the counter used up: it is cut to nothing by this
-    cap, counts nowhere, and can be decided here instead of in the pass (which it would leave unchanged). So a
-    customer past a monthly cap early in the month costs the pass little more that month."""
-    con.execute(
-        f"CREATE TEMP TABLE {name}_tail AS SELECT * FROM (SELECT CAST(NULL AS BIGINT) AS seq, "
-        "CAST(NULL AS VARCHAR) AS holder, CAST(NULL AS BIGINT) AS requested, CAST(NULL AS BIGINT) AS g, "
-        "CAST(NULL AS VARCHAR) AS status, CAST(NULL AS VARCHAR) AS error_code, CAST(NULL AS VARCHAR) AS cut_scope, "
-        "CAST(NULL AS VARCHAR) AS cut_period, CAST(NULL AS INTEGER) AS cut_start, CAST(NULL AS BIGINT) AS cut_minor) "
-        "WHERE FALSE"
-    )
-    groupings = limits.groupings()
-    for g in bound:
-        grouping = groupings[g]
-        if len(grouping.caps) != 1:
-            continue
-        (cap,) = grouping.caps
-        bits, counting = grouping.bits, cap.max_count is not None
-        most = cap.max_count if counting else cap.max_amount_minor
-        start = "0" if grouping.period == "lifetime" else f"r.d_{grouping.period}"
-        holder = "r.holder" if grouping.per_customer else "''"
-        rule = "" if grouping.rule_index is None else f" AND r.rule_index = {grouping.rule_index}"
-        added = f"CASE WHEN r.mask = {bits} THEN {'1' if counting else 'r.m'} ELSE 0 END"
-        keyed = (
-            f"SELECT r.seq, r.pos, r.holder, {holder} AS h, {start} AS st, r.mask, r.m, "
-            "coalesce(mv.ppos, r.pos) AS k1, "
-            f"coalesce(mv.psub, 0) AS k2, r.slot AS k3, CAST(0 AS BIGINT) AS k4, 0 AS gb, "
-            f"CAST({added} AS HUGEINT) AS x FROM {name}_mrows r LEFT JOIN {name}_moved mv ON mv.pos = r.pos "
-            f"WHERE (r.mask & {bits}) <> 0{rule}"
-        )
-        taken = "-1" if counting else "-k.m"
-        marks = (
-            "SELECT NULL, NULL, NULL, k.h, k.st, NULL, 0, coalesce(mv.ppos, a.pos), coalesce(mv.psub, 0), a.slot, "
-            "k.seq, 1, "
-            f"CAST({taken} AS HUGEINT) FROM {name}_rad a JOIN keyed k ON k.pos = a.opos "
-            f"LEFT JOIN {name}_moved mv ON mv.pos = a.pos WHERE a.code IS NULL AND a.opos <> a.pos"
-        )
-        order = "PARTITION BY h, st ORDER BY k1, k2, k3, k4, gb"
-        con.execute(
-            f"""INSERT INTO {name}_tail
-            WITH keyed AS ({keyed}),
-                 summed AS (SELECT *, sum(x) OVER ({order} ROWS UNBOUNDED PRECEDING) AS s
-                            FROM (SELECT * FROM keyed UNION ALL {marks})),
-                 bounded AS (SELECT *, s - x - greatest(0, coalesce(max(s - {most}) OVER (
-                                 {order} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)) AS lower
-                             FROM summed)
-            SELECT seq, holder, m, 0, 'limited', NULL, {DUCKDB.render(string(grouping.scope))},
-                   {DUCKDB.render(string(grouping.period))}, st, m
-            FROM bounded WHERE gb = 0 AND mask = {bits} AND lower >= {most}"""
-        )
-
-
 def run_pass(
     con: duckdb.DuckDBPyConnection,
     ctx: Context,
@@ -314,9 +254,9 @@ def run_pass(
                 f"FROM {out} WHERE kind = 'l'"
             )
         con.execute(f"DROP VIEW IF EXISTS {out}")
+        con.execute(f"DROP VIEW IF EXISTS {out}_run")
     finally:
         executor.close()
-    con.execute(f"INSERT INTO {name}_dec SELECT * FROM {name}_tail")
 
 
 def _spill_directory(con: duckdb.DuckDBPyConnection) -> str | None:
@@ -394,7 +334,6 @@ def decide_features(
         if expiry is not None:  # every customer's lots: expired points give room back under the ceiling
             lotted_table(con, name, f"SELECT holder FROM ({rows})")
         masked_rows(con, rows, limits, bound, name, full, expiry is not None)
-        tails(con, limits, [], name)
     elif expiry is not None:  # every reward of a customer whose lots get consumed, and the counted rewards
         originals = f"(SELECT * FROM {name}_pe WHERE pos IN (SELECT opos FROM {name}_rad WHERE code IS NULL))"
         rewarded = rows_sql(lay, name, limits, lookup, inputs.lday, originals)
@@ -409,18 +348,17 @@ def decide_features(
             )
             needed = rows_sql(lay, name, limits, lookup, inputs.lday, events)
         masked_rows(con, needed, limits, bound, name, full, True)
-        tails(con, limits, bound, name)
     else:  # the pass needs the rewards of the events some counter that can bind counts, and the originals'
         con.execute(f"INSERT INTO {name}_mpos SELECT opos FROM {name}_rad WHERE code IS NULL")
         needed = f"(SELECT * FROM {name}_pe WHERE pos IN (SELECT pos FROM {name}_mpos))"
         masked_rows(con, rows_sql(lay, name, limits, lookup, inputs.lday, needed), limits, bound, name, full)
-        tails(con, limits, bound, name)
     credit: plan_limits.Credit = "none"
     if expiry is not None:  # every reward of a tracked customer is in the pass: no credit from set-based rows
         credit = "zero"
     elif con.sql(f"SELECT count(*) FROM {name}_red").fetchall()[0][0]:
         credit = "zero" if full else "set_based"
-    shape = plan_limits.PassShape(tuple(limits.periods), full, expiry is not None, credit)
+    tails = () if full else plan_limits.single_caps(limits, bound)
+    shape = plan_limits.PassShape(tuple(limits.periods), full, expiry is not None, credit, tails)
     ctx = Context(name, plan, lay, "duckdb", "", 0)
     run_pass(con, ctx, rows, limits, inputs.room, shape, bound, None if expiry is None else expiry.as_of)
     with_days(con, lay, name)

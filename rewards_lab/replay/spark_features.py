@@ -38,7 +38,6 @@ from rewards_lab.replay.plan.layout import layout
 from rewards_lab.replay.plan.redemptions import place_redemptions
 from rewards_lab.replay.plan.reversals import DIVISORS, HOLDERS, REVERSE_FALLBACK, decide_reversals
 from rewards_lab.replay.plan.rules import Context
-from rewards_lab.replay.sequential import DECISIONS
 from rewards_lab.replay.spark_inputs import RowReader, SparkEventSource
 
 if TYPE_CHECKING:
@@ -162,7 +161,6 @@ def run_pass(
     made = [ctx.table(table) for table in frames]
     for table, frame in frames.items():
         frame.createOrReplaceTempView(ctx.table(table))
-    executor.register(ctx.table(schema.TAIL), DECISIONS.empty_table())
     try:
         out = plan_limits.run_pass(executor, ctx, shape, run, one_task=one_task)
         return executor.relation(out)
@@ -351,7 +349,8 @@ def decide_features(
         credit = "zero"
     elif redeeming:
         credit = "zero" if full else "set_based"
-    shape = plan_limits.PassShape(tuple(limits.periods), full, expiry is not None, credit)
+    tails = () if full else plan_limits.single_caps(limits, groups)
+    shape = plan_limits.PassShape(tuple(limits.periods), full, expiry is not None, credit, tails)
     frames = {schema.REWARDS: rows, schema.MASKED_ROWS: mrows, schema.DECISIONS: decided, schema.MOVED: moved,
               schema.REDEMPTIONS: redemptions}  # fmt: skip
     if times is not None:

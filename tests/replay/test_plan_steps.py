@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme
 from rewards_lab.domain.expiry import ExpiryPolicy, month_index
+from rewards_lab.domain.limits import Cap
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR
 from rewards_lab.replay import store
 from rewards_lab.replay.compiler import SPARK, compile_programme
@@ -26,11 +27,13 @@ from rewards_lab.replay.engines.duckdb import DuckDBExecutor
 from rewards_lab.replay.engines.spark import SparkExecutor
 from rewards_lab.replay.fallback import OUTCOMES
 from rewards_lab.replay.inputs import open_events
+from rewards_lab.replay.limits_plan import Grouping
 from rewards_lab.replay.lot_pass import LOTS
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.plan import ceiling, rules, schema
 from rewards_lab.replay.plan import expiry as plan_expiry
 from rewards_lab.replay.plan.layout import layout
+from rewards_lab.replay.plan.limits import PassShape
 from rewards_lab.replay.plan.redemptions import place_redemptions
 from rewards_lab.replay.plan.reversals import decide_reversals
 from rewards_lab.replay.plan.rules import Context
@@ -71,6 +74,10 @@ FIXTURES |= {  # reverse actions and redemptions
     "decisions": ("decided", "moved"),
     "redemptions": ("redemption_input", "holders"),
 }
+FIXTURES |= {
+    "tail": ("masked_rows", "moved"),
+    "ops": ("masked_rows", "rewards", "moved"),
+}  # the ordered pass (plan.limits)
 
 
 def _programme() -> ProgrammeDefinition:
@@ -271,6 +278,39 @@ PASS_LOTS = pa.Table.from_pylist(  # the pass kept c2's lots: one spent, one tha
 )  # fmt: skip
 
 
+# the ordered pass's operations (plan.limits): one shape covering every part of the statement (in a replay, lots
+# expiring give every tracked reward to the pass and no set-based credit; here both, so that both render)
+# c2's monthly cap of 1.00 (bit 1), used up by e6: e14's reward is in the tail (e12's reversal of it comes after)
+MONTHLY = Grouping("rule:0:month", "rule", 0, "month", (Cap("rule", "month", max_amount_minor=100),), 1)
+SHAPE = PassShape(("lifetime", "month"), full=False, expiring=True, credit="set_based", tails=(MONTHLY,))
+_REWARDED = [  # (pos, slot, rule, holder, m, d_month, mask, keep, tracked): the masked rows; pos 0 is set-based
+    (0, 0, 0, "c1", 150, -214, 0, False, True),
+    (3, 0, 0, "c1", MAX_AMOUNT_MINOR, 20_513, 0, True, True),  # e4: the original of a reversal
+    (5, 0, 0, "c2", 2**63 - 1, 20_513, 1, False, True),  # a counter can bind: it does
+    (8, 0, 0, "c6", 999_999, 20_727, 3, False, False),  # two counters can bind
+    (13, 5, 0, "c2", 7, 20_513, 1, True, False),  # e14: an original processed before the refund naming it
+]
+
+
+def _rewards(slots: int, masked: bool) -> pa.Table:
+    """The `rewards` fixture (every reward), or `masked_rows` (those the pass needs, with mask, keep, tracked)."""
+    rows = [r for r in _REWARDED if not masked or r[0] != 0]
+    columns: dict[str, pa.Array] = {
+        "seq": pa.array([pos * slots + slot for pos, slot, *_ in rows], pa.int64()),
+        "pos": pa.array([r[0] for r in rows], pa.int64()),
+        "slot": pa.array([r[1] for r in rows], pa.int32()),
+        "rule_index": pa.array([r[2] for r in rows], pa.int32()),
+        "holder": pa.array([r[3] for r in rows], pa.string()),
+        "m": pa.array([r[4] for r in rows], pa.int64()),
+        "d_month": pa.array([r[5] for r in rows], pa.int32()),
+    }
+    if masked:
+        columns["mask"] = pa.array([r[6] for r in rows], pa.int32())
+        columns["keep"] = pa.array([r[7] for r in rows], pa.bool_())
+        columns["tracked"] = pa.array([r[8] for r in rows], pa.bool_())
+    return pa.table(columns)
+
+
 def _months() -> list[int]:
     """The events' local months in Paris, computed here."""
     local = [t.astimezone(ZoneInfo("Europe/Paris")) for t in _events().column("occurred_at").to_pylist()]
@@ -312,10 +352,10 @@ def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
 
 def _context(plan: Any, engine: Any, source: Any = None) -> Context:
     if source is None:
-        return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, boundary=BOUNDARY, expiry=EXPIRY)
+        return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, boundary=BOUNDARY, expiry=EXPIRY, shape=SHAPE)
     reading, _ = evaluation(source, plan)
     lookup = source.customers.lookup_spec(plan.reads_customers)
-    return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, BOUNDARY, lookup, reading, expiry=EXPIRY)
+    return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, BOUNDARY, lookup, reading, expiry=EXPIRY, shape=SHAPE)
 
 
 def _with_exotic(plan: Any) -> Any:
@@ -333,6 +373,8 @@ def _run(executor: Any, ctx: Context) -> dict[str, tuple[list[str], list[tuple[A
     executor.register(schema.ISSUED.on(PREFIX), _issued(ctx.layout.slots))
     executor.register(schema.LOTTED.on(PREFIX), pa.table({"holder": pa.array(["c2", "nobody"], pa.string())}))
     executor.register(schema.PASS_LOTS.on(PREFIX), PASS_LOTS)
+    executor.register(schema.REWARDS.on(PREFIX), _rewards(ctx.layout.slots, False))
+    executor.register(schema.MASKED_ROWS.on(PREFIX), _rewards(ctx.layout.slots, True))
     found = {}
     for step in STEPS:
         query = step.build(ctx)

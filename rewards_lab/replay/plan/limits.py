@@ -11,22 +11,25 @@ counter across customers can bind or the ceiling may refuse: then as one task ov
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 import pyarrow as pa
 
+from rewards_lab.replay.compiler import DUCKDB, string
 from rewards_lab.replay.engines.base import Executor
-from rewards_lab.replay.limits_plan import LimitsPlan
+from rewards_lab.replay.limits_plan import Grouping, LimitsPlan
 from rewards_lab.replay.plan import schema
 from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.plan.sql import Text
-from rewards_lab.replay.sequential import OUTCOMES, SequentialPass, as_outcomes
+from rewards_lab.replay.sequential import DECISIONS, OUTCOMES, SequentialPass, as_outcomes
 
 AFTER_EVENTS = 2**31 - 1  # psub of a redemption: after every event (moved or not) at its anchor
 KEYS = ("k1", "k2", "k3", "k4")  # an operation's processing key
 Credit = Literal["none", "set_based", "zero"]
+_SQL_TYPES = {"int64": "BIGINT", "int32": "INTEGER", "string": "VARCHAR", "bool": "BOOLEAN"}  # OUTCOMES' types
 
 
 @dataclass(frozen=True)
@@ -40,10 +43,86 @@ class PassShape:
     full: bool
     expiring: bool
     credit: Credit
+    tails: tuple[Grouping, ...] = ()  # the families of one cap whose counters can bind (`tail`)
+
+
+def _shape(ctx: Context) -> PassShape:
+    if ctx.shape is None:
+        raise ValueError("the pass's steps need its shape (Context.shape)")
+    return ctx.shape
 
 
 def _starts(shape: PassShape) -> list[str]:
     return [period for period in shape.periods if period != "lifetime"]
+
+
+def tail(ctx: Context) -> Text:
+    """`tail` (sequential.DECISIONS): rewards surely skipped, decided here rather than in the pass.
+
+    Take a counter of a single cap (bound B: its max_amount, or max_count) and, in processing order, the rewards
+    it counts and the reversals of those rewards. A lower bound L of its usage runs along them: a reward this
+    counter alone checks adds what it asked for (1 for a count) up to B, as the counter itself does (usage is at
+    least L, so it adds at least as much); any other reward adds nothing (it adds something or nothing); a
+    reversal takes back what its reward asked for (1 for a count: at least the counter gives back). This running
+    sum capped at B is L = S - max(0, max over the prefix of S - B) with S the plain running sum. A reward this
+    counter alone checks, arriving when L is already B, finds the counter used up: it is cut to nothing by this
+    cap, counts nowhere, and can be decided here instead of in the pass (which it would leave unchanged). So a
+    customer past a monthly cap early in the month costs the pass little more that month."""
+    shape = _shape(ctx)
+    mrows, moved, rad = ctx.table(schema.MASKED_ROWS), ctx.table(schema.MOVED), ctx.table(schema.DECISIONS)
+    nothing = (
+        "SELECT CAST(NULL AS BIGINT) AS seq, CAST(NULL AS VARCHAR) AS holder, CAST(NULL AS BIGINT) AS requested, "
+        "CAST(NULL AS BIGINT) AS g, CAST(NULL AS VARCHAR) AS status, CAST(NULL AS VARCHAR) AS error_code, "
+        "CAST(NULL AS VARCHAR) AS cut_scope, CAST(NULL AS VARCHAR) AS cut_period, CAST(NULL AS INTEGER) AS cut_start, "
+        "CAST(NULL AS BIGINT) AS cut_minor"
+    )
+    ctes, parts = [], [f"SELECT * FROM ({nothing}) n WHERE FALSE"]
+    for index, grouping in enumerate(shape.tails):
+        (cap,) = grouping.caps
+        bits, counting = grouping.bits, cap.max_count is not None
+        most = cap.max_count if counting else cap.max_amount_minor
+        start = "0" if grouping.period == "lifetime" else f"r.d_{grouping.period}"
+        holder = "r.holder" if grouping.per_customer else "''"
+        rule = "" if grouping.rule_index is None else f" AND r.rule_index = {grouping.rule_index}"
+        added = f"CASE WHEN r.mask = {bits} THEN {'1' if counting else 'r.m'} ELSE 0 END"
+        keyed, summed, bounded = f"keyed{index}", f"summed{index}", f"bounded{index}"
+        ctes.append(
+            f"{keyed} AS (SELECT r.seq, r.pos, r.holder, {holder} AS h, CAST({start} AS INTEGER) AS st, r.mask, r.m, "
+            "coalesce(mv.ppos, r.pos) AS k1, CAST(coalesce(mv.psub, 0) AS INTEGER) AS k2, "
+            "CAST(r.slot AS INTEGER) AS k3, CAST(0 AS BIGINT) AS k4, 0 AS gb, "
+            f"CAST({added} AS HUGEINT) AS x FROM {mrows} r LEFT JOIN {moved} mv ON mv.pos = r.pos "
+            f"WHERE (r.mask & {bits}) <> 0{rule})"
+        )
+        taken = "-1" if counting else "-k.m"
+        marks = (
+            "SELECT CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(NULL AS VARCHAR), k.h, k.st, "
+            "CAST(NULL AS INTEGER), CAST(0 AS BIGINT), coalesce(mv.ppos, a.pos), "
+            f"CAST(coalesce(mv.psub, 0) AS INTEGER), CAST(a.slot AS INTEGER), k.seq, 1, CAST({taken} AS HUGEINT) "
+            f"FROM {rad} a JOIN {keyed} k ON k.pos = a.opos LEFT JOIN {moved} mv ON mv.pos = a.pos "
+            "WHERE a.code IS NULL AND a.opos <> a.pos"
+        )
+        order = "PARTITION BY h, st ORDER BY k1, k2, k3, k4, gb"
+        ctes.append(
+            f"{summed} AS (SELECT *, sum(x) OVER ({order} ROWS UNBOUNDED PRECEDING) AS s "
+            f"FROM (SELECT * FROM {keyed} UNION ALL {marks}) u)"
+        )
+        ctes.append(
+            f"{bounded} AS (SELECT *, s - x - greatest(0, coalesce(max(s - {most}) OVER ({order} "
+            f"ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)) AS lower FROM {summed})"
+        )
+        parts.append(
+            f"SELECT seq, holder, m, CAST(0 AS BIGINT), 'limited', CAST(NULL AS VARCHAR), "
+            f"{DUCKDB.render(string(grouping.scope))}, {DUCKDB.render(string(grouping.period))}, st, m "
+            f"FROM {bounded} WHERE gb = 0 AND mask = {bits} AND lower >= {most}"
+        )
+    head = f"WITH {', '.join(ctes)} " if ctes else ""
+    return Text(head + " UNION ALL ".join(parts))
+
+
+def single_caps(limits: LimitsPlan, bound: list[int]) -> tuple[Grouping, ...]:
+    """The families of counters that can bind and hold one cap: their tails are decided before the pass."""
+    groupings = limits.groupings()
+    return tuple(groupings[g] for g in bound if len(groupings[g].caps) == 1)
 
 
 def operations_sql(ctx: Context, shape: PassShape) -> str:
@@ -111,8 +190,9 @@ def with_clock_sql(ctx: Context, query: str) -> str:
     )
 
 
-def ops(ctx: Context, shape: PassShape) -> Text:
-    """`ops`: the pass's operations with credit (and, when lots expire, clocks)."""
+def ops(ctx: Context) -> Text:
+    """`ops`: the pass's operations with credit (and, when lots expire, clocks), as `ctx.shape` says."""
+    shape = _shape(ctx)
     query = with_credit_sql(ctx, shape, operations_sql(ctx, shape))
     return Text(with_clock_sql(ctx, query) if shape.expiring else query)
 
@@ -136,11 +216,23 @@ class Pass:
 
 
 def run_pass(executor: Executor[object], ctx: Context, shape: PassShape, run: Pass, *, one_task: bool) -> str:
-    """`ops` then `pass_out` (map_partitions: by holder, or as one task in processing key); returns its name."""
-    executor.create(ctx.table(schema.OPS), ops(ctx, shape), stored=False)
+    """`tail`, `ops`, then `pass_out` (map_partitions: by holder, or as one task in processing key); returns the
+    name of a view of the pass's outcome with the tail's decisions (kind `d`)."""
+    shaped = dataclasses.replace(ctx, shape=shape)
+    executor.create(ctx.table(schema.TAIL), tail(shaped), stored=True)
+    executor.create(ctx.table(schema.OPS), ops(shaped), stored=False)
     out = ctx.table(schema.PASS_OUT)
     key: tuple[str, ...] = () if one_task else ("holder",)
-    executor.map_partitions(out, f"SELECT * FROM {ctx.table(schema.OPS)}", run, OUTCOMES, key=key, order=KEYS)
+    executor.map_partitions(f"{out}_run", f"SELECT * FROM {ctx.table(schema.OPS)}", run, OUTCOMES, key=key, order=KEYS)
+    decided = ", ".join(
+        name if name in DECISIONS.names else f"CAST(NULL AS {_SQL_TYPES[str(field.type)]}) AS {name}"
+        for name, field in zip(OUTCOMES.names[1:], list(OUTCOMES)[1:], strict=True)
+    )
+    executor.create(
+        out,
+        Text(f"SELECT * FROM {out}_run UNION ALL SELECT 'd' AS kind, {decided} FROM {ctx.table(schema.TAIL)}"),
+        stored=False,
+    )
     return out
 
 
