@@ -6,10 +6,10 @@ redemptions, rewards_lab.replay.plan.reversals and .redemptions: `{name}_rad`, `
 - `{name}_bind`: the counters that can bind (grouping number, holder, period start; `replay.limits_plan`) and
   `{name}_mpos`: the events holding a reward they count;
 - `{name}_mrows`: the candidate rewards the pass needs: those whose counters can bind (`mask` > 0) and those of
-  originals (to take back); `{name}_tail`: those surely cut to nothing, decided here; `{name}_ops`: the pass's
-  operations;
-- `{name}_dec`, `{name}_items`, `{name}_redout`: what the pass decided (`replay.sequential`), and `{name}_corr`:
-  the decisions with their day and slot.
+  originals (to take back); `{name}_rewards`, a view of every candidate reward (the credit reads it);
+- the plan's ordered pass (rewards_lab.replay.plan.limits: `{name}_tail`, `{name}_ops`, `{name}_passout`, the
+  same steps as on Spark), stored here as `{name}_dec`, `{name}_items`, `{name}_redout` (and, with expiry,
+  `pass_lots`); `{name}_corr`: the decisions with their day and slot.
 
 Every reward not in the pass keeps its set-based row: its amount, issued. A customer is its `holder`: with a
 customers table, the id its reference resolves to (as the live engine resolves an event's customer), else the
@@ -176,87 +176,37 @@ def binding(
     return bound
 
 
-def mask_sql(rows: str, limits: LimitsPlan, bound: list[int], name: str) -> str:
-    """SQL: the rows with `mask`, the bits of their checks whose counter can bind."""
-    groupings = limits.groupings()
-    joins, bits = [], []
-    for g in bound:
-        grouping = groupings[g]
-        start = "0" if grouping.period == "lifetime" else f"r.d_{grouping.period}"
-        on = [f"b{g}.start = {start}"]
-        if grouping.per_customer:
-            on.append(f"b{g}.holder = r.holder")
-        if grouping.rule_index is not None:
-            on.append(f"r.rule_index = {grouping.rule_index}")
-        joins.append(f"LEFT JOIN (SELECT holder, start FROM {name}_bind WHERE g = {g}) b{g} ON {' AND '.join(on)}")
-        bits.append(f"CASE WHEN b{g}.start IS NULL THEN 0 ELSE {grouping.bits} END")
-    mask = " + ".join(bits) if bits else "0"
-    return f"SELECT r.*, CAST({mask} AS INTEGER) AS mask FROM ({rows}) r {' '.join(joins)}"
-
-
 # the pass -----------------------------------------------------------------------------------------------------
-def masked_rows(
-    con: duckdb.DuckDBPyConnection,
-    rows: str,
-    limits: LimitsPlan,
-    bound: list[int],
-    name: str,
-    full: bool,
-    lotted: bool = False,
-) -> None:
-    """`{name}_mrows`: the rewards the pass needs (every one when it enforces the ceiling, `full`), with their
-    mask, whether a refund names their event (`keep`) and whether their customer redeems (`tracked`); with
-    expiry (`lotted`) every reward of the customers in `lotted` (plan.expiry), who are the `tracked` ones."""
-    originals = f"SELECT opos FROM {name}_rad WHERE code IS NULL"
-    masked = mask_sql(rows, limits, bound, name)
-    holders = f"SELECT holder FROM {schema.LOTTED.on(name)}" if lotted else f"SELECT holder FROM {name}_red"
-    where = "" if full else f" WHERE r.mask > 0 OR r.pos IN ({originals})"
-    if lotted and not full:
-        where += f" OR r.holder IN ({holders})"
-    tracked = "TRUE" if lotted and full else f"r.holder IN ({holders})"
-    con.execute(
-        f"CREATE TEMP TABLE {name}_mrows AS SELECT r.*, r.pos IN ({originals}) AS keep, "
-        f"{tracked} AS tracked FROM ({masked}) r{where}"
-    )
-
-
 def run_pass(
     con: duckdb.DuckDBPyConnection,
+    executor: Executor[object],
     ctx: Context,
-    rows: str,
     limits: LimitsPlan,
     room: int | None,
-    shape: plan_limits.PassShape,
     bound: list[int],
     as_of: int | None,
 ) -> None:
-    """The plan's ordered pass (rewards_lab.replay.plan.limits) over this connection; stores `{name}_dec` (with
-    the tail's decisions), `{name}_items`, `{name}_redout` and, when lots expire, plan.expiry's `pass_lots`."""
-    from rewards_lab.replay.engines.duckdb import DuckDBExecutor  # imports rewards_lab.replay.engine
-
-    name = ctx.prefix
-    con.execute(f"CREATE OR REPLACE TEMP VIEW {schema.REWARDS.on(name)} AS {rows}")
-    spill = _spill_directory(con)
-    executor = DuckDBExecutor(con, spill=None if spill is None else Path(spill))
-    try:
-        run = plan_limits.Pass(limits, room if shape.full else None, as_of)
-        many = plan_limits.one_task(limits, bound, shape.full)
-        out = plan_limits.run_pass(executor, ctx, shape, run, one_task=many)
-        parts = [("dec", "d", DECISIONS), ("items", "i", ITEMS), ("redout", "r", REDEMPTIONS)]
-        for suffix, kind, columns in parts:
-            con.execute(
-                f"CREATE OR REPLACE TEMP TABLE {name}_{suffix} AS SELECT {', '.join(columns.names)} FROM {out} "
-                f"WHERE kind = '{kind}'"
-            )
-        if shape.expiring:
-            con.execute(
-                f"CREATE OR REPLACE TEMP TABLE {schema.PASS_LOTS.on(name)} AS SELECT {', '.join(LOTS.names)} "
-                f"FROM {out} WHERE kind = 'l'"
-            )
-        con.execute(f"DROP VIEW IF EXISTS {out}")
-        con.execute(f"DROP VIEW IF EXISTS {out}_run")
-    finally:
-        executor.close()
+    """The plan's ordered pass (rewards_lab.replay.plan.limits) on `executor` (over this connection); stores
+    `{name}_dec` (with the tail's decisions), `{name}_items`, `{name}_redout` and, when lots expire, plan.expiry's
+    `pass_lots`."""
+    name, shape = ctx.prefix, ctx.shape
+    assert shape is not None
+    run = plan_limits.Pass(limits, room if shape.full else None, as_of)
+    many = plan_limits.one_task(limits, bound, shape.full)
+    out = plan_limits.run_pass(executor, ctx, shape, run, one_task=many)
+    parts = [("dec", "d", DECISIONS), ("items", "i", ITEMS), ("redout", "r", REDEMPTIONS)]
+    for suffix, kind, columns in parts:
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {name}_{suffix} AS SELECT {', '.join(columns.names)} FROM {out} "
+            f"WHERE kind = '{kind}'"
+        )
+    if shape.expiring:
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {schema.PASS_LOTS.on(name)} AS SELECT {', '.join(LOTS.names)} "
+            f"FROM {out} WHERE kind = 'l'"
+        )
+    con.execute(f"DROP VIEW IF EXISTS {out}")
+    con.execute(f"DROP VIEW IF EXISTS {out}_run")  # the map's files go with the executor
 
 
 def _spill_directory(con: duckdb.DuckDBPyConnection) -> str | None:
@@ -330,37 +280,38 @@ def decide_features(
             plan_expiry.without_pass(_executor(con), name)
         return boundary, FeatureTables(limits, lookup, False, False)
     _ceiling(con, lay, name, None)  # the kept table, empty: the pass decides the ceiling
-    if full:
-        if expiry is not None:  # every customer's lots: expired points give room back under the ceiling
-            lotted_table(con, name, f"SELECT holder FROM ({rows})")
-        masked_rows(con, rows, limits, bound, name, full, expiry is not None)
-    elif expiry is not None:  # every reward of a customer whose lots get consumed, and the counted rewards
-        originals = f"(SELECT * FROM {name}_pe WHERE pos IN (SELECT opos FROM {name}_rad WHERE code IS NULL))"
-        rewarded = rows_sql(lay, name, limits, lookup, inputs.lday, originals)
-        lotted_table(con, name, f"SELECT holder FROM {name}_red UNION ALL SELECT holder FROM ({rewarded})")
-        needed = rows
-        if not lay.beneficiary_fields:  # an event's rewards are its customer's: only the needed events
-            con.execute(f"INSERT INTO {name}_mpos SELECT opos FROM {name}_rad WHERE code IS NULL")
-            holder, join = holder_sql("p.customer_id", lookup)
-            events = (
-                f"(SELECT p.* FROM {name}_pe p {join} WHERE p.pos IN (SELECT pos FROM {name}_mpos) "
-                f"OR {holder} IN (SELECT holder FROM {schema.LOTTED.on(name)}))"
-            )
-            needed = rows_sql(lay, name, limits, lookup, inputs.lday, events)
-        masked_rows(con, needed, limits, bound, name, full, True)
-    else:  # the pass needs the rewards of the events some counter that can bind counts, and the originals'
-        con.execute(f"INSERT INTO {name}_mpos SELECT opos FROM {name}_rad WHERE code IS NULL")
-        needed = f"(SELECT * FROM {name}_pe WHERE pos IN (SELECT pos FROM {name}_mpos))"
-        masked_rows(con, rows_sql(lay, name, limits, lookup, inputs.lday, needed), limits, bound, name, full)
     credit: plan_limits.Credit = "none"
     if expiry is not None:  # every reward of a tracked customer is in the pass: no credit from set-based rows
         credit = "zero"
-    elif con.sql(f"SELECT count(*) FROM {name}_red").fetchall()[0][0]:
+    elif redeeming:
         credit = "zero" if full else "set_based"
+    groupings = limits.groupings()
     tails = () if full else plan_limits.single_caps(limits, bound)
-    shape = plan_limits.PassShape(tuple(limits.periods), full, expiry is not None, credit, tails)
-    ctx = Context(name, plan, lay, "duckdb", "", 0)
-    run_pass(con, ctx, rows, limits, inputs.room, shape, bound, None if expiry is None else expiry.as_of)
+    masks = tuple((g, groupings[g]) for g in bound)
+    shape = plan_limits.PassShape(tuple(limits.periods), full, expiry is not None, credit, tails, masks)
+    ctx = Context(name, plan, lay, "duckdb", "", 0, shape=shape)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {schema.REWARDS.on(name)} AS {rows}")
+    from rewards_lab.replay.engines.duckdb import DuckDBExecutor  # imports rewards_lab.replay.engine
+
+    spill = _spill_directory(con)
+    executor = DuckDBExecutor(con, spill=None if spill is None else Path(spill))
+    try:
+        if expiry is not None:  # the customers whose lots get consumed (every customer's, `full`)
+            executor.create(ctx.table(schema.LOTTED), plan_limits.lotted(ctx), stored=True)
+        needed = rows
+        if not full and not (expiry is not None and lay.beneficiary_fields):
+            # only the events the pass can need: those some counter that can bind counts, the originals' and,
+            # with expiry, the lotted customers' (an event's rewards are then its customer's)
+            con.execute(f"INSERT INTO {name}_mpos SELECT opos FROM {name}_rad WHERE code IS NULL")
+            holder, join = holder_sql("p.customer_id", lookup) if expiry is not None else ("", "")
+            lotted = "" if expiry is None else f" OR {holder} IN (SELECT holder FROM {ctx.table(schema.LOTTED)})"
+            events = f"(SELECT p.* FROM {name}_pe p {join} WHERE p.pos IN (SELECT pos FROM {name}_mpos){lotted})"
+            needed = rows_sql(lay, name, limits, lookup, inputs.lday, events)
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {ctx.table(schema.NEEDED)} AS {needed}")
+        executor.create(ctx.table(schema.MASKED_ROWS), plan_limits.masked(ctx), stored=True)
+        run_pass(con, executor, ctx, limits, inputs.room, bound, None if expiry is None else expiry.as_of)
+    finally:
+        executor.close()
     with_days(con, lay, name)
     return None, FeatureTables(limits, lookup, full, bool(redeeming))
 
@@ -432,8 +383,3 @@ def _executor(con: duckdb.DuckDBPyConnection) -> Executor[object]:
     )  # imports rewards_lab.replay.engine, which imports this
 
     return DuckDBExecutor(con)
-
-
-def lotted_table(con: duckdb.DuckDBPyConnection, name: str, holders: str) -> None:
-    """plan.expiry's `lotted` from SQL of holders: the customers whose lots the pass keeps."""
-    con.execute(f"CREATE TEMP TABLE {schema.LOTTED.on(name)} AS SELECT DISTINCT holder FROM ({holders})")

@@ -6,11 +6,10 @@ What is distributed:
   SparkExecutor: rewards_lab.replay.plan.reversals, rewards_lab.replay.plan.redemptions); the reverse actions
   and divisors of rows SQL cannot read exactly through the live evaluation in `mapInArrow`;
 - the counters that can bind (an aggregation per family of counters) and each reward's `mask` (joins);
-- the pass's operations and, for customers with redemptions, their set-based credit (a window per customer);
-- the pass itself, **per customer**: operations are partitioned by customer and sorted by processing key within
-  each partition, and one pass runs over each partition (customers never share a counter, a reward or a
-  balance). When a budget can bind, or the ceiling may refuse (every reward then goes through the pass), the
-  pass needs one order across customers: it runs as **one task** over all operations in processing order.
+- the tail, the pass's operations with their credit, and the pass itself: the plan's steps on a SparkExecutor
+  (rewards_lab.replay.plan.limits, the same as on DuckDB), the pass **per customer** (`map_partitions` keyed by
+  holder: customers never share a counter, a reward or a balance) or, when a budget can bind or the ceiling may
+  refuse, as **one task** over all operations in processing order.
 What reaches the driver: the refunds processed after a later original (few: their (position, original) pairs
 order them, `domain.processing_order`), which families of counters can bind (one number each), the redemptions
 (read there) and, per redemption, how many events come at or before it.
@@ -45,6 +44,7 @@ if TYPE_CHECKING:
 
 
 _names = itertools.count()
+BOUND = pa.schema([pa.field("g", pa.int32()), pa.field("holder", pa.string()), pa.field("start", pa.int32())])
 
 
 def holder_of(frame: DataFrame, column: str, lookup: DataFrame | None, alias: str = "holder") -> DataFrame:
@@ -124,26 +124,6 @@ def binding(rows: DataFrame, limits: LimitsPlan) -> tuple[DataFrame | None, list
     return found, sorted(int(row["g"]) for row in found.select("g").distinct().collect())
 
 
-def masked(rows: DataFrame, limits: LimitsPlan, bound: DataFrame | None, groups: list[int]) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    groupings = limits.groupings()
-    mask = F.lit(0)
-    for g in groups:
-        grouping = groupings[g]
-        assert bound is not None
-        keys = bound.where(F.col("g") == g).select(F.col("holder").alias(f"__h{g}"), F.col("start").alias(f"__s{g}"))
-        start = F.lit(0) if grouping.period == "lifetime" else F.col(f"d_{grouping.period}")
-        on = keys[f"__s{g}"] == start
-        if grouping.per_customer:
-            on = on & (keys[f"__h{g}"] == F.col("holder"))
-        if grouping.rule_index is not None:
-            on = on & (F.col("rule_index") == F.lit(grouping.rule_index))
-        rows = rows.join(keys, on, "left").drop(f"__h{g}")
-        mask = mask + F.when(F.col(f"__s{g}").isNull(), F.lit(0)).otherwise(F.lit(grouping.bits))
-    return rows.withColumn("mask", mask.cast("int")).drop(*(f"__s{g}" for g in groups))
-
-
 def run_pass(
     spark: SparkSession,
     plan: CompiledProgramme,
@@ -151,19 +131,27 @@ def run_pass(
     run: plan_limits.Pass,
     shape: plan_limits.PassShape,
     one_task: bool,
-) -> DataFrame:
-    """The pass's outcome (sequential.OUTCOMES): the plan's `ops` and ordered pass (rewards_lab.replay.plan.limits)
-    on a SparkExecutor over `frames` (its input tables as DataFrames)."""
+) -> tuple[DataFrame, DataFrame | None]:
+    """(the pass's outcome: sequential.OUTCOMES; with expiry, the `lotted` customers): the plan's `lotted`,
+    `masked_rows` and ordered pass (rewards_lab.replay.plan.limits) on a SparkExecutor over `frames` (its input
+    tables as DataFrames; `bound` empty when absent)."""
     from rewards_lab.replay.engines.spark import SparkExecutor  # imports rewards_lab.replay.spark_engine
 
-    ctx = Context(f"__spark_pass_{next(_names)}", plan, layout(plan), "spark", "", 0)
+    ctx = Context(f"__spark_pass_{next(_names)}", plan, layout(plan), "spark", "", 0, shape=shape)
     executor = SparkExecutor(spark)
     made = [ctx.table(table) for table in frames]
     for table, frame in frames.items():
         frame.createOrReplaceTempView(ctx.table(table))
+    if schema.BOUND not in frames:
+        executor.register(ctx.table(schema.BOUND), BOUND.empty_table())
     try:
+        lotted = None
+        if shape.expiring:
+            executor.create(ctx.table(schema.LOTTED), plan_limits.lotted(ctx), stored=True)
+            lotted = executor.relation(ctx.table(schema.LOTTED))
+        executor.create(ctx.table(schema.MASKED_ROWS), plan_limits.masked(ctx), stored=True)
         out = plan_limits.run_pass(executor, ctx, shape, run, one_task=one_task)
-        return executor.relation(out)
+        return executor.relation(out), lotted
     finally:
         executor.close()
         for name in made:
@@ -325,38 +313,25 @@ def decide_features(
         return SparkFeatures(limits, None, refunds, redemptions, lookup, False)
     if expiry is None:
         full = _asks_more(rows, room)
-    one_task = plan_limits.one_task(limits, groups, full)
-    originals = refunds.where(F.col("code").isNull()).select(F.col("opos").alias("pos")).distinct()
-    holders = redemptions.select("holder")
-    lotted = None
-    if expiry is not None:  # every customer whose lots get consumed (redemptions, reversals; all, `full`)
-        at_originals = rows.join(originals, "pos", "left_semi").select("holder")
-        lotted = (rows.select("holder") if full else holders.unionByName(at_originals)).distinct()
-        lotted = lotted.localCheckpoint(eager=True)
-        holders = lotted
-    flagged = (
-        masked(rows, limits, bound, groups)
-        .join(originals.withColumn("keep", F.lit(True)), "pos", "left")
-        .join(holders.distinct().withColumn("tracked", F.lit(True)), "holder", "left")
-        .withColumn("keep", F.coalesce(F.col("keep"), F.lit(False)))
-        .withColumn("tracked", F.coalesce(F.col("tracked"), F.lit(False)))
-    )
-    wanted = (F.col("mask") > 0) | F.col("keep")
-    mrows = flagged if full else flagged.where(wanted | F.col("tracked") if expiry is not None else wanted)
-    mrows = mrows.localCheckpoint(eager=True)
     credit: plan_limits.Credit = "none"
     if expiry is not None:  # every reward of a tracked customer is in the pass: no credit from set-based rows
         credit = "zero"
     elif redeeming:
         credit = "zero" if full else "set_based"
+    groupings = limits.groupings()
     tails = () if full else plan_limits.single_caps(limits, groups)
-    shape = plan_limits.PassShape(tuple(limits.periods), full, expiry is not None, credit, tails)
-    frames = {schema.REWARDS: rows, schema.MASKED_ROWS: mrows, schema.DECISIONS: decided, schema.MOVED: moved,
+    masks = tuple((g, groupings[g]) for g in groups)
+    shape = plan_limits.PassShape(tuple(limits.periods), full, expiry is not None, credit, tails, masks)
+    frames = {schema.REWARDS: rows, schema.NEEDED: rows, schema.DECISIONS: decided, schema.MOVED: moved,
               schema.REDEMPTIONS: redemptions}  # fmt: skip
+    if bound is not None:
+        frames[schema.BOUND] = bound
     if times is not None:
         frames[schema.EXPIRY_TIMES] = times
     run = plan_limits.Pass(limits, room if full else None, None if expiry is None else expiry.as_of)
-    outcome = run_pass(events.sparkSession, plan, frames, run, shape, one_task)
+    outcome, lotted = run_pass(
+        events.sparkSession, plan, frames, run, shape, plan_limits.one_task(limits, groups, full)
+    )
     return SparkFeatures(limits, outcome, refunds, redemptions, lookup, full, lotted)
 
 

@@ -27,17 +27,17 @@ from rewards_lab.replay.engines.duckdb import DuckDBExecutor
 from rewards_lab.replay.engines.spark import SparkExecutor
 from rewards_lab.replay.fallback import OUTCOMES
 from rewards_lab.replay.inputs import open_events
-from rewards_lab.replay.limits_plan import Grouping
+from rewards_lab.replay.limits_plan import LimitsPlan
 from rewards_lab.replay.lot_pass import LOTS
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.plan import ceiling, rules, schema
 from rewards_lab.replay.plan import expiry as plan_expiry
 from rewards_lab.replay.plan.layout import layout
-from rewards_lab.replay.plan.limits import PassShape
+from rewards_lab.replay.plan.limits import Pass, PassShape, run_pass
 from rewards_lab.replay.plan.redemptions import place_redemptions
 from rewards_lab.replay.plan.reversals import decide_reversals
 from rewards_lab.replay.plan.rules import Context
-from rewards_lab.replay.plan.sql import lint, parse, render
+from rewards_lab.replay.plan.sql import Text, lint, parse, render
 from rewards_lab.replay.plan.steps import AMOUNTS, STEPS
 from rewards_lab.replay.redemptions import redemptions_table
 from rewards_lab.replay.spark_customers import open_spark_customers
@@ -75,8 +75,10 @@ FIXTURES |= {  # reverse actions and redemptions
     "redemptions": ("redemption_input", "holders"),
 }
 FIXTURES |= {
-    "tail": ("masked_rows", "moved"),
-    "ops": ("masked_rows", "rewards", "moved"),
+    "lotted": ("rewards",),
+    "masked_rows": ("needed", "bound"),
+    "tail": ("moved",),
+    "ops": ("rewards", "moved"),
 }  # the ordered pass (plan.limits)
 
 
@@ -281,34 +283,40 @@ PASS_LOTS = pa.Table.from_pylist(  # the pass kept c2's lots: one spent, one tha
 # the ordered pass's operations (plan.limits): one shape covering every part of the statement (in a replay, lots
 # expiring give every tracked reward to the pass and no set-based credit; here both, so that both render)
 # c2's monthly cap of 1.00 (bit 1), used up by e6: e14's reward is in the tail (e12's reversal of it comes after)
-MONTHLY = Grouping("rule:0:month", "rule", 0, "month", (Cap("rule", "month", max_amount_minor=100),), 1)
-SHAPE = PassShape(("lifetime", "month"), full=False, expiring=True, credit="set_based", tails=(MONTHLY,))
-_REWARDED = [  # (pos, slot, rule, holder, m, d_month, mask, keep, tracked): the masked rows; pos 0 is set-based
-    (0, 0, 0, "c1", 150, -214, 0, False, True),
-    (3, 0, 0, "c1", MAX_AMOUNT_MINOR, 20_513, 0, True, True),  # e4: the original of a reversal
-    (5, 0, 0, "c2", 2**63 - 1, 20_513, 1, False, True),  # a counter can bind: it does
-    (8, 0, 0, "c6", 999_999, 20_727, 3, False, False),  # two counters can bind
-    (13, 5, 0, "c2", 7, 20_513, 1, True, False),  # e14: an original processed before the refund naming it
+LIMITS = LimitsPlan({0: (Cap("rule", "month", max_amount_minor=100),)}, (), (), "available")
+(MONTHLY,) = LIMITS.groupings()
+SHAPE = PassShape(
+    ("lifetime", "month"), full=False, expiring=True, credit="set_based", tails=(MONTHLY,), bound=((0, MONTHLY),)
+)
+BOUND = pa.table(  # c2's month of e6 and c6's of e9: their counters can bind
+    {
+        "g": pa.array([0, 0], pa.int32()),
+        "holder": pa.array(["c2", "c6"]),
+        "start": pa.array([20_513, 20_727], pa.int32()),
+    }
+)
+_REWARDED = [  # (pos, slot, rule, holder, m, d_month): the rewards (also those the pass may need, `needed`)
+    (4, 0, 0, "c1", 150, 20_513),  # c1 redeems: tracked, with its set-based credit (not before 1970: see below)
+    (3, 0, 0, "c1", MAX_AMOUNT_MINOR, 20_513),  # e4: the original of a reversal (kept)
+    (5, 0, 0, "c2", 2**63 - 1, 20_513),  # c2's counter can bind: it does
+    (8, 0, 0, "c6", 999_999, 20_727),  # c6's counter can bind, not reached: c6 is not tracked
+    (13, 5, 0, "c2", 7, 20_513),  # e14: an original processed before the refund naming it, in the tail
+    (16, 0, 0, "c3", 100, 20_850),  # e17: nothing binds, nothing names it, c3 is not tracked: not needed
 ]
 
 
-def _rewards(slots: int, masked: bool) -> pa.Table:
-    """The `rewards` fixture (every reward), or `masked_rows` (those the pass needs, with mask, keep, tracked)."""
-    rows = [r for r in _REWARDED if not masked or r[0] != 0]
-    columns: dict[str, pa.Array] = {
-        "seq": pa.array([pos * slots + slot for pos, slot, *_ in rows], pa.int64()),
-        "pos": pa.array([r[0] for r in rows], pa.int64()),
-        "slot": pa.array([r[1] for r in rows], pa.int32()),
-        "rule_index": pa.array([r[2] for r in rows], pa.int32()),
-        "holder": pa.array([r[3] for r in rows], pa.string()),
-        "m": pa.array([r[4] for r in rows], pa.int64()),
-        "d_month": pa.array([r[5] for r in rows], pa.int32()),
-    }
-    if masked:
-        columns["mask"] = pa.array([r[6] for r in rows], pa.int32())
-        columns["keep"] = pa.array([r[7] for r in rows], pa.bool_())
-        columns["tracked"] = pa.array([r[8] for r in rows], pa.bool_())
-    return pa.table(columns)
+def _rewards(slots: int) -> pa.Table:
+    return pa.table(
+        {
+            "seq": pa.array([pos * slots + slot for pos, slot, *_ in _REWARDED], pa.int64()),
+            "pos": pa.array([r[0] for r in _REWARDED], pa.int64()),
+            "slot": pa.array([r[1] for r in _REWARDED], pa.int32()),
+            "rule_index": pa.array([r[2] for r in _REWARDED], pa.int32()),
+            "holder": pa.array([r[3] for r in _REWARDED], pa.string()),
+            "m": pa.array([r[4] for r in _REWARDED], pa.int64()),
+            "d_month": pa.array([r[5] for r in _REWARDED], pa.int32()),
+        }
+    )
 
 
 def _months() -> list[int]:
@@ -371,10 +379,12 @@ def _run(executor: Any, ctx: Context) -> dict[str, tuple[list[str], list[tuple[A
     _register_reversal_fixtures(executor)
     executor.register(schema.MONTH_ENDS.on(PREFIX), plan_expiry.month_ends_table(EXPIRY, _months()))
     executor.register(schema.ISSUED.on(PREFIX), _issued(ctx.layout.slots))
-    executor.register(schema.LOTTED.on(PREFIX), pa.table({"holder": pa.array(["c2", "nobody"], pa.string())}))
+    # a stored table, as the `lotted` step's (which replaces it after the `lots` step has read it)
+    executor.create(schema.LOTTED.on(PREFIX), Text("SELECT 'c2' AS holder UNION ALL SELECT 'nobody'"), stored=True)
     executor.register(schema.PASS_LOTS.on(PREFIX), PASS_LOTS)
-    executor.register(schema.REWARDS.on(PREFIX), _rewards(ctx.layout.slots, False))
-    executor.register(schema.MASKED_ROWS.on(PREFIX), _rewards(ctx.layout.slots, True))
+    executor.register(schema.REWARDS.on(PREFIX), _rewards(ctx.layout.slots))
+    executor.register(schema.NEEDED.on(PREFIX), _rewards(ctx.layout.slots))
+    executor.register(schema.BOUND.on(PREFIX), BOUND)
     found = {}
     for step in STEPS:
         query = step.build(ctx)
@@ -666,3 +676,28 @@ def test_expiry_after_days_gives_the_same_times_on_both_engines(days: int, on_du
         found.append(_rows(executor.fetch(f"SELECT * FROM {PREFIX}_days")))
     assert found[0] == found[1] and len(found[0]) == _events().num_rows
     assert all(exp == t + days * 86_400_000_000 for _, t, exp in found[0])
+
+
+# Not a reward before 1970 for a tracked holder here: LotBook takes a negative expiry time for "never" (its
+# sentinel is any negative number), so such a lot is freed twice and the pass's lots then depend on the order of
+# holders (a bug of the lot pass, left as it is by this increment: the note of i30-limits).
+def _passed(executor: Any, plan: Any, one_task: bool) -> list[tuple[Any, ...]]:
+    """The ordered pass over the fixtures' operations (map_partitions), the tail's decisions added."""
+    ctx = _context(plan, executor.engine)
+    out = run_pass(executor, ctx, SHAPE, Pass(LIMITS, None, AS_OF), one_task=one_task)
+    return _rows(executor.fetch(f"SELECT * FROM {out}"))
+
+
+def test_the_pass_decides_the_same_on_both_engines_by_holder_or_as_one_task(on_duckdb: Any, on_spark: Any) -> None:
+    """The pass through each executor's map_partitions: by holder (customers share nothing here) or as one task,
+    the same outcome; the tail's reward decided before it, the capped reward cut, the reversal's items taken."""
+    found = _passed(on_duckdb[0], on_duckdb[1], True)
+    assert _passed(on_duckdb[0], on_duckdb[1], False) == found
+    assert _passed(on_spark[0], on_spark[1], True) == found
+    assert _passed(on_spark[0], on_spark[1], False) == found
+    slots = layout(on_duckdb[1]).slots
+    by_seq = {(row[0], row[1]): row for row in found}
+    assert by_seq["d", 13 * slots + 5][5] == "limited"  # e14's reward: the tail's
+    assert by_seq["d", 5 * slots][4:6] == (100, "issued")  # e6's: cut to the cap
+    assert by_seq["i", DECIDED.column("seq")[0].as_py()][13] == 499_999_999_999_999_999  # half of e4's taken
+    assert [row[14] for row in found if row[0] == "r"] == [0, 1]

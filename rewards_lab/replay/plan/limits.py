@@ -44,6 +44,7 @@ class PassShape:
     expiring: bool
     credit: Credit
     tails: tuple[Grouping, ...] = ()  # the families of one cap whose counters can bind (`tail`)
+    bound: tuple[tuple[int, Grouping], ...] = ()  # the families whose counters can bind, by number g (`mask`)
 
 
 def _shape(ctx: Context) -> PassShape:
@@ -54,6 +55,50 @@ def _shape(ctx: Context) -> PassShape:
 
 def _starts(shape: PassShape) -> list[str]:
     return [period for period in shape.periods if period != "lifetime"]
+
+
+def lotted(ctx: Context) -> Text:
+    """`lotted`: the customers whose lots the pass keeps (their lots get consumed): every rewarded customer when
+    the pass holds every reward (`full`), else those who redeem and those a reversal takes from."""
+    shape, rewards = _shape(ctx), ctx.table(schema.REWARDS)
+    if shape.full:
+        return Text(f"SELECT DISTINCT holder FROM {rewards}")
+    red, rad = ctx.table(schema.REDEMPTIONS), ctx.table(schema.DECISIONS)
+    return Text(
+        f"SELECT DISTINCT holder FROM (SELECT holder FROM {red} UNION ALL SELECT r.holder FROM {rewards} r "
+        f"WHERE r.pos IN (SELECT opos FROM {rad} WHERE code IS NULL)) h"
+    )
+
+
+def masked(ctx: Context) -> Text:
+    """`masked_rows`: the rewards the pass needs (every one when it enforces the ceiling, `full`) with `mask`, the
+    bits of their checks whose counter can bind, whether a refund names their event (`keep`) and whether their
+    holder's balance is followed (`tracked`: with expiry the `lotted` customers, whose every reward the pass
+    then needs, else those who redeem)."""
+    shape = _shape(ctx)
+    needed, bound, rad = ctx.table(schema.NEEDED), ctx.table(schema.BOUND), ctx.table(schema.DECISIONS)
+    joins, bits = [], []
+    for g, grouping in shape.bound:
+        start = "0" if grouping.period == "lifetime" else f"r.d_{grouping.period}"
+        on = [f"b{g}.start = {start}"]
+        if grouping.per_customer:
+            on.append(f"b{g}.holder = r.holder")
+        if grouping.rule_index is not None:
+            on.append(f"r.rule_index = {grouping.rule_index}")
+        joins.append(f" LEFT JOIN (SELECT holder, start FROM {bound} WHERE g = {g}) b{g} ON {' AND '.join(on)}")
+        bits.append(f"CASE WHEN b{g}.start IS NULL THEN 0 ELSE {grouping.bits} END")
+    mask = " + ".join(bits) if bits else "0"
+    holders = ctx.table(schema.LOTTED) if shape.expiring else ctx.table(schema.REDEMPTIONS)
+    rows = (
+        f"SELECT r.*, CAST({mask} AS INTEGER) AS mask, o.opos IS NOT NULL AS keep, h.holder IS NOT NULL AS tracked "
+        f"FROM {needed} r{''.join(joins)} "
+        f"LEFT JOIN (SELECT DISTINCT opos FROM {rad} WHERE code IS NULL) o ON o.opos = r.pos "
+        f"LEFT JOIN (SELECT DISTINCT holder FROM {holders}) h ON h.holder = r.holder"
+    )
+    if shape.full:
+        return Text(rows)
+    wanted = "mask > 0 OR keep OR tracked" if shape.expiring else "mask > 0 OR keep"
+    return Text(f"SELECT * FROM ({rows}) m WHERE {wanted}")
 
 
 def tail(ctx: Context) -> Text:

@@ -310,6 +310,20 @@ REWARDS = Table(
      ("m", "BIGINT"), ("d_<period>", "INTEGER")),
     "every positive candidate reward with its holder and the first local day of each period its counters count",
 )  # fmt: skip
+BOUND = Table(
+    "bound",
+    "bind",
+    "stored",
+    (("g", "INTEGER"), ("holder", "VARCHAR"), ("start", "INTEGER")),
+    "the counters that can bind: family g (limits_plan.LimitsPlan.groupings), holder ('' for a budget), period start",
+)
+NEEDED = Table(
+    "needed",
+    "needed",
+    "view",
+    REWARDS.columns,
+    "the rewards the pass may need (`rewards`, or on DuckDB only those of the events it can need)",
+)
 MASKED_ROWS = Table(
     "masked_rows",
     "mrows",
@@ -344,5 +358,5 @@ PASS_OUT = Table(
     "the ordered pass's outcome (map_partitions over `ops`, by holder or as one task): kind d/i/r/l",
 )
 
-LIMITS_TABLES: tuple[Table, ...] = (REWARDS, MASKED_ROWS, TAIL, OPS, PASS_OUT)
+LIMITS_TABLES: tuple[Table, ...] = (REWARDS, BOUND, NEEDED, MASKED_ROWS, TAIL, OPS, PASS_OUT)
 PLAN_TABLES += LIMITS_TABLES

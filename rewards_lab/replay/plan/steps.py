@@ -124,8 +124,19 @@ EXPIRY_STEPS: tuple[Step, ...] = (MONTHS, EXPIRY_TIMES, LOTS)
 
 STEPS += EXPIRY_STEPS
 
-# the ordered pass (plan.limits): the tail decided before it, its operations, then executor.map_partitions over
+# the ordered pass (plan.limits): with expiry the customers whose lots it keeps, the rewards it needs (their masks),
+# the tail decided before it, its operations, then executor.map_partitions over
 # `ops` (limits.Pass) by holder or as one task, the tail's decisions added to its outcome (limits.run_pass)
+LOTTED = Step(
+    "lotted", schema.LOTTED, (schema.REWARDS, schema.REDEMPTIONS, schema.DECISIONS), limits.lotted, stored=True
+)
+MASKED_ROWS = Step(
+    "masked_rows",
+    schema.MASKED_ROWS,
+    (schema.NEEDED, schema.BOUND, schema.DECISIONS, schema.LOTTED, schema.REDEMPTIONS),
+    limits.masked,
+    stored=True,
+)
 TAIL = Step("tail", schema.TAIL, (schema.MASKED_ROWS, schema.MOVED, schema.DECISIONS), limits.tail, stored=True)
 OPS = Step(
     "ops",
@@ -135,4 +146,4 @@ OPS = Step(
     limits.ops,
     stored=False,
 )  # fmt: skip
-STEPS += (TAIL, OPS)
+STEPS += (LOTTED, MASKED_ROWS, TAIL, OPS)
