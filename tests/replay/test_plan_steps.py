@@ -33,7 +33,7 @@ from rewards_lab.replay.order import order_events
 from rewards_lab.replay.plan import ceiling, rules, schema
 from rewards_lab.replay.plan import expiry as plan_expiry
 from rewards_lab.replay.plan.layout import layout
-from rewards_lab.replay.plan.limits import Pass, PassShape, run_pass
+from rewards_lab.replay.plan.limits import Pass, PassShape, lotted, masked, run_pass
 from rewards_lab.replay.plan.redemptions import place_redemptions
 from rewards_lab.replay.plan.reversals import decide_reversals
 from rewards_lab.replay.plan.rules import Context
@@ -682,8 +682,23 @@ def test_expiry_after_days_gives_the_same_times_on_both_engines(days: int, on_du
 # sentinel is any negative number), so such a lot is freed twice and the pass's lots then depend on the order of
 # holders (a bug of the lot pass, left as it is by this increment: the note of i30-limits).
 def _passed(executor: Any, plan: Any, one_task: bool) -> list[tuple[Any, ...]]:
-    """The ordered pass over the fixtures' operations (map_partitions), the tail's decisions added."""
-    ctx = _context(plan, executor.engine)
+    """The ordered pass over the fixtures (`lotted`, `masked_rows`, then map_partitions over `ops`), the tail's
+    decisions added: under a prefix of its own, so that what other tests decide leaves it alone."""
+    ctx = dataclasses.replace(_context(plan, executor.engine), prefix="__pass", shape=SHAPE)
+    slots = ctx.layout.slots
+    decisions = DECIDED.append_column("pday", pa.array([20_758, 20_760, -1], pa.int32()))
+    redemptions = pa.table(
+        {"idx": pa.array([0, 1], pa.int64()), "holder": pa.array(["c1", "c2"]), "amount": pa.array([100, 2**62]),
+         "t": pa.array([-1, 1_774_746_000_000_000]), "rank": pa.array([0, 1]), "anchor": pa.array([-1, 5])}
+    )  # fmt: skip
+    given = {schema.REWARDS: _rewards(slots), schema.NEEDED: _rewards(slots), schema.BOUND: BOUND,
+             schema.MOVED: MOVED, schema.DECISIONS: decisions, schema.REDEMPTIONS: redemptions}  # fmt: skip
+    for table, data in given.items():
+        executor.register(ctx.table(table), data)
+    times = Text(f"SELECT * FROM {schema.EXPIRY_TIMES.on(PREFIX)}")
+    executor.create(ctx.table(schema.EXPIRY_TIMES), times, stored=True)
+    executor.create(ctx.table(schema.LOTTED), lotted(ctx), stored=True)
+    executor.create(ctx.table(schema.MASKED_ROWS), masked(ctx), stored=True)
     out = run_pass(executor, ctx, SHAPE, Pass(LIMITS, None, AS_OF), one_task=one_task)
     return _rows(executor.fetch(f"SELECT * FROM {out}"))
 
