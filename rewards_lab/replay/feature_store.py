@@ -56,6 +56,9 @@ class FeatureTables:
     redemptions: bool
 
 
+# How many operations a pass keyed by holder needs before it runs in worker processes (None: the executor's
+# default, rewards_lab.replay.engines.duckdb.WORKER_ROWS; the tests set 0 to run the pass by processes).
+PASS_WORKER_ROWS: int | None = None
 EPOCH_SQL = f"DATE '{LIFETIME_START.isoformat()}'"  # day number 0 (`domain.limits.day_number`)
 
 
@@ -291,10 +294,11 @@ def decide_features(
     shape = plan_limits.PassShape(tuple(limits.periods), full, expiry is not None, credit, tails, masks)
     ctx = Context(name, plan, lay, "duckdb", "", 0, shape=shape)
     con.execute(f"CREATE OR REPLACE TEMP VIEW {schema.REWARDS.on(name)} AS {rows}")
-    from rewards_lab.replay.engines.duckdb import DuckDBExecutor  # imports rewards_lab.replay.engine
+    from rewards_lab.replay.engines.duckdb import WORKER_ROWS, DuckDBExecutor  # imports rewards_lab.replay.engine
 
     spill = _spill_directory(con)
-    executor = DuckDBExecutor(con, spill=None if spill is None else Path(spill))
+    rows_for_workers = WORKER_ROWS if PASS_WORKER_ROWS is None else PASS_WORKER_ROWS
+    executor = DuckDBExecutor(con, spill=None if spill is None else Path(spill), worker_rows=rows_for_workers)
     try:
         if expiry is not None:  # the customers whose lots get consumed (every customer's, `full`)
             executor.create(ctx.table(schema.LOTTED), plan_limits.lotted(ctx), stored=True)
