@@ -283,15 +283,7 @@ def decide_features(
             plan_expiry.without_pass(_executor(con), name)
         return boundary, FeatureTables(limits, lookup, False, False)
     _ceiling(con, lay, name, None)  # the kept table, empty: the pass decides the ceiling
-    credit: plan_limits.Credit = "none"
-    if expiry is not None:  # every reward of a tracked customer is in the pass: no credit from set-based rows
-        credit = "zero"
-    elif redeeming:
-        credit = "zero" if full else "set_based"
-    groupings = limits.groupings()
-    tails = () if full else plan_limits.single_caps(limits, bound)
-    masks = tuple((g, groupings[g]) for g in bound)
-    shape = plan_limits.PassShape(tuple(limits.periods), full, expiry is not None, credit, tails, masks)
+    shape = plan_limits.shape_of(limits, bound, full, expiry is not None, bool(redeeming))
     ctx = Context(name, plan, lay, "duckdb", "", 0, shape=shape)
     con.execute(f"CREATE OR REPLACE TEMP VIEW {schema.REWARDS.on(name)} AS {rows}")
     from rewards_lab.replay.engines.duckdb import WORKER_ROWS, DuckDBExecutor  # imports rewards_lab.replay.engine

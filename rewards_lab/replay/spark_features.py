@@ -313,15 +313,7 @@ def decide_features(
         return SparkFeatures(limits, None, refunds, redemptions, lookup, False)
     if expiry is None:
         full = _asks_more(rows, room)
-    credit: plan_limits.Credit = "none"
-    if expiry is not None:  # every reward of a tracked customer is in the pass: no credit from set-based rows
-        credit = "zero"
-    elif redeeming:
-        credit = "zero" if full else "set_based"
-    groupings = limits.groupings()
-    tails = () if full else plan_limits.single_caps(limits, groups)
-    masks = tuple((g, groupings[g]) for g in groups)
-    shape = plan_limits.PassShape(tuple(limits.periods), full, expiry is not None, credit, tails, masks)
+    shape = plan_limits.shape_of(limits, groups, full, expiry is not None, redeeming)
     frames = {schema.REWARDS: rows, schema.NEEDED: rows, schema.DECISIONS: decided, schema.MOVED: moved,
               schema.REDEMPTIONS: redemptions}  # fmt: skip
     if bound is not None:

@@ -47,6 +47,20 @@ class PassShape:
     bound: tuple[tuple[int, Grouping], ...] = ()  # the families whose counters can bind, by number g (`mask`)
 
 
+def shape_of(limits: LimitsPlan, bound: list[int], full: bool, expiring: bool, redeeming: bool) -> PassShape:
+    """The pass's shape from what the replay found: the families whose counters can bind (`bound`), whether the
+    pass holds every reward (`full`), whether lots expire and whether redemptions were given."""
+    credit: Credit = "none"
+    if expiring:  # every reward of a tracked customer is in the pass: no credit from set-based rows
+        credit = "zero"
+    elif redeeming:
+        credit = "zero" if full else "set_based"
+    groupings = limits.groupings()
+    tails = () if full else single_caps(limits, bound)
+    masks = tuple((g, groupings[g]) for g in bound)
+    return PassShape(tuple(limits.periods), full, expiring, credit, tails, masks)
+
+
 def _shape(ctx: Context) -> PassShape:
     if ctx.shape is None:
         raise ValueError("the pass's steps need its shape (Context.shape)")
