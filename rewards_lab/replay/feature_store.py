@@ -6,10 +6,10 @@ redemptions, rewards_lab.replay.plan.reversals and .redemptions: `{name}_rad`, `
 - `{name}_bind`: the counters that can bind (grouping number, holder, period start; `replay.limits_plan`) and
   `{name}_mpos`: the events holding a reward they count;
 - `{name}_mrows`: the candidate rewards the pass needs: those whose counters can bind (`mask` > 0) and those of
-  originals (to take back); `{name}_tail`: those surely cut to nothing, decided here; `{name}_ops`: the pass's
-  operations;
-- `{name}_dec`, `{name}_items`, `{name}_redout`: what the pass decided (`replay.sequential`), and `{name}_corr`:
-  the decisions with their day and slot.
+  originals (to take back); `{name}_rewards`, a view of every candidate reward (the credit reads it);
+- the plan's ordered pass (rewards_lab.replay.plan.limits: `{name}_tail`, `{name}_ops`, `{name}_passout`, the
+  same steps as on Spark), stored here as `{name}_dec`, `{name}_items`, `{name}_redout` (and, with expiry,
+  `pass_lots`); `{name}_corr`: the decisions with their day and slot.
 
 Every reward not in the pass keeps its set-based row: its amount, issued. A customer is its `holder`: with a
 customers table, the id its reference resolves to (as the live engine resolves an event's customer), else the
@@ -18,35 +18,31 @@ reference itself; counters and balances are per holder.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 from sqlglot import exp
 
 from rewards_lab.domain.limits import LIFETIME_START, week_start
 from rewards_lab.domain.rules import number_of, read
-from rewards_lab.replay.compiler import DUCKDB, CompiledProgramme, string
+from rewards_lab.replay.compiler import DUCKDB, CompiledProgramme
 from rewards_lab.replay.customers import FOUND, CustomerTable
 from rewards_lab.replay.engines.base import Executor
-from rewards_lab.replay.inputs import ROW, EventSource, literal
+from rewards_lab.replay.inputs import ROW, EventSource
 from rewards_lab.replay.limits_plan import Grouping, LimitsPlan
 from rewards_lab.replay.lot_pass import LOTS
 from rewards_lab.replay.plan import ceiling, schema
 from rewards_lab.replay.plan import expiry as plan_expiry
+from rewards_lab.replay.plan import limits as plan_limits
 from rewards_lab.replay.plan.expiry import ExpiryPlan
 from rewards_lab.replay.plan.layout import Layout
 from rewards_lab.replay.plan.redemptions import place_redemptions
 from rewards_lab.replay.plan.reversals import DIVISORS, HOLDERS, REVERSE_FALLBACK, decide_reversals, holder_sql
 from rewards_lab.replay.plan.rules import Context
-from rewards_lab.replay.sequential import DECISIONS, ITEMS, REDEMPTIONS, SequentialPass
-
-AFTER_EVENTS = 2**31 - 1  # psub of a redemption: after every event (moved or not) at its anchor
-_PASS_BATCH = 65_536  # operations fetched at a time by the sequential pass
+from rewards_lab.replay.sequential import DECISIONS, ITEMS, REDEMPTIONS
 
 
 @dataclass
@@ -60,6 +56,9 @@ class FeatureTables:
     redemptions: bool
 
 
+# How many operations a pass keyed by holder needs before it runs in worker processes (None: the executor's
+# default, rewards_lab.replay.engines.duckdb.WORKER_ROWS; the tests set 0 to run the pass by processes).
+PASS_WORKER_ROWS: int | None = None
 EPOCH_SQL = f"DATE '{LIFETIME_START.isoformat()}'"  # day number 0 (`domain.limits.day_number`)
 
 
@@ -180,214 +179,37 @@ def binding(
     return bound
 
 
-def mask_sql(rows: str, limits: LimitsPlan, bound: list[int], name: str) -> str:
-    """SQL: the rows with `mask`, the bits of their checks whose counter can bind."""
-    groupings = limits.groupings()
-    joins, bits = [], []
-    for g in bound:
-        grouping = groupings[g]
-        start = "0" if grouping.period == "lifetime" else f"r.d_{grouping.period}"
-        on = [f"b{g}.start = {start}"]
-        if grouping.per_customer:
-            on.append(f"b{g}.holder = r.holder")
-        if grouping.rule_index is not None:
-            on.append(f"r.rule_index = {grouping.rule_index}")
-        joins.append(f"LEFT JOIN (SELECT holder, start FROM {name}_bind WHERE g = {g}) b{g} ON {' AND '.join(on)}")
-        bits.append(f"CASE WHEN b{g}.start IS NULL THEN 0 ELSE {grouping.bits} END")
-    mask = " + ".join(bits) if bits else "0"
-    return f"SELECT r.*, CAST({mask} AS INTEGER) AS mask FROM ({rows}) r {' '.join(joins)}"
-
-
 # the pass -----------------------------------------------------------------------------------------------------
-def masked_rows(
-    con: duckdb.DuckDBPyConnection,
-    rows: str,
-    limits: LimitsPlan,
-    bound: list[int],
-    name: str,
-    full: bool,
-    lotted: bool = False,
-) -> None:
-    """`{name}_mrows`: the rewards the pass needs (every one when it enforces the ceiling, `full`), with their
-    mask, whether a refund names their event (`keep`) and whether their customer redeems (`tracked`); with
-    expiry (`lotted`) every reward of the customers in `lotted` (plan.expiry), who are the `tracked` ones."""
-    originals = f"SELECT opos FROM {name}_rad WHERE code IS NULL"
-    masked = mask_sql(rows, limits, bound, name)
-    holders = f"SELECT holder FROM {schema.LOTTED.on(name)}" if lotted else f"SELECT holder FROM {name}_red"
-    where = "" if full else f" WHERE r.mask > 0 OR r.pos IN ({originals})"
-    if lotted and not full:
-        where += f" OR r.holder IN ({holders})"
-    tracked = "TRUE" if lotted and full else f"r.holder IN ({holders})"
-    con.execute(
-        f"CREATE TEMP TABLE {name}_mrows AS SELECT r.*, r.pos IN ({originals}) AS keep, "
-        f"{tracked} AS tracked FROM ({masked}) r{where}"
-    )
-
-
-def tails(con: duckdb.DuckDBPyConnection, limits: LimitsPlan, bound: list[int], name: str) -> None:
-    """`{name}_tail` (sequential.DECISIONS): rewards surely skipped, decided here rather than in the pass.
-
-    Take a counter of a single cap (bound B: its max_amount, or max_count) and, in processing order, the rewards
-    it counts and the reversals of those rewards. A lower bound L of its usage runs along them: a reward this
-    counter alone checks adds what it asked for (1 for a count) up to B, as the counter itself does (usage is at
-    least L, so it adds at least as much); any other reward adds nothing (it adds something or nothing); a
-    reversal takes back what its reward asked for (1 for a count: at least the counter gives back). This running
-    sum capped at B is L = S - max(0, max over the prefix of S - B) with S the plain running sum. A reward this
-    counter alone checks, arriving when L is already B, finds the counter used up: it is cut to nothing by this
-    cap, counts nowhere, and can be decided here instead of in the pass (which it would leave unchanged). So a
-    customer past a monthly cap early in the month costs the pass little more that month."""
-    con.execute(
-        f"CREATE TEMP TABLE {name}_tail AS SELECT * FROM (SELECT CAST(NULL AS BIGINT) AS seq, "
-        "CAST(NULL AS VARCHAR) AS holder, CAST(NULL AS BIGINT) AS requested, CAST(NULL AS BIGINT) AS g, "
-        "CAST(NULL AS VARCHAR) AS status, CAST(NULL AS VARCHAR) AS error_code, CAST(NULL AS VARCHAR) AS cut_scope, "
-        "CAST(NULL AS VARCHAR) AS cut_period, CAST(NULL AS INTEGER) AS cut_start, CAST(NULL AS BIGINT) AS cut_minor) "
-        "WHERE FALSE"
-    )
-    groupings = limits.groupings()
-    for g in bound:
-        grouping = groupings[g]
-        if len(grouping.caps) != 1:
-            continue
-        (cap,) = grouping.caps
-        bits, counting = grouping.bits, cap.max_count is not None
-        most = cap.max_count if counting else cap.max_amount_minor
-        start = "0" if grouping.period == "lifetime" else f"r.d_{grouping.period}"
-        holder = "r.holder" if grouping.per_customer else "''"
-        rule = "" if grouping.rule_index is None else f" AND r.rule_index = {grouping.rule_index}"
-        added = f"CASE WHEN r.mask = {bits} THEN {'1' if counting else 'r.m'} ELSE 0 END"
-        keyed = (
-            f"SELECT r.seq, r.pos, r.holder, {holder} AS h, {start} AS st, r.mask, r.m, "
-            "coalesce(mv.ppos, r.pos) AS k1, "
-            f"coalesce(mv.psub, 0) AS k2, r.slot AS k3, CAST(0 AS BIGINT) AS k4, 0 AS gb, "
-            f"CAST({added} AS HUGEINT) AS x FROM {name}_mrows r LEFT JOIN {name}_moved mv ON mv.pos = r.pos "
-            f"WHERE (r.mask & {bits}) <> 0{rule}"
-        )
-        taken = "-1" if counting else "-k.m"
-        marks = (
-            "SELECT NULL, NULL, NULL, k.h, k.st, NULL, 0, coalesce(mv.ppos, a.pos), coalesce(mv.psub, 0), a.slot, "
-            "k.seq, 1, "
-            f"CAST({taken} AS HUGEINT) FROM {name}_rad a JOIN keyed k ON k.pos = a.opos "
-            f"LEFT JOIN {name}_moved mv ON mv.pos = a.pos WHERE a.code IS NULL AND a.opos <> a.pos"
-        )
-        order = "PARTITION BY h, st ORDER BY k1, k2, k3, k4, gb"
-        con.execute(
-            f"""INSERT INTO {name}_tail
-            WITH keyed AS ({keyed}),
-                 summed AS (SELECT *, sum(x) OVER ({order} ROWS UNBOUNDED PRECEDING) AS s
-                            FROM (SELECT * FROM keyed UNION ALL {marks})),
-                 bounded AS (SELECT *, s - x - greatest(0, coalesce(max(s - {most}) OVER (
-                                 {order} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)) AS lower
-                             FROM summed)
-            SELECT seq, holder, m, 0, 'limited', NULL, {DUCKDB.render(string(grouping.scope))},
-                   {DUCKDB.render(string(grouping.period))}, st, m
-            FROM bounded WHERE gb = 0 AND mask = {bits} AND lower >= {most}"""
-        )
-
-
-def operations(con: duckdb.DuckDBPyConnection, limits: LimitsPlan, name: str, full: bool, lotted: bool = False) -> None:
-    """`{name}_ops` (k1, k2, k3, k4, op, seq, holder, m, rule, mask, d_..., keep, ref, sequential, fraction,
-    tracked) from `{name}_mrows`: the rewards whose counters can bind (all of them, `full`; with expiry,
-    `lotted`, also every reward of a tracked customer) but the tail's, the rewards reverse actions take back,
-    the redemptions."""
-    periods = limits.periods
-    starts = "".join(f", d_{period}" for period in periods if period != "lifetime")
-    nothing = "".join(f", CAST(NULL AS INTEGER) AS d_{period}" for period in periods if period != "lifetime")
-    wanted = "(r.mask > 0 OR r.tracked)" if lotted else "r.mask > 0"
-    grants = "" if full else f" WHERE {wanted} AND r.seq NOT IN (SELECT seq FROM {name}_tail)"
-    con.execute(
-        f"""CREATE TEMP TABLE {name}_ops AS
-        SELECT coalesce(mv.ppos, r.pos) AS k1, coalesce(mv.psub, 0) AS k2, r.slot AS k3, CAST(0 AS BIGINT) AS k4,
-               CAST(0 AS TINYINT) AS op, r.seq, r.holder, r.m, r.rule_index AS rule, r.mask{starts}, r.keep,
-               CAST(NULL AS BIGINT) AS ref, CAST(NULL AS BOOLEAN) AS sequential, CAST(NULL AS VARCHAR) AS fraction,
-               r.tracked
-        FROM {name}_mrows r LEFT JOIN {name}_moved mv ON mv.pos = r.pos{grants}
-        UNION ALL
-        SELECT coalesce(mv.ppos, a.pos), coalesce(mv.psub, 0), a.slot, o.seq, 1, a.seq, o.holder, o.m, o.rule_index,
-               0{nothing}, FALSE, o.seq, {"TRUE" if full else "o.mask > 0"}, a.fraction, o.tracked
-        FROM {name}_rad a JOIN {name}_mrows o ON o.pos = a.opos LEFT JOIN {name}_moved mv ON mv.pos = a.pos
-        WHERE a.code IS NULL AND a.opos <> a.pos
-        UNION ALL
-        SELECT anchor, {AFTER_EVENTS}, 0, rank, 2, NULL, holder, amount, NULL, 0{nothing}, FALSE, idx, NULL, NULL, TRUE
-        FROM {name}_red"""
-    )
-
-
-def credits_sql(rows: str, name: str, full: bool) -> str:
-    """SQL: the ops with `credit`, what set-based rewards gave their holder before them (holders with redemptions;
-    0 when the pass holds every reward, NULL for the others)."""
-    if full:
-        return f"SELECT o.*, CASE WHEN o.tracked THEN CAST(0 AS HUGEINT) END AS credit FROM {name}_ops o"
-    set_based = (
-        f"SELECT coalesce(mv.ppos, r.pos) AS k1, coalesce(mv.psub, 0) AS k2, r.slot AS k3, CAST(0 AS BIGINT) AS k4, "
-        f"CAST(-1 AS TINYINT) AS op, r.holder, r.m AS v FROM ({rows}) r LEFT JOIN {name}_moved mv ON mv.pos = r.pos "
-        f"WHERE r.holder IN (SELECT holder FROM {name}_red) "
-        f"AND r.seq NOT IN (SELECT seq FROM {name}_mrows WHERE mask > 0)"
-    )
-    reading = f"SELECT k1, k2, k3, k4, op, holder, 0 AS v FROM {name}_ops WHERE tracked AND op > 0"
-    window = (
-        "sum(v) OVER (PARTITION BY holder ORDER BY k1, k2, k3, k4, op ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)"
-    )
-    running = f"SELECT k1, k2, k3, k4, op, CAST({window} AS HUGEINT) AS credit FROM ({set_based} UNION ALL {reading})"
-    return (
-        f"SELECT o.*, c.credit FROM {name}_ops o LEFT JOIN ({running}) c "
-        f"ON o.op > 0 AND o.tracked AND c.op = o.op AND c.k1 = o.k1 AND c.k2 = o.k2 AND c.k3 = o.k3 AND c.k4 = o.k4"
-    )
-
-
-def with_clock(query: str, name: str, slots: int) -> str:
-    """SQL: the ops of `query` with `clock` (their anchor event's time, or the redemption's), `issued` and `exp`
-    (a grant's event time and when its lot expires; plan.expiry's `expiry_times`), for the pass's expiry."""
-    times = schema.EXPIRY_TIMES.on(name)
-    return (
-        f"SELECT o.*, CASE WHEN o.op = 2 THEN rd.t ELSE a.t END AS clock, x.t AS issued, x.exp AS exp "
-        f"FROM ({query}) o LEFT JOIN {times} a ON o.op <> 2 AND a.pos = o.k1 "
-        f"LEFT JOIN {times} x ON o.op = 0 AND x.pos = o.seq // {slots} "
-        f"LEFT JOIN {name}_red rd ON o.op = 2 AND rd.idx = o.ref"
-    )
-
-
 def run_pass(
     con: duckdb.DuckDBPyConnection,
-    rows: str,
-    name: str,
+    executor: Executor[object],
+    ctx: Context,
     limits: LimitsPlan,
     room: int | None,
-    full: bool,
-    expiry: tuple[int, int] | None = None,
+    bound: list[int],
+    as_of: int | None,
 ) -> None:
-    """Run the sequential pass over `{name}_ops` in processing order; store `{name}_dec`, `{name}_items` and
-    `{name}_redout`. `expiry`: (as_of, the slots per event) when lots expire; the pass's lots are then stored as
-    plan.expiry's `pass_lots`."""
-    redeeming = bool(con.sql(f"SELECT count(*) FROM {name}_red").fetchall()[0][0])
-    if expiry is not None:  # every reward of a tracked customer is in the pass: no credit from set-based rows
-        query = with_clock(credits_sql(rows, name, True), name, expiry[1])
-    elif redeeming:
-        query = credits_sql(rows, name, full)
-    else:
-        query = f"SELECT *, CAST(NULL AS HUGEINT) AS credit FROM {name}_ops"
-    directory = _spill_directory(con)  # before the reader: another query on `con` would end its stream
-    reader = con.sql(f"{query} ORDER BY k1, k2, k3, k4").to_arrow_reader(_PASS_BATCH)
-    as_of = None if expiry is None else expiry[0]
-    outputs: tuple[list[pa.RecordBatch], list[pa.RecordBatch], list[pa.RecordBatch]] = ([], [], [])
-    with tempfile.TemporaryDirectory(prefix="rewards-lab-lots-", dir=directory) as spill:
-        lots_path = Path(spill) / "lots.parquet"
-        # The finished lots go to disk as the pass runs (there is one per reward of a tracked customer: 27M rows
-        # at 10M events), then into `pass_lots`, a table DuckDB may spill (issue 27).
-        with pq.ParquetWriter(lots_path, LOTS) as lots:
-            for made in SequentialPass(limits, room if full else None, as_of).batches(reader):
-                for kept, batch in zip(outputs, made[:3], strict=True):
-                    if batch.num_rows:
-                        kept.append(batch)
-                if made[3].num_rows:
-                    lots.write_batch(made[3])
-        if expiry is not None:
-            stored = f"SELECT * FROM read_parquet({literal(str(lots_path))})"
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {schema.PASS_LOTS.on(name)} AS {stored}")
-    for suffix, columns, batches in zip(
-        ("dec", "items", "redout"), (DECISIONS, ITEMS, REDEMPTIONS), outputs, strict=True
-    ):
-        table(con, f"{name}_{suffix}", pa.Table.from_batches(batches, columns))
-    con.execute(f"INSERT INTO {name}_dec SELECT * FROM {name}_tail")
+    """The plan's ordered pass (rewards_lab.replay.plan.limits) on `executor` (over this connection); stores
+    `{name}_dec` (with the tail's decisions), `{name}_items`, `{name}_redout` and, when lots expire, plan.expiry's
+    `pass_lots`."""
+    name, shape = ctx.prefix, ctx.shape
+    assert shape is not None
+    run = plan_limits.Pass(limits, room if shape.full else None, as_of)
+    many = plan_limits.one_task(limits, bound, shape.full)
+    out = plan_limits.run_pass(executor, ctx, shape, run, one_task=many)
+    parts = [("dec", "d", DECISIONS), ("items", "i", ITEMS), ("redout", "r", REDEMPTIONS)]
+    for suffix, kind, columns in parts:
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {name}_{suffix} AS SELECT {', '.join(columns.names)} FROM {out} "
+            f"WHERE kind = '{kind}'"
+        )
+    if shape.expiring:
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {schema.PASS_LOTS.on(name)} AS SELECT {', '.join(LOTS.names)} "
+            f"FROM {out} WHERE kind = 'l'"
+        )
+    con.execute(f"DROP VIEW IF EXISTS {out}")
+    con.execute(f"DROP VIEW IF EXISTS {out}_run")  # the map's files go with the executor
 
 
 def _spill_directory(con: duckdb.DuckDBPyConnection) -> str | None:
@@ -461,34 +283,31 @@ def decide_features(
             plan_expiry.without_pass(_executor(con), name)
         return boundary, FeatureTables(limits, lookup, False, False)
     _ceiling(con, lay, name, None)  # the kept table, empty: the pass decides the ceiling
-    if full:
-        if expiry is not None:  # every customer's lots: expired points give room back under the ceiling
-            lotted_table(con, name, f"SELECT holder FROM ({rows})")
-        masked_rows(con, rows, limits, bound, name, full, expiry is not None)
-        tails(con, limits, [], name)
-    elif expiry is not None:  # every reward of a customer whose lots get consumed, and the counted rewards
-        originals = f"(SELECT * FROM {name}_pe WHERE pos IN (SELECT opos FROM {name}_rad WHERE code IS NULL))"
-        rewarded = rows_sql(lay, name, limits, lookup, inputs.lday, originals)
-        lotted_table(con, name, f"SELECT holder FROM {name}_red UNION ALL SELECT holder FROM ({rewarded})")
+    shape = plan_limits.shape_of(limits, bound, full, expiry is not None, bool(redeeming))
+    ctx = Context(name, plan, lay, "duckdb", "", 0, shape=shape)
+    con.execute(f"CREATE OR REPLACE TEMP VIEW {schema.REWARDS.on(name)} AS {rows}")
+    from rewards_lab.replay.engines.duckdb import WORKER_ROWS, DuckDBExecutor  # imports rewards_lab.replay.engine
+
+    spill = _spill_directory(con)
+    rows_for_workers = WORKER_ROWS if PASS_WORKER_ROWS is None else PASS_WORKER_ROWS
+    executor = DuckDBExecutor(con, spill=None if spill is None else Path(spill), worker_rows=rows_for_workers)
+    try:
+        if expiry is not None:  # the customers whose lots get consumed (every customer's, `full`)
+            executor.create(ctx.table(schema.LOTTED), plan_limits.lotted(ctx), stored=True)
         needed = rows
-        if not lay.beneficiary_fields:  # an event's rewards are its customer's: only the needed events
+        if not full and not (expiry is not None and lay.beneficiary_fields):
+            # only the events the pass can need: those some counter that can bind counts, the originals' and,
+            # with expiry, the lotted customers' (an event's rewards are then its customer's)
             con.execute(f"INSERT INTO {name}_mpos SELECT opos FROM {name}_rad WHERE code IS NULL")
-            holder, join = holder_sql("p.customer_id", lookup)
-            events = (
-                f"(SELECT p.* FROM {name}_pe p {join} WHERE p.pos IN (SELECT pos FROM {name}_mpos) "
-                f"OR {holder} IN (SELECT holder FROM {schema.LOTTED.on(name)}))"
-            )
+            holder, join = holder_sql("p.customer_id", lookup) if expiry is not None else ("", "")
+            lotted = "" if expiry is None else f" OR {holder} IN (SELECT holder FROM {ctx.table(schema.LOTTED)})"
+            events = f"(SELECT p.* FROM {name}_pe p {join} WHERE p.pos IN (SELECT pos FROM {name}_mpos){lotted})"
             needed = rows_sql(lay, name, limits, lookup, inputs.lday, events)
-        masked_rows(con, needed, limits, bound, name, full, True)
-        tails(con, limits, bound, name)
-    else:  # the pass needs the rewards of the events some counter that can bind counts, and the originals'
-        con.execute(f"INSERT INTO {name}_mpos SELECT opos FROM {name}_rad WHERE code IS NULL")
-        needed = f"(SELECT * FROM {name}_pe WHERE pos IN (SELECT pos FROM {name}_mpos))"
-        masked_rows(con, rows_sql(lay, name, limits, lookup, inputs.lday, needed), limits, bound, name, full)
-        tails(con, limits, bound, name)
-    operations(con, limits, name, full, expiry is not None)
-    clocked = None if expiry is None else (expiry.as_of, lay.slots)
-    run_pass(con, rows, name, limits, inputs.room, full, clocked)
+        con.execute(f"CREATE OR REPLACE TEMP VIEW {ctx.table(schema.NEEDED)} AS {needed}")
+        executor.create(ctx.table(schema.MASKED_ROWS), plan_limits.masked(ctx), stored=True)
+        run_pass(con, executor, ctx, limits, inputs.room, bound, None if expiry is None else expiry.as_of)
+    finally:
+        executor.close()
     with_days(con, lay, name)
     return None, FeatureTables(limits, lookup, full, bool(redeeming))
 
@@ -560,8 +379,3 @@ def _executor(con: duckdb.DuckDBPyConnection) -> Executor[object]:
     )  # imports rewards_lab.replay.engine, which imports this
 
     return DuckDBExecutor(con)
-
-
-def lotted_table(con: duckdb.DuckDBPyConnection, name: str, holders: str) -> None:
-    """plan.expiry's `lotted` from SQL of holders: the customers whose lots the pass keeps."""
-    con.execute(f"CREATE TEMP TABLE {schema.LOTTED.on(name)} AS SELECT DISTINCT holder FROM ({holders})")

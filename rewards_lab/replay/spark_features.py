@@ -6,11 +6,10 @@ What is distributed:
   SparkExecutor: rewards_lab.replay.plan.reversals, rewards_lab.replay.plan.redemptions); the reverse actions
   and divisors of rows SQL cannot read exactly through the live evaluation in `mapInArrow`;
 - the counters that can bind (an aggregation per family of counters) and each reward's `mask` (joins);
-- the pass's operations and, for customers with redemptions, their set-based credit (a window per customer);
-- the pass itself, **per customer**: operations are partitioned by customer and sorted by processing key within
-  each partition, and one pass runs over each partition (customers never share a counter, a reward or a
-  balance). When a budget can bind, or the ceiling may refuse (every reward then goes through the pass), the
-  pass needs one order across customers: it runs as **one task** over all operations in processing order.
+- the tail, the pass's operations with their credit, and the pass itself: the plan's steps on a SparkExecutor
+  (rewards_lab.replay.plan.limits, the same as on DuckDB), the pass **per customer** (`map_partitions` keyed by
+  holder: customers never share a counter, a reward or a balance) or, when a budget can bind or the ceiling may
+  refuse, as **one task** over all operations in processing order.
 What reaches the driver: the refunds processed after a later original (few: their (position, original) pairs
 order them, `domain.processing_order`), which families of counters can bind (one number each), the redemptions
 (read there) and, per redemption, how many events come at or before it.
@@ -19,7 +18,7 @@ order them, `domain.processing_order`), which families of counters can bind (one
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,22 +29,22 @@ from rewards_lab.domain.rules import RuleSpec, number_of, read
 from rewards_lab.replay.compiler import CompiledProgramme
 from rewards_lab.replay.customers import FOUND
 from rewards_lab.replay.fallback import all_outcomes
-from rewards_lab.replay.feature_store import AFTER_EVENTS
 from rewards_lab.replay.limits_plan import LimitsPlan
+from rewards_lab.replay.plan import limits as plan_limits
 from rewards_lab.replay.plan import schema
 from rewards_lab.replay.plan.expiry import ExpiryPlan
 from rewards_lab.replay.plan.layout import layout
 from rewards_lab.replay.plan.redemptions import place_redemptions
 from rewards_lab.replay.plan.reversals import DIVISORS, HOLDERS, REVERSE_FALLBACK, decide_reversals
 from rewards_lab.replay.plan.rules import Context
-from rewards_lab.replay.sequential import OUTCOMES, SequentialPass, as_outcomes
 from rewards_lab.replay.spark_inputs import RowReader, SparkEventSource
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 
 _names = itertools.count()
+BOUND = pa.schema([pa.field("g", pa.int32()), pa.field("holder", pa.string()), pa.field("start", pa.int32())])
 
 
 def holder_of(frame: DataFrame, column: str, lookup: DataFrame | None, alias: str = "holder") -> DataFrame:
@@ -125,192 +124,38 @@ def binding(rows: DataFrame, limits: LimitsPlan) -> tuple[DataFrame | None, list
     return found, sorted(int(row["g"]) for row in found.select("g").distinct().collect())
 
 
-def masked(rows: DataFrame, limits: LimitsPlan, bound: DataFrame | None, groups: list[int]) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    groupings = limits.groupings()
-    mask = F.lit(0)
-    for g in groups:
-        grouping = groupings[g]
-        assert bound is not None
-        keys = bound.where(F.col("g") == g).select(F.col("holder").alias(f"__h{g}"), F.col("start").alias(f"__s{g}"))
-        start = F.lit(0) if grouping.period == "lifetime" else F.col(f"d_{grouping.period}")
-        on = keys[f"__s{g}"] == start
-        if grouping.per_customer:
-            on = on & (keys[f"__h{g}"] == F.col("holder"))
-        if grouping.rule_index is not None:
-            on = on & (F.col("rule_index") == F.lit(grouping.rule_index))
-        rows = rows.join(keys, on, "left").drop(f"__h{g}")
-        mask = mask + F.when(F.col(f"__s{g}").isNull(), F.lit(0)).otherwise(F.lit(grouping.bits))
-    return rows.withColumn("mask", mask.cast("int")).drop(*(f"__s{g}" for g in groups))
-
-
-def operations(
-    mrows: DataFrame,
-    actions: DataFrame,
-    moved: DataFrame,
-    redemptions: DataFrame,
-    periods: list[str],
-    full: bool,
-    expiring: bool = False,
-) -> DataFrame:
-    """The pass's operations (the DuckDB engine's `{name}_ops`); `expiring`: with every reward of a tracked
-    customer, and `clock`, `issued` and `exp` (sequential.SequentialPass's expiry)."""
-    from pyspark.sql import functions as F
-
-    starts = [p for p in periods if p != "lifetime"]
-    mv = F.broadcast(moved)
-    wanted = (F.col("mask") > 0) | F.col("tracked") if expiring else F.col("mask") > 0
-    grants = (mrows if full else mrows.where(wanted)).join(mv, "pos", "left")
-    grant_ops = grants.select(
-        F.coalesce(F.col("ppos"), F.col("pos")).alias("k1"),
-        F.coalesce(F.col("psub"), F.lit(0)).cast("int").alias("k2"),
-        F.col("slot").cast("int").alias("k3"),
-        F.lit(0).cast("long").alias("k4"),
-        F.lit(0).cast("int").alias("op"),
-        F.col("seq"),
-        F.col("holder"),
-        F.col("m"),
-        F.col("rule_index").cast("int").alias("rule"),
-        F.col("mask"),
-        *(F.col(f"d_{p}") for p in starts),
-        F.col("keep"),
-        F.lit(None).cast("long").alias("ref"),
-        F.lit(None).cast("boolean").alias("sequential"),
-        F.lit(None).cast("string").alias("fraction"),
-        F.col("tracked"),
-        *_clock(expiring, F.coalesce(F.col("pt"), F.col("t")), F.col("t"), F.col("exp")),
-    )
-    valid = actions.select("seq", "pos", "slot", "code", "opos", "fraction", *(["t"] if expiring else []))
-    valid = valid.where(F.col("code").isNull() & (F.col("opos") != F.col("pos"))).join(mv, "pos", "left")
-    rewards = mrows.select(
-        F.col("pos").alias("opos"),
-        F.col("seq").alias("rseq"),
-        F.col("holder"),
-        F.col("m"),
-        F.col("rule_index"),
-        F.col("mask").alias("rmask"),
-        F.col("tracked"),
-    )
-    item_ops = valid.join(rewards, "opos").select(
-        F.coalesce(F.col("ppos"), F.col("pos")).alias("k1"),
-        F.coalesce(F.col("psub"), F.lit(0)).cast("int").alias("k2"),
-        F.col("slot").cast("int").alias("k3"),
-        F.col("rseq").alias("k4"),
-        F.lit(1).cast("int").alias("op"),
-        F.col("seq"),
-        F.col("holder"),
-        F.col("m"),
-        F.col("rule_index").cast("int").alias("rule"),
-        F.lit(0).alias("mask"),
-        *(F.lit(None).cast("int").alias(f"d_{p}") for p in starts),
-        F.lit(False).alias("keep"),
-        F.col("rseq").alias("ref"),
-        (F.lit(True) if full else F.col("rmask") > 0).alias("sequential"),
-        F.col("fraction"),
-        F.col("tracked"),
-        *_clock(expiring, F.coalesce(F.col("pt"), F.col("t")), F.lit(None), F.lit(None)),
-    )
-    redeem_ops = redemptions.select(
-        F.col("anchor").alias("k1"),
-        F.lit(AFTER_EVENTS).cast("int").alias("k2"),
-        F.lit(0).cast("int").alias("k3"),
-        F.col("rank").alias("k4"),
-        F.lit(2).cast("int").alias("op"),
-        F.lit(None).cast("long").alias("seq"),
-        F.col("holder"),
-        F.col("amount").alias("m"),
-        F.lit(None).cast("int").alias("rule"),
-        F.lit(0).alias("mask"),
-        *(F.lit(None).cast("int").alias(f"d_{p}") for p in starts),
-        F.lit(False).alias("keep"),
-        F.col("idx").alias("ref"),
-        F.lit(None).cast("boolean").alias("sequential"),
-        F.lit(None).cast("string").alias("fraction"),
-        F.lit(True).alias("tracked"),
-        *_clock(expiring, F.col("t"), F.lit(None), F.lit(None)),
-    )
-    return grant_ops.unionByName(item_ops).unionByName(redeem_ops)
-
-
-def _clock(expiring: bool, clock: Column, issued: Column, expires: Column) -> list[Column]:
-    """An operation's `clock`, `issued` and `exp` columns (epoch microseconds), when lots expire."""
-    if not expiring:
-        return []
-    return [clock.cast("long").alias("clock"), issued.cast("long").alias("issued"), expires.cast("long").alias("exp")]
-
-
-def with_credit(ops: DataFrame, rows: DataFrame, mrows: DataFrame, moved: DataFrame, full: bool) -> DataFrame:
-    """The ops with `credit` (as `feature_store.credits_sql`): a running sum per customer with redemptions."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    if full:
-        return ops.withColumn("credit", F.when(F.col("tracked"), F.lit(0)).cast("decimal(38,0)"))
-    tracked = ops.where(F.col("op") == 2).select("holder").distinct()
-    in_pass = mrows.where(F.col("mask") > 0).select("seq")
-    set_based = (
-        rows.join(tracked, "holder", "left_semi")
-        .join(in_pass, "seq", "left_anti")
-        .join(F.broadcast(moved), "pos", "left")
-        .select(
-            F.coalesce(F.col("ppos"), F.col("pos")).alias("k1"),
-            F.coalesce(F.col("psub"), F.lit(0)).cast("int").alias("k2"),
-            F.col("slot").cast("int").alias("k3"),
-            F.lit(0).cast("long").alias("k4"),
-            F.lit(-1).cast("int").alias("op"),
-            "holder",
-            F.col("m").cast("decimal(38,0)").alias("v"),
-        )
-    )
-    reading = ops.where(F.col("tracked") & (F.col("op") > 0)).select(
-        "k1", "k2", "k3", "k4", "op", "holder", F.lit(0).cast("decimal(38,0)").alias("v")
-    )
-    window = (
-        Window.partitionBy("holder")
-        .orderBy("k1", "k2", "k3", "k4", "op")
-        .rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    )
-    running = (
-        set_based.unionByName(reading)
-        .withColumn("credit", F.sum("v").over(window).cast("decimal(38,0)"))
-        .where(F.col("op") > 0)
-        .select("k1", "k2", "k3", "k4", "op", "holder", "credit")
-    )
-    return ops.join(running, ["k1", "k2", "k3", "k4", "op", "holder"], "left")
-
-
-def _pass_batches(
-    limits: LimitsPlan, room: int | None, as_of: int | None
-) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The sequential pass over one partition's operations, in order (runs on the executors)."""
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for decisions, items, redemptions, lots in SequentialPass(limits, room, as_of).batches(batches):
-            yield as_outcomes(decisions, "d")
-            yield as_outcomes(items, "i")
-            yield as_outcomes(redemptions, "r")
-            if lots.num_rows:
-                yield as_outcomes(lots, "l")
-
-    return run
-
-
 def run_pass(
-    ops: DataFrame, limits: LimitsPlan, room: int | None, one_task: bool, as_of: int | None = None
-) -> DataFrame:
-    """The pass's outcome (sequential.OUTCOMES): one task over every operation in processing order, or one pass
-    per partition of customers; `as_of`: lots expire until then (None: they never do)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
+    spark: SparkSession,
+    plan: CompiledProgramme,
+    frames: dict[schema.Table, DataFrame],
+    run: plan_limits.Pass,
+    shape: plan_limits.PassShape,
+    one_task: bool,
+) -> tuple[DataFrame, DataFrame | None]:
+    """(the pass's outcome: sequential.OUTCOMES; with expiry, the `lotted` customers): the plan's `lotted`,
+    `masked_rows` and ordered pass (rewards_lab.replay.plan.limits) on a SparkExecutor over `frames` (its input
+    tables as DataFrames; `bound` empty when absent)."""
+    from rewards_lab.replay.engines.spark import SparkExecutor  # imports rewards_lab.replay.spark_engine
 
-    keys = ["k1", "k2", "k3", "k4"]
-    if one_task:
-        arranged = ops.repartition(1).sortWithinPartitions(*keys)
-    else:
-        partitions = max(1, int(ops.sparkSession.conf.get("spark.sql.shuffle.partitions") or 1))
-        arranged = ops.repartition(partitions, "holder").sortWithinPartitions("holder", *keys)
-    schema = from_arrow_schema(OUTCOMES)
-    return arranged.mapInArrow(_pass_batches(limits, room, as_of), schema).localCheckpoint(eager=True)
+    ctx = Context(f"__spark_pass_{next(_names)}", plan, layout(plan), "spark", "", 0, shape=shape)
+    executor = SparkExecutor(spark)
+    made = [ctx.table(table) for table in frames]
+    for table, frame in frames.items():
+        frame.createOrReplaceTempView(ctx.table(table))
+    if schema.BOUND not in frames:
+        executor.register(ctx.table(schema.BOUND), BOUND.empty_table())
+    try:
+        lotted = None
+        if shape.expiring:
+            executor.create(ctx.table(schema.LOTTED), plan_limits.lotted(ctx), stored=True)
+            lotted = executor.relation(ctx.table(schema.LOTTED))
+        executor.create(ctx.table(schema.MASKED_ROWS), plan_limits.masked(ctx), stored=True)
+        out = plan_limits.run_pass(executor, ctx, shape, run, one_task=one_task)
+        return executor.relation(out), lotted
+    finally:
+        executor.close()
+        for name in made:
+            spark.catalog.dropTempView(name)
 
 
 # reverse actions and redemptions: the plan's steps ------------------------------------------------------------
@@ -468,33 +313,17 @@ def decide_features(
         return SparkFeatures(limits, None, refunds, redemptions, lookup, False)
     if expiry is None:
         full = _asks_more(rows, room)
-    groupings = limits.groupings()
-    one_task = full or any(not groupings[g].per_customer for g in groups)
-    originals = refunds.where(F.col("code").isNull()).select(F.col("opos").alias("pos")).distinct()
-    holders = redemptions.select("holder")
-    lotted = None
-    if expiry is not None:  # every customer whose lots get consumed (redemptions, reversals; all, `full`)
-        at_originals = rows.join(originals, "pos", "left_semi").select("holder")
-        lotted = (rows.select("holder") if full else holders.unionByName(at_originals)).distinct()
-        lotted = lotted.localCheckpoint(eager=True)
-        holders = lotted
-    flagged = (
-        masked(rows, limits, bound, groups)
-        .join(originals.withColumn("keep", F.lit(True)), "pos", "left")
-        .join(holders.distinct().withColumn("tracked", F.lit(True)), "holder", "left")
-        .withColumn("keep", F.coalesce(F.col("keep"), F.lit(False)))
-        .withColumn("tracked", F.coalesce(F.col("tracked"), F.lit(False)))
+    shape = plan_limits.shape_of(limits, groups, full, expiry is not None, redeeming)
+    frames = {schema.REWARDS: rows, schema.NEEDED: rows, schema.DECISIONS: decided, schema.MOVED: moved,
+              schema.REDEMPTIONS: redemptions}  # fmt: skip
+    if bound is not None:
+        frames[schema.BOUND] = bound
+    if times is not None:
+        frames[schema.EXPIRY_TIMES] = times
+    run = plan_limits.Pass(limits, room if full else None, None if expiry is None else expiry.as_of)
+    outcome, lotted = run_pass(
+        events.sparkSession, plan, frames, run, shape, plan_limits.one_task(limits, groups, full)
     )
-    wanted = (F.col("mask") > 0) | F.col("keep")
-    mrows = flagged if full else flagged.where(wanted | F.col("tracked") if expiry is not None else wanted)
-    mrows = mrows.localCheckpoint(eager=True)
-    ops = operations(mrows, refunds, moved, redemptions, limits.periods, full, expiry is not None)
-    if redeeming or expiry is not None:  # with expiry every reward of a tracked customer is in the pass
-        ops = with_credit(ops, rows, mrows, moved, full or expiry is not None)
-    else:
-        ops = ops.withColumn("credit", F.lit(None).cast("decimal(38,0)"))
-    as_of = None if expiry is None else expiry.as_of
-    outcome = run_pass(ops, limits, room if full else None, one_task, as_of)
     return SparkFeatures(limits, outcome, refunds, redemptions, lookup, full, lotted)
 
 

@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme
 from rewards_lab.domain.expiry import ExpiryPolicy, month_index
+from rewards_lab.domain.limits import Cap
 from rewards_lab.domain.money import MAX_AMOUNT_MINOR
 from rewards_lab.replay import store
 from rewards_lab.replay.compiler import SPARK, compile_programme
@@ -26,15 +27,17 @@ from rewards_lab.replay.engines.duckdb import DuckDBExecutor
 from rewards_lab.replay.engines.spark import SparkExecutor
 from rewards_lab.replay.fallback import OUTCOMES
 from rewards_lab.replay.inputs import open_events
+from rewards_lab.replay.limits_plan import LimitsPlan
 from rewards_lab.replay.lot_pass import LOTS
 from rewards_lab.replay.order import order_events
 from rewards_lab.replay.plan import ceiling, rules, schema
 from rewards_lab.replay.plan import expiry as plan_expiry
 from rewards_lab.replay.plan.layout import layout
+from rewards_lab.replay.plan.limits import Pass, PassShape, lotted, masked, run_pass
 from rewards_lab.replay.plan.redemptions import place_redemptions
 from rewards_lab.replay.plan.reversals import decide_reversals
 from rewards_lab.replay.plan.rules import Context
-from rewards_lab.replay.plan.sql import lint, parse, render
+from rewards_lab.replay.plan.sql import Text, lint, parse, render
 from rewards_lab.replay.plan.steps import AMOUNTS, STEPS
 from rewards_lab.replay.redemptions import redemptions_table
 from rewards_lab.replay.spark_customers import open_spark_customers
@@ -71,6 +74,12 @@ FIXTURES |= {  # reverse actions and redemptions
     "decisions": ("decided", "moved"),
     "redemptions": ("redemption_input", "holders"),
 }
+FIXTURES |= {
+    "lotted": ("rewards",),
+    "masked_rows": ("needed", "bound"),
+    "tail": ("moved",),
+    "ops": ("rewards", "moved"),
+}  # the ordered pass (plan.limits)
 
 
 def _programme() -> ProgrammeDefinition:
@@ -271,6 +280,45 @@ PASS_LOTS = pa.Table.from_pylist(  # the pass kept c2's lots: one spent, one tha
 )  # fmt: skip
 
 
+# the ordered pass's operations (plan.limits): one shape covering every part of the statement (in a replay, lots
+# expiring give every tracked reward to the pass and no set-based credit; here both, so that both render)
+# c2's monthly cap of 1.00 (bit 1), used up by e6: e14's reward is in the tail (e12's reversal of it comes after)
+LIMITS = LimitsPlan({0: (Cap("rule", "month", max_amount_minor=100),)}, (), (), "available")
+(MONTHLY,) = LIMITS.groupings()
+SHAPE = PassShape(
+    ("lifetime", "month"), full=False, expiring=True, credit="set_based", tails=(MONTHLY,), bound=((0, MONTHLY),)
+)
+BOUND = pa.table(  # c2's month of e6 and c6's of e9: their counters can bind
+    {
+        "g": pa.array([0, 0], pa.int32()),
+        "holder": pa.array(["c2", "c6"]),
+        "start": pa.array([20_513, 20_727], pa.int32()),
+    }
+)
+_REWARDED = [  # (pos, slot, rule, holder, m, d_month): the rewards (also those the pass may need, `needed`)
+    (4, 0, 0, "c1", 150, 20_513),  # c1 redeems: tracked, with its set-based credit (not before 1970: see below)
+    (3, 0, 0, "c1", MAX_AMOUNT_MINOR, 20_513),  # e4: the original of a reversal (kept)
+    (5, 0, 0, "c2", 2**63 - 1, 20_513),  # c2's counter can bind: it does
+    (8, 0, 0, "c6", 999_999, 20_727),  # c6's counter can bind, not reached: c6 is not tracked
+    (13, 5, 0, "c2", 7, 20_513),  # e14: an original processed before the refund naming it, in the tail
+    (16, 0, 0, "c3", 100, 20_850),  # e17: nothing binds, nothing names it, c3 is not tracked: not needed
+]
+
+
+def _rewards(slots: int) -> pa.Table:
+    return pa.table(
+        {
+            "seq": pa.array([pos * slots + slot for pos, slot, *_ in _REWARDED], pa.int64()),
+            "pos": pa.array([r[0] for r in _REWARDED], pa.int64()),
+            "slot": pa.array([r[1] for r in _REWARDED], pa.int32()),
+            "rule_index": pa.array([r[2] for r in _REWARDED], pa.int32()),
+            "holder": pa.array([r[3] for r in _REWARDED], pa.string()),
+            "m": pa.array([r[4] for r in _REWARDED], pa.int64()),
+            "d_month": pa.array([r[5] for r in _REWARDED], pa.int32()),
+        }
+    )
+
+
 def _months() -> list[int]:
     """The events' local months in Paris, computed here."""
     local = [t.astimezone(ZoneInfo("Europe/Paris")) for t in _events().column("occurred_at").to_pylist()]
@@ -312,10 +360,10 @@ def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
 
 def _context(plan: Any, engine: Any, source: Any = None) -> Context:
     if source is None:
-        return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, boundary=BOUNDARY, expiry=EXPIRY)
+        return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, boundary=BOUNDARY, expiry=EXPIRY, shape=SHAPE)
     reading, _ = evaluation(source, plan)
     lookup = source.customers.lookup_spec(plan.reads_customers)
-    return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, BOUNDARY, lookup, reading, expiry=EXPIRY)
+    return Context(PREFIX, plan, layout(plan), engine, "PTS", 2, BOUNDARY, lookup, reading, expiry=EXPIRY, shape=SHAPE)
 
 
 def _with_exotic(plan: Any) -> Any:
@@ -331,8 +379,12 @@ def _run(executor: Any, ctx: Context) -> dict[str, tuple[list[str], list[tuple[A
     _register_reversal_fixtures(executor)
     executor.register(schema.MONTH_ENDS.on(PREFIX), plan_expiry.month_ends_table(EXPIRY, _months()))
     executor.register(schema.ISSUED.on(PREFIX), _issued(ctx.layout.slots))
-    executor.register(schema.LOTTED.on(PREFIX), pa.table({"holder": pa.array(["c2", "nobody"], pa.string())}))
+    # a stored table, as the `lotted` step's (which replaces it after the `lots` step has read it)
+    executor.create(schema.LOTTED.on(PREFIX), Text("SELECT 'c2' AS holder UNION ALL SELECT 'nobody'"), stored=True)
     executor.register(schema.PASS_LOTS.on(PREFIX), PASS_LOTS)
+    executor.register(schema.REWARDS.on(PREFIX), _rewards(ctx.layout.slots))
+    executor.register(schema.NEEDED.on(PREFIX), _rewards(ctx.layout.slots))
+    executor.register(schema.BOUND.on(PREFIX), BOUND)
     found = {}
     for step in STEPS:
         query = step.build(ctx)
@@ -624,3 +676,43 @@ def test_expiry_after_days_gives_the_same_times_on_both_engines(days: int, on_du
         found.append(_rows(executor.fetch(f"SELECT * FROM {PREFIX}_days")))
     assert found[0] == found[1] and len(found[0]) == _events().num_rows
     assert all(exp == t + days * 86_400_000_000 for _, t, exp in found[0])
+
+
+# Not a reward before 1970 for a tracked holder here: LotBook takes a negative expiry time for "never" (its
+# sentinel is any negative number), so such a lot is freed twice and the pass's lots then depend on the order of
+# holders (a bug of the lot pass, left as it is by this increment: the note of i30-limits).
+def _passed(executor: Any, plan: Any, one_task: bool) -> list[tuple[Any, ...]]:
+    """The ordered pass over the fixtures (`lotted`, `masked_rows`, then map_partitions over `ops`), the tail's
+    decisions added: under a prefix of its own, so that what other tests decide leaves it alone."""
+    ctx = dataclasses.replace(_context(plan, executor.engine), prefix="__pass", shape=SHAPE)
+    slots = ctx.layout.slots
+    decisions = DECIDED.append_column("pday", pa.array([20_758, 20_760, -1], pa.int32()))
+    redemptions = pa.table(
+        {"idx": pa.array([0, 1], pa.int64()), "holder": pa.array(["c1", "c2"]), "amount": pa.array([100, 2**62]),
+         "t": pa.array([-1, 1_774_746_000_000_000]), "rank": pa.array([0, 1]), "anchor": pa.array([-1, 5])}
+    )  # fmt: skip
+    given = {schema.REWARDS: _rewards(slots), schema.NEEDED: _rewards(slots), schema.BOUND: BOUND,
+             schema.MOVED: MOVED, schema.DECISIONS: decisions, schema.REDEMPTIONS: redemptions}  # fmt: skip
+    for table, data in given.items():
+        executor.register(ctx.table(table), data)
+    times = Text(f"SELECT * FROM {schema.EXPIRY_TIMES.on(PREFIX)}")
+    executor.create(ctx.table(schema.EXPIRY_TIMES), times, stored=True)
+    executor.create(ctx.table(schema.LOTTED), lotted(ctx), stored=True)
+    executor.create(ctx.table(schema.MASKED_ROWS), masked(ctx), stored=True)
+    out = run_pass(executor, ctx, SHAPE, Pass(LIMITS, None, AS_OF), one_task=one_task)
+    return _rows(executor.fetch(f"SELECT * FROM {out}"))
+
+
+def test_the_pass_decides_the_same_on_both_engines_by_holder_or_as_one_task(on_duckdb: Any, on_spark: Any) -> None:
+    """The pass through each executor's map_partitions: by holder (customers share nothing here) or as one task,
+    the same outcome; the tail's reward decided before it, the capped reward cut, the reversal's items taken."""
+    found = _passed(on_duckdb[0], on_duckdb[1], True)
+    assert _passed(on_duckdb[0], on_duckdb[1], False) == found
+    assert _passed(on_spark[0], on_spark[1], True) == found
+    assert _passed(on_spark[0], on_spark[1], False) == found
+    slots = layout(on_duckdb[1]).slots
+    by_seq = {(row[0], row[1]): row for row in found}
+    assert by_seq["d", 13 * slots + 5][5] == "limited"  # e14's reward: the tail's
+    assert by_seq["d", 5 * slots][4:6] == (100, "issued")  # e6's: cut to the cap
+    assert by_seq["i", DECIDED.column("seq")[0].as_py()][13] == 499_999_999_999_999_999  # half of e4's taken
+    assert [row[14] for row in found if row[0] == "r"] == [0, 1]

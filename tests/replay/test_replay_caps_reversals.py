@@ -6,6 +6,7 @@ the inputs and outputs, and Spark equal to DuckDB on one history with all of it.
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -24,7 +25,9 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, parse_programme, save_programme
 from rewards_lab.domain.limits import period_start
 from rewards_lab.domain.processing_order import note_original, processing_keys, refunds_after_originals
+from rewards_lab.replay import feature_store
 from rewards_lab.replay.engine import ISSUANCE_COLUMNS, replay
+from rewards_lab.replay.engines.duckdb import DuckDBExecutor
 from rewards_lab.replay.feature_sql import ADDED_COLUMNS
 from rewards_lab.replay.feature_store import local_day, period_starts
 from rewards_lab.replay.inputs import quote
@@ -361,6 +364,31 @@ def test_beneficiaries_rewards_are_taken_back_from_them(tmp_path: Path) -> None:
 
 
 # summaries, inputs and outputs --------------------------------------------------------------------------------
+def test_the_pass_by_worker_processes_decides_as_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pass keyed by holder (per-customer caps, no budget) run by the DuckDB executor's worker processes (each
+    a hash partition of the holders) gives the issuances and summaries of the pass in process."""
+    definition = programme(info={"limits": [{"period": "month", "max_amount": "100"}]})
+    stream = [order(f"o{i}{name[0]}", name, i, 60) for i in range(6) for name in ("alice", "bob", "carol")]
+    stream += [refund("r1", "alice", 6.5, order_id="o0a"), order("o6a", "alice", 7, 60), order("o7b", "bob", 8, 60)]
+    _, in_process = agree(tmp_path, definition, stream)
+    monkeypatch.setattr(feature_store, "PASS_WORKER_ROWS", 0)
+    spawned: list[int] = []
+    by_processes_of = DuckDBExecutor._by_processes  # noqa: SLF001 - counted, then run as it is
+
+    def counted(self: DuckDBExecutor, *args: Any, **kwargs: Any) -> Any:
+        spawned.append(self.workers)
+        return by_processes_of(self, *args, **kwargs)
+
+    monkeypatch.setattr(DuckDBExecutor, "_by_processes", counted)
+    (tmp_path / "workers").mkdir()
+    _, by_processes = agree(tmp_path / "workers", definition, stream)
+    assert spawned or (os.cpu_count() or 1) == 1  # one core: no worker processes (the pass runs in process)
+    columns = ["seq", "status", "amount_minor", "cut_minor"]
+    rows = [r.issuances.df().sort_values("seq")[columns].values.tolist() for r in (in_process, by_processes)]
+    assert rows[0] == rows[1] and len(rows[0]) == len(stream)  # 20 orders, one reversal
+    assert in_process.totals() == by_processes.totals()
+
+
 RICH = [
     order("o1", "alice", 0, 80),
     order("o2", "bob", 1, 30),

@@ -93,7 +93,8 @@ class Executor(Protocol[Native]):
         order: Sequence[str] = (),
     ) -> None:
         """Table `name` = `fn` over the rows of `query` (its output has `schema`): with `key`, each call sees whole
-        keys, each key's rows contiguous and sorted by `order`; without, any split."""
+        keys, each key's rows contiguous and sorted by `order`; without a key but with `order`, one call over every
+        row in that order (one task); without either, any split."""
         ...
 
     def write(self, query: Query, path: Path, *, order: Sequence[str] = ("seq",)) -> Path:

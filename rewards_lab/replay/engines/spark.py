@@ -120,13 +120,16 @@ class SparkExecutor:
         key: Sequence[str] = (),
         order: Sequence[str] = (),
     ) -> None:
-        """With `key`: repartitioned by it, each partition sorted by (key, order); without: the query's own
-        partitions (sorted by `order` within each, if given). Checkpointed: the function runs once."""
+        """With `key`: repartitioned by it, each partition sorted by (key, order); without a key but with an
+        `order`: one partition (one task) in that order; without either: the query's own partitions.
+        Checkpointed: the function runs once."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
         frame = self.spark.sql(render(query, self.engine))
         if key:
             frame = frame.repartition(self._partitions(), *key)
+        elif order:
+            frame = frame.repartition(1)
         if key or order:
             frame = frame.sortWithinPartitions(*key, *order)
         self._view(name, frame.mapInArrow(fn, from_arrow_schema(schema)).localCheckpoint(eager=True))

@@ -34,6 +34,7 @@ from rewards_lab.replay.plan.sql import Engine, Text
 if TYPE_CHECKING:
     from rewards_lab.replay.plan.customers import Lookup
     from rewards_lab.replay.plan.expiry import ExpiryPlan
+    from rewards_lab.replay.plan.limits import PassShape
 
 UTC_DAY = f"CAST(epoch_us(occurred_at) // {DAY_US} AS INTEGER)"
 
@@ -44,7 +45,8 @@ class Context:
     where each rule action's amount sits, the asset (symbol, decimals) and, once decided, the ceiling's boundary
     day (None: nothing refused); `lookup`, the customers lookup's columns (None: no customers table);
     `reading`, the columns the fallback's live evaluation reads (rewards_lab.replay.fallback.RowReader); when
-    lots expire, `expiry`, the expiry plan (plan.expiry; its `as_of` resolved)."""
+    lots expire, `expiry`, the expiry plan (plan.expiry; its `as_of` resolved); when the ordered pass runs,
+    `shape`, what its operations hold (plan.limits)."""
 
     prefix: str
     plan: CompiledProgramme
@@ -56,6 +58,7 @@ class Context:
     lookup: Lookup | None = None
     reading: tuple[tuple[str, exp.Expr], ...] = ()  # (name, tree): what the live evaluation reads of an event
     expiry: ExpiryPlan | None = None
+    shape: PassShape | None = None
 
     def table(self, table: schema.Table) -> str:
         return table.on(self.prefix)

@@ -300,3 +300,63 @@ LOTS = Table(
 
 EXPIRY_TABLES: tuple[Table, ...] = (MONTHS, MONTH_ENDS, EXPIRY_TIMES, ISSUED, LOTTED, PASS_LOTS, LOTS)
 PLAN_TABLES += EXPIRY_TABLES
+
+# limits and the ordered pass (rewards_lab.replay.plan.limits) ---------------------------------------------------
+REWARDS = Table(
+    "rewards",
+    "rewards",
+    "view",
+    (("seq", "BIGINT"), ("pos", "BIGINT"), ("slot", "INTEGER"), ("rule_index", "INTEGER"), ("holder", "VARCHAR"),
+     ("m", "BIGINT"), ("d_<period>", "INTEGER")),
+    "every positive candidate reward with its holder and the first local day of each period its counters count",
+)  # fmt: skip
+BOUND = Table(
+    "bound",
+    "bind",
+    "stored",
+    (("g", "INTEGER"), ("holder", "VARCHAR"), ("start", "INTEGER")),
+    "the counters that can bind: family g (limits_plan.LimitsPlan.groupings), holder ('' for a budget), period start",
+)
+NEEDED = Table(
+    "needed",
+    "needed",
+    "view",
+    REWARDS.columns,
+    "the rewards the pass may need (`rewards`, or on DuckDB only those of the events it can need)",
+)
+MASKED_ROWS = Table(
+    "masked_rows",
+    "mrows",
+    "stored",
+    (*REWARDS.columns, ("mask", "INTEGER"), ("keep", "BOOLEAN"), ("tracked", "BOOLEAN")),
+    "the rewards the pass needs: mask (the checks whose counter can bind), keep (a refund names their event), "
+    "tracked (their customer's balance is followed: redemptions or expiry)",
+)
+TAIL = Table(
+    "tail",
+    "tail",
+    "stored",
+    (("...", "rewards_lab.replay.sequential.DECISIONS"),),
+    "the rewards surely cut to nothing by a single cap, decided before the pass (none on Spark today)",
+)
+OPS = Table(
+    "ops",
+    "ops",
+    "view",
+    (("k1", "BIGINT"), ("k2", "INTEGER"), ("k3", "INTEGER"), ("k4", "BIGINT"), ("op", "INTEGER"), ("seq", "BIGINT"),
+     ("holder", "VARCHAR"), ("m", "BIGINT"), ("rule", "INTEGER"), ("mask", "INTEGER"), ("d_<period>", "INTEGER"),
+     ("keep", "BOOLEAN"), ("ref", "BIGINT"), ("sequential", "BOOLEAN"), ("fraction", "VARCHAR"),
+     ("tracked", "BOOLEAN"), ("credit", "WIDE"), ("clock, issued, exp", "BIGINT (expiry only)")),
+    "the ordered pass's operations in processing key (k1..k4): grants (op 0), reversal items (1), redemptions "
+    "(2); credit: what set-based rewards gave a tracked holder before the operation",
+)  # fmt: skip
+PASS_OUT = Table(
+    "pass_out",
+    "passout",
+    "stored",
+    (("...", "rewards_lab.replay.sequential.OUTCOMES"),),
+    "the ordered pass's outcome (map_partitions over `ops`, by holder or as one task): kind d/i/r/l",
+)
+
+LIMITS_TABLES: tuple[Table, ...] = (REWARDS, BOUND, NEEDED, MASKED_ROWS, TAIL, OPS, PASS_OUT)
+PLAN_TABLES += LIMITS_TABLES

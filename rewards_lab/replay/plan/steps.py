@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rewards_lab.replay.plan import customers, expiry, outputs, redemptions, reversals, rules, schema
+from rewards_lab.replay.plan import customers, expiry, limits, outputs, redemptions, reversals, rules, schema
 from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.plan.sql import Text
 
@@ -123,3 +123,27 @@ LOTS = Step(
 EXPIRY_STEPS: tuple[Step, ...] = (MONTHS, EXPIRY_TIMES, LOTS)
 
 STEPS += EXPIRY_STEPS
+
+# the ordered pass (plan.limits): with expiry the customers whose lots it keeps, the rewards it needs (their masks),
+# the tail decided before it, its operations, then executor.map_partitions over
+# `ops` (limits.Pass) by holder or as one task, the tail's decisions added to its outcome (limits.run_pass)
+LOTTED = Step(
+    "lotted", schema.LOTTED, (schema.REWARDS, schema.REDEMPTIONS, schema.DECISIONS), limits.lotted, stored=True
+)
+MASKED_ROWS = Step(
+    "masked_rows",
+    schema.MASKED_ROWS,
+    (schema.NEEDED, schema.BOUND, schema.DECISIONS, schema.LOTTED, schema.REDEMPTIONS),
+    limits.masked,
+    stored=True,
+)
+TAIL = Step("tail", schema.TAIL, (schema.MASKED_ROWS, schema.MOVED, schema.DECISIONS), limits.tail, stored=True)
+OPS = Step(
+    "ops",
+    schema.OPS,
+    (schema.MASKED_ROWS, schema.TAIL, schema.MOVED, schema.DECISIONS, schema.REDEMPTIONS, schema.REWARDS,
+     schema.EXPIRY_TIMES),
+    limits.ops,
+    stored=False,
+)  # fmt: skip
+STEPS += (LOTTED, MASKED_ROWS, TAIL, OPS)
