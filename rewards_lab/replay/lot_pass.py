@@ -30,6 +30,8 @@ import pyarrow as pa
 
 from rewards_lab.domain.lots import credited, debit_order, fifo_place, take_in_turn
 
+NEVER = -(2**63)  # the expiry of a lot that never expires: below every instant, those before 1970 included
+
 LOTS = pa.schema(
     [
         ("seq", pa.int64()),
@@ -55,7 +57,7 @@ class LotBook:
     def __init__(self, as_of: int) -> None:
         self.as_of = as_of
         self.open: dict[str, array[int]] = {}  # holder -> slots of their open lots, in FIFO order
-        self._seq, self._issued, self._expires = array("q"), array("q"), array("q")  # per slot; expires -1: never
+        self._seq, self._issued, self._expires = array("q"), array("q"), array("q")  # per slot; NEVER: no expiry
         self._amount, self._remaining = array("q"), array("q")
         self._holder: list[str] = []
         self._free = array("q")  # slots to reuse
@@ -80,7 +82,7 @@ class LotBook:
             return
         self._count += 1
         holder = sys.intern(holder)
-        slot = self._slot(seq, holder, issued, -1 if expires is None else expires, room)
+        slot = self._slot(seq, holder, issued, NEVER if expires is None else expires, room)
         held = self.open.get(holder)
         if held is None:
             held = self.open[holder] = array("q")
@@ -188,12 +190,12 @@ class LotBook:
             self._seq[slot],
             self._holder[slot],
             self._issued[slot],
-            None if expires < 0 else expires,
+            None if expires == NEVER else expires,
             self._amount[slot],
             self._remaining[slot],
             expired,
         )
         for name, value in zip(LOTS.names, values, strict=True):
             self.rows[name].append(value)
-        if expires < 0:
+        if expires == NEVER:
             self._free.append(slot)

@@ -356,6 +356,28 @@ def test_the_pass_keeps_lots_as_the_ledger_does() -> None:
     ]
 
 
+def test_a_lot_that_expires_before_1970_expires_and_is_finished_once() -> None:
+    """Times are microseconds since 1970: a lot issued and expiring before it (negative times) is an expiring lot
+    like any other, not one that never expires (the book's "never" is below every instant)."""
+    book = LotBook(as_of=1_000)
+    book.credit("ann", 0, 6, 6, issued=-9_000, expires=-5_000)
+    book.credit("ann", 1, 4, 10, issued=-8_000, expires=None)
+    book.credit("bea", 2, 3, 3, issued=-7_000, expires=-6_000)
+    assert book.due(anchor=3, clock=-5_500, redemption=False) == [("bea", 3)]
+    assert book.due(anchor=4, clock=-5_000, redemption=False) == [("ann", 6)]
+    book.debit("ann", 4)  # the lot without expiry, spent: finished once, its slot free
+    book.credit("cy", 5, 2, 2, issued=-4_000, expires=-1)  # takes a freed slot
+    rows = book.batch().to_pylist()
+    rows += [row for _, lots in book.finish(chunk=1) for row in lots.to_pylist()]
+    found = sorted((r["seq"], r["holder"], r["lot_expires"], r["lot_remaining"], r["lot_expired"]) for r in rows)
+    assert found == [
+        (0, "ann", -5_000, 0, 6),
+        (1, "ann", None, 0, 0),
+        (2, "bea", -6_000, 0, 3),
+        (5, "cy", -1, 0, 2),
+    ]
+
+
 def test_a_sweep_of_an_expiring_programme_is_net_of_what_expired() -> None:
     """Each grid point is its own replay: its liability is what was issued less what expired by the end."""
     definition = _programme({"after_days": 1})

@@ -678,9 +678,6 @@ def test_expiry_after_days_gives_the_same_times_on_both_engines(days: int, on_du
     assert all(exp == t + days * 86_400_000_000 for _, t, exp in found[0])
 
 
-# Not a reward before 1970 for a tracked holder here: LotBook takes a negative expiry time for "never" (its
-# sentinel is any negative number), so such a lot is freed twice and the pass's lots then depend on the order of
-# holders (a bug of the lot pass, left as it is by this increment: the note of i30-limits).
 def _passed(executor: Any, plan: Any, one_task: bool) -> list[tuple[Any, ...]]:
     """The ordered pass over the fixtures (`lotted`, `masked_rows`, then map_partitions over `ops`), the tail's
     decisions added: under a prefix of its own, so that what other tests decide leaves it alone."""
