@@ -56,8 +56,9 @@ class FeatureTables:
     redemptions: bool
 
 
-# How many operations a pass keyed by holder needs before it runs in worker processes (None: the executor's
-# default, rewards_lab.replay.engines.duckdb.WORKER_ROWS; the tests set 0 to run the pass by processes).
+# How many operations a pass keyed by holder needs before it runs in worker processes; None: always in process.
+# In process by default: on the two-core benchmark machine the worker processes doubled the pass's wall time at
+# 1M events (11-13 s against 5.2-5.5 s, reports/benchmarks.md); the tests set 0 to run the pass by processes.
 PASS_WORKER_ROWS: int | None = None
 EPOCH_SQL = f"DATE '{LIFETIME_START.isoformat()}'"  # day number 0 (`domain.limits.day_number`)
 
@@ -289,8 +290,13 @@ def decide_features(
     from rewards_lab.replay.engines.duckdb import WORKER_ROWS, DuckDBExecutor  # imports rewards_lab.replay.engine
 
     spill = _spill_directory(con)
-    rows_for_workers = WORKER_ROWS if PASS_WORKER_ROWS is None else PASS_WORKER_ROWS
-    executor = DuckDBExecutor(con, spill=None if spill is None else Path(spill), worker_rows=rows_for_workers)
+    by_processes = PASS_WORKER_ROWS is not None
+    executor = DuckDBExecutor(
+        con,
+        spill=None if spill is None else Path(spill),
+        workers=DuckDBExecutor.default_workers() if by_processes else 1,
+        worker_rows=PASS_WORKER_ROWS if PASS_WORKER_ROWS is not None else WORKER_ROWS,
+    )
     try:
         if expiry is not None:  # the customers whose lots get consumed (every customer's, `full`)
             executor.create(ctx.table(schema.LOTTED), plan_limits.lotted(ctx), stored=True)

@@ -365,13 +365,12 @@ def test_beneficiaries_rewards_are_taken_back_from_them(tmp_path: Path) -> None:
 
 # summaries, inputs and outputs --------------------------------------------------------------------------------
 def test_the_pass_by_worker_processes_decides_as_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The pass keyed by holder (per-customer caps, no budget) run by the DuckDB executor's worker processes (each
-    a hash partition of the holders) gives the issuances and summaries of the pass in process."""
+    """The pass keyed by holder (per-customer caps, no budget) runs in process by default; run by the DuckDB
+    executor's worker processes (each a hash partition of the holders), it gives the same issuances and
+    summaries."""
     definition = programme(info={"limits": [{"period": "month", "max_amount": "100"}]})
     stream = [order(f"o{i}{name[0]}", name, i, 60) for i in range(6) for name in ("alice", "bob", "carol")]
     stream += [refund("r1", "alice", 6.5, order_id="o0a"), order("o6a", "alice", 7, 60), order("o7b", "bob", 8, 60)]
-    _, in_process = agree(tmp_path, definition, stream)
-    monkeypatch.setattr(feature_store, "PASS_WORKER_ROWS", 0)
     spawned: list[int] = []
     by_processes_of = DuckDBExecutor._by_processes  # noqa: SLF001 - counted, then run as it is
 
@@ -380,6 +379,9 @@ def test_the_pass_by_worker_processes_decides_as_in_process(tmp_path: Path, monk
         return by_processes_of(self, *args, **kwargs)
 
     monkeypatch.setattr(DuckDBExecutor, "_by_processes", counted)
+    _, in_process = agree(tmp_path, definition, stream)
+    assert spawned == []  # by default the pass runs in process (processes were slower on two cores)
+    monkeypatch.setattr(feature_store, "PASS_WORKER_ROWS", 0)
     (tmp_path / "workers").mkdir()
     _, by_processes = agree(tmp_path / "workers", definition, stream)
     assert spawned or (os.cpu_count() or 1) == 1  # one core: no worker processes (the pass runs in process)

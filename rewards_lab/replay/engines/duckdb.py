@@ -79,10 +79,11 @@ class DuckDBExecutor:
         *,
         spill: Path | None = None,
         memory_limit: str | None = None,
-        workers: int = min(os.cpu_count() or 1, 4),
+        workers: int | None = None,
         worker_rows: int = WORKER_ROWS,
     ) -> None:
-        self.workers, self.worker_rows = workers, worker_rows
+        self.workers = self.default_workers() if workers is None else workers
+        self.worker_rows = worker_rows
         self._spill_in = spill
         self._spill_dir: Path | None = None  # made when first needed (a pass's files, or a connection's spill)
         self._own = con is None
@@ -91,6 +92,11 @@ class DuckDBExecutor:
         self.con = con
         self._origins: dict[str, pa.Table | str] = {}  # what a loaded table was read from (for `number`)
         self._files = itertools.count()
+
+    @staticmethod
+    def default_workers() -> int:
+        """Processes for a keyed `map_partitions` with enough rows: the cores, at most four."""
+        return min(os.cpu_count() or 1, 4)
 
     @property
     def _spill(self) -> Path:
