@@ -1,0 +1,216 @@
+"""`PostgresStore` on a throwaway PostgreSQL (tests/pg_cluster.py): the `Store` Protocol (migrations, collation,
+units of work), then the repositories through the services on both stores, which must give the same answers."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from rewards_lab.contract import requests as rq
+from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.ids import new_id
+from rewards_lab.contract.pagination import PageRequest
+from rewards_lab.contract.scope import Scope
+from rewards_lab.service import customers, ledger, organizations
+from rewards_lab.store.api import Store
+from rewards_lab.store.database import DuckDBStore, utcnow
+from rewards_lab.store.interfaces import EventOutcome, NewEvent
+from rewards_lab.store.postgres.store import PostgresStore, StoreUnavailable
+from tests.conftest import World
+from tests.pg_cluster import PG_SECRET_KEY, PgCluster
+
+ID = re.compile(r"\b[a-z]+_[0-9a-f]{32}\b")
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    """The test's store: a DuckDB file (`db`) or a PostgreSQL database cloned from the migrated template."""
+    yield request.getfixturevalue("db" if request.param == "duckdb" else "pg_store")
+
+
+def _world(store: Store) -> World:
+    org = organizations.create_organization(store, "Both stores Ltd")
+    return World(store, Scope(org.id, "sandbox"))  # type: ignore[arg-type]  # World is typed on DuckDB's name
+
+
+def _versions(url: str) -> list[tuple[int, str]]:
+    with psycopg.connect(url) as conn:
+        return [(int(v), str(d)) for v, d in conn.execute("SELECT version, description FROM schema_migrations")]
+
+
+def test_postgres_store_has_every_method_of_the_protocol_with_its_parameters(pg_store: PostgresStore) -> None:
+    methods = [
+        n for n, m in vars(Store).items() if callable(m) and (not n.startswith("_") or n in ("__enter__", "__exit__"))
+    ]
+    assert {"unit_of_work", "probe_write", "close", "__exit__"} <= set(methods)
+    for name in methods:
+        theirs = inspect.signature(getattr(PostgresStore, name)).parameters
+        assert list(theirs) == list(inspect.signature(getattr(Store, name)).parameters), name
+    assert (
+        pg_store.path.startswith("postgresql://rewards_test@127.0.0.1:") and ":" not in pg_store.path[13:].split("@")[0]
+    )
+    assert pg_store.secret_box is not None
+
+
+def test_migrating_twice_changes_nothing_and_a_second_open_finds_it_migrated(pg_store_url: str) -> None:
+    before = _versions(pg_store_url)
+    assert max(v for v, _ in before) >= 24 and len(before) == len(set(before))
+    with PostgresStore(pg_store_url, secret_key=PG_SECRET_KEY) as store:
+        store.migrate()
+        store.migrate()
+    assert _versions(pg_store_url) == before
+
+
+def test_a_database_that_does_not_sort_bytewise_is_refused(pg_cluster: PgCluster) -> None:
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+        admin.execute("CREATE DATABASE natural_order LC_COLLATE 'C.utf8' LC_CTYPE 'C.utf8' TEMPLATE template0")
+    try:
+        with pytest.raises(StoreUnavailable, match="collation is 'C.utf8'.*collation \"C\"") as caught:
+            PostgresStore(pg_cluster.dsn("natural_order"), secret_key=PG_SECRET_KEY)
+        assert pg_cluster.password not in str(caught.value)
+        with psycopg.connect(pg_cluster.dsn("natural_order")) as conn:  # refused before migrating anything
+            assert conn.execute("SELECT to_regclass('schema_migrations')").fetchone() == (None,)
+    finally:
+        with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+            admin.execute("DROP DATABASE natural_order WITH (FORCE)")
+
+
+def test_an_unreachable_server_is_refused_without_the_password(pg_cluster: PgCluster) -> None:
+    url = pg_cluster.dsn("nowhere").replace(f":{pg_cluster.port}/", ":1/")
+    with pytest.raises(StoreUnavailable, match="cannot connect") as caught:
+        PostgresStore(url, secret_key=PG_SECRET_KEY)
+    assert pg_cluster.password not in str(caught.value) and "postgresql://rewards_test@127.0.0.1:1/nowhere" in str(
+        caught.value
+    )
+
+
+def test_a_wrong_secret_key_is_refused(pg_store_url: str) -> None:
+    with pytest.raises(Exception, match="REWARDS_LAB_SECRET_KEY"):
+        PostgresStore(pg_store_url, secret_key=bytes(32))
+
+
+def test_a_unit_of_work_commits_whole_or_not_at_all(store: Store) -> None:
+    kept, dropped = new_id("organization"), new_id("organization")
+    with store.unit_of_work() as uow:
+        uow.organizations.add(kept, "Kept Ltd", "business", None)
+    with pytest.raises(RuntimeError), store.unit_of_work() as uow:
+        uow.organizations.add(dropped, "Dropped Ltd", "business", None)
+        assert uow.organizations.get(dropped) is not None  # seen inside its own transaction
+        raise RuntimeError("abandon")
+    reader = store.reader_repositories()
+    assert reader.organizations.get(kept) is not None
+    assert reader.organizations.get(dropped) is None
+    with store.snapshot_repositories() as snap:
+        assert snap.organizations.get(kept) is not None
+    assert store.probe_write(5.0) is True
+    store.checkpoint()
+
+
+def test_a_snapshot_sees_one_committed_state(pg_store: PostgresStore) -> None:
+    world = _world(pg_store)
+    world.customer("first")
+    with pg_store.snapshot_repositories() as snap:
+        before = snap.customers.page(world.scope, PageRequest(limit=10), "created_at", _no_filter()).rows
+        world.customer("second")  # committed meanwhile
+        again = snap.customers.page(world.scope, PageRequest(limit=10), "created_at", _no_filter()).rows
+    assert [c.external_id for c in before] == [c.external_id for c in again] == ["first"]
+    assert len(customers.list_customers(pg_store, world.scope, PageRequest()).data) == 2
+
+
+def _no_filter() -> Any:
+    from rewards_lab.store.interfaces import CustomerFilter
+
+    return CustomerFilter(None)
+
+
+def _scenario(store: Store) -> str:
+    """Customers, wallets, an asset, postings, balances, pages and idempotent retries through the services: every
+    answer, ids replaced by their order of appearance and times dropped (they differ between runs)."""
+    world = _world(store)
+    answers: list[Any] = []
+    people = [world.customer(f"ext-{name}", email=f"{name}@example.com") for name in ("b", "a", "B", "c")]
+    wallets = [world.wallet(person) for person in people]
+    asset = world.asset()
+    issue = rq.IssueRequest(wallet_id=wallets[0].id, amount="9999999999999999.99", reason="big")
+    answers.append(ledger.issue(store, world.scope, asset.id, issue, idempotency_key="k-1"))
+    answers.append(ledger.issue(store, world.scope, asset.id, issue, idempotency_key="k-1"))  # the same answer
+    answers += [ledger.issue(store, world.scope, asset.id, issue) for _ in range(19)]  # 20 x (10^18 - 1) > 2^64
+    with pytest.raises(ServiceError) as reused:
+        ledger.issue(store, world.scope, asset.id, issue.model_copy(update={"amount": "1.00"}), idempotency_key="k-1")
+    answers.append(reused.value.code)
+    move = rq.TransferRequest(from_wallet_id=wallets[0].id, to_wallet_id=wallets[1].id, amount="10.50")
+    answers.append(ledger.transfer(store, world.scope, asset.id, move))
+    spend = rq.RedemptionRequest(wallet_id=wallets[1].id, amount="0.50", reference="coffee")
+    answers.append(ledger.redeem(store, world.scope, asset.id, spend))
+    with pytest.raises(ServiceError) as short:
+        ledger.redeem(store, world.scope, asset.id, spend.model_copy(update={"amount": "10.01"}))
+    answers.append(short.value.code)
+    answers += [ledger.wallet_balances(store, world.scope, w.id) for w in wallets]
+    for sort in ("created_at", "external_id"):
+        for direction in ("asc", "desc"):
+            cursor, seen = None, []
+            while True:
+                page = customers.list_customers(
+                    store, world.scope, PageRequest(limit=3, sort=sort, direction=direction, cursor=cursor)
+                )
+                seen += [c.external_id for c in page.data]
+                if page.next_cursor is None:
+                    break
+                cursor = page.next_cursor
+            answers.append(seen)
+    answers.append(ledger.list_transactions(store, world.scope, PageRequest(limit=10)).data)
+    report = store.verify_ledger()
+    assert report.ok, report.problems
+    answers.append((report.transactions, report.entries, report.balances))
+    return _normalised(answers)
+
+
+def _normalised(value: Any) -> str:
+    text = repr(value)
+    names: dict[str, str] = {}
+    text = ID.sub(lambda m: names.setdefault(m.group(0), f"id{len(names)}"), text)
+    text = re.sub(r"datetime\.datetime\([^)]*\)", "T", text)
+    return re.sub(r"'\d{4}-\d\d-\d\dT[0-9:.]+Z?'", "'T'", text)
+
+
+def test_the_services_give_the_same_answers_on_both_stores(db: DuckDBStore, pg_store: PostgresStore) -> None:
+    on_duckdb, on_postgres = _scenario(db), _scenario(pg_store)
+    assert "'199999999999999989.30'" in on_duckdb  # the balance past 2^64 minor units, after the transfer
+    assert on_postgres == on_duckdb
+
+
+def test_event_intake_inserts_all_or_none_and_marks_outcomes(store: Store) -> None:
+    world = _world(store)
+    customer = world.customer("ev")
+    now = utcnow().replace(microsecond=0)
+
+    def event(external: str, occurred: datetime | None) -> tuple[Scope, NewEvent]:
+        return world.scope, NewEvent(new_id("event"), external, "order.completed", customer.id, occurred, "{}", "h")
+
+    first = [event("e-1", now - timedelta(days=1)), event("e-2", None)]
+    with store.intake_events() as events:
+        assert events.add(first, now) is True
+        assert events.add([event("e-3", None), event("e-1", None)], now) is False  # e-1 is stored: neither
+    with store.intake_unit_of_work() as uow:
+        assert uow.events.add([event("e-4", now)], now) is True
+    stored = store.reader_repositories().events.get_by_external_ids(world.scope, ["e-1", "e-2", "e-3", "e-4"])
+    assert sorted(stored) == ["e-1", "e-2", "e-4"]
+    assert stored["e-1"].occurred_at == now - timedelta(days=1) and stored["e-2"].occurred_at is None
+    assert stored["e-1"].received_at == now and stored["e-1"].status == "received"
+    with store.unit_of_work() as uow:
+        uow.events.mark_many(
+            world.scope,
+            [
+                EventOutcome(stored["e-1"].id, "processed", None, None, ["v1"]),
+                EventOutcome(stored["e-2"].id, "failed", "bad", "no rule", None),
+            ],  # fmt: skip
+        )
+    marked = store.reader_repositories().events.get_by_external_ids(world.scope, ["e-1", "e-2"])
+    assert (marked["e-1"].status, marked["e-1"].attempts) == ("processed", 1)
+    assert (marked["e-2"].status, marked["e-2"].error_code, marked["e-2"].attempts) == ("failed", "bad", 1)
