@@ -24,6 +24,7 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from rewards_lab.store.api import UnsupportedStore
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.dialect import render
 from rewards_lab.store.postgres.connection import PgConnection, configure
@@ -45,17 +46,15 @@ _SCHEMA_MIGRATIONS = (
 )
 
 
-class StoreUnavailable(ValueError):
+class StoreUnavailable(UnsupportedStore):
     """The PostgreSQL database cannot be used: unreachable, or not fit (collation, no key); the message says
     which, without the password."""
 
 
 def redacted(url: str) -> str:
-    """`url` without its password: what messages and `path` show."""
-    try:
-        parts = conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return "postgresql://(unparsable URL)"
+    """`url` without its password (nor any option): what messages and `path` show. `psycopg.Error` when libpq
+    cannot read it."""
+    parts = conninfo_to_dict(url)
     user = f"{parts['user']}@" if parts.get("user") else ""
     port = f":{parts['port']}" if parts.get("port") else ""
     return f"postgresql://{user}{parts.get('host', '')}{port}/{parts.get('dbname', '')}"
@@ -66,13 +65,22 @@ def _scrub(message: str, url: str) -> str:
     return message.replace(str(password), "***") if password else message
 
 
+def libpq_url(url: str) -> str:
+    """`url` with its scheme as libpq reads it (`postgres://` and `PostgreSQL://` are the same database)."""
+    scheme, sep, rest = url.partition("://")
+    return f"postgresql://{rest}" if sep and scheme.lower() in ("postgresql", "postgres") else url
+
+
 class PostgresStore:
     """One PostgreSQL database (`url`: a libpq URL or key=value string), opened: migrated, its collation and
     secret key checked."""
 
     def __init__(self, url: str, *, secret_key: bytes | None = None, pool_max: int = POOL_MAX) -> None:
-        self.url = url
-        self.path = redacted(url)
+        self.url = url = libpq_url(url)
+        try:
+            self.path = redacted(url)
+        except psycopg.Error:
+            raise StoreUnavailable("--db postgresql://...: not a PostgreSQL URL libpq can read") from None
         self.fault_hook: Any = None
         self._write_lock = threading.RLock()
         self._intake_lock = threading.Lock()
