@@ -7,8 +7,10 @@ import inspect
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
+import duckdb
 import psycopg
 import pytest
 
@@ -17,13 +19,16 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.service import customers, ledger, organizations
+from rewards_lab.contract.validation import validate
+from rewards_lab.engine import event_processing
+from rewards_lab.service import customers, event_intake, event_queries, ledger, organizations
 from rewards_lab.store.api import Store
 from rewards_lab.store.database import DuckDBStore, utcnow
 from rewards_lab.store.interfaces import EventOutcome, NewEvent
 from rewards_lab.store.postgres.store import PostgresStore, StoreUnavailable
 from tests.conftest import World
 from tests.pg_cluster import PG_SECRET_KEY, PgCluster
+from tests.store.test_store_api import _read_through_the_protocol, _write_through_the_protocol
 
 ID = re.compile(r"\b[a-z]+_[0-9a-f]{32}\b")
 
@@ -165,6 +170,8 @@ def _scenario(store: Store) -> str:
                 cursor = page.next_cursor
             answers.append(seen)
     answers.append(ledger.list_transactions(store, world.scope, PageRequest(limit=10)).data)
+    rows = store.reader_repositories().ledger.wallet_balances(world.scope, wallets[0].id)
+    answers.append([(type(row.balance_minor).__name__, row.balance_minor) for row in rows])  # int past 2^64, exact
     report = store.verify_ledger()
     assert report.ok, report.problems
     answers.append((report.transactions, report.entries, report.balances))
@@ -182,6 +189,7 @@ def _normalised(value: Any) -> str:
 def test_the_services_give_the_same_answers_on_both_stores(db: DuckDBStore, pg_store: PostgresStore) -> None:
     on_duckdb, on_postgres = _scenario(db), _scenario(pg_store)
     assert "'199999999999999989.30'" in on_duckdb  # the balance past 2^64 minor units, after the transfer
+    assert "('int', 19999999999999998930)" in on_duckdb
     assert on_postgres == on_duckdb
 
 
@@ -214,3 +222,67 @@ def test_event_intake_inserts_all_or_none_and_marks_outcomes(store: Store) -> No
     marked = store.reader_repositories().events.get_by_external_ids(world.scope, ["e-1", "e-2"])
     assert (marked["e-1"].status, marked["e-1"].attempts) == ("processed", 1)
     assert (marked["e-2"].status, marked["e-2"].error_code, marked["e-2"].attempts) == ("failed", "bad", 1)
+
+
+def _events_scenario(store: Store) -> str:
+    """A programme with a rate, a supply ceiling and a threshold; events accepted (a duplicate, a mismatch, a
+    customer made on the fly), processed by the engine; then the events, balances and transactions read back."""
+    world = _world(store)
+    customer = world.customer("shopper")
+    wallet = world.wallet(customer)
+    asset = world.asset(supply_ceiling="100.00")
+    world.per_rate_programme(asset, rate="0.05", threshold=20)
+
+    def event(external_id: str, amount: str, who: str = "shopper") -> rq.EventCreate:
+        body = {"type": "order.completed", "external_event_id": external_id, "customer_id": who, "data": {}}
+        body["data"] = {"amount": Decimal(amount)}
+        return validate(rq.EventCreate, body)
+
+    answers: list[Any] = [
+        event_intake.submit_events(
+            store, world.scope, [event("o-1", "42.50"), event("o-1", "42.5"), event("o-1", "43"), event("o-2", "19")]
+        ),
+        event_intake.submit_event(store, world.scope, event("o-3", "1990")),  # past the ceiling: refused whole
+        event_intake.submit_event(store, world.scope, event("o-4", "100", who="newcomer")),
+    ]
+    answers.append(event_processing.process_all(store))
+    answers.append(ledger.wallet_balances(store, world.scope, wallet.id))
+    answers.append(event_queries.list_events(store, world.scope, PageRequest(limit=10)).data)
+    answers.append(ledger.list_transactions(store, world.scope, PageRequest(limit=10)).data)
+    with store.snapshot_repositories() as uow:
+        answers.append(uow.outbox.of_scope(world.scope))
+    report = store.verify_ledger()
+    assert report.ok, report.problems
+    return _normalised(answers)
+
+
+def test_events_are_accepted_and_processed_alike_on_both_stores(db: DuckDBStore, pg_store: PostgresStore) -> None:
+    on_duckdb, on_postgres = _events_scenario(db), _events_scenario(pg_store)
+    assert "'2.12'" in on_duckdb and "event_duplicate_mismatch" in on_duckdb and "processed" in on_duckdb
+    assert on_postgres == on_duckdb
+
+
+def test_the_protocols_side_unit_retention_and_probe_on_postgres(pg_store: PostgresStore) -> None:
+    organization_id = new_id("organization")
+    _write_through_the_protocol(pg_store, organization_id)
+    _read_through_the_protocol(pg_store, organization_id)
+    with psycopg.connect(pg_store.url) as conn:
+        assert conn.execute("SELECT name FROM organizations WHERE id = %s", [organization_id]).fetchall() == [
+            ("Protocol Ltd",)
+        ]
+        assert conn.execute("SELECT count(*) FROM auth_audit").fetchall() == [(1,)]  # two written, one deleted
+        assert conn.execute("SELECT count(*) FROM health_probe").fetchall() == [(1,)]
+
+
+def test_a_refused_write_names_the_same_invariant_on_both_stores(store: Store) -> None:
+    """The store's CHECK refuses a balance below its floor; the DuckDB exception the ledger reads carries the
+    column on both (PostgreSQL's error is translated with the constraint's definition)."""
+    world = _world(store)
+    wallet = world.wallet()
+    with pytest.raises(duckdb.ConstraintException) as refused, store.unit_of_work() as uow:
+        con: Any = uow.con  # type: ignore[attr-defined]  # both stores' Repositories hold their connection
+        con.execute(
+            "INSERT INTO balances VALUES (?, ?, ?, 'ast_x', -1, 0, ?)",
+            [world.scope.organization_id, world.scope.environment, wallet.id, utcnow()],
+        )
+    assert "floor_minor" in str(refused.value)
