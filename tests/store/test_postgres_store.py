@@ -286,3 +286,24 @@ def test_a_refused_write_names_the_same_invariant_on_both_stores(store: Store) -
             [world.scope.organization_id, world.scope.environment, wallet.id, utcnow()],
         )
     assert "floor_minor" in str(refused.value)
+
+
+def test_the_ledger_writers_fault_points_fire_inside_the_unit_of_work(pg_store: PostgresStore) -> None:
+    """The crash tests' hook sees the writer's points in order, and a fault there rolls the whole write back."""
+    world = _world(pg_store)
+    wallet, asset = world.wallet(), world.asset()
+    seen: list[str] = []
+
+    def hook(point: str) -> None:
+        seen.append(point)
+        if point == "after_balances":
+            raise RuntimeError("killed")
+
+    pg_store.fault_hook = hook
+    body = rq.IssueRequest(wallet_id=wallet.id, amount="5.00", reason="crash")
+    with pytest.raises(RuntimeError, match="killed"):
+        ledger.issue(pg_store, world.scope, asset.id, body)
+    pg_store.fault_hook = None
+    assert seen == ["after_entries", "after_balances"]
+    assert ledger.wallet_balances(pg_store, world.scope, wallet.id).balances == []  # nothing of it committed
+    assert ledger.list_transactions(pg_store, world.scope, PageRequest()).data == []

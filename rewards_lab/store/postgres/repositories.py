@@ -60,6 +60,13 @@ class PgEventRepository(EventRepository):
 
 
 class PgLedgerRepository(LedgerRepository):
+    def __init__(self, con: duckdb.DuckDBPyConnection, store: PostgresStore) -> None:
+        super().__init__(con, None)  # no ledger cache: another process may write the same balances
+        self.store = store
+
+    def _fault(self, point: str) -> None:
+        self.store.fault(point)  # the crash tests' fault points, as on DuckDB
+
     def _write_tables(self, scope: Scope, txn_batch: pa.Table, balance_deltas: pa.Table) -> None:
         """DuckDB's statements, over TEMP tables named as DuckDB's replacement scan names the Arrow tables."""
         con = cast(PgConnection, self.con)
@@ -81,4 +88,4 @@ class PostgresRepositories(DuckDBRepositories):
         super().__init__(duck, None)
         self.database = store  # type: ignore[assignment]  # what process-wide caches key on
         self.events = PgEventRepository(duck)
-        self.ledger = PgLedgerRepository(duck, None)
+        self.ledger = PgLedgerRepository(duck, store)
