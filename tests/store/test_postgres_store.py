@@ -12,6 +12,7 @@ from typing import Any
 
 import duckdb
 import psycopg
+import pyarrow as pa
 import pytest
 
 from rewards_lab.contract import requests as rq
@@ -22,6 +23,7 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.engine import event_processing
 from rewards_lab.service import customers, event_intake, event_queries, ledger, organizations
+from rewards_lab.store import ledger as ledger_store
 from rewards_lab.store.api import Store
 from rewards_lab.store.database import DuckDBStore, utcnow
 from rewards_lab.store.interfaces import EventOutcome, NewEvent
@@ -126,6 +128,12 @@ def test_a_snapshot_sees_one_committed_state(pg_store: PostgresStore) -> None:
         again = snap.customers.page(world.scope, PageRequest(limit=10), "created_at", _no_filter()).rows
     assert [c.external_id for c in before] == [c.external_id for c in again] == ["first"]
     assert len(customers.list_customers(pg_store, world.scope, PageRequest()).data) == 2
+
+
+def _txns() -> Any:
+    from rewards_lab.store.interfaces import TransactionFilter
+
+    return TransactionFilter(None, None, None)
 
 
 def _no_filter() -> Any:
@@ -307,3 +315,45 @@ def test_the_ledger_writers_fault_points_fire_inside_the_unit_of_work(pg_store: 
     assert seen == ["after_entries", "after_balances"]
     assert ledger.wallet_balances(pg_store, world.scope, wallet.id).balances == []  # nothing of it committed
     assert ledger.list_transactions(pg_store, world.scope, PageRequest()).data == []
+
+
+@pytest.mark.parametrize(
+    ("amount", "same_accounts", "delta", "invariant"),
+    [
+        (0, False, 0, "amount_not_positive"),
+        (5, True, 0, "same_account"),
+        (5, False, -5, "balance_below_floor"),  # a wallet's first row below its floor of zero
+    ],
+)
+def test_the_ledgers_batch_write_is_refused_by_the_same_invariant_on_both_stores(
+    store: Store, amount: int, same_accounts: bool, delta: int, invariant: str
+) -> None:
+    """`write_postings`'s statements (DuckDB's; PostgreSQL's COPY and typed arrays) under the store's CHECKs: the
+    same invariant named on both, nothing written."""
+    world = _world(store)
+    wallet = world.wallet()
+    txn = pa.Table.from_pylist(
+        [
+            {
+                "id": new_id("transaction"),
+                "kind": "issue",
+                "asset_id": "ast_x",
+                "amount_minor": amount,
+                "source_account_id": wallet.id if same_accounts else "acc_issuance",
+                "destination_account_id": wallet.id,
+                "memo": None,
+                "execution_id": None,
+                "id_time_ms": 1,
+            }
+        ],  # fmt: skip
+        schema=ledger_store._TXN_SCHEMA,
+    )
+    deltas = pa.Table.from_pylist(
+        [{"account_id": wallet.id, "asset_id": "ast_x", "delta": delta, "floor_delta": 0}],
+        schema=ledger_store._DELTA_SCHEMA,
+    )
+    with pytest.raises(ServiceError) as refused, store.unit_of_work() as uow:
+        uow.ledger._write_tables(world.scope, txn, deltas)  # type: ignore[attr-defined]
+    assert refused.value.details["invariant"] == invariant
+    listed = store.reader_repositories().ledger.list_transactions(world.scope, PageRequest(), "created_at", _txns())
+    assert listed.rows == []

@@ -11,7 +11,7 @@ the count of rows touched. NUMERIC comes back as `int` (scale 0: every amount co
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
@@ -95,6 +95,12 @@ class PgConnection:
         """PostgreSQL's own text (per-store code), with psycopg's parameters."""
         with self._translated():
             return self._result(self.conn.execute(sql, _params(params)))
+
+    def copy_rows(self, copy_sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """`COPY ... FROM STDIN` (text format) of `rows`, inside the current transaction."""
+        with self._translated(), self.conn.cursor() as cursor, cursor.copy(copy_sql) as copy:
+            for row in rows:
+                copy.write_row(row)
 
     def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> Result:
         with self._translated(), self.conn.cursor() as cursor:

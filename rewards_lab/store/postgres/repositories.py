@@ -1,7 +1,7 @@
 """The repositories over PostgreSQL: DuckDB's own classes on a `PgConnection` (their SQL rendered per statement),
 and the per-store code where DuckDB's statement has no PostgreSQL rendering (tests/store/test_sql_portability.py,
 `PER_STORE`): the event intake's insert and the ledger's batch write (DuckDB reads its Arrow tables by a
-replacement scan; here they are TEMP tables filled by COPY)."""
+replacement scan; here the transactions go in by COPY and the balances from typed arrays)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, cast
 import duckdb
 import pyarrow as pa
 
+from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
+from rewards_lab.store.database import utcnow
 from rewards_lab.store.events import EventRepository
 from rewards_lab.store.interfaces import NewEvent
-from rewards_lab.store.ledger import LedgerRepository
+from rewards_lab.store.ledger import LedgerRepository, _invariant
 from rewards_lab.store.postgres.connection import PgConnection
 from rewards_lab.store.uow import DuckDBRepositories
 
@@ -27,6 +29,29 @@ _INSERT_EVENTS = (
     "'received', NULL, NULL, 0, NULL, %(received)s, NULL, NULL, NULL FROM unnest(%(id)s::text[], %(org)s::text[], "
     "%(env)s::text[], %(ext)s::text[], %(type)s::text[], %(customer)s::text[], %(occurred)s::timestamp[], "
     "%(data)s::text[], %(hash)s::text[]) AS u(id, org, env, ext, type, customer, occurred, data, hash)"
+)
+
+
+_COPY_TRANSACTIONS = (
+    "COPY transactions (id, organization_id, environment, kind, asset_id, amount_minor, source_account_id, "
+    "destination_account_id, memo, execution_id, created_at, id_time_ms) FROM STDIN"
+)
+_DELTAS = (
+    "unnest(%(account)s::text[], %(asset)s::text[], %(delta)s::numeric[], %(floor)s::numeric[]) "
+    "AS d(account_id, asset_id, delta, floor_delta)"
+)
+# ledger._UPDATE_BALANCES and _INSERT_BALANCES over typed arrays: the same arithmetic, the same floors.
+_UPDATE_BALANCES = (
+    "UPDATE balances SET balance_minor = balance_minor + d.delta, "
+    "floor_minor = CASE WHEN starts_with(balances.account_id, 'wal_') AND floor_minor < 0 "
+    "THEN LEAST(0, balance_minor + d.delta) ELSE floor_minor + d.floor_delta END, "
+    f"updated_at = %(now)s FROM {_DELTAS} "
+    "WHERE balances.account_id = d.account_id AND balances.asset_id = d.asset_id"
+)
+_INSERT_BALANCES = (
+    "INSERT INTO balances SELECT %(org)s, %(env)s, d.account_id, d.asset_id, d.delta, "
+    f"CASE WHEN starts_with(d.account_id, 'wal_') THEN 0 END, %(now)s FROM {_DELTAS} "
+    "WHERE NOT EXISTS (SELECT 1 FROM balances b WHERE b.account_id = d.account_id AND b.asset_id = d.asset_id)"
 )
 
 
@@ -68,15 +93,43 @@ class PgLedgerRepository(LedgerRepository):
         self.store.fault(point)  # the crash tests' fault points, as on DuckDB
 
     def _write_tables(self, scope: Scope, txn_batch: pa.Table, balance_deltas: pa.Table) -> None:
-        """DuckDB's statements, over TEMP tables named as DuckDB's replacement scan names the Arrow tables."""
+        """DuckDB's three statements, PostgreSQL's way (plan section 4): the transactions by COPY straight into
+        the table (the CHECKs fire as rows arrive, inside the unit's transaction), then the balances updated and
+        the new ones inserted from typed arrays (one round trip each, no temporary table). Same fault points,
+        same refusals as DuckDB's (`ledger._invariant`)."""
         con = cast(PgConnection, self.con)
-        con.register("txn_batch", txn_batch)
-        con.register("balance_deltas", balance_deltas)
+        now = self.written_at = utcnow()
+        accounts = balance_deltas.column("account_id").to_pylist()
+        deltas = {
+            "account": accounts,
+            "asset": balance_deltas.column("asset_id").to_pylist(),
+            "delta": [str(v) for v in balance_deltas.column("delta").to_pylist()],
+            "floor": [str(v) for v in balance_deltas.column("floor_delta").to_pylist()],
+            "org": scope.organization_id,
+            "env": scope.environment,
+            "now": now,
+        }
         try:
-            super()._write_tables(scope, txn_batch, balance_deltas)
-        finally:
-            con.unregister("txn_batch")
-            con.unregister("balance_deltas")
+            con.copy_rows(
+                _COPY_TRANSACTIONS,
+                (
+                    (row[0], *scope.params, *row[1:8], now, row[8])
+                    for row in zip(*(c.to_pylist() for c in txn_batch.columns), strict=True)
+                ),
+            )
+            self._fault("after_entries")
+            updated = con.execute_native(_UPDATE_BALANCES, deltas).fetchone()
+            if updated is None or int(updated[0]) < len(accounts):
+                con.execute_native(_INSERT_BALANCES, deltas)
+            self._fault("after_balances")
+        except duckdb.ConstraintException as error:
+            raise ServiceError(
+                "internal_error", "ledger invariant refused by the store", invariant=_invariant(str(error))
+            ) from error
+        except duckdb.OutOfRangeException as error:
+            raise ServiceError(
+                "internal_error", "ledger invariant refused by the store", invariant="balance_out_of_range"
+            ) from error
 
 
 class PostgresRepositories(DuckDBRepositories):
