@@ -26,7 +26,7 @@ from rewards_lab.service import customers, event_intake, event_queries, ledger, 
 from rewards_lab.store import ledger as ledger_store
 from rewards_lab.store.api import Store
 from rewards_lab.store.database import DuckDBStore, utcnow
-from rewards_lab.store.interfaces import EventOutcome, NewEvent
+from rewards_lab.store.interfaces import EventOutcome, LotFilter, LotTaken, NewEvent, NewLot
 from rewards_lab.store.postgres.store import PostgresStore, StoreUnavailable
 from tests.conftest import World
 from tests.pg_cluster import PG_SECRET_KEY, PgCluster
@@ -357,3 +357,29 @@ def test_the_ledgers_batch_write_is_refused_by_the_same_invariant_on_both_stores
     assert refused.value.details["invariant"] == invariant
     listed = store.reader_repositories().ledger.list_transactions(world.scope, PageRequest(), "created_at", _txns())
     assert listed.rows == []
+
+
+def test_lots_are_made_taken_from_and_expired_alike_on_both_stores(store: Store) -> None:
+    """`lots.write` (DuckDB: Arrow tables by a replacement scan; PostgreSQL: typed arrays): lots made with amounts
+    past 2^64, a lot taken from twice in one write (one row, the sum), an expiry marking its lot."""
+    world = _world(store)
+    wallet = world.wallet()
+    t0 = datetime(2026, 1, 1, 12, 0, 0)
+    big = 2**70
+    made = [
+        NewLot("lot_a", wallet.id, "ast_x", t0, t0 + timedelta(days=30), big, "txn_a"),
+        NewLot("lot_b", wallet.id, "ast_x", t0 + timedelta(hours=1), None, 500, "txn_b"),
+    ]
+    with store.unit_of_work() as uow:
+        uow.lots.write(world.scope, made, [])
+    with store.unit_of_work() as uow:
+        uow.lots.write(
+            world.scope, [], [LotTaken("lot_a", 100), LotTaken("lot_a", 50), LotTaken("lot_b", 500, "txn_x")]
+        )
+    reader = store.reader_repositories()
+    lots = reader.lots.open_lots(world.scope, [(wallet.id, "ast_x")])[(wallet.id, "ast_x")]
+    assert [(lot.id, lot.remaining, type(lot.remaining)) for lot in lots] == [("lot_a", big - 150, int)]
+    assert reader.lots.next_expiry(world.scope, wallet.id) == {"ast_x": (t0 + timedelta(days=30), big - 150)}
+    rows = reader.lots.page(world.scope, wallet.id, PageRequest(), LotFilter(status="expired")).rows
+    assert [(row.id, row.expired_minor, row.remaining_minor) for row in rows] == [("lot_b", 500, 0)]
+    assert [lot.id for lot in reader.lots.due(t0 + timedelta(days=31), 10)] == ["lot_a"]

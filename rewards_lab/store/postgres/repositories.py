@@ -1,10 +1,12 @@
 """The repositories over PostgreSQL: DuckDB's own classes on a `PgConnection` (their SQL rendered per statement),
 and the per-store code where DuckDB's statement has no PostgreSQL rendering (tests/store/test_sql_portability.py,
 `PER_STORE`): the event intake's insert and the ledger's batch write (DuckDB reads its Arrow tables by a
-replacement scan; here the transactions go in by COPY and the balances from typed arrays)."""
+replacement scan; here the transactions go in by COPY and the balances from typed arrays), and the lots' write
+(another replacement scan)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, cast
 
@@ -15,8 +17,9 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.events import EventRepository
-from rewards_lab.store.interfaces import NewEvent
+from rewards_lab.store.interfaces import LotTaken, NewEvent, NewLot
 from rewards_lab.store.ledger import LedgerRepository, _invariant
+from rewards_lab.store.lots import LotRepository
 from rewards_lab.store.postgres.connection import PgConnection
 from rewards_lab.store.uow import DuckDBRepositories
 
@@ -132,6 +135,50 @@ class PgLedgerRepository(LedgerRepository):
             ) from error
 
 
+_TAKE_LOTS = (
+    "UPDATE lots SET remaining_minor = remaining_minor - t.taken, "
+    "expired_minor = expired_minor + CASE WHEN t.expired_by IS NULL THEN 0 ELSE t.taken END, "
+    "expired_transaction_id = coalesce(t.expired_by, expired_transaction_id), updated_at = %(now)s "
+    "FROM unnest(%(id)s::text[], %(taken)s::numeric[], %(expired)s::text[]) AS t(id, taken, expired_by) "
+    "WHERE lots.id = t.id AND lots.organization_id = %(org)s AND lots.environment = %(env)s"
+)
+_MAKE_LOTS = (
+    "INSERT INTO lots SELECT m.id, %(org)s, %(env)s, m.wallet_id, m.asset_id, m.issued_at, m.expires_at, "
+    "m.amount, m.amount, 0, m.source, NULL, %(now)s, %(now)s FROM unnest(%(id)s::text[], %(wallet)s::text[], "
+    "%(asset)s::text[], %(issued)s::timestamp[], %(expires)s::timestamp[], %(amount)s::numeric[], "
+    "%(source)s::text[]) AS m(id, wallet_id, asset_id, issued_at, expires_at, amount, source)"
+)
+
+
+class PgLotRepository(LotRepository):
+    def write(self, scope: Scope, made: Sequence[NewLot], taken: Sequence[LotTaken]) -> None:
+        """As DuckDB's (a lot taken from twice in a batch: one row, the sum), from typed arrays (DuckDB reads
+        Arrow tables by a replacement scan)."""
+        con = cast(PgConnection, self.con)
+        tenant = {"org": scope.organization_id, "env": scope.environment, "now": utcnow()}
+        if taken:
+            amounts: dict[str, int] = {}
+            expired: dict[str, str] = {}
+            for lot_id, part, expired_by in taken:
+                amounts[lot_id] = amounts.get(lot_id, 0) + part
+                if expired_by is not None:
+                    expired[lot_id] = expired_by
+            lots = list(amounts)
+            con.execute_native(
+                _TAKE_LOTS,
+                {**tenant, "id": lots, "taken": [str(amounts[i]) for i in lots],
+                 "expired": [expired.get(i) for i in lots]},
+            )  # fmt: skip
+        if made:
+            con.execute_native(
+                _MAKE_LOTS,
+                {**tenant, "id": [m.id for m in made], "wallet": [m.wallet_id for m in made],
+                 "asset": [m.asset_id for m in made], "issued": [m.issued_at for m in made],
+                 "expires": [m.expires_at for m in made], "amount": [str(m.amount_minor) for m in made],
+                 "source": [m.source_transaction_id for m in made]},
+            )  # fmt: skip
+
+
 class PostgresRepositories(DuckDBRepositories):
     """`store.interfaces.Repositories` on one PostgreSQL connection. No ledger cache (`database=None` for the
     ledger, wallets and assets): another process may write the same balances (plan section 5)."""
@@ -142,3 +189,4 @@ class PostgresRepositories(DuckDBRepositories):
         self.database = store  # type: ignore[assignment]  # what process-wide caches key on
         self.events = PgEventRepository(duck)
         self.ledger = PgLedgerRepository(duck, store)
+        self.lots = PgLotRepository(duck)
