@@ -26,7 +26,7 @@ from rewards_lab.service import customers, event_intake, event_queries, ledger, 
 from rewards_lab.store import ledger as ledger_store
 from rewards_lab.store.api import Store
 from rewards_lab.store.database import DuckDBStore, utcnow
-from rewards_lab.store.interfaces import EventOutcome, LotFilter, LotTaken, NewEvent, NewLot
+from rewards_lab.store.interfaces import EventOutcome, LotFilter, LotTaken, NewDelivery, NewEvent, NewLot
 from rewards_lab.store.postgres.store import PostgresStore, StoreUnavailable
 from tests.conftest import World
 from tests.pg_cluster import PG_SECRET_KEY, PgCluster
@@ -383,3 +383,41 @@ def test_lots_are_made_taken_from_and_expired_alike_on_both_stores(store: Store)
     rows = reader.lots.page(world.scope, wallet.id, PageRequest(), LotFilter(status="expired")).rows
     assert [(row.id, row.expired_minor, row.remaining_minor) for row in rows] == [("lot_b", 500, 0)]
     assert [lot.id for lot in reader.lots.due(t0 + timedelta(days=31), 10)] == ["lot_a"]
+
+
+def test_webhook_deliveries_with_an_all_null_column_are_added_and_listed_alike(store: Store) -> None:
+    """`add_deliveries` registers an Arrow table inferred by `pa.table`: test deliveries (no outbox message) give
+    an `outbox_id` column of Arrow type null."""
+    world = _world(store)
+    scope = world.scope
+    t0 = datetime(2026, 3, 1, 12, 0, 0)
+    with store.unit_of_work() as uow:
+        endpoint = "whe_1"
+        con: Any = uow.con  # type: ignore[attr-defined]
+        con.execute(
+            "INSERT INTO webhook_endpoints (id, organization_id, environment, url, events, signing_secret, "
+            "secret_prefix, status, created_at) VALUES (?, ?, ?, 'https://example.com/hook', '[]', 'secret', 'whsec', "
+            "'enabled', ?)",
+            [endpoint, *scope.params, t0],
+        )
+        uow.webhooks.add_deliveries(
+            [
+                NewDelivery(
+                    f"whd_{i}",
+                    scope.organization_id,
+                    scope.environment,
+                    endpoint,
+                    None,
+                    "webhook.test",
+                    f'{{"n": {i}}}',
+                )
+                for i in (2, 1)
+            ],
+            t0,
+        )
+    due = store.reader_repositories().webhooks.due(t0 + timedelta(seconds=1), 10, [], 10, 10, [])
+    assert [(d.id, d.body, d.next_attempt_at) for d in due] == [("whd_1", '{"n": 1}', t0), ("whd_2", '{"n": 2}', t0)]
+    with store.snapshot_repositories() as uow:
+        con = uow.con  # type: ignore[attr-defined]
+        stored = con.execute("SELECT id, outbox_id, status FROM webhook_deliveries ORDER BY id").fetchall()
+    assert stored == [("whd_1", None, "pending"), ("whd_2", None, "pending")]

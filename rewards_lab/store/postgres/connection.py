@@ -62,6 +62,10 @@ class Result:
 
 
 def _arrow_type(arrow: pa.DataType) -> str:
+    """The column type of a registered Arrow column. A column Arrow typed `null` (every value None, inferred by
+    `pa.table`) becomes TEXT: the registered tables feed text columns there (webhooks' `outbox_id`)."""
+    if pa.types.is_null(arrow):
+        return "TEXT"
     if pa.types.is_int8(arrow) or pa.types.is_int16(arrow) or pa.types.is_int32(arrow):
         return "INTEGER"
     if pa.types.is_integer(arrow):
