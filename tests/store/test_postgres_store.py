@@ -230,6 +230,18 @@ def test_event_intake_inserts_all_or_none_and_marks_outcomes(store: Store) -> No
     marked = store.reader_repositories().events.get_by_external_ids(world.scope, ["e-1", "e-2"])
     assert (marked["e-1"].status, marked["e-1"].attempts) == ("processed", 1)
     assert (marked["e-2"].status, marked["e-2"].error_code, marked["e-2"].attempts) == ("failed", "bad", 1)
+    with store.unit_of_work() as uow:  # a retry: the versions of the first attempt stay, the count goes on
+        retry = [
+            EventOutcome(stored["e-1"].id, "processed", None, None, ["v2"]),
+            EventOutcome(stored["e-2"].id, "processed", None, None, ["v3"]),
+        ]
+        uow.events.mark_many(world.scope, retry)
+        con: Any = uow.con  # type: ignore[attr-defined]
+        rows = con.execute(
+            "SELECT external_event_id, status, error_code, attempts, evaluated_versions FROM events "
+            "WHERE external_event_id IN ('e-1', 'e-2') ORDER BY external_event_id"
+        ).fetchall()
+    assert rows == [("e-1", "processed", None, 2, '["v1"]'), ("e-2", "processed", None, 2, '["v3"]')]
 
 
 def _events_scenario(store: Store) -> str:

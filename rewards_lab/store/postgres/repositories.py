@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, cast
 import duckdb
 import pyarrow as pa
 
+from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.events import EventRepository
-from rewards_lab.store.interfaces import LotTaken, NewEvent, NewLot
+from rewards_lab.store.interfaces import EventOutcome, LotTaken, NewEvent, NewLot
 from rewards_lab.store.ledger import LedgerRepository, _invariant
 from rewards_lab.store.lots import LotRepository
 from rewards_lab.store.postgres.connection import PgConnection
@@ -85,6 +86,36 @@ class PgEventRepository(EventRepository):
         except duckdb.ConstraintException:
             return False
         return True
+
+    def mark_many(self, scope: Scope, outcomes: list[EventOutcome]) -> None:
+        """As DuckDB's (versions recorded once, at the first attempt that knows them), from typed arrays: one
+        statement per batch without a temporary table (DuckDB's registers an Arrow table)."""
+        if not outcomes:
+            return
+        con = cast(PgConnection, self.con)
+        con.execute_native(
+            _MARK_EVENTS,
+            {
+                "id": [o.event_id for o in outcomes],
+                "status": [o.status for o in outcomes],
+                "code": [o.error_code for o in outcomes],
+                "message": [o.error_message for o in outcomes],
+                "versions": [None if o.versions is None else jsonutil.dumps(o.versions) for o in outcomes],
+                "now": utcnow(),
+                "org": scope.organization_id,
+                "env": scope.environment,
+            },
+        )
+
+
+_MARK_EVENTS = (
+    "UPDATE events SET status = o.status, error_code = o.error_code, error_message = o.error_message, "
+    "evaluated_versions = CASE WHEN coalesce(events.evaluated_versions, '[]') = '[]' THEN o.versions "
+    "ELSE events.evaluated_versions END, attempts = attempts + 1, processed_at = %(now)s "
+    "FROM unnest(%(id)s::text[], %(status)s::text[], %(code)s::text[], %(message)s::text[], %(versions)s::text[]) "
+    "AS o(id, status, error_code, error_message, versions) "
+    "WHERE events.id = o.id AND events.organization_id = %(org)s AND events.environment = %(env)s"
+)
 
 
 class PgLedgerRepository(LedgerRepository):
