@@ -433,3 +433,49 @@ def test_webhook_deliveries_with_an_all_null_column_are_added_and_listed_alike(s
         con = uow.con  # type: ignore[attr-defined]
         stored = con.execute("SELECT id, outbox_id, status FROM webhook_deliveries ORDER BY id").fetchall()
     assert stored == [("whd_1", None, "pending"), ("whd_2", None, "pending")]
+
+
+def test_a_batch_whose_net_change_is_wider_than_int64_is_written_exactly_on_both_stores(store: Store) -> None:
+    """Ten postings of 10^18 - 1 to one wallet: the batch's net change of the wallet and of the issuance account
+    travel as DECIMAL(38, 0) (`ledger._WIDE_DELTA_SCHEMA`), exact on both stores, and the ledger still verifies."""
+    world = _world(store)
+    wallet, asset = world.wallet(), world.asset()
+    amount, count = 10**18 - 1, 10
+    with store.snapshot_repositories() as uow:
+        con: Any = uow.con  # type: ignore[attr-defined]
+        (issuance,) = con.execute(
+            "SELECT account_id FROM balances WHERE asset_id = ? AND NOT starts_with(account_id, 'wal_') "
+            "ORDER BY account_id LIMIT 1",
+            [asset.id],
+        ).fetchone()
+    txn = pa.Table.from_pylist(
+        [
+            {
+                "id": new_id("transaction"),
+                "kind": "issue",
+                "asset_id": asset.id,
+                "amount_minor": amount,
+                "source_account_id": issuance,
+                "destination_account_id": wallet.id,
+                "memo": None,
+                "execution_id": None,
+                "id_time_ms": i,
+            }
+            for i in range(count)
+        ],  # fmt: skip
+        schema=ledger_store._TXN_SCHEMA,
+    )
+    total = Decimal(amount * count)
+    deltas = pa.Table.from_pylist(
+        [
+            {"account_id": wallet.id, "asset_id": asset.id, "delta": total, "floor_delta": Decimal(0)},
+            {"account_id": issuance, "asset_id": asset.id, "delta": -total, "floor_delta": Decimal(0)},
+        ],  # fmt: skip
+        schema=ledger_store._WIDE_DELTA_SCHEMA,
+    )
+    with store.unit_of_work() as uow:
+        uow.ledger._write_tables(world.scope, txn, deltas)  # type: ignore[attr-defined]
+    balances = store.reader_repositories().ledger.wallet_balances(world.scope, wallet.id)
+    assert [(row.balance_minor, type(row.balance_minor)) for row in balances] == [(amount * count, int)]
+    report = store.verify_ledger()
+    assert report.ok, report.problems
