@@ -479,3 +479,21 @@ def test_a_batch_whose_net_change_is_wider_than_int64_is_written_exactly_on_both
     assert [(row.balance_minor, type(row.balance_minor)) for row in balances] == [(amount * count, int)]
     report = store.verify_ledger()
     assert report.ok, report.problems
+
+
+def test_a_negative_clawback_lowers_the_wallets_floor_alike_on_both_stores(store: Store) -> None:
+    """`ledger._lower_floors` (a zipped list of wallets and assets): the floor goes to its lowest value,
+    -(10^38 - 1), which NUMERIC(38, 0) holds exactly as HUGEINT does (read inside a unit that is rolled back)."""
+    world = _world(store)
+    wallet, asset = world.wallet(), world.asset()
+    ledger.issue(store, world.scope, asset.id, rq.IssueRequest(wallet_id=wallet.id, amount="1.00", reason="x"))
+    with pytest.raises(RuntimeError, match="undo"), store.unit_of_work() as uow:
+        uow.ledger._lower_floors(world.scope, {(wallet.id, asset.id), ("wal_absent", asset.id)})  # type: ignore[attr-defined]
+        con: Any = uow.con  # type: ignore[attr-defined]
+        rows = con.execute("SELECT balance_minor, floor_minor FROM balances WHERE account_id = ?", [wallet.id])
+        assert rows.fetchall() == [(100, -(10**38 - 1))]
+        raise RuntimeError("undo")
+    with store.snapshot_repositories() as uow:
+        con = uow.con  # type: ignore[attr-defined]
+        rows = con.execute("SELECT floor_minor FROM balances WHERE account_id = ?", [wallet.id])
+        assert rows.fetchall() == [(0,)]
