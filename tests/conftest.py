@@ -22,7 +22,7 @@ from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
 from tests.http_helpers import live_client
 from tests.live_server import LiveServer
-from tests.pg_cluster import pg_cluster, pg_database  # noqa: F401  (the PostgreSQL fixtures, for every folder)
+from tests.pg_cluster import pg_cluster, pg_database, pg_store, pg_store_url, pg_template  # noqa: F401  (the PostgreSQL fixtures, for every folder)
 
 
 @pytest.fixture(scope="session")

@@ -349,3 +349,49 @@ def pg_database(pg_cluster: PgCluster) -> Iterator[str]:
     finally:
         with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+PG_SECRET_KEY = bytes(range(32))  # the template database's key check value is sealed under it: every clone's key
+TEMPLATE = "rewards_template"
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_cluster: PgCluster) -> str:
+    """A database migrated by `PostgresStore` once per session (and per pytest worker): the template of
+    `pg_store`'s databases. Its name."""
+    import psycopg
+
+    from rewards_lab.store.postgres.store import PostgresStore
+
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{TEMPLATE}" TEMPLATE template0')
+    PostgresStore(pg_cluster.dsn(TEMPLATE), secret_key=PG_SECRET_KEY).close()  # no session may stay on a template
+    return TEMPLATE
+
+
+@pytest.fixture
+def pg_store_url(pg_cluster: PgCluster, pg_template: str) -> Iterator[str]:
+    """A migrated database for one test, cloned from the template (`CREATE DATABASE ... TEMPLATE`), dropped after:
+    its URL. Open it with `secret_key=PG_SECRET_KEY`."""
+    import psycopg
+
+    name = f"t_{secrets.token_hex(6)}"
+    with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{pg_template}"')
+    try:
+        yield pg_cluster.dsn(name)
+    finally:
+        with psycopg.connect(pg_cluster.dsn(), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_store(pg_store_url: str) -> Iterator[object]:
+    """A `PostgresStore` on a fresh migrated database (`pg_store_url`), closed after the test."""
+    from rewards_lab.store.postgres.store import PostgresStore
+
+    store = PostgresStore(pg_store_url, secret_key=PG_SECRET_KEY)
+    try:
+        yield store
+    finally:
+        store.close()

@@ -33,6 +33,7 @@ __all__ = [
     "duckdb_path",
     "intake_events",
     "intake_unit_of_work",
+    "is_postgres",
     "open_store",
     "reader",
     "snapshot",
@@ -50,7 +51,7 @@ class UnsupportedStore(ValueError):
 
 
 class Store(Protocol):
-    """A database the live service runs on (DuckDB: `DuckDBStore`)."""
+    """A database the live service runs on (`DuckDBStore`, `store.postgres.store.PostgresStore`)."""
 
     @property
     def path(self) -> str:
@@ -139,16 +140,28 @@ def duckdb_path(url_or_path: str | Path) -> str:
         return rest[1:]
     if scheme in POSTGRES_SCHEMES:
         raise UnsupportedStore(
-            f"--db {scheme}://...: the PostgreSQL store is not built yet (issue 32); --db takes a DuckDB file path"
+            f"--db {scheme}://...: this command works on a DuckDB file; on PostgreSQL it is not built yet (issue 32)"
         )
     raise UnsupportedStore(
         f"--db {scheme}://...: unknown store scheme {scheme!r} (a DuckDB file path, or duckdb:///path)"
     )
 
 
+def is_postgres(url_or_path: str | Path) -> bool:
+    """Whether a `--db` value names a PostgreSQL database (a `postgresql://` or `postgres://` URL)."""
+    match = _URL.match(str(url_or_path))
+    return match is not None and match.group("scheme").lower() in POSTGRES_SCHEMES
+
+
 def open_store(url_or_path: str | Path) -> Store:
-    """The store a `--db` value names, opened (migrated, its secret key checked): a DuckDB file (created if
-    absent) for a path or a `duckdb:` URL; `UnsupportedStore` for a PostgreSQL URL until that store is built."""
+    """The store a `--db` value names, opened (migrated, its secret key checked): a PostgreSQL database for a
+    `postgresql://` or `postgres://` URL (`PostgresStore`: its key from REWARDS_LAB_SECRET_KEY; an unreachable
+    or unfit database is refused with `UnsupportedStore`, the password never repeated); else a DuckDB file
+    (created if absent) for a path or a `duckdb:` URL."""
+    if is_postgres(url_or_path):
+        from rewards_lab.store.postgres.store import PostgresStore  # psycopg, only when asked for
+
+        return PostgresStore(str(url_or_path))
     return DuckDBStore(duckdb_path(url_or_path))
 
 

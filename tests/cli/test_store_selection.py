@@ -1,19 +1,25 @@
-"""Issue 32, increment 1: every `--db` command goes through `open_store` (or its `duckdb_path`): a PostgreSQL URL
-is refused by name with exit code 2 and no traceback, and `serve --workers N` above 1 is refused on a DuckDB file."""
+"""Issue 32: every `--db` command goes through `open_store` (or its `duckdb_path`). `verify` and `bootstrap` run on
+PostgreSQL (increment 4); the others refuse a PostgreSQL URL by name with exit code 2 and no traceback, as does an
+unreachable server; `serve --workers N` above 1 is refused on a DuckDB file. No message repeats the password."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from rewards_lab.cli.main import ONE_DUCKDB_PROCESS, build_parser, main
+from rewards_lab.cli.main import ONE_DUCKDB_PROCESS, SERVE_NOT_ON_POSTGRES, build_parser, main
+from rewards_lab.store.secret_box import KEY_ENV, new_key_text
+from tests.pg_cluster import PG_SECRET_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
-URL = "postgresql://rewards:hunter2@db.internal:5432/rewards"
+URL = "postgresql://rewards:hunter2@127.0.0.1:1/rewards"  # nothing listens on port 1
 
 
 def _commands(tmp_path: Path) -> dict[str, list[str]]:
@@ -32,29 +38,59 @@ def _commands(tmp_path: Path) -> dict[str, list[str]]:
     }
 
 
-@pytest.mark.parametrize(
-    "command",
-    ["serve", "serve --workers 2", "bootstrap", "verify", "demo", "retention", "backup", "backup --online", "restore"],
-)
-def test_every_db_command_refuses_a_postgresql_url_by_name_with_exit_code_2(
+# What each command says to a PostgreSQL URL whose server does not answer.
+REFUSALS = {
+    "serve": SERVE_NOT_ON_POSTGRES,
+    "serve --workers 2": SERVE_NOT_ON_POSTGRES,
+    "bootstrap": "postgresql://rewards@127.0.0.1:1/rewards: cannot connect: ",
+    "verify": "postgresql://rewards@127.0.0.1:1/rewards: cannot connect: ",
+    "demo": "--db postgresql://...: this command works on a DuckDB file; on PostgreSQL it is not built yet",
+    "retention": "--db postgresql://...: this command works on a DuckDB file; on PostgreSQL it is not built yet",
+    "backup": "--db postgresql://...: this command works on a DuckDB file; on PostgreSQL it is not built yet",
+    "backup --online": "--db postgresql://...: this command works on a DuckDB file; on PostgreSQL it is not built",
+    "restore": "--db postgresql://...: this command works on a DuckDB file; on PostgreSQL it is not built yet",
+}
+
+
+@pytest.mark.parametrize("command", list(REFUSALS))
+def test_every_db_command_given_an_unreachable_postgresql_url_exits_2_with_a_message_and_no_password(
     command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(KEY_ENV, new_key_text())
     argv = _commands(tmp_path)[command]
     status = main([*argv, "--db", URL])
     captured = capsys.readouterr()
     assert status == 2
-    name = argv[0]
-    assert captured.err.startswith(f"rewards-lab {name}: --db postgresql://...: ")
-    assert "the PostgreSQL store is not built yet" in captured.err
+    assert captured.err.startswith(f"rewards-lab {argv[0]}: {REFUSALS[command]}"), captured.err
     assert "hunter2" not in captured.err + captured.out  # the URL's password is never printed
     assert "Traceback" not in captured.err
     assert list(tmp_path.iterdir()) == []  # nothing created: no file, no directory named "postgresql:"
 
 
-def test_the_short_scheme_is_refused_too(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert main(["verify", "--db", "postgres://localhost/rewards"]) == 2
-    assert "rewards-lab verify: --db postgres://...: the PostgreSQL store is not built yet" in capsys.readouterr().err
+def test_the_short_scheme_is_read_too(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, new_key_text())
+    assert main(["verify", "--db", "postgres://rewards:hunter2@127.0.0.1:1/rewards"]) == 2
+    assert "rewards-lab verify: postgresql://rewards@127.0.0.1:1/rewards: cannot connect" in capsys.readouterr().err
+
+
+def test_bootstrap_and_verify_run_on_a_postgresql_database(
+    pg_store_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(KEY_ENV, base64.urlsafe_b64encode(PG_SECRET_KEY).decode("ascii"))
+    assert main(["bootstrap", "--db", pg_store_url, "--org", "Acme"]) == 0
+    made = json.loads(capsys.readouterr().out)
+    assert made["organization_id"].startswith("org_")
+    assert main(["verify", "--db", pg_store_url]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is True and report["problems"] == {}
+    with psycopg.connect(pg_store_url) as conn:  # written to that database, nothing beside it
+        assert conn.execute("SELECT id, name FROM organizations").fetchall() == [(made["organization_id"], "Acme")]
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv(KEY_ENV, new_key_text())  # another key: refused by the key check value
+    assert main(["verify", "--db", pg_store_url]) == 2
+    assert KEY_ENV in capsys.readouterr().err
 
 
 def test_serve_with_several_workers_on_a_duckdb_file_exits_2_and_opens_nothing(
@@ -76,7 +112,7 @@ def test_workers_defaults_to_one_and_must_be_at_least_one(capsys: pytest.Capture
 
 
 def test_the_installed_command_refuses_workers_and_a_postgresql_url_without_a_traceback(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), KEY_ENV: new_key_text()}
     command = [sys.executable, "-m", "rewards_lab.cli.main"]
     workers = subprocess.run(
         [*command, "serve", "--db", str(tmp_path / "x.duckdb"), "--workers", "2"],
@@ -96,6 +132,6 @@ def test_the_installed_command_refuses_workers_and_a_postgresql_url_without_a_tr
         check=False,
     )
     assert url.returncode == 2
-    assert url.stderr.startswith("rewards-lab bootstrap: --db postgresql://...: the PostgreSQL store is not built")
+    assert url.stderr.startswith("rewards-lab bootstrap: postgresql://rewards@127.0.0.1:1/rewards: cannot connect")
     assert "Traceback" not in url.stderr and "hunter2" not in url.stderr
     assert list(tmp_path.iterdir()) == []

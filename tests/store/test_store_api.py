@@ -17,6 +17,7 @@ from rewards_lab.store import api
 from rewards_lab.store.api import Store, UnsupportedStore, duckdb_path, open_store
 from rewards_lab.store.database import Database, DuckDBStore, utcnow
 from rewards_lab.store.interfaces import AuditRow
+from rewards_lab.store.secret_box import KEY_ENV, new_key_text
 
 
 def _members(protocol: type) -> list[str]:
@@ -55,20 +56,27 @@ def test_a_duckdb_url_names_a_file_as_sqlalchemy_writes_it(tmp_path: Path, monke
 
 @pytest.mark.parametrize(
     "url",
-    ["postgresql://rewards@db.internal:5432/rewards", "postgres://localhost/rewards", "PostgreSQL://h/d"],
-)
-def test_a_postgresql_url_is_refused_by_name_and_creates_nothing(
+    ["postgresql://rewards:hunter2@127.0.0.1:1/rewards", "postgres://rewards:hunter2@127.0.0.1:1/rewards",
+     "PostgreSQL://rewards:hunter2@127.0.0.1:1/rewards"],
+)  # fmt: skip
+def test_a_postgresql_url_opens_a_postgres_store_and_an_unreachable_one_is_refused_without_its_password(
     url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(KEY_ENV, new_key_text())
+    assert api.is_postgres(url) and not api.is_postgres(tmp_path / "postgresql.duckdb")
     with pytest.raises(UnsupportedStore) as refused:
-        open_store(url)
+        open_store(url)  # nothing listens on port 1
     message = str(refused.value)
-    scheme = url.split("://", 1)[0].lower()
-    assert f"{scheme}://" in message
-    assert "PostgreSQL store is not built yet" in message
-    assert "db.internal" not in message and "rewards@" not in message  # a URL may carry a password: not echoed
+    assert message.startswith("postgresql://rewards@127.0.0.1:1/rewards: cannot connect: ")
+    assert "hunter2" not in message  # a URL may carry a password: never echoed
     assert list(tmp_path.iterdir()) == []
+    monkeypatch.delenv(KEY_ENV)
+    with pytest.raises(UnsupportedStore, match=f"takes its secret key from {KEY_ENV}"):
+        open_store(url)  # refused before connecting: no key file beside a server's database
+    with pytest.raises(UnsupportedStore, match="this command works on a DuckDB file") as file_only:
+        duckdb_path(url)  # retention, backup, restore: file operations
+    assert "hunter2" not in str(file_only.value) and "127.0.0.1" not in str(file_only.value)
 
 
 @pytest.mark.parametrize(
