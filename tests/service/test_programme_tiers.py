@@ -13,7 +13,9 @@ from rewards_lab.contract import requests as rq
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_limits import tiers_definition_bytes
 from rewards_lab.contract.validation import validate
+from rewards_lab.engine.rule_book import programme_row
 from rewards_lab.service import programme_lifecycle, programmes
+from rewards_lab.service.programme_forecast import definition_of
 from rewards_lab.store.api import reader, unit_of_work
 from rewards_lab.store.interfaces import RuleBody
 from tests.conftest import World
@@ -81,6 +83,10 @@ def test_tiers_are_stored_with_the_draft_and_frozen_by_publishing(world: World) 
     versions = programmes.all_versions(world.db, world.scope, created.id)
     assert [v.number for v in versions] == [1, 2, None]
     assert [v.model_dump(mode="json")["tiers"] for v in versions] == [TIERS, TIERS, TIERS]
+    # The definition the gates replay and the workbench exports carries them, as a programme file would.
+    uow = reader(world.db)
+    definition = definition_of(uow, world.scope, programme_row(uow, world.scope, created.id), versions[1].id)
+    assert definition.model_dump(mode="json")["programme"]["tiers"] == TIERS
 
 
 def test_a_programme_without_tiers_stores_null_and_shows_none(world: World) -> None:
