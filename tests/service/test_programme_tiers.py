@@ -185,3 +185,12 @@ def test_the_tiers_bytes_count_in_the_version_size(world: World, monkeypatch: py
         programmes.publish(world.db, world.scope, tiered.id)
     assert caught.value.code == "programme_limit_exceeded"
     assert programmes.get_programme(world.db, world.scope, tiered.id).current_version is None
+
+
+def test_a_guarded_programme_with_tiers_is_checked_and_published(world: World) -> None:
+    """The server's gate replays the draft's definition, tiers included (no rule uses them: the same forecast)."""
+    guards = [{"metric": "issued", "period": "week", "max": "500"}]
+    programme = _create(world, tiers=TIERS, guards=guards)
+    world.rule(programme)
+    published = programmes.publish(world.db, world.scope, programme.id)
+    assert published.version.number == 1 and published.version.model_dump(mode="json")["tiers"] == TIERS
