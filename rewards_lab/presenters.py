@@ -16,7 +16,7 @@ from rewards_lab.domain.expiry import ExpiryPolicy
 from rewards_lab.domain.limits import CapCut, Limit
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.records import ReversalRecord
-from rewards_lab.domain.settings import Guard, GuardOverride, Spending
+from rewards_lab.domain.settings import Guard, GuardOverride, Spending, Tiers
 from rewards_lab.store.interfaces import (
     AssetRow,
     CustomerRow,
@@ -134,6 +134,7 @@ def version_of(row: VersionRow, rules: list[r.Rule]) -> r.ProgrammeVersion:
         guards=guards(row.guards),
         guard_window_days=row.guard_window_days or DEFAULT_GUARD_WINDOW_DAYS,
         guard_override=guard_override(row.guard_override),
+        tiers=tiers(row.tiers),
     )
 
 
@@ -153,6 +154,7 @@ def programme(row: ProgrammeRow, consumption: list[r.BudgetConsumption] | None =
         **spending(row.spending),
         guards=guards(row.guards),
         guard_window_days=row.guard_window_days or DEFAULT_GUARD_WINDOW_DAYS,
+        tiers=tiers(row.tiers),
         budget_consumption=consumption or [],
     )
 
@@ -342,6 +344,11 @@ def spending(settings: Spending) -> dict[str, Any]:
         "expiry": expiry(settings.expiry),
         "max_event_age_days": settings.max_event_age_days,
     }
+
+
+def tiers(model: Tiers | None) -> dict[str, Any] | None:
+    """A version's tiers, as the contract validates them (None: none)."""
+    return None if model is None else model.as_json()
 
 
 def guards(declared: Sequence[Guard]) -> list[dict[str, Any]]:

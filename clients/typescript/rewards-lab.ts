@@ -167,6 +167,11 @@ export interface AmountLimit {
   max_amount: string;
 }
 
+/** The membership year holding the day (years counted from the customer's enrolment day). */
+export interface AnniversaryWindow {
+  type: "anniversary";
+}
+
 /** Holds when at least one of its conditions holds. */
 export interface AnyGroup {
   any: (Condition | AnyGroup | AllGroup | NotGroup)[];
@@ -298,6 +303,12 @@ export interface BusinessCounts {
   rewards_issued: number;
 }
 
+/** The calendar period holding the day. */
+export interface CalendarWindow {
+  type: "calendar";
+  period: "month" | "quarter" | "year";
+}
+
 /** The supply ceiling may not run out within `min` days of the end of the history. */
 export interface CeilingGuard {
   metric: "ceiling_exhausted_within_days";
@@ -348,6 +359,13 @@ export interface CountLimit {
   max_count: number;
 }
 
+/** One per event of the type whose conditions hold. */
+export interface CountMetric {
+  type: "count";
+  event_type: string;
+  conditions?: (Condition | AnyGroup | AllGroup | NotGroup)[];
+}
+
 export interface Customer {
   id: string;
   external_id: string;
@@ -378,6 +396,12 @@ export interface CustomerUpdate {
   email?: string | null;
   /** ISO 3166-1 alpha-2 */
   country?: string | null;
+}
+
+/** At a failed review: `earned` (straight to the level earned) or `one_level`; after `grace_days`. */
+export interface Downgrade {
+  to?: "earned" | "one_level";
+  grace_days?: number;
 }
 
 export interface Entry {
@@ -522,6 +546,11 @@ export interface LiabilityDeltaGuard {
   max: string;
 }
 
+/** Every day since enrolment; never reviewed. */
+export interface LifetimeWindow {
+  type: "lifetime";
+}
+
 /** What cut a reward: a cap of its rule (`rule`), of its programme (`programme`) or the budget (`budget`). */
 export interface LimitCut {
   scope: "rule" | "programme" | "budget";
@@ -583,6 +612,11 @@ export interface PerRateAmount {
   rate: number | string;
 }
 
+/** Net points of the programme's asset the programme issued to the customer. */
+export interface PointsMetric {
+  type: "points";
+}
+
 export interface Programme {
   id: string;
   name: string;
@@ -602,6 +636,7 @@ export interface Programme {
   max_event_age_days?: number | null;
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[];
   guard_window_days?: number;
+  tiers?: Tiers | null;
   budget_consumption?: BudgetConsumption[];
 }
 
@@ -620,6 +655,7 @@ export interface ProgrammeCreate {
   max_event_age_days?: number | null;
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[];
   guard_window_days?: number;
+  tiers?: Tiers | null;
 }
 
 /** Edits the programme and its DRAFT version's schedule; absent fields stay as they are. `starts_at` and
@@ -638,6 +674,7 @@ export interface ProgrammeUpdate {
   max_event_age_days?: number | null;
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[] | null;
   guard_window_days?: number | null;
+  tiers?: Tiers | null;
 }
 
 export interface ProgrammeVersion {
@@ -659,6 +696,7 @@ export interface ProgrammeVersion {
   guards?: (IssuedGuard | LiabilityDeltaGuard | CeilingGuard)[];
   guard_window_days?: number;
   guard_override?: GuardOverrideRecord | null;
+  tiers?: Tiers | null;
 }
 
 /** An optional body of publish: without it, publishing means what it always meant. */
@@ -732,6 +770,12 @@ export interface ReversedReward {
   transaction_id: string | null;
 }
 
+/** When tiers are re-judged: at the window's end (default), or at each end of a calendar period. */
+export interface Review {
+  at: "window_end" | "calendar";
+  period?: "month" | "quarter" | "year" | null;
+}
+
 export interface RewardExecution {
   id: string;
   event_id: string;
@@ -754,6 +798,12 @@ export interface RewardExecution {
   limited?: LimitCut | null;
   reversed_amount?: string | null;
   reversal?: Reversal | null;
+}
+
+/** The trailing `days` local days. */
+export interface RollingWindow {
+  type: "rolling";
+  days: number;
 }
 
 export interface Rule {
@@ -859,6 +909,40 @@ export interface SimulationRequest {
 export interface StatusCounts {
   total: number;
   by_status_class: { [key: string]: number };
+}
+
+/** Events whose field counts negatively (refunds), on their own day. */
+export interface SumLess {
+  event_type: string;
+  field: string;
+  conditions?: (Condition | AnyGroup | AllGroup | NotGroup)[];
+}
+
+/** An event field's number, rounded toward zero to `decimals` places, summed over the window. */
+export interface SumMetric {
+  type: "sum";
+  event_type: string;
+  field: string;
+  decimals?: number;
+  conditions?: (Condition | AnyGroup | AllGroup | NotGroup)[];
+  less?: SumLess | null;
+}
+
+/** One level: the base (first) has only a code and a name. */
+export interface TierLevel {
+  code: string;
+  name: string;
+  entry?: string | null;
+  retain?: string | null;
+  multiplier?: string | null;
+}
+
+export interface Tiers {
+  metric: PointsMetric | SumMetric | CountMetric;
+  window: RollingWindow | CalendarWindow | AnniversaryWindow | LifetimeWindow;
+  review?: Review | null;
+  downgrade?: Downgrade | null;
+  levels: TierLevel[];
 }
 
 export type TransferPolicy = "open" | "receive_only" | "closed";
@@ -1235,7 +1319,7 @@ export interface Operations {
     response: Envelope<Programme>;
     permission: "rewards.edit";
     idempotent: "optional";
-    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "asset_not_found" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "asset_not_found" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_limit_exceeded" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "GET /reward-programs": {
     path: Record<string, never>;
@@ -1265,7 +1349,7 @@ export interface Operations {
     response: Envelope<Programme>;
     permission: "rewards.edit";
     idempotent: "optional";
-    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
+    errors: "amount_invalid" | "amount_not_positive" | "amount_too_large" | "amount_too_many_decimals" | "api_key_revoked" | "authentication_required" | "credentials_invalid" | "environment_mismatch" | "field_invalid" | "field_required" | "field_unknown" | "idempotency_key_invalid" | "idempotency_key_reused" | "idempotency_request_in_progress" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_limit_exceeded" | "programme_not_found" | "rate_limit_exceeded" | "request_malformed" | "request_too_large" | "session_expired" | "session_revoked";
   };
   "POST /reward-programs/{program_id}/deactivate": {
     path: { program_id: string };

@@ -211,7 +211,7 @@ REFUSED_BEYOND_SCHEMA: dict[str, tuple[str, ...]] = {
     "event_payload_too_large": ("data",),  # the serialized size of the data
     "permission_escalation": ("permissions",),
     # a condition's value must suit its operator (docs/rules.md), and the conditions' depth and count are bounded
-    "field_required": ("conditions[]*",),
+    "field_required": ("conditions[]*", "tiers.*"),  # tiers: a level above the base needs `entry`
     "field_invalid": (
         "conditions[].value",  # rates and thresholds: at most 10 decimal places and 15 significant digits
         "conditions[]*",
@@ -225,6 +225,10 @@ REFUSED_BEYOND_SCHEMA: dict[str, tuple[str, ...]] = {
         "version",  # a path segment: a published version's number or `live`, never `draft`
         "occurred_at",  # an event's time: at most 5 minutes ahead of the service's clock
         "after",  # GET /events/export resumes after an event of the tenant's, named by its external_event_id
+        # A programme's tiers (contract/tier_requests.py): codes unique, thresholds increasing along the levels,
+        # the review fitting the window, a level's name not only white space; null refused while a rule uses them.
+        "tiers",
+        "tiers.*",
     ),
 }
 

@@ -338,6 +338,7 @@ def create_programme(
     max_event_age_days: int | None | Unset = UNSET,
     guards: Sequence[Mapping[str, Any]] | None = None,
     guard_window_days: int | None = None,
+    tiers: Mapping[str, Any] | None = None,
     idempotency_key: str | None = None,
 ) -> Call[resources.Programme]:
     """Create a reward programme.
@@ -399,6 +400,7 @@ def update_programme(
     max_event_age_days: int | None | Unset = UNSET,
     guards: Sequence[Mapping[str, Any]] | None | Unset = UNSET,
     guard_window_days: int | None = None,
+    tiers: Mapping[str, Any] | None | Unset = UNSET,
     idempotency_key: str | None = None,
 ) -> Call[resources.Programme]:
     """Edit a programme and its draft's schedule, caps, budget, clawback, expiry, forecast guards and event age (what is
@@ -410,7 +412,8 @@ def update_programme(
     Edits the programme's name and description and its DRAFT version's schedule (timezone, starts_at, ends_at), caps per
     customer (limits), budget and clawback policy; published versions keep theirs until the next publication. Removing
     or loosening the forecast guards (a guard removed, a max raised, a min lowered, guard_window_days shortened) needs
-    the permission rewards.guards.override.
+    the permission rewards.guards.override. Tiers (status levels) are stored and versioned with the draft but not yet
+    applied to rewards.
 
     Args:
         description: None: remove the description
@@ -429,6 +432,7 @@ def update_programme(
         guards: the draft's forecast guards, e.g. [{"metric": "issued", "period": "month", "max": "120000"}]; None:
             remove the draft's forecast guards
         guard_window_days: the days of stored events the server checks the guards on (1-365, default 90)
+        tiers: None: remove the draft's tiers (refused while a draft rule uses them)
     """
     return build("update_programme", locals())
 

@@ -389,7 +389,8 @@ _TABLE: tuple[Operation, ...] = (
         response=r.Programme,
         status=201,
         idempotency="optional",
-        errors=(*BODY_CODES, "asset_not_found", *AMOUNT_CODES),  # amounts: caps and budget
+        # amounts: caps, budget and tier thresholds; the version's size: its tiers
+        errors=(*BODY_CODES, "asset_not_found", *AMOUNT_CODES, "programme_limit_exceeded"),
         nulls={"max_event_age_days": "no bound on a live event's age (backfills)"},
     ),
     Operation(
@@ -418,7 +419,7 @@ _TABLE: tuple[Operation, ...] = (
         request=rq.ProgrammeUpdate,
         response=r.Programme,
         idempotency="optional",
-        errors=(*BODY_CODES, "programme_not_found", *AMOUNT_CODES),
+        errors=(*BODY_CODES, "programme_not_found", *AMOUNT_CODES, "programme_limit_exceeded"),
         nulls={
             "description": "remove the description",
             "timezone": "back to UTC",
@@ -430,12 +431,14 @@ _TABLE: tuple[Operation, ...] = (
             "expiry": "the draft's rewards expire as the asset's points do",
             "max_event_age_days": "no bound on a live event's age (backfills)",
             "guards": "remove the draft's forecast guards",
+            "tiers": "remove the draft's tiers (refused while a draft rule uses them)",
         },
         description=(
             "Edits the programme's name and description and its DRAFT version's schedule (timezone, starts_at, "
             "ends_at), caps per customer (limits), budget and clawback policy; published versions keep theirs "
             "until the next publication. Removing or loosening the forecast guards (a guard removed, a max raised, "
-            "a min lowered, guard_window_days shortened) needs the permission rewards.guards.override."
+            "a min lowered, guard_window_days shortened) needs the permission rewards.guards.override. Tiers "
+            "(status levels) are stored and versioned with the draft but not yet applied to rewards."
         ),
     ),
     Operation(

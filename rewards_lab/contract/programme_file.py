@@ -260,6 +260,7 @@ def definition_of_version(
         guard_window_days=version.guard_window_days,
         expiry=version.expiry,
         max_event_age_days=version.max_event_age_days,
+        tiers=version.tiers,
     )
     definition_asset = AssetCreate(
         name=asset.name,

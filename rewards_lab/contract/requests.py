@@ -45,6 +45,7 @@ from rewards_lab.contract.rule_requests import (
     RuleCreate,
     RuleUpdate,
 )
+from rewards_lab.contract.tier_requests import Tiers
 from rewards_lab.contract.time_zones import check_zone_name
 from rewards_lab.contract.validation import custom_error
 
@@ -316,6 +317,9 @@ class ProgrammeCreate(RequestModel):
     # how many days of stored events before the publication the check replays.
     guards: Guards = []
     guard_window_days: GuardWindowDays = DEFAULT_GUARD_WINDOW_DAYS
+    # The first draft's tiers: status levels customers earn, keep and lose (contract.tier_requests); stored and
+    # versioned, not yet applied to rewards (issue 33).
+    tiers: Tiers | None = None
 
 
 class ProgrammeUpdate(RequestModel):
@@ -349,6 +353,8 @@ class ProgrammeUpdate(RequestModel):
     # shortening the window, needs rewards.guards.override.
     guards: Guards | None = None
     guard_window_days: GuardWindowDays | None = None
+    # The draft's tiers (null: none; refused while a draft rule uses them).
+    tiers: Tiers | None = None
 
 
 class SimulationRequest(RequestModel):

@@ -11,6 +11,7 @@ from rewards_lab.contract.expiry_requests import Expiry
 from rewards_lab.contract.guard_requests import DEFAULT_GUARD_WINDOW_DAYS, Guard
 from rewards_lab.contract.limit_requests import Budget, Clawback, Limit
 from rewards_lab.contract.requests import AssetType, ConditionItem, RuleAction, TransferPolicy, WalletType
+from rewards_lab.contract.tier_requests import Tiers
 
 T = TypeVar("T")
 
@@ -112,6 +113,7 @@ class ProgrammeVersion(Resource):
     guards: list[Guard] = []
     guard_window_days: int = DEFAULT_GUARD_WINDOW_DAYS  # the days of stored events the guards are checked on
     guard_override: GuardOverrideRecord | None = None
+    tiers: Tiers | None = None  # its tier model (null: none); issue 33, not yet applied to rewards
 
 
 class BudgetConsumption(Resource):
@@ -147,6 +149,7 @@ class Programme(Resource):
     # The DRAFT version's forecast guards, and the days of stored events they are checked on.
     guards: list[Guard] = []
     guard_window_days: int = DEFAULT_GUARD_WINDOW_DAYS
+    tiers: Tiers | None = None  # the DRAFT version's tier model (null: none); issue 33, not yet applied to rewards
     # What the programme has issued against its budget, per period, newest first (the live version's budget).
     budget_consumption: list[BudgetConsumption] = []
 

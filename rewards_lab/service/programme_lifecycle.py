@@ -15,12 +15,15 @@ from rewards_lab import presenters
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.errors import ServiceError
+from rewards_lab.contract.programme_limits import check_version_rules
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.settings import clawback_of
 from rewards_lab.domain.states import programme_transition
 from rewards_lab.engine.rule_book import programme_row, version_id_of
+from rewards_lab.service.programme_drafts import PreparedDraft
 from rewards_lab.service.programme_guards import loosens, require_override
 from rewards_lab.service.programme_spending import checked_spending
+from rewards_lab.service.programme_tiers import check_tiers_removable, checked_tiers, tier_bytes
 from rewards_lab.service.programmes import checked_schedule, version_resource
 from rewards_lab.service.settings_requests import budget_of, expiry_of, guards_of, limits_of
 from rewards_lab.service.writes import run_write
@@ -40,12 +43,15 @@ def update_programme(
     idempotency_key: str | None = None,
     may_override: bool = True,
 ) -> r.Programme:
-    """Edit the name, description and the DRAFT's schedule; absent fields stay, null clears (see ProgrammeUpdate).
+    """Edit the name, description and the DRAFT's schedule and settings; absent fields stay, null clears (see
+    ProgrammeUpdate; null tiers are refused while a draft rule uses them).
     Removing or loosening the draft's guards needs `may_override` (the API: `rewards.guards.override`; in-process
     callers hold every right)."""
     given = body.model_fields_set
     if "name" in given and body.name is None:
         raise ServiceError("field_invalid", "name cannot be null", field="name")
+    # New tiers count against the version's size beside its rules, measured before the write lock.
+    prepared = PreparedDraft.of(database, scope, program_id) if body.tiers is not None else None
 
     def write(uow: Repositories) -> r.Programme:
         row = programme_row(uow, scope, program_id)
@@ -80,6 +86,15 @@ def update_programme(
                 require_override(may_override, "removing or loosening forecast guards")
             uow.programmes.set_guards(scope, row.draft_version_id, guards)
             uow.programmes.set_guard_window(scope, row.draft_version_id, days)
+        if "tiers" in given:
+            tiers = checked_tiers(uow, scope, row.asset_id, body.tiers)
+            if tiers is None and row.tiers is not None:
+                check_tiers_removable(uow, scope, row.draft_version_id)
+            if prepared is not None:
+                digests = prepared.read_again(uow, scope, row.draft_version_id)
+                total = prepared.total(uow, scope, row.draft_version_id, digests) + tier_bytes(tiers)
+                check_version_rules(len(digests), total, "tiers")
+            uow.programmes.set_tiers(scope, row.draft_version_id, tiers)
         return presenters.programme(programme_row(uow, scope, program_id))
 
     # Absent and null differ here, so the request an Idempotency-Key stands for is the fields as sent.

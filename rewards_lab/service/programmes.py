@@ -27,7 +27,6 @@ from rewards_lab.contract.pagination import PageRequest, check_page_request
 from rewards_lab.contract.programme_limits import check_version_rules
 from rewards_lab.contract.rule_requests import condition_payload
 from rewards_lab.contract.scope import Scope
-from rewards_lab.contract.tier_requests import check_rule_tiers
 from rewards_lab.domain.money import parse_amount
 from rewards_lab.engine.postings import asset_row
 from rewards_lab.engine.rule_book import programme_row, version_id_of
@@ -35,6 +34,7 @@ from rewards_lab.service.programme_drafts import PreparedDraft, check_draft, ref
 from rewards_lab.service.programme_forecast import Forecast, fingerprint, guarded_forecast, table_details
 from rewards_lab.service.programme_guards import record_override, require_override
 from rewards_lab.service.programme_spending import budget_consumption, checked_limits, checked_spending
+from rewards_lab.service.programme_tiers import checked_tiers, refuse_tier_rules, tier_bytes
 from rewards_lab.service.settings_requests import guards_of, limits_of, spending_of
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.api import Store, reader, snapshot
@@ -61,6 +61,7 @@ _OPTIONAL_FIELDS = (
     "guards",
     "max_event_age_days",
     "guard_window_days",
+    "tiers",
 )
 
 
@@ -75,9 +76,10 @@ def create_programme(
         spending = checked_spending(uow, scope, body.asset_id, requested)
         programme, guards = NewProgramme(body.name, body.asset_id, body.description), guards_of(body.guards)
         window = None if body.guard_window_days == DEFAULT_GUARD_WINDOW_DAYS else body.guard_window_days
-        row = uow.programmes.add(
-            scope, new_id("programme"), new_id("programme_version"), programme, schedule, spending, guards, window
-        )
+        tiers = checked_tiers(uow, scope, body.asset_id, body.tiers)
+        check_version_rules(0, tier_bytes(tiers), "tiers")
+        ids = new_id("programme"), new_id("programme_version")
+        row = uow.programmes.add(scope, *ids, programme, schedule, spending, guards, window, tiers)
         return presenters.programme(row)
 
     # The schedule and spending fields count for the Idempotency-Key only when sent, so a key stored before they
@@ -137,10 +139,10 @@ def _rule_body(
     name: str | None = None,
 ) -> RuleBody:
     """A rule as written: actions carry their asset, fixed amounts and caps fit the asset's decimals; a rule that
-    uses tiers (`multiply`, `customer.tier*` conditions) is refused, as no programme on /v1 has tiers yet: their
-    storage and live engine are issue 33's increments T2/T3, and accepting the rule now would store one that the
-    engine reads as untiered."""
-    check_rule_tiers(conditions, actions, stop_processing, has_tiers=False)
+    uses tiers (`multiply`, `customer.tier*` conditions) is refused, with or without the programme's tiers, until
+    the live engine applies them (issue 33, T3): accepting it now would store a rule that the engine reads as
+    untiered (`service.programme_tiers`)."""
+    refuse_tier_rules(conditions, actions, stop_processing, has_tiers=programme.tiers is not None)
     stored_actions = []
     for index, action in enumerate(actions):
         if isinstance(action, ReverseAction):  # takes back in the assets the original was issued in
@@ -199,7 +201,7 @@ def create_rule(database: Store, scope: Scope, body: rq.RuleCreate, *, idempoten
             body.name,
         )
         draft_id = programme.draft_version_id
-        check_draft(uow, scope, draft_id, prepared, adding=stored_bytes(stored))
+        check_draft(uow, scope, draft_id, prepared, adding=stored_bytes(stored) + tier_bytes(programme.tiers))
         rule_id = new_id("rule")
         uow.programmes.add_rule(
             scope, rule_id, draft_id, programme.id, stored, uow.programmes.next_position(scope, draft_id)
@@ -233,7 +235,8 @@ def update_rule(
             body.limits if body.limits is not None else old.limits,
             body.name if "name" in body.model_fields_set else old.name,  # null clears it
         )
-        check_draft(uow, scope, current.version_id, prepared, without=rule_id, adding=stored_bytes(stored))
+        adding = stored_bytes(stored) + tier_bytes(programme.tiers)
+        check_draft(uow, scope, current.version_id, prepared, without=rule_id, adding=adding)
         uow.programmes.update_rule(scope, rule_id, current.version_id, stored)
         return _rule_resource(uow, scope, rule_id)
 
@@ -311,7 +314,8 @@ def publish(
         if not digests:
             raise ServiceError("programme_draft_empty", program_id=program_id)
         check_version_rules(len(digests), 0, "rules")
-        check_version_rules(len(digests), prepared.total(uow, scope, draft_id, digests), "rules")
+        total = prepared.total(uow, scope, draft_id, digests) + tier_bytes(programme.tiers)
+        check_version_rules(len(digests), total, "rules")
         number = int(programme.current_version or 0) + 1
         uow.programmes.publish_version(scope, draft_id, number)
         if override is not None:
@@ -321,7 +325,8 @@ def publish(
         if spending.expiry is not None:  # its rewards expire: the asset tracks lots
             uow.assets.start_lots(scope, programme.asset_id)
         window = programme.guard_window_days
-        uow.programmes.add_version(scope, new_draft, program_id, number, schedule, spending, programme.guards, window)
+        guards, tiers = programme.guards, programme.tiers
+        uow.programmes.add_version(scope, new_draft, program_id, number, schedule, spending, guards, window, tiers)
         uow.programmes.copy_rules(scope, draft_id, new_draft)
         uow.programmes.set_current(scope, program_id, number, new_draft)
         published = uow.programmes.get_version(scope, draft_id)

@@ -22,7 +22,7 @@ from rewards_lab.domain.lots import Lot
 from rewards_lab.domain.posting_decision import PostingDecision
 from rewards_lab.domain.posting_policy import LedgerState
 from rewards_lab.domain.records import ReversalRecord
-from rewards_lab.domain.settings import NO_SPENDING, Guard, GuardOverride, Spending
+from rewards_lab.domain.settings import NO_SPENDING, Guard, GuardOverride, Spending, Tiers
 from rewards_lab.store.queries import RowPage
 
 # organizations --------------------------------------------------------------------------------------------------------
@@ -249,6 +249,7 @@ class ProgrammeRow:
     spending: Spending = NO_SPENDING  # the draft's programme-wide caps, budget, clawback, expiry and event age
     guards: tuple[Guard, ...] = ()  # the draft's forecast guards
     guard_window_days: int | None = None  # the days of history they are checked on (None: the default)
+    tiers: Tiers | None = None  # the draft's tier model (None: none)
 
     @property
     def draft_schedule(self) -> Schedule:
@@ -273,6 +274,7 @@ class VersionRow:
     guards: tuple[Guard, ...] = ()  # the version's forecast guards
     guard_override: GuardOverride | None = None  # published despite a failed guard: why, by whom, when
     guard_window_days: int | None = None  # the days of history the guards are checked on (None: the default)
+    tiers: Tiers | None = None  # the version's tier model (None: none)
 
     @property
     def schedule(self) -> Schedule:
@@ -366,6 +368,7 @@ class ProgrammeStore(Protocol):
         spending: Spending = NO_SPENDING,
         guards: tuple[Guard, ...] = (),
         guard_window_days: int | None = None,
+        tiers: Tiers | None = None,
     ) -> ProgrammeRow: ...
 
     def get(self, scope: Scope, program_id: str) -> ProgrammeRow | None: ...
@@ -388,6 +391,7 @@ class ProgrammeStore(Protocol):
         spending: Spending = NO_SPENDING,
         guards: tuple[Guard, ...] = (),
         guard_window_days: int | None = None,
+        tiers: Tiers | None = None,
     ) -> None: ...
 
     def set_schedule(self, scope: Scope, version_id: str, schedule: Schedule) -> None: ...
@@ -397,6 +401,8 @@ class ProgrammeStore(Protocol):
     def set_guards(self, scope: Scope, version_id: str, guards: tuple[Guard, ...]) -> None: ...
 
     def set_guard_window(self, scope: Scope, version_id: str, days: int | None) -> None: ...
+
+    def set_tiers(self, scope: Scope, version_id: str, tiers: Tiers | None) -> None: ...
 
     def record_guard_override(self, scope: Scope, version_id: str, override: GuardOverride) -> None: ...
 

@@ -14,7 +14,7 @@ import duckdb
 
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
-from rewards_lab.domain.settings import NO_SPENDING, Guard, GuardOverride, Spending
+from rewards_lab.domain.settings import NO_SPENDING, Guard, GuardOverride, Spending, Tiers
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import (
     OPEN_SCHEDULE,
@@ -37,10 +37,12 @@ from rewards_lab.store.settings_json import (
     override_text,
     spending_from,
     spending_text,
+    tiers_from,
+    tiers_text,
 )
 
 TENANT = "organization_id = ? AND environment = ?"
-_DRAFT_SCHEDULE = ("timezone", "starts_at", "ends_at", "spending", "guards", "guard_window_days")
+_DRAFT_SCHEDULE = ("timezone", "starts_at", "ends_at", "spending", "guards", "guard_window_days", "tiers")
 # A programme (`p`) with its draft version's (`d`) schedule.
 _PROGRAMME = (
     "SELECT "
@@ -50,8 +52,11 @@ _PROGRAMME = (
 )
 _VERSION = columns(VersionRow)
 # The rows with their JSON settings decoded, once, as they are read.
-_PROGRAMME_ROW = decoding(ProgrammeRow, {"spending": spending_from, "guards": guards_from})
-_VERSION_ROW = decoding(VersionRow, {"spending": spending_from, "guards": guards_from, "guard_override": override_from})
+_PROGRAMME_ROW = decoding(ProgrammeRow, {"spending": spending_from, "guards": guards_from, "tiers": tiers_from})
+_VERSION_ROW = decoding(
+    VersionRow,
+    {"spending": spending_from, "guards": guards_from, "guard_override": override_from, "tiers": tiers_from},
+)
 _RULE_ROW = decoding(RuleRow, {"limits": limits_from})
 # A rule with its version's number and status (`r` the rule, `v` its version).
 _RULE = ", ".join(
@@ -74,6 +79,7 @@ class ProgrammeRepository:
         spending: Spending = NO_SPENDING,
         guards: tuple[Guard, ...] = (),
         guard_window_days: int | None = None,
+        tiers: Tiers | None = None,
     ) -> ProgrammeRow:
         now = utcnow()
         self.con.execute(
@@ -89,7 +95,9 @@ class ProgrammeRepository:
                 now,
             ],
         )
-        self.add_version(scope, draft_version_id, program_id, None, schedule, spending, guards, guard_window_days)
+        self.add_version(
+            scope, draft_version_id, program_id, None, schedule, spending, guards, guard_window_days, tiers
+        )
         row = self.get(scope, program_id)
         assert row is not None
         return row
@@ -135,11 +143,12 @@ class ProgrammeRepository:
         spending: Spending = NO_SPENDING,
         guards: tuple[Guard, ...] = (),
         guard_window_days: int | None = None,
+        tiers: Tiers | None = None,
     ) -> None:
         self.con.execute(
             "INSERT INTO programme_versions (id, organization_id, environment, program_id, number, status, "
-            "based_on, published_at, created_at, timezone, starts_at, ends_at, spending, guards, guard_window_days) "
-            "VALUES (?, ?, ?, ?, NULL, 'draft', ?, NULL, ?, ?, ?, ?, ?, ?, ?)",
+            "based_on, published_at, created_at, timezone, starts_at, ends_at, spending, guards, guard_window_days, "
+            "tiers) VALUES (?, ?, ?, ?, NULL, 'draft', ?, NULL, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 version_id,
                 *scope.params,
@@ -152,6 +161,7 @@ class ProgrammeRepository:
                 spending_text(spending),
                 guards_text(guards),
                 guard_window_days,
+                tiers_text(tiers),
             ],
         )
 
@@ -174,6 +184,13 @@ class ProgrammeRepository:
         self.con.execute(
             f"UPDATE programme_versions SET guard_window_days = ? WHERE {TENANT} AND id = ? AND status = 'draft'",
             [days, *scope.params, version_id],
+        )
+
+    def set_tiers(self, scope: Scope, version_id: str, tiers: Tiers | None) -> None:
+        """Only a draft's tiers change: a published version's are frozen with it."""
+        self.con.execute(
+            f"UPDATE programme_versions SET tiers = ? WHERE {TENANT} AND id = ? AND status = 'draft'",
+            [tiers_text(tiers), *scope.params, version_id],
         )
 
     def record_guard_override(self, scope: Scope, version_id: str, override: GuardOverride) -> None:
@@ -281,12 +298,13 @@ class ProgrammeRepository:
         )
 
     def restore_draft(self, scope: Scope, draft_version_id: str, source_version_id: str) -> None:
-        """Make the draft a copy of another version: its rules (same ids, bodies and positions) and its schedule;
-        the draft is then based on that version's number. The source is only read."""
+        """Make the draft a copy of another version: its rules (same ids, bodies and positions), its schedule and
+        its settings (spending, guards, tiers); the draft is then based on that version's number. The source is
+        only read."""
         self.con.execute(
             "UPDATE programme_versions AS d SET timezone = s.timezone, starts_at = s.starts_at, "
             "ends_at = s.ends_at, spending = s.spending, guards = s.guards, "
-            "guard_window_days = s.guard_window_days, based_on = s.number "
+            "guard_window_days = s.guard_window_days, tiers = s.tiers, based_on = s.number "
             "FROM programme_versions AS s "
             "WHERE d.organization_id = ? AND d.environment = ? AND d.id = ? AND d.status = 'draft' "
             "AND s.organization_id = d.organization_id AND s.environment = d.environment AND s.id = ?",

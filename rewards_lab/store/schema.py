@@ -540,3 +540,47 @@ MIGRATIONS.append(
         ],
     )
 )
+
+MIGRATIONS.append(
+    Migration(
+        25,
+        "tiers: a version's tier model; customers' tier state, contributions, daily sums and history",
+        [
+            # A version's tiers object (JSON, store/settings_json.tiers_text; NULL: none), frozen with it.
+            "ALTER TABLE programme_versions ADD COLUMN tiers VARCHAR",
+            # One row per programme and enrolled customer: the level held (a code), since when, the local day the
+            # review cycles count from, the next review (NULL: the base level, or a lifetime window), a grace's end
+            # and the downgrade due then, the enrolment, the metric's fingerprint and the version that decided it.
+            # Tier state belongs to the programme (across versions), as caps' counters do.
+            """CREATE TABLE customer_tiers (
+                organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL, program_id VARCHAR NOT NULL,
+                customer_id VARCHAR NOT NULL, tier VARCHAR NOT NULL, since TIMESTAMP NOT NULL, anchor DATE NOT NULL,
+                review_at TIMESTAMP, grace_until TIMESTAMP, grace_target VARCHAR, enrolled_at TIMESTAMP NOT NULL,
+                metric_key VARCHAR NOT NULL, version_id VARCHAR NOT NULL, updated_at TIMESTAMP NOT NULL,
+                PRIMARY KEY (organization_id, environment, program_id, customer_id))""",
+            # One row per counted source (an execution for `points`, an event for `sum`/`count`) and customer, so
+            # a retried batch counts nothing twice; kept for idempotency and audit, pruned past the longest window.
+            """CREATE TABLE tier_contributions (
+                organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL, program_id VARCHAR NOT NULL,
+                metric_key VARCHAR NOT NULL, source_id VARCHAR NOT NULL, customer_id VARCHAR NOT NULL,
+                day DATE NOT NULL, amount_minor HUGEINT NOT NULL, created_at TIMESTAMP NOT NULL,
+                PRIMARY KEY (organization_id, environment, program_id, metric_key, source_id, customer_id))""",
+            # The metric's sums per customer and local day: what the windows read.
+            """CREATE TABLE tier_days (
+                organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL, program_id VARCHAR NOT NULL,
+                metric_key VARCHAR NOT NULL, customer_id VARCHAR NOT NULL, day DATE NOT NULL,
+                amount_minor HUGEINT NOT NULL,
+                PRIMARY KEY (organization_id, environment, program_id, metric_key, customer_id, day))""",
+            # The history (`tch_...`): what changed, when it took effect (`changed_at`; `at` is a keyword to
+            # DuckDB), what the metric and window were, and the state after it, so a past state is an as-of read.
+            # `kind`: enrolled | upgraded | retained | grace_started | downgraded | level_removed | schedule_changed.
+            """CREATE TABLE tier_changes (
+                id VARCHAR PRIMARY KEY, organization_id VARCHAR NOT NULL, environment VARCHAR NOT NULL,
+                program_id VARCHAR NOT NULL, customer_id VARCHAR NOT NULL, changed_at TIMESTAMP NOT NULL,
+                kind VARCHAR NOT NULL, from_tier VARCHAR, to_tier VARCHAR NOT NULL, metric_minor HUGEINT,
+                window_start DATE, window_end DATE, event_id VARCHAR, version_id VARCHAR NOT NULL,
+                review_at TIMESTAMP, grace_until TIMESTAMP, grace_target VARCHAR, created_at TIMESTAMP NOT NULL,
+                UNIQUE (organization_id, environment, program_id, customer_id, changed_at, kind))""",
+        ],
+    )
+)

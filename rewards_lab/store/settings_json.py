@@ -1,10 +1,10 @@
 """The JSON columns of settings and records, both ways: the store decodes them into domain types when it reads a
 row and encodes them when it writes one, so no layer above sees their JSON.
 
-Settings: a version's `spending`, `guards` and `guard_override`, a rule's `limits`, an asset's `expiry`. Records of
-an execution: the cut a cap made (`limited`), the counters it counted in (`usage_keys`) and a reverse action's
-detail (`reversal`). Each encoder writes exactly the text the service wrote before these types existed (rows
-already stored read back the same), and an empty value is NULL where it always was.
+Settings: a version's `spending`, `guards`, `guard_override` and `tiers`, a rule's `limits`, an asset's `expiry`.
+Records of an execution: the cut a cap made (`limited`), the counters it counted in (`usage_keys`) and a reverse
+action's detail (`reversal`). Each encoder writes exactly the text the service wrote before these types existed
+(rows already stored read back the same), and an empty value is NULL where it always was.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.domain.expiry import ExpiryPolicy
 from rewards_lab.domain.limits import CapCut, CounterKey, Limit
 from rewards_lab.domain.records import ReversalRecord
-from rewards_lab.domain.settings import NO_SPENDING, Guard, GuardOverride, Spending, guards_of
+from rewards_lab.domain.settings import NO_SPENDING, Guard, GuardOverride, Spending, Tiers, guards_of
 
 _NO_LIMITS = (None, "", "[]")
 
@@ -39,6 +39,16 @@ def guards_from(text: str | None) -> tuple[Guard, ...]:
 def guards_text(guards: Sequence[Guard]) -> str | None:
     """NULL when there are none, as every version had before guards existed."""
     return jsonutil.dumps([guard.as_json() for guard in guards]) if guards else None
+
+
+def tiers_from(text: str | None) -> Tiers | None:
+    """A version's tier model (NULL: none)."""
+    return Tiers.of(jsonutil.loads(text)) if text else None
+
+
+def tiers_text(tiers: Tiers | None) -> str | None:
+    """NULL without tiers, as every version had before tiers existed."""
+    return None if tiers is None else jsonutil.dumps(tiers.as_json())
 
 
 def override_from(text: str | None) -> GuardOverride | None:

@@ -14,8 +14,7 @@ NEW = "rewards.guards.override"
 
 
 def test_only_full_access_keys_are_granted_the_override_permission(tmp_path: Path) -> None:
-    version, statements = MIGRATIONS[-1].version, MIGRATIONS[-1].statements
-    assert version == 24
+    statements = next(migration.statements for migration in MIGRATIONS if migration.version == 24)
     grants = [statement for statement in statements if statement.lstrip().startswith("UPDATE")]
     assert len(grants) == 2
     before = sorted(ALL_PERMISSIONS - {NEW})

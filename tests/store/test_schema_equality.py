@@ -27,6 +27,7 @@ TYPES = {
     "DOUBLE": "double precision",
     "BOOLEAN": "boolean",
     "TIMESTAMP": "timestamp without time zone",
+    "DATE": "date",  # first used by migration 25 (tiers)
 }
 Catalog = dict[str, Any]
 

@@ -1,0 +1,220 @@
+"""Customers' tier state, the contributions that count toward a tier metric, their daily sums and the history of
+changes (migration 25; reports/i33-tiers-plan.md section 4.1). Written by the event worker in the batch's unit of
+work (issue 33, T3), so a rolled-back batch writes nothing.
+
+Contributions are keyed by their source (an execution for `points`, an event for `sum`/`count`) and customer: one
+added again is skipped, so a retried batch counts nothing twice. `tier_days` holds what the windows read. Tier
+state belongs to the programme (`program_id`), across its versions; counts belong to a metric (`metric_key`, the
+metric's fingerprint), so a changed metric starts afresh. Not yet in `Repositories`: the engine (T3) wires it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass, fields
+from datetime import date, datetime
+from typing import Any
+
+import duckdb
+
+from rewards_lab.contract.scope import Scope
+from rewards_lab.store.database import utcnow
+
+TENANT = "organization_id = ? AND environment = ?"
+
+
+@dataclass(frozen=True, slots=True)
+class TierStateRow:
+    """A customer's tier in a programme (one `customer_tiers` row, without the tenant and `updated_at`)."""
+
+    program_id: str
+    customer_id: str
+    tier: str  # a level code
+    since: datetime  # entered (event time, or the review instant)
+    anchor: date  # the local day review cycles count from
+    review_at: datetime | None  # the next review (None: the base level, or a lifetime window)
+    grace_until: datetime | None  # in grace: when the downgrade to `grace_target` is due
+    grace_target: str | None
+    enrolled_at: datetime
+    metric_key: str
+    version_id: str  # the version that last decided it
+
+
+@dataclass(frozen=True, slots=True)
+class TierContribution:
+    """What one source adds to one customer's metric on a local day (minor units of the metric)."""
+
+    source_id: str
+    customer_id: str
+    day: date
+    amount_minor: int
+
+
+@dataclass(frozen=True, slots=True)
+class TierChangeRow:
+    """One entry of a customer's tier history (`tier_changes`, without the tenant and `created_at`)."""
+
+    id: str
+    program_id: str
+    customer_id: str
+    changed_at: datetime
+    kind: str  # enrolled | upgraded | retained | grace_started | downgraded | level_removed | schedule_changed
+    from_tier: str | None
+    to_tier: str
+    metric_minor: int | None
+    window_start: date | None
+    window_end: date | None
+    event_id: str | None
+    version_id: str
+    review_at: datetime | None
+    grace_until: datetime | None
+    grace_target: str | None
+
+
+_STATE = ", ".join(f.name for f in fields(TierStateRow))
+
+
+class TierRepository:
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def load(self, scope: Scope, program_id: str, customer_ids: Sequence[str]) -> dict[str, TierStateRow]:
+        """The state of these customers that exists (a customer without a row is at the base level)."""
+        if not customer_ids:
+            return {}
+        rows = self.con.execute(
+            f"SELECT {_STATE} FROM customer_tiers WHERE {TENANT} AND program_id = ? "
+            "AND customer_id IN (SELECT unnest(?))",
+            [*scope.params, program_id, list(customer_ids)],
+        ).fetchall()
+        return {row[1]: TierStateRow(*row) for row in rows}
+
+    def save(self, scope: Scope, states: Sequence[TierStateRow]) -> None:
+        """Write these customers' state (insert or replace)."""
+        now = utcnow()
+        for state in states:
+            self.con.execute(
+                f"INSERT OR REPLACE INTO customer_tiers (organization_id, environment, {_STATE}, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [*scope.params, *astuple(state), now],
+            )
+
+    def known_sources(
+        self, scope: Scope, program_id: str, metric_key: str, source_ids: Sequence[str]
+    ) -> set[tuple[str, str]]:
+        """(source, customer) pairs already counted for these sources."""
+        if not source_ids:
+            return set()
+        rows = self.con.execute(
+            f"SELECT source_id, customer_id FROM tier_contributions WHERE {TENANT} AND program_id = ? "
+            "AND metric_key = ? AND source_id IN (SELECT unnest(?))",
+            [*scope.params, program_id, metric_key, sorted(set(source_ids))],
+        ).fetchall()
+        return {(str(row[0]), str(row[1])) for row in rows}
+
+    def add_contributions(
+        self, scope: Scope, program_id: str, metric_key: str, contributions: Sequence[TierContribution]
+    ) -> list[TierContribution]:
+        """Count the contributions not counted before (by source and customer; the first of duplicates in the
+        list) into `tier_contributions` and their days' sums; returns those added."""
+        known = self.known_sources(scope, program_id, metric_key, [c.source_id for c in contributions])
+        added: list[TierContribution] = []
+        for contribution in contributions:
+            key = (contribution.source_id, contribution.customer_id)
+            if key not in known:
+                known.add(key)
+                added.append(contribution)
+        if not added:
+            return added
+        self.con.execute(
+            "INSERT INTO tier_contributions SELECT ?, ?, ?, ?, unnest(CAST(? AS VARCHAR[])), "
+            "unnest(CAST(? AS VARCHAR[])), unnest(CAST(? AS DATE[])), unnest(CAST(? AS HUGEINT[])), ?",
+            [
+                *scope.params,
+                program_id,
+                metric_key,
+                [c.source_id for c in added],
+                [c.customer_id for c in added],
+                [c.day for c in added],
+                [str(c.amount_minor) for c in added],
+                utcnow(),
+            ],
+        )
+        self._add_to_days(scope, program_id, metric_key, added)
+        return added
+
+    def _add_to_days(self, scope: Scope, program_id: str, metric_key: str, added: Sequence[TierContribution]) -> None:
+        sums: defaultdict[tuple[str, date], int] = defaultdict(int)
+        for contribution in added:
+            sums[(contribution.customer_id, contribution.day)] += contribution.amount_minor
+        days = [day for _, day in sums]
+        rows = self.con.execute(
+            f"SELECT customer_id, day, amount_minor FROM tier_days WHERE {TENANT} AND program_id = ? "
+            "AND metric_key = ? AND customer_id IN (SELECT unnest(?)) AND day >= ? AND day <= ?",
+            [*scope.params, program_id, metric_key, sorted({c for c, _ in sums}), min(days), max(days)],
+        ).fetchall()
+        for customer_id, day, amount in rows:
+            if (customer_id, day) in sums:
+                sums[(customer_id, day)] += int(amount)
+        keys = list(sums)
+        self.con.execute(
+            "INSERT OR REPLACE INTO tier_days SELECT ?, ?, ?, ?, unnest(CAST(? AS VARCHAR[])), "
+            "unnest(CAST(? AS DATE[])), unnest(CAST(? AS HUGEINT[]))",
+            [
+                *scope.params,
+                program_id,
+                metric_key,
+                [customer for customer, _ in keys],
+                [day for _, day in keys],
+                [str(sums[key]) for key in keys],
+            ],
+        )
+
+    def window_sums(
+        self,
+        scope: Scope,
+        program_id: str,
+        metric_key: str,
+        customer_ids: Sequence[str],
+        first_day: date,
+        last_day: date,
+    ) -> dict[str, int]:
+        """Each customer's metric over the local days first_day..last_day (both included); absent: nothing."""
+        if not customer_ids:
+            return {}
+        rows = self.con.execute(
+            f"SELECT customer_id, sum(amount_minor) FROM tier_days WHERE {TENANT} AND program_id = ? "
+            "AND metric_key = ? AND customer_id IN (SELECT unnest(?)) AND day >= ? AND day <= ? GROUP BY customer_id",
+            [*scope.params, program_id, metric_key, list(customer_ids), first_day, last_day],
+        ).fetchall()
+        return {str(row[0]): int(row[1]) for row in rows}
+
+    def add_changes(self, scope: Scope, changes: Sequence[TierChangeRow]) -> None:
+        """Append to the history (one row per change; a change already recorded at the same instant and of the
+        same kind is refused by the table's unique key)."""
+        now = utcnow()
+        for change in changes:
+            values: list[Any] = [*astuple(change)]
+            self.con.execute(
+                "INSERT INTO tier_changes (id, organization_id, environment, program_id, customer_id, changed_at, "
+                "kind, from_tier, to_tier, metric_minor, window_start, window_end, event_id, version_id, review_at, "
+                "grace_until, grace_target, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [values[0], *scope.params, *values[1:], now],
+            )
+
+    def history(self, scope: Scope, program_id: str, customer_id: str, limit: int) -> list[TierChangeRow]:
+        """A customer's changes, newest first."""
+        names = ", ".join(f.name for f in fields(TierChangeRow))
+        rows = self.con.execute(
+            f"SELECT {names} FROM tier_changes WHERE {TENANT} AND program_id = ? AND customer_id = ? "
+            "ORDER BY changed_at DESC, id DESC LIMIT ?",
+            [*scope.params, program_id, customer_id, limit],
+        ).fetchall()
+        return [TierChangeRow(*_with_int_metric(list(row))) for row in rows]
+
+
+def _with_int_metric(values: list[Any]) -> list[Any]:
+    """PostgreSQL answers NUMERIC as a Decimal: the metric (`metric_minor`) as an int."""
+    values[7] = None if values[7] is None else int(values[7])
+    return values

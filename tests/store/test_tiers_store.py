@@ -1,0 +1,68 @@
+"""The tier repository (issue 33, T2) on both stores at once (`Both`: every statement runs on DuckDB as written and
+on PostgreSQL as rendered, and the answers must agree): state saved and replaced, contributions counted once per
+source and customer, daily sums added up, window sums bounded by their days, the history newest first."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+from rewards_lab.store.tiers import TierChangeRow, TierContribution, TierRepository, TierStateRow
+from tests.store.test_sql_both_engines import A, B, Both, both  # noqa: F401 (the fixture)
+
+T0 = datetime(2026, 3, 1, 12, 0, 0)
+
+
+def _state(customer: str, tier: str, review: datetime | None = None) -> TierStateRow:
+    return TierStateRow("prg_1", customer, tier, T0, date(2026, 3, 1), review, None, None, T0, "mk1", "prv_1")
+
+
+def test_state_is_saved_replaced_and_loaded_per_tenant(both: Both) -> None:  # noqa: F811
+    tiers = TierRepository(both)  # type: ignore[arg-type]
+    tiers.save(A, [_state("cus_1", "silver", datetime(2027, 1, 1)), _state("cus_2", "member")])
+    tiers.save(A, [_state("cus_1", "gold", datetime(2028, 1, 1))])  # replaced in place
+    tiers.save(B, [_state("cus_1", "member")])
+    loaded = tiers.load(A, "prg_1", ["cus_1", "cus_2", "cus_3"])
+    assert loaded == {"cus_1": _state("cus_1", "gold", datetime(2028, 1, 1)), "cus_2": _state("cus_2", "member")}
+    assert tiers.load(B, "prg_1", ["cus_1"])["cus_1"].tier == "member"
+    assert tiers.load(A, "prg_2", ["cus_1"]) == {} and tiers.load(A, "prg_1", []) == {}
+
+
+def test_contributions_count_once_and_sum_by_day(both: Both) -> None:  # noqa: F811
+    tiers = TierRepository(both)  # type: ignore[arg-type]
+    d1, d2, d3 = date(2026, 3, 1), date(2026, 3, 2), date(2026, 4, 1)
+    first = [
+        TierContribution("exe_1", "cus_1", d1, 2**64),  # past BIGINT: HUGEINT / NUMERIC(38, 0)
+        TierContribution("exe_2", "cus_1", d1, 5),
+        TierContribution("exe_2", "cus_2", d2, 7),  # one source, two customers
+        TierContribution("exe_2", "cus_2", d2, 7),  # a duplicate in the list: counted once
+    ]
+    assert tiers.add_contributions(A, "prg_1", "mk1", first) == first[:3]
+    again = [TierContribution("exe_1", "cus_1", d1, 100), TierContribution("exe_3", "cus_1", d3, -3)]
+    assert tiers.add_contributions(A, "prg_1", "mk1", again) == again[1:]  # a retried source adds nothing
+    tiers.add_contributions(A, "prg_1", "mk2", [TierContribution("evt_1", "cus_1", d1, 1)])  # another metric
+    assert tiers.known_sources(A, "prg_1", "mk1", ["exe_1", "exe_2", "exe_9"]) == {
+        ("exe_1", "cus_1"), ("exe_2", "cus_1"), ("exe_2", "cus_2")
+    }  # fmt: skip
+    assert tiers.window_sums(A, "prg_1", "mk1", ["cus_1", "cus_2"], d1, d3) == {"cus_1": 2**64 + 2, "cus_2": 7}
+    assert tiers.window_sums(A, "prg_1", "mk1", ["cus_1", "cus_2"], d2, d2) == {"cus_2": 7}
+    assert tiers.window_sums(A, "prg_1", "mk2", ["cus_1"], d1, d1) == {"cus_1": 1}
+    assert tiers.window_sums(B, "prg_1", "mk1", ["cus_1"], d1, d3) == {}
+    assert both.same("SELECT customer_id, day, amount_minor FROM tier_days WHERE metric_key = 'mk1' ORDER BY 1, 2") == [
+        ("cus_1", d1, 2**64 + 5), ("cus_1", d3, -3), ("cus_2", d2, 7)
+    ]  # fmt: skip
+
+
+def test_the_history_reads_newest_first(both: Both) -> None:  # noqa: F811
+    tiers = TierRepository(both)  # type: ignore[arg-type]
+    changes = [
+        TierChangeRow(
+            f"tch_{n}", "prg_1", "cus_1", datetime(2026, 3, n + 1), kind, before, after, 2**65 if n else None,
+            date(2026, 1, 1), date(2026, 3, n + 1), "evt_1" if n else None, "prv_1", None, None, None,
+        )
+        for n, (kind, before, after) in enumerate(
+            [("enrolled", None, "member"), ("upgraded", "member", "silver"), ("upgraded", "silver", "gold")]
+        )
+    ]  # fmt: skip
+    tiers.add_changes(A, changes)
+    assert tiers.history(A, "prg_1", "cus_1", 2) == [changes[2], changes[1]]
+    assert tiers.history(B, "prg_1", "cus_1", 10) == []
