@@ -17,8 +17,13 @@ from rewards_lab.store.api import Store
 
 @pytest.fixture(params=["duckdb", "postgres"])
 def store(request: pytest.FixtureRequest) -> Iterator[Store]:
-    """The test's store: a DuckDB file (`db`) or a PostgreSQL database cloned from the migrated template."""
-    yield request.getfixturevalue("db" if request.param == "duckdb" else "pg_store")
+    """The test's store: a DuckDB file (`db`) or a PostgreSQL database cloned from the migrated template; the
+    ledger verifies at the end on both (`db` checks DuckDB's itself)."""
+    store: Store = request.getfixturevalue("db" if request.param == "duckdb" else "pg_store")
+    yield store
+    if request.param == "postgres":
+        report = store.verify_ledger()
+        assert report.ok, report.problems
 
 
 @pytest.fixture

@@ -203,3 +203,35 @@ def test_a_negative_clawback_lowers_the_wallets_floor_alike_on_both_stores(store
         con = uow.con  # type: ignore[attr-defined]
         rows = con.execute("SELECT floor_minor FROM balances WHERE account_id = ?", [wallet.id])
         assert rows.fetchall() == [(0,)]
+
+
+def test_verification_finds_balances_that_the_entries_do_not_explain(store: Store) -> None:
+    """A batch of balance changes without their transactions (the writer's own statements, misused): the report
+    names both accounts under `snapshot_mismatch` on both stores, and nothing else; undone, the ledger verifies."""
+    world = world_of(store)
+    wallet, asset = world.wallet(), world.asset()
+    ledger.issue(store, world.scope, asset.id, rq.IssueRequest(wallet_id=wallet.id, amount="1.00", reason="x"))
+    assert store.verify_ledger().ok
+    issuance = store.reader_repositories().assets.get(world.scope, asset.id)
+    assert issuance is not None
+    txn = pa.Table.from_pylist([], schema=ledger_store._TXN_SCHEMA)
+    deltas = pa.Table.from_pylist(
+        [
+            {"account_id": wallet.id, "asset_id": asset.id, "delta": 5, "floor_delta": 0},
+            {"account_id": issuance.issuance_account_id, "asset_id": asset.id, "delta": -5, "floor_delta": 0},
+        ],  # fmt: skip
+        schema=ledger_store._DELTA_SCHEMA,
+    )
+    with store.unit_of_work() as uow:
+        uow.ledger._write_tables(world.scope, txn, deltas)  # type: ignore[attr-defined]
+    report = store.verify_ledger()
+    assert (report.transactions, report.entries) == (1, 2)
+    assert {name: sorted(subjects) for name, subjects in report.problems.items()} == {
+        "snapshot_mismatch": sorted([f"{wallet.id}/{asset.id}", f"{issuance.issuance_account_id}/{asset.id}"])
+    }
+    undo = pa.Table.from_pylist(
+        [{**row, "delta": -row["delta"]} for row in deltas.to_pylist()], schema=ledger_store._DELTA_SCHEMA
+    )
+    with store.unit_of_work() as uow:
+        uow.ledger._write_tables(world.scope, txn, undo)  # type: ignore[attr-defined]
+    assert store.verify_ledger().ok
