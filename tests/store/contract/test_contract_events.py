@@ -56,12 +56,14 @@ def test_event_intake_inserts_all_or_none_and_marks_outcomes(store: Store) -> No
             EventOutcome(stored["e-2"].id, "processed", None, None, ["v3"]),
         ]
         uow.events.mark_many(world.scope, retry)
-        con: Any = uow.con  # type: ignore[attr-defined]
-        rows = con.execute(
-            "SELECT external_event_id, status, error_code, attempts, evaluated_versions FROM events "
-            "WHERE external_event_id IN ('e-1', 'e-2') ORDER BY external_event_id"
-        ).fetchall()
-    assert rows == [("e-1", "processed", None, 2, '["v1"]'), ("e-2", "processed", None, 2, '["v3"]')]
+    reader = store.reader_repositories()
+    rows = [reader.events.to_process(world.scope, stored[e].id) for e in ("e-1", "e-2")]
+    assert [(p.external_event_id, p.attempts, p.versions_value()) for p in rows if p is not None] == [
+        ("e-1", 2, ["v1"]),
+        ("e-2", 2, ["v3"]),
+    ]
+    again = reader.events.get_by_external_ids(world.scope, ["e-1", "e-2"])
+    assert [(again[e].status, again[e].error_code) for e in ("e-1", "e-2")] == [("processed", None)] * 2
 
 
 def test_a_batch_repeating_an_external_id_is_refused_whole_and_other_tenants_are_apart(
