@@ -147,13 +147,9 @@ def test_a_batch_whose_net_change_is_wider_than_int64_is_written_exactly_on_both
     world = world_of(store)
     wallet, asset = world.wallet(), world.asset()
     amount, count = 10**18 - 1, 10
-    with store.snapshot_repositories() as uow:
-        con: Any = uow.con  # type: ignore[attr-defined]
-        (issuance,) = con.execute(
-            "SELECT account_id FROM balances WHERE asset_id = ? AND NOT starts_with(account_id, 'wal_') "
-            "ORDER BY account_id LIMIT 1",
-            [asset.id],
-        ).fetchone()
+    row = store.reader_repositories().assets.get(world.scope, asset.id)
+    assert row is not None
+    issuance = row.issuance_account_id
     txn = pa.Table.from_pylist(
         [
             {
