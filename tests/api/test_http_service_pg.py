@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -115,3 +117,134 @@ def test_the_seed_loop_runs_on_a_postgresql_backed_service_and_the_ledger_verifi
     assert live.stop(signal.SIGTERM) in (0, -signal.SIGTERM)
     report = _verify(pg_store_url)
     assert report["ok"] is True and report["transactions"] >= 2 and report["problems"] == {}
+
+
+# --- serve --workers 2 -------------------------------------------------------------------------------------------
+def _children(parent: int) -> set[int]:
+    """The uvicorn supervisor's worker processes (multiprocessing spawn children; not its resource tracker)."""
+    found = set()
+    for task in Path(f"/proc/{parent}/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"spawn_main" in command:
+                found.add(int(pid))
+    return found
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    try:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    except OSError:
+        pass
+    return inodes
+
+
+def _answering_pid(port: int, pids: set[int]) -> int | None:
+    """The process that accepted one fresh connection and answered GET /v1/health on it: the one holding the
+    accepted socket (found in /proc/net/tcp by the client's port), asked while the connection is still open."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+        conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        head = conn.recv(65536)
+        assert head.startswith(b"HTTP/1.1 200"), head[:200]
+        client_port = conn.getsockname()[1]
+        inode = None
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote = fields[1], fields[2]
+            if int(local.split(":")[1], 16) == port and int(remote.split(":")[1], 16) == client_port:
+                inode = fields[9]
+        return next((pid for pid in pids if inode in _socket_inodes(pid)), None)
+
+
+def _all_answer(port: int, pids: set[int], seconds: float = 60) -> None:
+    """Fresh connections until each of `pids` has accepted and answered one (a restarted child answers once it has
+    started: the kernel hands connections only to processes that accept)."""
+    seen: set[int] = set()
+    deadline = time.monotonic() + seconds
+    while seen != pids:
+        assert time.monotonic() < deadline, f"only {seen} of {pids} answered"
+        pid = _answering_pid(port, pids)
+        if pid is not None:
+            seen.add(pid)
+        time.sleep(0.1)  # at most 10 probes a second: under the health probes' 600 a minute per address
+
+
+def _background_lock_holders(url: str) -> int:
+    from rewards_lab.store.postgres.store import BACKGROUND_LOCK
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = %s AND objid = %s",
+            [BACKGROUND_LOCK >> 32, BACKGROUND_LOCK & 0xFFFF_FFFF],
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _wait(condition: Any, what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def _events_processed(live: LiveServer, ids: list[str]) -> None:
+    with httpx.Client(base_url=live.base_url, headers=live.headers(), timeout=10) as http:
+
+        def done() -> bool:
+            return all(_ok(http.get(f"/events/{event_id}"), 200)["status"] == "processed" for event_id in ids)
+
+        _wait(done, "the events were never processed")
+
+
+def _post_events(live: LiveServer, prefix: str, count: int) -> list[str]:
+    with httpx.Client(base_url=live.base_url, headers=live.headers(), timeout=10) as http:
+        return [
+            _ok(
+                http.post("/events", json={"type": "visit", "external_event_id": f"{prefix}-{i}", "customer_id": "c"}),
+                202,
+            )["id"]
+            for i in range(count)
+        ]
+
+
+def test_two_workers_both_answer_a_killed_one_is_restarted_and_sigterm_stops_all(
+    pg_store_url: str, pg_env: None, tmp_path: Path
+) -> None:
+    live = start_server(pg_store_url, serve_args=("--workers", "2"), log_path=tmp_path / "serve.log")
+    try:
+        port = int(live.base_url.rsplit(":", 1)[1].split("/")[0])
+        _wait(lambda: len(_children(live.process.pid)) == 2, "two worker processes")
+        first = _children(live.process.pid)
+        _all_answer(port, first)  # both children accept and answer
+        _wait(lambda: _background_lock_holders(pg_store_url) == 1, "one process runs the background workers")
+        _events_processed(live, _post_events(live, "before", 10))  # whichever child took them in
+
+        killed = min(first)
+        os.kill(killed, signal.SIGKILL)
+        with httpx.Client(base_url=live.base_url, timeout=10) as http:  # the survivor keeps answering meanwhile
+            assert http.get("/health").status_code == 200
+        _wait(lambda: len(_children(live.process.pid) - {killed}) == 2, "the killed child restarted")
+        second = _children(live.process.pid)
+        assert killed not in second and len(second & first) == 1
+        _all_answer(port, second)
+        _wait(lambda: _background_lock_holders(pg_store_url) == 1, "the background lock held again")
+        _events_processed(live, _post_events(live, "after", 10))
+    finally:
+        children = _children(live.process.pid) if live.process.poll() is None else set()
+        status = live.stop(signal.SIGTERM)
+    assert status in (0, -signal.SIGTERM)
+    for pid in children:  # every child stopped with the supervisor
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().split(")")[1].split()[0] == "Z", pid
+    report = _verify(pg_store_url)
+    assert report["ok"] is True and report["problems"] == {}
