@@ -119,6 +119,32 @@ def test_the_seed_loop_runs_on_a_postgresql_backed_service_and_the_ledger_verifi
     assert report["ok"] is True and report["transactions"] >= 2 and report["problems"] == {}
 
 
+def test_the_forecast_gate_reads_the_stored_events_from_postgresql(one_process: LiveServer, pg_store_url: str) -> None:
+    """The programme forecast (issue 31) reads its window's events, redemptions and customers through the
+    PostgreSQL snapshot into Arrow: a draft issuing 1000 per event breaks "at most 1 a day" on two stored events."""
+    with httpx.Client(base_url=one_process.base_url, headers=one_process.headers(), timeout=60) as http:
+        asset = _ok(http.post("/assets", json={"name": "GA", "symbol": "GA", "type": "points", "decimals": 2}), 201)
+        _ok(http.post(f"/assets/{asset['id']}/activate"), 200)
+        guards = [{"metric": "issued", "period": "day", "max": "1"}]
+        body = {"name": "gated", "asset_id": asset["id"], "guards": guards}
+        programme = _ok(http.post("/reward-programs", json=body), 201)
+        rule = {
+            "program_id": programme["id"],
+            "event_type": "order.ga",
+            "actions": [{"type": "issue", "amount": {"fixed": "1000"}}],
+        }
+        _ok(http.post("/reward-rules", json=rule), 201)
+        for n in range(2):
+            event = {"type": "order.ga", "external_event_id": f"GA-{n}", "customer_id": "GA-c"}
+            assert http.post("/events", json=event).status_code == 202
+        refused = http.post(f"/reward-programs/{programme['id']}/publish").json()["error"]
+        assert refused["code"] == "forecast_guard_failed", refused
+        (check,) = refused["details"]["checks"]
+        assert (check["draft"], check["passed"], refused["details"]["events"]) == ("2000.00", False, 2)
+        table = _ok(http.post(f"/reward-programs/{programme['id']}/forecast"), 200)
+        assert table["checks"] == refused["details"]["checks"]
+
+
 # --- serve --workers 2 -------------------------------------------------------------------------------------------
 def _children(parent: int) -> set[int]:
     """The uvicorn supervisor's worker processes (multiprocessing spawn children; not its resource tracker)."""
