@@ -6,6 +6,7 @@ SIGTERM stops them all."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ from typing import Any
 
 import httpx
 import psycopg
+import pyarrow.parquet as pq
 import pytest
 
 from rewards_lab.store.secret_box import KEY_ENV
@@ -143,6 +145,60 @@ def test_the_forecast_gate_reads_the_stored_events_from_postgresql(one_process: 
         assert (check["draft"], check["passed"], refused["details"]["events"]) == ("2000.00", False, 2)
         table = _ok(http.post(f"/reward-programs/{programme['id']}/forecast"), 200)
         assert table["checks"] == refused["details"]["checks"]
+
+
+def test_the_event_export_pages_and_resumes_on_postgresql_with_executions_in_both_formats(
+    one_process: LiveServer,
+) -> None:
+    with httpx.Client(base_url=one_process.base_url, headers=one_process.headers(), timeout=30) as http:
+        asset = _ok(http.post("/assets", json={"name": "Ex", "symbol": "EX", "type": "points", "decimals": 2}), 201)
+        _ok(http.post(f"/assets/{asset['id']}/activate"), 200)
+        programme = _ok(http.post("/reward-programs", json={"name": "Ex", "asset_id": asset["id"]}), 201)
+        rule = {
+            "program_id": programme["id"],
+            "event_type": "order.ex",
+            "actions": [{"type": "issue", "amount": {"fixed": "1.5"}}],
+        }
+        _ok(http.post("/reward-rules", json=rule), 201)
+        _ok(http.post(f"/reward-programs/{programme['id']}/publish"), 201)
+        ids = []
+        for i in range(7):  # ids against time order: the export sorts by time, then id
+            body = {
+                "type": "order.ex",
+                "external_event_id": f"ex-{7 - i}",
+                "customer_id": "ex-customer",
+                "occurred_at": f"2026-03-0{1 + i // 2}T10:00:00Z",
+                "data": {"big": 12345678901234567890, "i": i},
+            }
+            ids.append(_ok(http.post("/events", json=body), 202)["id"])
+        deadline = time.monotonic() + 30
+        while any(_ok(http.get(f"/events/{event_id}"), 200)["status"] != "processed" for event_id in ids):
+            assert time.monotonic() < deadline, "the events were never processed"
+            time.sleep(0.1)
+        window = {"since": "2026-03-01T00:00:00Z", "until": "2026-04-01T00:00:00Z", "include": "executions"}
+        first = http.get("/events/export", params={**window, "limit": 4})
+        assert first.status_code == 200, first.text
+        assert (first.headers["x-export-rows"], first.headers["x-export-next-after"]) == ("4", "ex-5")
+        rest = http.get("/events/export", params={**window, "limit": 4, "after": "ex-5"})
+        assert rest.status_code == 200 and "x-export-next-after" not in rest.headers
+        lines = [json.loads(line) for line in (first.content + rest.content).decode().splitlines()]
+        expected = sorted((f"2026-03-0{1 + i // 2}T10:00:00Z", f"ex-{7 - i}") for i in range(7))
+        assert [(line["occurred_at"], line["external_event_id"]) for line in lines] == expected
+        assert '"big": 12345678901234567890' in first.content.decode() or '"big":12345678901234567890' in first.text
+        for line in lines:
+            (issued,) = line["executions"]
+            # March's events are past the programme's default event age: recorded as limited, amount 0
+            assert (issued["asset_id"], issued["program_id"], issued["version_number"]) == (
+                asset["id"],
+                programme["id"],
+                1,
+            )
+            assert issued["status"] in ("issued", "limited") and issued["amount"] in ("1.50", "0.00"), issued
+        parquet = http.get("/events/export", params={**window, "format": "parquet"})
+        assert parquet.status_code == 200, parquet.text
+        table = pq.read_table(io.BytesIO(parquet.content))
+        assert table.column("external_event_id").to_pylist() == [e[1] for e in expected]
+        assert [json.loads(x) for x in table.column("executions").to_pylist()] == [line["executions"] for line in lines]
 
 
 # --- serve --workers 2 -------------------------------------------------------------------------------------------
