@@ -40,7 +40,7 @@ class ServeOptions:
     unauthenticated_limit_per_minute: int
     min_free_disk_bytes: int
     expiry_interval_s: float
-    shared: bool = False  # several processes on one database: background workers only in the lock holder
+    shared: bool = False  # a database other processes may serve: background workers only in the lock holder
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
