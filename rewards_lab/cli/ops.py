@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rewards_lab.store.api import duckdb_path, is_postgres
+from rewards_lab.store.api import duckdb_path, is_postgres, open_store
 from rewards_lab.store.backup import BackupError
 
 # What `backup` and `restore` print for a PostgreSQL --db, instead of pretending (docs/deploy.md has the whole text)
@@ -44,8 +44,12 @@ def _retention(args: argparse.Namespace) -> int:
 
     try:
         settings = RetentionSettings.from_env()
-        with open_existing(Path(duckdb_path(args.db))) as database:
-            report = run_once(database, settings)
+        if is_postgres(args.db):  # a server's database: other processes may serve it meanwhile (row deletes)
+            with open_store(args.db) as store:
+                report = run_once(store, settings)
+        else:
+            with open_existing(Path(duckdb_path(args.db))) as database:
+                report = run_once(database, settings)
     except (ValueError, BackupError) as error:
         print(f"rewards-lab retention: {error}", file=sys.stderr)
         return 2
@@ -113,7 +117,7 @@ def configure(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     retention = commands.add_parser(
         "retention", help="delete rows past their retention window once (REWARDS_LAB_RETENTION_* settings)"
     )
-    retention.add_argument("--db", required=True, help="DuckDB file (no service may have it open)")
+    retention.add_argument("--db", required=True, help="DuckDB file (no service may have it open), or a PostgreSQL URL")
     retention.set_defaults(run=_retention)
     backup = commands.add_parser(
         "backup",

@@ -46,7 +46,7 @@ REFUSALS = {
     "bootstrap": "postgresql://rewards@127.0.0.1:1/rewards: cannot connect: ",
     "verify": "postgresql://rewards@127.0.0.1:1/rewards: cannot connect: ",
     "demo": "--db postgresql://...: this command works on a DuckDB file; on PostgreSQL it is not built yet",
-    "retention": "--db postgresql://...: this command works on a DuckDB file; on PostgreSQL it is not built yet",
+    "retention": "postgresql://rewards@127.0.0.1:1/rewards: cannot connect: ",
     "backup": "backup --db postgresql://...: a PostgreSQL database is backed up and restored with PostgreSQL's",
     "backup --online": "backup --db postgresql://...: a PostgreSQL database is backed up and restored with",
     "restore": "restore --db postgresql://...: a PostgreSQL database is backed up and restored with PostgreSQL's",
@@ -148,3 +148,21 @@ def test_backup_and_restore_on_postgresql_print_the_base_backup_and_point_in_tim
             assert step in err, (argv[0], step)
         assert "hunter2" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_retention_runs_on_a_postgresql_database(
+    pg_store_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(KEY_ENV, base64.urlsafe_b64encode(PG_SECRET_KEY).decode("ascii"))
+    insert = (
+        "INSERT INTO idempotency_keys VALUES ('org_x', 'sandbox', %s, 'issue', 'h', '{}', 201, "
+        "now() AT TIME ZONE 'UTC' - %s::interval)"
+    )
+    with psycopg.connect(pg_store_url, autocommit=True) as conn:  # one key past the 7-day window, one inside it
+        conn.execute(insert, ["old", "8 days"])
+        conn.execute(insert, ["new", "1 hour"])
+    assert main(["retention", "--db", pg_store_url]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["deleted"]["idempotency_keys"] == 1, report
+    with psycopg.connect(pg_store_url) as conn:
+        assert conn.execute("SELECT key FROM idempotency_keys").fetchall() == [("new",)]
