@@ -17,6 +17,7 @@ from typing import IO
 
 import httpx
 
+from rewards_lab.store.api import is_postgres, open_store
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
 
@@ -46,7 +47,7 @@ def _reap() -> None:
 
 @dataclass
 class LiveServer:
-    db: Path
+    db: Path | str  # a DuckDB file, or a PostgreSQL URL
     base_url: str
     organization_id: str
     keys: dict[str, str]
@@ -87,7 +88,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def bootstrap(db: Path, org: str, *extra: str) -> dict[str, object]:
+def bootstrap(db: Path | str, org: str, *extra: str) -> dict[str, object]:
     command = cli("bootstrap", "--db", str(db), "--org", org, *extra)
     result = subprocess.run(command, check=True, capture_output=True, text=True)
     boot: dict[str, object] = json.loads(result.stdout)
@@ -109,11 +110,21 @@ def wait_until_serving(base_url: str, process: subprocess.Popen[bytes], log: IO[
         time.sleep(0.1)
 
 
-def start_server(db: Path, org: str = "Acme", *bootstrap_args: str, serve_args: tuple[str, ...] = ()) -> LiveServer:
-    """Bootstrap `db` (with `bootstrap_args`, e.g. a plan), start `rewards-lab serve` on a free port, wait."""
+def start_server(
+    db: Path | str,
+    org: str = "Acme",
+    *bootstrap_args: str,
+    serve_args: tuple[str, ...] = (),
+    log_path: Path | None = None,
+) -> LiveServer:
+    """Bootstrap `db` (with `bootstrap_args`, e.g. a plan), start `rewards-lab serve` on a free port, wait. A
+    PostgreSQL URL as `db` needs `log_path` (a file's log goes beside it) and REWARDS_LAB_SECRET_KEY set."""
     boot = bootstrap(db, org, *bootstrap_args)
     port = free_port()
-    log = (db.parent / f"{db.stem}.server.log").open("wb")
+    if log_path is None:
+        assert isinstance(db, Path), "a PostgreSQL URL needs log_path"
+        log_path = db.parent / f"{db.stem}.server.log"
+    log = log_path.open("wb")
     command = cli("serve", "--db", str(db), "--port", str(port), *serve_args)
     process = spawn(command, log)
     base_url = f"http://127.0.0.1:{port}/v1"
@@ -139,6 +150,11 @@ def two_tenant_server(
 def stop_and_verify(live: LiveServer) -> None:
     """Stop the server, then check every invariant of the ledger it leaves in its file."""
     live.stop()
+    if isinstance(live.db, str) and is_postgres(live.db):
+        with open_store(live.db) as store:
+            report = store.verify_ledger()
+        assert report.ok, report.problems
+        return
     database = Database(live.db)
     try:
         report = verify_ledger(database.reader())

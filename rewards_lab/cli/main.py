@@ -80,77 +80,75 @@ def _workers(text: str) -> int:
 
 
 ONE_DUCKDB_PROCESS = "a DuckDB file is opened by one process: --workers needs a PostgreSQL --db"
-# `verify` and `bootstrap` run on PostgreSQL; `serve` waits for its readiness check, the online backup's
-# replacement and the forecast/export readers (issue 32, increment 6) and for --workers (increment 9).
-SERVE_NOT_ON_POSTGRES = (
-    "--db postgresql://...: serve on PostgreSQL is not built yet (issue 32); verify and bootstrap run on it"
-)
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from rewards_lab.api import body_limit as limits
-    from rewards_lab.api.app import create_app
     from rewards_lab.api.http_protocol import BoundedHttpToolsProtocol
+    from rewards_lab.api.serving import FACTORY, OPTIONS_ENV, WORKER_HEALTHCHECK_S, ServeOptions, build_app
     from rewards_lab.security.webhook_targets import ALLOW_PRIVATE_ENV
     from rewards_lab.service.deliveries import DeliverySettings
     from rewards_lab.service.retention import RetentionSettings
 
-    if is_postgres(args.db):  # before anything is opened or connected to
-        print(f"rewards-lab serve: {SERVE_NOT_ON_POSTGRES}", file=sys.stderr)
-        return 2
-    path = duckdb_path(args.db)
-    if args.workers > 1:
+    postgres = is_postgres(args.db)
+    db = args.db if postgres else duckdb_path(args.db)
+    if args.workers > 1 and not postgres:
         print(f"rewards-lab serve: {ONE_DUCKDB_PROCESS}", file=sys.stderr)
         return 2
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    if not postgres:
+        Path(db).parent.mkdir(parents=True, exist_ok=True)
     if args.allow_private_webhook_targets:
-        # one setting for registration (read from the environment) and the sender (DeliverySettings below)
+        # one setting for registration (read from the environment) and the sender (DeliverySettings); the
+        # environment is inherited by --workers' children
         os.environ[ALLOW_PRIVATE_ENV] = "1"
     try:
-        # REWARDS_LAB_WEBHOOK_RETRY_DELAYS, REWARDS_LAB_WEBHOOK_TIMEOUT_S, REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE
-        settings = DeliverySettings.from_env()
+        # REWARDS_LAB_WEBHOOK_RETRY_DELAYS, REWARDS_LAB_WEBHOOK_TIMEOUT_S, REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE and
+        # REWARDS_LAB_RETENTION_* (service/retention.py): checked here, read again by each process's app
+        DeliverySettings.from_env()
+        RetentionSettings.from_env()
     except ValueError as error:
         print(f"rewards-lab serve: {error}", file=sys.stderr)
         return 2
-    try:
-        retention = RetentionSettings.from_env()  # REWARDS_LAB_RETENTION_* (service/retention.py)
-    except ValueError as error:
-        print(f"rewards-lab serve: {error}", file=sys.stderr)
-        return 2
-    with open_store(path) as database:
-        # uvicorn handles SIGINT and SIGTERM: it stops accepting, finishes in-flight requests, then the app's
-        # lifespan stops the event worker after its current batch.
-        app = create_app(
-            database,
-            delivery_settings=settings,
-            worker_batch_size=args.worker_batch_size,
-            session_lifetime_s=args.session_lifetime_s,
-            retention_settings=retention,
-            unauthenticated_limit_per_minute=args.unauthenticated_limit_per_minute,
-            min_free_disk_bytes=args.min_free_disk_mb * 1_048_576,
-            expiry_interval_s=args.expiry_interval_s,
-            admin_socket=True,  # `rewards-lab backup --online --db` talks to it
-        )
-        # No uvicorn access log: the service's own request log records every /v1 request (and costs less).
-        # Proxy trust is explicit: by default X-Forwarded-For is ignored and every limit counts the socket peer
-        # (uvicorn's own default trusts 127.0.0.1, or $FORWARDED_ALLOW_IPS; neither is consulted here).
-        trusted = args.forwarded_allow_ips or (LOCAL_PROXIES if args.proxy_headers else "")
-        # uvicorn's own connection, keep-alive and request-head limits (api/body_limit.py, api/http_protocol.py);
-        # the body limit is the application's own.
+    options = ServeOptions(
+        db=db,
+        worker_batch_size=args.worker_batch_size,
+        session_lifetime_s=args.session_lifetime_s,
+        unauthenticated_limit_per_minute=args.unauthenticated_limit_per_minute,
+        min_free_disk_bytes=args.min_free_disk_mb * 1_048_576,
+        expiry_interval_s=args.expiry_interval_s,
+        shared=postgres,  # one process per database runs the background workers (api/serving.py)
+    )
+    # No uvicorn access log: the service's own request log records every /v1 request (and costs less).
+    # Proxy trust is explicit: by default X-Forwarded-For is ignored and every limit counts the socket peer
+    # (uvicorn's own default trusts 127.0.0.1, or $FORWARDED_ALLOW_IPS; neither is consulted here).
+    trusted = args.forwarded_allow_ips or (LOCAL_PROXIES if args.proxy_headers else "")
+    # uvicorn's own connection, keep-alive and request-head limits (api/body_limit.py, api/http_protocol.py);
+    # the body limit is the application's own. uvicorn handles SIGINT and SIGTERM: it stops accepting, finishes
+    # in-flight requests, then the app's lifespan stops the event worker after its current batch.
+    server: dict[str, Any] = {
+        "host": args.host,
+        "port": args.port,
+        "log_level": args.log_level,
+        "access_log": False,
+        "proxy_headers": args.proxy_headers or bool(trusted),
+        "forwarded_allow_ips": trusted,
+        "http": BoundedHttpToolsProtocol,  # httptools with a bounded request head (size and deadline)
+        "limit_concurrency": limits.MAX_CONCURRENCY,
+        "timeout_keep_alive": limits.KEEP_ALIVE_TIMEOUT_S,
+    }
+    if args.workers > 1:
+        # uvicorn's supervisor: one socket, N spawned children each building its app (api/serving.py), a dead
+        # child restarted, SIGTERM forwarded
+        os.environ[OPTIONS_ENV] = options.to_json()
+        open_store(db).close()  # refuse an unreachable or unfit database (and migrate it) before spawning
         uvicorn.run(
-            app,
-            host=args.host,
-            port=args.port,
-            log_level=args.log_level,
-            access_log=False,
-            proxy_headers=args.proxy_headers or bool(trusted),
-            forwarded_allow_ips=trusted,
-            http=BoundedHttpToolsProtocol,  # httptools with a bounded request head (size and deadline)
-            limit_concurrency=limits.MAX_CONCURRENCY,
-            timeout_keep_alive=limits.KEEP_ALIVE_TIMEOUT_S,
+            FACTORY, factory=True, workers=args.workers, timeout_worker_healthcheck=WORKER_HEALTHCHECK_S, **server
         )
+        return 0
+    with open_store(db) as database:
+        uvicorn.run(build_app(database, options), **server)
     return 0
 
 

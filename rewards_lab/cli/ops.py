@@ -9,8 +9,29 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rewards_lab.store.api import duckdb_path
+from rewards_lab.store.api import duckdb_path, is_postgres, open_store
 from rewards_lab.store.backup import BackupError
+
+# What `backup` and `restore` print for a PostgreSQL --db, instead of pretending (docs/deploy.md has the whole text)
+POSTGRES_BACKUP = """{command} --db postgresql://...: a PostgreSQL database is backed up and restored with PostgreSQL's
+own tools, not by this command (docs/deploy.md, "Online backup and point-in-time restore"):
+  1. archive every WAL segment (primary's postgresql.conf): wal_level = replica, archive_mode = on,
+     archive_command = 'test ! -f /mnt/wal-archive/%f && cp %p /mnt/wal-archive/%f', archive_timeout = 60
+  2. take a base backup while it serves, then check it:
+     pg_basebackup -h PRIMARY -U replicator -D /backups/base-DATE -Fp -X stream --checkpoint=fast
+     pg_verifybackup /backups/base-DATE
+  3. restore to a moment into a NEW data directory: copy the base backup, touch recovery.signal, set
+     restore_command = 'cp /mnt/wal-archive/%f %p', recovery_target_time = '...+00',
+     recovery_target_action = 'promote', and start it
+  4. verify the restored ledger: REWARDS_LAB_SECRET_KEY=... rewards-lab verify --db postgresql://.../rewards"""
+
+
+def _refuse_postgres(command: str, db: str) -> bool:
+    """True (after printing the procedure) when `db` is a PostgreSQL URL: `command` does not apply to it."""
+    if not is_postgres(db):
+        return False
+    print(f"rewards-lab {command}: " + POSTGRES_BACKUP.format(command=command), file=sys.stderr)
+    return True
 
 
 def _print(document: dict[str, Any]) -> None:
@@ -23,8 +44,12 @@ def _retention(args: argparse.Namespace) -> int:
 
     try:
         settings = RetentionSettings.from_env()
-        with open_existing(Path(duckdb_path(args.db))) as database:
-            report = run_once(database, settings)
+        if is_postgres(args.db):  # a server's database: other processes may serve it meanwhile (row deletes)
+            with open_store(args.db) as store:
+                report = run_once(store, settings)
+        else:
+            with open_existing(Path(duckdb_path(args.db))) as database:
+                report = run_once(database, settings)
     except (ValueError, BackupError) as error:
         print(f"rewards-lab retention: {error}", file=sys.stderr)
         return 2
@@ -35,6 +60,8 @@ def _retention(args: argparse.Namespace) -> int:
 def _backup(args: argparse.Namespace) -> int:
     from rewards_lab.store.backup import backup
 
+    if _refuse_postgres("backup", args.db):
+        return 2
     if args.online:
         return _online_backup(args)
     try:
@@ -68,6 +95,8 @@ def _restore(args: argparse.Namespace) -> int:
     """Copy the backup into place once the staged copy is verified (opened, migrated forward, ledger checked)."""
     from rewards_lab.store.backup import restore
 
+    if _refuse_postgres("restore", args.db):
+        return 2
     try:
         manifest, report = restore(args.source, duckdb_path(args.db), force=args.force)
     except BackupError as error:
@@ -88,7 +117,7 @@ def configure(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     retention = commands.add_parser(
         "retention", help="delete rows past their retention window once (REWARDS_LAB_RETENTION_* settings)"
     )
-    retention.add_argument("--db", required=True, help="DuckDB file (no service may have it open)")
+    retention.add_argument("--db", required=True, help="DuckDB file (no service may have it open), or a PostgreSQL URL")
     retention.set_defaults(run=_retention)
     backup = commands.add_parser(
         "backup",

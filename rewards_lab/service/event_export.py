@@ -20,7 +20,7 @@ event_id, status and received_at; with include=executions, `executions`: what th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -36,7 +36,7 @@ from rewards_lab.contract.operations import EXPORT_DEFAULT_LIMIT, EXPORT_FORMATS
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import parse_instant
 from rewards_lab.domain.money import format_amount
-from rewards_lab.store.api import Store, as_duckdb
+from rewards_lab.store.api import Store
 from rewards_lab.store.database import DuckDBStore, utcnow
 
 _DIGITS = re.compile(r"[0-9]{1,9}")  # ASCII only: str.isdigit() takes "²", which int() refuses
@@ -98,14 +98,13 @@ def parse_request(query: Mapping[str, str]) -> ExportRequest:
 
 @dataclass
 class Export:
-    """An export under way: its range, where it stops, and the snapshot it reads (closed by `chunks`)."""
+    """An export under way: its range, where it stops, and the snapshot it reads (released by `chunks`)."""
 
     request: ExportRequest
     rows: int  # events in this answer
     next_after: str | None  # the last event's external_event_id when more follow
-    _cursor: duckdb.DuckDBPyConnection
-    _select: str
-    _params: list[Any]
+    _batches: Callable[[], Iterator[pa.RecordBatch]]  # the answer's rows, read on the snapshot
+    _release: Callable[[], None]  # ends the snapshot (idempotent)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -117,22 +116,26 @@ class Export:
     def chunks(self) -> Iterator[bytes]:
         """The file, batch by batch; the snapshot is released at the end (or when the client goes away)."""
         try:
-            reader: pa.RecordBatchReader = self._cursor.execute(self._select, self._params).to_arrow_reader(BATCH_ROWS)
+            reader = self._batches()
             if self.request.format == "ndjson":
                 for batch in reader:
                     yield _ndjson(batch)
             else:
                 yield from _parquet(reader, self.request.executions)
         finally:
-            DuckDBStore.close_snapshot(self._cursor)
+            self._release()
 
     def close(self) -> None:
-        DuckDBStore.close_snapshot(self._cursor)
+        self._release()
 
 
 def open_export(database: Store, scope: Scope, request: ExportRequest) -> Export:
     """Open the snapshot, find where this answer stops (at most `limit` events) and whether more follow."""
-    cursor = as_duckdb(database, "the event export (a DuckDB snapshot read as Arrow)").snapshot()
+    if not isinstance(database, DuckDBStore):
+        from rewards_lab.service.event_export_pg import open_export_pg  # another store: rows fetched into Arrow
+
+        return open_export_pg(database, scope, request)
+    cursor = database.snapshot()
     try:
         where, params = _range(cursor, scope, request)
         bound = cursor.execute(
@@ -144,7 +147,12 @@ def open_export(database: Store, scope: Scope, request: ExportRequest) -> Export
         next_after = str(bound[0][1]) if len(bound) == 2 else None
         select = _select(request.executions, where)
         select_params = [*params, request.limit, *(scope.params if request.executions else [])]
-        return Export(request, int(count), next_after, cursor, select, select_params)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            reader: pa.RecordBatchReader = cursor.execute(select, select_params).to_arrow_reader(BATCH_ROWS)
+            yield from reader
+
+        return Export(request, int(count), next_after, batches, lambda: DuckDBStore.close_snapshot(cursor))
     except BaseException:
         DuckDBStore.close_snapshot(cursor)
         raise

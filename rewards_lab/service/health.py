@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import shutil
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from rewards_lab.contract import resources as r
 from rewards_lab.contract.readiness import DiskCheck, Readiness, ReadinessCheck, WorkersCheck
@@ -55,10 +54,11 @@ def _database_write(database: Store) -> ReadinessCheck:
 
 
 def _disk(database: Store, min_free_bytes: int) -> DiskCheck:
-    if database.path.startswith(":memory:"):
+    directory = database.local_directory()
+    if directory is None:  # in memory, or on a database server: no local filesystem of its own to measure
         return DiskCheck(ok=True, reason=None, free_bytes=None, min_free_bytes=min_free_bytes)
     try:
-        free_bytes = shutil.disk_usage(Path(database.path).resolve().parent).free
+        free_bytes = shutil.disk_usage(directory).free
     except OSError:
         log.exception("readiness: free disk space unknown")
         return DiskCheck(ok=False, reason="free disk space unknown", free_bytes=None, min_free_bytes=min_free_bytes)

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import duckdb
 import pyarrow as pa
@@ -46,9 +46,8 @@ from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.money import format_amount
 from rewards_lab.engine.postings import asset_row
 from rewards_lab.engine.rule_book import programme_row
-from rewards_lab.store.api import Store, as_duckdb, reader
+from rewards_lab.store.api import Store, reader, snapshot
 from rewards_lab.store.interfaces import AssetRow, ProgrammeRow, Repositories, VersionRow
-from rewards_lab.store.uow import snapshot
 
 if TYPE_CHECKING:  # the replay stack (pandas, SQLGlot) loads on the first forecast, not with the API
     from rewards_lab.forecasting.gate import GateReport, GuardCheck
@@ -57,6 +56,9 @@ ENV_MAX_EVENTS = "REWARDS_LAB_FORECAST_MAX_EVENTS"
 ENV_TIMEOUT = "REWARDS_LAB_FORECAST_TIMEOUT_S"
 DEFAULT_MAX_EVENTS = 2_000_000
 DEFAULT_TIMEOUT_S = 60.0
+# A snapshot's connection: a DuckDB cursor, or another store's DuckDB-shaped one (`execute`/`fetchall`/`interrupt`:
+# PostgreSQL's `PgConnection`)
+Reads = Any
 NEVER = "never"  # a ceiling that never runs out within the forecast's horizon (an infinite number of days)
 
 
@@ -122,9 +124,7 @@ _WINDOW = (
 )
 
 
-def window_events(
-    con: duckdb.DuckDBPyConnection, scope: Scope, start: datetime, end: datetime, types: list[str], most: int
-) -> pa.Table:
+def window_events(con: Reads, scope: Scope, start: datetime, end: datetime, types: list[str], most: int) -> pa.Table:
     """The tenant's stored events of [start, end) of the `types` the versions have rules for (no other event
     can change what they issue), in the replay's input form, in the order they were received;
     `forecast_too_large` when there are more than `most` (counted before any row is read)."""
@@ -132,18 +132,16 @@ def window_events(
     count = int(con.execute(f"SELECT count(*) FROM events WHERE {_WINDOW}", params).fetchall()[0][0])
     if count > most:
         raise ServiceError("forecast_too_large", limit=most, events=count, window_start=start.isoformat())
-    table = con.sql(
+    select = (
         f"SELECT external_event_id, type, customer_id, {_EVENT_TIME} AS occurred_at, data FROM events "
-        f"WHERE {_WINDOW} ORDER BY received_at, id",
-        params=params,
-    ).to_arrow_table()
+        f"WHERE {_WINDOW} ORDER BY received_at, id"
+    )
+    table = _arrow(con, select, params, _EVENT_COLUMNS)
     at = table.schema.get_field_index("occurred_at")
     return table.set_column(at, "occurred_at", table.column(at).cast(pa.timestamp("us", tz="UTC")))
 
 
-def window_redemptions(
-    con: duckdb.DuckDBPyConnection, scope: Scope, asset: AssetRow, start: datetime, end: datetime
-) -> pa.Table:
+def window_redemptions(con: Reads, scope: Scope, asset: AssetRow, start: datetime, end: datetime) -> pa.Table:
     """What customers spent of the asset in [start, end) (the ledger's redemptions, by the time they were posted),
     in the replay's redemptions form (customer_id: the wallet's customer, amount: a decimal string)."""
     rows = con.execute(
@@ -164,7 +162,7 @@ def window_redemptions(
     )
 
 
-def opening_supply(con: duckdb.DuckDBPyConnection, scope: Scope, asset: AssetRow, start: datetime) -> str:
+def opening_supply(con: Reads, scope: Scope, asset: AssetRow, start: datetime) -> str:
     """The asset's outstanding supply when the window opens (issued - redeemed - expired, as the asset shows it,
     from the ledger's entries posted before `start`), as a decimal string."""
     accounts = [a for a in (asset.issuance_account_id, asset.redemption_account_id, asset.breakage_account_id) if a]
@@ -176,15 +174,38 @@ def opening_supply(con: duckdb.DuckDBPyConnection, scope: Scope, asset: AssetRow
     return format_amount(int(total), int(asset.decimals))
 
 
-def window_customers(con: duckdb.DuckDBPyConnection, scope: Scope, references: list[str]) -> pa.Table:
+def window_customers(con: Reads, scope: Scope, references: list[str]) -> pa.Table:
     """The customers the window's events and redemptions name (by id or external id): their `id` and
     `external_id`, so that the replay resolves both references to one customer as the live engine does (a
     redemption names the wallet's customer by id, an event may name it by its external id)."""
-    return con.sql(
+    return _arrow(
+        con,
         "SELECT id, external_id FROM customers WHERE organization_id = ? AND environment = ? "
         "AND (id IN (SELECT unnest(?)) OR external_id IN (SELECT unnest(?))) ORDER BY id",
-        params=[*scope.params, references, references],
-    ).to_arrow_table()
+        [*scope.params, references, references],
+        _CUSTOMER_COLUMNS,
+    )
+
+
+_EVENT_COLUMNS = pa.schema(
+    [
+        ("external_event_id", pa.string()),
+        ("type", pa.string()),
+        ("customer_id", pa.string()),
+        ("occurred_at", pa.timestamp("us")),
+        ("data", pa.string()),
+    ]
+)
+_CUSTOMER_COLUMNS = pa.schema([("id", pa.string()), ("external_id", pa.string())])
+
+
+def _arrow(con: Any, select: str, params: list[Any], schema: pa.Schema) -> pa.Table:
+    """The rows of `select` as an Arrow table: straight from DuckDB, or fetched from another store's connection
+    (PostgreSQL's `PgConnection`: rows through psycopg, typed by `schema`)."""
+    if isinstance(con, duckdb.DuckDBPyConnection):
+        return con.sql(select, params=params).to_arrow_table()
+    rows = con.execute(select, params).fetchall()
+    return pa.table([pa.array([row[i] for row in rows], field.type) for i, field in enumerate(schema)], schema=schema)
 
 
 def _naive(moment: datetime) -> datetime:
@@ -198,7 +219,7 @@ class _Deadline:
 
     def __init__(self, seconds: float) -> None:
         self.fired = threading.Event()
-        self._watched: list[duckdb.DuckDBPyConnection] = []
+        self._watched: list[Reads] = []
         self._lock = threading.Lock()
         self._timer = threading.Timer(seconds, self._stop)
         self._timer.daemon = True
@@ -210,7 +231,7 @@ class _Deadline:
                 con.interrupt()
 
     @contextmanager
-    def watching(self, con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    def watching(self, con: Reads) -> Iterator[None]:
         with self._lock:
             self._watched.append(con)
         try:
@@ -264,12 +285,11 @@ def evaluate_draft(
 
     bounds = limits or ForecastLimits.from_env()
     end = now or datetime.now(UTC)
-    duckdb_store = as_duckdb(database, "the programme forecast (DuckDB relations handed to the replay)")
     replay_con = quiet_connection()
     try:
         with _Deadline(bounds.timeout_s) as deadline:
             try:
-                with snapshot(duckdb_store) as uow, deadline.watching(uow.con):
+                with snapshot(database) as uow, deadline.watching(_connection(uow)):
                     programme = programme_row(uow, scope, program_id)
                     days = window_days(programme)
                     start = end - timedelta(days=days)
@@ -277,14 +297,14 @@ def evaluate_draft(
                     draft = definition_of(uow, scope, programme, programme.draft_version_id)
                     published = _live_definition(uow, scope, programme)
                     types = sorted({rule.event_type for d in (draft, published) if d for rule in d.rules})
-                    events = window_events(uow.con, scope, start, end, types, bounds.max_events)
+                    events = window_events(_connection(uow), scope, start, end, types, bounds.max_events)
                     asset = asset_row(uow, scope, programme.asset_id)
-                    spent = window_redemptions(uow.con, scope, asset, start, end)
-                    opening = opening_supply(uow.con, scope, asset, start)
+                    spent = window_redemptions(_connection(uow), scope, asset, start, end)
+                    opening = opening_supply(_connection(uow), scope, asset, start)
                     named = sorted(
                         {*events.column("customer_id").to_pylist(), *spent.column("customer_id").to_pylist()}
                     )
-                    customers = window_customers(uow.con, scope, named)
+                    customers = window_customers(_connection(uow), scope, named)
                 with deadline.watching(replay_con):  # the snapshot is over: the replay reads the Arrow tables
                     report = evaluate(
                         draft,
@@ -302,6 +322,12 @@ def evaluate_draft(
     finally:
         replay_con.close()
     return Forecast(_result(programme, report, events.num_rows, start, end, days), stamp)
+
+
+def _connection(uow: Repositories) -> Reads:
+    """The snapshot's own connection (DuckDB's cursor, PostgreSQL's `PgConnection`): the window's reads are SQL
+    of their own, not a repository's."""
+    return cast(Any, uow).con
 
 
 def _live_definition(uow: Repositories, scope: Scope, programme: ProgrammeRow) -> ProgrammeDefinition | None:

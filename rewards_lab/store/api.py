@@ -55,8 +55,13 @@ class Store(Protocol):
 
     @property
     def path(self) -> str:
-        """Where the data is, as given: a DuckDB file path (or `:memory:`). Health's disk check and the
-        process-wide caches' diagnostics read it."""
+        """Where the data is, for messages: a DuckDB file path (or `:memory:`), a PostgreSQL URL without its
+        password."""
+        ...
+
+    def local_directory(self) -> Path | None:
+        """The directory on this host whose filesystem holds the data (readiness's free-disk check), or None when
+        the data is not on a local file (`:memory:`, a database server)."""
         ...
 
     @property

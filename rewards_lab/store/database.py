@@ -279,6 +279,10 @@ class DuckDBStore:
                 cursor.close()
         drop_empty_wal(str(target))  # the empty log `keep_wal_private` left, if unused
 
+    def local_directory(self) -> Path | None:
+        """The file's directory (readiness measures its filesystem's free space); None in memory."""
+        return None if self._in_memory else Path(self.path).resolve().parent
+
     def checkpoint(self) -> None:
         with self._write_lock:
             self._connection.execute("CHECKPOINT")

@@ -1,6 +1,7 @@
-"""Issue 32: every `--db` command goes through `open_store` (or its `duckdb_path`). `verify` and `bootstrap` run on
-PostgreSQL (increment 4); the others refuse a PostgreSQL URL by name with exit code 2 and no traceback, as does an
-unreachable server; `serve --workers N` above 1 is refused on a DuckDB file. No message repeats the password."""
+"""Issue 32: every `--db` command goes through `open_store` (or its `duckdb_path`). `verify`, `bootstrap` and
+`serve` run on PostgreSQL (an unreachable server refused with exit code 2 and no traceback); `backup` and
+`restore` print PostgreSQL's own procedure and exit 2; `demo` and `retention` refuse a PostgreSQL URL by name;
+`serve --workers N` above 1 is refused on a DuckDB file. No message repeats the password."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from rewards_lab.cli.main import ONE_DUCKDB_PROCESS, SERVE_NOT_ON_POSTGRES, build_parser, main
+from rewards_lab.cli.main import ONE_DUCKDB_PROCESS, build_parser, main
 from rewards_lab.store.secret_box import KEY_ENV, new_key_text
 from tests.pg_cluster import PG_SECRET_KEY
 
@@ -40,15 +41,15 @@ def _commands(tmp_path: Path) -> dict[str, list[str]]:
 
 # What each command says to a PostgreSQL URL whose server does not answer.
 REFUSALS = {
-    "serve": SERVE_NOT_ON_POSTGRES,
-    "serve --workers 2": SERVE_NOT_ON_POSTGRES,
+    "serve": "postgresql://rewards@127.0.0.1:1/rewards: cannot connect: ",
+    "serve --workers 2": "postgresql://rewards@127.0.0.1:1/rewards: cannot connect: ",
     "bootstrap": "postgresql://rewards@127.0.0.1:1/rewards: cannot connect: ",
     "verify": "postgresql://rewards@127.0.0.1:1/rewards: cannot connect: ",
     "demo": "--db postgresql://...: this command works on a DuckDB file; on PostgreSQL it is not built yet",
-    "retention": "--db postgresql://...: this command works on a DuckDB file; on PostgreSQL it is not built yet",
-    "backup": "--db postgresql://...: this command works on a DuckDB file; on PostgreSQL it is not built yet",
-    "backup --online": "--db postgresql://...: this command works on a DuckDB file; on PostgreSQL it is not built",
-    "restore": "--db postgresql://...: this command works on a DuckDB file; on PostgreSQL it is not built yet",
+    "retention": "postgresql://rewards@127.0.0.1:1/rewards: cannot connect: ",
+    "backup": "backup --db postgresql://...: a PostgreSQL database is backed up and restored with PostgreSQL's",
+    "backup --online": "backup --db postgresql://...: a PostgreSQL database is backed up and restored with",
+    "restore": "restore --db postgresql://...: a PostgreSQL database is backed up and restored with PostgreSQL's",
 }
 
 
@@ -135,3 +136,33 @@ def test_the_installed_command_refuses_workers_and_a_postgresql_url_without_a_tr
     assert url.stderr.startswith("rewards-lab bootstrap: postgresql://rewards@127.0.0.1:1/rewards: cannot connect")
     assert "Traceback" not in url.stderr and "hunter2" not in url.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_backup_and_restore_on_postgresql_print_the_base_backup_and_point_in_time_procedure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for argv in (["backup", "--out", str(tmp_path / "b")], ["restore", "--from", str(tmp_path / "b")]):
+        assert main([*argv, "--db", URL]) == 2
+        err = capsys.readouterr().err
+        for step in ("archive_mode = on", "pg_basebackup", "pg_verifybackup", "recovery_target_time", "verify --db"):
+            assert step in err, (argv[0], step)
+        assert "hunter2" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_retention_runs_on_a_postgresql_database(
+    pg_store_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(KEY_ENV, base64.urlsafe_b64encode(PG_SECRET_KEY).decode("ascii"))
+    insert = (
+        "INSERT INTO idempotency_keys VALUES ('org_x', 'sandbox', %s, 'issue', 'h', '{}', 201, "
+        "now() AT TIME ZONE 'UTC' - %s::interval)"
+    )
+    with psycopg.connect(pg_store_url, autocommit=True) as conn:  # one key past the 7-day window, one inside it
+        conn.execute(insert, ["old", "8 days"])
+        conn.execute(insert, ["new", "1 hour"])
+    assert main(["retention", "--db", pg_store_url]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["deleted"]["idempotency_keys"] == 1, report
+    with psycopg.connect(pg_store_url) as conn:
+        assert conn.execute("SELECT key FROM idempotency_keys").fetchall() == [("new",)]

@@ -136,6 +136,11 @@ class PgConnection:
             with self.conn.transaction():
                 yield
 
+    def interrupt(self) -> None:
+        """Cancel the statement running on this connection (from another thread), as DuckDB's `interrupt`: it
+        fails with `duckdb.InterruptException` (the forecast's deadline)."""
+        self.conn.cancel_safe()
+
     def _result(self, cursor: psycopg.Cursor[Any]) -> Result:
         if cursor.description is None:
             return Result([(cursor.rowcount,)], None)
@@ -150,6 +155,8 @@ class PgConnection:
             raise duckdb.ConstraintException(self._explain(error)) from error
         except pg_errors.NumericValueOutOfRange as error:
             raise duckdb.OutOfRangeException(str(error)) from error
+        except pg_errors.QueryCanceled as error:  # `interrupt`, or a statement_timeout
+            raise duckdb.InterruptException(str(error)) from error
 
     def _explain(self, error: psycopg.Error) -> str:
         name = error.diag.constraint_name

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 import psycopg
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from rewards_lab.store.verification import LedgerReport
 
 MIGRATION_LOCK = 0x7265_7761_7264_73  # pg_advisory_lock's key for migrations ("rewards")
+BACKGROUND_LOCK = 0x7265_7761_7264_74  # held by the one process that runs the background workers (serving.py)
 BYTEWISE = ("C", "POSIX")
 CONNECT_TIMEOUT_S = 10
 POOL_MAX = 12  # intake 1, event worker 1, deliveries 1, API handlers ~8 (plan section 4)
@@ -87,6 +89,7 @@ class PostgresStore:
         self._local = threading.local()
         self._readers: list[psycopg.Connection[Any]] = []
         self._readers_lock = threading.Lock()
+        self._leader: psycopg.Connection[Any] | None = None
         key = secret_key if secret_key is not None else configured_key()
         if key is None:
             raise StoreUnavailable(
@@ -248,6 +251,24 @@ class PostgresStore:
             return False
         return True
 
+    def try_lead(self) -> bool:
+        """Whether this process holds the database's background lock (a session advisory lock on a connection of
+        its own, kept until `close`): the one process of several that runs the event, delivery, expiry and
+        retention workers until their claims make several safe (issue 32, increment 7). The lock goes with the
+        session, so a killed leader's successor (or its restarted self) takes it over."""
+        if self._leader is None:
+            conn = self._connect()
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", [BACKGROUND_LOCK]).fetchone()
+            if not (row and row[0]):
+                conn.close()
+                return False
+            self._leader = conn
+        return True
+
+    def local_directory(self) -> Path | None:
+        """None: the data is on the database server, whose disk the operator watches (docs/deploy.md)."""
+        return None
+
     def checkpoint(self) -> None:
         """Nothing to fold: PostgreSQL's write-ahead log is the server's to manage."""
 
@@ -259,6 +280,10 @@ class PostgresStore:
         pool = getattr(self, "_pool", None)
         if pool is not None:
             pool.close()
+        leader = getattr(self, "_leader", None)
+        if leader is not None:
+            leader.close()  # the background lock goes with the session
+            self._leader = None
         with self._readers_lock:
             for conn in self._readers:
                 conn.close()
