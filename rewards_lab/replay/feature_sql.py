@@ -1,5 +1,6 @@
-"""The DuckDB result of a replay with caps, budgets, reversals or redemptions: the issuance table with its added
-columns, the reversals and redemptions, and the summaries net of reversals (docs/replay.md).
+"""The DuckDB summaries of a replay with caps, budgets, reversals or redemptions, net of reversals
+(docs/replay.md); the rows (issuances with their added columns, reversals, redemptions) are
+rewards_lab.replay.plan.outputs', on both engines.
 
 Every summary starts from the set-based summaries of rewards_lab.replay.store (which take every positive reward
 as issued in full, or the ceiling's boundary when the pass did not run) and adds the pass's corrections
