@@ -166,7 +166,7 @@ class ReplayResult:
     @property
     def issuances(self) -> duckdb.DuckDBPyRelation:
         """One row per attempted issuance, in processing order (ISSUANCE_COLUMNS; with caps, budgets or reversals
-        also feature_sql.ADDED_COLUMNS and one row per reverse action)."""
+        also plan.outputs.ADDED_COLUMNS and one row per reverse action)."""
         return self.con.sql(f"SELECT * FROM {self._name}_issuances ORDER BY seq")
 
     @property
@@ -176,8 +176,8 @@ class ReplayResult:
         if self._features is None:
             return self.con.sql(_empty(REVERSAL_COLUMNS))
         return self.con.sql(
-            feature_sql.reversals_sql(
-                self._layout,
+            outputs.reversals_sql(
+                self._layout.slots,
                 self._name,
                 self.definition.asset.symbol,
                 self._amount,
@@ -190,14 +190,15 @@ class ReplayResult:
         """The redemptions given, in input order, each `redeemed` or `refused` (the balance could not cover it)."""
         if self._features is None:
             return self.con.sql(_empty(REDEMPTION_COLUMNS))
-        return self.con.sql(feature_sql.redemptions_sql(self._name, self.definition.asset.symbol, self._amount))
+        return self.con.sql(outputs.redemptions_sql(self._name, self.definition.asset.symbol, self._amount))
 
     def issuances_query(self, positions: tuple[int, int] | None = None) -> str:
         symbol = self.definition.asset.symbol
         base = outputs.issuances_sql(self._layout, self._name, self._boundary, symbol, self._amount, positions)
         if self._features is None:
             return base
-        return feature_sql.issuances_sql(base, self._name, symbol, self._amount, self._features, positions)
+        lookup = self._features.lookup
+        return outputs.featured_issuances_sql(base, self._name, symbol, self._amount, lookup, positions)
 
     def batches(self) -> Iterator[pa.Table]:
         """The issuance rows in processing order, as Arrow tables of the events of one position range at a time:

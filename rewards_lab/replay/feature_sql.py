@@ -1,5 +1,6 @@
-"""The DuckDB result of a replay with caps, budgets, reversals or redemptions: the issuance table with its added
-columns, the reversals and redemptions, and the summaries net of reversals (docs/replay.md).
+"""The DuckDB summaries of a replay with caps, budgets, reversals or redemptions, net of reversals
+(docs/replay.md); the rows (issuances with their added columns, reversals, redemptions) are
+rewards_lab.replay.plan.outputs', on both engines.
 
 Every summary starts from the set-based summaries of rewards_lab.replay.store (which take every positive reward
 as issued in full, or the ceiling's boundary when the pass did not run) and adds the pass's corrections
@@ -12,97 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rewards_lab.replay.compiler import DUCKDB, string
-from rewards_lab.replay.feature_store import EPOCH_SQL, FeatureTables
+from rewards_lab.replay.feature_store import FeatureTables
 from rewards_lab.replay.plan.layout import Layout
 from rewards_lab.replay.plan.outputs import issued_cells, per_customer_rows
 from rewards_lab.replay.plan.reversals import holder_sql
 
 Amount = Callable[[str], str]
-ADDED_COLUMNS = (  # the issuance table's columns after rewards_lab.replay.engine.ISSUANCE_COLUMNS
-    "kind",
-    "requested_amount",
-    "requested_minor",
-    "cap_scope",
-    "cap_period",
-    "cap_period_start",
-    "cut_amount",
-    "cut_minor",
-)
 _EPOCH = "DATE '1970-01-01'"  # the UTC days of the summaries count from the Unix epoch
-
-
-def _events(name: str, positions: tuple[int, int] | None) -> str:
-    if positions is None:
-        return f"{name}_ordered"
-    return f"(SELECT * FROM {name}_ordered WHERE __pos >= {positions[0]} AND __pos < {positions[1]})"
-
-
-def issuances_sql(
-    base: str,
-    name: str,
-    asset: str,
-    amount: Amount,
-    tables: FeatureTables,
-    positions: tuple[int, int] | None = None,
-) -> str:
-    """SQL: the set-based issuance rows (`base`: rewards_lab.replay.plan.outputs.issuances_sql) with the pass's
-    decisions, then one row per reverse action (kind `reversal`: `amount` what the wallets gave back,
-    `requested_amount` the target); the customer is the holder (of a reversal: the original event's customer; of a
-    failed reverse action: the refund's)."""
-    holder, join = holder_sql("b.customer_id", tables.lookup)
-    refund_holder, refund_join = holder_sql("e.customer_id", tables.lookup)
-    symbol = DUCKDB.render(string(asset))
-    taken = "coalesce(t.taken, 0)"
-    target = "coalesce(t.target, 0)"
-    return f"""
-        SELECT b.seq, b.external_event_id, {holder} AS customer_id, b.event_type, b.occurred_at, b.rule_index,
-               b.action_index, b.asset, CASE WHEN d.seq IS NULL THEN b.amount ELSE {amount("d.g")} END AS amount,
-               CAST(CASE WHEN d.seq IS NULL THEN b.amount_minor ELSE d.g END AS BIGINT) AS amount_minor,
-               coalesce(d.status, b.status) AS status,
-               CASE WHEN d.seq IS NULL THEN b.error_code ELSE d.error_code END AS error_code,
-               'issue' AS kind, b.amount AS requested_amount, b.amount_minor AS requested_minor,
-               d.cut_scope AS cap_scope, d.cut_period AS cap_period, {EPOCH_SQL} + d.cut_start AS cap_period_start,
-               {amount("d.cut_minor")} AS cut_amount, d.cut_minor
-        FROM ({base}) b LEFT JOIN {name}_dec d ON d.seq = b.seq {join}
-        UNION ALL
-        SELECT a.seq, e.external_event_id, CASE WHEN a.code IS NULL THEN a.oholder ELSE {refund_holder} END,
-               s.event_type, e.occurred_at, s.rule_index,
-               s.action_index, {symbol}, {amount(taken)}, CAST({taken} AS BIGINT),
-               CASE WHEN a.code IS NULL THEN 'reversed' ELSE 'failed' END, a.code, 'reversal', {amount(target)},
-               CAST({target} AS BIGINT), NULL, NULL, NULL, NULL, NULL
-        FROM {name}_rad a JOIN {_events(name, positions)} e ON e.__pos = a.pos JOIN {name}_slots s ON s.slot = a.slot
-        LEFT JOIN (SELECT seq, sum(target) AS target, sum(taken) AS taken FROM {name}_items GROUP BY seq) t
-            ON t.seq = a.seq
-        {refund_join}"""
-
-
-def reversals_sql(lay: Layout, name: str, asset: str, amount: Amount, clawback: str) -> str:
-    """SQL: one row per reward a reverse action took back (or tried to), in processing order of the actions."""
-    symbol = DUCKDB.render(string(asset))
-    return f"""
-        SELECT t.seq, e.external_event_id, e.occurred_at, s.rule_index, s.action_index,
-               t.reward AS original_seq, o.external_event_id AS original_external_event_id,
-               os.rule_index AS original_rule_index, os.action_index AS original_action_index,
-               t.holder AS customer_id, {symbol} AS asset,
-               {amount("t.target")} AS target_amount, t.target AS target_minor,
-               {amount("t.taken")} AS taken_amount, t.taken AS taken_minor,
-               {amount("t.target - t.taken")} AS shortfall_amount, t.target - t.taken AS shortfall_minor,
-               {DUCKDB.render(string(clawback))} AS clawback
-        FROM {name}_items t JOIN {name}_rad a ON a.seq = t.seq
-        JOIN {name}_ordered e ON e.__pos = a.pos JOIN {name}_slots s ON s.slot = a.slot
-        JOIN {name}_ordered o ON o.__pos = t.reward // {lay.slots}
-        JOIN {name}_slots os ON os.slot = t.reward % {lay.slots}
-        ORDER BY t.seq, t.reward"""
-
-
-def redemptions_sql(name: str, asset: str, amount: Amount) -> str:
-    """SQL: the redemptions in input order, each `redeemed` or `refused` (the balance could not cover it)."""
-    symbol = DUCKDB.render(string(asset))
-    return f"""
-        SELECT r.idx, r.holder AS customer_id, CAST(make_timestamp(r.t) AS TIMESTAMPTZ) AS occurred_at,
-               {symbol} AS asset, {amount("r.amount")} AS amount, r.amount AS amount_minor,
-               CASE WHEN o.accepted THEN 'redeemed' ELSE 'refused' END AS status
-        FROM {name}_red r LEFT JOIN {name}_redout o ON o.idx = r.idx ORDER BY r.idx"""
 
 
 def totals_sql(name: str, boundary: int | None) -> str:

@@ -64,7 +64,6 @@ from rewards_lab.replay.engine import (
     parse_supply,
 )
 from rewards_lab.replay.engines.base import Executor
-from rewards_lab.replay.feature_sql import ADDED_COLUMNS
 from rewards_lab.replay.limits_plan import has_features, limits_plan
 from rewards_lab.replay.plan import expiry as plan_expiry
 from rewards_lab.replay.plan import outputs, rules, schema
@@ -306,8 +305,8 @@ class SparkReplayResult:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The issuance table's columns (with caps, budgets or reversals also feature_sql.ADDED_COLUMNS)."""
-        return ISSUANCE_COLUMNS if self._features is None else (*ISSUANCE_COLUMNS, *ADDED_COLUMNS)
+        """The issuance table's columns (with caps, budgets or reversals also plan.outputs.ADDED_COLUMNS)."""
+        return ISSUANCE_COLUMNS if self._features is None else (*ISSUANCE_COLUMNS, *outputs.ADDED_COLUMNS)
 
     @property
     def issuances(self) -> DataFrame:
@@ -317,27 +316,36 @@ class SparkReplayResult:
         base = self._base_issuances
         if self._features is None:
             return base
-        return spark_feature_result.issuances(base, self._features, self._amount, self.definition.asset.symbol)
+        prefix = self._featured()
+        base.createOrReplaceTempView(f"{prefix}_base")
+        lookup = None if self._features.lookup is None else schema.HOLDERS.on(prefix)
+        amount, symbol = outputs.amount_sql(self._decimals), self.definition.asset.symbol
+        sql = outputs.featured_issuances_sql(f"SELECT * FROM {prefix}_base", prefix, symbol, amount, lookup)
+        return self.spark.sql(outputs.spark(sql))
 
     @property
     def reversals(self) -> DataFrame:
         """One row per reward a reverse action took back (as the DuckDB result's `reversals`)."""
         if self._features is None:
             return self.spark.createDataFrame([], _schema(REVERSAL_COLUMNS))
-        return spark_feature_result.reversals(
-            self._candidates,
-            self._features,
-            self._amount,
-            self.definition.asset.symbol,
-            self.definition.programme.clawback,
+        amount, asset = outputs.amount_sql(self._decimals), self.definition.asset.symbol
+        sql = outputs.reversals_sql(
+            max(len(self._rule_of), 1), self._featured(), asset, amount, self.definition.programme.clawback
         )
+        return self.spark.sql(outputs.spark(sql))
 
     @property
     def redemptions(self) -> DataFrame:
         """The redemptions given, in input order (`idx`), each `redeemed` or `refused`."""
         if self._features is None:
             return self.spark.createDataFrame([], _schema(REDEMPTION_COLUMNS))
-        return spark_feature_result.redemptions(self._features, self._amount, self.definition.asset.symbol)
+        amount, symbol = outputs.amount_sql(self._decimals), self.definition.asset.symbol
+        return self.spark.sql(outputs.spark(outputs.redemptions_sql(self._featured(), symbol, amount)))
+
+    def _featured(self) -> str:
+        """The prefix of the plan's tables the featured outputs read (spark_features.outputs)."""
+        assert self._features is not None
+        return self._features.prefix
 
     @property
     def _base_issuances(self) -> DataFrame:

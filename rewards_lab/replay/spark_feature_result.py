@@ -1,5 +1,6 @@
-"""The Spark result of a replay with caps, budgets, reversals or redemptions: the same issuance table, reversals,
-redemptions and summaries as the DuckDB engine's (rewards_lab.replay.feature_sql), as DataFrames.
+"""The Spark summaries of a replay with caps, budgets, reversals or redemptions: the same totals, daily and per
+customer summaries as the DuckDB engine's (rewards_lab.replay.feature_sql). The rows (issuances, reversals,
+redemptions) are rewards_lab.replay.plan.outputs', on both engines.
 
 The summaries are aggregations of the issuance rows, the reversals' rewards and the redemptions (distributed);
 only their results reach the driver.
@@ -11,7 +12,6 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from rewards_lab.domain.limits import LIFETIME_START
 from rewards_lab.domain.money import to_decimal
 from rewards_lab.replay.reversal_actions import REVERSAL_CODES
 from rewards_lab.replay.spark_features import SparkFeatures
@@ -21,144 +21,6 @@ if TYPE_CHECKING:
 
 Amount = Callable[["Column"], "Column"]
 ISSUE_CODES = ("amount_too_large", "asset_supply_exhausted", "beneficiary_missing", "beneficiary_not_found")
-
-
-def issuances(base: DataFrame, features: SparkFeatures, amount: Amount, asset: str) -> DataFrame:
-    """The issuance rows (`base`, the set-based ones) with the pass's decisions and the holder as customer, then
-    one row per reverse action (rewards_lab.replay.feature_sql.issuances_sql)."""
-    from pyspark.sql import functions as F
-
-    from rewards_lab.replay.spark_features import holder_of
-
-    rows = base
-    decisions = features.part("d")
-    if decisions is not None:
-        chosen = decisions.select(
-            "seq",
-            F.col("g").alias("__g"),
-            F.col("status").alias("__status"),
-            F.col("error_code").alias("__code"),
-            "cut_scope",
-            "cut_period",
-            "cut_start",
-            "cut_minor",
-        )
-        rows = rows.join(chosen, "seq", "left")
-    else:
-        rows = rows.select(
-            "*",
-            *(
-                F.lit(None).cast(kind).alias(name)
-                for name, kind in (
-                    ("__g", "long"),
-                    ("__status", "string"),
-                    ("__code", "string"),
-                    ("cut_scope", "string"),
-                    ("cut_period", "string"),
-                    ("cut_start", "int"),
-                    ("cut_minor", "long"),
-                )
-            ),
-        )
-    rows = holder_of(rows, "customer_id", features.lookup)
-    decided = F.col("__status").isNotNull()
-    issue_rows = rows.select(
-        "seq",
-        "external_event_id",
-        F.col("holder").alias("customer_id"),
-        "event_type",
-        "occurred_at",
-        "rule_index",
-        "action_index",
-        "asset",
-        F.when(decided, amount(F.col("__g"))).otherwise(F.col("amount")).alias("amount"),
-        F.when(decided, F.col("__g")).otherwise(F.col("amount_minor")).cast("long").alias("amount_minor"),
-        F.coalesce(F.col("__status"), F.col("status")).alias("status"),
-        F.when(decided, F.col("__code")).otherwise(F.col("error_code")).alias("error_code"),
-        F.lit("issue").alias("kind"),
-        F.col("amount").alias("requested_amount"),
-        F.col("amount_minor").cast("long").alias("requested_minor"),
-        F.col("cut_scope").alias("cap_scope"),
-        F.col("cut_period").alias("cap_period"),
-        F.date_add(F.lit(LIFETIME_START.isoformat()).cast("date"), F.col("cut_start")).alias("cap_period_start"),
-        amount(F.col("cut_minor")).alias("cut_amount"),
-        F.col("cut_minor").cast("long").alias("cut_minor"),
-    )
-    items = features.part("i")
-    sums = (
-        items.groupBy("seq").agg(F.sum("target").alias("target"), F.sum("taken").alias("taken"))
-        if items is not None
-        else None
-    )
-    refunds = features.actions
-    if sums is not None:
-        refunds = refunds.join(sums, "seq", "left")
-    else:
-        refunds = refunds.withColumn("target", F.lit(None).cast("long")).withColumn("taken", F.lit(None).cast("long"))
-    taken = F.coalesce(F.col("taken"), F.lit(0)).cast("long")
-    target = F.coalesce(F.col("target"), F.lit(0)).cast("long")
-    reversal_rows = refunds.select(
-        "seq",
-        "external_event_id",
-        F.when(F.col("code").isNull(), F.col("oholder")).otherwise(F.col("holder")).alias("customer_id"),
-        "event_type",
-        "occurred_at",
-        "rule_index",
-        "action_index",
-        F.lit(asset).alias("asset"),
-        amount(taken).alias("amount"),
-        taken.alias("amount_minor"),
-        F.when(F.col("code").isNull(), F.lit("reversed")).otherwise(F.lit("failed")).alias("status"),
-        F.col("code").alias("error_code"),
-        F.lit("reversal").alias("kind"),
-        amount(target).alias("requested_amount"),
-        target.alias("requested_minor"),
-        F.lit(None).cast("string").alias("cap_scope"),
-        F.lit(None).cast("string").alias("cap_period"),
-        F.lit(None).cast("date").alias("cap_period_start"),
-        amount(F.lit(None).cast("long")).alias("cut_amount"),
-        F.lit(None).cast("long").alias("cut_minor"),
-    )
-    return issue_rows.unionByName(reversal_rows)
-
-
-def reversals(candidates: DataFrame, features: SparkFeatures, amount: Amount, asset: str, clawback: str) -> DataFrame:
-    """One row per reward a reverse action took back (rewards_lab.replay.feature_sql.reversals_sql)."""
-    from pyspark.sql import functions as F
-
-    items = features.part("i")
-    if items is None:
-        items = candidates.sparkSession.createDataFrame(
-            [], "kind string, seq long, holder string, reward long, target long, taken long"
-        )
-    refunds = features.actions.select("seq", "external_event_id", "occurred_at", "rule_index", "action_index")
-    originals = candidates.select(
-        F.col("seq").alias("reward"),
-        F.col("external_event_id").alias("original_external_event_id"),
-        F.col("rule_index").alias("original_rule_index"),
-        F.col("action_index").alias("original_action_index"),
-    )
-    joined = items.select("seq", "reward", "holder", "target", "taken").join(refunds, "seq").join(originals, "reward")
-    return joined.select(
-        "seq",
-        "external_event_id",
-        "occurred_at",
-        "rule_index",
-        "action_index",
-        F.col("reward").alias("original_seq"),
-        "original_external_event_id",
-        "original_rule_index",
-        "original_action_index",
-        F.col("holder").alias("customer_id"),
-        F.lit(asset).alias("asset"),
-        amount(F.col("target")).alias("target_amount"),
-        F.col("target").alias("target_minor"),
-        amount(F.col("taken")).alias("taken_amount"),
-        F.col("taken").alias("taken_minor"),
-        amount(F.col("target") - F.col("taken")).alias("shortfall_amount"),
-        (F.col("target") - F.col("taken")).alias("shortfall_minor"),
-        F.lit(clawback).alias("clawback"),
-    ).orderBy("seq", "original_seq")
 
 
 def redemptions(features: SparkFeatures, amount: Amount, asset: str) -> DataFrame:

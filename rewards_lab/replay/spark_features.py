@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -36,7 +36,8 @@ from rewards_lab.replay.plan.expiry import ExpiryPlan
 from rewards_lab.replay.plan.layout import layout
 from rewards_lab.replay.plan.redemptions import place_redemptions
 from rewards_lab.replay.plan.reversals import DIVISORS, HOLDERS, REVERSE_FALLBACK, decide_reversals
-from rewards_lab.replay.plan.rules import Context
+from rewards_lab.replay.plan.rules import Context, slots_table
+from rewards_lab.replay.sequential import DECISIONS, ITEMS, REDEMPTIONS
 from rewards_lab.replay.spark_inputs import RowReader, SparkEventSource
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ class SparkFeatures:
     lookup: DataFrame | None
     full: bool
     lotted: DataFrame | None = None  # with expiry: the customers whose lots the pass kept (holder)
+    prefix: str = ""  # the plan's tables the outputs read (`outputs`): ordered, slots, decisions, the pass's parts
 
     def part(self, kind: str) -> DataFrame | None:
         from pyspark.sql import functions as F
@@ -310,7 +312,8 @@ def decide_features(
     redeeming = spent is not None and spent.num_rows > 0
     full = expiry is not None and _asks_more(rows, room)  # expired points give room back: the pass holds it
     if not (groups or plan.reversals or redeeming or full):
-        return SparkFeatures(limits, None, refunds, redemptions, lookup, False)
+        found = SparkFeatures(limits, None, refunds, redemptions, lookup, False)
+        return outputs(found, events, plan, decided)
     if expiry is None:
         full = _asks_more(rows, room)
     shape = plan_limits.shape_of(limits, groups, full, expiry is not None, redeeming)
@@ -324,7 +327,32 @@ def decide_features(
     outcome, lotted = run_pass(
         events.sparkSession, plan, frames, run, shape, plan_limits.one_task(limits, groups, full)
     )
-    return SparkFeatures(limits, outcome, refunds, redemptions, lookup, full, lotted)
+    return outputs(SparkFeatures(limits, outcome, refunds, redemptions, lookup, full, lotted), events, plan, decided)
+
+
+def outputs(features: SparkFeatures, events: DataFrame, plan: CompiledProgramme, decided: DataFrame) -> SparkFeatures:
+    """`features` with the tables rewards_lab.replay.plan.outputs reads registered under a prefix of their own:
+    `ordered`, `slots`, `decisions`, `redemptions`, `holders` (with a customers table) and the pass's parts
+    (`redeemed`, `taken`, `decided_rewards`; empty when the pass did not run)."""
+    from pyspark.sql import functions as F
+
+    spark, prefix = events.sparkSession, f"__spark_outputs_{next(_names)}"
+    views = {
+        schema.ORDERED: events,
+        schema.SLOTS: spark.createDataFrame(slots_table(layout(plan))),
+        schema.DECISIONS: decided,
+        schema.REDEMPTIONS: features.redemptions,
+    }
+    for table, frame in views.items():
+        frame.createOrReplaceTempView(table.on(prefix))
+    if features.lookup is not None:
+        features.lookup.select("__ref", F.col(FOUND).alias("__cid")).createOrReplaceTempView(schema.HOLDERS.on(prefix))
+    parts = ((schema.REDEEMED, "r", REDEMPTIONS), (schema.TAKEN, "i", ITEMS), (schema.DECIDED_REWARDS, "d", DECISIONS))
+    for table, kind, columns in parts:
+        part = features.part(kind)
+        frame = spark.createDataFrame(columns.empty_table()) if part is None else part.select(*columns.names)
+        frame.createOrReplaceTempView(table.on(prefix))
+    return replace(features, prefix=prefix)
 
 
 def _asks_more(rows: DataFrame, room: int | None) -> bool:

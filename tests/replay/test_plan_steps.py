@@ -30,7 +30,7 @@ from rewards_lab.replay.inputs import open_events
 from rewards_lab.replay.limits_plan import LimitsPlan
 from rewards_lab.replay.lot_pass import LOTS
 from rewards_lab.replay.order import order_events
-from rewards_lab.replay.plan import ceiling, rules, schema
+from rewards_lab.replay.plan import ceiling, outputs, rules, schema
 from rewards_lab.replay.plan import expiry as plan_expiry
 from rewards_lab.replay.plan.layout import layout
 from rewards_lab.replay.plan.limits import Pass, PassShape, lotted, masked, run_pass
@@ -40,6 +40,9 @@ from rewards_lab.replay.plan.rules import Context
 from rewards_lab.replay.plan.sql import Text, lint, parse, render
 from rewards_lab.replay.plan.steps import AMOUNTS, STEPS
 from rewards_lab.replay.redemptions import redemptions_table
+from rewards_lab.replay.sequential import DECISIONS as DECISIONS_OUT
+from rewards_lab.replay.sequential import ITEMS as ITEMS_OUT
+from rewards_lab.replay.sequential import REDEMPTIONS as REDEEMED_OUT
 from rewards_lab.replay.spark_customers import open_spark_customers
 from rewards_lab.replay.spark_engine import with_facts, with_positions
 from rewards_lab.replay.spark_inputs import open_spark_events
@@ -713,3 +716,45 @@ def test_the_pass_decides_the_same_on_both_engines_by_holder_or_as_one_task(on_d
     assert by_seq["d", 5 * slots][4:6] == (100, "issued")  # e6's: cut to the cap
     assert by_seq["i", DECIDED.column("seq")[0].as_py()][13] == 499_999_999_999_999_999  # half of e4's taken
     assert [row[14] for row in found if row[0] == "r"] == [0, 1]
+
+
+def _featured_outputs(executor: Any, plan: Any) -> dict[str, list[tuple[Any, ...]]]:
+    """The featured issuances, reversals and redemptions (plan.outputs) over the pass's outcome under `__pass`
+    (its kinds d, i, r as `decided_rewards`, `taken`, `redeemed`) and the step fixtures' events and slots."""
+    _passed(executor, plan, True)
+    out, sequential = schema.PASS_OUT.on("__pass"), {"d": DECISIONS_OUT, "i": ITEMS_OUT, "r": REDEEMED_OUT}
+    for table, kind in ((schema.DECIDED_REWARDS, "d"), (schema.TAKEN, "i"), (schema.REDEEMED, "r")):
+        columns = ", ".join(sequential[kind].names)
+        executor.create(table.on("__pass"), Text(f"SELECT {columns} FROM {out} WHERE kind = '{kind}'"), stored=True)
+    for table in (schema.ORDERED, schema.SLOTS):
+        executor.create(table.on("__pass"), Text(f"SELECT * FROM {table.on(PREFIX)}"), stored=False)
+    lay = layout(plan)
+
+    def amount(minor: str) -> str:
+        return f"CAST({minor} AS DECIMAL(38, 0))"
+
+    base = outputs.issuances_sql(lay, PREFIX, BOUNDARY, "PTS", amount)
+    texts = {
+        "issuances": outputs.featured_issuances_sql(base, "__pass", "PTS", amount, schema.HOLDERS.on(PREFIX))
+        + " ORDER BY seq, kind",
+        "reversals": outputs.reversals_sql(lay.slots, "__pass", "PTS", amount, "allow_negative"),
+        "redemptions": outputs.redemptions_sql("__pass", "PTS", amount),
+    }
+    return {
+        name: _rows(executor.fetch(sql if executor.engine == "duckdb" else render(parse(sql), "spark")))
+        for name, sql in texts.items()
+    }
+
+
+def test_the_featured_outputs_give_the_same_rows_on_both_engines(on_duckdb: Any, on_spark: Any) -> None:
+    """The issuance rows with the pass's decisions and one row per reverse action, the reversals and the
+    redemptions: one text per output (DuckDB's, rendered for Spark), the same rows in the same order."""
+    found = _featured_outputs(on_duckdb[0], on_duckdb[1])
+    assert _featured_outputs(on_spark[0], on_spark[1]) == found
+    slots = layout(on_duckdb[1]).slots
+    issued = {(row[0], row[12]): row for row in found["issuances"]}
+    assert issued[5 * slots, "issue"][9:11] == (100, "issued")  # e6's reward cut to the cap, its cut shown
+    assert issued[5 * slots, "issue"][19] > 0
+    assert any(row[12] == "reversal" and row[10] == "reversed" for row in found["issuances"])
+    assert found["reversals"][0][14] == 499_999_999_999_999_999  # half of e4's taken
+    assert [row[0] for row in found["redemptions"]] == [0, 1]

@@ -28,10 +28,10 @@ from rewards_lab.domain.processing_order import note_original, processing_keys, 
 from rewards_lab.replay import feature_store
 from rewards_lab.replay.engine import ISSUANCE_COLUMNS, replay
 from rewards_lab.replay.engines.duckdb import DuckDBExecutor
-from rewards_lab.replay.feature_sql import ADDED_COLUMNS
 from rewards_lab.replay.feature_store import local_day, period_starts
 from rewards_lab.replay.inputs import quote
 from rewards_lab.replay.plan import outputs
+from rewards_lab.replay.plan.outputs import ADDED_COLUMNS
 from rewards_lab.replay.spark_engine import replay_spark
 from rewards_lab.replay.sweep import sweep, with_values
 from tests.replay_live import Outcome, redemptions_frame, replayed_outcome, run_live

@@ -16,10 +16,22 @@ from rewards_lab.replay.compiler import BENEFICIARY_MISSING, DUCKDB, NOT_FOUND_B
 from rewards_lab.replay.inputs import literal
 from rewards_lab.replay.plan import schema
 from rewards_lab.replay.plan.layout import Layout
+from rewards_lab.replay.plan.reversals import holder_sql
 from rewards_lab.replay.plan.rules import unnested
 from rewards_lab.replay.plan.sql import Engine, parse, render
 
 Amount = Callable[[str], str]
+EPOCH = "DATE '1970-01-01'"  # day number 0 (domain.limits.day_number, LIFETIME_START)
+ADDED_COLUMNS = (  # with caps, budgets, reversals or redemptions: the issuance table's columns after ISSUANCE_COLUMNS
+    "kind",
+    "requested_amount",
+    "requested_minor",
+    "cap_scope",
+    "cap_period",
+    "cap_period_start",
+    "cut_amount",
+    "cut_minor",
+)
 
 
 def decimal_sql(decimals: int, minor: str) -> str:
@@ -173,3 +185,77 @@ def issuances_sql(
         JOIN {slots} s ON s.k = p.k AND s.i = p.i
         JOIN {events} e ON e.__pos = p.pos
         {kept}"""
+
+
+def redemptions_sql(name: str, asset: str, amount: Amount) -> str:
+    """SQL: the redemptions (`redemptions`) in input order, each `redeemed` or `refused` (the balance could not
+    cover it) as the pass decided (`redeemed`: the pass's outcome of kind r)."""
+    red, out = schema.REDEMPTIONS.on(name), schema.REDEEMED.on(name)
+    return f"""
+        SELECT r.idx, r.holder AS customer_id, CAST(make_timestamp(r.t) AS TIMESTAMPTZ) AS occurred_at,
+               {DUCKDB.render(string(asset))} AS asset, {amount("r.amount")} AS amount, r.amount AS amount_minor,
+               CASE WHEN o.accepted THEN 'redeemed' ELSE 'refused' END AS status
+        FROM {red} r LEFT JOIN {out} o ON o.idx = r.idx ORDER BY r.idx"""
+
+
+def reversals_sql(slots: int, name: str, asset: str, amount: Amount, clawback: str) -> str:
+    """SQL: one row per reward a reverse action took back (or tried to), in processing order of the actions
+    (`slots`: the programme's rule actions, seq = pos * slots + slot)."""
+    taken, rad = schema.TAKEN.on(name), schema.DECISIONS.on(name)
+    ordered, slots_table = schema.ORDERED.on(name), schema.SLOTS.on(name)
+    return f"""
+        SELECT t.seq, e.external_event_id, e.occurred_at, s.rule_index, s.action_index,
+               t.reward AS original_seq, o.external_event_id AS original_external_event_id,
+               os.rule_index AS original_rule_index, os.action_index AS original_action_index,
+               t.holder AS customer_id, {DUCKDB.render(string(asset))} AS asset,
+               {amount("t.target")} AS target_amount, t.target AS target_minor,
+               {amount("t.taken")} AS taken_amount, t.taken AS taken_minor,
+               {amount("t.target - t.taken")} AS shortfall_amount, t.target - t.taken AS shortfall_minor,
+               {DUCKDB.render(string(clawback))} AS clawback
+        FROM {taken} t JOIN {rad} a ON a.seq = t.seq
+        JOIN {ordered} e ON e.__pos = a.pos JOIN {slots_table} s ON s.slot = a.slot
+        JOIN {ordered} o ON o.__pos = t.reward // {slots}
+        JOIN {slots_table} os ON os.slot = t.reward % {slots}
+        ORDER BY t.seq, t.reward"""
+
+
+def featured_issuances_sql(
+    base: str,
+    name: str,
+    asset: str,
+    amount: Amount,
+    lookup: str | None,
+    positions: tuple[int, int] | None = None,
+) -> str:
+    """SQL: the set-based issuance rows (`base`: `issuances_sql`) with the pass's decisions (`decided_rewards`),
+    then one row per reverse action (kind `reversal`: `amount` what the wallets gave back, `requested_amount` the
+    target); the customer is the holder (`lookup`: the customers' `__ref` -> `__cid`; of a reversal: the original
+    event's customer; of a failed reverse action: the refund's)."""
+    holder, join = holder_sql("b.customer_id", lookup)
+    refund_holder, refund_join = holder_sql("e.customer_id", lookup)
+    dec, rad, taken_table = (t.on(name) for t in (schema.DECIDED_REWARDS, schema.DECISIONS, schema.TAKEN))
+    ordered, slots = schema.ORDERED.on(name), schema.SLOTS.on(name)
+    if positions is not None:
+        ordered = f"(SELECT * FROM {ordered} WHERE __pos >= {positions[0]} AND __pos < {positions[1]})"
+    symbol = DUCKDB.render(string(asset))
+    taken, target = "coalesce(t.taken, 0)", "coalesce(t.target, 0)"
+    return f"""
+        SELECT b.seq, b.external_event_id, {holder} AS customer_id, b.event_type, b.occurred_at, b.rule_index,
+               b.action_index, b.asset, CASE WHEN d.seq IS NULL THEN b.amount ELSE {amount("d.g")} END AS amount,
+               CAST(CASE WHEN d.seq IS NULL THEN b.amount_minor ELSE d.g END AS BIGINT) AS amount_minor,
+               coalesce(d.status, b.status) AS status,
+               CASE WHEN d.seq IS NULL THEN b.error_code ELSE d.error_code END AS error_code,
+               'issue' AS kind, b.amount AS requested_amount, CAST(b.amount_minor AS BIGINT) AS requested_minor,
+               d.cut_scope AS cap_scope, d.cut_period AS cap_period, {EPOCH} + d.cut_start AS cap_period_start,
+               {amount("d.cut_minor")} AS cut_amount, d.cut_minor
+        FROM ({base}) b LEFT JOIN {dec} d ON d.seq = b.seq {join}
+        UNION ALL
+        SELECT a.seq, e.external_event_id, CASE WHEN a.code IS NULL THEN a.oholder ELSE {refund_holder} END,
+               s.event_type, e.occurred_at, s.rule_index,
+               s.action_index, {symbol}, {amount(taken)}, CAST({taken} AS BIGINT),
+               CASE WHEN a.code IS NULL THEN 'reversed' ELSE 'failed' END, a.code, 'reversal', {amount(target)},
+               CAST({target} AS BIGINT), NULL, NULL, NULL, NULL, NULL
+        FROM {rad} a JOIN {ordered} e ON e.__pos = a.pos JOIN {slots} s ON s.slot = a.slot
+        LEFT JOIN (SELECT seq, sum(target) AS target, sum(taken) AS taken FROM {taken_table} GROUP BY seq) t
+            ON t.seq = a.seq
+        {refund_join}"""

@@ -358,5 +358,31 @@ PASS_OUT = Table(
     "the ordered pass's outcome (map_partitions over `ops`, by holder or as one task): kind d/i/r/l",
 )
 
-LIMITS_TABLES: tuple[Table, ...] = (REWARDS, BOUND, NEEDED, MASKED_ROWS, TAIL, OPS, PASS_OUT)
+REDEEMED = Table(
+    "redeemed",
+    "redout",
+    "stored",
+    (("idx", "BIGINT"), ("accepted", "BOOLEAN")),
+    "the pass's outcome of kind r: whether each redemption was covered (none when the pass did not run)",
+)
+
+TAKEN = Table(
+    "taken",
+    "items",
+    "stored",
+    (("seq", "BIGINT"), ("reward", "BIGINT"), ("holder", "VARCHAR"), ("target", "BIGINT"), ("taken", "BIGINT")),
+    "the pass's outcome of kind i: what each reverse action took back of each reward (seq: the action's)",
+)
+
+DECIDED_REWARDS = Table(
+    "decided_rewards",
+    "dec",
+    "stored",
+    (("...", "rewards_lab.replay.sequential.DECISIONS"),),
+    "the pass's outcome of kind d (with the tail's): each reward it decided, granted g of requested, and what cut it",
+)
+
+LIMITS_TABLES: tuple[Table, ...] = (
+    REWARDS, BOUND, NEEDED, MASKED_ROWS, TAIL, OPS, PASS_OUT, REDEEMED, TAKEN, DECIDED_REWARDS
+)  # fmt: skip
 PLAN_TABLES += LIMITS_TABLES
