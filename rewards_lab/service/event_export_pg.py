@@ -1,11 +1,10 @@
 """GET /events/export on a store other than DuckDB (PostgreSQL): the same answer as `event_export`, its rows
 fetched through the store's snapshot connection (`PgConnection`: psycopg, a REPEATABLE READ transaction) with a
 server-side cursor, `BATCH_ROWS` at a time, into Arrow record batches of the columns DuckDB's reader gives; the
-executions come as JSON text (`json_agg`) read back as the same list of objects."""
+executions come as a `json_agg` column, which psycopg decodes into the same list of objects."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any, cast
@@ -95,11 +94,11 @@ def _select(executions: bool, where: str, params: list[Any], scope: Scope) -> tu
         return f"SELECT {columns} FROM ({events}) e ORDER BY e.t, e.external_event_id", params
     issued = (
         f"SELECT x.event_id, json_agg({_EXECUTION} ORDER BY x.program_id, x.version_number, x.rule_id, "
-        "x.action_index)::text AS executions FROM reward_executions x JOIN assets a ON a.id = x.asset_id "
+        "x.action_index) AS executions FROM reward_executions x JOIN assets a ON a.id = x.asset_id "
         "WHERE x.organization_id = %s AND x.environment = %s GROUP BY x.event_id"
     )
     select = (
-        f"SELECT {columns}, coalesce(i.executions, '[]') AS executions FROM ({events}) e "
+        f"SELECT {columns}, coalesce(i.executions, '[]'::json) AS executions FROM ({events}) e "
         f"LEFT JOIN ({issued}) i ON i.event_id = e.id ORDER BY e.t, e.external_event_id"
     )
     return select, [*params, *scope.params]
@@ -110,5 +109,5 @@ def _batch(rows: list[tuple[Any, ...]], executions: bool) -> pa.RecordBatch:
     arrays = [pa.array([row[i] for row in rows], field.type) for i, field in enumerate(_COLUMNS)]
     if not executions:
         return pa.RecordBatch.from_arrays(arrays, schema=_COLUMNS)
-    issued = pa.array([json.loads(row[len(_COLUMNS)]) for row in rows])
+    issued = pa.array([row[len(_COLUMNS)] for row in rows])  # psycopg decodes a json column
     return pa.RecordBatch.from_arrays([*arrays, issued], names=[*_COLUMNS.names, "executions"])
