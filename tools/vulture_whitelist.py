@@ -154,3 +154,28 @@ iter_api_keys  # the generated client's paging helper for GET /developer/api-key
 _.tell  # pyarrow's ParquetWriter calls it on the export's streaming sink (rewards_lab/service/event_export.py)
 _.writable  # pyarrow's ParquetWriter calls it on the export's streaming sink (rewards_lab/service/event_export.py)
 deployment_forecast  # notebook 05 calls it (rewards_lab/lab/server_gate.py)
+# issue 32: the factory uvicorn imports by name in each `serve --workers` child; the app keeps its own store
+app_from_env  # unused function (rewards_lab/api/serving.py)
+_.owned_store  # unused attribute (rewards_lab/api/serving.py: keeps the child's store referenced with its app)
+placeholder_sql  # a sqlglot generator hook (rewards_lab/store/dialect.py)
+# issue 33: pydantic validators, and the tier model's pure functions and repository that the live engine (T3) and
+# the tier worker (T4) call; tested today (tests/domain/test_tiers.py, tests/store/test_tiers_store.py)
+_tiers_used_as_defined  # pydantic model validator (rewards_lab/contract/programme_file.py)
+_consistent  # pydantic model validator (rewards_lab/contract/tier_requests.py)
+tier_model  # rewards_lab/domain/tiers.py
+enrol  # rewards_lab/domain/tiers.py
+tier_facts  # rewards_lab/domain/tiers.py
+apply_due  # rewards_lab/domain/tiers.py
+after_event  # rewards_lab/domain/tiers.py
+sum_contribution  # rewards_lab/domain/tiers.py
+multiplied_per  # rewards_lab/domain/tiers.py
+from_rank  # a TierChange field (rewards_lab/domain/tiers.py)
+to_rank  # a TierChange field (rewards_lab/domain/tiers.py)
+TierRepository  # rewards_lab/store/tiers.py
+add_contributions  # rewards_lab/store/tiers.py
+window_sums  # rewards_lab/store/tiers.py
+add_changes  # rewards_lab/store/tiers.py
+enrolled_at  # a stored tier state's field (rewards_lab/store/tiers.py)
+changed_at  # a stored tier change's field (rewards_lab/store/tiers.py)
+from_tier  # a stored tier change's field (rewards_lab/store/tiers.py)
+to_tier  # a stored tier change's field (rewards_lab/store/tiers.py)

@@ -56,7 +56,6 @@ MAX_SUM_DECIMALS = 8
 DEFAULT_SUM_DECIMALS = 2
 MAX_MULTIPLIER = Decimal(100)
 MAX_MULTIPLIER_PLACES = 4
-MAX_THRESHOLD_DIGITS = 18  # integer digits: a metric's sums live in 128-bit integers like balances
 TIER_FIELDS = ("customer.tier", "customer.tier_rank", "customer.tier_progress")
 PROGRESS_FIELD = "customer.tier_progress"
 METRIC_TYPES = ("points", "sum", "count")
@@ -292,14 +291,6 @@ class Tiers(RequestModel):
         _check_schedule(self)
         _check_metric_conditions(self.metric)
         return self
-
-    @property
-    def review_or_default(self) -> Review:
-        return self.review or DEFAULT_REVIEW
-
-    @property
-    def downgrade_or_default(self) -> Downgrade:
-        return self.downgrade or DEFAULT_DOWNGRADE
 
     def codes(self) -> list[str]:
         return [level.code for level in self.levels]

@@ -23,7 +23,7 @@ inclusive): what the caller has counted so far (its contributions, section 3.1).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Context, Decimal, localcontext
@@ -69,9 +69,6 @@ class TierModel:
 
     def level(self, rank: int) -> Level:
         return self.levels[rank - 1]
-
-    def rank_of(self, code: str) -> int | None:
-        return next((level.rank for level in self.levels if level.code == code), None)
 
     def multiplier(self, rank: int) -> Decimal:
         return self.level(rank).multiplier
@@ -411,8 +408,3 @@ def multiplied_fixed(fixed_minor: int, multiplier: Decimal) -> int:
     numerator, denominator = multiplier.as_integer_ratio()
     product = fixed_minor * numerator
     return product // denominator if product >= 0 else -(-product // denominator)
-
-
-def level_codes(model: TierModel) -> Mapping[str, int]:
-    """Each level's code and rank."""
-    return {level.code: level.rank for level in model.levels}
