@@ -20,6 +20,7 @@ from rewards_lab.domain import tiers as t
 from rewards_lab.domain.actions import ACTIONS
 from rewards_lab.domain.conditions import CustomerFacts, EventFacts, TierFacts, read_value, source_of
 from rewards_lab.domain.settings import Tiers
+from tests.contract.test_tier_requests import tiered, tiers_of
 
 ZONES = ("Europe/London", "America/New_York", "America/Sao_Paulo", "America/Santiago", "Asia/Beirut",
          "America/Havana", "Australia/Lord_Howe", "Pacific/Apia", "UTC")  # fmt: skip
@@ -27,17 +28,7 @@ LONDON = "Europe/London"
 
 
 def settings_of(**changes: Any) -> Tiers:
-    stored: dict[str, Any] = {
-        "metric": {"type": "points"},
-        "window": {"type": "rolling", "days": 365},
-        "review": {"at": "calendar", "period": "year"},
-        "downgrade": {"to": "one_level", "grace_days": 30},
-        "levels": [
-            {"code": "member", "name": "Member"},
-            {"code": "silver", "name": "Silver", "entry": "500", "retain": "400", "multiplier": "1.25"},
-            {"code": "gold", "name": "Gold", "entry": "2000", "retain": "1500", "multiplier": "1.5"},
-        ],
-    }
+    stored: dict[str, Any] = tiers_of(tiered())  # the plan's example (reports/i33-tiers-plan.md 2.1)
     stored.update(changes)
     tiers = Tiers.of({k: v for k, v in stored.items() if v is not None})
     assert tiers is not None

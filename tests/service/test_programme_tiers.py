@@ -19,18 +19,9 @@ from rewards_lab.service.programme_forecast import definition_of
 from rewards_lab.store.api import reader, unit_of_work
 from rewards_lab.store.interfaces import RuleBody
 from tests.conftest import World
+from tests.contract.test_tier_requests import tiered, tiers_of
 
-TIERS: dict[str, Any] = {
-    "metric": {"type": "points"},
-    "window": {"type": "rolling", "days": 365},
-    "review": {"at": "calendar", "period": "year"},
-    "downgrade": {"to": "one_level", "grace_days": 30},
-    "levels": [
-        {"code": "member", "name": "Member"},
-        {"code": "silver", "name": "Silver", "entry": "500", "retain": "400", "multiplier": "1.25"},
-        {"code": "gold", "name": "Gold", "entry": "2000", "retain": "1500", "multiplier": "1.5"},
-    ],
-}
+TIERS: dict[str, Any] = tiers_of(tiered())  # the plan's example (reports/i33-tiers-plan.md 2.1)
 COUNT_TIERS: dict[str, Any] = {
     "metric": {"type": "count", "event_type": "order.completed"},
     "window": {"type": "lifetime"},
