@@ -133,17 +133,24 @@ def create_app(
     min_free_disk_bytes: int = DEFAULT_MIN_FREE_DISK_MB * 1_048_576,
     expiry_interval_s: float = EXPIRY_INTERVAL_S,
     admin_socket: bool = False,
+    safe_workers_only: bool = False,
 ) -> FastAPI:
     """The service over `database`. `admin_socket` (serve, a database file): the operator's Unix socket beside
-    the file, for online backups (`worker/admin_socket.py`)."""
-    worker = EventWorker(database, worker_batch_size) if run_worker else None
-    deliveries = DeliveryWorker(database, delivery_settings) if run_worker else None
+    the file, for online backups (`worker/admin_socket.py`). `safe_workers_only` (a process sharing its database
+    with others that does not hold the background lock, api/serving.py): only the background workers whose class
+    declares `multi_process_safe` run."""
+
+    def runs(kind: type) -> bool:
+        return run_worker and (not safe_workers_only or getattr(kind, "multi_process_safe", False))
+
+    worker = EventWorker(database, worker_batch_size) if runs(EventWorker) else None
+    deliveries = DeliveryWorker(database, delivery_settings) if runs(DeliveryWorker) else None
     intake = EventIntake(database, on_stored=worker.notify if worker is not None else None)
     request_log = RequestLogWriter(database)
     if retention_settings is not None:
         retention_settings.apply_idempotency_window()
-    retention = RetentionWorker(database, retention_settings) if run_worker else None
-    expiry = ExpiryWorker(database, expiry_interval_s) if run_worker else None
+    retention = RetentionWorker(database, retention_settings) if runs(RetentionWorker) else None
+    expiry = ExpiryWorker(database, expiry_interval_s) if runs(ExpiryWorker) else None
     admin = AdminSocket(as_duckdb(database, "the admin socket (online backups of the file)")) if admin_socket else None
 
     @asynccontextmanager

@@ -6,9 +6,10 @@ restarts one that dies and forwards SIGINT/SIGTERM. A spawned child imports `app
 options the parent put in `OPTIONS_ENV` as JSON (spawned children inherit the environment) and opens its own store:
 a pool is never shared across processes.
 
-Background workers (events, deliveries, expiry, retention) run in ONE process of several until their claims and row
-locks make several safe (issue 32, increment 7): the one holding the database's background lock
-(`PostgresStore.try_lead`); the others serve HTTP only (the intake's writes are safe: unique keys). A killed
+Background workers: each kind declares whether several processes on one database may run it (`multi_process_safe`
+on its class: deliveries and the outbox's fan-out, expiry and retention claim their work, issue 32 increment 7).
+One that does not declare it runs in ONE process of several: the one holding the database's background lock
+(`PostgresStore.try_lead`); in the others it does not run (the intake's writes are safe: unique keys). A killed
 leader's lock goes with its session; its restarted self (or the next process to start) takes it.
 """
 
@@ -40,7 +41,7 @@ class ServeOptions:
     unauthenticated_limit_per_minute: int
     min_free_disk_bytes: int
     expiry_interval_s: float
-    shared: bool = False  # a database other processes may serve: background workers only in the lock holder
+    shared: bool = False  # a database other processes may serve: unsafe workers only in the lock holder
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -52,13 +53,13 @@ class ServeOptions:
 
 def build_app(store: Store, options: ServeOptions) -> FastAPI:
     """The service over `store` as `serve` runs it (settings from the environment, checked by the parent)."""
-    run_worker = True
+    leader = True
     if options.shared:
         try_lead = getattr(store, "try_lead", None)
-        run_worker = bool(try_lead()) if try_lead is not None else False
+        leader = bool(try_lead()) if try_lead is not None else False
     return create_app(
         store,
-        run_worker=run_worker,
+        safe_workers_only=not leader,
         delivery_settings=DeliverySettings.from_env(),
         worker_batch_size=options.worker_batch_size,
         session_lifetime_s=options.session_lifetime_s,

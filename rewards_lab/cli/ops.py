@@ -53,7 +53,8 @@ def _retention(args: argparse.Namespace) -> int:
     except (ValueError, BackupError) as error:
         print(f"rewards-lab retention: {error}", file=sys.stderr)
         return 2
-    _print({"deleted": report.deleted, "as_of": report.at})
+    held_elsewhere = {"skipped": "another process is running retention"} if report.held_elsewhere else {}
+    _print({"deleted": report.deleted, "as_of": report.at, **held_elsewhere})
     return 0
 
 

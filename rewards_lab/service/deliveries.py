@@ -34,6 +34,9 @@ DEFAULT_PER_ENDPOINT = 4  # and at most this many to one endpoint
 DEFAULT_BREAKER_FAILURES = 5  # consecutive failed attempts that open an endpoint's circuit
 DEFAULT_BREAKER_COOL_DOWN_S = 60.0  # an open circuit lets one probe through after this long (half-open)
 FAN_OUT_BATCH = 500
+# A claimed delivery's lease (PostgreSQL: several senders) lasts an attempt's deadline and this margin (signing,
+# recording the attempt): a sender killed mid-attempt holds its deliveries that long, then any sender retries them.
+LEASE_MARGIN_S = 30.0
 TEST_KIND = "webhook.test"
 ENV_RETRY_DELAYS = "REWARDS_LAB_WEBHOOK_RETRY_DELAYS"
 ENV_TIMEOUT = "REWARDS_LAB_WEBHOOK_TIMEOUT_S"
@@ -133,7 +136,7 @@ def fan_out(database: Store, limit: int = FAN_OUT_BATCH) -> int:
     if not reader(database).outbox.undispatched(1):
         return 0  # the idle path takes no write lock
     with unit_of_work(database) as uow:
-        messages = uow.outbox.undispatched(limit)
+        messages = uow.outbox.claim(limit)  # PostgreSQL: locked; another process's fan-out skips them
         endpoints: dict[tuple[str, str], list[EndpointRow]] = defaultdict(list)
         for endpoint in uow.webhooks.enabled_endpoints():
             endpoints[(endpoint.organization_id, endpoint.environment)].append(endpoint)
@@ -184,6 +187,41 @@ def due(
     if limit <= 0:
         return []
     return reader(database).webhooks.due(utcnow(), limit, exclude, per_endpoint, per_tenant, exclude_endpoints or [])
+
+
+def claim(
+    database: Store,
+    limit: int,
+    exclude: list[str],
+    per_endpoint: int,
+    *,
+    per_tenant: int,
+    exclude_endpoints: list[str],
+    owner: str,
+    lease_s: float,
+) -> list[DueDelivery]:
+    """`due`'s deliveries for the sender `owner` to attempt: on PostgreSQL leased to it for `lease_s` seconds
+    (another sender skips them until it records the attempt, or the lease passes); on DuckDB, one sender per file,
+    `due` itself."""
+    if limit <= 0:
+        return []
+    now = utcnow()
+    return reader(database).webhooks.claim(
+        now,
+        limit,
+        exclude,
+        per_endpoint,
+        per_tenant,
+        exclude_endpoints,
+        owner=owner,
+        lease_until=now + timedelta(seconds=lease_s),
+    )
+
+
+def release(database: Store, delivery_ids: list[str], owner: str) -> None:
+    """Give back claimed deliveries the sender will not attempt now (pick_fair left them)."""
+    if delivery_ids:
+        reader(database).webhooks.release(delivery_ids, owner)
 
 
 def pick_fair(

@@ -98,6 +98,7 @@ class RetentionSettings:
 class RetentionReport:
     deleted: dict[str, int] = field(default_factory=dict)  # table -> rows deleted
     at: datetime | None = None
+    held_elsewhere: bool = False  # another process sharing the database was running retention: nothing done
 
 
 def _chunks(database: Store, table: str, cutoff: datetime, limit: int, stop: threading.Event | None) -> int:
@@ -121,8 +122,17 @@ def run_once(
     stop: threading.Event | None = None,
 ) -> RetentionReport:
     """Delete every row past its window (as of `now`, naive UTC), `limit` rows per transaction; `stop` ends the
-    run between two transactions."""
-    at = now or utcnow()
+    run between two transactions. One process at a time (`Store.exclusive`): when another process sharing the
+    database runs it, this run does nothing (`held_elsewhere`)."""
+    with database.exclusive("retention") as held:
+        if not held:
+            return RetentionReport(at=now or utcnow(), held_elsewhere=True)
+        return _run(database, settings, now or utcnow(), limit, stop)
+
+
+def _run(
+    database: Store, settings: RetentionSettings, at: datetime, limit: int, stop: threading.Event | None
+) -> RetentionReport:
     report = RetentionReport(at=at)
     tables: list[tuple[str, timedelta | None]] = [
         ("request_log", settings.request_log),

@@ -106,6 +106,11 @@ class Store(Protocol):
         """Every balance recomputed from the entries, every ledger invariant checked (committed data)."""
         ...
 
+    def exclusive(self, name: str) -> AbstractContextManager[bool]:
+        """Whether this process may do the work `name` ("retention") while no other process sharing the database
+        does it: True while held (to the block's end), False at once when another process holds it."""
+        ...
+
     def probe_write(self, timeout_s: float) -> bool:
         """Readiness: one tiny committed write; False when it cannot start within `timeout_s`."""
         ...

@@ -362,5 +362,10 @@ class DuckDBStore:
 
         return verify_ledger(self.reader())
 
+    @contextmanager
+    def exclusive(self, name: str) -> Iterator[bool]:
+        """Always held: one process opens a DuckDB file (`Store.exclusive`)."""
+        yield True
+
 
 Database = DuckDBStore  # the name before `store.api.Store` existed; kept so that nothing outside breaks

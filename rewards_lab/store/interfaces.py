@@ -768,6 +768,10 @@ class OutboxStore(Protocol):
 
     def undispatched(self, limit: int) -> list[OutboxRow]: ...
 
+    def claim(self, limit: int) -> list[OutboxRow]:
+        """Undispatched messages for the unit of work's fan-out; on PostgreSQL locked, skipping another's."""
+        ...
+
     def of_scope(self, scope: Scope) -> list[OutboxRow]: ...
 
 
@@ -954,6 +958,26 @@ class WebhookStore(Protocol):
         per_tenant: int,
         exclude_endpoints: list[str],
     ) -> list[DueDelivery]: ...
+
+    def claim(
+        self,
+        now: datetime,
+        limit: int,
+        exclude: list[str],
+        per_endpoint: int,
+        per_tenant: int,
+        exclude_endpoints: list[str],
+        *,
+        owner: str,
+        lease_until: datetime,
+    ) -> list[DueDelivery]:
+        """`due`'s deliveries for `owner` to attempt; on PostgreSQL leased to it until `lease_until` (one
+        statement, its own transaction on a reader), skipping those another sender holds."""
+        ...
+
+    def release(self, delivery_ids: list[str], owner: str) -> None:
+        """Give back claimed deliveries `owner` will not attempt now."""
+        ...
 
     def record_attempt(
         self,
@@ -1293,7 +1317,10 @@ class LotStore(Protocol):
 
     def due(self, as_of: datetime, limit: int) -> list[DueLot]: ...
 
-    def due_among(self, scope: Scope, lot_ids: Sequence[str], as_of: datetime) -> list[DueLot]: ...
+    def due_among(self, scope: Scope, lot_ids: Sequence[str], as_of: datetime) -> list[DueLot]:
+        """Of these lots, those still open and due, read inside the unit of work that expires them. On
+        PostgreSQL only the lots of wallets whose balance rows it could lock (`FOR UPDATE SKIP LOCKED`), locked."""
+        ...
 
 
 # conversations --------------------------------------------------------------------------------------------------------

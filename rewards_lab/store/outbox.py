@@ -36,6 +36,12 @@ class OutboxRepository:
         sql = f"SELECT {columns(OutboxRow)} FROM outbox WHERE dispatched_at IS NULL ORDER BY id LIMIT ?"
         return fetch_all_as(self.con, OutboxRow, sql, [limit])
 
+    def claim(self, limit: int) -> list[OutboxRow]:
+        """`undispatched`'s messages for this unit of work's fan-out. DuckDB: `undispatched` itself (one fan-out at
+        a time). PostgreSQL (store/postgres/repositories.py): locked until the unit of work ends, skipping those
+        another process's fan-out holds."""
+        return self.undispatched(limit)
+
     def of_scope(self, scope: Scope) -> list[OutboxRow]:
         return fetch_all_as(
             self.con,

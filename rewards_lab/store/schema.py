@@ -584,3 +584,31 @@ MIGRATIONS.append(
         ],
     )
 )
+
+MIGRATIONS.append(
+    Migration(
+        26,
+        "several processes: delivery leases; PostgreSQL's own key and indexes",
+        [
+            # A sender's claim on a pending delivery (issue 32): until `lease_until` no other sender takes it, and
+            # recording the attempt clears it; a killed sender's deliveries are due again once it passes (at least
+            # once). DuckDB has one sender per file: its deliveries are never leased (both NULL).
+            "ALTER TABLE webhook_deliveries ADD COLUMN lease_until TIMESTAMP",
+            "ALTER TABLE webhook_deliveries ADD COLUMN leased_by VARCHAR",
+        ],
+        postgres=[
+            # What DuckDB answers by zone maps (or without a key: an ART index doubled the ledger's batch insert,
+            # migration 6) takes a B-tree here (reports/i32-postgres-plan.md, section 6).
+            "ALTER TABLE transactions ADD PRIMARY KEY (id)",
+            "CREATE INDEX transactions_source ON transactions (organization_id, environment, source_account_id)",
+            "CREATE INDEX transactions_destination ON transactions "
+            "(organization_id, environment, destination_account_id)",
+            "CREATE INDEX events_received ON events (id) WHERE status = 'received'",
+            "CREATE INDEX events_customer ON events (organization_id, environment, customer_id)",
+            "CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending'",
+            "CREATE INDEX lots_due ON lots (expires_at) WHERE remaining_minor > 0",
+            "CREATE INDEX lots_wallet ON lots (wallet_id, asset_id)",
+            "CREATE INDEX outbox_undispatched ON outbox (id) WHERE dispatched_at IS NULL",
+        ],
+    )
+)

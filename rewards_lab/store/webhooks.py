@@ -130,15 +130,19 @@ class WebhookRepository:
 
     # deliveries ------------------------------------------------------------------------------------------
     def add_deliveries(self, rows: list[NewDelivery], next_attempt_at: datetime) -> None:
-        """Insert pending deliveries, due at `next_attempt_at`, in one statement."""
+        """Insert pending deliveries, due at `next_attempt_at`, in one statement. A message already fanned out to an
+        endpoint is skipped (`UNIQUE (endpoint_id, outbox_id)`): never on DuckDB (one fan-out at a time), a net on
+        PostgreSQL behind the fan-out's claim of its messages."""
         if not rows:
             return
         batch = pa.table(dict(zip(NewDelivery._fields, map(list, zip(*rows, strict=True)), strict=True)))
         self.con.register("delivery_batch", batch)
         try:
             self.con.execute(
-                "INSERT INTO webhook_deliveries SELECT id, organization_id, environment, endpoint_id, outbox_id, "
-                "kind, body, 'pending', 0, 0, ?, ?, NULL FROM delivery_batch",
+                "INSERT INTO webhook_deliveries (id, organization_id, environment, endpoint_id, outbox_id, kind, "
+                "body, status, attempt_count, round_attempts, next_attempt_at, created_at) "
+                "SELECT id, organization_id, environment, endpoint_id, outbox_id, kind, body, 'pending', 0, 0, ?, ? "
+                "FROM delivery_batch ON CONFLICT (endpoint_id, outbox_id) DO NOTHING",
                 [next_attempt_at, utcnow()],
             )
         finally:
@@ -173,7 +177,7 @@ class WebhookRepository:
         """Pending deliveries whose next attempt is due, oldest first, at most `per_endpoint` of each endpoint and
         then `per_tenant` of each organization (so that one backlog never hides another's), none to an enabled
         endpoint in `exclude_endpoints` (a disabled one's still come, to end failed unsent), with their endpoint's
-        url, sealed secrets and status."""
+        url, sealed secrets and status. A delivery a sender holds (its lease not yet passed: PostgreSQL) is not due."""
         return fetch_all_as(
             self.con,
             DueDelivery,
@@ -182,14 +186,35 @@ class WebhookRepository:
             "e.previous_signing_secret, e.previous_secret_expires_at, e.status AS endpoint_status, "
             "row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) AS endpoint_rank "
             "FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id "
-            "WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND d.id NOT IN (SELECT unnest(?)) "
+            "WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND (d.lease_until IS NULL OR d.lease_until <= ?) "
+            "AND d.id NOT IN (SELECT unnest(?)) "
             "AND (e.status <> 'enabled' OR d.endpoint_id NOT IN (SELECT unnest(?)))) "
             f"SELECT {_DUE} FROM (SELECT {_DUE}, "
             "row_number() OVER (PARTITION BY organization_id ORDER BY next_attempt_at, id) AS tenant_rank "
             "FROM ranked WHERE endpoint_rank <= ?) tenant_ranked WHERE tenant_rank <= ? "
             "ORDER BY next_attempt_at, id LIMIT ?",
-            [now, exclude, exclude_endpoints, per_endpoint, per_tenant, limit],
+            [now, now, exclude, exclude_endpoints, per_endpoint, per_tenant, limit],
         )
+
+    def claim(
+        self,
+        now: datetime,
+        limit: int,
+        exclude: list[str],
+        per_endpoint: int,
+        per_tenant: int,
+        exclude_endpoints: list[str],
+        *,
+        owner: str,
+        lease_until: datetime,
+    ) -> list[DueDelivery]:
+        """`due`'s deliveries for `owner` (a sender) to attempt. DuckDB: `due` itself (one sender per file: its
+        deliveries in flight, `exclude`, are its claim). PostgreSQL (store/postgres/repositories.py): leased to
+        `owner` until `lease_until`, skipping those another sender holds."""
+        return self.due(now, limit, exclude, per_endpoint, per_tenant, exclude_endpoints)
+
+    def release(self, delivery_ids: list[str], owner: str) -> None:
+        """Give back claimed deliveries `owner` will not attempt now (DuckDB: nothing was leased)."""
 
     def record_attempt(
         self,
@@ -221,7 +246,7 @@ class WebhookRepository:
         )
         self.con.execute(
             "UPDATE webhook_deliveries SET status = ?, attempt_count = ?, round_attempts = round_attempts + 1, "
-            "next_attempt_at = ?, completed_at = ? WHERE id = ?",
+            "next_attempt_at = ?, completed_at = ?, lease_until = NULL, leased_by = NULL WHERE id = ?",
             [next_status, number, next_attempt_at, None if next_status == "pending" else utcnow(), delivery.id],
         )
 

@@ -12,12 +12,15 @@ delivery up again.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import Protocol
+from secrets import token_hex
+from typing import ClassVar, Protocol
 
 import httpcore
 
@@ -30,12 +33,14 @@ from rewards_lab.contract.webhook_signatures import (
 from rewards_lab.security.webhook_secrets import signing_secrets
 from rewards_lab.service.deliveries import (
     FAN_OUT_BATCH,
+    LEASE_MARGIN_S,
     AttemptOutcome,
     DeliverySettings,
-    due,
+    claim,
     fan_out,
     pick_fair,
     record_outcome,
+    release,
     status_error_class,
 )
 from rewards_lab.store.api import Store
@@ -152,9 +157,14 @@ def send(pool: httpcore.ConnectionPool, delivery: Outgoing, secrets: list[str], 
 
 
 class DeliveryWorker:
+    # Several processes on one database may each run one (issue 32): the fan-out claims its outbox messages and a
+    # sender leases its deliveries (service/deliveries.claim). Concurrency, fairness and circuits are per process.
+    multi_process_safe: ClassVar[bool] = True
+
     def __init__(self, database: Store, settings: DeliverySettings | None = None) -> None:
         self.database = database
         self.settings = settings or DeliverySettings()
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{token_hex(4)}"  # what leases name
         self.last_cycle_at: datetime | None = None
         self._in_flight: dict[str, tuple[str, str]] = {}  # delivery id -> (endpoint id, organization id)
         self.breakers = CircuitBreakers(self.settings.breaker_failures, self.settings.breaker_cool_down_s)
@@ -211,13 +221,15 @@ class DeliveryWorker:
         free = self.settings.concurrency - len(exclude)
         per_endpoint = self.settings.per_endpoint
         skip, probe = self.breakers.blocked()  # open circuits wait; half-open ones send one probe
-        candidates = due(
+        candidates = claim(
             self.database,
             free * per_endpoint,
             exclude,
             per_endpoint,
             per_tenant=self.settings.per_tenant,
             exclude_endpoints=skip,
+            owner=self.owner,
+            lease_s=self.settings.timeout_s + LEASE_MARGIN_S,
         )
         picked = pick_fair(
             candidates,
@@ -228,6 +240,8 @@ class DeliveryWorker:
             per_tenant=self.settings.per_tenant,
             endpoint_limits=dict.fromkeys(probe, 1),
         )
+        chosen = {delivery.id for delivery in picked}
+        release(self.database, [d.id for d in candidates if d.id not in chosen], self.owner)
         for delivery in picked:
             with self._lock:
                 self._in_flight[delivery.id] = (delivery.endpoint_id, delivery.organization_id)

@@ -20,7 +20,7 @@ from rewards_lab.store.database import utcnow
 from rewards_lab.store.events import EventRepository
 from rewards_lab.store.interfaces import EventOutcome, LotTaken, NewEvent, NewLot
 from rewards_lab.store.ledger import LedgerRepository, _invariant
-from rewards_lab.store.lots import LotRepository
+from rewards_lab.store.postgres.claims import PgLotClaims, PgOutboxRepository, PgWebhookRepository
 from rewards_lab.store.postgres.connection import PgConnection
 from rewards_lab.store.uow import DuckDBRepositories
 
@@ -181,7 +181,7 @@ _MAKE_LOTS = (
 )
 
 
-class PgLotRepository(LotRepository):
+class PgLotRepository(PgLotClaims):
     def write(self, scope: Scope, made: Sequence[NewLot], taken: Sequence[LotTaken]) -> None:
         """As DuckDB's (a lot taken from twice in a batch: one row, the sum), from typed arrays (DuckDB reads
         Arrow tables by a replacement scan)."""
@@ -221,3 +221,5 @@ class PostgresRepositories(DuckDBRepositories):
         self.events = PgEventRepository(duck)
         self.ledger = PgLedgerRepository(duck, store)
         self.lots = PgLotRepository(duck)
+        self.outbox = PgOutboxRepository(duck)
+        self.webhooks = PgWebhookRepository(duck)

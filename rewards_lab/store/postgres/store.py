@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 
 MIGRATION_LOCK = 0x7265_7761_7264_73  # pg_advisory_lock's key for migrations ("rewards")
 BACKGROUND_LOCK = 0x7265_7761_7264_74  # held by the one process that runs the background workers (serving.py)
+# `exclusive(name)`'s session advisory locks: the work one process at a time does (retention: its deletes are safe
+# twice, but each would scan for the same rows)
+EXCLUSIVE_LOCKS = {"retention": 0x7265_7761_7264_75}
 BYTEWISE = ("C", "POSIX")
 CONNECT_TIMEOUT_S = 10
 POOL_MAX = 12  # intake 1, event worker 1, deliveries 1, API handlers ~8 (plan section 4)
@@ -264,6 +267,18 @@ class PostgresStore:
                 return False
             self._leader = conn
         return True
+
+    @contextmanager
+    def exclusive(self, name: str) -> Iterator[bool]:
+        """`pg_try_advisory_lock` of `name`'s key on a connection of its own, held until the block ends (then the
+        connection closes: a process killed meanwhile loses the lock with its session). False at once when another
+        session holds it."""
+        conn = self._connect()
+        try:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", [EXCLUSIVE_LOCKS[name]]).fetchone()
+            yield bool(row and row[0])
+        finally:
+            conn.close()
 
     def local_directory(self) -> Path | None:
         """None: the data is on the database server, whose disk the operator watches (docs/deploy.md)."""
