@@ -6,7 +6,8 @@ and none to an endpoint whose circuit is open, so that slow receivers delay only
 connection goes through `safe_transport` (resolved, checked, pinned; one deadline per attempt). A request is
 never sent inside a database transaction: the attempt is recorded afterwards in a short one, as a coarse error
 class. Deliveries live in the database, so stopping (or a crash) loses nothing: a restart picks every pending
-delivery up again.
+delivery up again. On PostgreSQL several processes' senders share them: each claims its deliveries with a lease
+(`service.deliveries.claim`), which a killed sender's deliveries outlive only until it passes.
 """
 
 from __future__ import annotations
@@ -240,14 +241,14 @@ class DeliveryWorker:
             per_tenant=self.settings.per_tenant,
             endpoint_limits=dict.fromkeys(probe, 1),
         )
-        chosen = {delivery.id for delivery in picked}
-        release(self.database, [d.id for d in candidates if d.id not in chosen], self.owner)
         for delivery in picked:
             with self._lock:
                 self._in_flight[delivery.id] = (delivery.endpoint_id, delivery.organization_id)
             self.breakers.started(delivery.endpoint_id)
             assert self._pool is not None
             self._pool.submit(self._attempt, delivery)
+        chosen = {delivery.id for delivery in picked}  # the rest: due again at once for any sender (PostgreSQL)
+        release(self.database, [d.id for d in candidates if d.id not in chosen], self.owner)
         return dispatched  # none: wait, until a finished attempt or a new message wakes the loop
 
     def _attempt(self, delivery: DueDelivery) -> None:
