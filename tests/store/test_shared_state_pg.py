@@ -93,8 +93,7 @@ def test_addresses_are_counted_per_network_and_the_operator_s_budget_across_proc
 ) -> None:
     clock = Clock(500 * WINDOW_S)
     limiters = [
-        SharedRateLimiter(store.shared_state(), clock=clock, unauthenticated_limit_per_minute=3)
-        for store in two_stores
+        SharedRateLimiter(store.shared_state(), clock=clock, unauthenticated_limit_per_minute=3) for store in two_stores
     ]
     limiters[0].charge("address/2001:db8:1:2::1", 100)  # the caller's 100 is replaced by the operator's 3
     limiters[1].charge("address/2001:db8:1:2::99", 100)  # the same /64
