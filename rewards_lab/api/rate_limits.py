@@ -196,9 +196,11 @@ class SharedRateLimiter(RateLimiter):
     from memory without a round trip (a counter only grows within its window, so it stays spent); the first charge
     a process makes in a new window deletes the rows of older windows (fixed windows: nothing older means anything),
     so the table holds about one window's buckets; no per-family eviction (the rows are on the database's disk,
-    not in this process, and a flood of new buckets is one row per request, deleted within a minute). Should the
-    database not answer, the process counts on its own (the in-memory table) and logs it: the limits then hold per
-    process until it answers again, rather than every request failing for want of a counter."""
+    not in this process, and a flood of new buckets is one row per request, deleted within a minute). The health
+    probes' budget (`health/...`) stays in each process's memory: liveness must not wait on the database, and a load
+    balancer probes each node on its own anyway. Should the database not answer, the process counts on its own (the
+    in-memory table) and logs it: the limits then hold per process until it answers again, rather than every request
+    failing for want of a counter."""
 
     def __init__(
         self,
@@ -237,6 +239,8 @@ class SharedRateLimiter(RateLimiter):
                 self._spent[key] = limit
 
     def charge(self, bucket: str, limit: int) -> RateState:
+        if bucket.startswith(HEALTH_PREFIX):
+            return super().charge(bucket, limit)
         limit = self._limit(bucket, limit)
         now = self._clock()
         window = int(now // WINDOW_S)
@@ -253,6 +257,8 @@ class SharedRateLimiter(RateLimiter):
         return self._state(limit, count, now, window, count > limit)
 
     def peek(self, bucket: str, limit: int) -> RateState:
+        if bucket.startswith(HEALTH_PREFIX):
+            return super().peek(bucket, limit)
         limit = self._limit(bucket, limit)
         now = self._clock()
         window = int(now // WINDOW_S)

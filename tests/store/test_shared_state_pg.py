@@ -89,7 +89,7 @@ def test_a_limit_of_n_a_minute_allows_n_across_both_processes_then_refuses_in_bo
 
 
 def test_addresses_are_counted_per_network_and_the_operator_s_budget_across_processes(
-    two_stores: tuple[PostgresStore, PostgresStore],
+    two_stores: tuple[PostgresStore, PostgresStore], pg_store_url: str
 ) -> None:
     clock = Clock(500 * WINDOW_S)
     limiters = [
@@ -102,6 +102,12 @@ def test_addresses_are_counted_per_network_and_the_operator_s_budget_across_proc
     spent = limiters[1].peek("address/2001:db8:1:2::7", 100)
     assert spent.exceeded and spent.limit == 3 and spent.remaining == 0
     assert not limiters[0].peek("address/2001:db8:1:3::1", 100).exceeded  # another network
+    # the health probes' budget stays in each process (liveness never waits on the database)
+    assert [limiters[0].charge("health/192.0.2.1", 2).exceeded for _ in range(3)] == [False, False, True]
+    assert not limiters[1].charge("health/192.0.2.1", 2).exceeded
+    assert [bucket for (bucket,) in _rows(pg_store_url, "SELECT bucket FROM rate_counters")] == [
+        "address/2001:db8:1:2::/64"
+    ]
 
 
 class _Down:
@@ -239,15 +245,16 @@ def test_an_idempotency_key_in_progress_in_one_process_is_refused_at_once_in_the
     assert _rows(pg_store_url, "SELECT key FROM idempotency_keys ORDER BY key") == [("k-1",), ("k-2",)]
 
 
-def test_the_primary_key_stays_the_durable_guard(pg_store: PostgresStore, pg_store_url: str) -> None:
-    with pg_store.unit_of_work() as uow:
-        uow.idempotency.add(SCOPE, "k-9", "op", "h1", '{"value": 1}', 201)
-    with pytest.raises(ServiceError) as refused, pg_store.unit_of_work() as uow:  # a live key's row is never
-        uow.idempotency.add(SCOPE, "k-9", "op", "h2", '{"value": 2}', 201)  # overwritten: the unit rolls back
-    assert refused.value.code == "idempotency_request_in_progress"
-    assert _rows(pg_store_url, "SELECT request_hash FROM idempotency_keys") == [("h1",)]
-    with psycopg.connect(pg_store_url) as conn:  # past the retention window the key is new again
-        conn.execute("UPDATE idempotency_keys SET created_at = created_at - INTERVAL '400 days'")
-    with pg_store.unit_of_work() as uow:
-        uow.idempotency.add(SCOPE, "k-9", "op", "h3", '{"value": 3}', 201)
-    assert _rows(pg_store_url, "SELECT request_hash FROM idempotency_keys") == [("h3",)]
+def test_a_key_is_held_per_scope_until_its_unit_of_work_ends_however_it_ends(
+    two_stores: tuple[PostgresStore, PostgresStore],
+) -> None:
+    first, second = two_stores
+    with pytest.raises(RuntimeError), first.unit_of_work() as uow:
+        assert uow.idempotency.hold(SCOPE, "k-9")
+        with second.unit_of_work() as other:
+            assert not other.idempotency.hold(SCOPE, "k-9")  # held by the first unit, in "another process"
+            assert other.idempotency.hold(SCOPE, "k-10")
+            assert other.idempotency.hold(Scope(SCOPE.organization_id, "production"), "k-9")
+        raise RuntimeError("the write failed")  # rolled back: the key is released with it
+    with second.unit_of_work() as uow:
+        assert uow.idempotency.hold(SCOPE, "k-9")

@@ -18,7 +18,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.events import EventRepository
-from rewards_lab.store.idempotency import IdempotencyRepository, retention
+from rewards_lab.store.idempotency import IdempotencyRepository
 from rewards_lab.store.interfaces import EventOutcome, LotTaken, NewEvent, NewLot
 from rewards_lab.store.ledger import LedgerRepository, _invariant
 from rewards_lab.store.lots import LotRepository
@@ -214,43 +214,20 @@ class PgLotRepository(LotRepository):
 # A key's transaction advisory lock: one 64-bit hash of the scope and the key (a collision only makes two keys wait
 # for each other); the separators keep ("a", "bc") and ("ab", "c") apart.
 _HOLD_KEY = "SELECT pg_try_advisory_xact_lock(hashtextextended(%(org)s || '/' || %(env)s || '/' || %(key)s, 0))"
-# `INSERT OR REPLACE` as the durable guard: a row of the key is replaced only once past the retention window.
-_ADD_KEY = (
-    "INSERT INTO idempotency_keys AS k VALUES (%(org)s, %(env)s, %(key)s, %(operation)s, %(hash)s, %(response)s, "
-    "%(status)s, %(now)s) ON CONFLICT (organization_id, environment, key) DO UPDATE SET operation = "
-    "EXCLUDED.operation, request_hash = EXCLUDED.request_hash, response = EXCLUDED.response, status_code = "
-    "EXCLUDED.status_code, created_at = EXCLUDED.created_at WHERE k.created_at < %(expired_before)s"
-)
 
 
 class PgIdempotencyRepository(IdempotencyRepository):
     """Keys unique across processes (plan section 5.4): `hold` takes a transaction advisory lock on the key
     before `run_write` reads it, so a second request of the key in another process is answered at once
-    (`idempotency_request_in_progress`) rather than waiting on the first's row; the primary key stays the durable
-    guard: `add` never overwrites a live key's row (it refuses instead, and the unit of work rolls back)."""
+    (`idempotency_request_in_progress`) rather than waiting on the first's row. Every keyed unit of work takes it
+    before reading the key, so no two can both find it absent and both write; the primary key keeps one row per
+    key (`add` replaces it, as on DuckDB: the store contract's, used for a key past its retention window)."""
 
     def hold(self, scope: Scope, key: str) -> bool:
         con = cast(PgConnection, self.con)
         row = con.execute_native(_HOLD_KEY, {"org": scope.organization_id, "env": scope.environment, "key": key})
         found = row.fetchone()
         return bool(found and found[0])
-
-    def add(self, scope: Scope, key: str, operation: str, request_hash: str, response: str, status_code: int) -> None:
-        con = cast(PgConnection, self.con)
-        now = utcnow()
-        window = retention()
-        params = {
-            "org": scope.organization_id, "env": scope.environment, "key": key, "operation": operation,
-            "hash": request_hash, "response": response, "status": status_code, "now": now,
-            "expired_before": datetime.min if window is None else now - window,
-        }  # fmt: skip
-        written = con.execute_native(_ADD_KEY, params).fetchone()
-        if not written or not written[0]:
-            raise ServiceError(
-                "idempotency_request_in_progress",
-                "a request with this Idempotency-Key was written meanwhile; retry it to get its answer",
-                field="Idempotency-Key",
-            )
 
 
 class PostgresRepositories(DuckDBRepositories):
