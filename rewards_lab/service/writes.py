@@ -6,7 +6,8 @@ the stored result (the write is not run again); the same key with another reques
 
 Before reading the key, the unit of work holds it (`IdempotencyStore.hold`): on a store several processes serve,
 a request whose key another process is still writing is answered `idempotency_request_in_progress` at once, as
-`api.in_flight` answers it within one process; the key's primary key stays the durable guard.
+`api.in_flight` answers it within one process. Held before the read, it also keeps two units of work from both
+finding the key absent and both writing; the stored key, committed with the write, is what a retry replays.
 """
 
 from __future__ import annotations
