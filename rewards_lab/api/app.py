@@ -25,15 +25,15 @@ from rewards_lab.api.hot_path import EventsHotPath, ServiceApp
 from rewards_lab.api.rate_limits import (
     PUBLIC_LIMIT_PER_MINUTE,
     UNAUTHENTICATED_LIMIT_PER_MINUTE,
-    RateLimiter,
     RateState,
+    limiter_for,
 )
 from rewards_lab.api.request_log import RequestLogMiddleware
 from rewards_lab.api.routes import REQUEST_MODELS, readiness_router, router
 from rewards_lab.api.runtime import ServingRuntime
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.engine.event_processing import DEFAULT_BATCH_SIZE
-from rewards_lab.security.login_guard import LoginGuard
+from rewards_lab.security.login_guard import guard_for
 from rewards_lab.security.sessions import DEFAULT_SESSION_LIFETIME_S
 from rewards_lab.service.deliveries import DeliverySettings
 from rewards_lab.service.health import DEFAULT_MIN_FREE_DISK_MB
@@ -199,8 +199,11 @@ def create_app(
     app.state.worker = worker
     app.state.intake = intake
     app.state.delivery_worker = deliveries
-    app.state.rate_limiter = RateLimiter(unauthenticated_limit_per_minute=unauthenticated_limit_per_minute)
-    app.state.login_guard = LoginGuard()
+    # In this process's memory, or in the database when several processes serve it (store/shared_state.py).
+    app.state.rate_limiter = limiter_for(
+        database.shared_state(), unauthenticated_limit_per_minute=unauthenticated_limit_per_minute
+    )
+    app.state.login_guard = guard_for(database.shared_state())
     app.state.session_lifetime_s = session_lifetime_s
     app.state.request_log = request_log
     app.state.retention_worker = retention

@@ -12,6 +12,11 @@ The claims live in this process's memory only, never in the database: one proces
 claim is released when its request ends however it ends (answer, error, cancellation: `finally`), and a crashed
 process leaves none behind. A key can therefore never stay "in progress": at worst (a handler cancelled while its
 write still runs in a thread) the claim is dropped early, and the next request waits for the writer as before.
+
+On a PostgreSQL database several processes serve, these claims still answer a duplicate within one process before
+its body is read; a duplicate in another process is answered the same 409 by `service.writes.run_write`, whose
+unit of work takes the key's transaction advisory lock before reading it (released by the commit or rollback, so
+a killed process leaves no claim behind either).
 """
 
 from __future__ import annotations

@@ -15,10 +15,15 @@ without a counter: its request is tallied in its family's `overflowed` count and
 first request. Nothing is ever refused by a shared counter: an address is refused before authentication only by
 ITS OWN spent counter (`peek`), so a client with a valid key from an address the table does not hold always
 reaches authentication. Addresses are counted as `client_address.client_key` gives them (IPv6 per /64).
+
+Several processes serving one PostgreSQL database share their counters: `SharedRateLimiter` keeps the same buckets,
+families, limits, windows and headers, with each counter a row of `rate_counters` (store/shared_state.py), so a
+limit of N a minute allows N across every process, not N per process. See its docstring for what differs.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -26,6 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rewards_lab.security.client_address import client_key
+from rewards_lab.store.shared_state import SharedState, SharedStateUnavailable
+
+log = logging.getLogger(__name__)
 
 WINDOW_S = 60
 PUBLIC_LIMIT_PER_MINUTE = 100
@@ -178,3 +186,97 @@ class RateLimiter:
         """How many requests of this window found no counter (all families): a sign of a flood of new keys."""
         with self._lock:
             return sum(table.overflowed for table in self._tables.values())
+
+
+class SharedRateLimiter(RateLimiter):
+    """`RateLimiter`'s counters in the database every serving process shares: one upsert `RETURNING count` per
+    charge (the bucket's row of the current window), one read per peek. Exact across processes.
+
+    What differs from the in-memory table: a bucket this process has seen spent in the current window is answered
+    from memory without a round trip (a counter only grows within its window, so it stays spent); the first charge
+    a process makes in a new window deletes the rows of older windows (fixed windows: nothing older means anything),
+    so the table holds about one window's buckets; no per-family eviction (the rows are on the database's disk,
+    not in this process, and a flood of new buckets is one row per request, deleted within a minute). The health
+    probes' budget (`health/...`) stays in each process's memory: liveness must not wait on the database, and a load
+    balancer probes each node on its own anyway. Should the database not answer, the process counts on its own (the
+    in-memory table) and logs it: the limits then hold per process until it answers again, rather than every request
+    failing for want of a counter."""
+
+    def __init__(
+        self,
+        shared: SharedState,
+        max_buckets: int = MAX_BUCKETS,
+        clock: Callable[[], float] = time.time,
+        *,
+        unauthenticated_limit_per_minute: int = UNAUTHENTICATED_LIMIT_PER_MINUTE,
+    ) -> None:
+        super().__init__(max_buckets, clock, unauthenticated_limit_per_minute=unauthenticated_limit_per_minute)
+        self._shared = shared
+        self._spent_lock = threading.Lock()
+        self._spent_window = -1
+        self._spent: dict[str, int] = {}  # bucket -> the limit it was spent at, in `_spent_window`
+
+    def _spent_at(self, key: str, limit: int, window: int) -> bool:
+        """Whether `key` is known spent at `limit` in `window`; the first call of a new window forgets the old
+        windows, here and in the database."""
+        with self._spent_lock:
+            new_window = window > self._spent_window
+            if new_window:
+                self._spent_window = window
+                self._spent = {}
+            spent = self._spent.get(key) == limit
+        if new_window:
+            try:
+                self._shared.forget_windows_before(window * WINDOW_S)
+            except SharedStateUnavailable as error:
+                log.warning("rate counters: old windows not deleted: %s", error)
+            return False
+        return spent
+
+    def _remember_spent(self, key: str, limit: int, window: int) -> None:
+        with self._spent_lock:
+            if window == self._spent_window and len(self._spent) < self._max_buckets:
+                self._spent[key] = limit
+
+    def charge(self, bucket: str, limit: int) -> RateState:
+        if bucket.startswith(HEALTH_PREFIX):
+            return super().charge(bucket, limit)
+        limit = self._limit(bucket, limit)
+        now = self._clock()
+        window = int(now // WINDOW_S)
+        key = _normalised(bucket, _family(bucket))
+        if self._spent_at(key, limit, window):
+            return self._state(limit, limit + 1, now, window, True)
+        try:
+            count = self._shared.count_request(key, window * WINDOW_S)
+        except SharedStateUnavailable as error:
+            log.warning("rate counters unavailable, counting in this process: %s", error)
+            return super().charge(bucket, limit)
+        if count >= limit:
+            self._remember_spent(key, limit, window)
+        return self._state(limit, count, now, window, count > limit)
+
+    def peek(self, bucket: str, limit: int) -> RateState:
+        if bucket.startswith(HEALTH_PREFIX):
+            return super().peek(bucket, limit)
+        limit = self._limit(bucket, limit)
+        now = self._clock()
+        window = int(now // WINDOW_S)
+        key = _normalised(bucket, _family(bucket))
+        if self._spent_at(key, limit, window):
+            return self._state(limit, limit, now, window, True)
+        try:
+            count = self._shared.request_count(key, window * WINDOW_S)
+        except SharedStateUnavailable as error:
+            log.warning("rate counters unavailable, counting in this process: %s", error)
+            return super().peek(bucket, limit)
+        if count >= limit:
+            self._remember_spent(key, limit, window)
+        return self._state(limit, count, now, window, count >= limit)
+
+
+def limiter_for(shared: SharedState | None, *, unauthenticated_limit_per_minute: int) -> RateLimiter:
+    """The service's limiter: in this process's memory (one process serves the store), or shared through it."""
+    if shared is None:
+        return RateLimiter(unauthenticated_limit_per_minute=unauthenticated_limit_per_minute)
+    return SharedRateLimiter(shared, unauthenticated_limit_per_minute=unauthenticated_limit_per_minute)

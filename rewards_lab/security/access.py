@@ -32,7 +32,9 @@ SECRET_PREFIX = "rlk"
 ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE = 10_000
 VISIBLE_PREFIX_LENGTH = 16
 # Principals are remembered briefly so that a busy client costs no database read per request. Revocation in
-# this process forgets the key at once (one process owns the file); the TTL bounds anything else.
+# this process forgets the key at once (one process owns the file); the TTL bounds anything else. Not on a store
+# several processes serve (`Store.shared_state()`): a key revoked through one process must be refused by every
+# other at once, and a revocation in one process cannot reach another's memory, so each request reads the key.
 PRINCIPAL_CACHE_TTL_S = 5.0
 _principal_cache: weakref.WeakKeyDictionary[Store, dict[str, tuple[float, Principal]]] = weakref.WeakKeyDictionary()
 _principal_cache_lock = threading.Lock()
@@ -127,6 +129,8 @@ def list_api_keys(database: Store, scope: Scope, page: PageRequest, *, status: s
 def authenticate(database: Store, secret: str) -> Principal:
     """The principal a bearer secret stands for; `credentials_invalid` or `api_key_revoked` otherwise."""
     digest = hash_secret(secret)
+    if database.shared_state() is not None:
+        return _load_principal(database, digest)
     with _principal_cache_lock:
         cached = _principal_cache.setdefault(database, {}).get(digest)
     if cached is not None and cached[0] > time.monotonic():

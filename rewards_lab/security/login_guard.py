@@ -29,6 +29,10 @@ waited, is never evicted: a flood of new keys never resets a backoff. Should eve
 the keys that are, and counted nowhere. An untracked key is NEVER judged by a shared record: an owner from a new
 address, or whose email has no failures, is never held by an attacker's failures elsewhere. The server process
 owns its DuckDB file, so in-memory counts are the whole truth; a restart forgets them.
+
+Several processes serving one PostgreSQL database share the counts (`SharedLoginGuard`): the same keys, free
+failures, waits and caps, each key a row of `login_failures` (store/shared_state.py), read and written under a lock
+per key that every process takes, so guessing through N processes gets no more free guesses than through one.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from dataclasses import dataclass
 
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.security.client_address import client_key
+from rewards_lab.store.shared_state import LoginRecords, SharedState
 
 FIRST_DELAY_S = 1.0
 FREE_FAILURES_PER_ACCOUNT_ADDRESS = 5
@@ -51,6 +56,7 @@ MAX_DELAY_S = 15 * 60.0
 MAX_ACCOUNT_DELAY_S = 60.0
 FORGET_AFTER_S = 60 * 60.0  # longer than every cap: a key that waits is never forgotten
 MAX_TRACKED = 100_000
+FORGET_EVERY_S = 60.0  # how often a process deletes the shared records past FORGET_AFTER_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,27 @@ class _Record:
     last_failure_at: float
 
 
+def _rules(
+    per_account_address: Backoff | None, per_address: Backoff | None, per_account: Backoff | None
+) -> dict[str, Backoff]:
+    return {
+        "pair": per_account_address or Backoff(FREE_FAILURES_PER_ACCOUNT_ADDRESS, MAX_DELAY_S),
+        "address": per_address or Backoff(FREE_FAILURES_PER_ADDRESS, MAX_DELAY_S),
+        "account": per_account or Backoff(FREE_FAILURES_PER_ACCOUNT, MAX_ACCOUNT_DELAY_S),
+    }
+
+
+def _keys(email: str, address: str) -> list[tuple[str, str]]:
+    """The kinds and keys an attempt is counted under (`pair`, `address`, `account`, in that order)."""
+    network = client_key(address)
+    return [("pair", f"pair/{email}/{network}"), ("address", f"address/{network}"), ("account", f"account/{email}")]
+
+
+def _refusal(wait_s: float) -> ServiceError:
+    message = "too many failed logins; wait before trying again"
+    return ServiceError("rate_limit_exceeded", message, retry_after_s=max(1, math.ceil(wait_s)))
+
+
 class LoginGuard:
     def __init__(
         self,
@@ -83,22 +110,13 @@ class LoginGuard:
         max_tracked: int = MAX_TRACKED,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._rules = {
-            "pair": per_account_address or Backoff(FREE_FAILURES_PER_ACCOUNT_ADDRESS, MAX_DELAY_S),
-            "address": per_address or Backoff(FREE_FAILURES_PER_ADDRESS, MAX_DELAY_S),
-            "account": per_account or Backoff(FREE_FAILURES_PER_ACCOUNT, MAX_ACCOUNT_DELAY_S),
-        }
+        self._rules = _rules(per_account_address, per_address, per_account)
         self._forget_after_s = forget_after_s
         self._max_tracked = max_tracked
         self._clock = clock
         self._records: OrderedDict[str, _Record] = OrderedDict()  # in order of last failure
         self._free: OrderedDict[str, None] = OrderedDict()  # the keys within their free failures (evictable)
         self._lock = threading.Lock()
-
-    @staticmethod
-    def _keys(email: str, address: str) -> list[tuple[str, str]]:
-        network = client_key(address)
-        return [("pair", f"pair/{email}/{network}"), ("address", f"address/{network}"), ("account", f"account/{email}")]
 
     def _forget_old(self, now: float) -> None:
         while self._records:
@@ -135,7 +153,7 @@ class LoginGuard:
         now = self._clock()
         with self._lock:
             self._forget_old(now)
-            keys = self._keys(email, address)
+            keys = _keys(email, address)
             wait_s = 0.0
             for kind, key in keys:
                 record = self._records.get(key)  # an untracked key has no failures: never a shared record
@@ -143,11 +161,7 @@ class LoginGuard:
                     ready_at = record.last_failure_at + self._rules[kind].delay_s(record.failures)
                     wait_s = max(wait_s, ready_at - now)
             if wait_s > 0:
-                raise ServiceError(
-                    "rate_limit_exceeded",
-                    "too many failed logins; wait before trying again",
-                    retry_after_s=max(1, math.ceil(wait_s)),
-                )
+                raise _refusal(wait_s)
             for _, key in keys:
                 record = self._records.get(key)
                 if record is not None:
@@ -160,7 +174,7 @@ class LoginGuard:
         from its admission (checking a password takes a while on a busy host)."""
         now = self._clock()
         with self._lock:
-            for _, key in self._keys(email, address):
+            for _, key in _keys(email, address):
                 record = self._records.get(key)
                 if record is not None:
                     self._put(key, _Record(record.failures, max(now, record.last_failure_at)))
@@ -179,7 +193,7 @@ class LoginGuard:
     def succeeded(self, email: str, address: str) -> None:
         """The right credentials: the account's counts are cleared; the address gives back this attempt."""
         with self._lock:
-            pair, address_key, account = (key for _, key in self._keys(email, address))
+            pair, address_key, account = (key for _, key in _keys(email, address))
             self._drop(pair)
             self._drop(account)
             self._give_back(address_key)
@@ -187,9 +201,99 @@ class LoginGuard:
     def not_a_guess(self, email: str, address: str) -> None:
         """The attempt was no guess (the right password, the second factor still to come): give it back."""
         with self._lock:
-            for _, key in self._keys(email, address):
+            for _, key in _keys(email, address):
                 self._give_back(key)
 
     def tracked(self) -> int:
         with self._lock:
             return len(self._records)
+
+
+class SharedLoginGuard:
+    """`LoginGuard`'s rules over the records every process serving the database shares (`SharedState`): each
+    operation reads and writes the attempt's three keys in one transaction holding their locks, so concurrent
+    attempts in any processes cannot all slip past the check. Times are the processes' wall clock (a monotonic
+    clock means nothing in another process). Not bounded by `MAX_TRACKED`: the records are rows on the database's
+    disk, not this process's memory; a key with no failure for `forget_after_s` is deleted (at most once a minute
+    per process, by the next admission)."""
+
+    def __init__(
+        self,
+        shared: SharedState,
+        *,
+        per_account_address: Backoff | None = None,
+        per_address: Backoff | None = None,
+        per_account: Backoff | None = None,
+        forget_after_s: float = FORGET_AFTER_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._shared = shared
+        self._rules = _rules(per_account_address, per_address, per_account)
+        self._forget_after_s = forget_after_s
+        self._clock = clock
+        self._forgotten_at = -math.inf
+
+    def _forget_old(self, now: float) -> None:
+        if now - self._forgotten_at >= FORGET_EVERY_S:
+            self._forgotten_at = now
+            self._shared.forget_login_failures_before(now - self._forget_after_s)
+
+    def admit(self, email: str, address: str) -> None:
+        """As `LoginGuard.admit`."""
+        now = self._clock()
+        self._forget_old(now)
+        keys = _keys(email, address)
+        with self._shared.login_records([key for _, key in keys]) as records:
+            wait_s = 0.0
+            for kind, key in keys:
+                record = records.get(key)
+                if record is not None:
+                    wait_s = max(wait_s, record[1] + self._rules[kind].delay_s(record[0]) - now)
+            if wait_s > 0:
+                raise _refusal(wait_s)
+            for _, key in keys:
+                record = records.get(key)
+                records.put(key, (record[0] if record else 0) + 1, now)
+
+    def failed(self, email: str, address: str) -> None:
+        """As `LoginGuard.failed`: the wait runs from now."""
+        now = self._clock()
+        keys = [key for _, key in _keys(email, address)]
+        with self._shared.login_records(keys) as records:
+            for key in keys:
+                record = records.get(key)
+                if record is not None:
+                    records.put(key, record[0], max(now, record[1]))
+
+    @staticmethod
+    def _give_back(records: LoginRecords, key: str) -> None:
+        record = records.get(key)
+        if record is None:
+            return
+        if record[0] <= 1:
+            records.drop(key)
+        else:
+            records.put(key, record[0] - 1, record[1])
+
+    def succeeded(self, email: str, address: str) -> None:
+        """As `LoginGuard.succeeded`."""
+        pair, address_key, account = (key for _, key in _keys(email, address))
+        with self._shared.login_records([pair, address_key, account]) as records:
+            records.drop(pair)
+            records.drop(account)
+            self._give_back(records, address_key)
+
+    def not_a_guess(self, email: str, address: str) -> None:
+        """As `LoginGuard.not_a_guess`."""
+        keys = [key for _, key in _keys(email, address)]
+        with self._shared.login_records(keys) as records:
+            for key in keys:
+                self._give_back(records, key)
+
+
+Guard = LoginGuard | SharedLoginGuard
+
+
+def guard_for(shared: SharedState | None) -> Guard:
+    """The service's guard: in this process's memory (one process serves the store), or shared through it."""
+    return LoginGuard() if shared is None else SharedLoginGuard(shared)

@@ -24,7 +24,7 @@ from rewards_lab.contract.permissions import ALL_PERMISSIONS
 from rewards_lab.contract.scope import EnvironmentName, Scope
 from rewards_lab.presenters import utc
 from rewards_lab.security.access import ENTERPRISE_DEFAULT_LIMIT_PER_MINUTE, Principal, hash_secret
-from rewards_lab.security.login_guard import LoginGuard
+from rewards_lab.security.login_guard import Guard
 from rewards_lab.security.passwords import dummy_hash, hash_password, verify_password
 from rewards_lab.store.accounts import totp_context
 from rewards_lab.store.api import Store, reader, unit_of_work
@@ -108,7 +108,7 @@ def _totp_step(secret: str, code: str, last_step: int | None, now: float) -> int
 
 def login(
     database: Store,
-    guard: LoginGuard,
+    guard: Guard,
     body: d.LoginRequest,
     *,
     address: str,

@@ -3,6 +3,11 @@
 The key, the hash of the request and the result are stored in the same database transaction as the write, so
 a crash can never leave a write without its key or a key without its write. The same key and request return
 the stored result (the write is not run again); the same key with another request is `idempotency_key_reused`.
+
+Before reading the key, the unit of work holds it (`IdempotencyStore.hold`): on a store several processes serve,
+a request whose key another process is still writing is answered `idempotency_request_in_progress` at once, as
+`api.in_flight` answers it within one process. Held before the read, it also keeps two units of work from both
+finding the key absent and both writing; the stored key, committed with the write, is what a retry replays.
 """
 
 from __future__ import annotations
@@ -45,6 +50,12 @@ def run_write(
     with unit_of_work(database) as uow:
         if idempotency_key is None:
             return write(uow)
+        if not uow.idempotency.hold(scope, idempotency_key):
+            raise ServiceError(
+                "idempotency_request_in_progress",
+                "a request with this Idempotency-Key is still in progress; retry it later",
+                field="Idempotency-Key",
+            )
         fingerprint = request_hash(operation, request)
         stored = uow.idempotency.get(scope, idempotency_key)
         if stored is not None:

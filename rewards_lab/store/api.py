@@ -23,6 +23,7 @@ from rewards_lab.store.interfaces import EventStore, Repositories
 
 if TYPE_CHECKING:
     from rewards_lab.store.secret_box import SecretBox
+    from rewards_lab.store.shared_state import SharedState
     from rewards_lab.store.verification import LedgerReport
 
 __all__ = [
@@ -113,6 +114,12 @@ class Store(Protocol):
 
     def probe_write(self, timeout_s: float) -> bool:
         """Readiness: one tiny committed write; False when it cannot start within `timeout_s`."""
+        ...
+
+    def shared_state(self) -> SharedState | None:
+        """The counters every process serving this database must share (store/shared_state.py), or None when one
+        process serves it (DuckDB) and keeps them in its memory. Also what tells the callers that caches of
+        mutable rows (the principal cache) would be stale in another process."""
         ...
 
     def checkpoint(self) -> None:

@@ -33,6 +33,11 @@ class IdempotencyRepository:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
 
+    def hold(self, scope: Scope, key: str) -> bool:
+        """True: one process writes a DuckDB file, its units of work one at a time, and `api.in_flight` answers
+        a second request of a key in progress."""
+        return True
+
     def get(self, scope: Scope, key: str) -> IdempotencyRow | None:
         """The stored request and response of `key`, unless it is older than the retention window."""
         window = _retention[0]

@@ -733,6 +733,10 @@ class IdempotencyRow:
 class IdempotencyStore(Protocol):
     """What the services need of the idempotency rows (DuckDB: store.idempotency.IdempotencyRepository)."""
 
+    def hold(self, scope: Scope, key: str) -> bool:
+        """Take `key` for this unit of work; False when another unit (in any process) holds it now."""
+        ...
+
     def get(self, scope: Scope, key: str) -> IdempotencyRow | None: ...
 
     def add(

@@ -612,3 +612,30 @@ MIGRATIONS.append(
         ],
     )
 )
+
+# What several processes serving one database must share (issue 32, increment 8): the rate limits' counters and
+# the login guard's failures. Only a PostgreSQL-backed service uses them (store/postgres/shared.py); a DuckDB file
+# is served by one process, whose memory holds both (api/rate_limits.py, security/login_guard.py), and has the
+# tables so that both stores keep one schema. UNLOGGED on PostgreSQL: not written to the WAL (one upsert per
+# request), emptied by a crash, which forgets one-minute windows and backoffs that a restart forgot anyway.
+_SHARED_COUNTERS = [
+    # One row per bucket (api/rate_limits.py's key: "org/env", "address/<client_key>", "health/<client_key>") and
+    # fixed one-minute window (its start, epoch seconds); windows before the current one are deleted as it starts.
+    """CREATE {table} rate_counters (
+        bucket VARCHAR NOT NULL, window_start BIGINT NOT NULL, count BIGINT NOT NULL,
+        PRIMARY KEY (bucket, window_start))""",
+    # One row per login guard key ("pair/<email>/<network>", "address/<network>", "account/<email>"): failures
+    # counted and the last one's time (epoch seconds, the processes' wall clock); forgotten an hour after it.
+    """CREATE {table} login_failures (
+        key VARCHAR PRIMARY KEY, failures INTEGER NOT NULL, last_failure_at DOUBLE NOT NULL)""",
+]
+
+MIGRATIONS.append(
+    Migration(
+        27,
+        "rate limits and the login guard shared by the processes serving one database",
+        [],
+        postgres=[statement.format(table="UNLOGGED TABLE") for statement in _SHARED_COUNTERS],
+        duckdb=[statement.format(table="TABLE") for statement in _SHARED_COUNTERS],
+    )
+)

@@ -12,12 +12,12 @@ from rewards_lab.api.routes._binding import Endpoint
 from rewards_lab.contract import developer as d
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.security import sessions
-from rewards_lab.security.login_guard import LoginGuard
+from rewards_lab.security.login_guard import Guard
 
 
 async def login(request: Request) -> Response:
     body = await json_body(request, d.LoginRequest)
-    guard: LoginGuard = request.app.state.login_guard
+    guard: Guard = request.app.state.login_guard
     # The socket peer, or the client a trusted proxy names (`rewards-lab serve --forwarded-allow-ips`).
     address = request.client.host if request.client else "unknown"
     try:

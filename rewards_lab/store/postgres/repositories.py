@@ -18,6 +18,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.events import EventRepository
+from rewards_lab.store.idempotency import IdempotencyRepository
 from rewards_lab.store.interfaces import EventOutcome, LotTaken, NewEvent, NewLot
 from rewards_lab.store.ledger import LedgerRepository, _invariant
 from rewards_lab.store.postgres.claims import PgLotClaims, PgOutboxRepository, PgWebhookRepository
@@ -210,6 +211,25 @@ class PgLotRepository(PgLotClaims):
             )  # fmt: skip
 
 
+# A key's transaction advisory lock: one 64-bit hash of the scope and the key (a collision only makes two keys wait
+# for each other); the separators keep ("a", "bc") and ("ab", "c") apart.
+_HOLD_KEY = "SELECT pg_try_advisory_xact_lock(hashtextextended(%(org)s || '/' || %(env)s || '/' || %(key)s, 0))"
+
+
+class PgIdempotencyRepository(IdempotencyRepository):
+    """Keys unique across processes (plan section 5.4): `hold` takes a transaction advisory lock on the key
+    before `run_write` reads it, so a second request of the key in another process is answered at once
+    (`idempotency_request_in_progress`) rather than waiting on the first's row. Every keyed unit of work takes it
+    before reading the key, so no two can both find it absent and both write; the primary key keeps one row per
+    key (`add` replaces it, as on DuckDB: the store contract's, used for a key past its retention window)."""
+
+    def hold(self, scope: Scope, key: str) -> bool:
+        con = cast(PgConnection, self.con)
+        row = con.execute_native(_HOLD_KEY, {"org": scope.organization_id, "env": scope.environment, "key": key})
+        found = row.fetchone()
+        return bool(found and found[0])
+
+
 class PostgresRepositories(DuckDBRepositories):
     """`store.interfaces.Repositories` on one PostgreSQL connection. No ledger cache (`database=None` for the
     ledger, wallets and assets): another process may write the same balances (plan section 5)."""
@@ -223,3 +243,4 @@ class PostgresRepositories(DuckDBRepositories):
         self.lots = PgLotRepository(duck)
         self.outbox = PgOutboxRepository(duck)
         self.webhooks = PgWebhookRepository(duck)
+        self.idempotency = PgIdempotencyRepository(duck)

@@ -30,6 +30,7 @@ from rewards_lab.store.database import utcnow
 from rewards_lab.store.dialect import render
 from rewards_lab.store.postgres.connection import PgConnection, configure
 from rewards_lab.store.postgres.repositories import PostgresRepositories
+from rewards_lab.store.postgres.shared import PgSharedState
 from rewards_lab.store.schema import steps
 from rewards_lab.store.secret_box import KEY_ENV, SecretBox, configured_key
 
@@ -93,6 +94,7 @@ class PostgresStore:
         self._readers: list[psycopg.Connection[Any]] = []
         self._readers_lock = threading.Lock()
         self._leader: psycopg.Connection[Any] | None = None
+        self._shared = PgSharedState(self)
         key = secret_key if secret_key is not None else configured_key()
         if key is None:
             raise StoreUnavailable(
@@ -183,13 +185,27 @@ class PostgresStore:
             yield PgConnection(conn, self.constraints)
 
     def _reader(self) -> PgConnection:
+        return PgConnection(self.thread_connection(), self.constraints)
+
+    def thread_connection(self) -> psycopg.Connection[Any]:
+        """This thread's autocommit connection, outside the pool (the reads' and the rate counters')."""
         conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
         if conn is None or conn.closed:
             conn = self._connect()
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)
-        return PgConnection(conn, self.constraints)
+        return conn
+
+    @contextmanager
+    def pooled_transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """A transaction on a pooled connection, outside the write lock (the login guard's records)."""
+        with self._pool.connection() as conn, conn.transaction():
+            yield conn
+
+    def shared_state(self) -> PgSharedState:
+        """The rate counters and login failures every process serving this database shares."""
+        return self._shared
 
     @contextmanager
     def unit_of_work(self) -> Iterator[Repositories]:
