@@ -302,14 +302,16 @@ class LiveRuleBook:
         self.meta: dict[str, VersionMeta] = {}
 
     def live_versions(self, event_types: list[str]) -> dict[str, list[str]]:
-        """event type -> ids of the live versions that have a rule for it."""
+        """event type -> ids of the live versions that have a rule for it, or whose tier metric counts it."""
         rows = self.uow.programmes.live_versions(self.scope, event_types)
         self.load([row.id for row in rows])
         by_type: dict[str, list[str]] = defaultdict(list)
         for row in rows:
-            for spec in self.rules[row.id]:
-                if row.id not in by_type[spec.event_type]:
-                    by_type[spec.event_type].append(row.id)
+            tiers = self.meta[row.id].tiers
+            counted = [] if tiers is None else list(tiers.event_types)
+            for event_type in [spec.event_type for spec in self.rules[row.id]] + counted:
+                if row.id not in by_type[event_type]:
+                    by_type[event_type].append(row.id)
         return by_type
 
     def in_window(self, version_ids: list[str], event: PendingEvent) -> list[str]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -322,7 +322,7 @@ class TierBook:
                             add(planned.execution_id, item.original.customer_id, on, -item.target_minor)
             return list(found.values())
         amount = self._event_amount(plan, meta, metric)
-        if amount and plan.customer_id:
+        if amount and plan.customer_id in self.customer_ids:
             add(plan.event.id, plan.customer_id, day, amount)
         return list(found.values())
 
@@ -363,7 +363,7 @@ class TierBook:
         tiers.save(scope, states)
         for program_id, contributions in self.pending.contributions.items():
             tiers.add_contributions(scope, program_id, metric_key(self.programmes[program_id]), contributions)
-        rows = self._change_rows()
+        rows = self._clear_of_stored(self._change_rows())
         tiers.add_changes(scope, rows)
         messages = [(row.id, self._payload(row)) for row in rows if row.kind in NOTIFIED]
         if messages:
@@ -391,22 +391,10 @@ class TierBook:
         )
 
     def _change_rows(self) -> list[TierChangeRow]:
-        """The batch's changes as history rows; two of one customer at the same instant and of the same kind (two
-        events at one time, both upgrading) are one change, from the first's level to the last's (the table
-        keeps one per instant and kind)."""
-        merged: dict[tuple[str, str, datetime, str], tuple[TierChange, str | None, TierState]] = {}
-        for program_id, customer_id, change, event_id, state in self.pending.changes:
-            key = (program_id, customer_id, change.at, change.kind)
-            before = merged.get(key)
-            if before is not None:
-                first = before[0]
-                change = TierChange(
-                    change.kind, change.at, first.from_rank, change.to_rank, change.metric, change.window, change.reason
-                )
-            merged[key] = (change, event_id, state)
-        ids = iter(new_ids("tier_change", len(merged)))
+        """The batch's changes as history rows, in order."""
+        ids = iter(new_ids("tier_change", len(self.pending.changes)))
         rows = []
-        for (program_id, customer_id, _, _), (change, event_id, state) in merged.items():
+        for program_id, customer_id, change, event_id, state in self.pending.changes:
             model, meta = self._model(program_id), self.programmes[program_id]
             window = change.window
             rows.append(
@@ -429,6 +417,26 @@ class TierBook:
                 )
             )
         return rows
+
+    def _clear_of_stored(self, rows: list[TierChangeRow]) -> list[TierChangeRow]:
+        """The history keeps one change per customer, instant and kind: a change at the instant of another (two
+        events at one time, both upgrading, in one batch or two) is written a microsecond later, so the history
+        is the same however the events were batched."""
+        by_programme: dict[str, list[TierChangeRow]] = defaultdict(list)
+        for row in rows:
+            by_programme[row.program_id].append(row)
+        cleared = []
+        for program_id, own in by_programme.items():
+            customers, instants = [row.customer_id for row in own], [row.changed_at for row in own]
+            last = max(instants) + timedelta(seconds=1)  # past any earlier shift (a microsecond per clash)
+            taken = self.uow.tiers.changes_between(self.scope, program_id, customers, min(instants), last)
+            for row in own:
+                at = row.changed_at
+                while (row.customer_id, at, row.kind) in taken:
+                    at += timedelta(microseconds=1)
+                taken.add((row.customer_id, at, row.kind))
+                cleared.append(row if at == row.changed_at else replace(row, changed_at=at))
+        return cleared
 
     def _payload(self, row: TierChangeRow) -> dict[str, Any]:
         """The `tier.changed` webhook's body (plan section 4.4)."""

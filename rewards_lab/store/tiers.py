@@ -207,17 +207,17 @@ class TierRepository:
             found[str(customer_id)][day] = int(amount)
         return dict(found)
 
-    def changes_at(
-        self, scope: Scope, program_id: str, customer_ids: Sequence[str], instants: Sequence[datetime]
+    def changes_between(
+        self, scope: Scope, program_id: str, customer_ids: Sequence[str], first: datetime, last: datetime
     ) -> set[tuple[str, datetime, str]]:
-        """(customer, instant, kind) of the history rows these customers have at these instants (the table keeps
-        one per customer, instant and kind)."""
-        if not customer_ids or not instants:
+        """(customer, instant, kind) of these customers' history rows at instants first..last (both included; the
+        table keeps one per customer, instant and kind)."""
+        if not customer_ids:
             return set()
         rows = self.con.execute(
             f"SELECT customer_id, changed_at, kind FROM tier_changes WHERE {TENANT} AND program_id = ? "
-            "AND customer_id IN (SELECT unnest(?)) AND changed_at IN (SELECT unnest(CAST(? AS TIMESTAMP[])))",
-            [*scope.params, program_id, sorted(set(customer_ids)), sorted(set(instants))],
+            "AND customer_id IN (SELECT unnest(?)) AND changed_at >= ? AND changed_at <= ?",
+            [*scope.params, program_id, sorted(set(customer_ids)), first, last],
         ).fetchall()
         return {(str(row[0]), row[1], str(row[2])) for row in rows}
 

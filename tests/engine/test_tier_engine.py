@@ -6,7 +6,7 @@ history commit together or not at all)."""
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -239,3 +239,131 @@ def test_rules_that_use_tiers_need_tiers_on_v1(world: World) -> None:
     tiered = _programme(world, POINTS_TIERS, rules, asset)
     stored = programmes.get_version(world.db, world.scope, tiered.id, 1).rules
     assert [rule.model_dump(mode="json")["actions"][0].get("multiply") for rule in stored] == ["tier", None]
+
+
+def test_a_beneficiary_is_paid_at_its_own_tier_and_the_reward_counts_for_it(world: World) -> None:
+    referral = {"type": "issue", "amount": {"fixed": "10"}, "multiply": "tier", "beneficiary": {"field": "referrer"}}
+    referred = [{"field": "referrer", "operator": "exists"}]
+    _programme(world, POINTS_TIERS, [{"actions": [MULTIPLIED]}, {"conditions": referred, "actions": [referral]}])
+    referrer, referrer_wallet = _shopper(world, "ref")
+    _, newcomer_wallet = _shopper(world, "new")
+    _submit(world, "r-1", "ref", "100", "2026-03-01T10:00:00Z")  # ref reaches silver (x1.5)
+    event_processing.process_all(world.db)
+    body = {
+        "type": "order.completed",
+        "external_event_id": "n-1",
+        "customer_id": "new",
+        "occurred_at": "2026-03-02T10:00:00Z",
+        "data": {"amount": Decimal("20"), "referrer": "ref"},
+    }
+    event_intake.submit_event(world.db, world.scope, validate(rq.EventCreate, body))
+    event_processing.process_all(world.db)
+    assert _balance(world, newcomer_wallet.id) == "20"  # the newcomer: member, x1
+    assert _balance(world, referrer_wallet.id) == "115"  # 100, then the referral x1.5 (the referrer's tier)
+    days = _rows(world, "SELECT sum(amount_minor) FROM tier_days WHERE customer_id = ?", referrer.id)
+    assert days == [(115,)]
+
+
+def test_a_progress_condition_reads_the_progress_at_entry_within_a_batch(world: World) -> None:
+    nearly = {"conditions": [{"field": "customer.tier_progress", "operator": "gte", "value": 50}]}
+    _programme(
+        world,
+        POINTS_TIERS,
+        [{"actions": [MULTIPLIED]}, {**nearly, "actions": [{"type": "issue", "amount": {"fixed": "1"}}]}],
+    )
+    _, wallet = _shopper(world, "pat")
+    ids = [_submit(world, f"p-{i}", "pat", a, f"2026-03-0{i + 1}T10:00:00Z") for i, a in enumerate(["40", "20", "1"])]
+    report = event_processing.process_all(world.db)
+    assert [_amounts(world, event_id) for event_id in ids] == [[(0, "40")], [(0, "20")], [(0, "1"), (0, "1")]]
+    assert report.rematched == 2  # the progress moved under the later events twice
+    assert _balance(world, wallet.id) == "62"
+
+
+def test_a_sum_metric_counts_events_no_rule_names_and_takes_off_its_less_part(world: World) -> None:
+    """Refunds have no rule, yet count (negatively) toward a `sum` metric; the upgrade waits until the net sum
+    reaches the entry."""
+    tiers = {
+        "metric": {
+            "type": "sum",
+            "event_type": "order.completed",
+            "field": "amount",
+            "decimals": 2,
+            "less": {"event_type": "order.refunded", "field": "amount"},
+        },
+        "window": {"type": "calendar", "period": "month"},
+        "levels": [{"code": "new", "name": "New"}, {"code": "vip", "name": "VIP", "entry": "100", "multiplier": "3"}],
+    }
+    _programme(world, tiers, [{"actions": [{"type": "issue", "amount": {"fixed": "1"}, "multiply": "tier"}]}])
+    customer, wallet = _shopper(world, "sue")
+    _submit(world, "s-1", "sue", "60.509", "2026-03-01T10:00:00Z")  # counts 60.50 (rounded toward zero)
+    refund = {
+        "type": "order.refunded",
+        "external_event_id": "s-r",
+        "customer_id": "sue",
+        "occurred_at": "2026-03-02T10:00:00Z",
+        "data": {"amount": Decimal("20")},
+    }
+    event_intake.submit_event(world.db, world.scope, validate(rq.EventCreate, refund))
+    _submit(world, "s-2", "sue", "50", "2026-03-03T10:00:00Z")  # 90.50: not yet
+    _submit(world, "s-3", "sue", "9.50", "2026-03-04T10:00:00Z")  # 100.00: vip after it
+    _submit(world, "s-4", "sue", "1", "2026-03-05T10:00:00Z")  # paid x3
+    event_processing.process_all(world.db)
+    assert _balance(world, wallet.id) == "6"
+    days = _rows(world, "SELECT day, amount_minor FROM tier_days WHERE customer_id = ? ORDER BY day", customer.id)
+    assert [amount for _, amount in days] == [6050, -2000, 5000, 950, 100]
+    assert _rows(world, "SELECT tier FROM customer_tiers") == [("vip",)]
+
+
+def test_a_refund_takes_its_reward_off_the_original_day(world: World) -> None:
+    reverse = {"event_type": "order.refunded", "actions": [{"type": "reverse", "original": {"field": "order_id"}}]}
+    _programme(world, POINTS_TIERS, [{"actions": [MULTIPLIED]}, reverse])
+    customer, wallet = _shopper(world, "ron")
+    _submit(world, "order-1", "ron", "90", "2026-03-01T10:00:00Z")
+    event_processing.process_all(world.db)
+    body = {
+        "type": "order.refunded",
+        "external_event_id": "refund-1",
+        "customer_id": "ron",
+        "occurred_at": "2026-03-05T10:00:00Z",
+        "data": {"order_id": "order-1"},
+    }
+    event_intake.submit_event(world.db, world.scope, validate(rq.EventCreate, body))
+    _submit(world, "order-2", "ron", "20", "2026-03-06T10:00:00Z")  # 20 after the refund: 20 in all, no upgrade
+    event_processing.process_all(world.db)
+    days = _rows(world, "SELECT day, amount_minor FROM tier_days WHERE customer_id = ? ORDER BY day", customer.id)
+    assert days == [(date(2026, 3, 1), 0), (date(2026, 3, 6), 20)]
+    assert _rows(world, "SELECT tier FROM customer_tiers") == [("member",)] and _balance(world, wallet.id) == "20"
+
+
+def test_a_review_due_before_an_event_applies_at_its_entry(world: World) -> None:
+    """Rolling 10 days: silver on day 1 is kept at the review of day 11 (days 1-10 hold 100), lost at the review
+    of day 21 (days 11-20 hold nothing); an event on day 22 finds the customer at member and is paid x1."""
+    tiers = {**POINTS_TIERS, "window": {"type": "rolling", "days": 10}}
+    _programme(world, tiers, [{"actions": [MULTIPLIED]}])
+    customer, wallet = _shopper(world, "rex")
+    _submit(world, "x-1", "rex", "100", "2026-03-01T10:00:00Z")
+    _submit(world, "x-2", "rex", "10", "2026-03-22T10:00:00Z")
+    event_processing.process_all(world.db)
+    assert _balance(world, wallet.id) == "110"
+    changes = _rows(world, "SELECT kind, to_tier, changed_at FROM tier_changes ORDER BY changed_at")
+    assert changes == [
+        ("upgraded", "silver", datetime(2026, 3, 1, 10)),
+        ("retained", "silver", datetime(2026, 3, 11)),
+        ("downgraded", "member", datetime(2026, 3, 21)),
+    ]
+    assert _rows(world, "SELECT tier, review_at FROM customer_tiers WHERE customer_id = ?", customer.id) == [
+        ("member", None)
+    ]
+    assert len(_rows(world, "SELECT id FROM outbox WHERE kind = 'tier.changed'")) == 2  # up, then down
+
+
+@pytest.mark.parametrize("batch_size", [1000, 1])
+def test_two_upgrades_at_one_instant_are_both_in_the_history(world: World, batch_size: int) -> None:
+    _programme(world, POINTS_TIERS, [{"actions": [MULTIPLIED]}])
+    _shopper(world, "twin")
+    _submit(world, "t-1", "twin", "100")
+    _submit(world, "t-2", "twin", "200")  # the same instant: silver then gold
+    event_processing.process_all(world.db, batch_size)
+    changes = _rows(world, "SELECT from_tier, to_tier, changed_at FROM tier_changes ORDER BY changed_at")
+    moment = datetime(2026, 3, 1, 10)
+    assert changes == [("member", "silver", moment), ("silver", "gold", moment + timedelta(microseconds=1))]
