@@ -235,7 +235,7 @@ def test_rules_that_use_tiers_need_tiers_on_v1(world: World) -> None:
     with pytest.raises(ServiceError) as caught:
         programmes.create_rule(world.db, world.scope, validate(rq.RuleCreate, body))
     assert (caught.value.code, caught.value.details["field"]) == ("field_invalid", "actions[0].multiply")
-    rules = [{"actions": [MULTIPLIED]}, {"conditions": GOLD, "actions": [GOLD_BONUS]}]
+    rules: list[dict[str, Any]] = [{"actions": [MULTIPLIED]}, {"conditions": GOLD, "actions": [GOLD_BONUS]}]
     tiered = _programme(world, POINTS_TIERS, rules, asset)
     stored = programmes.get_version(world.db, world.scope, tiered.id, 1).rules
     assert [rule.model_dump(mode="json")["actions"][0].get("multiply") for rule in stored] == ["tier", None]
