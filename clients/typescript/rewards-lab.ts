@@ -137,6 +137,7 @@ export interface Action {
   asset_id?: string | null;
   amount: FixedAmount | PerRateAmount;
   beneficiary?: Beneficiary | null;
+  multiply?: "tier" | null;
 }
 
 export interface ActionOutcome {

@@ -217,6 +217,7 @@ REFUSED_BEYOND_SCHEMA: dict[str, tuple[str, ...]] = {
         "conditions[]*",
         "actions[].amount.rate",
         "actions[].fraction",  # a constant fraction: at most 6 decimal places
+        "actions[].multiply",  # `tier`: only in a programme that has tiers (stored state)
         "attributes",  # a customer's attributes: their stored size, and their count after a PATCH's merge
         "attributes.*",  # an attribute number's decimal places and significant digits (contract/attributes.py)
         "Authorization",  # POST /auth/logout ends a session, and is refused to an API key

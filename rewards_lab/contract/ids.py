@@ -42,6 +42,7 @@ PREFIXES: dict[str, str] = {
     "request": "req",
     "conversation": "cnv",
     "message": "msg",
+    "tier_change": "tch",
 }
 
 _RANDOM_BITS = 80

@@ -30,7 +30,6 @@ from pydantic import (
     WithJsonSchema,
     model_validator,
 )
-from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import PydanticCustomError
 
 from rewards_lab.contract.condition_values import MAX_CONDITION_LIST as MAX_CONDITION_LIST
@@ -252,9 +251,9 @@ class Action(RequestModel):
     amount: Amount
     # the event's customer when absent (and then not written: the rule reads as it did before beneficiaries)
     beneficiary: Beneficiary | None = Field(default=None, exclude_if=lambda value: value is None)
-    # Not in the OpenAPI document yet: /v1 refuses it (no programme has tiers there until the tier storage and
-    # engine land, reports/i33-tiers-plan.md T2/T3); programme files take it.
-    multiply: SkipJsonSchema[Multiply | None] = Field(default=None, exclude_if=lambda value: value is None)
+    # `"tier"`: multiplied by the recipient's tier multiplier (issue 33); only in a programme with tiers. Not written
+    # when absent, so a rule without it reads and fingerprints as before.
+    multiply: Multiply | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 def _priority(value: object) -> object:

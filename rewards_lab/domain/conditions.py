@@ -64,12 +64,22 @@ class CustomerFacts:
     tier: TierFacts | None = None
 
 
+Multipliers = Callable[[Any], Decimal]  # a recipient (None: the event's customer, else a beneficiary's reference)
+# -> its tier multiplier in the rule's programme
+
+
 @dataclass(frozen=True, slots=True)
 class EventFacts:
-    """What a rule may read beyond the event data: its time (aware) and its customer."""
+    """What a rule may read beyond the event data: its time (aware) and its customer; and, for actions that multiply
+    by tier (issue 33), each recipient's multiplier (None: the engine knows no tiers, and such an action is
+    refused rather than paid unmultiplied)."""
 
     occurred_at: datetime | None = None
     customer: CustomerFacts | None = None
+    multipliers: Multipliers | None = field(default=None, compare=False)
+
+    def multiplier(self, recipient: Any) -> Decimal | None:
+        return None if self.multipliers is None else self.multipliers(recipient)
 
 
 NO_FACTS = EventFacts()

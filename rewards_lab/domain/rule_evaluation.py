@@ -199,25 +199,33 @@ def _match(rules: Sequence[RuleSpec], events: Sequence[Event], facts: Sequence[E
             stopped.setdefault(event_type, set()).update(rows)
         names = rule.fields()
         read_columns = [(name, column(event_type, name, timezone)) for name in names]
-        valued = [(i, a, column(event_type, str(a.per), timezone)) for i, a in enumerate(rule.actions) if a.per]
-        to = {
-            i: column(event_type, a.reference_field, timezone) for i, a in enumerate(rule.actions) if a.reference_field
-        }
+        actions = rule.actions
+        valued = [(i, a, column(event_type, str(a.per), timezone)) for i, a in enumerate(actions) if a.per]
+        to = {i: column(event_type, a.reference_field, timezone) for i, a in enumerate(actions) if a.reference_field}
         fixed = {
-            i: a.outcome(i, None) for i, a in enumerate(rule.actions) if a.fixed_minor is not None and not a.beneficiary
+            i: a.outcome(i, None)
+            for i, a in enumerate(actions)
+            if a.fixed_minor is not None and not a.beneficiary and not a.multiply
         }
-        known: list[dict[Decimal, ActionOutcome]] = [{} for _ in rule.actions]
+        known: list[dict[Decimal, ActionOutcome]] = [{} for _ in actions]
         group = groups[event_type]
         for p in rows:
             outcomes = dict(fixed)
             for i, action, cells in valued:
-                outcomes[i] = _once_per_number(i, action, number_of(cells[p]), known[i], to[i][p] if i in to else None)
-            for i, action in enumerate(rule.actions):
-                if i not in outcomes:  # a fixed amount with a beneficiary
-                    outcomes[i] = action.outcome(i, None, to[i][p])
+                reference = to[i][p] if i in to else None
+                if action.multiply:  # the recipient's multiplier differs from event to event
+                    times = facts[group[p]].multiplier(reference)
+                    outcomes[i] = action.outcome(i, number_of(cells[p]), reference, times)
+                else:
+                    outcomes[i] = _once_per_number(i, action, number_of(cells[p]), known[i], reference)
+            for i, action in enumerate(actions):
+                if i not in outcomes:  # a fixed amount with a beneficiary, or multiplied
+                    reference = to[i][p] if i in to else None
+                    times = facts[group[p]].multiplier(reference) if action.multiply else None
+                    outcomes[i] = action.outcome(i, None, reference, times)
             inputs = {name: recorded(cells[p]) for name, cells in read_columns}
-            actions = tuple(outcomes[i] for i in range(len(rule.actions)))
-            matches[group[p]].append(RuleMatch(rule.rule_id, inputs, actions))
+            found = tuple(outcomes[i] for i in range(len(actions)))
+            matches[group[p]].append(RuleMatch(rule.rule_id, inputs, found))
     return matches
 
 
@@ -338,7 +346,8 @@ def _explain_action(
     if action.per is not None:
         value = read(data, action.per, facts, timezone)
         inputs = {action.per: recorded(value), **inputs}
-    outcome = action.outcome(index, number_of(value), reference)
+    times = facts.multiplier(reference if action.beneficiary else None) if action.multiply else None
+    outcome = action.outcome(index, number_of(value), reference, times)
     reason = action.entry.reason(action, outcome, value, reference)
     return _action_verdict(index, action, outcome, reason, inputs)
 

@@ -223,6 +223,12 @@ class Tiers:
     def metric_type(self) -> str:
         return str(self.metric["type"])
 
+    @property
+    def event_types(self) -> tuple[str, ...]:
+        """The event types a `sum`/`count` metric counts (its `less` part's too); none for `points`."""
+        parts = [self.metric, self.metric.get("less")]
+        return tuple(str(part["event_type"]) for part in parts if isinstance(part, Mapping) and "event_type" in part)
+
     def metric_decimals(self, asset_decimals: int) -> int:
         """The places of the metric's units: the asset's for `points`, the metric's for `sum`, none for `count`."""
         if self.metric_type == "points":

@@ -21,6 +21,7 @@ from rewards_lab.engine.reversals import Reverser
 from rewards_lab.engine.rule_book import (
     LiveRuleBook,
 )
+from rewards_lab.engine.tier_book import TierBook
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import (
     PendingEvent,
@@ -84,13 +85,17 @@ def decide_in_order(
     plans: list[EventPlan],
     originals: dict[str, StoredEvent],
     transaction_ids: Iterator[str],
+    tiers: TierBook | None = None,
 ) -> int:
     """In processing order: cut rewards to what their caps and budgets allow (`domain.limits`: a reward cut to
     nothing posts nothing, one the ledger will refuse gives its grant straight back, `service.ledger_probe`), and
     plan what reverse actions take back (`service.reward_reversals`). What a reversal gives back to the counters is
     what the wallets give: at once when the wallet surely gives the whole target, else once posted; the plans
     decided then stop before the first event with a reward checked against a counter such a reversal here gives
-    back to (it is decided after the reversal is posted). Returns how many plans were decided (at least one)."""
+    back to (it is decided after the reversal is posted). With `tiers` (issue 33), each decided plan's contributions
+    and upgrades are recorded in order, and the plans decided stop before the first whose tiers have moved since it
+    was matched (`TierBook.changed_under`: it is matched again). Returns how many plans were decided (at least one,
+    but for such a first plan: none)."""
     rule_caps = {(v, spec.rule_id): spec.limits for v, specs in book.rules.items() for spec in specs}
     checks_of: dict[tuple[int, int], list[CapCheck]] = {}
     reversing: list[str] = []
@@ -106,7 +111,7 @@ def decide_in_order(
             at_us = plan.event.event_time_us
             checks = checks_for(meta.program_id, planned.rule_id, customer, at_us, meta.timezone, caps, meta.caps)
             checks_of[(number, index)] = checks
-    if not checks_of and not reversing:
+    if not checks_of and not reversing and tiers is None:
         return len(plans)
     reverser = Reverser(uow, scope, {k: v for k, v in originals.items() if k in reversing}) if reversing else None
     keys: list[Sequence[str]] = [check.key for checks in checks_of.values() for check in checks]
@@ -114,7 +119,7 @@ def decide_in_order(
         keys += list(reverser.usage_keys(reversing))
     limits = LimitBook(uow, scope, keys) if keys else None
     ledger = None  # what the ledger will refuse, decided in the same order: a refused reward counts nowhere
-    if checks_of:
+    if checks_of or tiers is not None:
         ledger = LedgerProbe(uow, scope, [p.request for plan in plans for p in plan.planned if p.request])
     giving: set[tuple[str, str, str, str]] = set()  # counters the reversals planned so far give back to
     decided = len(plans)
@@ -124,6 +129,10 @@ def decide_in_order(
         ):
             decided = number
             break
+        if tiers is not None and tiers.changed_under(plan):
+            decided = number
+            break
+        refused: set[str] = set()  # the transactions of this plan the ledger will refuse
         for index, planned in enumerate(plan.planned):
             call = planned.action.reversal
             if call is not None and reverser is not None:
@@ -149,9 +158,12 @@ def decide_in_order(
                 request = planned.request._replace(amount_minor=grant.amount_minor) if grant.amount_minor else None
                 if request is not None and ledger is not None and not ledger.accepts(request):
                     grant = limits.refused(grant)
+                    refused.add(request.transaction_id)
                 plan.planned[index] = replace(planned, request=request, grant=grant)
-            elif planned.request is not None and ledger is not None:
-                ledger.accepts(planned.request)
+            elif planned.request is not None and ledger is not None and not ledger.accepts(planned.request):
+                refused.add(planned.request.transaction_id)
+        if tiers is not None:
+            tiers.record(plan, refused)
     if limits is not None:
         limits.save()
     if reverser is not None:

@@ -35,6 +35,7 @@ class ProcessReport:
     refused: int = 0
     reversed: int = 0  # reverse actions that took back rewards
     waiting: int = 0  # refunds set to wait for their original
+    rematched: int = 0  # times the rest of a segment was matched again because a tier moved under it (issue 33)
 
     def add(self, other: ProcessReport) -> None:
         self.processed += other.processed
@@ -43,6 +44,7 @@ class ProcessReport:
         self.refused += other.refused
         self.reversed += other.reversed
         self.waiting += other.waiting
+        self.rematched += other.rematched
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from rewards_lab.engine.rule_book import (
     VersionMeta,
 )
 from rewards_lab.engine.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
+from rewards_lab.engine.tier_book import TierBook, multiplies, reads_progress, reads_tiers
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import (
     CustomerRow,
@@ -42,25 +43,30 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def match_rules(
-    uow: Repositories, scope: Scope, book: LiveRuleBook, plans: list[EventPlan], customers: dict[str, CustomerRow]
+    uow: Repositories,
+    scope: Scope,
+    book: LiveRuleBook,
+    plans: list[EventPlan],
+    customers: dict[str, CustomerRow],
+    tiers: TierBook | None = None,
 ) -> list[list[tuple[str, RuleMatch]]]:
     """Per plan, (version id, match) for every rule that matched its event, in the order of its versions, then
     of their rules: each version's rules are evaluated once, column-wise, over all the events evaluated against
-    that version."""
+    that version. With `tiers`, rules read (and multiplied actions use) the tiers the book holds now."""
     by_version: dict[str, list[int]] = {}
     for index, plan in enumerate(plans):
         for version_id in plan.versions:
             by_version.setdefault(version_id, []).append(index)
     data: dict[int, Any] = {}
     found: dict[tuple[int, str], list[RuleMatch]] = {}
-    facts = FactsReader(uow, scope, customers)
+    facts = FactsReader(uow, scope, customers, tiers)
     for version_id, indices in by_version.items():
         for index in indices:
             if index not in data:
                 data[index] = plans[index].event.data_value()
         batch = [(plans[index].event.type, data[index]) for index in indices]
         rules = book.rules[version_id]
-        known = facts.of(rules, [plans[index].event for index in indices])
+        known = facts.of(rules, [plans[index].event for index in indices], book.meta[version_id])
         results = evaluate(rules, batch) if known is None else evaluate(rules, batch, facts=known)
         for index, matches in zip(indices, results, strict=True):
             found[(index, version_id)] = matches
@@ -72,22 +78,36 @@ def match_rules(
 
 class FactsReader:
     """What rules read beyond the data (`service.rule_facts`), built only for versions whose rules read it: the
-    event's time, and its customer's attributes, country and (derived once per batch) segments."""
+    event's time, and its customer's attributes, country, (derived once per batch) segments and tier; and the
+    recipients' tier multipliers for versions whose actions multiply (`engine.tier_book`)."""
 
-    def __init__(self, uow: Repositories, scope: Scope, customers: dict[str, CustomerRow]) -> None:
-        self.uow, self.scope, self.customers = uow, scope, customers
+    def __init__(
+        self, uow: Repositories, scope: Scope, customers: dict[str, CustomerRow], tiers: TierBook | None = None
+    ) -> None:
+        self.uow, self.scope, self.customers, self.tiers = uow, scope, customers, tiers
         self.segments: dict[str, tuple[str, ...]] | None = None
 
-    def of(self, rules: list[RuleSpec], events: list[PendingEvent]) -> list[EventFacts] | None:
+    def of(
+        self, rules: list[RuleSpec], events: list[PendingEvent], meta: VersionMeta | None = None
+    ) -> list[EventFacts] | None:
         time, customer = any(r.reads("time") for r in rules), reads_customer(rules)
-        if not time and not customer:
+        tiers = self.tiers if meta is not None and meta.tier_model is not None else None
+        tier, multiplied = tiers is not None and reads_tiers(rules), tiers is not None and multiplies(rules)
+        if not time and not customer and not multiplied:
             return None
+        with_progress = tier and reads_progress(rules)
         segments = self._segments() if reads_segments(rules) else {}
         result = []
         for event in events:
-            row = self.customers.get(event.customer_id) if customer else None
-            about = customer_facts(row, segments.get(row.id, ())) if row is not None else None
-            result.append(EventFacts(event_time(event) if time else None, about))
+            row = self.customers.get(event.customer_id)
+            about = customer_facts(row, segments.get(row.id, ())) if row is not None and customer else None
+            multipliers = None
+            if tiers is not None and meta is not None:
+                if about is not None and row is not None and tier:
+                    about = replace(about, tier=tiers.tier_of(meta, event, row.id, with_progress=with_progress))
+                if multiplied:
+                    multipliers = tiers.multipliers(meta, event, None if row is None else row.id)
+            result.append(EventFacts(event_time(event) if time else None, about, multipliers))
         return result
 
     def _segments(self) -> dict[str, tuple[str, ...]]:

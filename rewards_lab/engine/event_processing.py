@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import chain, count
 
 from rewards_lab import presenters
@@ -24,10 +26,13 @@ from rewards_lab.contract.event_age import EVENT_TOO_OLD
 from rewards_lab.contract.ids import new_id, new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.domain.processing_order import segments
+from rewards_lab.domain.rule_evaluation import RuleMatch
 from rewards_lab.engine.batch_order import decide_in_order, order_refunds, with_waiting_refunds
 from rewards_lab.engine.batch_plan import (
     EventPlan,
+    ExecutionKey,
     ProcessReport,
+    Recipient,
 )
 from rewards_lab.engine.event_matching import (
     match_rules,
@@ -39,11 +44,14 @@ from rewards_lab.engine.reward_issuing import issue_planned
 from rewards_lab.engine.rule_book import (
     LiveRuleBook,
 )
+from rewards_lab.engine.tier_book import TierBook
 from rewards_lab.store.api import Store, reader, unit_of_work
 from rewards_lab.store.interfaces import (
+    CustomerRow,
     EventOutcome,
     PendingEvent,
     Repositories,
+    WalletRow,
 )
 
 log = logging.getLogger(__name__)
@@ -85,7 +93,10 @@ def _process_scope(
         if e.status in ("issued", "limited", "reversed")
     }
     existing_ids = {(e.event_id, e.version_id, e.rule_id, e.action_index): e.id for e in previous}
-    matches = match_rules(uow, scope, book, plans, customers)
+    tiers = TierBook.for_batch(uow, scope, book, plans)  # None unless a version of the batch has tiers
+    if tiers is not None:
+        tiers.preload(row.id for row in customers.values())
+    matches = match_rules(uow, scope, book, plans, customers, tiers)
     report = ProcessReport()
     plans, matches, originals = order_refunds(uow, scope, plans, matches, report)
     at_most = sum(
@@ -94,15 +105,62 @@ def _process_scope(
         for _, match in m
         for a in match.actions
     )
-    execution_ids = iter(new_ids("execution", at_most))  # one call each for the batch; ids not needed are dropped
+    # One call each for the batch (ids not needed are dropped); more one by one if events are matched again.
+    execution_ids = chain(new_ids("execution", at_most), (new_id("execution") for _ in count()))
     transaction_ids = chain(new_ids("transaction", at_most), (new_id("transaction") for _ in count()))
     recipients = resolve_recipients(uow, scope, matches)
+    planning = _Planning(book, customers, wallets, issued_keys, existing_ids, execution_ids, transaction_ids)
     for plan, matched in zip(plans, matches, strict=True):
-        customer = customers.get(plan.event.customer_id)
-        wallet = wallets.get(customer.id) if customer else None
+        planning.plan(plan, matched, recipients)
+    external_ids = [plan.event.external_event_id for plan in plans]
+    references = [plan.references for plan in plans]
+    for part in segments(range(len(plans)), external_ids, references):
+        segment = [plans[index] for index in part]
+        while segment:  # a reward after a reversal it could get room from waits for that reversal's posting
+            decided = decide_in_order(uow, scope, book, segment, originals, transaction_ids, tiers)
+            if decided:
+                report.add(issue_planned(uow, scope, segment[:decided]))
+            segment = segment[decided:]
+            if segment and tiers is not None and tiers.changed_under(segment[0]):
+                _match_again(uow, scope, book, segment, customers, tiers, planning)
+    if tiers is not None:
+        tiers.save()
+        report.rematched += tiers.rematches
+        if uow.database is not None:
+            fault = getattr(uow.database, "fault", None)
+            if fault is not None:
+                fault("after_tiers")
+    return report
+
+
+@dataclass(slots=True)
+class _Planning:
+    """What planning an event's matches needs, kept for events matched again (fresh ids from the same iterators)."""
+
+    book: LiveRuleBook
+    customers: dict[str, CustomerRow]
+    wallets: dict[str, WalletRow]
+    issued_keys: set[ExecutionKey]
+    existing_ids: dict[ExecutionKey, str]
+    execution_ids: Iterator[str]
+    transaction_ids: Iterator[str]
+
+    def plan(self, plan: EventPlan, matched: list[tuple[str, RuleMatch]], recipients: dict[str, Recipient]) -> None:
+        customer = self.customers.get(plan.event.customer_id)
+        wallet = self.wallets.get(customer.id) if customer else None
         plan.customer_id = customer.id if customer else plan.event.customer_id
         plan.wallet_id = wallet.id if wallet else None
-        plan_event(plan, book, matched, recipients, issued_keys, existing_ids, execution_ids, transaction_ids)
+        plan.planned, plan.blocker = [], None
+        plan_event(
+            plan,
+            self.book,
+            matched,
+            recipients,
+            self.issued_keys,
+            self.existing_ids,
+            self.execution_ids,
+            self.transaction_ids,
+        )
         own = [  # to the event's customer (an event too old issues nothing: no wallet is needed)
             p
             for p in plan.planned
@@ -114,15 +172,24 @@ def _process_scope(
             plan.blocker = ServiceError(
                 "wallet_not_found", "the customer has no wallet to receive the reward", customer_id=plan.customer_id
             )
-    external_ids = [plan.event.external_event_id for plan in plans]
-    references = [plan.references for plan in plans]
-    for part in segments(range(len(plans)), external_ids, references):
-        segment = [plans[index] for index in part]
-        while segment:  # a reward after a reversal it could get room from waits for that reversal's posting
-            decided = decide_in_order(uow, scope, book, segment, originals, transaction_ids)
-            report.add(issue_planned(uow, scope, segment[:decided]))
-            segment = segment[decided:]
-    return report
+
+
+def _match_again(
+    uow: Repositories,
+    scope: Scope,
+    book: LiveRuleBook,
+    segment: list[EventPlan],
+    customers: dict[str, CustomerRow],
+    tiers: TierBook,
+    planning: _Planning,
+) -> None:
+    """Match and plan the rest of a segment again with the tiers as they are now (an earlier event of the batch
+    moved a tier one of them was matched with); their order and references stay (plan section 4.2)."""
+    tiers.forget(segment)
+    matches = match_rules(uow, scope, book, segment, customers, tiers)
+    recipients = resolve_recipients(uow, scope, matches)
+    for plan, matched in zip(segment, matches, strict=True):
+        planning.plan(plan, matched, recipients)
 
 
 def _by_scope(events: list[PendingEvent]) -> dict[Scope, list[PendingEvent]]:

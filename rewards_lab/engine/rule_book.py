@@ -28,6 +28,8 @@ from rewards_lab.domain.expiry import ExpiryPolicy
 from rewards_lab.domain.limits import Cap, Limit
 from rewards_lab.domain.rules import RuleSpec, compile_rule
 from rewards_lab.domain.schedule import epoch_us, within_window
+from rewards_lab.domain.settings import Tiers
+from rewards_lab.domain.tiers import TierModel, tier_model
 from rewards_lab.engine.postings import asset_row
 from rewards_lab.store.interfaces import (
     PendingEvent,
@@ -277,6 +279,8 @@ class VersionMeta:
     clawback: str = "available"
     expiry: ExpiryPolicy | None = None  # when its rewards expire (None: as the asset's points do)
     max_event_age_days: int | None = None  # how long before its receipt an event may have occurred (None: any)
+    tiers: Tiers | None = None  # its tiers (issue 33; None: none)
+    tier_model: TierModel | None = None  # the same, as `domain.tiers` applies them (thresholds in minor units)
 
 
 Compiled = tuple[VersionMeta, list[RuleSpec]]
@@ -298,14 +302,16 @@ class LiveRuleBook:
         self.meta: dict[str, VersionMeta] = {}
 
     def live_versions(self, event_types: list[str]) -> dict[str, list[str]]:
-        """event type -> ids of the live versions that have a rule for it."""
+        """event type -> ids of the live versions that have a rule for it, or whose tier metric counts it."""
         rows = self.uow.programmes.live_versions(self.scope, event_types)
         self.load([row.id for row in rows])
         by_type: dict[str, list[str]] = defaultdict(list)
         for row in rows:
-            for spec in self.rules[row.id]:
-                if row.id not in by_type[spec.event_type]:
-                    by_type[spec.event_type].append(row.id)
+            tiers = self.meta[row.id].tiers
+            counted = [] if tiers is None else list(tiers.event_types)
+            for event_type in [spec.event_type for spec in self.rules[row.id]] + counted:
+                if row.id not in by_type[event_type]:
+                    by_type[event_type].append(row.id)
         return by_type
 
     def in_window(self, version_ids: list[str], event: PendingEvent) -> list[str]:
@@ -334,8 +340,10 @@ class LiveRuleBook:
             assert version.number is not None, "the worker evaluates published versions only"
             spending = version.spending  # decoded by the store as it read the row
             caps: tuple[Cap, ...] = ()
+            decimals = int(asset_row(self.uow, self.scope, programme.asset_id).decimals)
             if spending.capped:
-                caps = spending.caps(int(asset_row(self.uow, self.scope, programme.asset_id).decimals))
+                caps = spending.caps(decimals)
+            tiers = version.tiers
             meta = VersionMeta(
                 version_id,
                 version.program_id,
@@ -349,6 +357,8 @@ class LiveRuleBook:
                 spending.clawback,
                 spending.expiry,
                 spending.max_event_age_days,
+                tiers,
+                None if tiers is None else tier_model(tiers, decimals, version.timezone),
             )
             own = [row for row in rows if row.version_id == version_id]
             self.meta[version_id] = meta

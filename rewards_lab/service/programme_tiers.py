@@ -1,10 +1,9 @@
 """A draft's tiers (issue 33, T2): stored and versioned with the programme, measured against the version's size
-limit, and what /v1 refuses until the live engine applies them.
+limit, and the rules that may use them.
 
-Tiers are frozen per version like guards (`programme_versions.tiers`). Until the live engine keeps tier state and
-multiplies (T3), a programme may hold tiers, but no rule on /v1 may use them: such a rule would be stored and then
-run unmultiplied, or never match. Removing tiers from a draft whose rules use them is refused too (such rules come
-only from the store, e.g. a version written before this refusal was lifted, but the draft must stay consistent).
+Tiers are frozen per version like guards (`programme_versions.tiers`). A rule may read `customer.tier*` or multiply
+by tier only in a programme with tiers (the live engine applies them since T3). Removing tiers from a draft whose
+rules use them is refused, so the draft stays consistent.
 """
 
 from __future__ import annotations
@@ -40,15 +39,13 @@ def tier_bytes(tiers: Tiers | None) -> int:
     return 0 if tiers is None else tiers_definition_bytes(tiers.as_json())
 
 
-def refuse_tier_rules(
+def check_tier_rules(
     conditions: Sequence[Any], actions: Sequence[Any], stop_processing: bool, *, has_tiers: bool
 ) -> None:
-    """A rule that uses tiers: refused without them (naming the element, `contract.tier_requests`), and refused
-    with them too until the live engine applies tiers (issue 33, T3), naming the first use."""
+    """A rule that uses tiers (reads `customer.tier*` or multiplies) needs the programme to have tiers; a
+    `customer.tier_progress` condition must be a top-level one of a rule without `stop_processing`
+    (`contract.tier_requests.check_rule_tiers`, naming the element). The live engine applies them (issue 33, T3)."""
     tq.check_rule_tiers(conditions, actions, stop_processing, has_tiers=has_tiers)
-    for where, what in tq.rule_tier_uses(conditions, actions):
-        message = f"the rule {what}; tiers are stored but not yet applied to rewards, so no rule may use them yet"
-        raise ServiceError("field_invalid", message, field=where)
 
 
 def check_tiers_removable(uow: Repositories, scope: Scope, draft_id: str) -> None:

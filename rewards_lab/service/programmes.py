@@ -34,7 +34,7 @@ from rewards_lab.service.programme_drafts import PreparedDraft, check_draft, ref
 from rewards_lab.service.programme_forecast import Forecast, fingerprint, guarded_forecast, table_details
 from rewards_lab.service.programme_guards import record_override, require_override
 from rewards_lab.service.programme_spending import budget_consumption, checked_limits, checked_spending
-from rewards_lab.service.programme_tiers import checked_tiers, refuse_tier_rules, tier_bytes
+from rewards_lab.service.programme_tiers import check_tier_rules, checked_tiers, tier_bytes
 from rewards_lab.service.settings_requests import guards_of, limits_of, spending_of
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.api import Store, reader, snapshot
@@ -142,7 +142,7 @@ def _rule_body(
     uses tiers (`multiply`, `customer.tier*` conditions) is refused, with or without the programme's tiers, until
     the live engine applies them (issue 33, T3): accepting it now would store a rule that the engine reads as
     untiered (`service.programme_tiers`)."""
-    refuse_tier_rules(conditions, actions, stop_processing, has_tiers=programme.tiers is not None)
+    check_tier_rules(conditions, actions, stop_processing, has_tiers=programme.tiers is not None)
     stored_actions = []
     for index, action in enumerate(actions):
         if isinstance(action, ReverseAction):  # takes back in the assets the original was issued in

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.pagination import PageRequest
@@ -24,6 +24,9 @@ from rewards_lab.domain.posting_policy import LedgerState
 from rewards_lab.domain.records import ReversalRecord
 from rewards_lab.domain.settings import NO_SPENDING, Guard, GuardOverride, Spending, Tiers
 from rewards_lab.store.queries import RowPage
+
+if TYPE_CHECKING:  # the tier repository is its own module (store/tiers.py: rows and statements together)
+    from rewards_lab.store.tiers import TierRepository
 
 # organizations --------------------------------------------------------------------------------------------------------
 
@@ -1421,3 +1424,5 @@ class Repositories(Protocol):
     def lots(self) -> LotStore: ...
     @property
     def conversations(self) -> ConversationStore: ...
+    @property
+    def tiers(self) -> TierRepository: ...

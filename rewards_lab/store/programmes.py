@@ -248,7 +248,8 @@ class ProgrammeRepository:
 
     def live_versions(self, scope: Scope, event_types: list[str] | None = None) -> list[LiveVersion]:
         """The latest published version of every ACTIVE programme (optionally only those with a rule for a
-        type): an inactive programme rewards nothing."""
+        type, or with tiers, whose metric may count a type no rule names): an inactive programme rewards
+        nothing."""
         sql = (
             "SELECT v.id, v.program_id, v.number, p.asset_id FROM programmes p JOIN programme_versions v "
             "ON v.program_id = p.id AND v.number = p.current_version "
@@ -256,7 +257,10 @@ class ProgrammeRepository:
         )
         params: list[Any] = list(scope.params)
         if event_types is not None:
-            sql += "AND EXISTS (SELECT 1 FROM rules r WHERE r.version_id = v.id AND r.event_type IN (SELECT unnest(?)))"
+            sql += (
+                "AND (v.tiers IS NOT NULL OR EXISTS "
+                "(SELECT 1 FROM rules r WHERE r.version_id = v.id AND r.event_type IN (SELECT unnest(?))))"
+            )
             params.append(event_types)
         return fetch_all_as(self.con, LiveVersion, sql + " ORDER BY p.id", params)
 

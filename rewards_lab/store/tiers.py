@@ -5,7 +5,8 @@ work (issue 33, T3), so a rolled-back batch writes nothing.
 Contributions are keyed by their source (an execution for `points`, an event for `sum`/`count`) and customer: one
 added again is skipped, so a retried batch counts nothing twice. `tier_days` holds what the windows read. Tier
 state belongs to the programme (`program_id`), across its versions; counts belong to a metric (`metric_key`, the
-metric's fingerprint), so a changed metric starts afresh. Not yet in `Repositories`: the engine (T3) wires it.
+metric's fingerprint), so a changed metric starts afresh. `Repositories.tiers`; the event worker's `engine.tier_book`
+reads and writes it.
 """
 
 from __future__ import annotations
@@ -189,6 +190,36 @@ class TierRepository:
             [*scope.params, program_id, metric_key, list(customer_ids), first_day, last_day],
         ).fetchall()
         return {str(row[0]): int(row[1]) for row in rows}
+
+    def days(
+        self, scope: Scope, program_id: str, metric_key: str, customer_ids: Sequence[str]
+    ) -> dict[str, dict[date, int]]:
+        """Each customer's metric per local day (the days with a count)."""
+        if not customer_ids:
+            return {}
+        rows = self.con.execute(
+            f"SELECT customer_id, day, amount_minor FROM tier_days WHERE {TENANT} AND program_id = ? "
+            "AND metric_key = ? AND customer_id IN (SELECT unnest(?))",
+            [*scope.params, program_id, metric_key, list(customer_ids)],
+        ).fetchall()
+        found: dict[str, dict[date, int]] = defaultdict(dict)
+        for customer_id, day, amount in rows:
+            found[str(customer_id)][day] = int(amount)
+        return dict(found)
+
+    def changes_between(
+        self, scope: Scope, program_id: str, customer_ids: Sequence[str], first: datetime, last: datetime
+    ) -> set[tuple[str, datetime, str]]:
+        """(customer, instant, kind) of these customers' history rows at instants first..last (both included; the
+        table keeps one per customer, instant and kind)."""
+        if not customer_ids:
+            return set()
+        rows = self.con.execute(
+            f"SELECT customer_id, changed_at, kind FROM tier_changes WHERE {TENANT} AND program_id = ? "
+            "AND customer_id IN (SELECT unnest(?)) AND changed_at >= ? AND changed_at <= ?",
+            [*scope.params, program_id, sorted(set(customer_ids)), first, last],
+        ).fetchall()
+        return {(str(row[0]), row[1], str(row[2])) for row in rows}
 
     def add_changes(self, scope: Scope, changes: Sequence[TierChangeRow]) -> None:
         """Append to the history (one row per change; a change already recorded at the same instant and of the

@@ -26,6 +26,7 @@ from rewards_lab.store.outbox import OutboxRepository
 from rewards_lab.store.programmes import ProgrammeRepository
 from rewards_lab.store.request_log import RequestLogRepository
 from rewards_lab.store.segments import SegmentQueries
+from rewards_lab.store.tiers import TierRepository
 from rewards_lab.store.wallets import WalletRepository
 from rewards_lab.store.webhooks import WebhookRepository
 
@@ -56,6 +57,7 @@ class DuckDBRepositories:
         self.limit_usage = LimitUsageRepository(con)
         self.lots = LotRepository(con)
         self.conversations = ConversationRepository(con)
+        self.tiers = TierRepository(con)
 
 
 @contextmanager

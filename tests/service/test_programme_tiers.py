@@ -1,6 +1,6 @@
 """Tiers stored and versioned with the programme (issue 33, T2): on create and PATCH of the draft, frozen by
 publishing, copied by restoring; refused where they do not fit (thresholds, the version's size, removal under a
-rule that uses them); rules that use tiers stay refused until the live engine applies them (T3)."""
+rule that uses them); rules may use tiers only in a programme with tiers (the live engine applies them, T3)."""
 
 from __future__ import annotations
 
@@ -122,20 +122,26 @@ def test_points_thresholds_must_fit_the_asset(world: World) -> None:
         ),
     ],
 )
-def test_rules_that_use_tiers_stay_refused_with_tiers(world: World, body: dict[str, Any], field: str) -> None:
-    programme = _create(world, tiers=TIERS)
+def test_rules_that_use_tiers_are_taken_with_tiers_and_refused_without(
+    world: World, body: dict[str, Any], field: str
+) -> None:
+    asset = world.asset()
+    programme = _create(world, asset, tiers=TIERS)
     create = validate(rq.RuleCreate, {"program_id": programme.id, "event_type": "order.completed", **body})
+    programmes.create_rule(world.db, world.scope, create)
+    assert len(programmes.get_version(world.db, world.scope, programme.id).rules) == 1
+    plain = _create(world, asset)
+    create = validate(rq.RuleCreate, {"program_id": plain.id, "event_type": "order.completed", **body})
     with pytest.raises(ServiceError) as caught:
         programmes.create_rule(world.db, world.scope, create)
     assert (caught.value.code, caught.value.details["field"]) == ("field_invalid", field)
-    assert "not yet applied" in caught.value.message
-    assert programmes.get_version(world.db, world.scope, programme.id).rules == []
+    assert "defines no tiers" in caught.value.message
+    assert programmes.get_version(world.db, world.scope, plain.id).rules == []
 
 
 def test_removing_tiers_under_a_rule_that_uses_them_is_refused(world: World) -> None:
     programme = _create(world, tiers=TIERS)
-    # Such a rule cannot come through /v1 yet (refused above): written to the store directly, as a version
-    # accepted once the live engine applies tiers would hold it.
+    # Written to the store directly (as /v1 would store it, above).
     conditions = [{"field": "customer.tier", "operator": "eq", "value": "gold"}]
     body = RuleBody("order.completed", conditions, [{**ISSUE, "asset_id": programme.asset_id}], 0, False, ())
     with unit_of_work(world.db) as uow:

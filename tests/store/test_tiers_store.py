@@ -66,3 +66,26 @@ def test_the_history_reads_newest_first(both: Both) -> None:  # noqa: F811
     tiers.add_changes(A, changes)
     assert tiers.history(A, "prg_1", "cus_1", 2) == [changes[2], changes[1]]
     assert tiers.history(B, "prg_1", "cus_1", 10) == []
+    # The instants a batch checks before writing (the table keeps one change per customer, instant and kind).
+    assert tiers.changes_between(A, "prg_1", ["cus_1", "cus_9"], datetime(2026, 3, 2), datetime(2026, 3, 3)) == {
+        ("cus_1", datetime(2026, 3, 2), "upgraded"), ("cus_1", datetime(2026, 3, 3), "upgraded")
+    }  # fmt: skip
+    assert tiers.changes_between(B, "prg_1", ["cus_1"], datetime(2026, 1, 1), datetime(2027, 1, 1)) == set()
+    assert tiers.changes_between(A, "prg_1", [], datetime(2026, 1, 1), datetime(2027, 1, 1)) == set()
+
+
+def test_the_days_of_customers_are_read_per_metric(both: Both) -> None:  # noqa: F811
+    tiers = TierRepository(both)  # type: ignore[arg-type]
+    d1, d2 = date(2026, 3, 1), date(2026, 3, 2)
+    tiers.add_contributions(
+        A,
+        "prg_1",
+        "mk1",
+        [TierContribution("exe_1", "cus_1", d1, 2**64), TierContribution("exe_2", "cus_1", d2, -4),
+         TierContribution("exe_3", "cus_2", d2, 9)],
+    )  # fmt: skip
+    tiers.add_contributions(A, "prg_1", "mk2", [TierContribution("exe_1", "cus_1", d1, 1)])
+    read = tiers.days(A, "prg_1", "mk1", ["cus_1", "cus_2", "cus_3"])
+    assert read == {"cus_1": {d1: 2**64, d2: -4}, "cus_2": {d2: 9}}
+    assert tiers.days(A, "prg_1", "mk2", ["cus_1"]) == {"cus_1": {d1: 1}}
+    assert tiers.days(B, "prg_1", "mk1", ["cus_1"]) == {} and tiers.days(A, "prg_1", "mk1", []) == {}
