@@ -283,6 +283,10 @@ class DuckDBStore:
         """The file's directory (readiness measures its filesystem's free space); None in memory."""
         return None if self._in_memory else Path(self.path).resolve().parent
 
+    def event_leases(self) -> None:
+        """None: one process writes a DuckDB file, and its event worker takes every event."""
+        return None
+
     def checkpoint(self) -> None:
         with self._write_lock:
             self._connection.execute("CHECKPOINT")

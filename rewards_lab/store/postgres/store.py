@@ -13,6 +13,7 @@ The database must sort text bytewise (collation C), as DuckDB does: another coll
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from rewards_lab.store.api import UnsupportedStore
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.dialect import render
 from rewards_lab.store.postgres.connection import PgConnection, configure
+from rewards_lab.store.postgres.leases import EventLeases, check_count
 from rewards_lab.store.postgres.repositories import PostgresRepositories
 from rewards_lab.store.schema import steps
 from rewards_lab.store.secret_box import KEY_ENV, SecretBox, configured_key
@@ -39,6 +41,12 @@ if TYPE_CHECKING:
 
 MIGRATION_LOCK = 0x7265_7761_7264_73  # pg_advisory_lock's key for migrations ("rewards")
 BACKGROUND_LOCK = 0x7265_7761_7264_74  # held by the one process that runs the background workers (serving.py)
+# The events' partitions (plan 5.1): 1 is way a, one worker at a time in the whole database, in id order as on
+# DuckDB (beneficiaries' rewards included); more let that many workers take events at once. 1 until increment 12
+# measures the gain against the hot rows (budgets, ceilings) that serialise batches anyway. Every process of one
+# database must use the same number.
+EVENT_PARTITIONS = 1
+PARTITIONS_ENV = "REWARDS_LAB_EVENT_PARTITIONS"
 BYTEWISE = ("C", "POSIX")
 CONNECT_TIMEOUT_S = 10
 POOL_MAX = 12  # intake 1, event worker 1, deliveries 1, API handlers ~8 (plan section 4)
@@ -77,8 +85,18 @@ class PostgresStore:
     """One PostgreSQL database (`url`: a libpq URL or key=value string), opened: migrated, its collation and
     secret key checked."""
 
-    def __init__(self, url: str, *, secret_key: bytes | None = None, pool_max: int = POOL_MAX) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        secret_key: bytes | None = None,
+        pool_max: int = POOL_MAX,
+        event_partitions: int | None = None,
+    ) -> None:
         self.url = url = libpq_url(url)
+        self.event_partitions = check_count(
+            event_partitions if event_partitions is not None else int(os.environ.get(PARTITIONS_ENV, EVENT_PARTITIONS))
+        )
         try:
             self.path = redacted(url)
         except psycopg.Error:
@@ -177,7 +195,7 @@ class PostgresStore:
     def _transaction(self) -> Iterator[PgConnection]:
         """One transaction (READ COMMITTED) on a pooled connection under the write lock."""
         with self._write_lock, self._pool.connection() as conn, conn.transaction():
-            yield PgConnection(conn, self.constraints)
+            yield PgConnection(conn, self.constraints, writes=True)
 
     def _reader(self) -> PgConnection:
         conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
@@ -264,6 +282,11 @@ class PostgresStore:
                 return False
             self._leader = conn
         return True
+
+    def event_leases(self) -> EventLeases:
+        """A new set of leases on the `event_partitions` partitions, on a connection of its own (opened at the
+        first claim): one per event worker."""
+        return EventLeases(self._connect, self.event_partitions)
 
     def local_directory(self) -> Path | None:
         """None: the data is on the database server, whose disk the operator watches (docs/deploy.md)."""
