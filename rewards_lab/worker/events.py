@@ -36,7 +36,7 @@ class EventWorker:
         self._thread = threading.Thread(target=self._run, name="event-worker", daemon=True)
         # On a store shared by several processes (PostgreSQL) the worker takes only the events of the partitions it
         # leases, rebalanced between batches; on DuckDB every event (no leases).
-        self._leases = database.event_leases()
+        self.leases = database.event_leases()
 
     @property
     def alive(self) -> bool:
@@ -61,13 +61,13 @@ class EventWorker:
         try:
             self._loop()
         finally:
-            if self._leases is not None:
-                self._leases.close()  # the partitions are free for the other processes' workers at once
+            if self.leases is not None:
+                self.leases.close()  # the partitions are free for the other processes' workers at once
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                partitions = self._leases.claim() if self._leases is not None else None
+                partitions = self.leases.claim() if self.leases is not None else None
                 if partitions is not None and not partitions.held:
                     report = None  # every partition is another worker's for now
                 else:
