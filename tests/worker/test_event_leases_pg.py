@@ -22,11 +22,14 @@ import psycopg
 import pytest
 
 from rewards_lab.contract import requests as rq
+from rewards_lab.contract import resources as r
+from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.ids import new_id
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
 from rewards_lab.engine.event_processing import process_all, process_pending
 from rewards_lab.service import ledger, programmes
+from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.interfaces import EventPartitions, NewEvent
 from rewards_lab.store.postgres.leases import LEASE_CLASS
@@ -272,3 +275,125 @@ def test_a_killed_workers_partitions_are_taken_over(pg_store_url: str) -> None:
         store.close()
     outcome = _outcome(pg_store_url)
     _check_exact(outcome)
+
+
+def test_redemptions_from_two_processes_never_overdraw_and_are_refused_by_the_policy(pg_store_url: str) -> None:
+    """Two stores redeem 1.00 at a time from one wallet holding 10.00 (and one without a balance row yet): exactly
+    ten succeed, every other is the policy's `insufficient_balance` (not the CHECK's `internal_error`, which a
+    decision on a stale balance would meet)."""
+    one, two = _open(pg_store_url), _open(pg_store_url)
+    try:
+        world = world_of(one)
+        asset = world.asset()
+        wallet, empty = world.wallet(), world.wallet()
+        issued = validate(rq.IssueRequest, {"wallet_id": wallet.id, "amount": "10.00", "reason": "start"})
+        ledger.issue(one, world.scope, asset.id, issued)
+        answers: list[str] = []
+
+        def redeem(store: PostgresStore) -> None:
+            for n in range(12):
+                for target in (wallet.id, empty.id):
+                    body = {"wallet_id": target, "amount": "1.00", "reference": f"r-{n}"}
+                    try:
+                        ledger.redeem(store, world.scope, asset.id, validate(rq.RedemptionRequest, body))
+                        answers.append("redeemed")
+                    except ServiceError as error:
+                        answers.append(error.code)
+
+        threads = [threading.Thread(target=redeem, args=(store,)) for store in (one, two)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert sorted(set(answers)) == ["insufficient_balance", "redeemed"]
+        assert answers.count("redeemed") == 10 and len(answers) == 48
+        assert one.reader_repositories().ledger.balances_of(world.scope, [wallet.id]) == {(wallet.id, asset.id): 0}
+        assert one.verify_ledger().ok
+    finally:
+        one.close()
+        two.close()
+
+
+def test_a_unit_of_work_cancelled_by_a_deadlock_runs_once_more(pg_store: PostgresStore) -> None:
+    """Two units of work locking two rows in opposite orders: PostgreSQL cancels one (`WriteConflict`), and
+    `run_write` runs it again, so both writes land."""
+    world = world_of(pg_store)
+    asset = world.asset()
+    first, second = world.wallet(), world.wallet()
+    for wallet in (first, second):
+        body = validate(rq.IssueRequest, {"wallet_id": wallet.id, "amount": "5.00", "reason": "start"})
+        ledger.issue(pg_store, world.scope, asset.id, body)
+    other = _open(pg_store.url)
+    barrier = threading.Barrier(2, timeout=10)
+    runs: list[str] = []
+    done: list[str] = []
+
+    def write(store: PostgresStore, order: tuple[str, str], name: str) -> None:
+        def locking(uow: Any) -> r.Wallet:
+            runs.append(name)
+            con = uow.ledger.con
+            con.execute_native("SELECT 1 FROM balances WHERE account_id = %s FOR UPDATE", [order[0]])
+            if runs.count(name) == 1:
+                barrier.wait()  # both hold their first row: the second lock closes the cycle
+            con.execute_native("SELECT 1 FROM balances WHERE account_id = %s FOR UPDATE", [order[1]])
+            return world_wallet
+
+        run_write(store, world.scope, "test", {}, locking, r.Wallet)
+        done.append(name)
+
+    world_wallet = first
+    try:
+        threads = [
+            threading.Thread(target=write, args=(pg_store, (first.id, second.id), "a")),
+            threading.Thread(target=write, args=(other, (second.id, first.id), "b")),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    finally:
+        other.close()
+    assert sorted(runs) in (["a", "a", "b"], ["a", "b", "b"])  # one of them was cancelled and ran again
+    assert sorted(done) == ["a", "b"]
+
+
+def _second_reader_wait(other: PostgresStore, scope: Scope, wallet_id: str, asset_id: str) -> list[float]:
+    waited: list[float] = []
+
+    def read() -> None:
+        started = time.monotonic()
+        with other.unit_of_work() as uow:
+            uow.ledger.ledger_state(scope, {wallet_id}, {asset_id: {wallet_id}})
+        waited.append(time.monotonic() - started)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    time.sleep(0.4)  # while the caller's unit of work holds its locks
+    waited.append(-1.0 if thread.is_alive() else 0.0)  # -1: still waiting after 0.4 s
+    return waited
+
+
+@pytest.mark.parametrize("ceiling", [False, True])
+def test_a_unit_of_work_holds_the_balances_it_decides_on_until_it_ends(pg_store_url: str, ceiling: bool) -> None:
+    """The same wallet: the second unit of work waits for the first. Another wallet of the same asset: it waits
+    only when the asset has a supply ceiling (the issuance account is then locked too)."""
+    one, two = _open(pg_store_url), _open(pg_store_url)
+    try:
+        world = world_of(one)
+        asset = world.asset(**({"supply_ceiling": "1000.00"} if ceiling else {}))
+        first, second = world.wallet(), world.wallet()
+        for wallet in (first, second):
+            body = validate(rq.IssueRequest, {"wallet_id": wallet.id, "amount": "5.00", "reason": "start"})
+            ledger.issue(one, world.scope, asset.id, body)
+        for other_wallet, should_wait in ((first.id, True), (second.id, ceiling)):
+            with one.unit_of_work() as uow:
+                uow.ledger.ledger_state(world.scope, {first.id}, {asset.id: {first.id}})
+                waited = _second_reader_wait(two, world.scope, other_wallet, asset.id)
+                assert (waited[-1] == -1.0) is should_wait, (other_wallet, waited)
+            deadline = time.monotonic() + 10
+            while len(waited) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert len(waited) == 2  # and it went on once the first ended
+    finally:
+        one.close()
+        two.close()
