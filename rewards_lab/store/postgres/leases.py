@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 
+from rewards_lab.store.api import UnsupportedStore
 from rewards_lab.store.interfaces import EventPartitions
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,8 @@ class EventLeases:
                 wanted = share - len(self._held)
                 params = {"count": self.count, "held": sorted(self._held), "lease": LEASE_CLASS, "wanted": wanted}
                 self._held.update(int(taken) for (taken,) in conn.execute(_TAKE, params).fetchall())
-        except psycopg.Error:
-            log.warning("event partition leases lost (the lease connection failed); reconnecting", exc_info=True)
+        except (psycopg.Error, UnsupportedStore) as error:  # the database went away: hold nothing, reconnect later
+            log.warning("event partition leases lost (%s); reconnecting at the next claim", str(error).strip()[:200])
             self.close()
         return EventPartitions(self.count, tuple(sorted(self._held)))
 
