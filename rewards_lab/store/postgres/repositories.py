@@ -84,6 +84,9 @@ _PARTITION = (
 )
 
 
+_LOCK_RECEIVED = "SELECT id FROM events WHERE id = ANY(%(ids)s::text[]) AND status = 'received' ORDER BY id FOR UPDATE"
+
+
 def _pending_sql(partitioned: bool, lock: bool) -> str:
     sql = render(f"SELECT {PENDING_COLUMNS} FROM events AS e") + (
         " WHERE e.status = 'received' AND (e.wait_until IS NULL OR e.wait_until <= %(now)s)"
@@ -108,6 +111,22 @@ class PgEventRepository(EventRepository):
             params.update(count=partitions.total, held=list(partitions.held))
         rows = con.execute_native(_pending_sql(partitioned, con.writes), params).fetchall()
         return list(map(PendingEvent._make, rows))
+
+    def waiting_on(self, scope: Scope, external_ids: list[str]) -> list[PendingEvent]:
+        """DuckDB's, locked in a unit of work as `pending` locks (a refund naming another customer than its
+        original may be in another worker's partition): those another worker processed meanwhile are left out."""
+        return self._locked(super().waiting_on(scope, external_ids))
+
+    def received(self, scope: Scope, event_ids: list[str]) -> list[PendingEvent]:
+        return self._locked(super().received(scope, event_ids))
+
+    def _locked(self, events: list[PendingEvent]) -> list[PendingEvent]:
+        con = cast(PgConnection, self.con)
+        if not con.writes or not events:
+            return events
+        rows = con.execute_native(_LOCK_RECEIVED, {"ids": [event.id for event in events]}).fetchall()
+        still = {row[0] for row in rows}
+        return [event for event in events if event.id in still]
 
     def add(self, events: list[tuple[Scope, NewEvent]], received_at: datetime) -> bool:
         """As DuckDB's: all inserted in one statement, or none (False) if one is already stored. Inside a
