@@ -1,8 +1,9 @@
 """`PostgresStore`: the `store.api.Store` Protocol on a PostgreSQL database, through a psycopg pool.
 
 Transactions (decisions for issue 32, increment 4):
-- a unit of work is one transaction at READ COMMITTED on a pooled connection, under this process's write lock (as
-  DuckDB's single writer: the row locks that let several processes write at once are increment 7);
+- a unit of work is one transaction at READ COMMITTED on a pooled connection, under this process's write lock (one
+  writer per process, as on DuckDB); across processes the counters and balances a decision depends on are locked
+  in one order (`row_locks.py`) and the event worker takes only the partitions it leases (`leases.py`);
 - readers are autocommit connections, one per thread (each statement sees what is committed when it starts);
 - a snapshot is one REPEATABLE READ READ ONLY transaction (every statement sees one committed state);
 - the intake's events run autocommit (one statement, one commit) and its unit of work in a transaction of its own,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from rewards_lab.store.verification import LedgerReport
 
 MIGRATION_LOCK = 0x7265_7761_7264_73  # pg_advisory_lock's key for migrations ("rewards")
-BACKGROUND_LOCK = 0x7265_7761_7264_74  # held by the one process that runs the background workers (serving.py)
+BACKGROUND_LOCK = 0x7265_7761_7264_74  # held by the one process that runs the single-process workers (serving.py)
 # The events' partitions (plan 5.1): 1 is way a, one worker at a time in the whole database, in id order as on
 # DuckDB (beneficiaries' rewards included); more let that many workers take events at once. 1 until increment 12
 # measures the gain against the hot rows (budgets, ceilings) that serialise batches anyway. Every process of one
@@ -271,9 +272,9 @@ class PostgresStore:
 
     def try_lead(self) -> bool:
         """Whether this process holds the database's background lock (a session advisory lock on a connection of
-        its own, kept until `close`): the one process of several that runs the event, delivery, expiry and
-        retention workers until their claims make several safe (issue 32, increment 7). The lock goes with the
-        session, so a killed leader's successor (or its restarted self) takes it over."""
+        its own, kept until `close`): the one process of several that runs the background workers not yet safe in
+        several processes (`api.serving.MULTI_PROCESS`). The lock goes with the session, so a killed leader's
+        successor (or its restarted self) takes it over."""
         if self._leader is None:
             conn = self._connect()
             row = conn.execute("SELECT pg_try_advisory_lock(%s)", [BACKGROUND_LOCK]).fetchone()
