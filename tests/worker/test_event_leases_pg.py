@@ -31,7 +31,7 @@ from rewards_lab.engine.event_processing import process_all, process_pending
 from rewards_lab.service import ledger, programmes
 from rewards_lab.service.writes import run_write
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces import EventPartitions, NewEvent
+from rewards_lab.store.interfaces import EventPartitions, NewEvent, WriteConflict
 from rewards_lab.store.postgres.leases import LEASE_CLASS
 from rewards_lab.store.postgres.store import PostgresStore
 from rewards_lab.worker.events import EventWorker
@@ -397,3 +397,31 @@ def test_a_unit_of_work_holds_the_balances_it_decides_on_until_it_ends(pg_store_
     finally:
         one.close()
         two.close()
+
+
+def test_an_event_batch_cancelled_by_a_deadlock_runs_once_more_whole(pg_store: PostgresStore) -> None:
+    """A batch whose write is cancelled once (`WriteConflict`) is run again whole: its one event is processed and
+    rewarded once, not isolated and marked `failed` as an event failing alone would be."""
+    world = world_of(pg_store)
+    programme = world.programme(world.asset())
+    world.rule(programme, amount={"fixed": "1.00"})
+    programmes.publish(pg_store, world.scope, programme.id)
+    customer = world.customer("solo")
+    world.wallet(customer)
+    with pg_store.intake_events() as intake:
+        event = NewEvent(new_id("event"), "solo-1", "order.completed", customer.id, None, "{}", "h")
+        assert intake.add([(world.scope, event)], utcnow())
+    cancelled: list[str] = []
+
+    def cancel_once(point: str) -> None:
+        if point == "after_entries" and not cancelled:
+            cancelled.append(point)
+            raise WriteConflict("deadlock detected (made by the test)")
+
+    pg_store.fault_hook = cancel_once
+    report = process_pending(pg_store)
+    assert cancelled == ["after_entries"] and (report.processed, report.failed) == (1, 0)
+    rows = _rows(pg_store.url, "SELECT status, attempts FROM events")
+    assert rows == [("processed", 1)]
+    assert _rows(pg_store.url, "SELECT count(*), sum(amount_minor) FROM reward_executions") == [(1, 100)]
+    assert pg_store.verify_ledger().ok
