@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -47,6 +47,9 @@ from rewards_lab.worker.expiry import INTERVAL_S as EXPIRY_INTERVAL_S
 from rewards_lab.worker.expiry import ExpiryWorker
 from rewards_lab.worker.request_log_writer import RequestLogWriter
 from rewards_lab.worker.retention import RetentionWorker
+
+# The background workers' kinds, as `create_app(run_worker=...)` names them.
+BACKGROUND_WORKERS = ("events", "deliveries", "expiry", "retention")
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +127,7 @@ class MethodTable:
 def create_app(
     database: Store,
     *,
-    run_worker: bool = True,
+    run_worker: bool | Collection[str] = True,
     delivery_settings: DeliverySettings | None = None,
     session_lifetime_s: int = DEFAULT_SESSION_LIFETIME_S,
     worker_batch_size: int = DEFAULT_BATCH_SIZE,
@@ -133,24 +136,21 @@ def create_app(
     min_free_disk_bytes: int = DEFAULT_MIN_FREE_DISK_MB * 1_048_576,
     expiry_interval_s: float = EXPIRY_INTERVAL_S,
     admin_socket: bool = False,
-    safe_workers_only: bool = False,
 ) -> FastAPI:
-    """The service over `database`. `admin_socket` (serve, a database file): the operator's Unix socket beside
-    the file, for online backups (`worker/admin_socket.py`). `safe_workers_only` (a process sharing its database
-    with others that does not hold the background lock, api/serving.py): only the background workers whose class
-    declares `multi_process_safe` run."""
-
-    def runs(kind: type) -> bool:
-        return run_worker and (not safe_workers_only or getattr(kind, "multi_process_safe", False))
-
-    worker = EventWorker(database, worker_batch_size) if runs(EventWorker) else None
-    deliveries = DeliveryWorker(database, delivery_settings) if runs(DeliveryWorker) else None
+    """The service over `database`. `run_worker`: every background worker (True), none (False), or those of these
+    kinds (`BACKGROUND_WORKERS`; `api.serving` chooses per process). `admin_socket` (serve, a database file): the
+    operator's Unix socket beside the file, for online backups (`worker/admin_socket.py`)."""
+    kinds = set(BACKGROUND_WORKERS if run_worker is True else () if run_worker is False else run_worker)
+    if unknown := kinds - set(BACKGROUND_WORKERS):
+        raise ValueError(f"no background worker of kind {sorted(unknown)}")
+    worker = EventWorker(database, worker_batch_size) if "events" in kinds else None
+    deliveries = DeliveryWorker(database, delivery_settings) if "deliveries" in kinds else None
     intake = EventIntake(database, on_stored=worker.notify if worker is not None else None)
     request_log = RequestLogWriter(database)
     if retention_settings is not None:
         retention_settings.apply_idempotency_window()
-    retention = RetentionWorker(database, retention_settings) if runs(RetentionWorker) else None
-    expiry = ExpiryWorker(database, expiry_interval_s) if runs(ExpiryWorker) else None
+    retention = RetentionWorker(database, retention_settings) if "retention" in kinds else None
+    expiry = ExpiryWorker(database, expiry_interval_s) if "expiry" in kinds else None
     admin = AdminSocket(as_duckdb(database, "the admin socket (online backups of the file)")) if admin_socket else None
 
     @asynccontextmanager

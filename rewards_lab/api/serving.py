@@ -6,11 +6,12 @@ restarts one that dies and forwards SIGINT/SIGTERM. A spawned child imports `app
 options the parent put in `OPTIONS_ENV` as JSON (spawned children inherit the environment) and opens its own store:
 a pool is never shared across processes.
 
-Background workers: each kind declares whether several processes on one database may run it (`multi_process_safe`
-on its class: deliveries and the outbox's fan-out, expiry and retention claim their work, issue 32 increment 7).
-One that does not declare it runs in ONE process of several: the one holding the database's background lock
-(`PostgresStore.try_lead`); in the others it does not run (the intake's writes are safe: unique keys). A killed
-leader's lock goes with its session; its restarted self (or the next process to start) takes it.
+Each background worker kind declares whether several processes may run it on one database at once
+(`MULTI_PROCESS`). Today every kind may (issue 32, increment 7): the event worker leases event partitions and
+takes row locks in one order; deliveries, the outbox, expiry and retention claim their work. A kind that may not
+would run in ONE process of several: the one holding the database's background lock (`PostgresStore.try_lead`);
+the intake's writes are safe everywhere (unique keys). A killed leader's lock goes with its session; its restarted
+self (or the next process to start) takes it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 from fastapi import FastAPI
 
-from rewards_lab.api.app import create_app
+from rewards_lab.api.app import BACKGROUND_WORKERS, create_app
 from rewards_lab.service.deliveries import DeliverySettings
 from rewards_lab.service.retention import RetentionSettings
 from rewards_lab.store.api import Store, is_postgres, open_store
@@ -29,6 +30,13 @@ from rewards_lab.store.api import Store, is_postgres, open_store
 OPTIONS_ENV = "REWARDS_LAB_SERVE_OPTIONS"
 FACTORY = "rewards_lab.api.serving:app_from_env"
 WORKER_HEALTHCHECK_S = 30  # uvicorn's default 5 s kills a child whose ping thread a loaded machine starves
+# Whether several processes may run a background worker kind on one database at once.
+MULTI_PROCESS = {
+    "events": True,  # partition leases (store/postgres/leases.py) and row locks in one order (row_locks.py)
+    "deliveries": True,  # deliveries leased FOR UPDATE SKIP LOCKED, the outbox claimed (store/postgres/claims.py)
+    "expiry": True,  # a round locks its wallets' balance rows SKIP LOCKED, then their due lots (claims.py)
+    "retention": True,  # one process at a time: `Store.exclusive("retention")`, the others skip the round
+}
 
 
 @dataclass(frozen=True)
@@ -41,7 +49,7 @@ class ServeOptions:
     unauthenticated_limit_per_minute: int
     min_free_disk_bytes: int
     expiry_interval_s: float
-    shared: bool = False  # a database other processes may serve: unsafe workers only in the lock holder
+    shared: bool = False  # a database other processes may serve: single-process workers only in the lock holder
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -51,15 +59,22 @@ class ServeOptions:
         return cls(**json.loads(text))
 
 
+def background_workers(store: Store, shared: bool) -> frozenset[str]:
+    """The background workers this process runs: every kind on a database no other process serves; where others
+    may (`shared`), the multi-process kinds, and the others only in the holder of the background lock."""
+    if not shared:
+        return frozenset(BACKGROUND_WORKERS)
+    try_lead = getattr(store, "try_lead", None)
+    if try_lead is not None and try_lead():
+        return frozenset(BACKGROUND_WORKERS)
+    return frozenset(kind for kind in BACKGROUND_WORKERS if MULTI_PROCESS[kind])
+
+
 def build_app(store: Store, options: ServeOptions) -> FastAPI:
     """The service over `store` as `serve` runs it (settings from the environment, checked by the parent)."""
-    leader = True
-    if options.shared:
-        try_lead = getattr(store, "try_lead", None)
-        leader = bool(try_lead()) if try_lead is not None else False
     return create_app(
         store,
-        safe_workers_only=not leader,
+        run_worker=background_workers(store, options.shared),
         delivery_settings=DeliverySettings.from_env(),
         worker_batch_size=options.worker_batch_size,
         session_lifetime_s=options.session_lifetime_s,

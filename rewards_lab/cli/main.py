@@ -118,7 +118,7 @@ def _serve(args: argparse.Namespace) -> int:
         unauthenticated_limit_per_minute=args.unauthenticated_limit_per_minute,
         min_free_disk_bytes=args.min_free_disk_mb * 1_048_576,
         expiry_interval_s=args.expiry_interval_s,
-        shared=postgres,  # one process per database runs the background workers (api/serving.py)
+        shared=postgres,  # other processes may serve it: api/serving.background_workers
     )
     # No uvicorn access log: the service's own request log records every /v1 request (and costs less).
     # Proxy trust is explicit: by default X-Forwarded-For is ignored and every limit counts the socket peer

@@ -49,14 +49,17 @@ from rewards_lab.store.api import Store, reader, unit_of_work
 from rewards_lab.store.interfaces import (
     CustomerRow,
     EventOutcome,
+    EventPartitions,
     PendingEvent,
     Repositories,
     WalletRow,
+    WriteConflict,
 )
 
 log = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = 1000
 MAX_BATCH_SIZE = 10_000
+CONFLICT_RETRIES = 1  # a batch cancelled by a deadlock runs once more whole before it is split (plan 5.2)
 # What a tenant sees of an event that failed on a server fault (never the exception's own text).
 INTERNAL_FAILURE_MESSAGE = "The event could not be processed because of a server fault; it can be replayed."
 
@@ -199,36 +202,51 @@ def _by_scope(events: list[PendingEvent]) -> dict[Scope, list[PendingEvent]]:
     return groups
 
 
-def process_pending(database: Store, limit: int = DEFAULT_BATCH_SIZE) -> ProcessReport:
-    """Process up to `limit` received events (every tenant) in one database transaction.
+def process_pending(
+    database: Store, limit: int = DEFAULT_BATCH_SIZE, partitions: EventPartitions | None = None
+) -> ProcessReport:
+    """Process up to `limit` received events (every tenant; on PostgreSQL only those of the `partitions` this
+    worker leases, None: all) in one database transaction.
 
-    Should the batch hit an unexpected error, it is rolled back and its events are processed again in smaller
-    transactions: each tenant's events on their own, and a failing group split in halves (in event order) until
-    the events that fail alone are found. Only those are marked `failed` with `internal_error` (a fixed message,
-    and the versions they were evaluated against, so that a replay issues what they should have), so one poisoned
-    event costs O(log n) extra transactions and never blocks the queue or another tenant's events.
+    A batch cancelled by the database because it waited in a cycle with another process's unit of work
+    (`WriteConflict`: a deadlock) is run once more, whole. Should the batch hit another unexpected error, it is
+    rolled back and its events are processed again in smaller transactions: each tenant's events on their own,
+    and a failing group split in halves (in event order) until the events that fail alone are found. Only those
+    are marked `failed` with `internal_error` (a fixed message, and the versions they were evaluated against, so
+    that a replay issues what they should have), so one poisoned event costs O(log n) extra transactions and never
+    blocks the queue or another tenant's events.
     """
     limit = max(1, min(limit, MAX_BATCH_SIZE))
-    horizon = compile_outside_lock(database, limit)
+    horizon = compile_outside_lock(database, limit, partitions)
     if horizon is None:
         return ProcessReport()  # nothing pending: the write lock is not taken at all
     planned: list[list[EventPlan]] = []
-    try:
-        with unit_of_work(database) as uow:
-            report = ProcessReport()
-            pending = [event for event in uow.events.pending(limit) if event.id <= horizon]
-            for scope, events in _by_scope(pending).items():
-                report.add(_process_scope(uow, scope, events, planned))
-            return report
-    except Exception:
-        log.exception("event batch failed; isolating the events that fail")
+    for attempt in range(1 + CONFLICT_RETRIES):
+        planned = []
+        try:
+            with unit_of_work(database) as uow:
+                report = ProcessReport()
+                pending = [event for event in uow.events.pending(limit, partitions) if event.id <= horizon]
+                for scope, events in _by_scope(pending).items():
+                    report.add(_process_scope(uow, scope, events, planned))
+                return report
+        except WriteConflict:
+            if attempt < CONFLICT_RETRIES:
+                log.warning("event batch cancelled by a write conflict (deadlock); running it again")
+                continue
+            log.exception("event batch failed; isolating the events that fail")
+        except Exception:
+            log.exception("event batch failed; isolating the events that fail")
+        break
     versions = {plan.event.id: plan.versions for plans in planned for plan in plans}
-    return _process_isolating(database, limit, versions)
+    return _process_isolating(database, limit, versions, partitions)
 
 
-def _process_isolating(database: Store, limit: int, versions: dict[str, list[str]]) -> ProcessReport:
+def _process_isolating(
+    database: Store, limit: int, versions: dict[str, list[str]], partitions: EventPartitions | None
+) -> ProcessReport:
     report = ProcessReport()
-    groups = _by_scope(reader(database).events.pending(limit))
+    groups = _by_scope(reader(database).events.pending(limit, partitions))
     for scope, events in groups.items():
         _bisect(database, scope, [e.id for e in events], versions, report, failed_whole=len(groups) == 1)
     return report
@@ -317,14 +335,14 @@ def replay_event(database: Store, scope: Scope, event_id: str) -> r.Event:
     return presenters.event(updated)
 
 
-def compile_outside_lock(database: Store, limit: int) -> str | None:
+def compile_outside_lock(database: Store, limit: int, partitions: EventPartitions | None = None) -> str | None:
     """Compile, on this thread's read cursor and before the batch takes the write lock, the live versions the
     next batch's events will be evaluated against: a published version's compiled rules never change, so the
     batch finds them in the cache, while what is live and pending is read again inside its unit of work. Returns
     the id of the last pending event read (None: none is pending): the batch takes no event received after it,
     so that an event's versions are compiled here, not under the lock. A failure here only leaves the compiling
     to the batch."""
-    pending = reader(database).events.pending(limit)
+    pending = reader(database).events.pending(limit, partitions)
     if not pending:
         return None
     try:

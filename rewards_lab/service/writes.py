@@ -21,7 +21,7 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.api import Store, unit_of_work
-from rewards_lab.store.interfaces import Repositories
+from rewards_lab.store.interfaces import Repositories, WriteConflict
 
 ResultT = TypeVar("ResultT", bound=BaseModel)
 MAX_IDEMPOTENCY_KEY_LENGTH = 255
@@ -44,9 +44,28 @@ def run_write(
     idempotency_key: str | None = None,
     status_code: int = 200,
 ) -> ResultT:
-    """Run `write` in one unit of work; with a key, at most once per (scope, key)."""
+    """Run `write` in one unit of work; with a key, at most once per (scope, key). A unit of work the database
+    cancelled because it waited in a cycle with another process's (`WriteConflict`, PostgreSQL) wrote nothing, and
+    runs once more."""
     if idempotency_key is not None and not 0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY_LENGTH:
         raise ServiceError("idempotency_key_invalid", field="Idempotency-Key")
+    arguments = (database, scope, operation, request, write, result_type, idempotency_key, status_code)
+    try:
+        return _run_once(*arguments)
+    except WriteConflict:
+        return _run_once(*arguments)  # once more (plan 5.2); a second conflict reaches the caller
+
+
+def _run_once(
+    database: Store,
+    scope: Scope,
+    operation: str,
+    request: Any,
+    write: Callable[[Repositories], ResultT],
+    result_type: type[ResultT],
+    idempotency_key: str | None,
+    status_code: int,
+) -> ResultT:
     with unit_of_work(database) as uow:
         if idempotency_key is None:
             return write(uow)

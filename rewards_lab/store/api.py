@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, Self
 
 from rewards_lab.store.database import DuckDBStore
-from rewards_lab.store.interfaces import EventStore, Repositories
+from rewards_lab.store.interfaces import EventStore, PartitionLeases, Repositories
 
 if TYPE_CHECKING:
     from rewards_lab.store.secret_box import SecretBox
@@ -124,6 +124,11 @@ class Store(Protocol):
 
     def checkpoint(self) -> None:
         """At a clean stop: whatever the store keeps outside its main file folded into it."""
+        ...
+
+    def event_leases(self) -> PartitionLeases | None:
+        """The event worker's leases on the event partitions (a new set for each worker: several processes share
+        the events of one database), or None where one process takes every event (DuckDB)."""
         ...
 
     def fault(self, point: str) -> None:

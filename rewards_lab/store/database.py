@@ -287,6 +287,10 @@ class DuckDBStore:
         """None: one process serves a DuckDB file, and its memory holds the rate counters and login failures."""
         return None
 
+    def event_leases(self) -> None:
+        """None: one process writes a DuckDB file, and its event worker takes every event."""
+        return None
+
     def checkpoint(self) -> None:
         with self._write_lock:
             self._connection.execute("CHECKPOINT")

@@ -12,7 +12,7 @@ from rewards_lab.contract import jsonutil
 from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.interfaces import EventFilter, EventOutcome, NewEvent, PendingEvent, StoredEvent
+from rewards_lab.store.interfaces import EventFilter, EventOutcome, EventPartitions, NewEvent, PendingEvent, StoredEvent
 from rewards_lab.store.queries import RowPage, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
@@ -23,7 +23,7 @@ _COMPUTED = {
     "event_time_us": "epoch_us(coalesce(occurred_at, received_at)) AS event_time_us",
     "received_at_us": "epoch_us(received_at) AS received_at_us",
 }
-_PENDING = ", ".join(_COMPUTED.get(name, name) for name in PendingEvent._fields)
+PENDING_COLUMNS = ", ".join(_COMPUTED.get(name, name) for name in PendingEvent._fields)
 _STORED = ", ".join(StoredEvent._fields)
 _OUTCOME_SCHEMA = pa.schema(
     [
@@ -83,12 +83,15 @@ class EventRepository:
         ).fetchall()
         return {row.external_event_id: row for row in map(StoredEvent._make, rows)}
 
-    def pending(self, limit: int) -> list[PendingEvent]:
+    def pending(self, limit: int, partitions: EventPartitions | None = None) -> list[PendingEvent]:
         """The oldest `received` events of every tenant, in arrival order, but for refunds still waiting for
-        their original (those come back when it is processed, or when their wait is over)."""
+        their original (those come back when it is processed, or when their wait is over). DuckDB has one process
+        and leases no partitions (`DuckDBStore.event_leases` is None): `partitions` is None or all of one."""
+        if partitions is not None and partitions.total != 1:
+            raise ValueError("a DuckDB store takes every event: it leases no partitions")
         rows = self.con.execute(
-            f"SELECT {_PENDING} FROM events WHERE status = 'received' AND (wait_until IS NULL OR wait_until <= ?) "
-            "ORDER BY id LIMIT ?",
+            f"SELECT {PENDING_COLUMNS} FROM events WHERE status = 'received' "
+            "AND (wait_until IS NULL OR wait_until <= ?) ORDER BY id LIMIT ?",
             [utcnow(), limit],
         ).fetchall()
         return list(map(PendingEvent._make, rows))
@@ -107,7 +110,7 @@ class EventRepository:
     def waiting_on(self, scope: Scope, external_ids: list[str]) -> list[PendingEvent]:
         """The received events waiting for one of these originals, in arrival order."""
         rows = self.con.execute(
-            f"SELECT {_PENDING} FROM events WHERE {TENANT} AND status = 'received' "
+            f"SELECT {PENDING_COLUMNS} FROM events WHERE {TENANT} AND status = 'received' "
             "AND waiting_for IN (SELECT unnest(?)) ORDER BY id",
             [*scope.params, external_ids],
         ).fetchall()
@@ -117,7 +120,7 @@ class EventRepository:
         """`pending`'s columns for those of these events still `received`, in arrival order (the worker's retry
         of a failed batch reads them again inside each smaller transaction)."""
         rows = self.con.execute(
-            f"SELECT {_PENDING} FROM events WHERE {TENANT} AND status = 'received' "
+            f"SELECT {PENDING_COLUMNS} FROM events WHERE {TENANT} AND status = 'received' "
             "AND id IN (SELECT unnest(?)) ORDER BY id",
             [*scope.params, event_ids],
         ).fetchall()
@@ -126,7 +129,7 @@ class EventRepository:
     def to_process(self, scope: Scope, event_id: str) -> PendingEvent | None:
         """`pending`'s columns of one event, whatever its status (a failed event replayed on request)."""
         rows = self.con.execute(
-            f"SELECT {_PENDING} FROM events WHERE {TENANT} AND id = ?", [*scope.params, event_id]
+            f"SELECT {PENDING_COLUMNS} FROM events WHERE {TENANT} AND id = ?", [*scope.params, event_id]
         ).fetchall()
         return PendingEvent._make(rows[0]) if rows else None
 

@@ -483,6 +483,34 @@ class StoredEvent(NamedTuple):
         return jsonutil.loads(self.data)
 
 
+class EventPartitions(NamedTuple):
+    """The event partitions a worker holds (issue 32, plan 5.1): an event belongs to partition
+    `hash(organization, environment, resolved customer) mod total`; a worker processes only the received events of
+    the partitions in `held`. Every process of one database must use the same `total`."""
+
+    total: int
+    held: tuple[int, ...]
+
+
+class PartitionLeases(Protocol):
+    """One event worker's leases on the event partitions (PostgreSQL: session advisory locks on a connection of
+    its own, so a killed process's partitions are free when its session ends)."""
+
+    def claim(self) -> EventPartitions:
+        """Between batches: give back the partitions above this worker's fair share, take free ones up to it, and
+        say which are held now (none: another worker has them all, or the database is unreachable)."""
+        ...
+
+    def close(self) -> None:
+        """Give every partition back."""
+        ...
+
+
+class WriteConflict(Exception):  # noqa: N818 - named for what happened, as the store's other refusals
+    """Two units of work waited for each other's row locks and the database cancelled this one (a deadlock) or
+    refused it to keep them serializable: nothing was written, and running it again once normally succeeds."""
+
+
 class PendingEvent(NamedTuple):
     """What processing reads of a `received` event (not the times, hash, status and error, whose conversion to
     Python objects would cost the worker's thread the GIL)."""
@@ -541,7 +569,7 @@ class EventStore(Protocol):
 
     def get_by_external_ids(self, scope: Scope, external_ids: list[str]) -> dict[str, StoredEvent]: ...
 
-    def pending(self, limit: int) -> list[PendingEvent]: ...
+    def pending(self, limit: int, partitions: EventPartitions | None = None) -> list[PendingEvent]: ...
 
     def received(self, scope: Scope, event_ids: list[str]) -> list[PendingEvent]: ...
 

@@ -21,7 +21,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from secrets import token_hex
-from typing import ClassVar, Protocol
+from typing import Protocol
 
 import httpcore
 
@@ -159,8 +159,8 @@ def send(pool: httpcore.ConnectionPool, delivery: Outgoing, secrets: list[str], 
 
 class DeliveryWorker:
     # Several processes on one database may each run one (issue 32): the fan-out claims its outbox messages and a
-    # sender leases its deliveries (service/deliveries.claim). Concurrency, fairness and circuits are per process.
-    multi_process_safe: ClassVar[bool] = True
+    # sender leases its deliveries (service/deliveries.claim; api/serving.MULTI_PROCESS). Concurrency, fairness and
+    # circuits are per process.
 
     def __init__(self, database: Store, settings: DeliverySettings | None = None) -> None:
         self.database = database

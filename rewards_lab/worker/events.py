@@ -1,5 +1,8 @@
 """The event worker: processes received events in batches until told to stop.
 
+On PostgreSQL, where several processes share one database, each process's worker leases event partitions
+(`store.postgres.leases`) and processes only their events.
+
 It sleeps while the queue is empty and is woken early by `notify()` (the intake calls it after each commit).
 Under load it lingers briefly between batches so that they grow (see LINGER_S).
 Stopping lets the batch in progress finish: a batch is one database transaction, so it either commits whole or,
@@ -31,6 +34,9 @@ class EventWorker:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="event-worker", daemon=True)
+        # On a store shared by several processes (PostgreSQL) the worker takes only the events of the partitions it
+        # leases, rebalanced between batches; on DuckDB every event (no leases).
+        self.leases = database.event_leases()
 
     @property
     def alive(self) -> bool:
@@ -52,9 +58,20 @@ class EventWorker:
 
     def _run(self) -> None:
         name_os_thread()
+        try:
+            self._loop()
+        finally:
+            if self.leases is not None:
+                self.leases.close()  # the partitions are free for the other processes' workers at once
+
+    def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                report = process_pending(self.database, self.batch_size)
+                partitions = self.leases.claim() if self.leases is not None else None
+                if partitions is not None and not partitions.held:
+                    report = None  # every partition is another worker's for now
+                else:
+                    report = process_pending(self.database, self.batch_size, partitions)
             except Exception:  # noqa: BLE001 - the worker must outlive any one failure
                 log.exception("event worker batch failed")
                 report = None

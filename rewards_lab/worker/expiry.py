@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import ClassVar
 
 from rewards_lab.engine.expiry import expire_due
 from rewards_lab.store.api import Store
@@ -21,7 +20,6 @@ INTERVAL_S = 5.0
 class ExpiryWorker:
     # Several processes on one database may each run one: a round expires the lots of the wallets whose balance
     # rows it could lock (PostgreSQL: `LotStore.due_among`), so no lot is expired twice.
-    multi_process_safe: ClassVar[bool] = True
 
     def __init__(self, database: Store, interval_s: float = INTERVAL_S) -> None:
         self.database = database

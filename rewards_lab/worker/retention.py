@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import datetime
-from typing import ClassVar
 
 from rewards_lab.service.retention import RetentionReport, RetentionSettings, run_once
 from rewards_lab.store.api import Store
@@ -17,7 +16,6 @@ log = logging.getLogger(__name__)
 
 class RetentionWorker:
     # Several processes on one database may each run one: a run takes `Store.exclusive("retention")` first.
-    multi_process_safe: ClassVar[bool] = True
 
     def __init__(self, database: Store, settings: RetentionSettings | None = None) -> None:
         self.database = database

@@ -23,6 +23,7 @@ import psycopg
 import pyarrow.parquet as pq
 import pytest
 
+from rewards_lab.store.postgres.store import PARTITIONS_ENV
 from rewards_lab.store.secret_box import KEY_ENV
 from tests.live_server import LiveServer, cli, start_server
 from tests.pg_cluster import PG_SECRET_KEY
@@ -272,6 +273,19 @@ def _background_lock_holders(url: str) -> int:
     return int(row[0]) if row else 0
 
 
+def _lease_shares(url: str) -> list[int]:
+    """How many event partitions each process's event worker leases, smallest first."""
+    from rewards_lab.store.postgres.leases import LEASE_CLASS
+
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = %s AND objsubid = 2 "
+            "GROUP BY pid ORDER BY 1",
+            [LEASE_CLASS],
+        ).fetchall()
+    return [int(row[0]) for row in rows]
+
+
 def _wait(condition: Any, what: str, seconds: float = 60) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
@@ -300,15 +314,17 @@ def _post_events(live: LiveServer, prefix: str, count: int) -> list[str]:
 
 
 def test_two_workers_both_answer_a_killed_one_is_restarted_and_sigterm_stops_all(
-    pg_store_url: str, pg_env: None, tmp_path: Path
+    pg_store_url: str, pg_env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv(PARTITIONS_ENV, "4")  # the event worker runs in both processes, on 2 partitions each
     live = start_server(pg_store_url, serve_args=("--workers", "2"), log_path=tmp_path / "serve.log")
     try:
         port = int(live.base_url.rsplit(":", 1)[1].split("/")[0])
         _wait(lambda: len(_children(live.process.pid)) == 2, "two worker processes")
         first = _children(live.process.pid)
         _all_answer(port, first)  # both children accept and answer
-        _wait(lambda: _background_lock_holders(pg_store_url) == 1, "one process runs the background workers")
+        _wait(lambda: _background_lock_holders(pg_store_url) == 1, "one process runs the single-process workers")
+        _wait(lambda: _lease_shares(pg_store_url) == [2, 2], "both processes' event workers share the partitions")
         _events_processed(live, _post_events(live, "before", 10))  # whichever child took them in
 
         killed = min(first)
@@ -320,6 +336,7 @@ def test_two_workers_both_answer_a_killed_one_is_restarted_and_sigterm_stops_all
         assert killed not in second and len(second & first) == 1
         _all_answer(port, second)
         _wait(lambda: _background_lock_holders(pg_store_url) == 1, "the background lock held again")
+        _wait(lambda: _lease_shares(pg_store_url) == [2, 2], "the restarted process's worker has its share")
         _events_processed(live, _post_events(live, "after", 10))
     finally:
         children = _children(live.process.pid) if live.process.poll() is None else set()

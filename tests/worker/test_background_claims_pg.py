@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 
-from rewards_lab.api.app import create_app
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.validation import validate
 from rewards_lab.engine.expiry import ExpiryReport, expire_due
@@ -245,14 +244,3 @@ def test_retention_runs_in_one_process_at_a_time(two: tuple[PostgresStore, Postg
     assert not report.held_elsewhere and report.deleted["request_log"] == 0
     with first.exclusive("retention") as held:
         assert held
-
-
-def test_processes_without_the_background_lock_run_only_the_workers_that_declare_themselves_safe(
-    pg_store: PostgresStore,
-) -> None:
-    app = create_app(pg_store, safe_workers_only=True)
-    assert app.state.worker is None  # the event worker: the lock holder's (partition leases come later)
-    assert app.state.delivery_worker is not None
-    assert app.state.expiry_worker is not None and app.state.retention_worker is not None
-    everything = create_app(pg_store)
-    assert everything.state.worker is not None

@@ -24,6 +24,7 @@ from psycopg.adapt import Loader
 from psycopg.pq import TransactionStatus
 
 from rewards_lab.store.dialect import render
+from rewards_lab.store.interfaces import WriteConflict
 
 Params = Sequence[Any] | Mapping[str, Any] | None
 
@@ -86,9 +87,14 @@ def _arrow_type(arrow: pa.DataType) -> str:
 class PgConnection:
     """The adapter the repositories take in place of a DuckDB connection (see the module's docstring)."""
 
-    def __init__(self, conn: psycopg.Connection[Any], constraints: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, conn: psycopg.Connection[Any], constraints: Mapping[str, str] | None = None, *, writes: bool = False
+    ) -> None:
         self.conn = conn
         self._constraints = constraints or {}
+        # A unit of work's connection (a read-write transaction): the repositories take their row locks on it
+        # (plan 5.2); a reader, a snapshot or the intake reads without them.
+        self.writes = writes
 
     def execute(self, sql: str, params: Params = None) -> Result:
         with self._translated():
@@ -155,6 +161,8 @@ class PgConnection:
             raise duckdb.ConstraintException(self._explain(error)) from error
         except pg_errors.NumericValueOutOfRange as error:
             raise duckdb.OutOfRangeException(str(error)) from error
+        except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure) as error:
+            raise WriteConflict(str(error)) from error
         except pg_errors.QueryCanceled as error:  # `interrupt`, or a statement_timeout
             raise duckdb.InterruptException(str(error)) from error
 

@@ -6,7 +6,7 @@ replacement scan; here the transactions go in by COPY and the balances from type
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, cast
 
@@ -16,13 +16,26 @@ import pyarrow as pa
 from rewards_lab.contract import jsonutil
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.scope import Scope
+from rewards_lab.domain.posting_policy import LedgerState
 from rewards_lab.store.database import utcnow
-from rewards_lab.store.events import EventRepository
+from rewards_lab.store.dialect import render
+from rewards_lab.store.events import PENDING_COLUMNS, EventRepository
 from rewards_lab.store.idempotency import IdempotencyRepository
-from rewards_lab.store.interfaces import EventOutcome, LotTaken, NewEvent, NewLot
+from rewards_lab.store.interfaces import (
+    EventOutcome,
+    EventPartitions,
+    LotTaken,
+    NewEvent,
+    NewLot,
+    PendingEvent,
+    Usage,
+    UsageKey,
+)
 from rewards_lab.store.ledger import LedgerRepository, _invariant
+from rewards_lab.store.limit_usage import LimitUsageRepository
 from rewards_lab.store.postgres.claims import PgLotClaims, PgOutboxRepository, PgWebhookRepository
 from rewards_lab.store.postgres.connection import PgConnection
+from rewards_lab.store.postgres.row_locks import lock_balances, lock_counters
 from rewards_lab.store.uow import DuckDBRepositories
 
 if TYPE_CHECKING:
@@ -60,7 +73,62 @@ _INSERT_BALANCES = (
 )
 
 
+# The partition of an event (plan 5.1): a hash of its tenant and RESOLVED customer (an event names its customer by
+# id or external id, both spellings land in one partition; an id wins, as in `customers.resolve_many`), or of the
+# raw reference when no customer has it yet. Every process computes it alike at claim time.
+_PARTITION = (
+    "mod(mod(hashtextextended(e.organization_id || '/' || e.environment || '/' || coalesce("
+    "(SELECT c.id FROM customers c WHERE c.id = e.customer_id AND c.organization_id = e.organization_id "
+    "AND c.environment = e.environment), "
+    "(SELECT c.id FROM customers c WHERE c.external_id = e.customer_id AND c.organization_id = e.organization_id "
+    "AND c.environment = e.environment), e.customer_id), 0), %(count)s) + %(count)s, %(count)s)"
+)
+
+
+_LOCK_RECEIVED = "SELECT id FROM events WHERE id = ANY(%(ids)s::text[]) AND status = 'received' ORDER BY id FOR UPDATE"
+
+
+def _pending_sql(partitioned: bool, lock: bool) -> str:
+    sql = render(f"SELECT {PENDING_COLUMNS} FROM events AS e") + (
+        " WHERE e.status = 'received' AND (e.wait_until IS NULL OR e.wait_until <= %(now)s)"
+    )
+    if partitioned:
+        sql += f" AND {_PARTITION} = ANY(%(held)s::int[])"
+    sql += " ORDER BY e.id LIMIT %(limit)s"
+    return sql + " FOR UPDATE OF e" if lock else sql
+
+
 class PgEventRepository(EventRepository):
+    def pending(self, limit: int, partitions: EventPartitions | None = None) -> list[PendingEvent]:
+        """DuckDB's `pending`, of the `partitions` this worker holds (None: every event). In a unit of work the
+        events are also locked (`FOR UPDATE`), a safety net should two workers ever believe they hold one
+        partition: the second waits for the first's commit, then no longer sees them `received`."""
+        con = cast(PgConnection, self.con)
+        partitioned = partitions is not None and partitions.total > 1
+        if partitions is not None and not partitions.held:
+            return []
+        params: dict[str, object] = {"now": utcnow(), "limit": limit}
+        if partitions is not None and partitioned:
+            params.update(count=partitions.total, held=list(partitions.held))
+        rows = con.execute_native(_pending_sql(partitioned, con.writes), params).fetchall()
+        return list(map(PendingEvent._make, rows))
+
+    def waiting_on(self, scope: Scope, external_ids: list[str]) -> list[PendingEvent]:
+        """DuckDB's, locked in a unit of work as `pending` locks (a refund naming another customer than its
+        original may be in another worker's partition): those another worker processed meanwhile are left out."""
+        return self._locked(super().waiting_on(scope, external_ids))
+
+    def received(self, scope: Scope, event_ids: list[str]) -> list[PendingEvent]:
+        return self._locked(super().received(scope, event_ids))
+
+    def _locked(self, events: list[PendingEvent]) -> list[PendingEvent]:
+        con = cast(PgConnection, self.con)
+        if not con.writes or not events:
+            return events
+        rows = con.execute_native(_LOCK_RECEIVED, {"ids": [event.id for event in events]}).fetchall()
+        still = {row[0] for row in rows}
+        return [event for event in events if event.id in still]
+
     def add(self, events: list[tuple[Scope, NewEvent]], received_at: datetime) -> bool:
         """As DuckDB's: all inserted in one statement, or none (False) if one is already stored. Inside a
         transaction the statement runs in a savepoint, so a refused insert leaves the transaction usable."""
@@ -123,6 +191,15 @@ class PgLedgerRepository(LedgerRepository):
     def __init__(self, con: duckdb.DuckDBPyConnection, store: PostgresStore) -> None:
         super().__init__(con, None)  # no ledger cache: another process may write the same balances
         self.store = store
+
+    def ledger_state(self, scope: Scope, wallet_ids: set[str], accounts: Mapping[str, Collection[str]]) -> LedgerState:
+        """DuckDB's, read after this unit of work has locked what the decision depends on (plan 5.2): the
+        wallets' balances, then the asset's system accounts where a supply ceiling makes the decision depend on
+        them; so two processes never decide on the same balance at once."""
+        con = cast(PgConnection, self.con)
+        if con.writes and accounts:
+            lock_balances(con, scope, accounts)
+        return super().ledger_state(scope, wallet_ids, accounts)
 
     def _fault(self, point: str) -> None:
         self.store.fault(point)  # the crash tests' fault points, as on DuckDB
@@ -230,6 +307,16 @@ class PgIdempotencyRepository(IdempotencyRepository):
         return bool(found and found[0])
 
 
+class PgLimitUsageRepository(LimitUsageRepository):
+    def load(self, scope: Scope, keys: list[UsageKey]) -> dict[UsageKey, Usage]:
+        """DuckDB's, read after this unit of work has locked the counters (plan 5.2), so a cap or a budget is
+        never decided on a count another process is about to change."""
+        con = cast(PgConnection, self.con)
+        if con.writes and keys:
+            lock_counters(con, scope, keys)
+        return super().load(scope, keys)
+
+
 class PostgresRepositories(DuckDBRepositories):
     """`store.interfaces.Repositories` on one PostgreSQL connection. No ledger cache (`database=None` for the
     ledger, wallets and assets): another process may write the same balances (plan section 5)."""
@@ -244,3 +331,4 @@ class PostgresRepositories(DuckDBRepositories):
         self.outbox = PgOutboxRepository(duck)
         self.webhooks = PgWebhookRepository(duck)
         self.idempotency = PgIdempotencyRepository(duck)
+        self.limit_usage = PgLimitUsageRepository(duck)

@@ -1,8 +1,9 @@
 """`PostgresStore`: the `store.api.Store` Protocol on a PostgreSQL database, through a psycopg pool.
 
 Transactions (decisions for issue 32, increment 4):
-- a unit of work is one transaction at READ COMMITTED on a pooled connection, under this process's write lock (as
-  DuckDB's single writer: the row locks that let several processes write at once are increment 7);
+- a unit of work is one transaction at READ COMMITTED on a pooled connection, under this process's write lock (one
+  writer per process, as on DuckDB); across processes the counters and balances a decision depends on are locked
+  in one order (`row_locks.py`) and the event worker takes only the partitions it leases (`leases.py`);
 - readers are autocommit connections, one per thread (each statement sees what is committed when it starts);
 - a snapshot is one REPEATABLE READ READ ONLY transaction (every statement sees one committed state);
 - the intake's events run autocommit (one statement, one commit) and its unit of work in a transaction of its own,
@@ -13,6 +14,7 @@ The database must sort text bytewise (collation C), as DuckDB does: another coll
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +31,7 @@ from rewards_lab.store.api import UnsupportedStore
 from rewards_lab.store.database import utcnow
 from rewards_lab.store.dialect import render
 from rewards_lab.store.postgres.connection import PgConnection, configure
+from rewards_lab.store.postgres.leases import EventLeases, check_count
 from rewards_lab.store.postgres.repositories import PostgresRepositories
 from rewards_lab.store.postgres.shared import PgSharedState
 from rewards_lab.store.schema import steps
@@ -39,7 +42,13 @@ if TYPE_CHECKING:
     from rewards_lab.store.verification import LedgerReport
 
 MIGRATION_LOCK = 0x7265_7761_7264_73  # pg_advisory_lock's key for migrations ("rewards")
-BACKGROUND_LOCK = 0x7265_7761_7264_74  # held by the one process that runs the background workers (serving.py)
+BACKGROUND_LOCK = 0x7265_7761_7264_74  # held by the one process that runs the single-process workers (serving.py)
+# The events' partitions (plan 5.1): 1 is way a, one worker at a time in the whole database, in id order as on
+# DuckDB (beneficiaries' rewards included); more let that many workers take events at once. 1 until increment 12
+# measures the gain against the hot rows (budgets, ceilings) that serialise batches anyway. Every process of one
+# database must use the same number.
+EVENT_PARTITIONS = 1
+PARTITIONS_ENV = "REWARDS_LAB_EVENT_PARTITIONS"
 # `exclusive(name)`'s session advisory locks: the work one process at a time does (retention: its deletes are safe
 # twice, but each would scan for the same rows)
 EXCLUSIVE_LOCKS = {"retention": 0x7265_7761_7264_75}
@@ -81,8 +90,18 @@ class PostgresStore:
     """One PostgreSQL database (`url`: a libpq URL or key=value string), opened: migrated, its collation and
     secret key checked."""
 
-    def __init__(self, url: str, *, secret_key: bytes | None = None, pool_max: int = POOL_MAX) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        secret_key: bytes | None = None,
+        pool_max: int = POOL_MAX,
+        event_partitions: int | None = None,
+    ) -> None:
         self.url = url = libpq_url(url)
+        self.event_partitions = check_count(
+            event_partitions if event_partitions is not None else int(os.environ.get(PARTITIONS_ENV, EVENT_PARTITIONS))
+        )
         try:
             self.path = redacted(url)
         except psycopg.Error:
@@ -182,7 +201,7 @@ class PostgresStore:
     def _transaction(self) -> Iterator[PgConnection]:
         """One transaction (READ COMMITTED) on a pooled connection under the write lock."""
         with self._write_lock, self._pool.connection() as conn, conn.transaction():
-            yield PgConnection(conn, self.constraints)
+            yield PgConnection(conn, self.constraints, writes=True)
 
     def _reader(self) -> PgConnection:
         return PgConnection(self.thread_connection(), self.constraints)
@@ -272,9 +291,9 @@ class PostgresStore:
 
     def try_lead(self) -> bool:
         """Whether this process holds the database's background lock (a session advisory lock on a connection of
-        its own, kept until `close`): the one process of several that runs the event, delivery, expiry and
-        retention workers until their claims make several safe (issue 32, increment 7). The lock goes with the
-        session, so a killed leader's successor (or its restarted self) takes it over."""
+        its own, kept until `close`): the one process of several that runs the background workers not yet safe in
+        several processes (`api.serving.MULTI_PROCESS`). The lock goes with the session, so a killed leader's
+        successor (or its restarted self) takes it over."""
         if self._leader is None:
             conn = self._connect()
             row = conn.execute("SELECT pg_try_advisory_lock(%s)", [BACKGROUND_LOCK]).fetchone()
@@ -295,6 +314,11 @@ class PostgresStore:
             yield bool(row and row[0])
         finally:
             conn.close()
+
+    def event_leases(self) -> EventLeases:
+        """A new set of leases on the `event_partitions` partitions, on a connection of its own (opened at the
+        first claim): one per event worker."""
+        return EventLeases(self._connect, self.event_partitions)
 
     def local_directory(self) -> Path | None:
         """None: the data is on the database server, whose disk the operator watches (docs/deploy.md)."""
