@@ -59,8 +59,22 @@ class LotRepository:
         return found
 
     def write(self, scope: Scope, made: Sequence[NewLot], taken: Sequence[LotTaken]) -> None:
-        """Insert the lots credits made and lower the lots debits took from (an expiry also marks its lot)."""
+        """Insert the lots credits made, then lower the lots debits took from (an expiry also marks its lot): a
+        debit may take from a lot its own batch made (an order and a refund processed together), which must exist
+        by then."""
         now = utcnow()
+        if made:
+            columns = list(zip(*made, strict=True))
+            lots_made = pa.Table.from_arrays(  # noqa: F841 - read by the INSERT below (a replacement scan)
+                [pa.array(column, field.type) for column, field in zip(columns, _NEW_SCHEMA, strict=True)],
+                schema=_NEW_SCHEMA,
+            )
+            self.con.execute(
+                "INSERT INTO lots SELECT id, ?, ?, wallet_id, asset_id, issued_at, expires_at, "
+                "CAST(amount_minor AS HUGEINT), CAST(amount_minor AS HUGEINT), 0, source_transaction_id, NULL, ?, ? "
+                "FROM lots_made",
+                [*scope.params, now, now],
+            )
         if taken:
             amounts: dict[str, int] = {}
             expired: dict[str, str] = {}
@@ -83,18 +97,6 @@ class LotRepository:
                 "expired_transaction_id = coalesce(t.expired_by, expired_transaction_id), updated_at = ? "
                 f"FROM lots_taken t WHERE lots.id = t.id AND lots.{TENANT}",
                 [now, *scope.params],
-            )
-        if made:
-            columns = list(zip(*made, strict=True))
-            lots_made = pa.Table.from_arrays(  # noqa: F841 - read by the INSERT below (a replacement scan)
-                [pa.array(column, field.type) for column, field in zip(columns, _NEW_SCHEMA, strict=True)],
-                schema=_NEW_SCHEMA,
-            )
-            self.con.execute(
-                "INSERT INTO lots SELECT id, ?, ?, wallet_id, asset_id, issued_at, expires_at, "
-                "CAST(amount_minor AS HUGEINT), CAST(amount_minor AS HUGEINT), 0, source_transaction_id, NULL, ?, ? "
-                "FROM lots_made",
-                [*scope.params, now, now],
             )
 
     def page(self, scope: Scope, wallet_id: str, page: PageRequest, filters: LotFilter) -> RowPage[LotRow]:

@@ -242,6 +242,30 @@ def test_a_refund_after_its_lot_expired_takes_what_the_wallet_still_holds(tmp_pa
     assert found.balances == {}
 
 
+def test_a_refund_processed_with_an_order_takes_from_the_lot_that_order_made(tmp_path: Path) -> None:
+    """A refund at the same instant as an order is processed in the order's batch: the refund of a reward whose
+    lot expired takes from the new order's lot (made in that batch), and a refund of that same order takes its
+    own new lot; the live ledger keeps what the batch left of those lots (it once wrote them whole: a wallet's
+    lots then held more than its balance, `lots_mismatch`), as the replay does."""
+    definition = _programme({"after_days": 1}, refunds=True)
+
+    def refund(index: int, at: datetime, order_id: str) -> dict[str, Any]:
+        return {"external_event_id": f"r{index}", "type": REFUND, "customer_id": "alice", "occurred_at": at,
+                "data": {"order_id": order_id}}  # fmt: skip
+
+    stream = [
+        _order(0, BASE),
+        _order(1, BASE + timedelta(days=2)),
+        refund(0, BASE + timedelta(days=2), "e0"),
+        _order(2, BASE + timedelta(days=3)),
+        refund(1, BASE + timedelta(days=3), "e2"),
+    ]
+    found = _agree(tmp_path, definition, stream, [])
+    assert [item[-2:] for item in found.items] == [(10, 10), (10, 10)]
+    assert _lots(found) == [(10, 0, 10), (10, 0, 0), (10, 0, 0)]
+    assert found.balances == {}
+
+
 def test_expired_points_give_room_back_under_the_ceiling(tmp_path: Path) -> None:
     """With a ceiling of 20, a third reward of 10 is refused while two lots are outstanding, and a fourth is
     issued once the first has expired."""

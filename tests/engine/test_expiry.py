@@ -23,7 +23,7 @@ from rewards_lab.service.event_intake import submit_event, submit_events
 from rewards_lab.store.database import Database, utcnow
 from rewards_lab.store.verification import verify_ledger
 from tests.conftest import World
-from tests.engine.test_reversals import ORDER, Shop
+from tests.engine.test_reversals import ORDER, REFUND, Shop
 
 
 def _issue(world: World, asset_id: str, wallet_id: str, amount: str) -> None:
@@ -177,6 +177,30 @@ def test_a_refund_after_its_lot_expired_takes_what_the_wallet_holds(world: World
     taken = shop.reversal(shop.refund("eve", "o-1"))
     assert (taken.amount, taken.reversal.shortfall if taken.reversal else None) == ("10", "0")
     assert _shop_lots(shop, wallet.id) == [("10", "0"), ("25", "15")]  # the expired one gave nothing more
+    assert shop.balance(wallet) == 15
+    _verified(world.db)
+
+
+def test_a_reversal_in_the_batch_that_made_the_lot_it_takes_from(world: World) -> None:
+    """A lot made and taken from in one batch (the worker processes an order and a refund together) is written
+    with what the reversal left of it: a refund of an expired reward takes from the new order's lot (FIFO after
+    its own, which holds nothing), and a refund in its own order's batch takes that order's lot."""
+    shop = Shop(world, expiry={"after_days": 30}, clawback="available")
+    wallet = shop.customer("gus")
+    shop.order("gus", "o-1", 10)
+    _set_expiry(world.db, utcnow() - timedelta(seconds=1))
+    assert expire_due(world.db).lots == 1
+    shop.send(ORDER, "gus", process=False, external_id="o-2", amount=25)
+    refund = shop.send(REFUND, "gus", process=False, order_id="o-1")
+    process_all(world.db)
+    assert shop.reversal(refund).amount == "10"
+    assert _shop_lots(shop, wallet.id) == [("10", "0"), ("25", "15")]
+    _verified(world.db)
+    shop.send(ORDER, "gus", process=False, external_id="o-3", amount=7)
+    refund = shop.send(REFUND, "gus", process=False, order_id="o-3")
+    process_all(world.db)
+    assert shop.reversal(refund).amount == "7"
+    assert _shop_lots(shop, wallet.id) == [("10", "0"), ("25", "15"), ("7", "0")]
     assert shop.balance(wallet) == 15
     _verified(world.db)
 

@@ -261,10 +261,18 @@ _MAKE_LOTS = (
 
 class PgLotRepository(PgLotClaims):
     def write(self, scope: Scope, made: Sequence[NewLot], taken: Sequence[LotTaken]) -> None:
-        """As DuckDB's (a lot taken from twice in a batch: one row, the sum), from typed arrays (DuckDB reads
-        Arrow tables by a replacement scan)."""
+        """As DuckDB's (the lots made first, then taken from; a lot taken from twice in a batch: one row, the
+        sum), from typed arrays (DuckDB reads Arrow tables by a replacement scan)."""
         con = cast(PgConnection, self.con)
         tenant = {"org": scope.organization_id, "env": scope.environment, "now": utcnow()}
+        if made:
+            con.execute_native(
+                _MAKE_LOTS,
+                {**tenant, "id": [m.id for m in made], "wallet": [m.wallet_id for m in made],
+                 "asset": [m.asset_id for m in made], "issued": [m.issued_at for m in made],
+                 "expires": [m.expires_at for m in made], "amount": [str(m.amount_minor) for m in made],
+                 "source": [m.source_transaction_id for m in made]},
+            )  # fmt: skip
         if taken:
             amounts: dict[str, int] = {}
             expired: dict[str, str] = {}
@@ -277,14 +285,6 @@ class PgLotRepository(PgLotClaims):
                 _TAKE_LOTS,
                 {**tenant, "id": lots, "taken": [str(amounts[i]) for i in lots],
                  "expired": [expired.get(i) for i in lots]},
-            )  # fmt: skip
-        if made:
-            con.execute_native(
-                _MAKE_LOTS,
-                {**tenant, "id": [m.id for m in made], "wallet": [m.wallet_id for m in made],
-                 "asset": [m.asset_id for m in made], "issued": [m.issued_at for m in made],
-                 "expires": [m.expires_at for m in made], "amount": [str(m.amount_minor) for m in made],
-                 "source": [m.source_transaction_id for m in made]},
             )  # fmt: skip
 
 

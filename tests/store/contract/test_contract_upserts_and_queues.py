@@ -154,6 +154,22 @@ def test_lots_are_made_taken_from_and_expired_alike_on_both_stores(store: Store)
     assert [lot.id for lot in reader.lots.due(t0 + timedelta(days=31), 10)] == ["lot_a"]
 
 
+def test_a_lot_made_and_taken_from_in_one_write_keeps_what_is_left(store: Store) -> None:
+    """A batch may take from a lot it makes (an order and a refund processed together): `lots.write` makes the
+    lots before it takes from them, so the taking is not lost on a row that did not exist yet."""
+    world = world_of(store)
+    wallet = world.wallet()
+    t0 = datetime(2026, 1, 1, 12, 0, 0)
+    made = [NewLot("lot_n", wallet.id, "ast_x", t0, t0 + timedelta(days=1), 25, "txn_n")]
+    with store.unit_of_work() as uow:
+        uow.lots.write(world.scope, made, [LotTaken("lot_n", 10), LotTaken("lot_n", 4)])
+    reader = store.reader_repositories()
+    lots = reader.lots.open_lots(world.scope, [(wallet.id, "ast_x")])[(wallet.id, "ast_x")]
+    assert [(lot.id, lot.remaining) for lot in lots] == [("lot_n", 11)]
+    rows = reader.lots.page(world.scope, wallet.id, PageRequest(), LotFilter()).rows
+    assert [(row.amount_minor, row.remaining_minor, row.expired_minor) for row in rows] == [(25, 11, 0)]
+
+
 def _execution(n: int, status: str = "issued", txn: str | None = None) -> ExecutionRecord:
     return ExecutionRecord(
         f"rex_{n:02}", f"evt_{n % 2}", f"e-{n % 2}", "cus_1", "prg_1", "ver_1", 1, f"rul_{n}", 0, "ast_1",
