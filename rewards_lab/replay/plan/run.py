@@ -5,9 +5,10 @@ Stages (the progress labels of rewards_lab.replay.engine.STEPS, after "ordered",
 their outcomes resolved and added to `amounts` when they issue or refuse anything), "summaries" (`candidates`,
 `cells`), "ceiling" (`ceiling_kept`, then the `issuances` view). The customers steps (`customers`, `facts`:
 rewards_lab.replay.plan.customers) come before, run by the entry points: on DuckDB before the events are
-numbered, on Spark after. Today the plan runs the replays without caps, budgets, reversals, redemptions or expiry
-(rewards_lab.replay.engine.replay, rewards_lab.replay.spark_engine.replay_spark); the others still take their own
-paths over the same tables.
+numbered, on Spark after. `rules` and `decide` are the two halves: between them a featured replay decides its caps,
+budgets, reversals and redemptions (the ordered pass, which then may decide the ceiling itself: `decide` gets no
+room). Spark runs every replay this way (rewards_lab.replay.spark_engine.replay_ordered); DuckDB runs its plain
+replays with `run` and its featured ones still over rewards_lab.replay.store's tables of the same names.
 """
 
 from __future__ import annotations
