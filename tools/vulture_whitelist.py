@@ -179,3 +179,4 @@ enrolled_at  # a stored tier state's field (rewards_lab/store/tiers.py)
 changed_at  # a stored tier change's field (rewards_lab/store/tiers.py)
 from_tier  # a stored tier change's field (rewards_lab/store/tiers.py)
 to_tier  # a stored tier change's field (rewards_lab/store/tiers.py)
+rounds  # ApplyResult.rounds (rewards_lab/lab/push.py): how many plan-apply rounds a push took, read by its callers and tests

@@ -35,7 +35,7 @@ from rewards_lab.domain.ceiling import room_under
 from rewards_lab.domain.conditions import EventFacts
 from rewards_lab.domain.money import parse_amount, parse_ceiling, to_decimal
 from rewards_lab.domain.schedule import DAY_US, instant
-from rewards_lab.replay import feature_sql, input_checks, issuance_writer, store
+from rewards_lab.replay import input_checks, issuance_writer, store
 from rewards_lab.replay.compiler import (
     DUCKDB,
     CompiledProgramme,
@@ -221,66 +221,22 @@ class ReplayResult:
 
     def _plain_totals(self) -> dict[str, Any]:
         (row,) = self.con.sql(outputs.totals_sql(self._name, self._boundary, self._amount)).fetchall()
-        issued_count, candidates, too_large = int(row[1]), int(row[2]), int(row[3])
-        codes = {
-            "amount_too_large": too_large,
-            "asset_supply_exhausted": candidates - issued_count,
-            "beneficiary_missing": int(row[4]),
-            "beneficiary_not_found": int(row[5]),
-        }
-        failed_by_code = {code: count for code, count in codes.items() if count}
-        return {
-            "issued": row[0],
-            "issuances": issued_count,
-            "failed": sum(codes.values()),
-            "failed_by_code": failed_by_code,
-        }
+        return outputs.plain_totals(row)
 
     def _feature_totals(self) -> dict[str, Any]:
-        (row,) = self.con.sql(feature_sql.totals_sql(self._name, self._boundary)).fetchall()
-        issued, issuances, requested, candidates, too_large, missing, not_found = (int(v) for v in row[:7])
-        exhausted, limited, cut, taken, target, reversed_, redeemed_count, redeemed, redemptions = (
-            int(v) for v in row[7:]
-        )
-        if self._boundary is not None:  # the ceiling, set-based, refused what it did not issue
-            exhausted = candidates - issuances
-        codes = {
-            "amount_too_large": too_large,
-            "asset_supply_exhausted": exhausted,
-            "beneficiary_missing": missing,
-            "beneficiary_not_found": not_found,
-        }
-        codes.update(
-            {str(code): int(count) for code, count in self.con.sql(feature_sql.codes_sql(self._name)).fetchall()}
-        )
-        decimal = partial(to_decimal, decimals=self._decimals)
-        return {
-            "issued": decimal(issued),
-            "issuances": issuances,
-            "failed": sum(codes.values()),
-            "failed_by_code": {code: count for code, count in codes.items() if count},
-            "requested": decimal(requested),
-            "cut": decimal(cut),
-            "limited": limited,
-            "reversed": decimal(taken),
-            "reversal_target": decimal(target),
-            "shortfall": decimal(target - taken),
-            "reversals": reversed_,
-            "net": decimal(issued - taken),
-            "redeemed": decimal(redeemed),
-            "redemptions": redeemed_count,
-            "redemptions_refused": redemptions - redeemed_count,
-        }
+        (row,) = self.con.sql(outputs.featured_totals_sql(self._name, self._boundary)).fetchall()
+        failed = self.con.sql(outputs.failed_actions_sql(self._name)).fetchall()
+        return outputs.featured_totals(row, failed, self._boundary, self._decimals)
 
     def daily(self) -> pd.DataFrame:
         """day (UTC), asset, rule_index, issued, cumulative (running total of that rule), issuances (issued rows);
         amounts are exact Arrow decimals (see `per_customer`). With caps, budgets or reversals also requested,
-        cut, limited, reversed, net and net_cumulative (feature_sql.daily_sql); with expiry also `expired`: what
-        expired that UTC day of the lots that rule's rewards made."""
+        cut, limited, reversed, net and net_cumulative (plan.outputs.featured_daily_sql); with expiry also
+        `expired`: what expired that UTC day of the lots that rule's rewards made."""
         expired = None if self._expiry is None else plan_expiry.expired_cells(self._name, self._layout.slots)
         if self._features is not None:
-            query = feature_sql.daily_sql(
-                self._layout, self._name, self._boundary, self.definition.asset.symbol, self._amount, expired
+            query = outputs.featured_daily_sql(
+                self._layout.slots, self._name, self._boundary, self.definition.asset.symbol, self._amount, expired
             )
             return frame_of(self.con.sql(query).to_arrow_table())
         query = outputs.daily_sql(self._name, self._boundary, self.definition.asset.symbol, self._amount, expired)
@@ -297,8 +253,9 @@ class ReplayResult:
             raise ServiceError("field_invalid", f"top must be a whole number of at least 1, not {top!r}", field="top")
         expired = None if self._expiry is None else plan_expiry.expired_per_holder(self._name)
         if self._features is not None:  # also reversed, net, redeemed and balance, per holder
-            query = feature_sql.per_customer_sql_with(
-                self._layout, self._name, self._boundary, self._features, self._amount, top, expired
+            lookup = self._features.lookup
+            query = outputs.featured_per_customer_sql(
+                self._layout, self._name, self._boundary, lookup, self._amount, top, expired
             )
             return frame_of(self.con.sql(query).to_arrow_table())
         query = outputs.per_customer_sql(self._layout, self._name, self._boundary, self._amount, top, expired)

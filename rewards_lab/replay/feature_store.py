@@ -34,7 +34,7 @@ from rewards_lab.replay.engines.base import Executor
 from rewards_lab.replay.inputs import ROW, EventSource
 from rewards_lab.replay.limits_plan import Grouping, LimitsPlan
 from rewards_lab.replay.lot_pass import LOTS
-from rewards_lab.replay.plan import ceiling, schema
+from rewards_lab.replay.plan import ceiling, outputs, schema
 from rewards_lab.replay.plan import expiry as plan_expiry
 from rewards_lab.replay.plan import limits as plan_limits
 from rewards_lab.replay.plan.expiry import ExpiryPlan
@@ -228,10 +228,7 @@ def empty_outcome(con: duckdb.DuckDBPyConnection, name: str) -> None:
 
 def with_days(con: duckdb.DuckDBPyConnection, lay: Layout, name: str) -> None:
     """`{name}_corr`: the pass's decisions with their UTC day and slot (for the summaries)."""
-    con.execute(
-        f"CREATE TEMP TABLE {name}_corr AS SELECT d.*, p.day, CAST(d.seq % {lay.slots} AS INTEGER) AS slot "
-        f"FROM {name}_dec d JOIN {name}_pe p ON p.pos = d.seq // {lay.slots}"
-    )
+    con.execute(f"CREATE TEMP TABLE {schema.CORRECTIONS.on(name)} AS {outputs.corrections_sql(lay.slots, name)}")
 
 
 # the whole of it ----------------------------------------------------------------------------------------------

@@ -14,10 +14,8 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import NamedTuple
 
-from rewards_lab.domain.reversals import CUSTOMER_MISMATCH, ORIGINAL_NOT_FOUND, fraction_of, refusal
+from rewards_lab.domain.reversals import fraction_of, refusal
 from rewards_lab.domain.rules import FRACTION_INVALID, ORIGINAL_MISSING, ReversalCall
-
-REVERSAL_CODES = (ORIGINAL_MISSING, FRACTION_INVALID, ORIGINAL_NOT_FOUND, CUSTOMER_MISMATCH)
 
 
 class ActionDecision(NamedTuple):

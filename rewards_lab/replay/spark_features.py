@@ -1,18 +1,18 @@
-"""Caps, budgets, reversals and redemptions on Spark: the DuckDB engine's method (rewards_lab.replay.feature_store)
-with DataFrames, and the same sequential pass (rewards_lab.replay.sequential) inside `mapInArrow`.
+"""Caps, budgets, reversals and redemptions on Spark: the plan's steps over the replay's own tables (its prefix:
+`candidates`, `slots`, `ordered`, with expiry `expiry_times`), the same as on DuckDB, on a SparkExecutor.
 
 What is distributed:
-- the reverse actions, their originals and decisions, and the redemptions' places (the plan's steps on a
-  SparkExecutor: rewards_lab.replay.plan.reversals, rewards_lab.replay.plan.redemptions); the reverse actions
-  and divisors of rows SQL cannot read exactly through the live evaluation in `mapInArrow`;
-- the counters that can bind (an aggregation per family of counters) and each reward's `mask` (joins);
-- the tail, the pass's operations with their credit, and the pass itself: the plan's steps on a SparkExecutor
-  (rewards_lab.replay.plan.limits, the same as on DuckDB), the pass **per customer** (`map_partitions` keyed by
-  holder: customers never share a counter, a reward or a balance) or, when a budget can bind or the ceiling may
-  refuse, as **one task** over all operations in processing order.
-What reaches the driver: the refunds processed after a later original (few: their (position, original) pairs
-order them, `domain.processing_order`), which families of counters can bind (one number each), the redemptions
-(read there) and, per redemption, how many events come at or before it.
+- the reverse actions, their originals and decisions, and the redemptions' places (rewards_lab.replay.plan.
+  reversals, rewards_lab.replay.plan.redemptions); the reverse actions and divisors of rows SQL cannot read
+  exactly through the live evaluation in `mapInArrow`;
+- the counters that can bind (an aggregation per family of counters);
+- `lotted`, `masked_rows`, the tail, the pass's operations with their credit, and the pass itself
+  (rewards_lab.replay.plan.limits), **per customer** (`map_partitions` keyed by holder) or, when a budget can bind
+  or the ceiling may refuse, as **one task** over all operations in processing order.
+What reaches the driver: the refunds processed after a later original (few), which families of counters can bind
+(one number each), the redemptions (read there) and, per redemption, how many events come at or before it.
+The tables the outputs read (rewards_lab.replay.plan.outputs) stay under the replay's prefix: `holders`,
+`decisions`, `redemptions`, the pass's parts (`decided_rewards`, `taken`, `redeemed`) and `corrections`.
 """
 
 from __future__ import annotations
@@ -26,22 +26,23 @@ import pyarrow as pa
 
 from rewards_lab.domain.limits import LIFETIME_START, week_start
 from rewards_lab.domain.rules import RuleSpec, number_of, read
-from rewards_lab.replay.compiler import CompiledProgramme
 from rewards_lab.replay.customers import FOUND
 from rewards_lab.replay.fallback import all_outcomes
 from rewards_lab.replay.limits_plan import LimitsPlan
+from rewards_lab.replay.lot_pass import LOTS
 from rewards_lab.replay.plan import limits as plan_limits
-from rewards_lab.replay.plan import schema
-from rewards_lab.replay.plan.expiry import ExpiryPlan
-from rewards_lab.replay.plan.layout import layout
+from rewards_lab.replay.plan import outputs, schema
 from rewards_lab.replay.plan.redemptions import place_redemptions
 from rewards_lab.replay.plan.reversals import DIVISORS, HOLDERS, REVERSE_FALLBACK, decide_reversals
-from rewards_lab.replay.plan.rules import Context, slots_table
+from rewards_lab.replay.plan.rules import Context
+from rewards_lab.replay.plan.sql import Text
 from rewards_lab.replay.sequential import DECISIONS, ITEMS, REDEMPTIONS
 from rewards_lab.replay.spark_inputs import RowReader, SparkEventSource
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame
+
+    from rewards_lab.replay.engines.spark import SparkExecutor
 
 
 _names = itertools.count()
@@ -61,17 +62,15 @@ def holder_of(frame: DataFrame, column: str, lookup: DataFrame | None, alias: st
 
 @dataclass
 class SparkFeatures:
-    """The featured part of a Spark replay: the pass's outcome (None when it did not run), the reverse actions'
-    decisions, the redemptions, and how customers resolve (`lookup`: None without a customers table)."""
+    """The featured part of a Spark replay: the pass's outcome (None when it did not run), whether customers
+    resolve through a customers table (`lookup`: the outputs read `holders`), whether the pass held every reward
+    (`full`) and, with expiry, the customers whose lots the pass kept (`lotted`)."""
 
     limits: LimitsPlan
     outcome: DataFrame | None
-    actions: DataFrame  # seq, pos, slot, code, opos, fraction, refers, pday
-    redemptions: DataFrame  # idx, holder, amount, t, rank, anchor
-    lookup: DataFrame | None
+    lookup: bool
     full: bool
-    lotted: DataFrame | None = None  # with expiry: the customers whose lots the pass kept (holder)
-    prefix: str = ""  # the plan's tables the outputs read (`outputs`): ordered, slots, decisions, the pass's parts
+    lotted: DataFrame | None = None
 
     def part(self, kind: str) -> DataFrame | None:
         from pyspark.sql import functions as F
@@ -127,37 +126,18 @@ def binding(rows: DataFrame, limits: LimitsPlan) -> tuple[DataFrame | None, list
 
 
 def run_pass(
-    spark: SparkSession,
-    plan: CompiledProgramme,
-    frames: dict[schema.Table, DataFrame],
-    run: plan_limits.Pass,
-    shape: plan_limits.PassShape,
-    one_task: bool,
+    executor: SparkExecutor, ctx: Context, run: plan_limits.Pass, shape: plan_limits.PassShape, one_task: bool
 ) -> tuple[DataFrame, DataFrame | None]:
     """(the pass's outcome: sequential.OUTCOMES; with expiry, the `lotted` customers): the plan's `lotted`,
-    `masked_rows` and ordered pass (rewards_lab.replay.plan.limits) on a SparkExecutor over `frames` (its input
-    tables as DataFrames; `bound` empty when absent)."""
-    from rewards_lab.replay.engines.spark import SparkExecutor  # imports rewards_lab.replay.spark_engine
-
-    ctx = Context(f"__spark_pass_{next(_names)}", plan, layout(plan), "spark", "", 0, shape=shape)
-    executor = SparkExecutor(spark)
-    made = [ctx.table(table) for table in frames]
-    for table, frame in frames.items():
-        frame.createOrReplaceTempView(ctx.table(table))
-    if schema.BOUND not in frames:
-        executor.register(ctx.table(schema.BOUND), BOUND.empty_table())
-    try:
-        lotted = None
-        if shape.expiring:
-            executor.create(ctx.table(schema.LOTTED), plan_limits.lotted(ctx), stored=True)
-            lotted = executor.relation(ctx.table(schema.LOTTED))
-        executor.create(ctx.table(schema.MASKED_ROWS), plan_limits.masked(ctx), stored=True)
-        out = plan_limits.run_pass(executor, ctx, shape, run, one_task=one_task)
-        return executor.relation(out), lotted
-    finally:
-        executor.close()
-        for name in made:
-            spark.catalog.dropTempView(name)
+    `masked_rows` and ordered pass (rewards_lab.replay.plan.limits) over the replay's tables."""
+    shaped = replace(ctx, shape=shape)
+    lotted = None
+    if shape.expiring:
+        executor.create(ctx.table(schema.LOTTED), plan_limits.lotted(shaped), stored=True)
+        lotted = executor.relation(ctx.table(schema.LOTTED))
+    executor.create(ctx.table(schema.MASKED_ROWS), plan_limits.masked(shaped), stored=True)
+    out = plan_limits.run_pass(executor, shaped, shape, run, one_task=one_task)
+    return executor.relation(out), lotted
 
 
 # reverse actions and redemptions: the plan's steps ------------------------------------------------------------
@@ -202,31 +182,22 @@ class _Divisors:
 
 
 def reversals_and_redemptions(
-    events: DataFrame,
-    plan: CompiledProgramme,
-    source: SparkEventSource,
-    lookup: DataFrame | None,
-    spent: pa.Table | None,
-) -> tuple[DataFrame, DataFrame, DataFrame]:
-    """(the reverse actions' decisions, the moved refunds, the redemptions): the plan's steps on a SparkExecutor
-    over `events` (in order, with `__pos`); the exotic rows' reverse actions and divisors through `mapInArrow`."""
+    executor: SparkExecutor, ctx: Context, source: SparkEventSource, lookup: DataFrame | None, spent: pa.Table | None
+) -> None:
+    """The reverse actions' decisions, the moved refunds and the redemptions (`decisions`, `moved`,
+    `redemptions`, with `holders`): the plan's steps over the replay's `ordered`; the exotic rows' reverse actions
+    and divisors through `mapInArrow`."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from rewards_lab.replay.engines.spark import SparkExecutor  # imports rewards_lab.replay.spark_engine
-
-    spark = events.sparkSession
-    ctx = Context(f"__spark_features_{next(_names)}", plan, layout(plan), "spark", "", 0)  # no asset read
-    executor = SparkExecutor(spark)
-    made = [ctx.table(schema.ORDERED), ctx.table(schema.HOLDERS)]
-    events.createOrReplaceTempView(made[0])
+    spark, plan = executor.spark, ctx.plan
+    events = spark.table(ctx.table(schema.ORDERED))
     if lookup is None:
-        executor.register(made[1], HOLDERS.empty_table())
+        executor.register(ctx.table(schema.HOLDERS), HOLDERS.empty_table())
     else:
-        lookup.select("__ref", F.col(FOUND).alias("__cid")).createOrReplaceTempView(made[1])
+        lookup.select("__ref", F.col(FOUND).alias("__cid")).createOrReplaceTempView(ctx.table(schema.HOLDERS))
 
     def fallback(target: str) -> None:
-        made.append(target)
         exotic, types = plan.exotic_sql, sorted({r.event_type for r in plan.reversals})
         if exotic is None or not types:
             executor.register(target, REVERSE_FALLBACK.empty_table())
@@ -239,7 +210,6 @@ def reversals_and_redemptions(
         rows.mapInArrow(function, from_arrow_schema(REVERSE_FALLBACK)).createOrReplaceTempView(target)
 
     def python_divisors(target: str, wanted: Sequence[tuple[str, str]]) -> None:
-        made.append(target)
         found = spark.createDataFrame(DIVISORS.empty_table())
         for of, sql in wanted:
             rows = spark.sql(sql).select("opos", *source.python_columns([of]))
@@ -248,111 +218,86 @@ def reversals_and_redemptions(
             )
         found.localCheckpoint(eager=True).createOrReplaceTempView(target)
 
-    try:
-        decide_reversals(executor, ctx, fallback, python_divisors)
-        place_redemptions(executor, ctx, spent)
-        tables = (schema.DECISIONS, schema.MOVED, schema.REDEMPTIONS)
-        return tuple(spark.table(ctx.table(table)) for table in tables)  # type: ignore[return-value]
-    finally:
-        executor.close()
-        for name in made:
-            spark.catalog.dropTempView(name)
+    decide_reversals(executor, ctx, fallback, python_divisors)
+    place_redemptions(executor, ctx, spent)
 
 
 # the whole of it ----------------------------------------------------------------------------------------------
 def decide_features(
-    events: DataFrame,
-    candidates: DataFrame,
-    plan: CompiledProgramme,
+    executor: SparkExecutor,
+    ctx: Context,
     source: SparkEventSource,
     limits: LimitsPlan,
     zone: str,
     room: int | None,
     spent: pa.Table | None,
-    expiry: ExpiryPlan | None = None,
-    times: DataFrame | None = None,
 ) -> SparkFeatures:
-    """Caps, budgets, reversals and redemptions over the candidates (as the DuckDB engine's `decide_features`):
-    the pass runs when a counter can bind, a reverse action reverses or a redemption is given, and then also
-    enforces the ceiling when the rewards asked for more than its room (`full`); `outcome` is None otherwise."""
+    """Caps, budgets, reversals and redemptions over the replay's `candidates` (as the DuckDB engine's
+    `decide_features`): the pass runs when a counter can bind, a reverse action reverses or a redemption is given,
+    and then also enforces the ceiling when the rewards asked for more than its room (`full`); `outcome` is None
+    otherwise. With expiry (`ctx.expiry`; `expiry_times` made) the pass keeps the consumed lots."""
     from pyspark.sql import functions as F
 
+    spark, plan, expiry = executor.spark, ctx.plan, ctx.expiry
     lookup = None
     if source.customers is not None:
         built = source.customers.lookup is not None and plan.joins_customers
         lookup = source.customers.lookup if built else source.customers.build(False)
-    decided, moved, redemptions = reversals_and_redemptions(events, plan, source, lookup, spent)
-    refunds = decided.join(
-        events.select(
-            F.col("__pos").alias("pos"),
-            "external_event_id",
-            "customer_id",
-            "occurred_at",
-            F.col("type").alias("event_type"),
-        ),
-        "pos",
-    )
-    rule_index, action_index = F.lit(None).cast("int"), F.lit(None).cast("int")
-    for slot in range(plan.slots):
-        rule, action = plan.rule_of(slot)
-        rule_index = F.when(F.col("slot") == F.lit(slot), F.lit(rule)).otherwise(rule_index)
-        action_index = F.when(F.col("slot") == F.lit(slot), F.lit(action)).otherwise(action_index)
-    refunds = refunds.withColumn("rule_index", rule_index).withColumn("action_index", action_index)
-    refunds = holder_of(refunds, "customer_id", lookup).localCheckpoint(eager=True)
-    positive = candidates.where(F.col("m") > 0).select(
-        "seq", F.col("__pos").alias("pos"), "slot", "rule_index", "customer_id", "m", "occurred_at"
-    )
+    reversals_and_redemptions(executor, ctx, source, lookup, spent)
+    slots = spark.table(ctx.table(schema.SLOTS)).select("k", "i", "slot", "rule_index")
+    times = spark.table(ctx.table(schema.ORDERED)).select(F.col("__pos").alias("pos"), "occurred_at")
+    positive = (
+        spark.table(ctx.table(schema.CANDIDATES))
+        .where(F.col("m") > 0)
+        .join(slots, ["k", "i"])
+        .join(times, "pos")
+        .select(
+            (F.col("pos") * F.lit(ctx.layout.slots) + F.col("slot")).alias("seq"),
+            "pos", "slot", "rule_index", "customer_id", "m", "occurred_at",
+        )
+    )  # fmt: skip
     if expiry is not None:  # each reward's time and its lot's expiry (plan.expiry's `expiry_times`: pos, t, exp)
-        assert times is not None
-        positive = positive.join(times, "pos")
+        positive = positive.join(spark.table(ctx.table(schema.EXPIRY_TIMES)), "pos")
     rows = period_columns(holder_of(positive, "customer_id", lookup), limits.periods, zone).drop(
         "customer_id", "occurred_at"
     )
     bound, groups = binding(rows, limits) if limits.capped else (None, [])
     redeeming = spent is not None and spent.num_rows > 0
     full = expiry is not None and _asks_more(rows, room)  # expired points give room back: the pass holds it
-    if not (groups or plan.reversals or redeeming or full):
-        found = SparkFeatures(limits, None, refunds, redemptions, lookup, False)
-        return outputs(found, events, plan, decided)
-    if expiry is None:
-        full = _asks_more(rows, room)
-    shape = plan_limits.shape_of(limits, groups, full, expiry is not None, redeeming)
-    frames = {schema.REWARDS: rows, schema.NEEDED: rows, schema.DECISIONS: decided, schema.MOVED: moved,
-              schema.REDEMPTIONS: redemptions}  # fmt: skip
-    if bound is not None:
-        frames[schema.BOUND] = bound
-    if times is not None:
-        frames[schema.EXPIRY_TIMES] = times
-    run = plan_limits.Pass(limits, room if full else None, None if expiry is None else expiry.as_of)
-    outcome, lotted = run_pass(
-        events.sparkSession, plan, frames, run, shape, plan_limits.one_task(limits, groups, full)
-    )
-    return outputs(SparkFeatures(limits, outcome, refunds, redemptions, lookup, full, lotted), events, plan, decided)
-
-
-def outputs(features: SparkFeatures, events: DataFrame, plan: CompiledProgramme, decided: DataFrame) -> SparkFeatures:
-    """`features` with the tables rewards_lab.replay.plan.outputs reads registered under a prefix of their own:
-    `ordered`, `slots`, `decisions`, `redemptions`, `holders` (with a customers table) and the pass's parts
-    (`redeemed`, `taken`, `decided_rewards`; empty when the pass did not run)."""
-    from pyspark.sql import functions as F
-
-    spark, prefix = events.sparkSession, f"__spark_outputs_{next(_names)}"
-    views = {
-        schema.ORDERED: events,
-        schema.SLOTS: spark.createDataFrame(slots_table(layout(plan))),
-        schema.DECISIONS: decided,
-        schema.REDEMPTIONS: features.redemptions,
-    }
-    for table, frame in views.items():
-        frame.createOrReplaceTempView(table.on(prefix))
-    if features.lookup is not None:
-        features.lookup.select("__ref", F.col(FOUND).alias("__cid")).createOrReplaceTempView(schema.HOLDERS.on(prefix))
-    parts = ((schema.REDEEMED, "r", REDEMPTIONS), (schema.TAKEN, "i", ITEMS), (schema.DECIDED_REWARDS, "d", DECISIONS))
+    outcome, lotted = None, None
+    if groups or plan.reversals or redeeming or full:
+        if expiry is None:
+            full = _asks_more(rows, room)
+        shape = plan_limits.shape_of(limits, groups, full, expiry is not None, redeeming)
+        for table in (schema.REWARDS, schema.NEEDED):
+            rows.createOrReplaceTempView(ctx.table(table))
+        if bound is None:
+            executor.register(ctx.table(schema.BOUND), BOUND.empty_table())
+        else:
+            bound.createOrReplaceTempView(ctx.table(schema.BOUND))
+        run = plan_limits.Pass(limits, room if full else None, None if expiry is None else expiry.as_of)
+        outcome, lotted = run_pass(executor, ctx, run, shape, plan_limits.one_task(limits, groups, full))
+    else:
+        full = False
+    parts = [(schema.REDEEMED, "r", REDEMPTIONS), (schema.TAKEN, "i", ITEMS), (schema.DECIDED_REWARDS, "d", DECISIONS)]
+    if expiry is not None:
+        parts.append((schema.PASS_LOTS, "l", LOTS))
     for table, kind, columns in parts:
-        part = features.part(kind)
-        frame = spark.createDataFrame(columns.empty_table()) if part is None else part.select(*columns.names)
-        frame.createOrReplaceTempView(table.on(prefix))
-    return replace(features, prefix=prefix)
+        if outcome is None:
+            executor.register(ctx.table(table), columns.empty_table())
+        else:
+            out = ctx.table(schema.PASS_OUT)
+            executor.create(
+                ctx.table(table),
+                Text(f"SELECT {', '.join(columns.names)} FROM {out} WHERE kind = '{kind}'"),
+                stored=False,
+            )
+    if expiry is not None and lotted is None:
+        executor.register(ctx.table(schema.LOTTED), pa.table({"holder": pa.array([], pa.string())}))
+    executor.create(
+        ctx.table(schema.CORRECTIONS), Text(outputs.corrections_sql(ctx.layout.slots, ctx.prefix)), stored=True
+    )
+    return SparkFeatures(limits, outcome, lookup is not None, full, lotted)
 
 
 def _asks_more(rows: DataFrame, room: int | None) -> bool:

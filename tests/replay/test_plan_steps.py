@@ -644,7 +644,7 @@ def _expiry_outputs(name: str, slots: int) -> dict[str, str]:
         "lots": plan_expiry.lots_sql(name, "PTS", amount),
         "expired": plan_expiry.expired_sql(name, "PTS", amount),
         "total": plan_expiry.expired_total_sql(name),
-        "per_rule": plan_expiry.expired_per_rule(name, slots),
+        "per_rule": plan_expiry.expired_cells(name, slots),
         "per_holder": plan_expiry.expired_per_holder(name),
     }
 

@@ -19,7 +19,6 @@ from rewards_lab.cli.main import main
 from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.programme_file import ProgrammeDefinition, load_programme, parse_programme
 from rewards_lab.lab.synthetic import generate_events
-from rewards_lab.replay import spark_ceiling
 from rewards_lab.replay.engine import ISSUANCE_COLUMNS, replay
 from rewards_lab.replay.entry import run_replay, run_sweep
 from rewards_lab.replay.plan import ceiling as plan_ceiling
@@ -91,19 +90,24 @@ def test_a_spark_dataframe_in_its_own_order(history: Path, spark: Any) -> None:
     )
 
 
-def test_every_branch_of_the_two_pass_ceiling(history: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tiny buckets (many per history) and a tiny collect limit force the running sum across buckets and the
-    rounds after the first refusal; the rows must not change. A cap that cannot bind keeps the replay off the
-    plan (its featured path still decides the ceiling by rewards_lab.replay.spark_ceiling)."""
-    monkeypatch.setattr(spark_ceiling, "BUCKET_EVENTS", 50)
-    monkeypatch.setattr(spark_ceiling, "COLLECT_LIMIT", 3)
+def test_a_featured_replay_whose_pass_does_not_run_decides_the_ceiling_on_the_plan(
+    history: Path, spark: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cap that cannot bind keeps the ordered pass from running: the ceiling is then the plan's, set-based
+    (rewards_lab.replay.plan.ceiling, in chunks of one or two events after the boundary day); the rows with their
+    featured columns must be DuckDB's."""
+    monkeypatch.setattr(plan_ceiling, "FIRST_CHUNK", 1)
+    monkeypatch.setattr(plan_ceiling, "LAST_CHUNK", 2)
     definition = _with_ceiling(load_programme(PROGRAMME), "2000")
     document = definition.model_dump(mode="json")
     document["rules"][0]["limits"] = [{"period": "lifetime", "max_count": 1_000_000}]
     definition = parse_programme(document)
     on_spark = replay_spark(history, definition, opening_supply="3", spark=spark)
-    assert on_spark._decision is not None and on_spark._decision.rounds, "the rounds were not exercised"
-    assert _rows(on_spark.to_pandas()) == _rows(replay(history, definition, opening_supply="3").to_pandas())
+    assert on_spark._features is not None and on_spark._features.outcome is None, "the pass ran"
+    assert on_spark._plan.context.boundary is not None, "the ceiling did not bind"
+    on_duckdb = replay(history, definition, opening_supply="3")
+    assert _rows(on_spark.to_pandas()) == _rows(on_duckdb.to_pandas())
+    assert on_spark.totals() == on_duckdb.totals()
 
 
 def test_every_branch_of_the_plans_ceiling(history: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:

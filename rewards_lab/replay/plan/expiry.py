@@ -236,16 +236,6 @@ def expired_cells(name: str, slots: int) -> str:
     )
 
 
-def expired_per_rule(name: str, slots: int) -> str:
-    """SQL: (day: a DATE, rule_index, x) what expired per UTC day and rule of the reward that made the lot."""
-    return (
-        "SELECT DATE '1970-01-01' + c.day AS day, s.rule_index AS rule_index, sum(CAST(c.x AS HUGEINT)) AS x "
-        f"FROM ({expired_cells(name, slots)}) c "
-        f"JOIN (SELECT DISTINCT slot, rule_index FROM {schema.SLOTS.on(name)}) s ON s.slot = c.slot "
-        "GROUP BY c.day, s.rule_index"
-    )
-
-
 def expired_per_holder(name: str) -> str:
     """SQL: (holder, x) what expired of each customer's lots."""
     return (

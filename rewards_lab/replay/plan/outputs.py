@@ -9,9 +9,12 @@ units into the exact DECIMAL(38, decimals).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
+from functools import partial
+from typing import Any
 
+from rewards_lab.domain.money import to_decimal
 from rewards_lab.replay.compiler import BENEFICIARY_MISSING, DUCKDB, NOT_FOUND_BASE, TOO_LARGE, string
 from rewards_lab.replay.inputs import literal
 from rewards_lab.replay.plan import schema
@@ -74,6 +77,23 @@ def totals_sql(name: str, boundary: int | None, amount: Amount) -> str:
         f"(SELECT coalesce(sum(n), 0) FROM ({cells})) AS issuances, coalesce(sum(n), 0) AS candidates, "
         f"coalesce(sum(x), 0) AS x, coalesce(sum(y), 0) AS y, coalesce(sum(z), 0) AS z FROM {schema.CELLS.on(name)}"
     )
+
+
+def plain_totals(row: Sequence[Any]) -> dict[str, Any]:
+    """The totals (issued, issuances, failed, failed_by_code) of `totals_sql`'s row."""
+    issued_count, candidates = int(row[1]), int(row[2])
+    codes = {
+        "amount_too_large": int(row[3]),
+        "asset_supply_exhausted": candidates - issued_count,
+        "beneficiary_missing": int(row[4]),
+        "beneficiary_not_found": int(row[5]),
+    }
+    return {
+        "issued": row[0],
+        "issuances": issued_count,
+        "failed": sum(codes.values()),
+        "failed_by_code": {code: count for code, count in codes.items() if count},
+    }
 
 
 def daily_sql(name: str, boundary: int | None, asset: str, amount: Amount, expired: str | None = None) -> str:
@@ -259,3 +279,166 @@ def featured_issuances_sql(
         LEFT JOIN (SELECT seq, sum(target) AS target, sum(taken) AS taken FROM {taken_table} GROUP BY seq) t
             ON t.seq = a.seq
         {refund_join}"""
+
+
+# with caps, budgets, reversals or redemptions: the set-based summaries above, with the pass's corrections
+# (`corrections`: rewards cut, skipped or refused), what reversals took (`taken`) and what redemptions spent, so
+# that no summary reads the issuance rows themselves. Sums are of HUGEINTs (Spark's sum of BIGINTs is a BIGINT).
+def corrections_sql(slots: int, name: str) -> str:
+    """SQL of `corrections`: the pass's decisions (`decided_rewards`) with their UTC day and slot."""
+    dec, amounts = schema.DECIDED_REWARDS.on(name), schema.AMOUNTS.on(name)
+    return (
+        f"SELECT d.*, p.day AS day, CAST(d.seq % {slots} AS INTEGER) AS slot "
+        f"FROM {dec} d JOIN {amounts} p ON p.pos = d.seq // {slots}"
+    )
+
+
+def featured_totals_sql(name: str, boundary: int | None) -> str:
+    """SQL: one row of minor-unit totals and counts: issued, issuances, requested, candidates, too large,
+    beneficiary missing, not found, refused by the ceiling in the pass, limited, cut, taken back, its target,
+    reversals, redemptions covered, what they spent, redemptions given."""
+    cells, corr = issued_cells(name, boundary), schema.CORRECTIONS.on(name)
+    cand, taken, rad = schema.CELLS.on(name), schema.TAKEN.on(name), schema.DECISIONS.on(name)
+    red, out = schema.REDEMPTIONS.on(name), schema.REDEEMED.on(name)
+    granted = "CAST(CASE WHEN status = 'issued' THEN g ELSE 0 END - requested AS HUGEINT)"
+    return f"""
+        SELECT
+            (SELECT coalesce(sum(issued), 0) FROM ({cells})) + (SELECT coalesce(sum({granted}), 0) FROM {corr}),
+            (SELECT coalesce(sum(n), 0) FROM ({cells}))
+                - coalesce((SELECT count_if(status <> 'issued') FROM {corr}), 0),
+            (SELECT coalesce(sum(p), 0) FROM {cand}),
+            (SELECT coalesce(sum(n), 0) FROM {cand}),
+            (SELECT coalesce(sum(x), 0) FROM {cand}),
+            (SELECT coalesce(sum(y), 0) FROM {cand}),
+            (SELECT coalesce(sum(z), 0) FROM {cand}),
+            coalesce((SELECT count_if(status = 'failed') FROM {corr}), 0),
+            coalesce((SELECT count_if(status = 'limited') FROM {corr}), 0),
+            (SELECT coalesce(sum(CAST(cut_minor AS HUGEINT)), 0) FROM {corr}),
+            (SELECT coalesce(sum(CAST(taken AS HUGEINT)), 0) FROM {taken}),
+            (SELECT coalesce(sum(CAST(target AS HUGEINT)), 0) FROM {taken}),
+            coalesce((SELECT count_if(code IS NULL) FROM {rad}), 0),
+            coalesce((SELECT count_if(o.accepted) FROM {red} r JOIN {out} o ON o.idx = r.idx), 0),
+            (SELECT coalesce(sum(CAST(r.amount AS HUGEINT)), 0) FROM {red} r JOIN {out} o ON o.idx = r.idx
+                WHERE o.accepted),
+            coalesce((SELECT count(*) FROM {red}), 0)"""
+
+
+def featured_totals(
+    row: Sequence[Any], failed: Iterable[tuple[str, int]], boundary: int | None, decimals: int
+) -> dict[str, Any]:
+    """The totals of a featured replay from `featured_totals_sql`'s row and `failed_actions_sql`'s rows: also what
+    was requested and cut, limited, reversed (and its target and shortfall), the net issuance and what was
+    redeemed."""
+    issued, issuances, requested, candidates, too_large, missing, not_found = (int(v) for v in row[:7])
+    exhausted, limited, cut, taken, target, reversed_, redeemed_count, redeemed, redemptions = (int(v) for v in row[7:])
+    if boundary is not None:  # the ceiling, set-based, refused what it did not issue
+        exhausted = candidates - issuances
+    codes = {
+        "amount_too_large": too_large,
+        "asset_supply_exhausted": exhausted,
+        "beneficiary_missing": missing,
+        "beneficiary_not_found": not_found,
+    }
+    codes.update({str(code): int(count) for code, count in failed})
+    decimal = partial(to_decimal, decimals=decimals)
+    return {
+        "issued": decimal(issued),
+        "issuances": issuances,
+        "failed": sum(codes.values()),
+        "failed_by_code": {code: count for code, count in codes.items() if count},
+        "requested": decimal(requested),
+        "cut": decimal(cut),
+        "limited": limited,
+        "reversed": decimal(taken),
+        "reversal_target": decimal(target),
+        "shortfall": decimal(target - taken),
+        "reversals": reversed_,
+        "net": decimal(issued - taken),
+        "redeemed": decimal(redeemed),
+        "redemptions": redeemed_count,
+        "redemptions_refused": redemptions - redeemed_count,
+    }
+
+
+def failed_actions_sql(name: str) -> str:
+    """SQL: (code, count) of the reverse actions that failed."""
+    rad = schema.DECISIONS.on(name)
+    return f"SELECT code, count(*) AS n FROM {rad} WHERE code IS NOT NULL GROUP BY code ORDER BY code"
+
+
+def featured_daily_sql(
+    slots: int, name: str, boundary: int | None, asset: str, amount: Amount, expired: str | None = None
+) -> str:
+    """SQL: per UTC day and rule, what was issued (and its running total), requested, cut by caps and budgets,
+    skipped (`limited`), taken back by reversals (on the day the refund is processed, from the rule that issued
+    the reward) and the net issuance with its running total; with `expired` (SQL of (day, slot, x) cells,
+    rewards_lab.replay.plan.expiry.expired_cells) also what expired."""
+    symbol = DUCKDB.render(string(asset))
+    corr, cand, taken = schema.CORRECTIONS.on(name), schema.CELLS.on(name), schema.TAKEN.on(name)
+    rad, slots_table = schema.DECISIONS.on(name), schema.SLOTS.on(name)
+    named, zero = ("", "") if expired is None else (", CAST(0 AS HUGEINT) AS xp", ", 0")
+    cells = f"""
+        SELECT day, slot, CAST(issued AS HUGEINT) AS issued, n, CAST(0 AS HUGEINT) AS req, CAST(0 AS HUGEINT) AS cut,
+               0 AS lim, CAST(0 AS HUGEINT) AS rev{named} FROM ({issued_cells(name, boundary)})
+        UNION ALL SELECT day, slot, 0, 0, p, 0, 0, 0{zero} FROM {cand} WHERE n > 0
+        UNION ALL SELECT day, slot, CASE WHEN status = 'issued' THEN g ELSE 0 END - requested,
+                         -CAST(status <> 'issued' AS INTEGER), 0, coalesce(cut_minor, 0),
+                         CAST(status = 'limited' AS INTEGER), 0{zero} FROM {corr}
+        UNION ALL SELECT a.pday, CAST(t.reward % {slots} AS INTEGER), 0, 0, 0, 0, 0, t.taken{zero}
+                  FROM {taken} t JOIN {rad} a ON a.seq = t.seq"""
+    column, total, kept = "", "", ""
+    if expired is not None:
+        cells += f"\n        UNION ALL SELECT day, slot, 0, 0, 0, 0, 0, 0, x FROM ({expired})"
+        column, total, kept = f", {amount('xp')} AS expired", ", sum(c.xp) AS xp", " OR xp > 0"
+    window = "OVER (PARTITION BY rule_index ORDER BY day)"
+    return f"""
+        SELECT {EPOCH} + day AS day, {symbol} AS asset, rule_index, {amount("issued")} AS issued,
+               {amount(f"sum(issued) {window}")} AS cumulative, CAST(issuances AS BIGINT) AS issuances,
+               {amount("req")} AS requested, {amount("cut")} AS cut, CAST(lim AS BIGINT) AS limited,
+               {amount("rev")} AS reversed, {amount("issued - rev")} AS net,
+               {amount(f"sum(issued - rev) {window}")} AS net_cumulative{column}
+        FROM (
+            SELECT c.day, s.rule_index, sum(c.issued) AS issued, sum(c.n) AS issuances, sum(c.req) AS req,
+                   sum(c.cut) AS cut, sum(c.lim) AS lim, sum(c.rev) AS rev{total}
+            FROM ({cells}) c JOIN (SELECT DISTINCT slot, rule_index FROM {slots_table}) s ON s.slot = c.slot
+            GROUP BY c.day, s.rule_index
+        ) WHERE req > 0 OR rev > 0{kept} ORDER BY day, rule_index"""
+
+
+def featured_per_customer_sql(
+    lay: Layout,
+    name: str,
+    boundary: int | None,
+    lookup: str | None,
+    amount: Amount,
+    top: int | None,
+    expired: str | None = None,
+) -> str:
+    """SQL: per customer (its holder; `lookup`: `__ref` -> `__cid`, None: the reference), what was issued, taken
+    back and redeemed, and the balance it leaves; with `expired` (SQL of (holder, x)) also what expired, which the
+    balance is net of."""
+    holder, join = holder_sql("c.customer_id", lookup)
+    corr, taken = schema.CORRECTIONS.on(name), schema.TAKEN.on(name)
+    red, out = schema.REDEMPTIONS.on(name), schema.REDEEMED.on(name)
+    named, zero = ("", "") if expired is None else (", CAST(0 AS HUGEINT) AS xp", ", 0")
+    parts = f"""
+        SELECT {holder} AS holder, CAST(c.issued AS HUGEINT) AS issued, coalesce(c.issuances, 0) AS n,
+               CAST(0 AS HUGEINT) AS rev, CAST(0 AS HUGEINT) AS red{named}
+            FROM ({per_customer_rows(lay, name, boundary, wide=True)}) c {join}
+        UNION ALL SELECT holder, CASE WHEN status = 'issued' THEN g ELSE 0 END - requested,
+                         -CAST(status <> 'issued' AS INTEGER), 0, 0{zero} FROM {corr}
+        UNION ALL SELECT holder, 0, 0, taken, 0{zero} FROM {taken}
+        UNION ALL SELECT r.holder, 0, 0, 0, r.amount{zero} FROM {red} r JOIN {out} o ON o.idx = r.idx
+                  WHERE o.accepted"""
+    column, total, less = "", "", ""
+    if expired is not None:
+        parts += f"\n        UNION ALL SELECT holder, 0, 0, 0, 0, x FROM ({expired})"
+        column, total, less = f", {amount('c.xp')} AS expired", ", sum(xp) AS xp", " - c.xp"
+    order = "" if top is None else f" ORDER BY c.issued DESC, c.customer_id LIMIT {top}"
+    return f"""
+        SELECT c.customer_id, {amount("c.issued")} AS issued, CAST(c.issuances AS BIGINT) AS issuances,
+               {amount("c.rev")} AS reversed, {amount("c.issued - c.rev")} AS net, {amount("c.red")} AS redeemed,
+               {amount(f"c.issued - c.rev - c.red{less}")} AS balance{column}
+        FROM (SELECT holder AS customer_id, sum(issued) AS issued, sum(n) AS issuances, sum(rev) AS rev,
+                     sum(red) AS red{total} FROM ({parts}) GROUP BY holder) c
+        WHERE c.issuances > 0{order}"""

@@ -5,9 +5,10 @@ Stages (the progress labels of rewards_lab.replay.engine.STEPS, after "ordered",
 their outcomes resolved and added to `amounts` when they issue or refuse anything), "summaries" (`candidates`,
 `cells`), "ceiling" (`ceiling_kept`, then the `issuances` view). The customers steps (`customers`, `facts`:
 rewards_lab.replay.plan.customers) come before, run by the entry points: on DuckDB before the events are
-numbered, on Spark after. Today the plan runs the replays without caps, budgets, reversals, redemptions or expiry
-(rewards_lab.replay.engine.replay, rewards_lab.replay.spark_engine.replay_spark); the others still take their own
-paths over the same tables.
+numbered, on Spark after. `rules` and `decide` are the two halves: between them a featured replay decides its caps,
+budgets, reversals and redemptions (the ordered pass, which then may decide the ceiling itself: `decide` gets no
+room). Spark runs every replay this way (rewards_lab.replay.spark_engine.replay_ordered); DuckDB runs its plain
+replays with `run` and its featured ones still over rewards_lab.replay.store's tables of the same names.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 
 from rewards_lab.replay.engines.base import Executor
 from rewards_lab.replay.fallback import OUTCOMES, Evaluate
-from rewards_lab.replay.plan import ceiling, rules, schema, steps
+from rewards_lab.replay.plan import ceiling, schema, steps
+from rewards_lab.replay.plan import rules as rules_step
 from rewards_lab.replay.plan.rules import Context
 
 Report = Callable[[str], None]
@@ -60,12 +62,11 @@ def fallback(executor: Executor[object], ctx: Context, evaluate: Evaluate) -> in
     return events
 
 
-def run(
-    executor: Executor[object], ctx: Context, room: int | None, evaluate: Evaluate | None, report: Report
-) -> PlanRun:
-    """Every step over `{prefix}_ordered` (the events in processing order with their facts, made by the entry
-    point); `evaluate`: the live evaluation of the exotic rows (None: no row is exotic)."""
-    executor.register(schema.SLOTS.on(ctx.prefix), rules.slots_table(ctx.layout))
+def rules(executor: Executor[object], ctx: Context, evaluate: Evaluate | None, report: Report) -> int:
+    """The steps before the ceiling over `{prefix}_ordered` (the events in processing order with their facts, made
+    by the entry point): `slots`, `amounts` (with the fallback's rows), `candidates`, `cells`; `evaluate`: the
+    live evaluation of the exotic rows (None: no row is exotic). Returns how many events were exotic."""
+    executor.register(schema.SLOTS.on(ctx.prefix), rules_step.slots_table(ctx.layout))
     run_step(executor, steps.AMOUNTS, ctx)
     report("rules")
     python_rows = 0
@@ -75,7 +76,20 @@ def run(
     run_step(executor, steps.CANDIDATES, ctx)
     run_step(executor, steps.CELLS, ctx)
     report("summaries")
+    return python_rows
+
+
+def decide(executor: Executor[object], ctx: Context, room: int | None, python_rows: int, report: Report) -> PlanRun:
+    """`ceiling_kept` (the ceiling's room: None when nothing can be refused, or when the ordered pass decided the
+    ceiling) and the `issuances` view."""
     decided = dataclasses.replace(ctx, boundary=ceiling.decide(executor, ctx.prefix, ctx.layout, room))
     run_step(executor, steps.ISSUANCES, decided)
     report("ceiling")
     return PlanRun(decided, python_rows)
+
+
+def run(
+    executor: Executor[object], ctx: Context, room: int | None, evaluate: Evaluate | None, report: Report
+) -> PlanRun:
+    """Every step (`rules`, then `decide`)."""
+    return decide(executor, ctx, room, rules(executor, ctx, evaluate, report), report)

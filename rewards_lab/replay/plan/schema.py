@@ -382,7 +382,15 @@ DECIDED_REWARDS = Table(
     "the pass's outcome of kind d (with the tail's): each reward it decided, granted g of requested, and what cut it",
 )
 
+CORRECTIONS = Table(
+    "corrections",
+    "corr",
+    "stored",
+    (*DECIDED_REWARDS.columns, ("day", "INTEGER"), ("slot", "INTEGER")),
+    "`decided_rewards` with each reward's UTC day and slot: what the featured summaries correct the cells by",
+)
+
 LIMITS_TABLES: tuple[Table, ...] = (
-    REWARDS, BOUND, NEEDED, MASKED_ROWS, TAIL, OPS, PASS_OUT, REDEEMED, TAKEN, DECIDED_REWARDS
+    REWARDS, BOUND, NEEDED, MASKED_ROWS, TAIL, OPS, PASS_OUT, REDEEMED, TAKEN, DECIDED_REWARDS, CORRECTIONS
 )  # fmt: skip
 PLAN_TABLES += LIMITS_TABLES
