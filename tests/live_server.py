@@ -31,9 +31,10 @@ def _die_with_parent() -> None:
     libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def spawn(command: list[str], log: IO[bytes]) -> subprocess.Popen[bytes]:
-    """Start a server process that can never outlive the tests (no leaked servers eating a CI machine)."""
-    process = subprocess.Popen(command, stdout=log, stderr=log, preexec_fn=_die_with_parent)  # noqa: PLW1509
+def spawn(command: list[str], log: IO[bytes], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start a server process that can never outlive the tests (no leaked servers eating a CI machine); `env`:
+    its whole environment (default: this process's)."""
+    process = subprocess.Popen(command, stdout=log, stderr=log, env=env, preexec_fn=_die_with_parent)  # noqa: PLW1509
     _children.append(process)
     return process
 
