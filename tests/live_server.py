@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import atexit
+import base64
 import ctypes
 import json
+import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -20,6 +24,7 @@ import httpx
 from rewards_lab.store.api import is_postgres, open_store
 from rewards_lab.store.database import Database
 from rewards_lab.store.verification import verify_ledger
+from tests.pg_cluster import PG_SECRET_KEY, TEMPLATE, PgCluster
 
 START_TIMEOUT_S = 60.0  # generous: only a slow, loaded machine waits; a fast start returns at once
 _children: list[subprocess.Popen[bytes]] = []
@@ -133,6 +138,48 @@ def start_server(
     keys = boot["api_keys"]
     assert isinstance(keys, dict)
     return LiveServer(db, base_url, str(boot["organization_id"]), keys, process, log, boot)
+
+
+@contextmanager
+def postgres_server(
+    cluster: PgCluster,
+    folder: Path,
+    *bootstrap_args: str,
+    workers: int = 2,
+    partitions: int = 2,
+    serve_args: tuple[str, ...] = (),
+) -> Iterator[LiveServer]:
+    """`start_server` on a fresh database of `cluster` cloned from the session's template (the `pg_template`
+    fixture must have made it), served by `workers` processes with `partitions` event partitions; the log in
+    `folder`. The database's key and the partitions stay in this process's environment inside the block (a `verify`
+    run there reads the key); the database is dropped after."""
+    import psycopg
+
+    from rewards_lab.store.postgres.store import PARTITIONS_ENV
+    from rewards_lab.store.secret_box import KEY_ENV
+
+    name = f"t_{secrets.token_hex(6)}"
+    with psycopg.connect(cluster.dsn(), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATE}"')
+    wanted = {KEY_ENV: base64.urlsafe_b64encode(PG_SECRET_KEY).decode("ascii"), PARTITIONS_ENV: str(partitions)}
+    saved = {variable: os.environ.get(variable) for variable in wanted}
+    os.environ.update(wanted)
+    try:
+        serve = ("--workers", str(workers), *serve_args)
+        live = start_server(cluster.dsn(name), "Acme", *bootstrap_args, serve_args=serve, log_path=folder / "serve.log")
+        try:
+            yield live
+        finally:
+            if live.process.poll() is None:
+                live.stop()
+    finally:
+        for variable, value in saved.items():
+            if value is None:
+                os.environ.pop(variable, None)
+            else:
+                os.environ[variable] = value
+        with psycopg.connect(cluster.dsn(), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def two_tenant_server(

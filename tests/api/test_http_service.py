@@ -14,16 +14,25 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.live_server import LiveServer, cli, start_server
+from tests.live_server import LiveServer, cli, postgres_server, start_server
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """The module's server. After the file's last test, SIGTERM must stop it cleanly and leave a file that verifies
-    (asserted in the teardown: a failure there is an error of the file's last test)."""
-    live = start_server(tmp_path_factory.mktemp("server") / "service.duckdb")
-    yield live
-    _stop_cleanly_with_sigterm(live)
+@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """The module's server: on a DuckDB file, then (the HTTP contract smoke of issue 32) on a PostgreSQL database
+    served by two processes (`serve --workers 2`, two event partitions: either child answers, either processes).
+    After the file's last test, SIGTERM must stop it cleanly and leave a database that verifies (asserted in the
+    teardown: a failure there is an error of the file's last test)."""
+    folder = tmp_path_factory.mktemp("server")
+    if request.param == "duckdb":
+        live = start_server(folder / "service.duckdb")
+        yield live
+        _stop_cleanly_with_sigterm(live)
+        return
+    request.getfixturevalue("pg_template")  # the databases' template, made once per session
+    with postgres_server(request.getfixturevalue("pg_cluster"), folder) as live:
+        yield live
+        _stop_cleanly_with_sigterm(live)
 
 
 def _stop_cleanly_with_sigterm(live: LiveServer) -> None:
