@@ -8,6 +8,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -22,24 +23,36 @@ from rewards_lab.contract.webhook_signatures import (
     sign_timestamped,
     verify,
 )
-from tests.live_server import LiveServer, bootstrap, free_port, start_server
+from tests.live_server import LiveServer, bootstrap, free_port, postgres_server, start_server
 from tests.webhook_receiver import Receiver, ok, rewarding_world, wait_until
 
 RETRY_DELAYS = "0.2,0.2,0.2"  # four attempts in all
 TIMEOUT_S = "1"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, dict[str, Any]]]:
-    db = tmp_path_factory.mktemp("webhooks") / "service.duckdb"
-    other = bootstrap(db, "Other Org")  # a second organization on the same file, bootstrapped first
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("REWARDS_LAB_WEBHOOK_RETRY_DELAYS", RETRY_DELAYS)
-        env.setenv("REWARDS_LAB_WEBHOOK_TIMEOUT_S", TIMEOUT_S)
-        env.setenv("REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE", "1")  # the receivers listen on 127.0.0.1
-        live = start_server(db, "Acme", "--plan", "enterprise")
-    yield live, other
-    live.stop()
+@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[LiveServer, dict[str, Any]]]:
+    """Acme's server and a second organization on the same database: a DuckDB file, then (issue 32's HTTP
+    contract smoke) a PostgreSQL database served by two processes, whose delivery workers both claim deliveries."""
+    folder = tmp_path_factory.mktemp("webhooks")
+    with ExitStack() as stack:
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("REWARDS_LAB_WEBHOOK_RETRY_DELAYS", RETRY_DELAYS)
+            env.setenv("REWARDS_LAB_WEBHOOK_TIMEOUT_S", TIMEOUT_S)
+            env.setenv("REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE", "1")  # the receivers listen on 127.0.0.1
+            if request.param == "duckdb":
+                db = folder / "service.duckdb"
+                other = bootstrap(db, "Other Org")  # a second organization on the same file, bootstrapped first
+                live = start_server(db, "Acme", "--plan", "enterprise")
+            else:
+                request.getfixturevalue("pg_template")  # the databases' template, made once per session
+                cluster = request.getfixturevalue("pg_cluster")
+                live = stack.enter_context(postgres_server(cluster, folder, "--plan", "enterprise"))
+                other = bootstrap(live.db, "Other Org")
+        yield live, other
+        live.stop()
 
 
 @pytest.fixture(scope="module")

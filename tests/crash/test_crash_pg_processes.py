@@ -73,8 +73,8 @@ SERVE_ARGS = (
     "--worker-batch-size",  # many small batches: the kill lands in one
     "16",
 )
-BURST_DEADLINE_S = 60.0
-SETTLE_TIMEOUT_S = 60.0
+BURST_DEADLINE_S = 180.0  # generous: a loaded machine (the suite on two cores) is slow, never wrong
+SETTLE_TIMEOUT_S = 120.0
 RETRY_PAUSE_S = 0.02
 
 
@@ -207,15 +207,12 @@ class Operation:
                 f'"customer_id": "{self.customer}", "data": {{"amount": {amount}}}}}'
             )
             return "/events", body, {}
-        wallet = wallets[self.customer]
+        fields = {"wallet_id": wallets[self.customer], "amount": amount}
         if self.kind == "issue":
-            path, body = f"/assets/{asset_id}/issue", {"wallet_id": wallet, "amount": amount, "reason": self.key}
+            path, fields["reason"] = f"/assets/{asset_id}/issue", self.key
         else:
-            path, body = (
-                f"/assets/{asset_id}/redemptions",
-                {"wallet_id": wallet, "amount": amount, "reference": self.key},
-            )
-        return path, json.dumps(body), {"Idempotency-Key": self.key}
+            path, fields["reference"] = f"/assets/{asset_id}/redemptions", self.key
+        return path, json.dumps(fields), {"Idempotency-Key": self.key}
 
 
 def _plan(rng: random.Random, thread: int, count: int, prefix: str = "") -> list[Operation]:
@@ -326,14 +323,15 @@ def _leases(url: str) -> dict[str, int]:
     return {str(name): int(count) for name, count in rows}
 
 
-def _writing(url: str, application_name: str) -> bool:
-    """Whether the process has a write transaction open (an event batch, a keyed write, an intake)."""
+def _writing(url: str, application_name: str) -> str | None:
+    """The statement of the process's open write transaction, if it has one (an event batch, a keyed write, an
+    intake), else None."""
     rows = _rows(
         url,
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND backend_xid IS NOT NULL",
+        "SELECT query FROM pg_stat_activity WHERE application_name = %s AND backend_xid IS NOT NULL LIMIT 1",
         [application_name],
     )
-    return bool(rows[0][0])
+    return " ".join(str(rows[0][0]).split())[:80] if rows else None
 
 
 def _wait(condition: Any, what: str, seconds: float) -> None:
@@ -398,7 +396,7 @@ def test_kill_9_of_one_of_two_processes_loses_nothing_and_issues_nothing_twice(
         victim = rng.choice([node for node in nodes if shares.get(node.application_name, 0) == most])
         assert most > 0, shares
         deadline = time.monotonic() + 2
-        while not (mid_write := _writing(url, victim.application_name)) and time.monotonic() < deadline:
+        while (mid_write := _writing(url, victim.application_name)) is None and time.monotonic() < deadline:
             time.sleep(0.002)
         os.kill(victim.process.pid, signal.SIGKILL)
         assert victim.process.wait(30) == -signal.SIGKILL
@@ -441,7 +439,7 @@ def test_kill_9_of_one_of_two_processes_loses_nothing_and_issues_nothing_twice(
     with capsys.disabled():
         print(
             f"\npg crash test seed {seed}: killed {victim.name} after {killed_at} of {THREADS * OPS_PER_THREAD} "
-            f"operations ({'mid-write' if mid_write else 'not seen writing'}); {len(outcome.accepted)} events, "
+            f"operations (writing: {mid_write}); {len(outcome.accepted)} events, "
             f"{len(outcome.keyed)} keys; resent: {dict(outcome.unanswered)}; {elapsed:.1f} s"
         )
 
