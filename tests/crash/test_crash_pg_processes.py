@@ -47,13 +47,15 @@ import pytest
 from rewards_lab.contract import requests as rq
 from rewards_lab.contract.scope import Scope
 from rewards_lab.contract.validation import validate
-from rewards_lab.service import ledger, programmes
+from rewards_lab.security.webhook_targets import ALLOW_PRIVATE_ENV
+from rewards_lab.service import ledger, programmes, webhooks
 from rewards_lab.store.postgres.leases import LEASE_CLASS
 from rewards_lab.store.postgres.store import PARTITIONS_ENV, PostgresStore
 from rewards_lab.store.secret_box import KEY_ENV
 from tests.conftest import World
 from tests.live_server import bootstrap, cli, free_port, spawn, wait_until_serving
 from tests.pg_cluster import PG_SECRET_KEY, PgCluster
+from tests.webhook_receiver import Receiver
 
 SEEDS = (11, 23, 37)
 PARTITIONS = 4
@@ -73,6 +75,8 @@ SERVE_ARGS = (
     "--worker-batch-size",  # many small batches: the kill lands in one
     "16",
 )
+WEBHOOK_TIMEOUT_S = "2"  # a delivery a killed sender had leased is due again 32 s later (+ LEASE_MARGIN_S)
+DELIVERY_TIMEOUT_S = 120.0
 BURST_DEADLINE_S = 180.0  # generous: a loaded machine (the suite on two cores) is slow, never wrong
 SETTLE_TIMEOUT_S = 120.0
 RETRY_PAUSE_S = 0.02
@@ -101,7 +105,17 @@ def _drop_database(cluster: PgCluster, name: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def prepared(pg_cluster: PgCluster, pg_template: str) -> Iterator[Prepared]:
+def receiver() -> Iterator[Receiver]:
+    """The webhook receiver every seed's `reward.issued` deliveries reach (it answers 200)."""
+    listening = Receiver()
+    try:
+        yield listening
+    finally:
+        listening.close()
+
+
+@pytest.fixture(scope="module")
+def prepared(pg_cluster: PgCluster, pg_template: str, receiver: Receiver) -> Iterator[Prepared]:
     """Bootstrapped by the CLI once, then the programme, customers and wallets made through the services; every
     test runs on a clone (`CREATE DATABASE ... TEMPLATE`), so a seed costs its servers, not its set-up."""
     name = f"crash_{secrets.token_hex(6)}"
@@ -125,6 +139,8 @@ def prepared(pg_cluster: PgCluster, pg_template: str) -> Iterator[Prepared]:
             programme = programmes.create_programme(store, world.scope, validate(rq.ProgrammeCreate, body))
             world.rule(programme, amount={"per": "amount", "rate": Decimal(1)})
             programmes.publish(store, world.scope, programme.id)
+            hook = validate(rq.WebhookCreate, {"url": receiver.url, "events": ["reward.issued"]})
+            webhooks.create_webhook(store, world.scope, hook, allow_private=True)
             wallets = {}
             for n in range(CUSTOMERS):
                 wallet = world.wallet(world.customer(f"c-{n}"))
@@ -358,6 +374,7 @@ def seed(request: pytest.FixtureRequest) -> int:
 def test_kill_9_of_one_of_two_processes_loses_nothing_and_issues_nothing_twice(
     seed: int,
     prepared: Prepared,
+    receiver: Receiver,
     pg_cluster: PgCluster,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -369,6 +386,8 @@ def test_kill_9_of_one_of_two_processes_loses_nothing_and_issues_nothing_twice(
         **os.environ,
         KEY_ENV: base64.urlsafe_b64encode(PG_SECRET_KEY).decode("ascii"),
         PARTITIONS_ENV: str(PARTITIONS),
+        ALLOW_PRIVATE_ENV: "1",  # the receiver listens on 127.0.0.1
+        "REWARDS_LAB_WEBHOOK_TIMEOUT_S": WEBHOOK_TIMEOUT_S,
     }
     nodes = [Node(n, url, tmp_path, {**env, "PGAPPNAME": f"crash-{n}-{secrets.token_hex(3)}"}) for n in "ab"]
     outcome = Outcome()
@@ -416,6 +435,18 @@ def test_kill_9_of_one_of_two_processes_loses_nothing_and_issues_nothing_twice(
             return rows[0] == (0, len(outcome.accepted))
 
         _wait(settled, "every accepted event settled", SETTLE_TIMEOUT_S)
+        settled_at = time.monotonic()
+
+        def delivered() -> bool:
+            rows = _rows(
+                url,
+                "SELECT (SELECT count(*) FROM outbox WHERE dispatched_at IS NULL), "
+                "(SELECT count(*) FROM webhook_deliveries WHERE status <> 'succeeded')",
+            )
+            return rows[0] == (0, 0)
+
+        _wait(delivered, "every reward.issued delivered", DELIVERY_TIMEOUT_S)
+        delivered_s = time.monotonic() - settled_at
         with tail.client() as http:  # each key once more, after the fact: the first answer again
             for number, operation in enumerate(sorted(outcome.keyed.values(), key=lambda o: o.key)):
                 tail.record(operation, tail.send(http, operation, number))
@@ -426,6 +457,7 @@ def test_kill_9_of_one_of_two_processes_loses_nothing_and_issues_nothing_twice(
     logs = {node.name: node.log_text() for node in nodes}
     try:
         _check(url, prepared, outcome)
+        _check_deliveries(url, receiver)
         store = PostgresStore(url, secret_key=PG_SECRET_KEY)
         try:
             report = store.verify_ledger()
@@ -440,7 +472,8 @@ def test_kill_9_of_one_of_two_processes_loses_nothing_and_issues_nothing_twice(
         print(
             f"\npg crash test seed {seed}: killed {victim.name} after {killed_at} of {THREADS * OPS_PER_THREAD} "
             f"operations (writing: {mid_write}); {len(outcome.accepted)} events, "
-            f"{len(outcome.keyed)} keys; resent: {dict(outcome.unanswered)}; {elapsed:.1f} s"
+            f"{len(outcome.keyed)} keys; resent: {dict(outcome.unanswered)}; deliveries done {delivered_s:.1f} s after "
+            f"the events; {elapsed:.1f} s"
         )
 
 
@@ -517,3 +550,17 @@ def _check(url: str, prepared: Prepared, outcome: Outcome) -> None:
         [list(prepared.wallets.values())],
     )
     assert wallets[0] == CUSTOMERS * OPENING_MINOR + total + issues - redeemed
+
+
+def _check_deliveries(url: str, receiver: Receiver) -> None:
+    """Every issued reward announced once (one outbox message, one delivery) and received at least once."""
+    announced = _rows(url, "SELECT resource_id, id FROM outbox WHERE kind = 'reward.issued'")
+    issued = {row[0] for row in _rows(url, "SELECT id FROM reward_executions WHERE status = 'issued'")}
+    assert sorted(row[0] for row in announced) == sorted(issued)
+    deliveries = _rows(url, "SELECT outbox_id, id FROM webhook_deliveries")
+    assert sorted(row[0] for row in deliveries) == sorted(row[1] for row in announced)  # fanned out once each
+    got = {}
+    for request in receiver.snapshot():
+        got.setdefault(request.body["id"], request.body)
+    assert {row[1] for row in deliveries} <= set(got)  # at least once (a killed sender's may come twice)
+    assert {got[row[1]]["data"]["execution_id"] for row in deliveries} == issued
