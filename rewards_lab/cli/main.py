@@ -104,7 +104,7 @@ def _serve(args: argparse.Namespace) -> int:
         # environment is inherited by --workers' children
         os.environ[ALLOW_PRIVATE_ENV] = "1"
     try:
-        # REWARDS_LAB_WEBHOOK_RETRY_DELAYS, REWARDS_LAB_WEBHOOK_TIMEOUT_S, REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE and
+        # REWARDS_LAB_WEBHOOK_RETRY_DELAYS, _TIMEOUT_S, _LEASE_MARGIN_S, REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE and
         # REWARDS_LAB_RETENTION_* (service/retention.py): checked here, read again by each process's app
         DeliverySettings.from_env()
         RetentionSettings.from_env()

@@ -35,11 +35,13 @@ DEFAULT_BREAKER_FAILURES = 5  # consecutive failed attempts that open an endpoin
 DEFAULT_BREAKER_COOL_DOWN_S = 60.0  # an open circuit lets one probe through after this long (half-open)
 FAN_OUT_BATCH = 500
 # A claimed delivery's lease (PostgreSQL: several senders) lasts an attempt's deadline and this margin (signing,
-# recording the attempt): a sender killed mid-attempt holds its deliveries that long, then any sender retries them.
+# recording the attempt, the hosts' clocks disagreeing): a sender killed mid-attempt holds its deliveries that
+# long, then any sender retries them.
 LEASE_MARGIN_S = 30.0
 TEST_KIND = "webhook.test"
 ENV_RETRY_DELAYS = "REWARDS_LAB_WEBHOOK_RETRY_DELAYS"
 ENV_TIMEOUT = "REWARDS_LAB_WEBHOOK_TIMEOUT_S"
+ENV_LEASE_MARGIN = "REWARDS_LAB_WEBHOOK_LEASE_MARGIN_S"
 
 # What an attempt's `error` may say: coarse classes only, never a receiver's or the network's text (which would
 # turn the delivery history into a scanner of the service's network).
@@ -78,20 +80,28 @@ class DeliverySettings:
     breaker_failures: int = DEFAULT_BREAKER_FAILURES
     breaker_cool_down_s: float = DEFAULT_BREAKER_COOL_DOWN_S
     allow_private_targets: bool = False  # loopback and private receivers (local development only)
+    lease_margin_s: float = LEASE_MARGIN_S
+
+    @property
+    def lease_s(self) -> float:
+        """How long a sender's claim on a delivery lasts (PostgreSQL): the attempt's deadline and the margin."""
+        return self.timeout_s + self.lease_margin_s
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> DeliverySettings:
         """`REWARDS_LAB_WEBHOOK_RETRY_DELAYS` (comma-separated seconds), `REWARDS_LAB_WEBHOOK_TIMEOUT_S` (the
-        total deadline of an attempt) and `REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE` (1 to allow private targets)."""
+        total deadline of an attempt), `REWARDS_LAB_WEBHOOK_LEASE_MARGIN_S` (how long past that deadline a killed
+        sender's claims hold, PostgreSQL) and `REWARDS_LAB_WEBHOOK_ALLOW_PRIVATE` (1 to allow private targets)."""
         env = os.environ if environ is None else environ
         delays = DEFAULT_RETRY_DELAYS_S
         if env.get(ENV_RETRY_DELAYS, "").strip():
             delays = tuple(float(part) for part in env[ENV_RETRY_DELAYS].split(",") if part.strip())
         timeout = float(env[ENV_TIMEOUT]) if env.get(ENV_TIMEOUT, "").strip() else DEFAULT_TIMEOUT_S
-        if any(delay < 0 for delay in delays) or timeout <= 0:
-            raise ValueError("webhook retry delays must be >= 0 and the timeout > 0")
+        margin = float(env[ENV_LEASE_MARGIN]) if env.get(ENV_LEASE_MARGIN, "").strip() else LEASE_MARGIN_S
+        if any(delay < 0 for delay in delays) or timeout <= 0 or margin <= 0:
+            raise ValueError("webhook retry delays must be >= 0, the timeout and the lease margin > 0")
         allow_private = private_targets_allowed(env)
-        return cls(retry_delays_s=delays, timeout_s=timeout, allow_private_targets=allow_private)
+        return cls(retry_delays_s=delays, timeout_s=timeout, allow_private_targets=allow_private, lease_margin_s=margin)
 
     def next_delay_s(self, attempts_in_round: int) -> float | None:
         """The delay before the next attempt after `attempts_in_round` failed ones; None when none is left."""

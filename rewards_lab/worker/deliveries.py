@@ -34,7 +34,6 @@ from rewards_lab.contract.webhook_signatures import (
 from rewards_lab.security.webhook_secrets import signing_secrets
 from rewards_lab.service.deliveries import (
     FAN_OUT_BATCH,
-    LEASE_MARGIN_S,
     AttemptOutcome,
     DeliverySettings,
     claim,
@@ -230,7 +229,7 @@ class DeliveryWorker:
             per_tenant=self.settings.per_tenant,
             exclude_endpoints=skip,
             owner=self.owner,
-            lease_s=self.settings.timeout_s + LEASE_MARGIN_S,
+            lease_s=self.settings.lease_s,
         )
         picked = pick_fair(
             candidates,

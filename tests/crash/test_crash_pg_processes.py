@@ -75,7 +75,8 @@ SERVE_ARGS = (
     "--worker-batch-size",  # many small batches: the kill lands in one
     "16",
 )
-WEBHOOK_TIMEOUT_S = "2"  # a delivery a killed sender had leased is due again 32 s later (+ LEASE_MARGIN_S)
+WEBHOOK_TIMEOUT_S = "2"
+WEBHOOK_LEASE_MARGIN_S = "3"  # a delivery a killed sender had claimed is due again 5 s later (30 s by default)
 DELIVERY_TIMEOUT_S = 120.0
 BURST_DEADLINE_S = 180.0  # generous: a loaded machine (the suite on two cores) is slow, never wrong
 SETTLE_TIMEOUT_S = 120.0
@@ -388,6 +389,7 @@ def test_kill_9_of_one_of_two_processes_loses_nothing_and_issues_nothing_twice(
         PARTITIONS_ENV: str(PARTITIONS),
         ALLOW_PRIVATE_ENV: "1",  # the receiver listens on 127.0.0.1
         "REWARDS_LAB_WEBHOOK_TIMEOUT_S": WEBHOOK_TIMEOUT_S,
+        "REWARDS_LAB_WEBHOOK_LEASE_MARGIN_S": WEBHOOK_LEASE_MARGIN_S,
     }
     nodes = [Node(n, url, tmp_path, {**env, "PGAPPNAME": f"crash-{n}-{secrets.token_hex(3)}"}) for n in "ab"]
     outcome = Outcome()

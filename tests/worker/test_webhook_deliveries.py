@@ -91,9 +91,13 @@ def test_the_retry_schedule_has_jitter_and_an_end() -> None:
         {"REWARDS_LAB_WEBHOOK_RETRY_DELAYS": "0.5, 2", "REWARDS_LAB_WEBHOOK_TIMEOUT_S": "3"}
     )
     assert parsed.retry_delays_s == (0.5, 2.0) and parsed.timeout_s == 3.0
+    assert parsed.lease_s == 3.0 + deliveries.LEASE_MARGIN_S
     assert DeliverySettings.from_env({}).retry_delays_s == deliveries.DEFAULT_RETRY_DELAYS_S
-    with pytest.raises(ValueError):
-        DeliverySettings.from_env({"REWARDS_LAB_WEBHOOK_RETRY_DELAYS": "-1"})
+    short = DeliverySettings.from_env({"REWARDS_LAB_WEBHOOK_TIMEOUT_S": "2", "REWARDS_LAB_WEBHOOK_LEASE_MARGIN_S": "3"})
+    assert (short.lease_margin_s, short.lease_s) == (3.0, 5.0)
+    for refused in ({"REWARDS_LAB_WEBHOOK_RETRY_DELAYS": "-1"}, {"REWARDS_LAB_WEBHOOK_LEASE_MARGIN_S": "0"}):
+        with pytest.raises(ValueError):
+            DeliverySettings.from_env(refused)
 
 
 def _attempt(db: Database, settings: DeliverySettings, status_code: int | None) -> str:
