@@ -893,6 +893,7 @@ export interface Simulation {
   totals: AssetTotal[];
   in_window?: boolean;
   window_reason?: string;
+  tier?: SimulationTier | null;
 }
 
 /** The seed's shape: `event` holds `type` and the event's data fields as one flat object. `occurred_at` (the
@@ -906,6 +907,24 @@ export interface SimulationRequest {
   };
   occurred_at?: string | null;
   customer_id?: string | null;
+  tier?: string | null;
+}
+
+/** The event's customer's tier as the simulation took it (issue 33): the level its conditions read and its
+multiplier, the progress at entry, what the event would add to the metric and where that leaves it. */
+export interface SimulationTier {
+  code: string;
+  rank: number;
+  progress: string;
+  multiplier: string;
+  contributes: string;
+  after: SimulationTierAfter;
+}
+
+/** The event's customer after the event: its progress and its tier (an upgrade when it reaches an entry). */
+export interface SimulationTierAfter {
+  progress: string;
+  tier: string;
 }
 
 export interface StatusCounts {

@@ -636,7 +636,12 @@ def delete_rule(rule_id: str, *, idempotency_key: str | None = None) -> Call[res
 
 
 def simulate_rule(
-    rule_id: str, event: Mapping[str, Any], *, occurred_at: str | None = None, customer_id: str | None = None
+    rule_id: str,
+    event: Mapping[str, Any],
+    *,
+    occurred_at: str | None = None,
+    customer_id: str | None = None,
+    tier: str | None = None,
 ) -> Call[resources.Simulation]:
     """What the rule would issue for one event (writes nothing).
 
@@ -656,6 +661,7 @@ def simulate_programme(
     *,
     occurred_at: str | None = None,
     customer_id: str | None = None,
+    tier: str | None = None,
     version: int | str | None = None,
 ) -> Call[resources.Simulation]:
     """What every rule of a version would issue for one event, in the order they apply (writes nothing).

@@ -470,6 +470,25 @@ class AssetTotal(Resource):
     amount: str
 
 
+class SimulationTierAfter(Resource):
+    """The event's customer after the event: its progress and its tier (an upgrade when it reaches an entry)."""
+
+    progress: str
+    tier: str
+
+
+class SimulationTier(Resource):
+    """The event's customer's tier as the simulation took it (issue 33): the level its conditions read and its
+    multiplier, the progress at entry, what the event would add to the metric and where that leaves it."""
+
+    code: str
+    rank: int
+    progress: str
+    multiplier: str
+    contributes: str
+    after: SimulationTierAfter
+
+
 class Simulation(Resource):
     event_type: str
     program_id: str | None
@@ -479,6 +498,8 @@ class Simulation(Resource):
     totals: list[AssetTotal]
     in_window: bool = True  # the version's window holds the event's time (or it has none): its rules apply
     window_reason: str = ""  # why the window holds or not ("" when the version has no window)
+    # The customer's tier, when the simulated version has tiers (absent otherwise, not null).
+    tier: SimulationTier | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class Page(BaseModel, Generic[T]):

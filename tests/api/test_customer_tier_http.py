@@ -104,6 +104,27 @@ def test_the_tier_shows_the_level_progress_and_what_is_needed(http: httpx.Client
     assert ok(http.get("/customers/ana/tier")) == tier
 
 
+def test_simulation_reads_the_tier_and_multiplies(http: httpx.Client, world: dict[str, Any]) -> None:
+    """ana is gold (x1.5): an order of 100 would issue 150; as silver (named), 125; the block says the effect."""
+    path = f"/reward-programs/{world['program_id']}/simulate"
+    event = {"type": "order.completed", "amount": 100}
+    simulated = ok(http.post(path, params={"version": "live"}, json={"event": event, "customer_id": "ana"}))
+    assert [a["amount"] for a in simulated["rules"][0]["actions"]] == ["150"]
+    assert simulated["tier"] == {
+        "code": "gold",
+        "rank": 3,
+        "progress": "2270",
+        "multiplier": "1.5",
+        "contributes": "150",
+        "after": {"progress": "2420", "tier": "gold"},
+    }
+    named = ok(http.post(path, params={"version": "live"}, json={"event": event, "tier": "silver"}))
+    assert [a["amount"] for a in named["rules"][0]["actions"]] == ["125"]
+    assert named["tier"]["after"] == {"progress": "625", "tier": "silver"}
+    error = refused(http.post(path, json={"event": event, "tier": "Gold!"}), 422, "field_invalid")
+    assert error["details"]["field"] == "tier"
+
+
 def test_a_customer_the_programme_has_not_met_is_at_the_base(http: httpx.Client, world: dict[str, Any]) -> None:
     ok(http.post("/customers", json={"external_id": "ben"}), 201)
     tier = ok(http.get("/customers/ben/tier", params={"program_id": world["program_id"]}))
