@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from rewards_lab.client import RewardsClient
 from tests.http_helpers import live_client, ok, refused, settled
 from tests.live_server import LiveServer, two_tenant_server
 
@@ -123,6 +124,17 @@ def test_simulation_reads_the_tier_and_multiplies(http: httpx.Client, world: dic
     assert named["tier"]["after"] == {"progress": "625", "tier": "silver"}
     error = refused(http.post(path, json={"event": event, "tier": "Gold!"}), 422, "field_invalid")
     assert error["details"]["field"] == "tier"
+
+
+def test_the_client_reads_the_tier_and_pages_the_history(
+    servers: tuple[LiveServer, dict[str, Any]], world: dict[str, Any]
+) -> None:
+    live = servers[0]
+    with RewardsClient(live.base_url, live.keys["sandbox"], live.organization_id, "sandbox") as client:
+        status = client.customer_tier("ana", program_id=world["program_id"])
+        assert (status.tier.code, status.progress, status.next) == ("gold", "2270", None)
+        changes = list(client.iter_customer_tier_history("ana", program_id=world["program_id"], limit=1))
+        assert [(c.from_tier, c.to_tier) for c in changes] == [("member", "silver"), ("silver", "gold")]
 
 
 def test_a_customer_the_programme_has_not_met_is_at_the_base(http: httpx.Client, world: dict[str, Any]) -> None:
