@@ -97,6 +97,7 @@ export type ErrorCode =
   | "session_revoked"
   | "simulation_too_large"
   | "sort_field_invalid"
+  | "tiers_not_defined"
   | "transaction_not_found"
   | "transfer_same_wallet"
   | "wallet_frozen"
@@ -892,6 +893,7 @@ export interface Simulation {
   totals: AssetTotal[];
   in_window?: boolean;
   window_reason?: string;
+  tier?: SimulationTier | null;
 }
 
 /** The seed's shape: `event` holds `type` and the event's data fields as one flat object. `occurred_at` (the
@@ -905,6 +907,24 @@ export interface SimulationRequest {
   };
   occurred_at?: string | null;
   customer_id?: string | null;
+  tier?: string | null;
+}
+
+/** The event's customer's tier as the simulation took it (issue 33): the level its conditions read and its
+multiplier, the progress at entry, what the event would add to the metric and where that leaves it. */
+export interface SimulationTier {
+  code: string;
+  rank: number;
+  progress: string;
+  multiplier: string;
+  contributes: string;
+  after: SimulationTierAfter;
+}
+
+/** The event's customer after the event: its progress and its tier (an upgrade when it reaches an entry). */
+export interface SimulationTierAfter {
+  progress: string;
+  tier: string;
 }
 
 export interface StatusCounts {
@@ -929,6 +949,32 @@ export interface SumMetric {
   less?: SumLess | null;
 }
 
+/** One entry of a customer's tier history. */
+export interface TierChange {
+  id: string;
+  program_id: string;
+  customer_id: string;
+  at: string;
+  kind: "enrolled" | "upgraded" | "retained" | "grace_started" | "downgraded" | "level_removed" | "schedule_changed";
+  from_tier: string | null;
+  to_tier: string;
+  metric: string | null;
+  window: TierWindow | null;
+  event_id: string | null;
+  program_version: number | null;
+  review_at: string | null;
+  grace_until: string | null;
+  grace_target: string | null;
+}
+
+/** What keeping the current level needs: its retain threshold over the window the next review (or, in grace,
+the upgrade window) judges, and what that window still lacks. */
+export interface TierKeep {
+  retain: string;
+  needed: string;
+  window: TierWindow;
+}
+
 /** One level: the base (first) has only a code and a name. */
 export interface TierLevel {
   code: string;
@@ -936,6 +982,47 @@ export interface TierLevel {
   entry?: string | null;
   retain?: string | null;
   multiplier?: string | null;
+}
+
+/** A level of a programme's tiers: rank 1 is the base. */
+export interface TierLevelRef {
+  code: string;
+  name: string;
+  rank: number;
+  multiplier: string;
+}
+
+/** The next level up and what its entry still needs over the upgrade window (0: the next contributing event
+upgrades). */
+export interface TierNext {
+  code: string;
+  name: string;
+  entry: string;
+  needed: string;
+}
+
+/** A customer's tier in a programme (issue 33). Amounts are in the metric's units, as decimal strings. */
+export interface TierStatus {
+  customer_id: string;
+  program_id: string;
+  program_version: number;
+  tier: TierLevelRef;
+  since: string | null;
+  enrolled_at: string | null;
+  metric: "points" | "sum" | "count";
+  progress: string;
+  window: TierWindow;
+  next: TierNext | null;
+  keep: TierKeep | null;
+  review_at: string | null;
+  grace_until: string | null;
+  grace_target: string | null;
+}
+
+/** Local days of the programme's time zone, both included. */
+export interface TierWindow {
+  start: string;
+  end: string;
 }
 
 export interface Tiers {
@@ -1131,6 +1218,26 @@ export interface Operations {
     permission: "customers.view";
     idempotent: "none";
     errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "customer_not_found" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "rate_limit_exceeded" | "session_expired" | "session_revoked";
+  };
+  "GET /customers/{customer_id}/tier": {
+    path: { customer_id: string };
+    query: { program_id?: string };
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: never;
+    response: Envelope<TierStatus>;
+    permission: "customers.view";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "customer_not_found" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "tiers_not_defined";
+  };
+  "GET /customers/{customer_id}/tier/history": {
+    path: { customer_id: string };
+    query: { limit?: number; cursor?: string; sort?: "at"; direction?: "asc" | "desc"; program_id?: string };
+    headers: { "X-Organization-ID": string; "X-Environment": "sandbox" | "production"; "X-Request-ID"?: string; "X-SDK-Version"?: string };
+    body: never;
+    response: ListEnvelope<TierChange>;
+    permission: "customers.view";
+    idempotent: "none";
+    errors: "api_key_revoked" | "authentication_required" | "credentials_invalid" | "cursor_invalid" | "customer_not_found" | "environment_mismatch" | "field_invalid" | "field_required" | "internal_error" | "organization_mismatch" | "permission_denied" | "programme_not_found" | "rate_limit_exceeded" | "session_expired" | "session_revoked" | "sort_field_invalid";
   };
   "POST /wallets": {
     path: Record<string, never>;

@@ -211,13 +211,16 @@ REFUSED_BEYOND_SCHEMA: dict[str, tuple[str, ...]] = {
     "event_payload_too_large": ("data",),  # the serialized size of the data
     "permission_escalation": ("permissions",),
     # a condition's value must suit its operator (docs/rules.md), and the conditions' depth and count are bounded
-    "field_required": ("conditions[]*", "tiers.*"),  # tiers: a level above the base needs `entry`
+    # tiers: a level above the base needs `entry`; GET /customers/{id}/tier needs `program_id` when several
+    # programmes of the tenant have tiers (stored state)
+    "field_required": ("conditions[]*", "tiers.*", "program_id"),
     "field_invalid": (
         "conditions[].value",  # rates and thresholds: at most 10 decimal places and 15 significant digits
         "conditions[]*",
         "actions[].amount.rate",
         "actions[].fraction",  # a constant fraction: at most 6 decimal places
         "actions[].multiply",  # `tier`: only in a programme that has tiers (stored state)
+        "tier",  # a simulation's level: a code of the simulated version's tiers (stored state)
         "attributes",  # a customer's attributes: their stored size, and their count after a PATCH's merge
         "attributes.*",  # an attribute number's decimal places and significant digits (contract/attributes.py)
         "Authorization",  # POST /auth/logout ends a session, and is refused to an API key

@@ -35,6 +35,8 @@ COMMANDS: Mapping[str, str] = {
     "update_customer": "customers update",
     "list_customers": "customers list",
     "customer_segments": "customers segments",
+    "customer_tier": "customers tier",
+    "customer_tier_history": "customers tier-history",
     "create_wallet": "wallets create",
     "get_wallet": "wallets get",
     "list_wallets": "wallets list",

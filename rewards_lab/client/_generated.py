@@ -93,6 +93,43 @@ def customer_segments(customer_id: str) -> Call[resources.CustomerSegments]:
     return build("customer_segments", locals())
 
 
+def customer_tier(customer_id: str, *, program_id: str | None = None) -> Call[resources.TierStatus]:
+    """A customer's tier in a programme: progress and what the next level and keeping this one need.
+
+    `GET /customers/{customer_id}/tier`. Read-only: retried on 429, 5xx and lost answers.
+
+    The customer's tier in a programme whose live version defines tiers: the level, the progress on the qualifying
+    metric over the upgrade window, what the next level needs, what keeping the current level needs by its next review,
+    the review's time and any grace. `program_id` may be left out when exactly one programme of the tenant has tiers in
+    its live version. Reviews already due are applied to the answer (as the next event would see them). A customer the
+    programme has not met is at the base level.
+
+    Args:
+        customer_id: the customer's id or external id
+        program_id: the programme (may be left out when only one programme has tiers)
+    """
+    return build("customer_tier", locals())
+
+
+def customer_tier_history(
+    customer_id: str, *, program_id: str | None = None, limit: int | None = None, cursor: str | None = None
+) -> Call[Page[resources.TierChange]]:
+    """A customer's tier changes, oldest first.
+
+    `GET /customers/{customer_id}/tier/history`. Read-only: retried on 429, 5xx and lost answers.
+
+    The customer's tier history (upgrades, reviews kept, grace started, downgrades), in every programme or in
+    `program_id`'s, ordered by `at` (`direction=desc`: newest first).
+
+    Args:
+        customer_id: the customer's id or external id
+        program_id: only this programme
+        limit: page size (1-100)
+        cursor: cursor from a previous page
+    """
+    return build("customer_tier_history", locals())
+
+
 def create_wallet(
     customer_id: str, *, type: str | None = None, transfer_policy: str | None = None, idempotency_key: str | None = None
 ) -> Call[resources.Wallet]:
@@ -599,7 +636,12 @@ def delete_rule(rule_id: str, *, idempotency_key: str | None = None) -> Call[res
 
 
 def simulate_rule(
-    rule_id: str, event: Mapping[str, Any], *, occurred_at: str | None = None, customer_id: str | None = None
+    rule_id: str,
+    event: Mapping[str, Any],
+    *,
+    occurred_at: str | None = None,
+    customer_id: str | None = None,
+    tier: str | None = None,
 ) -> Call[resources.Simulation]:
     """What the rule would issue for one event (writes nothing).
 
@@ -619,6 +661,7 @@ def simulate_programme(
     *,
     occurred_at: str | None = None,
     customer_id: str | None = None,
+    tier: str | None = None,
     version: int | str | None = None,
 ) -> Call[resources.Simulation]:
     """What every rule of a version would issue for one event, in the order they apply (writes nothing).
@@ -1034,6 +1077,9 @@ class Operations:
     get_customer = Operation(get_customer)
     update_customer = Operation(update_customer)
     customer_segments = Operation(customer_segments)
+    customer_tier = Operation(customer_tier)
+    iter_customer_tier_history = Pages(customer_tier_history)
+    customer_tier_history = Operation(customer_tier_history)
     create_wallet = Operation(create_wallet)
     iter_wallets = Pages(list_wallets)
     list_wallets = Operation(list_wallets)

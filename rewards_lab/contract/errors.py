@@ -131,6 +131,7 @@ REGISTRY: dict[str, ErrorCode] = {
             "asset_not_found": "The asset does not exist in this organization and environment.",
             "programme_not_found": "The reward programme does not exist in this organization and environment.",
             "programme_version_not_found": "The programme version does not exist.",
+            "tiers_not_defined": "The programme's live version defines no tiers.",
             "rule_not_found": "The reward rule does not exist in this organization and environment.",
             "event_not_found": "The event does not exist in this organization and environment.",
             "execution_not_found": "The reward execution does not exist.",

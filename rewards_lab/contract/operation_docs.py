@@ -43,6 +43,8 @@ SUMMARIES: Mapping[str, str] = {
     "get_customer": "read a customer",
     "update_customer": "edit a customer's email, country or attributes (what is not given stays)",
     "customer_segments": "derived segments of a customer",
+    "customer_tier": "a customer's tier in a programme: progress and what the next level and keeping this one need",
+    "customer_tier_history": "a customer's tier changes, oldest first",
     "create_wallet": "create a wallet for a customer",
     "list_wallets": "list wallets",
     "get_wallet": "read a wallet",
@@ -152,6 +154,11 @@ DOCS: Mapping[str, Mapping[str, str]] = {
         "attributes": 'an RFC 7396 merge patch, e.g. {"tier": "gold", "old_key": null} (null removes a key)',
     },
     "list_customers": {"external_id": "only this external id"},
+    "customer_tier": {
+        "customer_id": "the customer's id or external id",
+        "program_id": "the programme (may be left out when only one programme has tiers)",
+    },
+    "customer_tier_history": {"customer_id": "the customer's id or external id", "program_id": "only this programme"},
     "list_wallets": {"customer_id": "of this customer", "status": "active or frozen"},
     "list_wallet_lots": {"asset_id": "of this asset", "status": "open, spent or expired"},
     "create_asset": {

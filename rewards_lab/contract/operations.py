@@ -186,6 +186,33 @@ _TABLE: tuple[Operation, ...] = (
         errors=("customer_not_found",),
     ),
     Operation(
+        "customer_tier",
+        "GET",
+        "/customers/{customer_id}/tier",
+        P.CUSTOMERS_VIEW,
+        response=r.TierStatus,
+        filters=("program_id",),
+        errors=("customer_not_found", "programme_not_found", "tiers_not_defined"),
+        description="The customer's tier in a programme whose live version defines tiers: the level, the progress "
+        "on the qualifying metric over the upgrade window, what the next level needs, what keeping the current "
+        "level needs by its next review, the review's time and any grace. `program_id` may be left out when exactly "
+        "one programme of the tenant has tiers in its live version. Reviews already due are applied to the answer "
+        "(as the next event would see them). A customer the programme has not met is at the base level.",
+    ),
+    Operation(
+        "customer_tier_history",
+        "GET",
+        "/customers/{customer_id}/tier/history",
+        P.CUSTOMERS_VIEW,
+        response=r.TierChange,
+        listing="page",
+        filters=("program_id",),
+        sorts=("at",),
+        errors=("customer_not_found", "programme_not_found"),
+        description="The customer's tier history (upgrades, reviews kept, grace started, downgrades), in every "
+        "programme or in `program_id`'s, ordered by `at` (`direction=desc`: newest first).",
+    ),
+    Operation(
         "create_wallet",
         "POST",
         "/wallets",

@@ -39,7 +39,8 @@ SORT_KINDS: dict[str, SortKind] = {
     "symbol": "text",
     "external_id": "text",
     "amount_minor": "integer",
-    "number": "integer",  # a programme version's number (NULL for the draft)
+    "number": "integer",
+    "at": "timestamp",  # a tier change's instant  # a programme version's number (NULL for the draft)
 }
 _TAG_OF_KIND = {"timestamp": "t", "text": "s", "integer": "i"}
 _MAX_CURSOR_INT = 2**127

@@ -45,7 +45,7 @@ from rewards_lab.contract.rule_requests import (
     RuleCreate,
     RuleUpdate,
 )
-from rewards_lab.contract.tier_requests import Tiers
+from rewards_lab.contract.tier_requests import LevelCode, Tiers
 from rewards_lab.contract.time_zones import check_zone_name
 from rewards_lab.contract.validation import custom_error
 
@@ -377,6 +377,8 @@ class SimulationRequest(RequestModel):
     ]
     occurred_at: DateTime | None = None
     customer_id: Identifier | None = None
+    # A level code of the version's tiers: simulate as if the event's customer held it (progress at its entry).
+    tier: LevelCode | None = None
 
 
 class EventCreate(RequestModel):

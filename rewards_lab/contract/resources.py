@@ -346,6 +346,81 @@ class CustomerSegments(Resource):
     as_of: datetime
 
 
+class TierLevelRef(Resource):
+    """A level of a programme's tiers: rank 1 is the base."""
+
+    code: str
+    name: str
+    rank: int
+    multiplier: str  # a decimal string ("1" when the level multiplies nothing)
+
+
+class TierWindow(Resource):
+    """Local days of the programme's time zone, both included."""
+
+    start: date
+    end: date
+
+
+class TierNext(Resource):
+    """The next level up and what its entry still needs over the upgrade window (0: the next contributing event
+    upgrades)."""
+
+    code: str
+    name: str
+    entry: str
+    needed: str
+
+
+class TierKeep(Resource):
+    """What keeping the current level needs: its retain threshold over the window the next review (or, in grace,
+    the upgrade window) judges, and what that window still lacks."""
+
+    retain: str
+    needed: str
+    window: TierWindow
+
+
+class TierStatus(Resource):
+    """A customer's tier in a programme (issue 33). Amounts are in the metric's units, as decimal strings."""
+
+    customer_id: str
+    program_id: str
+    program_version: int
+    tier: TierLevelRef
+    since: datetime | None  # null: never left the base (or not met yet)
+    enrolled_at: datetime | None  # null: the programme has not met the customer
+    metric: Literal["points", "sum", "count"]
+    progress: str  # the metric over `window`, the upgrade window now
+    window: TierWindow
+    next: TierNext | None  # null at the top level
+    keep: TierKeep | None  # null at the base and where nothing is reviewed (a lifetime window)
+    review_at: datetime | None
+    grace_until: datetime | None
+    grace_target: str | None  # the level a grace period ends in unless retained
+
+
+class TierChange(Resource):
+    """One entry of a customer's tier history."""
+
+    id: str
+    program_id: str
+    customer_id: str
+    at: datetime
+    kind: Literal[
+        "enrolled", "upgraded", "retained", "grace_started", "downgraded", "level_removed", "schedule_changed"
+    ]
+    from_tier: str | None
+    to_tier: str
+    metric: str | None  # the metric the change was decided on, in its units (null: a grace end)
+    window: TierWindow | None
+    event_id: str | None  # the event that caused it (null: a review or a grace end)
+    program_version: int | None
+    review_at: datetime | None  # the state after the change
+    grace_until: datetime | None
+    grace_target: str | None
+
+
 class ConditionOutcome(Resource):
     """A condition's verdict; a group's (`operator` any, all or not) has no field and holds its parts'."""
 
@@ -395,6 +470,25 @@ class AssetTotal(Resource):
     amount: str
 
 
+class SimulationTierAfter(Resource):
+    """The event's customer after the event: its progress and its tier (an upgrade when it reaches an entry)."""
+
+    progress: str
+    tier: str
+
+
+class SimulationTier(Resource):
+    """The event's customer's tier as the simulation took it (issue 33): the level its conditions read and its
+    multiplier, the progress at entry, what the event would add to the metric and where that leaves it."""
+
+    code: str
+    rank: int
+    progress: str
+    multiplier: str
+    contributes: str
+    after: SimulationTierAfter
+
+
 class Simulation(Resource):
     event_type: str
     program_id: str | None
@@ -404,6 +498,8 @@ class Simulation(Resource):
     totals: list[AssetTotal]
     in_window: bool = True  # the version's window holds the event's time (or it has none): its rules apply
     window_reason: str = ""  # why the window holds or not ("" when the version has no window)
+    # The customer's tier, when the simulated version has tiers (absent otherwise, not null).
+    tier: SimulationTier | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class Page(BaseModel, Generic[T]):

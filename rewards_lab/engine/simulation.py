@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -22,7 +23,7 @@ from rewards_lab.contract.errors import ServiceError
 from rewards_lab.contract.event_age import EVENT_TOO_OLD
 from rewards_lab.contract.programme_limits import check_simulation
 from rewards_lab.contract.scope import Scope
-from rewards_lab.domain.conditions import EventFacts
+from rewards_lab.domain.conditions import CustomerFacts, EventFacts
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.rule_evaluation import ConditionVerdict, RuleVerdict, evaluate
 from rewards_lab.domain.rules import RuleSpec, in_order
@@ -30,6 +31,7 @@ from rewards_lab.domain.schedule import epoch_us, too_old, within_window
 from rewards_lab.engine.rule_book import compile_rows, programme_row, version_id_of
 from rewards_lab.engine.rule_facts import customer_facts, reads_customer, reads_segments, segment_codes
 from rewards_lab.engine.simulation_spending import Effect, Key, effects_of, spending_of
+from rewards_lab.engine.simulation_tiers import SimulatedTier, multipliers_of, simulated_tier, tier_block
 from rewards_lab.presenters import json_value
 from rewards_lab.store.api import Store, reader
 from rewards_lab.store.database import utcnow
@@ -176,18 +178,47 @@ def threshold_text(value: Any) -> str:
     return str(value)
 
 
-def _facts(database: Store, scope: Scope, body: rq.SimulationRequest, rules: list[RuleSpec]) -> EventFacts:
-    """What the rules read beyond the event: its time (now when not given) and the named customer as it is now."""
+def _facts(
+    database: Store, scope: Scope, body: rq.SimulationRequest, rules: list[RuleSpec], version: VersionRow, asset_id: str
+) -> tuple[EventFacts, SimulatedTier | None]:
+    """What the rules read beyond the event: its time (now when not given), the named customer as it is now, and
+    with tiers the customer's tier and each recipient's multiplier (`simulation_tiers`)."""
     now = utcnow()
     occurred_at = body.occurred_at if body.occurred_at is not None else now.replace(tzinfo=UTC)
-    if body.customer_id is None or not reads_customer(rules):
-        return EventFacts(occurred_at)
-    uow = reader(database)
-    row = uow.customers.resolve_many(scope, [body.customer_id]).get(body.customer_id)
-    if row is None:
-        raise ServiceError("customer_not_found", field="customer_id", customer_id=body.customer_id)
-    segments = segment_codes(uow.segments, scope, [row], now)[row.id] if reads_segments(rules) else ()
-    return EventFacts(occurred_at, customer_facts(row, segments))
+    tiered = version.tiers is not None
+    if body.customer_id is None or not (reads_customer(rules) or tiered):
+        row = None
+        uow = None
+    else:
+        uow = reader(database)
+        row = uow.customers.resolve_many(scope, [body.customer_id]).get(body.customer_id)
+        if row is None:
+            raise ServiceError("customer_not_found", field="customer_id", customer_id=body.customer_id)
+    customer = None
+    if row is not None and reads_customer(rules):
+        assert uow is not None
+        segments = segment_codes(uow.segments, scope, [row], now)[row.id] if reads_segments(rules) else ()
+        customer = customer_facts(row, segments)
+    if not tiered and body.tier is None:
+        return EventFacts(occurred_at, customer), None
+    uow = uow or reader(database)
+    tier = simulated_tier(uow, scope, version, asset_id, body.tier, None if row is None else row.id, occurred_at)
+    assert tier is not None
+    customer = replace(customer or CustomerFacts(), tier=tier.facts)
+    return EventFacts(occurred_at, customer, multipliers_of(uow, scope, version, tier, occurred_at)), tier
+
+
+def _with_tier(
+    simulation: r.Simulation, tier: SimulatedTier | None, body: rq.SimulationRequest, budget: SimulationBudget
+) -> r.Simulation:
+    """The simulation with its `tier` block when the version has tiers (absent otherwise)."""
+    if tier is None:
+        return simulation
+    event_type, data = split_event(body.event)
+    occurred_at = body.occurred_at if body.occurred_at is not None else utcnow().replace(tzinfo=UTC)
+    block = tier_block(tier, simulation, event_type, data, occurred_at)
+    budget.spend(block.code, block.progress, block.contributes, block.after.progress, block.after.tier)
+    return simulation.model_copy(update={"tier": block})
 
 
 def _run(
@@ -242,12 +273,13 @@ def simulate_rule(database: Store, scope: Scope, rule_id: str, body: rq.Simulati
     schedule = _schedule(version)
     assert version is not None
     specs = compile_rows(uow, scope, [rule], programme.asset_id, schedule.timezone, whole_version=False)
-    facts = _facts(database, scope, body, specs)
+    facts, tier = _facts(database, scope, body, specs, version, programme.asset_id)
     event_type, verdicts, window = _run(specs, body, facts, schedule)
     spending = spending_of(uow, scope, version, programme.asset_id, specs)
     found = effects_of(uow, scope, spending, verdicts, body.customer_id, facts.occurred_at or utcnow())
     found = _unless_too_old(version, verdicts, body.occurred_at, found)
-    return outcome(verdicts, event_type, programme.id, rule.version_number, window, found, budget)
+    simulation = outcome(verdicts, event_type, programme.id, rule.version_number, window, found, budget)
+    return _with_tier(simulation, tier, body, budget)
 
 
 def _schedule(version: VersionRow | None) -> Schedule:
@@ -290,13 +322,15 @@ def simulate_programme(
     uow = reader(database)
     row = uow.programmes.get_version(scope, version_id_of(uow, scope, program_id, _version(version)))
     specs, number, schedule = version_rules(database, scope, program_id, version)
-    facts = _facts(database, scope, body, specs)
-    event_type, verdicts, window = _run(specs, body, facts, schedule)
     assert row is not None
-    spending = spending_of(uow, scope, row, programme_row(uow, scope, program_id).asset_id, specs)
+    asset_id = programme_row(uow, scope, program_id).asset_id
+    facts, tier = _facts(database, scope, body, specs, row, asset_id)
+    event_type, verdicts, window = _run(specs, body, facts, schedule)
+    spending = spending_of(uow, scope, row, asset_id, specs)
     found = effects_of(uow, scope, spending, verdicts, body.customer_id, facts.occurred_at or utcnow())
     found = _unless_too_old(row, verdicts, body.occurred_at, found)
-    return outcome(verdicts, event_type, program_id, number, window, found, budget)
+    simulation = outcome(verdicts, event_type, program_id, number, window, found, budget)
+    return _with_tier(simulation, tier, body, budget)
 
 
 def _unless_too_old(

@@ -33,6 +33,7 @@ from rewards_lab.contract.tier_requests import TIER_FIELDS
 from rewards_lab.domain.conditions import ConditionSpec, EventFacts, TierFacts, node_holds
 from rewards_lab.domain.money import format_amount
 from rewards_lab.domain.rules import RuleSpec, condition_node, read
+from rewards_lab.domain.settings import Tiers
 from rewards_lab.domain.tiers import (
     ONE,
     TierChange,
@@ -74,7 +75,17 @@ def multiplies(rules: Sequence[RuleSpec]) -> bool:
 def metric_key(meta: VersionMeta) -> str:
     """The fingerprint of a version's metric: counts are kept per metric, so a changed metric starts afresh."""
     assert meta.tiers is not None
-    return jsonutil.canonical_hash(dict(meta.tiers.metric))[:32]
+    return metric_key_of(meta.tiers)
+
+
+def metric_key_of(tiers: Tiers) -> str:
+    """The fingerprint a tier model's metric is counted under (`tier_days`, `tier_contributions`)."""
+    return jsonutil.canonical_hash(dict(tiers.metric))[:32]
+
+
+def state_of(model: TierModel, row: TierStateRow) -> TierState:
+    """A stored state as `domain.tiers` reads it (for readers outside the batch: the API, simulation)."""
+    return _state_of(model, row)
 
 
 def event_clock(event: PendingEvent) -> datetime:
@@ -329,27 +340,7 @@ class TierBook:
     def _event_amount(self, plan: EventPlan, meta: VersionMeta, metric: Mapping[str, Any]) -> int:
         """A `sum`/`count` metric's count of one event (its `less` part negative)."""
         event = plan.event
-        parts = [(metric, False)]
-        if isinstance(metric.get("less"), Mapping):
-            parts.append((metric["less"], True))
-        total = 0
-        data, facts, tz = event.data_value(), EventFacts(_aware(event_clock(event))), meta.timezone
-
-        def holds(leaf: ConditionSpec) -> bool:
-            return leaf.holds(read(data, leaf.field, facts, tz))
-
-        for part, less in parts:
-            if part.get("event_type") != event.type:
-                continue
-            if not all(node_holds(condition_node(item), holds) for item in part.get("conditions") or []):
-                continue
-            if metric["type"] == "count":
-                total += -1 if less else 1
-                continue
-            value = read(data, str(part["field"]), facts, tz)
-            if isinstance(value, Decimal) and not isinstance(value, bool):
-                total += sum_contribution(value, int(metric.get("decimals", 2)), less=less)
-        return total
+        return event_metric_amount(metric, event.type, event.data_value(), _aware(event_clock(event)), meta.timezone)
 
     # saving -----------------------------------------------------------------------------------------------------
     def save(self) -> None:
@@ -482,3 +473,31 @@ def _state_of(model: TierModel, row: TierStateRow) -> TierState:
         row.grace_until if target is not None else None,
         target,
     )
+
+
+def event_metric_amount(
+    metric: Mapping[str, Any], event_type: str, data: Mapping[str, Any], occurred_at: datetime, timezone: str
+) -> int:
+    """What one event adds to a `sum`/`count` metric (its `less` part negative; 0 for a `points` metric, which
+    counts what is issued)."""
+    parts = [(metric, False)]
+    if isinstance(metric.get("less"), Mapping):
+        parts.append((metric["less"], True))
+    total = 0
+    facts = EventFacts(occurred_at)
+
+    def holds(leaf: ConditionSpec) -> bool:
+        return leaf.holds(read(data, leaf.field, facts, timezone))
+
+    for part, less in parts:
+        if metric.get("type") == "points" or part.get("event_type") != event_type:
+            continue
+        if not all(node_holds(condition_node(item), holds) for item in part.get("conditions") or []):
+            continue
+        if metric["type"] == "count":
+            total += -1 if less else 1
+            continue
+        value = read(data, str(part["field"]), facts, timezone)
+        if isinstance(value, Decimal) and not isinstance(value, bool):
+            total += sum_contribution(value, int(metric.get("decimals", 2)), less=less)
+    return total

@@ -77,7 +77,7 @@ def _creation_request(body: rq.CustomerCreate) -> dict[str, Any]:
     return request
 
 
-def _customer_row(uow: Repositories, scope: Scope, reference: str) -> CustomerRow:
+def customer_row(uow: Repositories, scope: Scope, reference: str) -> CustomerRow:
     """A customer by id, else by external id: the two ways clients name one (`resolve_many`'s rule: an id wins)."""
     row = uow.customers.get(scope, reference) or uow.customers.get_by_external_id(scope, reference)
     if row is None:
@@ -86,7 +86,7 @@ def _customer_row(uow: Repositories, scope: Scope, reference: str) -> CustomerRo
 
 
 def get_customer(database: Store, scope: Scope, reference: str) -> r.Customer:
-    return presenters.customer(_customer_row(reader(database), scope, reference))
+    return presenters.customer(customer_row(reader(database), scope, reference))
 
 
 def update_customer(
@@ -97,7 +97,7 @@ def update_customer(
     sent = body.model_fields_set
 
     def write(uow: Repositories) -> r.Customer:
-        row = _customer_row(uow, scope, reference)
+        row = customer_row(uow, scope, reference)
         merged = attributes.from_json(row.attributes)
         if "attributes" in sent:
             merged = {} if body.attributes is None else attributes.merge(merged, body.attributes)
@@ -127,7 +127,7 @@ def create_wallet(
     database: Store, scope: Scope, body: rq.WalletCreate, *, idempotency_key: str | None = None
 ) -> r.Wallet:
     def write(uow: Repositories) -> r.Wallet:
-        customer = _customer_row(uow, scope, body.customer_id)
+        customer = customer_row(uow, scope, body.customer_id)
         row = uow.wallets.add(scope, new_id("wallet"), customer.id, body.type.value, body.transfer_policy.value)
         return presenters.wallet(row)
 

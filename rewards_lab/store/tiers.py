@@ -19,8 +19,10 @@ from typing import Any
 
 import duckdb
 
+from rewards_lab.contract.pagination import PageRequest
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.database import utcnow
+from rewards_lab.store.queries import RowPage, paginate
 
 TENANT = "organization_id = ? AND environment = ?"
 
@@ -243,6 +245,29 @@ class TierRepository:
             [*scope.params, program_id, customer_id, limit],
         ).fetchall()
         return [TierChangeRow(*_with_int_metric(list(row))) for row in rows]
+
+    def history_page(
+        self, scope: Scope, customer_id: str, program_id: str | None, page: PageRequest
+    ) -> RowPage[TierChangeRow]:
+        """A customer's changes (in one programme, or all), paged by their instant (the sort `at`)."""
+        names = ", ".join(f.name for f in fields(TierChangeRow))
+        # `at` is a keyword to DuckDB: the rows carry it quoted for the cursor, the keyset reads `changed_at`.
+        sql = f'SELECT {names}, changed_at AS "at" FROM tier_changes WHERE {TENANT} AND customer_id = ?'
+        params: list[Any] = [*scope.params, customer_id]
+        if program_id is not None:
+            sql += " AND program_id = ?"
+            params.append(program_id)
+        listed = paginate(
+            self.con,
+            list_name="tier_changes",
+            select_sql=sql,
+            params=params,
+            page=page,
+            sort="at",
+            sort_sql="changed_at",
+        )
+        rows = [TierChangeRow(*_with_int_metric([row[f.name] for f in fields(TierChangeRow)])) for row in listed.rows]
+        return RowPage(rows, listed.next_cursor, listed.has_more)
 
 
 def _with_int_metric(values: list[Any]) -> list[Any]:

@@ -24,6 +24,7 @@ from rewards_lab.engine.postings import load_state
 from rewards_lab.service import (
     assets,
     conversations,
+    customer_tiers,
     customers,
     event_intake,
     event_queries,
@@ -293,6 +294,12 @@ def s_asset_not_found(w: World) -> ServiceError:
 
 def s_programme_not_found(w: World) -> ServiceError:
     return _raises("programme_not_found", lambda: programmes.publish(w.db, w.scope, "prg_missing"))
+
+
+def s_tiers_not_defined(w: World) -> ServiceError:
+    """A customer's tier in a programme with no tiers (none has a live version at all here)."""
+    customer = w.customer()
+    return _raises("tiers_not_defined", lambda: customer_tiers.customer_tier(w.db, w.scope, customer.id))
 
 
 def s_programme_version_not_found(w: World) -> ServiceError:
