@@ -76,6 +76,11 @@ class TierChangeRow:
 _STATE = ", ".join(f.name for f in fields(TierStateRow))
 
 
+def state_columns() -> str:
+    """The `customer_tiers` columns a `TierStateRow` is read from, in order."""
+    return _STATE
+
+
 class TierRepository:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
@@ -100,6 +105,32 @@ class TierRepository:
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [*scope.params, *astuple(state), now],
             )
+
+    def due(self, as_of: datetime, limit: int) -> list[tuple[str, str, str, str]]:
+        """(organization, environment, programme, customer) of every tenant whose review or grace end has come
+        (`review_at` or `grace_until` <= as_of), soonest first; a customer at the base has neither."""
+        rows = self.con.execute(
+            "SELECT organization_id, environment, program_id, customer_id FROM customer_tiers "
+            "WHERE review_at <= ? OR grace_until <= ? "
+            "ORDER BY least(coalesce(review_at, grace_until), coalesce(grace_until, review_at)), "
+            "organization_id, environment, program_id, customer_id LIMIT ?",
+            [as_of, as_of, limit],
+        ).fetchall()
+        return [(str(o), str(e), str(p), str(c)) for o, e, p, c in rows]
+
+    def due_among(
+        self, scope: Scope, program_id: str, customer_ids: Sequence[str], as_of: datetime
+    ) -> dict[str, TierStateRow]:
+        """Of these customers, those still due by `as_of`, as stored now (read again inside the unit of work that
+        reviews them: the event worker may have reviewed or upgraded them since)."""
+        if not customer_ids:
+            return {}
+        rows = self.con.execute(
+            f"SELECT {_STATE} FROM customer_tiers WHERE {TENANT} AND program_id = ? "
+            "AND customer_id IN (SELECT unnest(?)) AND (review_at <= ? OR grace_until <= ?) ORDER BY customer_id",
+            [*scope.params, program_id, sorted(set(customer_ids)), as_of, as_of],
+        ).fetchall()
+        return {row[1]: TierStateRow(*row) for row in rows}
 
     def known_sources(
         self, scope: Scope, program_id: str, metric_key: str, source_ids: Sequence[str]
