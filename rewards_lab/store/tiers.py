@@ -108,12 +108,17 @@ class TierRepository:
 
     def due(self, as_of: datetime, limit: int) -> list[tuple[str, str, str, str]]:
         """(organization, environment, programme, customer) of every tenant whose review or grace end has come
-        (`review_at` or `grace_until` <= as_of), soonest first; a customer at the base has neither."""
+        (`review_at` or `grace_until` <= as_of), soonest first, in the active programmes whose live version has
+        tiers (the others' holders wait as they are: nothing reads their state); a customer at the base has
+        neither."""
         rows = self.con.execute(
-            "SELECT organization_id, environment, program_id, customer_id FROM customer_tiers "
-            "WHERE review_at <= ? OR grace_until <= ? "
-            "ORDER BY least(coalesce(review_at, grace_until), coalesce(grace_until, review_at)), "
-            "organization_id, environment, program_id, customer_id LIMIT ?",
+            "SELECT t.organization_id, t.environment, t.program_id, t.customer_id FROM customer_tiers t "
+            "JOIN programmes p ON p.id = t.program_id AND p.organization_id = t.organization_id "
+            "AND p.environment = t.environment "
+            "JOIN programme_versions v ON v.program_id = p.id AND v.number = p.current_version "
+            "WHERE p.status = 'active' AND v.tiers IS NOT NULL AND (t.review_at <= ? OR t.grace_until <= ?) "
+            "ORDER BY least(coalesce(t.review_at, t.grace_until), coalesce(t.grace_until, t.review_at)), "
+            "t.organization_id, t.environment, t.program_id, t.customer_id LIMIT ?",
             [as_of, as_of, limit],
         ).fetchall()
         return [(str(o), str(e), str(p), str(c)) for o, e, p, c in rows]

@@ -16,7 +16,7 @@ from rewards_lab.contract import requests as rq
 from rewards_lab.contract.validation import validate
 from rewards_lab.engine import event_processing
 from rewards_lab.engine.tier_reviews import review_due
-from rewards_lab.service import event_intake, ledger, programmes
+from rewards_lab.service import event_intake, ledger, programme_lifecycle, programmes
 from rewards_lab.store.api import reader
 from tests.conftest import World
 
@@ -175,6 +175,21 @@ def test_rounds_smaller_than_the_customers_due_review_each_once(world: World) ->
     assert _rows(world, "SELECT DISTINCT tier FROM customer_tiers") == [("member",)]
     assert len(_messages(world)) == 14  # seven up, seven down
     assert review_due(world.db, as_of=datetime(2026, 3, 1), round_size=3).customers == 0
+
+
+def test_an_inactive_programmes_holders_wait_and_catch_up_when_it_is_active_again(world: World) -> None:
+    """Deactivated, the programme's state is read by nobody: the worker leaves it (and does not find it due again
+    and again); active again, every review that came meanwhile is applied at its own instant."""
+    programme = _programme(world, _tiers("one_level"))
+    customer, _ = _gold(world, "dee")
+    programme_lifecycle.deactivate_programme(world.db, world.scope, programme.id)
+    before = _everything(world)
+    report = review_due(world.db, as_of=datetime(2026, 4, 15))
+    assert (report.customers, report.skipped) == (0, 0) and _everything(world) == before
+    programme_lifecycle.activate_programme(world.db, world.scope, programme.id)
+    assert review_due(world.db, as_of=datetime(2026, 4, 15)).customers == 1
+    downs = [(row[2], row[3]) for row in _history(world, customer.id) if row[0] == "downgraded"]
+    assert downs == [("silver", datetime(2026, 3, 1)), ("member", datetime(2026, 4, 1))]
 
 
 def test_the_worker_and_the_event_worker_agree(world: World) -> None:
