@@ -74,6 +74,11 @@ class TierChangeRow:
 
 
 _STATE = ", ".join(f.name for f in fields(TierStateRow))
+# The SQL types of a TierStateRow's and a TierChangeRow's fields, in order (for the arrays of a batched insert).
+_STATE_TYPES: tuple[str, ...] = ("VARCHAR", "VARCHAR", "VARCHAR", "TIMESTAMP", "DATE", "TIMESTAMP", "TIMESTAMP")
+_STATE_TYPES += ("VARCHAR", "TIMESTAMP", "VARCHAR", "VARCHAR")
+_CHANGE_TYPES: tuple[str, ...] = ("VARCHAR", "VARCHAR", "VARCHAR", "TIMESTAMP", "VARCHAR", "VARCHAR", "VARCHAR")
+_CHANGE_TYPES += ("HUGEINT", "DATE", "DATE", "VARCHAR", "VARCHAR", "TIMESTAMP", "TIMESTAMP", "VARCHAR")
 
 
 def state_columns() -> str:
@@ -97,14 +102,17 @@ class TierRepository:
         return {row[1]: TierStateRow(*row) for row in rows}
 
     def save(self, scope: Scope, states: Sequence[TierStateRow]) -> None:
-        """Write these customers' state (insert or replace)."""
-        now = utcnow()
-        for state in states:
-            self.con.execute(
-                f"INSERT OR REPLACE INTO customer_tiers (organization_id, environment, {_STATE}, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [*scope.params, *astuple(state), now],
-            )
+        """Write these customers' state (insert or replace), in one statement (a period end's round writes 1,000:
+        row by row took 18 ms each on DuckDB)."""
+        if not states:
+            return
+        columns = list(zip(*(astuple(state) for state in states), strict=True))
+        values = ", ".join(f"unnest(CAST(? AS {kind}[]))" for kind in _STATE_TYPES)
+        self.con.execute(
+            f"INSERT OR REPLACE INTO customer_tiers (organization_id, environment, {_STATE}, updated_at) "
+            f"SELECT ?, ?, {values}, ?",
+            [*scope.params, *[list(column) for column in columns], utcnow()],
+        )
 
     def due(self, as_of: datetime, limit: int) -> list[tuple[str, str, str, str]]:
         """(organization, environment, programme, customer) of every tenant whose review or grace end has come
@@ -260,15 +268,17 @@ class TierRepository:
     def add_changes(self, scope: Scope, changes: Sequence[TierChangeRow]) -> None:
         """Append to the history (one row per change; a change already recorded at the same instant and of the
         same kind is refused by the table's unique key)."""
-        now = utcnow()
-        for change in changes:
-            values: list[Any] = [*astuple(change)]
-            self.con.execute(
-                "INSERT INTO tier_changes (id, organization_id, environment, program_id, customer_id, changed_at, "
-                "kind, from_tier, to_tier, metric_minor, window_start, window_end, event_id, version_id, review_at, "
-                "grace_until, grace_target, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [values[0], *scope.params, *values[1:], now],
-            )
+        if not changes:
+            return
+        columns: list[list[Any]] = [list(column) for column in zip(*(astuple(c) for c in changes), strict=True)]
+        columns[7] = [None if amount is None else str(amount) for amount in columns[7]]  # metric_minor, as HUGEINT
+        first, *rest = (f"unnest(CAST(? AS {kind}[]))" for kind in _CHANGE_TYPES)
+        self.con.execute(
+            "INSERT INTO tier_changes (id, organization_id, environment, program_id, customer_id, changed_at, "
+            "kind, from_tier, to_tier, metric_minor, window_start, window_end, event_id, version_id, review_at, "
+            f"grace_until, grace_target, created_at) SELECT {first}, ?, ?, {', '.join(rest)}, ?",
+            [columns[0], *scope.params, *columns[1:], utcnow()],
+        )
 
     def history(self, scope: Scope, program_id: str, customer_id: str, limit: int) -> list[TierChangeRow]:
         """A customer's changes, newest first."""
