@@ -74,11 +74,9 @@ class TierChangeRow:
 
 
 _STATE = ", ".join(f.name for f in fields(TierStateRow))
-# The SQL types of a TierStateRow's and a TierChangeRow's fields, in order (for the arrays of a batched insert).
+# The SQL types of a TierStateRow's fields, in order (for the arrays of a batched insert).
 _STATE_TYPES: tuple[str, ...] = ("VARCHAR", "VARCHAR", "VARCHAR", "TIMESTAMP", "DATE", "TIMESTAMP", "TIMESTAMP")
 _STATE_TYPES += ("VARCHAR", "TIMESTAMP", "VARCHAR", "VARCHAR")
-_CHANGE_TYPES: tuple[str, ...] = ("VARCHAR", "VARCHAR", "VARCHAR", "TIMESTAMP", "VARCHAR", "VARCHAR", "VARCHAR")
-_CHANGE_TYPES += ("HUGEINT", "DATE", "DATE", "VARCHAR", "VARCHAR", "TIMESTAMP", "TIMESTAMP", "VARCHAR")
 
 
 def state_columns() -> str:
@@ -272,11 +270,15 @@ class TierRepository:
             return
         columns: list[list[Any]] = [list(column) for column in zip(*(astuple(c) for c in changes), strict=True)]
         columns[7] = [None if amount is None else str(amount) for amount in columns[7]]  # metric_minor, as HUGEINT
-        first, *rest = (f"unnest(CAST(? AS {kind}[]))" for kind in _CHANGE_TYPES)
         self.con.execute(
             "INSERT INTO tier_changes (id, organization_id, environment, program_id, customer_id, changed_at, "
             "kind, from_tier, to_tier, metric_minor, window_start, window_end, event_id, version_id, review_at, "
-            f"grace_until, grace_target, created_at) SELECT {first}, ?, ?, {', '.join(rest)}, ?",
+            "grace_until, grace_target, created_at) SELECT unnest(CAST(? AS VARCHAR[])), ?, ?, "
+            "unnest(CAST(? AS VARCHAR[])), unnest(CAST(? AS VARCHAR[])), unnest(CAST(? AS TIMESTAMP[])), "
+            "unnest(CAST(? AS VARCHAR[])), unnest(CAST(? AS VARCHAR[])), unnest(CAST(? AS VARCHAR[])), "
+            "unnest(CAST(? AS HUGEINT[])), unnest(CAST(? AS DATE[])), unnest(CAST(? AS DATE[])), "
+            "unnest(CAST(? AS VARCHAR[])), unnest(CAST(? AS VARCHAR[])), unnest(CAST(? AS TIMESTAMP[])), "
+            "unnest(CAST(? AS TIMESTAMP[])), unnest(CAST(? AS VARCHAR[])), ?",
             [columns[0], *scope.params, *columns[1:], utcnow()],
         )
 
