@@ -6,6 +6,7 @@ and users call (`rewards_lab.lab`, `rewards_lab.client`). Regenerate with
 # ruff: noqa
 
 _.expiry_worker  # unused attribute (rewards_lab/api/app.py:187)
+_.tier_worker  # unused attribute (rewards_lab/api/app.py:219; tests read it)
 # the file-like `closed` pyarrow's ParquetWriter reads (seen as used only while replay/spark_expiry.py had a local of that name)
 closed  # unused variable (rewards_lab/service/event_export.py:247)
 _.closed  # unused attribute (rewards_lab/service/event_export.py:268)

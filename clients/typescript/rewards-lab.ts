@@ -1110,7 +1110,7 @@ export interface WebhookAttempt {
 /** The seed's shape: `url` and the event kinds to deliver. The signing secret is returned once. */
 export interface WebhookCreate {
   url: string;
-  events: ("reward.issued" | "asset.paused" | "wallet.frozen" | "reward.reversed" | "points.expired")[];
+  events: ("reward.issued" | "asset.paused" | "wallet.frozen" | "reward.reversed" | "points.expired" | "tier.changed")[];
 }
 
 /** One message to one endpoint. `body` is the exact JSON sent (and signed) on every attempt. */

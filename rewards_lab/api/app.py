@@ -47,9 +47,11 @@ from rewards_lab.worker.expiry import INTERVAL_S as EXPIRY_INTERVAL_S
 from rewards_lab.worker.expiry import ExpiryWorker
 from rewards_lab.worker.request_log_writer import RequestLogWriter
 from rewards_lab.worker.retention import RetentionWorker
+from rewards_lab.worker.tiers import INTERVAL_S as TIER_INTERVAL_S
+from rewards_lab.worker.tiers import TierWorker
 
 # The background workers' kinds, as `create_app(run_worker=...)` names them.
-BACKGROUND_WORKERS = ("events", "deliveries", "expiry", "retention")
+BACKGROUND_WORKERS = ("events", "deliveries", "expiry", "retention", "tiers")
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +137,7 @@ def create_app(
     unauthenticated_limit_per_minute: int = UNAUTHENTICATED_LIMIT_PER_MINUTE,
     min_free_disk_bytes: int = DEFAULT_MIN_FREE_DISK_MB * 1_048_576,
     expiry_interval_s: float = EXPIRY_INTERVAL_S,
+    tier_interval_s: float = TIER_INTERVAL_S,
     admin_socket: bool = False,
 ) -> FastAPI:
     """The service over `database`. `run_worker`: every background worker (True), none (False), or those of these
@@ -151,6 +154,7 @@ def create_app(
         retention_settings.apply_idempotency_window()
     retention = RetentionWorker(database, retention_settings) if "retention" in kinds else None
     expiry = ExpiryWorker(database, expiry_interval_s) if "expiry" in kinds else None
+    tiers = TierWorker(database, tier_interval_s) if "tiers" in kinds else None
     admin = AdminSocket(as_duckdb(database, "the admin socket (online backups of the file)")) if admin_socket else None
 
     @asynccontextmanager
@@ -165,6 +169,8 @@ def create_app(
             retention.start()
         if expiry is not None:
             expiry.start()
+        if tiers is not None:
+            tiers.start()
         if admin is not None:
             admin.start()
         runtime = ServingRuntime()
@@ -184,6 +190,8 @@ def create_app(
                 retention.stop()  # after the chunk in progress (each is its own transaction)
             if expiry is not None:
                 expiry.stop()  # after the round in progress (one unit of work per tenant)
+            if tiers is not None:
+                tiers.stop()  # the same
             request_log.stop()  # writes what is still queued
             database.checkpoint()  # fold the write-ahead log into the file before the process ends
 
@@ -208,6 +216,7 @@ def create_app(
     app.state.request_log = request_log
     app.state.retention_worker = retention
     app.state.expiry_worker = expiry
+    app.state.tier_worker = tiers
     app.include_router(router, prefix=f"/{API_VERSION}")
     app.include_router(readiness_router, prefix=f"/{API_VERSION}")
     app.state.min_free_disk_bytes = min_free_disk_bytes

@@ -7,11 +7,11 @@ options the parent put in `OPTIONS_ENV` as JSON (spawned children inherit the en
 a pool is never shared across processes.
 
 Each background worker kind declares whether several processes may run it on one database at once
-(`MULTI_PROCESS`). Today every kind may (issue 32, increment 7): the event worker leases event partitions and
-takes row locks in one order; deliveries, the outbox, expiry and retention claim their work. A kind that may not
-would run in ONE process of several: the one holding the database's background lock (`PostgresStore.try_lead`);
-the intake's writes are safe everywhere (unique keys). A killed leader's lock goes with its session; its restarted
-self (or the next process to start) takes it.
+(`MULTI_PROCESS`). Today every kind may (issue 32, increment 7; tiers, issue 33): the event worker leases event
+partitions and takes row locks in one order; deliveries, the outbox, expiry, tier reviews and retention claim their
+work. A kind that may not would run in ONE process of several: the one holding the database's background lock
+(`PostgresStore.try_lead`); the intake's writes are safe everywhere (unique keys). A killed leader's lock goes with
+its session; its restarted self (or the next process to start) takes it.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ MULTI_PROCESS = {
     "deliveries": True,  # deliveries leased FOR UPDATE SKIP LOCKED, the outbox claimed (store/postgres/claims.py)
     "expiry": True,  # a round locks its wallets' balance rows SKIP LOCKED, then their due lots (claims.py)
     "retention": True,  # one process at a time: `Store.exclusive("retention")`, the others skip the round
+    "tiers": True,  # a round locks its customers' tier rows SKIP LOCKED; the event worker waits for them (claims.py)
 }
 
 
@@ -49,6 +50,7 @@ class ServeOptions:
     unauthenticated_limit_per_minute: int
     min_free_disk_bytes: int
     expiry_interval_s: float
+    tier_interval_s: float = 30.0
     shared: bool = False  # a database other processes may serve: single-process workers only in the lock holder
 
     def to_json(self) -> str:
@@ -82,6 +84,7 @@ def build_app(store: Store, options: ServeOptions) -> FastAPI:
         unauthenticated_limit_per_minute=options.unauthenticated_limit_per_minute,
         min_free_disk_bytes=options.min_free_disk_bytes,
         expiry_interval_s=options.expiry_interval_s,
+        tier_interval_s=options.tier_interval_s,
         admin_socket=not is_postgres(options.db),  # `rewards-lab backup --online --db FILE` talks to it
     )
 

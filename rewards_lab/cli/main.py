@@ -118,6 +118,7 @@ def _serve(args: argparse.Namespace) -> int:
         unauthenticated_limit_per_minute=args.unauthenticated_limit_per_minute,
         min_free_disk_bytes=args.min_free_disk_mb * 1_048_576,
         expiry_interval_s=args.expiry_interval_s,
+        tier_interval_s=args.tier_interval_s,
         shared=postgres,  # other processes may serve it: api/serving.background_workers
     )
     # No uvicorn access log: the service's own request log records every /v1 request (and costs less).
@@ -356,6 +357,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_seconds,
         default=5.0,
         help="how often the expiry worker looks for lots whose time has come (default 5)",
+    )
+    serve.add_argument(
+        "--tier-interval-s",
+        type=_positive_seconds,
+        default=30.0,
+        help="how often the tier worker applies the tier reviews and grace ends that have come (default 30)",
     )
     serve.add_argument(
         "--forwarded-allow-ips",

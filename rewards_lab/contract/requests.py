@@ -422,7 +422,14 @@ def _uri(value: str) -> str:
     return value
 
 
-WEBHOOK_EVENT_KINDS = ("reward.issued", "asset.paused", "wallet.frozen", "reward.reversed", "points.expired")
+WEBHOOK_EVENT_KINDS = (
+    "reward.issued",
+    "asset.paused",
+    "wallet.frozen",
+    "reward.reversed",
+    "points.expired",
+    "tier.changed",
+)
 
 
 class WebhookCreate(RequestModel):

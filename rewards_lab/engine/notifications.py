@@ -11,7 +11,14 @@ from rewards_lab.contract.ids import new_ids
 from rewards_lab.contract.scope import Scope
 from rewards_lab.store.interfaces import Repositories
 
-WEBHOOK_KINDS = ("reward.issued", "asset.paused", "wallet.frozen", "reward.reversed", "points.expired")
+WEBHOOK_KINDS = (
+    "reward.issued",
+    "asset.paused",
+    "wallet.frozen",
+    "reward.reversed",
+    "points.expired",
+    "tier.changed",
+)
 
 
 def outbox_message(kind: str, resource_id: str, resource: BaseModel | dict[str, Any]) -> tuple[str, str, str, str]:

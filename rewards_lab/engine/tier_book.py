@@ -13,8 +13,9 @@ event), then upgrades. The event itself is paid at the tier it found; the next o
 
 Retries count nothing twice: points are keyed by execution (a retried event re-issues only what was not issued),
 `sum`/`count` by event, and for retried events the sources counted before are read first (`known_sources`).
-Downgrades by the clock alone (no event) are the tier worker's (T4); the book applies only the reviews due at or
-before the clock of an event it processes (`domain.tiers.apply_due`), so the two agree.
+Downgrades by the clock alone (no event) are the tier worker's (`engine.tier_reviews`, through `review`); the book
+applies only the reviews due at or before the clock of an event it processes (`domain.tiers.apply_due`), so the
+two agree.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from rewards_lab.engine.rule_book import LiveRuleBook, VersionMeta
 from rewards_lab.store.interfaces import PendingEvent, Repositories
 from rewards_lab.store.tiers import TierChangeRow, TierContribution, TierStateRow
 
-TIER_CHANGED = "tier.changed"  # the webhook kind (subscriptions may name it once T4 registers it)
+TIER_CHANGED = "tier.changed"  # the webhook kind (engine.notifications.WEBHOOK_KINDS)
 NOTIFIED = ("upgraded", "downgraded")  # the changes `tier.changed` announces (the rest are in the history only)
 Seen = tuple[str, str, int, Decimal | None]  # (programme, customer, rank, progress when read) an event matched with
 
@@ -298,6 +299,20 @@ class TierBook:
             holder.state, holder.dirty = state, True
         for change in changes:
             self.pending.changes.append((program_id, customer_id, change, event_id, state))
+
+    def review(self, program_id: str, rows: Mapping[str, TierStateRow], as_of: datetime) -> int:
+        """The tier worker's share (`engine.tier_reviews`): apply every review and grace end due by `as_of` to these
+        stored customers of a programme (read under the round's claim), as `record` does before an event; returns
+        how many changes that made."""
+        meta, model = self.programmes[program_id], self._model(program_id)
+        ids = sorted(rows)
+        days = self.uow.tiers.days(self.scope, program_id, metric_key(meta), ids)
+        before = len(self.pending.changes)
+        for customer_id in ids:
+            row = rows[customer_id]
+            self.holders[(program_id, customer_id)] = _Holder(_state_of(model, row), days.get(customer_id, {}), row)
+            self._step(program_id, model, customer_id, as_of, None)
+        return len(self.pending.changes) - before
 
     def _contributions(
         self, plan: EventPlan, meta: VersionMeta, model: TierModel, refused: set[str], clock: datetime

@@ -7,6 +7,7 @@
 | finished `webhook_deliveries` with their `webhook_attempts`; dispatched `outbox` | 30 days | `..._WEBHOOK_DAYS` |
 | `sessions` (expired or revoked) | 30 days after they ended | `REWARDS_LAB_RETENTION_SESSIONS_DAYS` |
 | `auth_audit` | 365 days | `REWARDS_LAB_RETENTION_AUTH_AUDIT_DAYS` |
+| `tier_contributions` (counted after the cutoff) | 400 days | `REWARDS_LAB_RETENTION_TIER_CONTRIBUTIONS_DAYS` |
 
 (`..._` is `REWARDS_LAB_RETENTION_`.)
 
@@ -15,7 +16,9 @@ deletes it (`store.idempotency` looks only inside the window), so a client must 
 expecting the original answer. The job runs every `REWARDS_LAB_RETENTION_INTERVAL_S` (3600) seconds inside `serve`
 and once with `rewards-lab retention --db PATH`; it deletes `MAX_DELETE_PER_TRANSACTION` rows per transaction so
 that the writer is never held for long. Pending webhook deliveries and undispatched outbox messages are never
-deleted; ledger, events, customers and everything else financial are never touched.
+deleted; ledger, events, customers and everything else financial are never touched. Tier contributions exist so
+that a retried event counts nothing twice (and for audit): the windows read their daily sums (`tier_days`, never
+pruned), as does the tier history (`tier_changes`, a customer's record, kept like the ledger).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ DEFAULT_IDEMPOTENCY_HOURS = 168
 DEFAULT_WEBHOOK_DAYS = 30
 DEFAULT_SESSIONS_DAYS = 30
 DEFAULT_AUTH_AUDIT_DAYS = 365
+DEFAULT_TIER_CONTRIBUTIONS_DAYS = 400  # a year's window and a margin (plan i33 section 4.1)
 DEFAULT_INTERVAL_S = 3600
 MAX_DELETE_PER_TRANSACTION = 50_000
 MAX_WINDOW_DAYS = 36_500  # a hundred years: anything longer is a typo
@@ -50,6 +54,7 @@ class RetentionSettings:
     webhooks: timedelta | None = timedelta(days=DEFAULT_WEBHOOK_DAYS)
     sessions: timedelta | None = timedelta(days=DEFAULT_SESSIONS_DAYS)
     auth_audit: timedelta | None = timedelta(days=DEFAULT_AUTH_AUDIT_DAYS)
+    tier_contributions: timedelta | None = timedelta(days=DEFAULT_TIER_CONTRIBUTIONS_DAYS)
     interval_s: float = DEFAULT_INTERVAL_S
 
     @classmethod
@@ -86,6 +91,7 @@ class RetentionSettings:
             webhooks=window("WEBHOOK_DAYS", DEFAULT_WEBHOOK_DAYS, "days"),
             sessions=window("SESSIONS_DAYS", DEFAULT_SESSIONS_DAYS, "days"),
             auth_audit=window("AUTH_AUDIT_DAYS", DEFAULT_AUTH_AUDIT_DAYS, "days"),
+            tier_contributions=window("TIER_CONTRIBUTIONS_DAYS", DEFAULT_TIER_CONTRIBUTIONS_DAYS, "days"),
             interval_s=interval_s,
         )
 
@@ -140,6 +146,7 @@ def _run(
         ("auth_audit", settings.auth_audit),
         ("sessions", settings.sessions),
         ("outbox", settings.webhooks),
+        ("tier_contributions", settings.tier_contributions),
     ]
     for table, window in tables:
         report.deleted[table] = 0 if window is None else _chunks(database, table, at - window, limit, stop)

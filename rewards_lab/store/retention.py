@@ -19,6 +19,8 @@ _EXPIRED: dict[str, str] = {
     "sessions": "least(coalesce(revoked_at, expires_at), expires_at) < ?",
     # outbox messages already fanned out to deliveries (an undispatched one is never deleted)
     "outbox": "dispatched_at IS NOT NULL AND dispatched_at < ?",
+    # counted sources of tier metrics (their sums live on in `tier_days`; kept for a retry's idempotency and audit)
+    "tier_contributions": "created_at < ?",
 }
 
 

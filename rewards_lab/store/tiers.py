@@ -76,6 +76,14 @@ class TierChangeRow:
 
 
 _STATE = ", ".join(f.name for f in fields(TierStateRow))
+# The SQL types of a TierStateRow's fields, in order (for the arrays of a batched insert).
+_STATE_TYPES: tuple[str, ...] = ("VARCHAR", "VARCHAR", "VARCHAR", "TIMESTAMP", "DATE", "TIMESTAMP", "TIMESTAMP")
+_STATE_TYPES += ("VARCHAR", "TIMESTAMP", "VARCHAR", "VARCHAR")
+
+
+def state_columns() -> str:
+    """The `customer_tiers` columns a `TierStateRow` is read from, in order."""
+    return _STATE
 
 
 class TierRepository:
@@ -94,14 +102,48 @@ class TierRepository:
         return {row[1]: TierStateRow(*row) for row in rows}
 
     def save(self, scope: Scope, states: Sequence[TierStateRow]) -> None:
-        """Write these customers' state (insert or replace)."""
-        now = utcnow()
-        for state in states:
-            self.con.execute(
-                f"INSERT OR REPLACE INTO customer_tiers (organization_id, environment, {_STATE}, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [*scope.params, *astuple(state), now],
-            )
+        """Write these customers' state (insert or replace), in one statement (a period end's round writes 1,000:
+        row by row took 18 ms each on DuckDB)."""
+        if not states:
+            return
+        columns = list(zip(*(astuple(state) for state in states), strict=True))
+        values = ", ".join(f"unnest(CAST(? AS {kind}[]))" for kind in _STATE_TYPES)
+        self.con.execute(
+            f"INSERT OR REPLACE INTO customer_tiers (organization_id, environment, {_STATE}, updated_at) "
+            f"SELECT ?, ?, {values}, ?",
+            [*scope.params, *[list(column) for column in columns], utcnow()],
+        )
+
+    def due(self, as_of: datetime, limit: int) -> list[tuple[str, str, str, str]]:
+        """(organization, environment, programme, customer) of every tenant whose review or grace end has come
+        (`review_at` or `grace_until` <= as_of), soonest first, in the active programmes whose live version has
+        tiers (the others' holders wait as they are: nothing reads their state); a customer at the base has
+        neither."""
+        rows = self.con.execute(
+            "SELECT t.organization_id, t.environment, t.program_id, t.customer_id FROM customer_tiers t "
+            "JOIN programmes p ON p.id = t.program_id AND p.organization_id = t.organization_id "
+            "AND p.environment = t.environment "
+            "JOIN programme_versions v ON v.program_id = p.id AND v.number = p.current_version "
+            "WHERE p.status = 'active' AND v.tiers IS NOT NULL AND (t.review_at <= ? OR t.grace_until <= ?) "
+            "ORDER BY least(coalesce(t.review_at, t.grace_until), coalesce(t.grace_until, t.review_at)), "
+            "t.organization_id, t.environment, t.program_id, t.customer_id LIMIT ?",
+            [as_of, as_of, limit],
+        ).fetchall()
+        return [(str(o), str(e), str(p), str(c)) for o, e, p, c in rows]
+
+    def due_among(
+        self, scope: Scope, program_id: str, customer_ids: Sequence[str], as_of: datetime
+    ) -> dict[str, TierStateRow]:
+        """Of these customers, those still due by `as_of`, as stored now (read again inside the unit of work that
+        reviews them: the event worker may have reviewed or upgraded them since)."""
+        if not customer_ids:
+            return {}
+        rows = self.con.execute(
+            f"SELECT {_STATE} FROM customer_tiers WHERE {TENANT} AND program_id = ? "
+            "AND customer_id IN (SELECT unnest(?)) AND (review_at <= ? OR grace_until <= ?) ORDER BY customer_id",
+            [*scope.params, program_id, sorted(set(customer_ids)), as_of, as_of],
+        ).fetchall()
+        return {row[1]: TierStateRow(*row) for row in rows}
 
     def known_sources(
         self, scope: Scope, program_id: str, metric_key: str, source_ids: Sequence[str]
@@ -226,15 +268,21 @@ class TierRepository:
     def add_changes(self, scope: Scope, changes: Sequence[TierChangeRow]) -> None:
         """Append to the history (one row per change; a change already recorded at the same instant and of the
         same kind is refused by the table's unique key)."""
-        now = utcnow()
-        for change in changes:
-            values: list[Any] = [*astuple(change)]
-            self.con.execute(
-                "INSERT INTO tier_changes (id, organization_id, environment, program_id, customer_id, changed_at, "
-                "kind, from_tier, to_tier, metric_minor, window_start, window_end, event_id, version_id, review_at, "
-                "grace_until, grace_target, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [values[0], *scope.params, *values[1:], now],
-            )
+        if not changes:
+            return
+        columns: list[list[Any]] = [list(column) for column in zip(*(astuple(c) for c in changes), strict=True)]
+        columns[7] = [None if amount is None else str(amount) for amount in columns[7]]  # metric_minor, as HUGEINT
+        self.con.execute(
+            "INSERT INTO tier_changes (id, organization_id, environment, program_id, customer_id, changed_at, "
+            "kind, from_tier, to_tier, metric_minor, window_start, window_end, event_id, version_id, review_at, "
+            "grace_until, grace_target, created_at) SELECT unnest(CAST(? AS VARCHAR[])), ?, ?, "
+            "unnest(CAST(? AS VARCHAR[])), unnest(CAST(? AS VARCHAR[])), unnest(CAST(? AS TIMESTAMP[])), "
+            "unnest(CAST(? AS VARCHAR[])), unnest(CAST(? AS VARCHAR[])), unnest(CAST(? AS VARCHAR[])), "
+            "unnest(CAST(? AS HUGEINT[])), unnest(CAST(? AS DATE[])), unnest(CAST(? AS DATE[])), "
+            "unnest(CAST(? AS VARCHAR[])), unnest(CAST(? AS VARCHAR[])), unnest(CAST(? AS TIMESTAMP[])), "
+            "unnest(CAST(? AS TIMESTAMP[])), unnest(CAST(? AS VARCHAR[])), ?",
+            [columns[0], *scope.params, *columns[1:], utcnow()],
+        )
 
     def history(self, scope: Scope, program_id: str, customer_id: str, limit: int) -> list[TierChangeRow]:
         """A customer's changes, newest first."""

@@ -17,7 +17,7 @@ EVERY = frozenset(BACKGROUND_WORKERS)
 
 def test_every_worker_kind_declares_whether_several_processes_may_run_it() -> None:
     assert set(MULTI_PROCESS) == EVERY
-    # events: partition leases and row locks; deliveries, outbox, expiry and retention: their claims (increment 7)
+    # events: partition leases and row locks; deliveries, outbox, expiry, retention and tiers: their claims
     assert {kind for kind, safe in MULTI_PROCESS.items() if safe} == EVERY
 
 
@@ -46,9 +46,11 @@ def test_the_lock_holder_runs_every_worker_and_the_others_the_multi_process_ones
 def test_create_app_builds_the_workers_of_the_kinds_asked_for(db: Database) -> None:
     app = create_app(db, run_worker={"events"})
     assert app.state.worker is not None
-    assert (app.state.delivery_worker, app.state.expiry_worker, app.state.retention_worker) == (None, None, None)
+    others = (app.state.delivery_worker, app.state.expiry_worker, app.state.retention_worker, app.state.tier_worker)
+    assert others == (None, None, None, None)
     every = create_app(db, run_worker=True)
     assert None not in (every.state.worker, every.state.delivery_worker, every.state.expiry_worker)
+    assert every.state.tier_worker is not None
     assert create_app(db, run_worker=False).state.worker is None
     with pytest.raises(ValueError, match="no background worker of kind"):
         create_app(db, run_worker={"events", "mail"})

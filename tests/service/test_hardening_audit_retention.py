@@ -63,6 +63,10 @@ def _seed(con: object, stamp: datetime, tag: str, *, pending: bool = False) -> N
         "status_code, succeeded) VALUES (?, 1, 'org_a', 'sandbox', ?, 5, 200, true)",
         [f"dlv_{tag}", stamp],
     )
+    execute(  # a day older: OLD is exactly the contributions' 400 days before NOW
+        "INSERT INTO tier_contributions VALUES ('org_a', 'sandbox', 'prg_1', 'metric', ?, 'cus_1', ?, 5, ?)",
+        [f"exe_{tag}", (stamp - timedelta(days=1)).date(), stamp - timedelta(days=1)],
+    )
 
 
 def _ids(database: Database, table: str, column: str = "id") -> set[str]:
@@ -83,6 +87,7 @@ def test_old_rows_go_and_recent_ones_stay_in_every_table(tmp_path: Path) -> None
             "auth_audit": 6,
             "sessions": 6,
             "outbox": 6,
+            "tier_contributions": 6,
             "webhook_deliveries": 5,
             "webhook_attempts": 5,
         }
@@ -91,6 +96,7 @@ def test_old_rows_go_and_recent_ones_stay_in_every_table(tmp_path: Path) -> None
         assert _ids(database, "auth_audit") == {"aud_recent"}
         assert _ids(database, "sessions") == {"ses_recent"}
         assert _ids(database, "outbox") == {"obx_recent"}
+        assert _ids(database, "tier_contributions", "source_id") == {"exe_recent"}  # the sums stay in tier_days
         assert _ids(database, "webhook_deliveries") == {"dlv_recent", "dlv_stuck"}
         assert _ids(database, "webhook_attempts", "delivery_id") == {"dlv_recent", "dlv_stuck"}
         again = run_once(database, RetentionSettings(), now=NOW)

@@ -4,8 +4,10 @@ source and customer, daily sums added up, window sums bounded by their days, the
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date, datetime
 
+from rewards_lab.contract.scope import Scope
 from rewards_lab.store.tiers import TierChangeRow, TierContribution, TierRepository, TierStateRow
 from tests.store.test_sql_both_engines import A, B, Both, both  # noqa: F401 (the fixture)
 
@@ -89,3 +91,41 @@ def test_the_days_of_customers_are_read_per_metric(both: Both) -> None:  # noqa:
     assert read == {"cus_1": {d1: 2**64, d2: -4}, "cus_2": {d2: 9}}
     assert tiers.days(A, "prg_1", "mk2", ["cus_1"]) == {"cus_1": {d1: 1}}
     assert tiers.days(B, "prg_1", "mk1", ["cus_1"]) == {} and tiers.days(A, "prg_1", "mk1", []) == {}
+
+
+def _live(both: Both, scope: Scope, program_id: str, tiers: str | None, status: str = "active") -> None:  # noqa: F811
+    """A programme whose live version (number 1) has these tiers (JSON text, or None)."""
+    common = {"organization_id": scope.organization_id, "environment": scope.environment, "created_at": T0}
+    programme = {"id": program_id, "name": "P", "asset_id": "ast_1", "current_version": 1, "draft_version_id": "prv_d"}
+    both.insert("programmes", [{**common, **programme, "status": status}])
+    version = {"id": f"prv_{program_id}", "program_id": program_id, "number": 1, "status": "published", "tiers": tiers}
+    both.insert("programme_versions", [{**common, **version}])
+
+
+def test_the_customers_due_are_found_across_tenants_and_read_again_per_tenant(both: Both) -> None:  # noqa: F811
+    """`due`: a review or a grace end at or before the moment, soonest first, every tenant, in active programmes
+    whose live version has tiers; the base (neither) never. `due_among`: of the customers named, those of the tenant
+    still due."""
+    tiers = TierRepository(both)  # type: ignore[arg-type]
+    _live(both, A, "prg_1", "{}")
+    _live(both, B, "prg_b", "{}")
+    _live(both, A, "prg_3", None)  # its live version dropped its tiers
+    _live(both, A, "prg_4", "{}", status="inactive")
+    later = datetime(2026, 4, 1)
+    in_grace = TierStateRow("prg_1", "cus_3", "gold", T0, date(2026, 3, 1), later, T0, "silver", T0, "mk1", "prv_1")
+    tiers.save(A, [_state("cus_1", "silver", later), _state("cus_2", "member"), in_grace])
+    tiers.save(B, [replace(_state("cus_1", "gold", datetime(2026, 3, 15)), program_id="prg_b")])
+    tiers.save(A, [replace(_state("cus_1", "gold", T0), program_id=p) for p in ("prg_3", "prg_4")])
+    moment = datetime(2026, 3, 20)
+    assert tiers.due(moment, 10) == [
+        (*A.params, "prg_1", "cus_3"),  # its grace ends at T0 (1 March), before B's review on the 15th
+        (*B.params, "prg_b", "cus_1"),
+    ]
+    assert tiers.due(moment, 1) == [(*A.params, "prg_1", "cus_3")]
+    assert len(tiers.due(later, 10)) == 3 and tiers.due(datetime(2026, 2, 1), 10) == []
+    assert set(tiers.due_among(A, "prg_1", ["cus_1", "cus_2", "cus_3"], moment)) == {"cus_3"}
+    assert tiers.due_among(A, "prg_1", ["cus_1", "cus_3"], later) == {
+        "cus_1": _state("cus_1", "silver", later),
+        "cus_3": in_grace,
+    }
+    assert tiers.due_among(A, "prg_2", ["cus_3"], later) == {} and tiers.due_among(A, "prg_1", [], later) == {}

@@ -8,7 +8,10 @@ without locks; these take them:
 - the outbox messages a fan-out turns into deliveries are locked `FOR UPDATE SKIP LOCKED` for its unit of work (the
   deliveries' insert skips a message already fanned out to an endpoint: a net);
 - the lots an expiry round expires are those of the wallets whose balance rows it could lock `FOR UPDATE SKIP
-  LOCKED` (every ledger write locks a wallet's balance row before its lots), then locked themselves.
+  LOCKED` (every ledger write locks a wallet's balance row before its lots), then locked themselves;
+- the customers a tier round reviews are those whose `customer_tiers` rows it could lock `FOR UPDATE SKIP LOCKED`,
+  and the event worker reads a customer's tier row `FOR UPDATE` (waiting for a round that holds it, then reading
+  what the round wrote): a review is applied by one of them, once.
 
 Every statement here is PostgreSQL's own text (a locking clause has no DuckDB spelling), run by `execute_native`.
 """
@@ -25,6 +28,7 @@ from rewards_lab.store.lots import LotRepository
 from rewards_lab.store.outbox import OutboxRepository
 from rewards_lab.store.postgres.connection import PgConnection
 from rewards_lab.store.queries import columns
+from rewards_lab.store.tiers import TierRepository, TierStateRow, state_columns
 from rewards_lab.store.webhooks import WebhookRepository
 
 _PENDING = (
@@ -150,3 +154,45 @@ class PgLotClaims(LotRepository):
         params = {"org": scope.organization_id, "env": scope.environment, "ids": list(lot_ids), "as_of": as_of}
         rows = cast(PgConnection, self.con).execute_native(_CLAIM_LOTS, params).fetchall()
         return [DueLot(o, e, i, w, a, int(m), t) for o, e, i, w, a, m, t in rows]
+
+
+_TIER_ROWS = (
+    "SELECT {columns} FROM customer_tiers WHERE organization_id = %(org)s AND environment = %(env)s "
+    "AND program_id = %(program)s AND customer_id = ANY(%(customers)s::text[]) {due}"
+    "ORDER BY customer_id FOR UPDATE {skip}"
+)
+
+
+class PgTierClaims(TierRepository):
+    """Tier state read under row locks when the unit of work writes (several processes on one database)."""
+
+    def _locked(
+        self, scope: Scope, program_id: str, customer_ids: Sequence[str], as_of: datetime | None
+    ) -> dict[str, TierStateRow]:
+        due = "" if as_of is None else "AND (review_at <= %(as_of)s OR grace_until <= %(as_of)s) "
+        sql = _TIER_ROWS.format(columns=state_columns(), due=due, skip="" if as_of is None else "SKIP LOCKED")
+        params = {
+            "org": scope.organization_id,
+            "env": scope.environment,
+            "program": program_id,
+            "customers": sorted(set(customer_ids)),
+            "as_of": as_of,
+        }
+        rows = cast(PgConnection, self.con).execute_native(sql, params).fetchall()
+        return {row[1]: TierStateRow(*row) for row in rows}
+
+    def load(self, scope: Scope, program_id: str, customer_ids: Sequence[str]) -> dict[str, TierStateRow]:
+        """DuckDB's, the rows locked (in customer order) when this unit of work writes: an event waits for a tier
+        round holding its customer and reads what it wrote."""
+        if not customer_ids or not cast(PgConnection, self.con).writes:
+            return super().load(scope, program_id, customer_ids)
+        return self._locked(scope, program_id, customer_ids, None)
+
+    def due_among(
+        self, scope: Scope, program_id: str, customer_ids: Sequence[str], as_of: datetime
+    ) -> dict[str, TierStateRow]:
+        """DuckDB's, only the rows this unit of work could lock: a customer an event batch or another round holds is
+        left for a later round (it is still due then, or the batch reviewed it)."""
+        if not customer_ids:
+            return {}
+        return self._locked(scope, program_id, customer_ids, as_of)

@@ -33,7 +33,7 @@ from rewards_lab.store.interfaces import (
 )
 from rewards_lab.store.ledger import LedgerRepository, _invariant
 from rewards_lab.store.limit_usage import LimitUsageRepository
-from rewards_lab.store.postgres.claims import PgLotClaims, PgOutboxRepository, PgWebhookRepository
+from rewards_lab.store.postgres.claims import PgLotClaims, PgOutboxRepository, PgTierClaims, PgWebhookRepository
 from rewards_lab.store.postgres.connection import PgConnection
 from rewards_lab.store.postgres.row_locks import lock_balances, lock_counters
 from rewards_lab.store.uow import DuckDBRepositories
@@ -332,3 +332,4 @@ class PostgresRepositories(DuckDBRepositories):
         self.webhooks = PgWebhookRepository(duck)
         self.idempotency = PgIdempotencyRepository(duck)
         self.limit_usage = PgLimitUsageRepository(duck)
+        self.tiers = PgTierClaims(duck)
